@@ -1,0 +1,30 @@
+// parlab: choose, simulate and run distributed-training parallelism.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <exception>
+
+#include "parlab/version.h"
+#include "strategy/errors.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "parlab: choose, simulate and run distributed-training parallelism.\n"
+      "Parallelize the resource that actually exceeds its budget, and stop when the added\n"
+      "communication costs more than the split saves."};
+  app.set_version_flag("--version", parlab::kVersion);
+  app.require_subcommand(1);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const parlab::Error& e) {
+    fmt::print(stderr, "parlab: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "parlab: unexpected error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

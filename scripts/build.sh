@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures (once) and builds parlab into build/ with Ninja. Extra arguments go to ninja.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${PARLAB_BUILD_DIR:-$root/build}"
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${PARLAB_BUILD_TYPE:-RelWithDebInfo}"
+fi
+# Two jobs by default: the lab targets small machines, and link steps are memory-hungry.
+cmake --build "$build" -- -j"${PARLAB_JOBS:-$(nproc)}" "$@"
