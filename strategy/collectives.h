@@ -1,0 +1,47 @@
+#pragma once
+// Collective operations and the bandwidth bookkeeping of nccl-tests, defined once for the cost
+// model, the simulator's checks, the runtime's telemetry, the benchmarks and the GUI.
+//
+// Size convention (as nccl-tests): `bytes` is the size S of the whole tensor a collective is
+// about -- the buffer of an all-reduce, the *output* of an all-gather (n pieces of S/n), the
+// *input* of a reduce-scatter (n pieces of S/n), the buffer of a broadcast.
+//
+// algbw = S / t: how fast the user's tensor moved.
+// busbw = algbw * factor(n): the bandwidth each link must sustain, comparable across n and ops,
+// and directly comparable with a link's peak. Derivation (ring on n ranks, S bytes):
+//   - all-reduce = reduce-scatter + all-gather: every rank sends 2(n-1) chunks of S/n, so
+//     t = 2(n-1)/n * S / B  =>  factor 2(n-1)/n.
+//   - reduce-scatter, all-gather: every rank sends (n-1) chunks of S/n  =>  factor (n-1)/n.
+//   - broadcast (pipelined): the root's S bytes cross each link once  =>  factor 1.
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace parlab::strategy {
+
+enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
+
+inline double bus_bandwidth_factor(CollectiveOp op, int n_ranks) {
+  if (n_ranks <= 1) return 0.0;  // nothing crosses a link
+  const double n = n_ranks;
+  switch (op) {
+    case CollectiveOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllGather: return (n - 1) / n;
+    case CollectiveOp::kBroadcast: return 1.0;
+  }
+  return 0.0;
+}
+
+inline double algbw_bytes_per_s(double bytes, double seconds) { return bytes / seconds; }
+
+inline double busbw_bytes_per_s(CollectiveOp op, int n_ranks, double bytes, double seconds) {
+  return algbw_bytes_per_s(bytes, seconds) * bus_bandwidth_factor(op, n_ranks);
+}
+
+// "all-reduce", "reduce-scatter", "all-gather", "broadcast".
+std::string_view to_string(CollectiveOp op);
+// Accepts the names above and the CLI spellings "allreduce", "reducescatter", "allgather".
+std::optional<CollectiveOp> parse_collective_op(std::string_view text);
+
+}  // namespace parlab::strategy
