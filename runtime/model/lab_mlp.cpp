@@ -1,0 +1,203 @@
+#include "runtime/model/lab_mlp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "runtime/compute/blas_threads.h"
+#include "runtime/compute/counter_rng.h"
+#include "runtime/compute/cpu/kernels.h"
+#include "strategy/errors.h"
+
+namespace parlab::model {
+namespace cpu = compute::cpu;
+
+namespace {
+// Position of a tensor inside its layer, in flat order.
+constexpr int kFc1Weight = 0, kFc1Bias = 1, kFc2Weight = 2, kFc2Bias = 3;
+constexpr int kHeadWeight = 0, kHeadBias = 1;
+constexpr int kTensorsPerBlock = 4;
+}  // namespace
+
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed)
+    : LabMlp(shape, seed, 0, shape.num_layers()) {}
+
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer)
+    : layout_(shape), first_layer_(first_layer), end_layer_(end_layer) {
+  if (first_layer < 0 || end_layer > layout_.num_layers() || first_layer >= end_layer) {
+    throw ConfigError("stage layers",
+                      "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
+                      "must be a non-empty span within [0, " +
+                          std::to_string(layout_.num_layers()) + ")");
+  }
+  compute::pin_blas_to_one_thread();
+  owned_ = layout_.layers_range(first_layer, end_layer);
+  params_.assign(owned_.numel(), 0.0f);
+  grads_.assign(owned_.numel(), 0.0f);
+  init_params(seed);
+}
+
+void LabMlp::check_owned(int layer) const {
+  if (!owns_layer(layer)) {
+    throw RuntimeError("layer " + std::to_string(layer) + " is not held by this model (layers [" +
+                       std::to_string(first_layer_) + ", " + std::to_string(end_layer_) + "))");
+  }
+}
+
+const ParamTensor& LabMlp::tensor_of(int layer, int which) const {
+  return layout_.tensors()[static_cast<size_t>(layer) * kTensorsPerBlock + which];
+}
+
+std::span<float> LabMlp::param(std::string_view name) {
+  const ParamTensor& t = layout_.find(name);
+  check_owned(t.layer);
+  return {params_.data() + (t.offset - owned_.begin), static_cast<size_t>(t.numel)};
+}
+
+std::span<float> LabMlp::grad(std::string_view name) {
+  const ParamTensor& t = layout_.find(name);
+  check_owned(t.layer);
+  return {grads_.data() + (t.offset - owned_.begin), static_cast<size_t>(t.numel)};
+}
+
+void LabMlp::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+void LabMlp::init_params(uint64_t seed) {
+  const compute::CounterRng rng(seed, compute::RngStream::kParamInit);
+  for (const ParamTensor& t : layout_.tensors()) {
+    if (!owned_.contains(t.range())) continue;
+    const double bound = 1.0 / std::sqrt(static_cast<double>(t.fan_in));
+    float* p = params_.data() + (t.offset - owned_.begin);
+    for (int64_t j = 0; j < t.numel; ++j) {
+      const uint64_t counter = static_cast<uint64_t>(t.offset + j);
+      p[j] = static_cast<float>((2.0 * rng.uniform(counter) - 1.0) * bound);
+    }
+  }
+}
+
+MicrobatchState LabMlp::new_microbatch(int64_t batch, int64_t global_batch) const {
+  return MicrobatchState(shape(), batch, global_batch);
+}
+
+void LabMlp::forward_layer(int layer, MicrobatchState& mb) const {
+  check_owned(layer);
+  if (!(mb.shape_ == shape())) throw RuntimeError("microbatch state built for another shape");
+  if (mb.batch() > 0 && !mb.has_activation(layer)) {
+    throw RuntimeError("forward_layer(" + std::to_string(layer) +
+                       "): activation(" + std::to_string(layer) + ") was never set");
+  }
+  if (layer == shape().blocks) {
+    head_forward(mb);
+  } else {
+    block_forward(layer, mb);
+  }
+}
+
+void LabMlp::backward_layer(int layer, MicrobatchState& mb) {
+  check_owned(layer);
+  if (!(mb.shape_ == shape())) throw RuntimeError("microbatch state built for another shape");
+  if (layer == shape().blocks) {
+    head_backward(mb);
+  } else {
+    block_backward(layer, mb);
+  }
+}
+
+double LabMlp::forward(MicrobatchState& mb) const {
+  for (int l = first_layer_; l < end_layer_; ++l) forward_layer(l, mb);
+  return owns_layer(shape().blocks) ? mb.loss_sum() : 0.0;
+}
+
+void LabMlp::backward(MicrobatchState& mb) {
+  for (int l = end_layer_ - 1; l >= first_layer_; --l) backward_layer(l, mb);
+}
+
+void LabMlp::block_forward(int i, MicrobatchState& mb) const {
+  const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
+  MicrobatchState::BlockSaved& saved = mb.saved_[i];
+  saved.pre.resize(B * f);
+  saved.post.resize(B * f);
+  const float* x = mb.activation(i).data();  // (B, h)
+  float* y = mb.activation(i + 1).data();    // (B, h)
+  // pre (B, f) = x @ W1^T + b1;  post = gelu(pre)
+  cpu::linear_forward(saved.pre.data(), x, tensor(tensor_of(i, kFc1Weight)),
+                      tensor(tensor_of(i, kFc1Bias)), B, h, f);
+  cpu::gelu_forward(saved.post.data(), saved.pre.data(), B * f);
+  // y (B, h) = post @ W2^T + b2, then the residual y += x
+  cpu::linear_forward(y, saved.post.data(), tensor(tensor_of(i, kFc2Weight)),
+                      tensor(tensor_of(i, kFc2Bias)), B, f, h);
+  cpu::residual_forward(y, y, x, B * h);
+  saved.present = true;
+}
+
+void LabMlp::head_forward(MicrobatchState& mb) const {
+  const int64_t B = mb.batch(), h = shape().hidden, C = shape().classes;
+  const int L = static_cast<int>(shape().blocks);
+  mb.logits_.resize(B * C);
+  mb.probs_.resize(B * C);
+  mb.losses_.resize(B);
+  cpu::linear_forward(mb.logits_.data(), mb.activation(L).data(),
+                      tensor(tensor_of(L, kHeadWeight)), tensor(tensor_of(L, kHeadBias)), B, h, C);
+  cpu::softmax_cross_entropy_forward(mb.losses_.data(), mb.probs_.data(), mb.logits_.data(),
+                                     mb.labels_.data(), B, C);
+  mb.head_saved_ = true;
+}
+
+void LabMlp::head_backward(MicrobatchState& mb) {
+  if (!mb.head_saved_) {
+    throw RuntimeError("backward_layer(head) before its forward_layer");
+  }
+  const int64_t B = mb.batch(), h = shape().hidden, C = shape().classes;
+  const int L = static_cast<int>(shape().blocks);
+  scratch_.resize(B * C);
+  float* dlogits = scratch_.data();  // (B, C)
+  cpu::softmax_cross_entropy_backward(dlogits, mb.probs_.data(), mb.labels_.data(),
+                                      mb.loss_scale(), B, C);
+  // dactivation(L) is produced here (not accumulated from elsewhere): start from zero.
+  std::span<float> dx = mb.dactivation(L);
+  std::fill(dx.begin(), dx.end(), 0.0f);
+  const ParamTensor& w = tensor_of(L, kHeadWeight);
+  cpu::linear_backward(dx.data(), tensor_grad(w), tensor_grad(tensor_of(L, kHeadBias)), dlogits,
+                       mb.activation(L).data(), tensor(w), B, h, C);
+  mb.head_saved_ = false;
+}
+
+void LabMlp::block_backward(int i, MicrobatchState& mb) {
+  MicrobatchState::BlockSaved& saved = mb.saved_[i];
+  if (!saved.present) {
+    throw RuntimeError("backward_layer(" + std::to_string(i) + ") before its forward_layer");
+  }
+  if (mb.batch() > 0 && !mb.has_dactivation(i + 1)) {
+    throw RuntimeError("backward_layer(" + std::to_string(i) + "): upstream gradient dactivation(" +
+                       std::to_string(i + 1) + ") was never set");
+  }
+  const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
+  const float* dy = mb.dactivation(i + 1).data();  // (B, h)
+  // Residual branch: dx starts as dy; the fc path accumulates onto it below.
+  std::span<float> dx = mb.dactivation(i);
+  std::copy(dy, dy + B * h, dx.begin());
+  // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
+  scratch_.assign(B * f, 0.0f);
+  float* dpost = scratch_.data();
+  const ParamTensor& w2 = tensor_of(i, kFc2Weight);
+  cpu::linear_backward(dpost, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)), dy,
+                       saved.post.data(), tensor(w2), B, f, h);
+  // gelu: dpre = dpost * gelu'(pre), in place
+  cpu::gelu_backward(dpost, saved.pre.data(), dpost, B * f);
+  // fc1: dx += dpre @ W1, dW1 += dpre^T @ x, db1 += sum dpre
+  const ParamTensor& w1 = tensor_of(i, kFc1Weight);
+  cpu::linear_backward(dx.data(), tensor_grad(w1), tensor_grad(tensor_of(i, kFc1Bias)), dpost,
+                       mb.activation(i).data(), tensor(w1), B, h, f);
+  // Release what only this backward needed; the boundary tensors stay for the executor.
+  saved = MicrobatchState::BlockSaved{};
+}
+
+double LabMlp::step_matmul_flops(const MlpShape& shape, int64_t batch) {
+  const double B = static_cast<double>(batch), h = static_cast<double>(shape.hidden),
+               f = static_cast<double>(shape.ffn), C = static_cast<double>(shape.classes),
+               L = static_cast<double>(shape.blocks);
+  const double forward = 2.0 * B * (h * f + f * h) * L + 2.0 * B * h * C;
+  return 3.0 * forward;
+}
+
+}  // namespace parlab::model

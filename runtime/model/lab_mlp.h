@@ -1,0 +1,96 @@
+#pragma once
+// lab-mlp: the network every parlab strategy trains (layout and math in param_layout.h).
+//
+// Parameters and gradients live in one flat fp32 buffer each (same layout). A LabMlp may hold
+// only the layers [first_layer, end_layer) of a pipeline stage: its buffers then cover just that
+// flat range, and offsets stay GLOBAL (params()[0] is flat offset owned_range().begin).
+//
+// The executor drives it one layer and one microbatch at a time:
+//   forward_layer(l, mb)   for l = a .. b-1   (reads activation(l), writes activation(l+1))
+//   backward_layer(l, mb)  for l = b-1 .. a   (reads dactivation(l+1), writes dactivation(l))
+// backward_layer ACCUMULATES layer l's parameter gradients into grads(), so microbatches sum, and
+// when it returns, layer_range(l) of the gradient buffer is final for this microbatch (the moment
+// a DDP bucket ending there may launch its all-reduce). The head's backward scales by
+// mb.loss_scale() = 1/global_batch, so a plain SUM over microbatches and ranks is the gradient of
+// the global mean loss.
+// Not thread-safe: one LabMlp per rank (backward uses a scratch buffer held by the model).
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtime/model/microbatch.h"
+#include "runtime/model/param_layout.h"
+
+namespace parlab::model {
+
+class LabMlp {
+ public:
+  // The whole network, initialised from `seed`.
+  LabMlp(const MlpShape& shape, uint64_t seed);
+  // Only layers [first_layer, end_layer) (0..L-1 blocks, L head), initialised from `seed` to the
+  // same values the whole network would have there. Throws ConfigError on an empty/out-of-range span.
+  LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer);
+
+  const MlpShape& shape() const { return layout_.shape(); }
+  const ParamLayout& layout() const { return layout_; }
+  int first_layer() const { return first_layer_; }
+  int end_layer() const { return end_layer_; }
+  bool owns_layer(int layer) const { return first_layer_ <= layer && layer < end_layer_; }
+  // Flat range held by this object.
+  FlatRange owned_range() const { return owned_; }
+
+  // Owned part of the flat buffers: element i is flat offset owned_range().begin + i.
+  std::span<float> params() { return params_; }
+  std::span<const float> params() const { return params_; }
+  std::span<float> grads() { return grads_; }
+  std::span<const float> grads() const { return grads_; }
+  // One named tensor's view (must be owned; throws RuntimeError otherwise).
+  std::span<float> param(std::string_view name);
+  std::span<float> grad(std::string_view name);
+
+  void zero_grads();
+  // PyTorch-like init: each element of a tensor whose linear map has n inputs is
+  // uniform(-1/sqrt(n), 1/sqrt(n)), drawn from CounterRng(seed, kParamInit) at its GLOBAL flat
+  // offset, so the values do not depend on the stage split, shard or world size.
+  void init_params(uint64_t seed);
+
+  // A fresh state for `batch` samples out of `global_batch` (see MicrobatchState).
+  MicrobatchState new_microbatch(int64_t batch, int64_t global_batch) const;
+
+  // Block l: activation(l+1) = activation(l) + fc2(gelu(fc1(activation(l)))), saving fc1/gelu
+  // outputs. Head (l = L): logits = head(activation(L)); probs, losses from labels.
+  void forward_layer(int layer, MicrobatchState& mb) const;
+  // Head: dactivation(L) = dlogits @ head.weight with dlogits = loss_scale (probs - onehot).
+  // Block l: dactivation(l) = dactivation(l+1) + (fc1 o gelu o fc2 path)^T dactivation(l+1).
+  // Parameter gradients += ; the layer's saved activations are released. Throws RuntimeError if
+  // forward_layer(l) has not run since (or the upstream gradient is missing).
+  void backward_layer(int layer, MicrobatchState& mb);
+
+  // Every owned layer in order; returns mb.loss_sum() when the head is owned, else 0.
+  double forward(MicrobatchState& mb) const;
+  void backward(MicrobatchState& mb);
+
+  // Matrix-multiply FLOPs (multiply-add = 2) of one forward+backward of `batch` samples through
+  // the whole network: 3 x [2 B (h f + f h) L + 2 B h C] (backward = 2x forward: dinp and dweight).
+  static double step_matmul_flops(const MlpShape& shape, int64_t batch);
+
+ private:
+  void check_owned(int layer) const;
+  const float* tensor(const ParamTensor& t) const { return params_.data() + (t.offset - owned_.begin); }
+  float* tensor_grad(const ParamTensor& t) { return grads_.data() + (t.offset - owned_.begin); }
+  const ParamTensor& tensor_of(int layer, int which) const;
+  void block_forward(int i, MicrobatchState& mb) const;
+  void head_forward(MicrobatchState& mb) const;
+  void block_backward(int i, MicrobatchState& mb);
+  void head_backward(MicrobatchState& mb);
+
+  ParamLayout layout_;
+  int first_layer_ = 0;
+  int end_layer_ = 0;
+  FlatRange owned_;
+  std::vector<float> params_, grads_;
+  std::vector<float> scratch_;  // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
+};
+
+}  // namespace parlab::model

@@ -1,0 +1,84 @@
+#include "runtime/model/microbatch.h"
+
+#include <string>
+
+#include "strategy/errors.h"
+
+namespace parlab::model {
+
+MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch)
+    : shape_(shape), batch_(batch), global_batch_(global_batch) {
+  shape_.validate();
+  if (batch < 0) throw ConfigError("microbatch", std::to_string(batch), "must be >= 0");
+  if (global_batch < 1 || global_batch < batch) {
+    throw ConfigError("global_batch", std::to_string(global_batch),
+                      "must be >= 1 and >= the microbatch (" + std::to_string(batch) + ")");
+  }
+  // Computed in double and rounded once, so every rank and microbatch uses the same float.
+  loss_scale_ = static_cast<float>(1.0 / static_cast<double>(global_batch));
+  labels_.assign(batch, 0);
+  const size_t boundaries = static_cast<size_t>(shape_.blocks) + 1;
+  acts_.resize(boundaries);
+  dacts_.resize(boundaries);
+  has_act_.assign(boundaries, 0);
+  has_dact_.assign(boundaries, 0);
+  saved_.resize(shape_.blocks);
+}
+
+void MicrobatchState::check_boundary(int l) const {
+  if (l < 0 || l > shape_.blocks) {
+    throw RuntimeError("boundary index " + std::to_string(l) + " outside [0, " +
+                       std::to_string(shape_.blocks) + "]");
+  }
+}
+
+std::span<float> MicrobatchState::activation(int l) {
+  check_boundary(l);
+  if (!has_act_[l]) {
+    acts_[l].assign(batch_ * shape_.hidden, 0.0f);
+    has_act_[l] = 1;
+  }
+  return acts_[l];
+}
+
+std::span<float> MicrobatchState::dactivation(int l) {
+  check_boundary(l);
+  if (!has_dact_[l]) {
+    dacts_[l].assign(batch_ * shape_.hidden, 0.0f);
+    has_dact_[l] = 1;
+  }
+  return dacts_[l];
+}
+
+bool MicrobatchState::has_activation(int l) const {
+  check_boundary(l);
+  return has_act_[l] != 0;
+}
+
+bool MicrobatchState::has_dactivation(int l) const {
+  check_boundary(l);
+  return has_dact_[l] != 0;
+}
+
+double MicrobatchState::loss_sum() const {
+  double sum = 0.0;
+  for (float loss : losses_) sum += loss;
+  return sum;
+}
+
+int64_t MicrobatchState::correct() const {
+  int64_t n = 0;
+  const int64_t C = shape_.classes;
+  for (int64_t b = 0; b < static_cast<int64_t>(losses_.size()); ++b) {
+    const float* row = logits_.data() + b * C;
+    const float mine = row[labels_[b]];
+    bool best = true;
+    for (int64_t c = 0; c < C; ++c) {
+      if (c != labels_[b] && row[c] >= mine) best = false;
+    }
+    n += best ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace parlab::model

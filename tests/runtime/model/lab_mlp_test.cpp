@@ -1,0 +1,331 @@
+// lab-mlp forward/backward against an independent naive double-precision reference written here
+// (per-sample loops, no BLAS, std::tanh), and against central finite differences of that
+// reference's loss. Each comparison prints its largest relative difference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "runtime/compute/counter_rng.h"
+#include "runtime/model/lab_mlp.h"
+#include "strategy/errors.h"
+
+namespace parlab::model {
+namespace {
+
+const MlpShape kTiny{.hidden = 6, .ffn = 10, .blocks = 2, .classes = 3};
+
+// ---- naive double reference --------------------------------------------------------------
+// Parameters are read from a flat vector with the PyTorch layout written out by hand here:
+// per block [fc1.weight (f,h) | fc1.bias (f) | fc2.weight (h,f) | fc2.bias (h)], then
+// [head.weight (C,h) | head.bias (C)].
+struct Reference {
+  MlpShape s;
+  int64_t block_numel() const { return 2 * s.hidden * s.ffn + s.ffn + s.hidden; }
+
+  static double gelu(double x) {
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  }
+  static double dgelu(double x) {
+    const double k = std::sqrt(2.0 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+  }
+
+  // Loss = (1/G) sum_b CE(sample b); if grad != null, writes dLoss/dparams (overwrites).
+  double loss(const std::vector<double>& p, const std::vector<float>& X,
+              const std::vector<int32_t>& y, int64_t B, double G,
+              std::vector<double>* grad) const {
+    const int64_t h = s.hidden, f = s.ffn, C = s.classes, L = s.blocks;
+    if (grad != nullptr) grad->assign(p.size(), 0.0);
+    double total = 0.0;
+    for (int64_t b = 0; b < B; ++b) {
+      // forward, keeping every intermediate
+      std::vector<std::vector<double>> xs(L + 1, std::vector<double>(h)), pre(L), post(L);
+      for (int64_t k = 0; k < h; ++k) xs[0][k] = X[b * h + k];
+      for (int64_t l = 0; l < L; ++l) {
+        const double* W1 = &p[l * block_numel()];
+        const double* b1 = W1 + f * h;
+        const double* W2 = b1 + f;
+        const double* b2 = W2 + h * f;
+        pre[l].assign(f, 0.0);
+        post[l].assign(f, 0.0);
+        for (int64_t j = 0; j < f; ++j) {
+          double a = b1[j];
+          for (int64_t k = 0; k < h; ++k) a += W1[j * h + k] * xs[l][k];
+          pre[l][j] = a;
+          post[l][j] = gelu(a);
+        }
+        for (int64_t k = 0; k < h; ++k) {
+          double a = b2[k];
+          for (int64_t j = 0; j < f; ++j) a += W2[k * f + j] * post[l][j];
+          xs[l + 1][k] = xs[l][k] + a;
+        }
+      }
+      const double* Wh = &p[L * block_numel()];
+      const double* bh = Wh + C * h;
+      std::vector<double> logits(C);
+      double mx = -1e300;
+      for (int64_t c = 0; c < C; ++c) {
+        double a = bh[c];
+        for (int64_t k = 0; k < h; ++k) a += Wh[c * h + k] * xs[L][k];
+        logits[c] = a;
+        mx = std::max(mx, a);
+      }
+      double sum = 0.0;
+      for (int64_t c = 0; c < C; ++c) sum += std::exp(logits[c] - mx);
+      total += (std::log(sum) + mx - logits[y[b]]) / G;
+      if (grad == nullptr) continue;
+
+      // backward of this sample
+      double* g = grad->data();
+      std::vector<double> dx(h, 0.0);
+      double* gWh = g + L * block_numel();
+      double* gbh = gWh + C * h;
+      for (int64_t c = 0; c < C; ++c) {
+        const double dlogit = (std::exp(logits[c] - mx) / sum - (c == y[b] ? 1.0 : 0.0)) / G;
+        gbh[c] += dlogit;
+        for (int64_t k = 0; k < h; ++k) {
+          gWh[c * h + k] += dlogit * xs[L][k];
+          dx[k] += dlogit * Wh[c * h + k];
+        }
+      }
+      for (int64_t l = L - 1; l >= 0; --l) {
+        const double* W1 = &p[l * block_numel()];
+        const double* W2 = W1 + f * h + f;
+        double* gW1 = g + l * block_numel();
+        double* gb1 = gW1 + f * h;
+        double* gW2 = gb1 + f;
+        double* gb2 = gW2 + h * f;
+        std::vector<double> dpost(f, 0.0), dnext = dx;  // dx carries the residual path
+        for (int64_t k = 0; k < h; ++k) {
+          gb2[k] += dnext[k];
+          for (int64_t j = 0; j < f; ++j) {
+            gW2[k * f + j] += dnext[k] * post[l][j];
+            dpost[j] += dnext[k] * W2[k * f + j];
+          }
+        }
+        for (int64_t j = 0; j < f; ++j) {
+          const double dpre = dpost[j] * dgelu(pre[l][j]);
+          gb1[j] += dpre;
+          for (int64_t k = 0; k < h; ++k) {
+            gW1[j * h + k] += dpre * xs[l][k];
+            dx[k] += dpre * W1[j * h + k];
+          }
+        }
+      }
+    }
+    return total;
+  }
+};
+
+// A microbatch of B deterministic inputs and labels.
+void fill_inputs(MicrobatchState& mb, uint64_t seed, int64_t first_sample = 0) {
+  const compute::CounterRng rng(seed, compute::RngStream::kDataInput);
+  const int64_t h = kTiny.hidden;
+  std::span<float> x = mb.activation(0);
+  for (int64_t i = 0; i < mb.batch() * h; ++i) {
+    x[i] = static_cast<float>(rng.normal(first_sample * h + i));
+  }
+  for (int64_t b = 0; b < mb.batch(); ++b) {
+    mb.labels()[b] = static_cast<int32_t>((first_sample + b) % kTiny.classes);
+  }
+}
+
+std::vector<float> inputs_of(MicrobatchState& mb) {
+  return {mb.activation(0).begin(), mb.activation(0).end()};
+}
+
+double max_rel_diff(std::span<const float> a, const std::vector<double>& b, double floor) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), floor));
+  }
+  return worst;
+}
+
+TEST(LabMlpTest, MatchesNaiveDoubleReference) {
+  LabMlp model(kTiny, 1234);
+  const int64_t B = 5, G = 8;  // G != B: the 1/global_batch scale is checked too
+  MicrobatchState mb = model.new_microbatch(B, G);
+  fill_inputs(mb, 1);
+  const double loss_sum = model.forward(mb);
+  model.backward(mb);
+
+  const Reference ref{kTiny};
+  const std::vector<double> p(model.params().begin(), model.params().end());
+  std::vector<double> grad;
+  const double ref_loss = ref.loss(p, inputs_of(mb), {mb.labels().begin(), mb.labels().end()}, B,
+                                   G, &grad);
+  std::printf("  loss: model %.9f  reference %.9f\n", loss_sum / G, ref_loss);
+  EXPECT_NEAR(loss_sum / G, ref_loss, 1e-6 * ref_loss);
+  for (const ParamTensor& t : model.layout().tensors()) {
+    const std::vector<double> want(grad.begin() + t.offset, grad.begin() + t.offset + t.numel);
+    const double diff = max_rel_diff(model.grad(t.name), want, 1e-3);
+    std::printf("  %-22s max rel diff %.3g\n", t.name.c_str(), diff);
+    EXPECT_LT(diff, 1e-4) << t.name;
+  }
+}
+
+TEST(LabMlpTest, GradientMatchesCentralFiniteDifferences) {
+  LabMlp model(kTiny, 99);
+  const int64_t B = 4;
+  MicrobatchState mb = model.new_microbatch(B, B);
+  fill_inputs(mb, 2);
+  model.forward(mb);
+  model.backward(mb);
+
+  // d loss / d p_i ~ (loss(p + e_i eps) - loss(p - e_i eps)) / (2 eps), evaluated in double at
+  // the model's own fp32 parameters; truncation error O(eps^2) ~ 1e-10.
+  const Reference ref{kTiny};
+  const std::vector<float> x = inputs_of(mb);
+  const std::vector<int32_t> y(mb.labels().begin(), mb.labels().end());
+  std::vector<double> p(model.params().begin(), model.params().end());
+  const double eps = 1e-5;
+  std::vector<double> fd(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double saved = p[i];
+    p[i] = saved + eps;
+    const double up = ref.loss(p, x, y, B, B, nullptr);
+    p[i] = saved - eps;
+    const double down = ref.loss(p, x, y, B, B, nullptr);
+    p[i] = saved;
+    fd[i] = (up - down) / (2 * eps);
+  }
+  const double diff = max_rel_diff(model.grads(), fd, 1e-3);
+  std::printf("  all %zu parameters: max rel diff vs finite differences %.3g\n", p.size(), diff);
+  EXPECT_LT(diff, 1e-4);
+}
+
+TEST(LabMlpTest, TwoMicrobatchesAccumulateToOneBatchOfTwice) {
+  const int64_t B = 3;
+  LabMlp split(kTiny, 5), whole(kTiny, 5);
+  for (int m = 0; m < 2; ++m) {
+    MicrobatchState mb = split.new_microbatch(B, 2 * B);
+    fill_inputs(mb, 3, m * B);
+    split.forward(mb);
+    split.backward(mb);
+  }
+  MicrobatchState mb = whole.new_microbatch(2 * B, 2 * B);
+  fill_inputs(mb, 3, 0);
+  whole.forward(mb);
+  whole.backward(mb);
+  std::vector<double> want(whole.grads().begin(), whole.grads().end());
+  const double diff = max_rel_diff(split.grads(), want, 1e-3);
+  std::printf("  2 x %lld vs 1 x %lld: max rel diff %.3g\n", (long long)B, (long long)(2 * B), diff);
+  EXPECT_LT(diff, 1e-5);
+}
+
+TEST(LabMlpTest, GlobalBatchScalesGradientsExactly) {
+  // Loss scale 1/G with G a power of two only changes exponents, so gradients for G = 16 are
+  // exactly a quarter of those for G = 4 (same 4 samples).
+  LabMlp a(kTiny, 6), b(kTiny, 6);
+  MicrobatchState ma = a.new_microbatch(4, 4), mb = b.new_microbatch(4, 16);
+  EXPECT_EQ(ma.loss_scale(), 0.25f);
+  EXPECT_EQ(mb.loss_scale(), 0.0625f);
+  fill_inputs(ma, 4);
+  fill_inputs(mb, 4);
+  EXPECT_EQ(a.forward(ma), b.forward(mb));  // the loss sum does not depend on the scale
+  a.backward(ma);
+  b.backward(mb);
+  for (size_t i = 0; i < a.grads().size(); ++i) ASSERT_EQ(a.grads()[i], 4.0f * b.grads()[i]) << i;
+}
+
+TEST(LabMlpTest, EmptyMicrobatchContributesNothing) {
+  LabMlp model(kTiny, 7);
+  MicrobatchState full = model.new_microbatch(2, 2);
+  fill_inputs(full, 5);
+  model.forward(full);
+  model.backward(full);
+  const std::vector<float> before(model.grads().begin(), model.grads().end());
+  MicrobatchState empty = model.new_microbatch(0, 2);
+  EXPECT_EQ(model.forward(empty), 0.0);
+  model.backward(empty);
+  EXPECT_EQ(std::vector<float>(model.grads().begin(), model.grads().end()), before);
+  EXPECT_TRUE(empty.dactivation(0).empty());
+}
+
+TEST(LabMlpTest, PipelineStagesReproduceTheWholeModel) {
+  // Stage 0 = block 0, stage 1 = block 1 + head; boundary tensors are copied like sends/recvs.
+  LabMlp whole(kTiny, 8), s0(kTiny, 8, 0, 1), s1(kTiny, 8, 1, 3);
+  EXPECT_EQ(s0.owned_range(), whole.layout().layer_range(0));
+  EXPECT_EQ(s1.owned_range(), whole.layout().layers_range(1, 3));
+  MicrobatchState m = whole.new_microbatch(3, 3), m0 = s0.new_microbatch(3, 3),
+                  m1 = s1.new_microbatch(3, 3);
+  fill_inputs(m, 6);
+  fill_inputs(m0, 6);
+  fill_inputs(m1, 6);  // labels; its activation(0) is never used by stage 1
+  const double loss = whole.forward(m);
+  s0.forward(m0);
+  std::ranges::copy(m0.activation(1), m1.activation(1).begin());  // send activation(1)
+  EXPECT_EQ(s1.forward(m1), loss);
+  whole.backward(m);
+  s1.backward(m1);
+  std::ranges::copy(m1.dactivation(1), m0.dactivation(1).begin());  // send dactivation(1)
+  s0.backward(m0);
+  std::vector<float> joined(s0.grads().begin(), s0.grads().end());
+  joined.insert(joined.end(), s1.grads().begin(), s1.grads().end());
+  EXPECT_EQ(joined, std::vector<float>(whole.grads().begin(), whole.grads().end()));
+  std::vector<float> params(s0.params().begin(), s0.params().end());
+  params.insert(params.end(), s1.params().begin(), s1.params().end());
+  EXPECT_EQ(params, std::vector<float>(whole.params().begin(), whole.params().end()));
+  EXPECT_THROW(s0.forward_layer(2, m0), RuntimeError);
+}
+
+TEST(LabMlpTest, LayerGradientsAreFinalWhenTheirBackwardReturns) {
+  LabMlp model(kTiny, 9);
+  MicrobatchState mb = model.new_microbatch(2, 2);
+  fill_inputs(mb, 7);
+  model.forward(mb);
+  const FlatRange head = model.layout().layer_range(2), block1 = model.layout().layer_range(1);
+  model.backward_layer(2, mb);
+  const std::vector<float> head_grads(model.grads().begin() + head.begin,
+                                      model.grads().begin() + head.end);
+  for (int64_t i = block1.begin; i < block1.end; ++i) ASSERT_EQ(model.grads()[i], 0.0f);
+  model.backward_layer(1, mb);
+  model.backward_layer(0, mb);
+  EXPECT_EQ(head_grads, std::vector<float>(model.grads().begin() + head.begin,
+                                           model.grads().begin() + head.end));
+}
+
+TEST(LabMlpTest, BackwardNeedsItsForward) {
+  LabMlp model(kTiny, 10);
+  MicrobatchState mb = model.new_microbatch(2, 2);
+  fill_inputs(mb, 8);
+  EXPECT_THROW(model.backward_layer(2, mb), RuntimeError);
+  model.forward(mb);
+  model.backward(mb);
+  EXPECT_THROW(model.backward_layer(0, mb), RuntimeError);  // saved activations were released
+  MicrobatchState fresh = model.new_microbatch(2, 2);
+  EXPECT_THROW(model.forward_layer(1, fresh), RuntimeError);  // activation(1) never set
+  EXPECT_THROW(model.new_microbatch(3, 2), ConfigError);
+}
+
+TEST(LabMlpTest, InitIsSeededBoundedAndIndependentOfTheSplit) {
+  const LabMlp a(kTiny, 11), b(kTiny, 11), c(kTiny, 12);
+  EXPECT_TRUE(std::ranges::equal(a.params(), b.params()));
+  EXPECT_FALSE(std::ranges::equal(a.params(), c.params()));
+  for (const ParamTensor& t : a.layout().tensors()) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(t.fan_in));
+    float lo = 1.0f, hi = -1.0f;
+    for (int64_t j = 0; j < t.numel; ++j) {
+      lo = std::min(lo, a.params()[t.offset + j]);
+      hi = std::max(hi, a.params()[t.offset + j]);
+    }
+    EXPECT_GE(lo, -bound) << t.name;
+    EXPECT_LE(hi, bound) << t.name;
+    if (t.numel >= 10) {
+      EXPECT_GT(hi - lo, bound) << t.name;  // actually spread, not constant
+    }
+  }
+}
+
+TEST(LabMlpTest, StepFlopsCount) {
+  // 3 x [2 B (h f + f h) L + 2 B h C] for h 6, f 10, L 2, C 3, B 4:
+  //   forward = 2*4*(60+60)*2 + 2*4*6*3 = 1920 + 144 = 2064; x3 = 6192
+  EXPECT_EQ(LabMlp::step_matmul_flops(kTiny, 4), 6192.0);
+}
+
+}  // namespace
+}  // namespace parlab::model
