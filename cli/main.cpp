@@ -4,6 +4,7 @@
 
 #include <exception>
 
+#include "cli/common.h"
 #include "parlab/version.h"
 #include "strategy/errors.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
       "communication costs more than the split saves."};
   app.set_version_flag("--version", parlab::kVersion);
   app.require_subcommand(1);
+  parlab::cli::add_plan_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,5 +1,6 @@
 #include "strategy/units.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -30,6 +31,13 @@ std::string scaled(double value, const char* const* prefixes, int n_prefixes, do
 std::string format_bytes(double bytes) {
   static const char* const p[] = {"", "k", "M", "G", "T", "P"};
   return scaled(bytes, p, 6, 1000.0, "B");
+}
+
+std::string format_count(double count) {
+  static const char* const p[] = {"", "k", "M", "B", "T"};
+  std::string s = scaled(count, p, 5, 1000.0, "");
+  s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+  return s;
 }
 
 std::string format_flops_per_s(double flops_per_s) {

@@ -16,6 +16,8 @@ inline constexpr double kGbit_per_s = 1e9 / 8;
 std::string format_bytes(double bytes);
 // "1.2 s", "35.0 ms", "4.1 us".
 std::string format_seconds(double seconds);
+// "67.2M", "175B", "1.00T": a count (parameters, samples) with a decimal suffix.
+std::string format_count(double count);
 // "312 TFLOP/s".
 std::string format_flops_per_s(double flops_per_s);
 // "25.0 GB/s".

@@ -1,0 +1,81 @@
+#include "cli/common.h"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "strategy/errors.h"
+#include "strategy/io.h"
+
+namespace parlab::cli {
+
+void add_plan_inputs(CLI::App* cmd, PlanInputs& in, bool model_required) {
+  auto* model = cmd->add_option("--model,-m", in.model,
+                                "Model preset (" + fmt::format("{}", fmt::join(strategy::model_preset_names(), ", ")) +
+                                    ") or a TOML file");
+  auto* params = cmd->add_option("--params", in.params, "Plan a bare parameter count instead of a model (e.g. 7.5e9)");
+  model->excludes(params);
+  params->excludes(model);
+  (void)model_required;
+  cmd->add_option("--cluster,-c", in.cluster,
+                  "Cluster preset (" + fmt::format("{}", fmt::join(strategy::cluster_preset_names(), ", ")) +
+                      ") or a TOML file")
+      ->capture_default_str();
+  cmd->add_option("--world,-n", in.world, "Number of devices (default: dp*tp*pp of --plan, else the cluster's)");
+  cmd->add_option("--plan,-p", in.plan,
+                  "Plan as key=value pairs: dp, tp, pp, zero (0-3), mb, microbatches, gbs, "
+                  "schedule (gpipe|1f1b|interleaved), v, recompute (none|selective|full), sp (on|off), "
+                  "precision (fp32|mixed), optimizer (adam|sgd), bucket_mb");
+}
+
+Resolved load_inputs(const PlanInputs& in) {
+  Resolved r;
+  if (in.params > 0) r.model = strategy::params_model(in.params);
+  else if (!in.model.empty()) r.model = strategy::load_model(in.model);
+  else if (in.params < 0) throw ConfigError("--params", fmt::format("{}", in.params), "must be a positive number");
+  else throw ConfigError("--model", "(missing)", "give --model NAME|FILE or --params COUNT");
+  const strategy::ClusterSpec base = strategy::load_cluster(in.cluster);
+  const strategy::Plan parsed = strategy::parse_plan(in.plan);
+  int world = in.world;
+  if (world == 0 && parsed.dp > 0) world = parsed.dp * parsed.tp * parsed.pp;
+  if (world == 0) world = base.devices();
+  if (in.world < 0) throw ConfigError("--world", std::to_string(in.world), "must be a positive number of devices");
+  r.cluster = strategy::with_world(base, world);
+  r.world = world;
+  r.plan = parsed;
+  return r;
+}
+
+Resolved resolve_inputs(const PlanInputs& in) {
+  Resolved r = load_inputs(in);
+  r.plan = strategy::resolve(r.plan, r.model, r.world);
+  strategy::validate(r.plan, r.model, r.cluster);
+  return r;
+}
+
+void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
+
+std::string Table::str() const {
+  std::vector<size_t> width;
+  for (const auto& row : rows_) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    std::string line;
+    for (size_t i = 0; i < rows_[r].size(); ++i) {
+      const std::string& cell = rows_[r][i];
+      const std::string pad(width[i] - cell.size(), ' ');
+      // First column left-aligned (names), the rest right-aligned (numbers).
+      line += i == 0 ? cell + pad : pad + cell;
+      if (i + 1 < rows_[r].size()) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace parlab::cli

@@ -1,0 +1,55 @@
+#pragma once
+// Shared plumbing of the CLI subcommands: the --model/--cluster/--world/--plan options every
+// planning command takes, and small output helpers. Commands stay thin; the work is in libraries.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "strategy/cluster_spec.h"
+#include "strategy/model_spec.h"
+#include "strategy/plan.h"
+
+namespace parlab::cli {
+
+struct PlanInputs {
+  std::string model;
+  double params = 0;  // --params: a bare parameter count instead of --model
+  std::string cluster = "dgx-a100";
+  int world = 0;      // 0: from --plan (dp*tp*pp) when dp is given, else the cluster's devices
+  std::string plan;   // key=value list
+};
+
+// Adds --model, --params, --cluster, --world, --plan to a subcommand.
+void add_plan_inputs(CLI::App* cmd, PlanInputs& in, bool model_required = true);
+
+struct Resolved {
+  strategy::ModelSpec model;
+  strategy::ClusterSpec cluster;  // sized to the world
+  strategy::Plan plan;            // resolved and validated
+  int world = 0;
+};
+// Loads presets/files, sizes the cluster, resolves and validates the plan. Throws ConfigError.
+Resolved resolve_inputs(const PlanInputs& in);
+// Loads model and cluster and the world size only (the planner searches the plan).
+Resolved load_inputs(const PlanInputs& in);
+
+void print_json(const nlohmann::json& j);
+// "True"/"False", as the seed's Python prints them.
+inline const char* py_bool(bool b) { return b ? "True" : "False"; }
+
+// A plain text table: header row, right-aligned numeric columns, two spaces between columns.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : rows_{std::move(header)} {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string str() const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Registration of every subcommand (one cmd_*.cpp each).
+void add_plan_command(CLI::App& app);
+
+}  // namespace parlab::cli

@@ -1,0 +1,357 @@
+#include "strategy/io.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "strategy/errors.h"
+#include "strategy/presets.h"
+#include "strategy/units.h"
+
+namespace parlab::strategy {
+namespace fs = std::filesystem;
+namespace {
+
+// Reads typed keys from one TOML table and remembers which keys it consumed, so anything left
+// over is reported as an unknown key instead of being silently ignored.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string source, std::string prefix)
+      : table_(table), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  std::string field(std::string_view key) const { return prefix_ + std::string(key); }
+
+  [[noreturn]] void fail(std::string_view key, const std::string& value, const std::string& allowed) const {
+    throw ConfigError(source_ + ": " + field(key), value, allowed);
+  }
+
+  const toml::node* find(std::string_view key) {
+    used_.emplace_back(key);
+    return table_.get(key);
+  }
+
+  std::optional<int64_t> integer(std::string_view key) {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (auto v = n->value_exact<int64_t>()) return *v;
+    fail(key, describe(*n), "must be an integer");
+  }
+  std::optional<double> number(std::string_view key) {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (auto v = n->value<double>()) return *v;
+    fail(key, describe(*n), "must be a number");
+  }
+  std::optional<std::string> string(std::string_view key) {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (auto v = n->value_exact<std::string>()) return *v;
+    fail(key, describe(*n), "must be a string");
+  }
+  std::optional<bool> boolean(std::string_view key) {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    if (auto v = n->value_exact<bool>()) return *v;
+    fail(key, describe(*n), "must be true or false");
+  }
+  const toml::table* table(std::string_view key) {
+    const toml::node* n = find(key);
+    if (!n) return nullptr;
+    if (auto* t = n->as_table()) return t;
+    fail(key, describe(*n), "must be a table [" + field(key) + "]");
+  }
+
+  // Throws for the first key nobody asked for.
+  void reject_unknown(const std::string& allowed) const {
+    for (const auto& [k, v] : table_) {
+      if (std::find(used_.begin(), used_.end(), k.str()) == used_.end())
+        fail(k.str(), describe(v), "unknown key; allowed: " + allowed);
+    }
+  }
+
+  static std::string describe(const toml::node& n) {
+    std::ostringstream o;
+    n.visit([&](auto&& v) {
+      if constexpr (toml::is_table<decltype(v)>) o << "(table)";
+      else if constexpr (toml::is_array<decltype(v)>) o << "(array)";
+      else o << v;
+    });
+    return o.str();
+  }
+
+ private:
+  const toml::table& table_;
+  std::string source_, prefix_;
+  std::vector<std::string> used_;
+};
+
+toml::table parse_toml(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream where;
+    where << source << ":" << e.source().begin.line << ":" << e.source().begin.column;
+    throw ConfigError(where.str(), "(TOML)", std::string(e.description()));
+  }
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("file", path.string(), "cannot be read");
+  std::ostringstream o;
+  o << in.rdbuf();
+  return o.str();
+}
+
+bool looks_like_path(std::string_view s) {
+  return s.find('/') != std::string_view::npos || s.ends_with(".toml");
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+template <typename T, typename Parse>
+T load_named(std::string_view name, const char* kind, const char* subdir,
+             const std::vector<std::string>& names, Parse parse) {
+  if (name.empty()) throw ConfigError(kind, "(empty)", "give a preset name or a TOML file");
+  if (looks_like_path(name)) {
+    const fs::path p{std::string(name)};
+    if (!fs::exists(p)) throw ConfigError(kind, std::string(name), "no such file");
+    return parse(read_file(p), p.string());
+  }
+  const fs::path user = fs::path(results_dir()) / subdir / (std::string(name) + ".toml");
+  if (fs::exists(user)) return parse(read_file(user), user.string());
+  if (auto text = embedded_preset(subdir, name)) return parse(*text, std::string(subdir) + "/" + std::string(name) + ".toml");
+  throw ConfigError(kind, std::string(name), "unknown preset; available: " + join(names) + " (or a path to a .toml file)");
+}
+
+}  // namespace
+
+std::string results_dir() {
+  const char* env = std::getenv("PARLAB_RESULTS");
+  return env && *env ? env : "results";
+}
+
+ModelSpec parse_model_toml(std::string_view text, const std::string& source) {
+  const toml::table root = parse_toml(text, source);
+  TableReader r(root, source, "");
+  ModelSpec m;
+  m.name = r.string("name").value_or(fs::path(source).stem().string());
+  r.string("description");
+  const std::string kind = r.string("kind").value_or("transformer");
+  if (kind == "transformer") m.kind = ModelKind::kTransformer;
+  else if (kind == "mlp") m.kind = ModelKind::kMlp;
+  else if (kind == "params") m.kind = ModelKind::kParams;
+  else r.fail("kind", kind, "must be transformer, mlp or params");
+  m.layers = r.integer("layers").value_or(0);
+  m.hidden = r.integer("hidden").value_or(0);
+  m.heads = r.integer("heads").value_or(0);
+  m.kv_heads = r.integer("kv_heads").value_or(0);
+  m.ffn = r.integer("ffn").value_or(m.kind == ModelKind::kTransformer ? 4 * m.hidden : 0);
+  m.seq_len = r.integer("seq_len").value_or(0);
+  m.vocab = r.integer("vocab").value_or(0);
+  m.gated_mlp = r.boolean("gated_mlp").value_or(false);
+  m.biases = r.boolean("biases").value_or(true);
+  m.learned_positions = r.boolean("learned_positions").value_or(true);
+  m.tied_embeddings = r.boolean("tied_embeddings").value_or(true);
+  m.classes = r.integer("classes").value_or(0);
+  m.param_count = r.number("params").value_or(0);
+  m.default_microbatch = r.integer("microbatch").value_or(1);
+  if (auto prec = r.string("precision")) {
+    if (*prec == "fp32") m.default_precision = Precision::kFp32;
+    else if (*prec == "mixed") m.default_precision = Precision::kMixed;
+    else r.fail("precision", *prec, "must be fp32 or mixed");
+  }
+  r.reject_unknown("name, description, kind, layers, hidden, heads, kv_heads, ffn, seq_len, vocab, "
+                   "gated_mlp, biases, learned_positions, tied_embeddings, classes, params, microbatch, precision");
+  validate(m, source);
+  return m;
+}
+
+namespace {
+
+double memory_bytes(TableReader& r) {
+  const auto gib = r.number("memory_gib");
+  const auto gb = r.number("memory_gb");
+  if (gib && gb) r.fail("memory_gb", std::to_string(*gb), "give memory_gb or memory_gib, not both");
+  if (gib) return *gib * units::kGiB;
+  if (gb) return *gb * units::kGB;
+  r.fail("memory_gb", "(missing)", "device memory is required (memory_gb or memory_gib)");
+}
+
+LinkSpec read_link(const toml::table* t, const std::string& source, const std::string& name) {
+  if (!t) throw ConfigError(source + ": " + name, "(missing)", "a [" + name + "] table is required");
+  TableReader r(*t, source, name + ".");
+  LinkSpec l;
+  l.kind = r.string("kind").value_or(name);
+  const auto gbyte = r.number("bandwidth_gb_per_s");
+  const auto gbit = r.number("bandwidth_gbit_per_s");
+  if (gbyte && gbit) r.fail("bandwidth_gb_per_s", std::to_string(*gbyte), "give bandwidth_gb_per_s or bandwidth_gbit_per_s, not both");
+  if (!gbyte && !gbit) r.fail("bandwidth_gb_per_s", "(missing)", "link bandwidth is required");
+  l.bytes_per_s = gbyte ? *gbyte * units::kGB : *gbit * units::kGbit_per_s;
+  l.latency_seconds = r.number("latency_us").value_or(0) * 1e-6;
+  r.reject_unknown("kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us");
+  return l;
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source) {
+  const toml::table root = parse_toml(text, source);
+  TableReader r(root, source, "");
+  ClusterSpec c;
+  c.name = r.string("name").value_or(fs::path(source).stem().string());
+  c.description = r.string("description").value_or("");
+  c.nodes = int(r.integer("nodes").value_or(1));
+  c.devices_per_node = int(r.integer("devices_per_node").value_or(1));
+  c.nics_per_node = int(r.integer("nics_per_node").value_or(1));
+  c.cores_per_node = int(r.integer("cores_per_node").value_or(0));
+  c.calibrated = r.boolean("calibrated").value_or(false);
+  r.string("calibrated_at");
+  r.string("machine");
+  const toml::table* dev = r.table("device");
+  if (!dev) r.fail("device", "(missing)", "a [device] table is required");
+  {
+    TableReader d(*dev, source, "device.");
+    c.device.name = d.string("name").value_or("device");
+    c.device.memory_bytes = memory_bytes(d);
+    c.device.peak_flops_fp32 = d.number("peak_tflops_fp32").value_or(0) * units::kTera;
+    c.device.peak_flops_bf16 = d.number("peak_tflops_bf16").value_or(0) * units::kTera;
+    c.device.memory_bytes_per_s = d.number("memory_bandwidth_gb_per_s").value_or(0) * units::kGB;
+    c.device.gemm_efficiency = d.number("gemm_efficiency").value_or(1.0);
+    d.reject_unknown("name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, gemm_efficiency");
+  }
+  c.intra = read_link(r.table("intra"), source, "intra");
+  c.inter = read_link(r.table("inter"), source, "inter");
+  r.reject_unknown("name, description, nodes, devices_per_node, nics_per_node, cores_per_node, calibrated, "
+                   "calibrated_at, machine, [device], [intra], [inter]");
+  validate(c, source);
+  return c;
+}
+
+std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comment) {
+  std::ostringstream o;
+  o.precision(10);
+  std::istringstream lines(header_comment);
+  for (std::string line; std::getline(lines, line);) o << "# " << line << "\n";
+  auto num = [](double v) {
+    if (std::isinf(v)) return std::string("inf");
+    std::ostringstream s;
+    s.precision(10);
+    s << v;
+    std::string out = s.str();
+    if (out.find_first_of(".e") == std::string::npos) out += ".0";
+    return out;
+  };
+  o << "name = \"" << c.name << "\"\n";
+  if (!c.description.empty()) o << "description = \"" << c.description << "\"\n";
+  o << "nodes = " << c.nodes << "\ndevices_per_node = " << c.devices_per_node
+    << "\nnics_per_node = " << c.nics_per_node << "\ncores_per_node = " << c.cores_per_node
+    << "\ncalibrated = " << (c.calibrated ? "true" : "false") << "\n\n[device]\nname = \"" << c.device.name
+    << "\"\nmemory_gb = " << num(c.device.memory_bytes / units::kGB)
+    << "\npeak_tflops_fp32 = " << num(c.device.peak_flops_fp32 / units::kTera)
+    << "\npeak_tflops_bf16 = " << num(c.device.peak_flops_bf16 / units::kTera)
+    << "\nmemory_bandwidth_gb_per_s = " << num(c.device.memory_bytes_per_s / units::kGB)
+    << "\ngemm_efficiency = " << num(c.device.gemm_efficiency) << "\n";
+  for (const auto& [name, l] : {std::pair{"intra", c.intra}, std::pair{"inter", c.inter}}) {
+    o << "\n[" << name << "]\nkind = \"" << l.kind << "\"\nbandwidth_gb_per_s = " << num(l.bytes_per_s / units::kGB)
+      << "\nlatency_us = " << num(l.latency_seconds * 1e6) << "\n";
+  }
+  return o.str();
+}
+
+std::vector<std::string> model_preset_names() { return embedded_preset_names("models"); }
+std::vector<std::string> cluster_preset_names() { return embedded_preset_names("clusters"); }
+
+ModelSpec load_model(std::string_view name) {
+  return load_named<ModelSpec>(name, "--model", "models", model_preset_names(), parse_model_toml);
+}
+
+ClusterSpec load_cluster(std::string_view name) {
+  return load_named<ClusterSpec>(name, "--cluster", "clusters", cluster_preset_names(), parse_cluster_toml);
+}
+
+ModelSpec params_model(double param_count) {
+  ModelSpec m;
+  m.name = "params";
+  m.kind = ModelKind::kParams;
+  m.param_count = param_count;
+  validate(m, "--params");
+  return m;
+}
+
+nlohmann::json to_json(const ModelSpec& m) {
+  nlohmann::json j{{"name", m.name}, {"kind", m.kind_name()}, {"total_params", m.total_params()}};
+  if (m.has_layers()) {
+    j["layers"] = m.layers;
+    j["hidden"] = m.hidden;
+    j["ffn"] = m.ffn;
+    j["params_per_block"] = m.params_per_block();
+    j["forward_flops_per_token"] = m.forward_flops_per_token();
+    j["backward_flops_per_token"] = m.backward_flops_per_token();
+    j["largest_operator_params"] = m.largest_operator_params();
+    j["largest_layer_params"] = m.largest_layer_params();
+  }
+  if (m.kind == ModelKind::kTransformer) {
+    j["heads"] = m.heads;
+    j["kv_heads"] = m.kv_heads > 0 ? m.kv_heads : m.heads;
+    j["seq_len"] = m.seq_len;
+    j["vocab"] = m.vocab;
+  }
+  if (m.kind == ModelKind::kMlp) j["classes"] = m.classes;
+  return j;
+}
+
+nlohmann::json to_json(const ClusterSpec& c) {
+  auto finite = [](double v) { return std::isinf(v) ? nlohmann::json("inf") : nlohmann::json(v); };
+  return {{"name", c.name},
+          {"nodes", c.nodes},
+          {"devices_per_node", c.devices_per_node},
+          {"devices", c.devices()},
+          {"cores_per_node", c.cores_per_node},
+          {"calibrated", c.calibrated},
+          {"device", {{"name", c.device.name},
+                      {"memory_bytes", c.device.memory_bytes},
+                      {"peak_flops_fp32", c.device.peak_flops_fp32},
+                      {"peak_flops_bf16", c.device.peak_flops_bf16},
+                      {"memory_bytes_per_s", c.device.memory_bytes_per_s},
+                      {"gemm_efficiency", c.device.gemm_efficiency}}},
+          {"intra", {{"kind", c.intra.kind}, {"bytes_per_s", finite(c.intra.bytes_per_s)}, {"latency_seconds", c.intra.latency_seconds}}},
+          {"inter", {{"kind", c.inter.kind}, {"bytes_per_s", finite(c.inter.bytes_per_s)}, {"latency_seconds", c.inter.latency_seconds}, {"nics_per_node", c.nics_per_node}}}};
+}
+
+nlohmann::json to_json(const Plan& p) {
+  return {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"zero", p.zero}, {"mb", p.microbatch},
+          {"microbatches", p.microbatches}, {"gbs", p.global_batch},
+          {"schedule", std::string(to_string(p.schedule))}, {"v", p.v},
+          {"recompute", std::string(to_string(p.recompute))}, {"sp", p.sequence_parallel ? "on" : "off"},
+          {"precision", std::string(to_string(p.precision))}, {"optimizer", std::string(to_string(p.optimizer))},
+          {"bucket_bytes", p.bucket_bytes}, {"name", p.short_name()}, {"text", p.to_string()}};
+}
+
+nlohmann::json to_json(const MemoryLedger& l) {
+  return {{"rank", l.rank}, {"stage", l.stage}, {"params_held", l.params_held},
+          {"inflight_microbatches", l.inflight_microbatches},
+          {"params_bytes", l.params_bytes}, {"grads_bytes", l.grads_bytes},
+          {"optimizer_bytes", l.optimizer_bytes}, {"activations_bytes", l.activations_bytes},
+          {"temp_bytes", l.temp_bytes}, {"total_bytes", l.total_bytes()},
+          {"device_bytes", l.device_bytes}, {"fits", l.fits()}};
+}
+
+nlohmann::json to_json(const RuleInputs& in, const RuleVerdict& v) {
+  return {{"params_bytes", in.params_bytes}, {"grads_bytes", in.grads_bytes},
+          {"optimizer_bytes", in.optimizer_bytes}, {"activations_bytes", in.activations_bytes},
+          {"largest_layer_bytes", in.largest_layer_bytes}, {"device_bytes", in.device_bytes},
+          {"replica_bytes", v.replica_bytes}, {"ddp_fits", v.ddp_fits},
+          {"shard_model_state", v.shard_model_state}, {"tensor_split_needed", v.tensor_split_needed},
+          {"pipeline_candidate", v.pipeline_candidate}, {"blocker", v.blocker},
+          {"candidates", v.candidates}};
+}
+
+}  // namespace parlab::strategy

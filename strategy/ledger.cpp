@@ -1,0 +1,203 @@
+#include "strategy/ledger.h"
+
+#include <algorithm>
+
+#include "strategy/partition.h"
+
+namespace parlab::strategy {
+namespace {
+
+double held_numel(const ParamTensor& p, int tp) {
+  return p.tp_split == TpSplit::kReplicated ? double(p.numel) : double(p.numel) / tp;
+}
+
+// Microbatch-chunks whose activations a stage holds at its peak.
+//   GPipe:        all m forwards run before any backward.
+//   1F1B:         stage i runs pp - i warm-up forwards before its first backward
+//                 (Narayanan et al. 2021; the first stage holds pp microbatches).
+//   interleaved:  Megatron's warm-up on stage i is 2 (pp - i - 1) + (v - 1) pp + 1 chunk
+//                 forwards; for i = 0 that is pp v + pp - 1 chunks of L/(pp v) layers, i.e.
+//                 L (1 + (pp-1)/(pp v)) layers: Korthikanti et al.'s interleaving factor.
+int inflight(const Plan& p, int stage) {
+  const int64_t m = p.microbatches;
+  switch (p.schedule) {
+    case Schedule::kGPipe: return int(m * 1);
+    case Schedule::k1F1B: return int(std::min<int64_t>(p.pp - stage, m));
+    case Schedule::kInterleaved:
+      return int(std::min<int64_t>(2 * (p.pp - stage - 1) + int64_t(p.v - 1) * p.pp + 1, m * p.v));
+  }
+  return 1;
+}
+
+}  // namespace
+
+// Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (2022),
+// Table 2, per layer and microbatch, in bytes with 16-bit activations and 1-byte dropout masks:
+//   no parallelism            s b h (34 + 5 a s / h)
+//   tensor parallel t         s b h (10 + 24/t + 5 a s / (h t))
+//   + sequence parallel       s b h (34/t + 5 a s / (h t))
+//   selective recompute       drops the 5 a s / h attention term
+//   full recompute            2 s b h (the layer input only), / t with sequence parallel
+// The 34 decomposes as 10 unsplit (two LayerNorm inputs 4, the QKV and fc1 inputs 4, two
+// dropout masks 2) + 24 split by t (Q, K, V 6, projection input 2, fc1 output 8, GELU output 8).
+// We keep that decomposition but derive the split part from the shape, so grouped-query
+// attention (smaller K, V) and SwiGLU (three f-wide tensors) are counted honestly:
+//   split = 2 (Q) + 4 h_kv/h (K, V) + 2 (proj input) + 4 f/h (fc1 out, GELU out) [6 f/h gated].
+// The output layer keeps fp32 logits for the cross-entropy: 4 s b V / t (Korthikanti 4.3).
+// fp32 activations double every 16-bit term (masks too: a simplification, < 3%).
+//
+// The lab MLP stores, per sample and block, the block input (h), fc1's output (f) and GELU's
+// output (f): (h + 2 f) elements, f split by t; full recompute keeps only the input.
+double activation_bytes(const LayerSpec& layer, const ModelSpec& m, const Plan& p) {
+  const double scale = activation_bytes_per_element(p.precision) / 2.0;
+  const double b = double(p.microbatch), t = p.tp;
+  if (m.kind == ModelKind::kMlp) {
+    const double elem = activation_bytes_per_element(p.precision);
+    if (layer.kind == LayerKind::kHead) return b * (m.hidden * elem + 4.0 * m.classes);  // input + fp32 logits
+    if (p.recompute == Recompute::kFull) return b * m.hidden * elem;
+    return b * (m.hidden + 2.0 * m.ffn / t) * elem;
+  }
+  if (m.kind != ModelKind::kTransformer) return 0;
+  const double s = double(m.seq_len), h = double(m.hidden), a = double(m.heads);
+  const double sbh = s * b * h;
+  const bool sp = p.sequence_parallel;
+  switch (layer.kind) {
+    case LayerKind::kEmbedding:
+      return sbh * 1.0 * (sp ? 1.0 / t : 1.0) * scale;  // embedding dropout mask
+    case LayerKind::kHead:
+      return 4.0 * s * b * double(m.vocab) / t + 2.0 * sbh / (sp ? t : 1.0) * scale;
+    case LayerKind::kBlock: break;
+  }
+  if (p.recompute == Recompute::kFull) return 2.0 * sbh / (sp ? t : 1.0) * scale;
+  const double kv = double(m.kv_heads > 0 ? m.kv_heads : m.heads);
+  const double unsplit = 10.0;
+  const double split = 2.0 + 4.0 * kv / a + 2.0 + (m.gated_mlp ? 6.0 : 4.0) * double(m.ffn) / h;
+  const double scores = p.recompute == Recompute::kSelective ? 0.0 : 5.0 * a * s / h;
+  const double per_sbh = sp ? (unsplit + split) / t + scores / t : unsplit + split / t + scores / t;
+  return sbh * per_sbh * scale;
+}
+
+MemoryLedger compute_ledger(const ModelSpec& m, const Plan& p, const ClusterSpec& c, int rank) {
+  MemoryLedger L;
+  L.rank = rank;
+  L.stage = coords_of(p, rank).pp;
+  L.device_bytes = c.device.memory_bytes;
+  const StateBytes per = state_bytes_per_param(p.precision, p.optimizer);
+  const double dp = p.dp;
+
+  if (!m.has_layers()) {
+    // A bare parameter count: model state only, ZeRO over dp (Rajbhandari et al. 2020, Fig. 1:
+    // stage 1 shards the K Psi of optimizer state, 2 also the 2 Psi of gradients, 3 the params).
+    L.params_held = m.param_count;
+    L.params_bytes = m.param_count * per.params / (p.zero >= 3 ? dp : 1);
+    L.grads_bytes = m.param_count * per.grads / (p.zero >= 2 ? dp : 1);
+    L.optimizer_bytes = m.param_count * per.optimizer / (p.zero >= 1 ? dp : 1);
+    if (p.zero == 0 && p.dp > 1) L.temp_bytes = 2 * p.bucket_bytes;
+    return L;
+  }
+
+  const auto layers = m.layer_list();
+  const auto chunks = stage_chunks(m, p, L.stage);
+  double held = 0, largest_layer_held = 0, act_per_mb_chunk = 0;
+  for (const auto& range : chunks) {
+    double chunk_act = 0;
+    for (int i = range.begin; i < range.end; ++i) {
+      double layer_held = 0;
+      for (const auto& t : layers[i].params) layer_held += held_numel(t, p.tp);
+      held += layer_held;
+      largest_layer_held = std::max(largest_layer_held, layer_held);
+      chunk_act += activation_bytes(layers[i], m, p);
+    }
+    act_per_mb_chunk = std::max(act_per_mb_chunk, chunk_act);
+  }
+  // Tied embeddings under pipeline parallelism: the last stage keeps its own copy of the token
+  // embedding for the logits (Megatron), kept in sync by an all-reduce of its gradient.
+  if (m.tied_embeddings && m.kind == ModelKind::kTransformer && p.pp > 1 && L.stage == p.pp - 1)
+    held += double(m.vocab) * m.hidden / p.tp;
+
+  L.params_held = held;
+  L.params_bytes = held * per.params / (p.zero >= 3 ? dp : 1);
+  L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
+  L.optimizer_bytes = held * per.optimizer / (p.zero >= 1 ? dp : 1);
+
+  L.inflight_microbatches = inflight(p, L.stage);
+  L.activations_bytes = act_per_mb_chunk * L.inflight_microbatches;
+
+  // Temporary buffers.
+  //  - DDP and ZeRO-1/2: gradient buckets being reduced while the next fills (PyTorch DDP copies
+  //    gradients into bucket buffers): 2 buckets, at most the gradients themselves.
+  //  - ZeRO-3: the all-gathered (unsharded) parameters of the running layer and the prefetched
+  //    next one, plus the full gradient of a layer before its reduce-scatter.
+  //  - pipeline: one activation being sent and one being received at a stage boundary.
+  if (p.dp > 1) {
+    L.temp_bytes += std::min(2 * p.bucket_bytes, held * per.grads);
+    if (p.zero >= 3) L.temp_bytes += largest_layer_held * (2 * per.params + per.grads);
+  }
+  if (p.pp > 1) {
+    const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden *
+                            activation_bytes_per_element(p.precision) /
+                            (p.sequence_parallel ? p.tp : 1);
+    L.temp_bytes += 2 * boundary;
+  }
+  return L;
+}
+
+std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
+  std::vector<MemoryLedger> out;
+  for (int s = 0; s < p.pp; ++s) out.push_back(compute_ledger(m, p, c, rank_of(p, {0, 0, s})));
+  return out;
+}
+
+MemoryLedger worst_stage(const std::vector<MemoryLedger>& stages) {
+  return *std::max_element(stages.begin(), stages.end(), [](const auto& a, const auto& b) {
+    return a.total_bytes() < b.total_bytes();
+  });
+}
+
+RuleVerdict apply_rule(const RuleInputs& in) {
+  RuleVerdict v;
+  v.replica_bytes = in.params_bytes + in.grads_bytes + in.optimizer_bytes + in.activations_bytes;
+  v.ddp_fits = v.replica_bytes <= in.device_bytes;
+  v.shard_model_state = v.replica_bytes > in.device_bytes;
+  v.tensor_split_needed = in.largest_layer_bytes > in.device_bytes;
+  v.pipeline_candidate = in.activations_bytes > in.params_bytes;
+  const double state = in.params_bytes + in.grads_bytes + in.optimizer_bytes;
+  if (v.ddp_fits) v.blocker = "none";
+  else if (v.tensor_split_needed) v.blocker = "one oversized layer";
+  else if (state > in.device_bytes) v.blocker = "total state";
+  else v.blocker = "activations";
+  if (v.ddp_fits) {
+    v.candidates = {"DDP"};
+  } else {
+    // The seed's order: shard replicated state first, split an operator only when one layer
+    // cannot fit, and consider stages when activations dominate.
+    if (v.shard_model_state) v.candidates.push_back("ZeRO sharding");
+    if (v.tensor_split_needed) v.candidates.push_back("tensor parallel");
+    if (v.pipeline_candidate) v.candidates.push_back("pipeline parallel");
+  }
+  return v;
+}
+
+RuleInputs rule_inputs(const ModelSpec& m, const Plan& plan, const ClusterSpec& c) {
+  Plan one = plan;
+  one.dp = one.tp = one.pp = 1;
+  one.zero = 0;
+  one.sequence_parallel = false;
+  one.schedule = Schedule::k1F1B;
+  one.v = 1;
+  one.microbatches = 1;
+  const StateBytes per = state_bytes_per_param(plan.precision, plan.optimizer);
+  RuleInputs in;
+  const double n = m.total_params();
+  in.params_bytes = n * per.params;
+  in.grads_bytes = n * per.grads;
+  in.optimizer_bytes = n * per.optimizer;
+  in.device_bytes = c.device.memory_bytes;
+  if (m.has_layers()) {
+    for (const auto& layer : m.layer_list()) in.activations_bytes += activation_bytes(layer, m, one);
+    in.largest_layer_bytes = double(m.largest_layer_params()) * per.total();
+  }
+  return in;
+}
+
+}  // namespace parlab::strategy

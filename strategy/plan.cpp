@@ -1,0 +1,268 @@
+#include "strategy/plan.h"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "strategy/cluster_spec.h"
+#include "strategy/errors.h"
+#include "strategy/model_spec.h"
+
+namespace parlab::strategy {
+namespace {
+
+constexpr const char* kKeys =
+    "dp, tp, pp, zero, mb, microbatches, gbs, schedule, v, recompute, sp, precision, optimizer, "
+    "bucket_mb";
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+int64_t parse_int(const std::string& key, const std::string& v, int64_t min) {
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || p != v.data() + v.size())
+    throw ConfigError("plan." + key, v, "must be an integer");
+  if (out < min)
+    throw ConfigError("plan." + key, v, "must be >= " + std::to_string(min));
+  return out;
+}
+
+double parse_positive_double(const std::string& key, const std::string& v) {
+  char* end = nullptr;
+  const double out = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(out))
+    throw ConfigError("plan." + key, v, "must be a number");
+  if (!(out > 0)) throw ConfigError("plan." + key, v, "must be positive");
+  return out;
+}
+
+template <typename E>
+E parse_enum(const std::string& key, const std::string& v,
+             std::initializer_list<std::pair<const char*, E>> options) {
+  std::string allowed;
+  for (const auto& [name, value] : options) {
+    if (v == name) return value;
+    allowed += allowed.empty() ? "" : " | ";
+    allowed += name;
+  }
+  throw ConfigError("plan." + key, v, "must be one of " + allowed);
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+std::string_view to_string(Schedule s) {
+  switch (s) {
+    case Schedule::kGPipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+std::string_view to_string(Precision p) { return p == Precision::kFp32 ? "fp32" : "mixed"; }
+std::string_view to_string(OptimizerKind o) { return o == OptimizerKind::kAdam ? "adam" : "sgd"; }
+
+std::string Plan::to_string() const {
+  // Unset (zero) fields are left out, so the text parses back to the same plan.
+  std::ostringstream o;
+  if (dp > 0) o << "dp=" << dp << ",";
+  o << "tp=" << tp << ",pp=" << pp << ",zero=" << zero;
+  if (microbatch > 0) o << ",mb=" << microbatch;
+  if (microbatches > 0) o << ",microbatches=" << microbatches;
+  if (global_batch > 0) o << ",gbs=" << global_batch;
+  o << ",schedule=" << strategy::to_string(schedule);
+  if (v > 0) o << ",v=" << v;
+  o << ",recompute=" << strategy::to_string(recompute) << ",sp=" << (sequence_parallel ? "on" : "off")
+    << ",precision=" << strategy::to_string(precision)
+    << ",optimizer=" << strategy::to_string(optimizer) << ",bucket_mb=" << bucket_bytes / (1024.0 * 1024);
+  return o.str();
+}
+
+std::string Plan::short_name() const {
+  std::string s;
+  auto add = [&](const std::string& part) { s += s.empty() ? part : " x " + part; };
+  if (tp > 1) add("TP " + std::to_string(tp));
+  if (pp > 1) add("PP " + std::to_string(pp));
+  const std::string dp_name = zero > 0 ? "ZeRO-" + std::to_string(zero) : "DDP";
+  if (s.empty()) return dp > 1 || zero > 0 ? dp_name + " x" + std::to_string(dp) : "single device";
+  if (dp > 1) add((zero > 0 ? dp_name + " " : "DP ") + std::to_string(dp));
+  return s;
+}
+
+RankCoords coords_of(const Plan& p, int rank) {
+  RankCoords c;
+  c.tp = rank % p.tp;
+  c.dp = (rank / p.tp) % p.dp;
+  c.pp = rank / (p.tp * p.dp);
+  return c;
+}
+
+int rank_of(const Plan& p, RankCoords c) { return c.tp + p.tp * (c.dp + p.dp * c.pp); }
+
+std::vector<int> dp_group(const Plan& p, int rank) {
+  RankCoords c = coords_of(p, rank);
+  std::vector<int> g;
+  for (c.dp = 0; c.dp < p.dp; ++c.dp) g.push_back(rank_of(p, c));
+  return g;
+}
+std::vector<int> tp_group(const Plan& p, int rank) {
+  RankCoords c = coords_of(p, rank);
+  std::vector<int> g;
+  for (c.tp = 0; c.tp < p.tp; ++c.tp) g.push_back(rank_of(p, c));
+  return g;
+}
+std::vector<int> pp_group(const Plan& p, int rank) {
+  RankCoords c = coords_of(p, rank);
+  std::vector<int> g;
+  for (c.pp = 0; c.pp < p.pp; ++c.pp) g.push_back(rank_of(p, c));
+  return g;
+}
+
+Plan parse_plan(std::string_view text, Plan plan) {
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw ConfigError("plan", item, "expected key=value pairs separated by commas (keys: " + std::string(kKeys) + ")");
+    const std::string key = trim(item.substr(0, eq));
+    const std::string v = trim(item.substr(eq + 1));
+    if (v.empty()) throw ConfigError("plan." + key, "(empty)", "needs a value");
+    if (key == "dp") plan.dp = int(parse_int(key, v, 1));
+    else if (key == "tp") plan.tp = int(parse_int(key, v, 1));
+    else if (key == "pp") plan.pp = int(parse_int(key, v, 1));
+    else if (key == "zero") {
+      plan.zero = int(parse_int(key, v, 0));
+      if (plan.zero > 3) throw ConfigError("plan.zero", v, "must be 0, 1, 2 or 3");
+    } else if (key == "mb") plan.microbatch = parse_int(key, v, 1);
+    else if (key == "microbatches") plan.microbatches = parse_int(key, v, 1);
+    else if (key == "gbs") plan.global_batch = parse_int(key, v, 1);
+    else if (key == "v") plan.v = int(parse_int(key, v, 1));
+    else if (key == "schedule")
+      plan.schedule = parse_enum<Schedule>(key, v, {{"gpipe", Schedule::kGPipe}, {"1f1b", Schedule::k1F1B}, {"interleaved", Schedule::kInterleaved}});
+    else if (key == "recompute")
+      plan.recompute = parse_enum<Recompute>(key, v, {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+    else if (key == "sp")
+      plan.sequence_parallel = parse_enum<bool>(key, v, {{"on", true}, {"off", false}, {"true", true}, {"false", false}});
+    else if (key == "precision") {
+      plan.precision = parse_enum<Precision>(key, v, {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
+      plan.precision_given = true;
+    }
+    else if (key == "optimizer")
+      plan.optimizer = parse_enum<OptimizerKind>(key, v, {{"adam", OptimizerKind::kAdam}, {"sgd", OptimizerKind::kSgd}});
+    else if (key == "bucket_mb") plan.bucket_bytes = parse_positive_double(key, v) * 1024 * 1024;
+    else throw ConfigError("plan." + key, v, std::string("unknown key; allowed: ") + kKeys);
+  }
+  return plan;
+}
+
+Plan resolve(Plan p, const ModelSpec& model, int world) {
+  if (world <= 0) throw ConfigError("world", num(world), "must be a positive number of devices");
+  if (world % (p.tp * p.pp) != 0)
+    throw ConfigError("plan.tp*pp", num(p.tp * p.pp), "must divide the world size (" + num(world) + ")");
+  if (p.dp == 0) p.dp = world / (p.tp * p.pp);
+  if (p.microbatch == 0) p.microbatch = model.default_microbatch > 0 ? model.default_microbatch : 1;
+  if (p.global_batch > 0) {
+    const int64_t per_step = p.microbatch * p.dp;
+    if (p.global_batch % per_step != 0)
+      throw ConfigError("plan.gbs", num(p.global_batch),
+                        "must be a multiple of mb * dp (" + num(p.microbatch) + " * " + num(p.dp) + " = " + num(per_step) + ")");
+    const int64_t m = p.global_batch / per_step;
+    if (p.microbatches != 0 && p.microbatches != m)
+      throw ConfigError("plan.microbatches", num(p.microbatches),
+                        "contradicts gbs / (mb * dp) = " + num(m) + "; give one of them");
+    p.microbatches = m;
+  }
+  if (p.microbatches == 0) p.microbatches = 1;
+  p.global_batch = p.microbatch * p.microbatches * p.dp;
+  if (p.v == 0) p.v = p.schedule == Schedule::kInterleaved ? 2 : 1;
+  if (!p.precision_given) p.precision = model.default_precision;
+  return p;
+}
+
+void validate(const Plan& p, const ModelSpec& model, const ClusterSpec& cluster) {
+  const int world = p.dp * p.tp * p.pp;
+  if (p.dp < 1) throw ConfigError("plan.dp", num(p.dp), "must be >= 1");
+  if (world > cluster.devices())
+    throw ConfigError("plan.dp*tp*pp", num(world),
+                      "exceeds the cluster's " + num(cluster.devices()) + " devices (" + cluster.name + ")");
+  if (world != cluster.devices())
+    throw ConfigError("plan.dp*tp*pp", num(world), "must equal the world size (" + num(cluster.devices()) + ")");
+  if (!model.has_layers() && (p.tp > 1 || p.pp > 1))
+    throw ConfigError(p.tp > 1 ? "plan.tp" : "plan.pp", num(p.tp > 1 ? p.tp : p.pp),
+                      "a bare parameter count has no layers to split; give a model shape or use dp/zero only");
+  if (p.tp > 1) {
+    if (model.kind == ModelKind::kTransformer) {
+      const int64_t kv = model.kv_heads > 0 ? model.kv_heads : model.heads;
+      if (model.heads % p.tp != 0)
+        throw ConfigError("plan.tp", num(p.tp), "must divide heads (" + num(model.heads) + ")");
+      if (kv % p.tp != 0)
+        throw ConfigError("plan.tp", num(p.tp), "must divide kv_heads (" + num(kv) + ")");
+      if (model.vocab % p.tp != 0)
+        throw ConfigError("plan.tp", num(p.tp), "must divide vocab (" + num(model.vocab) + ")");
+    }
+    if (model.ffn % p.tp != 0)
+      throw ConfigError("plan.tp", num(p.tp), "must divide ffn (" + num(model.ffn) + ")");
+  }
+  if (p.pp > 1 && p.pp > model.layers)
+    throw ConfigError("plan.pp", num(p.pp), "must be <= layers (" + num(model.layers) + ")");
+  if (p.microbatch < 1) throw ConfigError("plan.mb", num(p.microbatch), "must be >= 1");
+  if (p.microbatches < 1) throw ConfigError("plan.microbatches", num(p.microbatches), "must be >= 1");
+  if (p.schedule == Schedule::kInterleaved) {
+    if (p.pp < 2) throw ConfigError("plan.schedule", "interleaved", "needs pp >= 2");
+    if (p.v < 2) throw ConfigError("plan.v", num(p.v), "must be >= 2 for the interleaved schedule");
+    if (model.layers % (int64_t(p.pp) * p.v) != 0)
+      throw ConfigError("plan.v", num(p.v),
+                        "pp * v (" + num(int64_t(p.pp) * p.v) + ") must divide layers (" + num(model.layers) + ")");
+    if (p.microbatches % p.pp != 0)
+      throw ConfigError("plan.microbatches", num(p.microbatches),
+                        "must be a multiple of pp (" + num(p.pp) + ") for the interleaved schedule");
+  } else if (p.v != 1) {
+    throw ConfigError("plan.v", num(p.v), "chunks per rank need schedule=interleaved");
+  }
+  if (p.zero < 0 || p.zero > 3) throw ConfigError("plan.zero", num(p.zero), "must be 0, 1, 2 or 3");
+  // DeepSpeed refuses ZeRO-2/3 with pipeline parallelism: gradients are accumulated over many
+  // microbatches per stage, and sharding them would reduce-scatter after every microbatch.
+  if (p.zero >= 2 && p.pp > 1)
+    throw ConfigError("plan.zero", num(p.zero), "stages 2 and 3 cannot be combined with pp > 1 (use zero <= 1)");
+  if (p.sequence_parallel) {
+    if (p.tp < 2) throw ConfigError("plan.sp", "on", "sequence parallel needs tp > 1");
+    if (model.kind != ModelKind::kTransformer)
+      throw ConfigError("plan.sp", "on", "sequence parallel applies to transformer models only");
+    if (model.seq_len % p.tp != 0)
+      throw ConfigError("plan.sp", "on", "tp (" + num(p.tp) + ") must divide seq_len (" + num(model.seq_len) + ")");
+  }
+  if (!(p.bucket_bytes > 0))
+    throw ConfigError("plan.bucket_mb", std::to_string(p.bucket_bytes / 1048576.0), "must be positive");
+  if (p.recompute != Recompute::kNone && model.kind == ModelKind::kParams)
+    throw ConfigError("plan.recompute", std::string(to_string(p.recompute)), "needs a model shape");
+}
+
+StateBytes state_bytes_per_param(Precision precision, OptimizerKind optimizer) {
+  const bool adam = optimizer == OptimizerKind::kAdam;
+  if (precision == Precision::kMixed) return {2, 2, adam ? 12.0 : 8.0};
+  return {4, 4, adam ? 8.0 : 4.0};
+}
+
+double activation_bytes_per_element(Precision precision) {
+  return precision == Precision::kMixed ? 2.0 : 4.0;
+}
+
+}  // namespace parlab::strategy

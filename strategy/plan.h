@@ -1,0 +1,106 @@
+#pragma once
+// Plan: how a model is split over a world of devices. dp x tp x pp = world; ZeRO acts on the
+// data-parallel axis. The same key=value spelling is used by every command that takes a plan:
+//
+//   dp, tp, pp         data / tensor / pipeline parallel degrees (dp defaults to world/(tp*pp))
+//   zero               0 (plain DDP), 1 (optimizer state), 2 (+ gradients), 3 (+ parameters)
+//   mb                 microbatch size in samples (default: the model preset's, else 1)
+//   microbatches       microbatches per optimizer step per data-parallel rank (default 1)
+//   gbs                global batch in samples; implies microbatches = gbs / (mb * dp)
+//   schedule           gpipe | 1f1b | interleaved          (default 1f1b)
+//   v                  model chunks per rank when interleaved (default 2 then, else 1)
+//   recompute          none | selective | full             (default none)
+//   sp                 on | off: sequence parallel with tensor parallel (default off)
+//   precision          fp32 | mixed (bf16 compute, fp32 master weights) (default mixed)
+//   optimizer          adam | sgd                           (default adam)
+//   bucket_mb          DDP gradient bucket in MiB, as PyTorch's bucket_cap_mb (default 25)
+//
+// Rank layout (Megatron order): tensor-parallel ranks are adjacent, then data-parallel, then
+// pipeline stages:  rank = tp_index + tp * (dp_index + dp * pp_index).  Adjacent ranks share a
+// node, so the chattiest group (TP) stays on NVLink.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strategy/model_spec.h"
+
+namespace parlab::strategy {
+
+struct ClusterSpec;
+
+enum class Schedule { kGPipe, k1F1B, kInterleaved };
+enum class Recompute { kNone, kSelective, kFull };
+enum class OptimizerKind { kAdam, kSgd };
+
+struct Plan {
+  int dp = 0;  // 0: world / (tp * pp)
+  int tp = 1;
+  int pp = 1;
+  int zero = 0;
+  int64_t microbatch = 0;    // 0: model default
+  int64_t microbatches = 0;  // 0: from gbs, else 1
+  int64_t global_batch = 0;  // 0: microbatch * microbatches * dp
+  Schedule schedule = Schedule::k1F1B;
+  int v = 0;  // 0: 2 when interleaved, else 1
+  Recompute recompute = Recompute::kNone;
+  bool sequence_parallel = false;
+  Precision precision = Precision::kMixed;
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+  double bucket_bytes = 25.0 * 1024 * 1024;
+  // True when the plan text named a precision; otherwise resolve() takes the model's default
+  // (the lab MLP trains in fp32 on CPUs).
+  bool precision_given = false;
+
+  int world() const { return dp * tp * pp; }
+  // "dp=8,tp=8,pp=16,zero=1,mb=1,microbatches=64,schedule=1f1b,...": every key, parseable back.
+  std::string to_string() const;
+  // The shortest human name: "DDP x8", "ZeRO-3 x64", "TP 8 x PP 16 x DP 8 (ZeRO-1)".
+  std::string short_name() const;
+};
+
+// Where a rank sits in the dp x tp x pp grid.
+struct RankCoords {
+  int dp = 0, tp = 0, pp = 0;
+};
+RankCoords coords_of(const Plan& plan, int rank);
+int rank_of(const Plan& plan, RankCoords c);
+// The world ranks of the groups a rank belongs to, in rank order.
+std::vector<int> dp_group(const Plan& plan, int rank);
+std::vector<int> tp_group(const Plan& plan, int rank);
+std::vector<int> pp_group(const Plan& plan, int rank);
+
+// Parses "k=v,k=v" on top of `base`. Throws ConfigError naming the key for an unknown key, a
+// malformed pair or a value of the wrong type; range rules are checked by validate().
+Plan parse_plan(std::string_view text, Plan base = {});
+
+// Fills the defaults (dp from world, mb from the model, microbatches from gbs, v) and checks
+// the arithmetic rules that need the world size. Throws ConfigError naming the field, its value
+// and the rule broken.
+Plan resolve(Plan plan, const ModelSpec& model, int world);
+
+// Rejects impossible plans: dp*tp*pp = world, world fits the cluster, tp divides heads, kv
+// heads and ffn, pp <= layers, interleaving rules, ZeRO stage limits, sequence parallel needs
+// tp > 1, ... `plan` must be resolved. The first broken rule is thrown as ConfigError.
+void validate(const Plan& plan, const ModelSpec& model, const ClusterSpec& cluster);
+
+std::string_view to_string(Schedule s);
+std::string_view to_string(Recompute r);
+std::string_view to_string(Precision p);
+std::string_view to_string(OptimizerKind o);
+
+// Bytes per element of parameters, gradients and optimizer state, per parameter, for the plan's
+// precision and optimizer (ZeRO paper, Rajbhandari et al. SC'20, section 3.1):
+//   mixed + Adam:  2 (bf16 params) + 2 (bf16 grads) + 12 (fp32 master, momentum, variance)
+//   mixed + SGD:   2 + 2 + 8 (fp32 master, momentum)
+//   fp32  + Adam:  4 + 4 + 8 (momentum, variance)
+//   fp32  + SGD:   4 + 4 + 4 (momentum)
+struct StateBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+StateBytes state_bytes_per_param(Precision precision, OptimizerKind optimizer);
+// Bytes of one activation element (bf16 under mixed precision, fp32 otherwise).
+double activation_bytes_per_element(Precision precision);
+
+}  // namespace parlab::strategy

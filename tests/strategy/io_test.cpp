@@ -1,0 +1,128 @@
+// Preset loading and TOML error reporting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "strategy/errors.h"
+#include "strategy/io.h"
+#include "strategy/units.h"
+
+namespace parlab::strategy {
+
+TEST(Presets, EveryShippedPresetLoads) {
+  const auto models = model_preset_names();
+  for (const char* want : {"gpt-22b", "gpt-175b", "gpt-530b", "gpt-1t", "llama2-7b", "llama2-70b", "lab-mlp"})
+    EXPECT_NE(std::find(models.begin(), models.end(), want), models.end()) << want;
+  for (const auto& n : models) EXPECT_NO_THROW(load_model(n)) << n;
+  const auto clusters = cluster_preset_names();
+  for (const char* want : {"dgx-a100", "dgx-h100", "h200", "ideal", "cpu-local"})
+    EXPECT_NE(std::find(clusters.begin(), clusters.end(), want), clusters.end()) << want;
+  for (const auto& n : clusters) EXPECT_NO_THROW(load_cluster(n)) << n;
+}
+
+TEST(Presets, ClusterFiguresFromTheirUnits) {
+  const ClusterSpec a = load_cluster("dgx-a100");
+  EXPECT_DOUBLE_EQ(a.device.memory_bytes, 80 * units::kGiB);
+  EXPECT_DOUBLE_EQ(a.inter.bytes_per_s, 25e9);  // 200 Gb/s HDR
+  EXPECT_EQ(a.nics_per_node, 8);
+  EXPECT_DOUBLE_EQ(a.node_network_bytes_per_s(), 200e9);
+  EXPECT_DOUBLE_EQ(a.intra.latency_seconds, 2e-6);
+  EXPECT_DOUBLE_EQ(a.device_flops_per_s(Precision::kMixed), 312e12 * 0.7);
+  EXPECT_DOUBLE_EQ(load_cluster("h200").device.memory_bytes, 141e9);
+  const ClusterSpec ideal = load_cluster("ideal");
+  EXPECT_TRUE(std::isinf(ideal.intra.bytes_per_s));
+  EXPECT_EQ(ideal.inter.latency_seconds, 0);
+  const ClusterSpec cpu = load_cluster("cpu-local");
+  EXPECT_EQ(cpu.cores_per_node, 2);
+  EXPECT_TRUE(cpu.shares_cores());
+}
+
+TEST(Presets, UnknownNameListsTheAvailableOnes) {
+  try {
+    load_model("gpt-9000");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "--model");
+    EXPECT_NE(e.allowed().find("gpt-175b"), std::string::npos);
+  }
+  EXPECT_THROW(load_cluster("dgx-z"), ConfigError);
+  EXPECT_THROW(load_model("does/not/exist.toml"), ConfigError);
+}
+
+TEST(Toml, UnknownKeyIsRejectedNotIgnored) {
+  try {
+    parse_model_toml("name = \"x\"\nkind = \"mlp\"\nlayers = 2\nhidden = 8\nffn = 16\nclasses = 4\nhiden = 3\n", "x.toml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "x.toml: hiden");
+  }
+  try {
+    parse_cluster_toml(
+        "name = \"c\"\n[device]\nmemory_gb = 8\npeak_tflops_fp32 = 1\npeak_tflops_bf16 = 1\n"
+        "memory_bandwidth_gb_per_s = 1\nflux = 2\n[intra]\nbandwidth_gb_per_s = 1\n[inter]\nbandwidth_gb_per_s = 1\n",
+        "c.toml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "c.toml: device.flux");
+  }
+}
+
+TEST(Toml, WrongTypesAndBadValuesNameTheKey) {
+  auto field_of = [](const std::string& text) {
+    try {
+      parse_model_toml(text, "m.toml");
+    } catch (const ConfigError& e) {
+      return e.field();
+    }
+    return std::string("(accepted)");
+  };
+  const std::string base = "kind = \"mlp\"\nhidden = 8\nffn = 16\nclasses = 4\n";
+  EXPECT_EQ(field_of(base + "layers = 2\n"), "(accepted)");
+  EXPECT_EQ(field_of(base + "layers = \"two\"\n"), "m.toml: layers");
+  EXPECT_EQ(field_of(base + "layers = -2\n"), "m.toml.layers");
+  EXPECT_EQ(field_of(base + "layers = 2\nkind = \"cnn\"\n").substr(0, 6), "m.toml");  // duplicate key: TOML error
+  EXPECT_EQ(field_of("kind = \"cnn\"\n"), "m.toml: kind");
+  EXPECT_EQ(field_of(base + "layers = 2\nprecision = \"fp8\"\n"), "m.toml: precision");
+}
+
+TEST(Toml, SyntaxErrorsSayWhere) {
+  try {
+    parse_model_toml("layers = = 3\n", "broken.toml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field().rfind("broken.toml:1:", 0), 0u) << e.field();
+  }
+}
+
+TEST(Toml, ClusterWrittenByCalibrationReadsBack) {
+  ClusterSpec c = load_cluster("cpu-local");
+  c.device.peak_flops_fp32 = 61.25e9;
+  c.intra.bytes_per_s = 3.5e9;
+  c.intra.latency_seconds = 42e-6;
+  c.calibrated = true;
+  const ClusterSpec back = parse_cluster_toml(cluster_to_toml(c, "calibrated\nby a test"), "cal.toml");
+  EXPECT_DOUBLE_EQ(back.device.peak_flops_fp32, c.device.peak_flops_fp32);
+  EXPECT_DOUBLE_EQ(back.intra.bytes_per_s, c.intra.bytes_per_s);
+  EXPECT_NEAR(back.intra.latency_seconds, c.intra.latency_seconds, 1e-15);
+  EXPECT_DOUBLE_EQ(back.device.memory_bytes, c.device.memory_bytes);
+  EXPECT_TRUE(back.calibrated);
+  EXPECT_EQ(back.cores_per_node, 2);
+}
+
+TEST(Presets, UserFileUnderResultsTakesPrecedence) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("parlab-io-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "clusters");
+  ClusterSpec c = load_cluster("cpu-local");
+  c.device.peak_flops_fp32 = 77e9;
+  std::ofstream(dir / "clusters" / "cpu-local.toml") << cluster_to_toml(c, "test");
+  ::setenv("PARLAB_RESULTS", dir.c_str(), 1);
+  const ClusterSpec loaded = load_cluster("cpu-local");
+  ::unsetenv("PARLAB_RESULTS");
+  fs::remove_all(dir);
+  EXPECT_DOUBLE_EQ(loaded.device.peak_flops_fp32, 77e9);
+}
+
+}  // namespace parlab::strategy

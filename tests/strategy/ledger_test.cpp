@@ -1,0 +1,238 @@
+// The memory ledger against hand computations and published figures.
+#include <gtest/gtest.h>
+
+#include "strategy/io.h"
+#include "strategy/ledger.h"
+#include "strategy/partition.h"
+
+namespace parlab::strategy {
+namespace {
+
+struct Setup {
+  ModelSpec model;
+  ClusterSpec cluster;
+  Plan plan;
+};
+
+Setup setup(const ModelSpec& m, const std::string& plan_text, int world) {
+  Setup s{m, with_world(load_cluster("dgx-a100"), world), {}};
+  s.plan = resolve(parse_plan(plan_text), m, world);
+  validate(s.plan, s.model, s.cluster);
+  return s;
+}
+
+const LayerSpec& first_block(const std::vector<LayerSpec>& layers) {
+  for (const auto& l : layers)
+    if (l.kind == LayerKind::kBlock) return l;
+  throw std::runtime_error("no block");
+}
+
+}  // namespace
+
+// ZeRO (Rajbhandari et al., SC'20), Figure 1: a 7.5 B-parameter model on 64 GPUs with mixed
+// precision Adam (K = 12) needs 120 GB per GPU as plain DDP, 31.4 GB with stage 1 (P_os),
+// 16.6 GB with stage 2 (P_os+g) and 1.9 GB with stage 3 (P_os+g+p).
+TEST(Ledger, ZeroStagesReproduceTheZeroPaper) {
+  const ModelSpec m = params_model(7.5e9);
+  const double psi = 7.5e9, nd = 64;
+  const double expect[4] = {
+      (2 + 2 + 12) * psi,             // 120 GB
+      2 * psi + 2 * psi + 12 * psi / nd,  // 31.4 GB
+      2 * psi + (2 + 12) * psi / nd,      // 16.6 GB
+      (2 + 2 + 12) * psi / nd,            // 1.875 GB
+  };
+  const double paper_gb[4] = {120, 31.4, 16.6, 1.9};
+  for (int zero = 0; zero <= 3; ++zero) {
+    auto s = setup(m, "zero=" + std::to_string(zero), 64);
+    const auto l = compute_ledger(s.model, s.plan, s.cluster, 0);
+    EXPECT_DOUBLE_EQ(l.model_state_bytes(), expect[zero]) << "zero=" << zero;
+    EXPECT_NEAR(l.model_state_bytes() / 1e9, paper_gb[zero], 0.05) << "zero=" << zero;
+  }
+}
+
+TEST(Ledger, BytesPerParameterByPrecisionAndOptimizer) {
+  // ZeRO section 3.1: mixed-precision Adam keeps 2 + 2 + 12 bytes per parameter.
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::kMixed, OptimizerKind::kAdam).total(), 16);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::kMixed, OptimizerKind::kAdam).optimizer, 12);
+  // fp32 Adam: 4 (params) + 4 (grads) + 8 (momentum, variance).
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::kFp32, OptimizerKind::kAdam).total(), 16);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::kFp32, OptimizerKind::kAdam).optimizer, 8);
+  // SGD with momentum keeps one buffer (+ the fp32 master copy under mixed precision).
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::kFp32, OptimizerKind::kSgd).optimizer, 4);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::kMixed, OptimizerKind::kSgd).optimizer, 8);
+}
+
+// Korthikanti et al. 2022, Table 2, one layer of gpt-22b (s 2048, h 6144, a 64), microbatch 1.
+TEST(Ledger, TransformerActivationsFollowKorthikantiTable2) {
+  const ModelSpec m = load_model("gpt-22b");
+  const auto layers = m.layer_list();
+  const LayerSpec& block = first_block(layers);
+  const double s = 2048, b = 1, h = 6144, a = 64, t = 8;
+  const double sbh = s * b * h;
+  auto act = [&](const std::string& plan, int world) {
+    auto st = setup(m, plan, world);
+    return activation_bytes(block, st.model, st.plan);
+  };
+  EXPECT_DOUBLE_EQ(act("", 1), sbh * (34 + 5 * a * s / h));                                  // no parallelism
+  EXPECT_DOUBLE_EQ(act("tp=8", 8), sbh * (10 + 24 / t + 5 * a * s / (h * t)));               // tensor parallel
+  EXPECT_DOUBLE_EQ(act("tp=8,sp=on", 8), sbh * (34 / t + 5 * a * s / (h * t)));              // + sequence parallel
+  EXPECT_DOUBLE_EQ(act("tp=8,recompute=selective", 8), sbh * (10 + 24 / t));                 // selective
+  EXPECT_DOUBLE_EQ(act("tp=8,sp=on,recompute=selective", 8), sbh * 34 / t);                  // both
+  EXPECT_DOUBLE_EQ(act("tp=8,recompute=full", 8), 2 * sbh);                                  // full
+  // fp32 activations take twice the bytes.
+  EXPECT_DOUBLE_EQ(act("precision=fp32", 1), 2 * sbh * (34 + 5 * a * s / h));
+}
+
+TEST(Ledger, MlpActivationsKeepInputAndBothHiddenTensors) {
+  const ModelSpec m = load_model("lab-mlp");  // fp32, mb 64
+  auto st = setup(m, "", 1);
+  const auto layers = m.layer_list();
+  // Per sample: block input (1024) + fc1 output (4096) + GELU output (4096), 4 bytes each.
+  EXPECT_DOUBLE_EQ(activation_bytes(layers[0], st.model, st.plan), 64.0 * (1024 + 2 * 4096) * 4);
+  // Head: its input (1024 fp32) and fp32 logits (16).
+  EXPECT_DOUBLE_EQ(activation_bytes(layers[8], st.model, st.plan), 64.0 * (1024 * 4 + 16 * 4));
+}
+
+// 1F1B: stage i holds pp - i microbatches in flight, so the first stage holds pp of them
+// (Narayanan et al. 2021); GPipe holds all m; interleaving multiplies the first stage by
+// 1 + (pp - 1)/(pp v) (Korthikanti et al. 2022).
+TEST(Ledger, PipelineScheduleDecidesMicrobatchesInFlight) {
+  const ModelSpec m = load_model("gpt-22b");  // 48 layers
+  auto one_f = setup(m, "pp=4,microbatches=8", 4);
+  auto stages = ledger_per_stage(one_f.model, one_f.plan, one_f.cluster);
+  ASSERT_EQ(stages.size(), 4u);
+  EXPECT_EQ(stages[0].inflight_microbatches, 4);
+  EXPECT_EQ(stages[3].inflight_microbatches, 1);
+  const auto layers = m.layer_list();
+  const double block = activation_bytes(first_block(layers), one_f.model, one_f.plan);
+  const double embed = activation_bytes(layers.front(), one_f.model, one_f.plan);
+  // Stage 0 owns the embedding and 12 blocks; 4 microbatches of them are alive.
+  EXPECT_DOUBLE_EQ(stages[0].activations_bytes, 4 * (embed + 12 * block));
+
+  auto gpipe = setup(m, "pp=4,microbatches=8,schedule=gpipe", 4);
+  EXPECT_EQ(ledger_per_stage(gpipe.model, gpipe.plan, gpipe.cluster)[2].inflight_microbatches, 8);
+
+  auto inter = setup(m, "pp=4,microbatches=8,schedule=interleaved,v=2", 4);
+  const auto is = ledger_per_stage(inter.model, inter.plan, inter.cluster);
+  // Warm-up on stage 0: 2 (pp - 1) + (v - 1) pp + 1 = 6 + 4 + 1 = 11 chunk-forwards of 6 blocks,
+  // i.e. 66 = 48 (1 + 3/8) block-activations: the interleaving factor.
+  EXPECT_EQ(is[0].inflight_microbatches, 11);
+  EXPECT_DOUBLE_EQ(11.0 * 6, 48 * (1 + 3.0 / 8));
+}
+
+TEST(Ledger, TensorParallelSplitsWeightsButNotNorms) {
+  const ModelSpec m = load_model("gpt-22b");
+  auto s = setup(m, "tp=8", 8);
+  const auto l = compute_ledger(s.model, s.plan, s.cluster, 0);
+  const double h = 6144, L = 48, V = 51200, seq = 2048;
+  // Split by 8: QKV, projection, fc1, fc2 weights (12 h^2), QKV and fc1 biases (3h + 4h) and the
+  // vocab-parallel embedding. Whole: LayerNorms (4h), projection and fc2 biases (2h), positions,
+  // final norm.
+  const double held = L * ((12 * h * h + 7 * h) / 8 + 6 * h) + V * h / 8 + seq * h + 2 * h;
+  EXPECT_DOUBLE_EQ(l.params_held, held);
+  EXPECT_DOUBLE_EQ(l.params_bytes, 2 * held);
+  EXPECT_DOUBLE_EQ(l.optimizer_bytes, 12 * held);
+}
+
+TEST(Ledger, TiedEmbeddingCopyOnTheLastStage) {
+  const ModelSpec m = load_model("gpt-22b");
+  auto s = setup(m, "pp=2", 2);
+  const auto st = ledger_per_stage(s.model, s.plan, s.cluster);
+  const double h = 6144;
+  // Stage 0: embedding (V h + s h) + 24 blocks; stage 1: 24 blocks + final norm + a copy of the
+  // token embedding for the logits.
+  const double block = 12 * h * h + 13 * h;
+  EXPECT_DOUBLE_EQ(st[0].params_held, 51200 * h + 2048 * h + 24 * block);
+  EXPECT_DOUBLE_EQ(st[1].params_held, 24 * block + 2 * h + 51200 * h);
+}
+
+TEST(Ledger, TemporaryBuffers) {
+  // DDP: two gradient buckets in flight.
+  const ModelSpec m = load_model("gpt-22b");
+  auto ddp = setup(m, "bucket_mb=25", 8);
+  EXPECT_DOUBLE_EQ(compute_ledger(ddp.model, ddp.plan, ddp.cluster, 0).temp_bytes, 2 * 25.0 * 1024 * 1024);
+  auto single = setup(m, "", 1);
+  EXPECT_DOUBLE_EQ(compute_ledger(single.model, single.plan, single.cluster, 0).temp_bytes, 0);
+  // ZeRO-3 adds the gathered parameters of two layers (bf16) and one layer's gradient.
+  auto z3 = setup(m, "zero=3", 8);
+  const double big = double(m.largest_layer_params());
+  EXPECT_DOUBLE_EQ(compute_ledger(z3.model, z3.plan, z3.cluster, 0).temp_bytes,
+                   2 * 25.0 * 1024 * 1024 + big * (2 * 2 + 2));
+}
+
+TEST(Ledger, FitsComparesTotalWithDevice) {
+  const ModelSpec m = load_model("gpt-175b");
+  auto ddp = setup(m, "", 8);
+  EXPECT_FALSE(compute_ledger(ddp.model, ddp.plan, ddp.cluster, 0).fits());  // 2.8 TB of state
+  const ModelSpec lab = load_model("lab-mlp");
+  auto small = setup(lab, "", 1);
+  const auto l = compute_ledger(small.model, small.plan, small.cluster, 0);
+  EXPECT_TRUE(l.fits());
+  EXPECT_DOUBLE_EQ(l.device_bytes, 80.0 * 1024 * 1024 * 1024);
+}
+
+TEST(Partition, BlocksSpreadEvenlyWithEmbeddingFirstAndHeadLast) {
+  const ModelSpec m = load_model("lab-mlp");  // 8 blocks + head = 9 entries
+  Plan p = resolve(parse_plan("pp=3"), m, 3);
+  const auto vs = virtual_stages(m, p);
+  ASSERT_EQ(vs.size(), 3u);
+  // 8 blocks over 3 stages: 3, 3, 2; the head joins the last.
+  EXPECT_EQ(vs[0].begin, 0);
+  EXPECT_EQ(vs[0].end, 3);
+  EXPECT_EQ(vs[1].begin, 3);
+  EXPECT_EQ(vs[1].end, 6);
+  EXPECT_EQ(vs[2].begin, 6);
+  EXPECT_EQ(vs[2].end, 9);
+  const ModelSpec g = load_model("gpt-22b");  // embed + 48 blocks + head
+  Plan q = resolve(parse_plan("pp=4,schedule=interleaved,v=2,microbatches=4"), g, 4);
+  const auto chunks = stage_chunks(g, q, 1);
+  ASSERT_EQ(chunks.size(), 2u);
+  // Virtual stages 1 and 5 of 8, six blocks each: layer-list entries 7..12 and 31..36.
+  EXPECT_EQ(chunks[0].begin, 7);
+  EXPECT_EQ(chunks[0].end, 13);
+  EXPECT_EQ(chunks[1].begin, 31);
+  EXPECT_EQ(chunks[1].end, 37);
+}
+
+// The seed's worked example, verbatim: device 80 GB, parameters 28, gradients 28, optimizer 56,
+// activations 18, largest layer 6.
+TEST(Rule, SeedWorkedExample) {
+  RuleInputs in;
+  in.params_bytes = 28e9;
+  in.grads_bytes = 28e9;
+  in.optimizer_bytes = 56e9;
+  in.activations_bytes = 18e9;
+  in.largest_layer_bytes = 6e9;
+  in.device_bytes = 80e9;
+  const RuleVerdict v = apply_rule(in);
+  EXPECT_FALSE(v.ddp_fits);
+  EXPECT_TRUE(v.shard_model_state);
+  EXPECT_FALSE(v.tensor_split_needed);
+  EXPECT_FALSE(v.pipeline_candidate);
+  EXPECT_DOUBLE_EQ(v.replica_bytes, 130e9);
+  EXPECT_EQ(v.blocker, "total state");
+  EXPECT_EQ(v.candidates, std::vector<std::string>{"ZeRO sharding"});
+}
+
+TEST(Rule, NamesEachBlocker) {
+  RuleInputs in{10e9, 10e9, 20e9, 5e9, 1e9, 80e9};
+  EXPECT_EQ(apply_rule(in).blocker, "none");
+  EXPECT_EQ(apply_rule(in).candidates, std::vector<std::string>{"DDP"});
+  in.activations_bytes = 50e9;  // state 40 fits, replica 90 does not
+  EXPECT_EQ(apply_rule(in).blocker, "activations");
+  EXPECT_TRUE(apply_rule(in).pipeline_candidate);
+  in.largest_layer_bytes = 90e9;
+  EXPECT_EQ(apply_rule(in).blocker, "one oversized layer");
+  EXPECT_TRUE(apply_rule(in).tensor_split_needed);
+}
+
+TEST(Rule, InputsFromAModelAreOneUnsplitReplica) {
+  const ModelSpec m = load_model("gpt-22b");
+  auto s = setup(m, "tp=8,pp=1", 8);
+  const RuleInputs in = rule_inputs(s.model, s.plan, s.cluster);
+  EXPECT_DOUBLE_EQ(in.params_bytes, 2 * m.total_params());
+  EXPECT_DOUBLE_EQ(in.optimizer_bytes, 12 * m.total_params());
+  EXPECT_DOUBLE_EQ(in.largest_layer_bytes, 16.0 * m.largest_layer_params());
+}
+
+}  // namespace parlab::strategy
