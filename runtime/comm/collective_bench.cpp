@@ -1,0 +1,179 @@
+#include "runtime/comm/collective_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "strategy/units.h"
+
+namespace parlab::comm {
+namespace {
+
+// Runs `op` once on buffers sized for `elements` (S / 4) and blocks until it is done.
+class BenchBuffers {
+ public:
+  BenchBuffers(strategy::CollectiveOp op, std::size_t elements, int n)
+      : op_(op), n_(static_cast<std::size_t>(n)) {
+    const std::size_t piece = elements / n_;
+    switch (op) {
+      case strategy::CollectiveOp::kAllReduce:
+      case strategy::CollectiveOp::kBroadcast: a_.assign(elements, 1.0f); break;
+      case strategy::CollectiveOp::kReduceScatter:
+        a_.assign(elements, 1.0f);
+        b_.assign(piece, 0.0f);
+        break;
+      case strategy::CollectiveOp::kAllGather:
+        a_.assign(piece, 1.0f);
+        b_.assign(elements, 0.0f);
+        break;
+    }
+  }
+
+  void run(Communicator& comm, const CollectiveOptions& o) {
+    std::shared_ptr<Work> w;
+    switch (op_) {
+      case strategy::CollectiveOp::kAllReduce: w = comm.all_reduce(a_, o); break;
+      case strategy::CollectiveOp::kBroadcast: w = comm.broadcast(a_, 0, o); break;
+      case strategy::CollectiveOp::kReduceScatter: w = comm.reduce_scatter(a_, b_, o); break;
+      case strategy::CollectiveOp::kAllGather: w = comm.all_gather(a_, b_, o); break;
+    }
+    w->wait();
+    // Keep all-reduce inputs from growing to inf over many iterations (would not change the
+    // time, but keeps the buffers honest if someone inspects them).
+    if (op_ == strategy::CollectiveOp::kAllReduce) std::fill(a_.begin(), a_.end(), 1.0f);
+  }
+
+ private:
+  strategy::CollectiveOp op_;
+  std::size_t n_;
+  std::vector<float> a_, b_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+}  // namespace
+
+std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
+                                                     strategy::CollectiveOp op,
+                                                     const std::vector<double>& sizes_bytes,
+                                                     int warmup, int iters,
+                                                     const CollectiveOptions& options) {
+  if (iters < 1) throw ConfigError("iters", std::to_string(iters), "must be at least 1");
+  if (warmup < 0) throw ConfigError("warmup", std::to_string(warmup), "must be >= 0");
+  const int n = comm.size();
+  std::vector<CollectiveBenchRow> rows;
+  for (double requested : sizes_bytes) {
+    // Whole elements, and a multiple of n so reduce-scatter/all-gather pieces are equal.
+    const auto elements_total = static_cast<std::size_t>(requested / sizeof(float));
+    const std::size_t elements = elements_total - elements_total % static_cast<std::size_t>(n);
+    if (elements == 0) {
+      throw ConfigError("sizes", units::format_bytes(requested),
+                        "must hold at least one fp32 element per rank (" +
+                            std::to_string(n * sizeof(float)) + " B on " + std::to_string(n) +
+                            " ranks)");
+    }
+    BenchBuffers buffers(op, elements, n);
+    for (int i = 0; i < warmup; ++i) buffers.run(comm, options);
+    std::vector<float> mine(static_cast<std::size_t>(iters));
+    for (int i = 0; i < iters; ++i) {
+      comm.barrier(options)->wait();
+      const auto t0 = std::chrono::steady_clock::now();
+      buffers.run(comm, options);
+      mine[static_cast<std::size_t>(i)] =
+          std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
+    }
+    // A collective is done when its slowest rank is: take the max over ranks per iteration.
+    std::vector<float> all(mine.size() * static_cast<std::size_t>(n));
+    comm.all_gather(mine, all, options)->wait();
+    std::vector<double> slowest(mine.size(), 0.0);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(n); ++r) {
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        slowest[i] = std::max(slowest[i], static_cast<double>(all[r * mine.size() + i]));
+      }
+    }
+    CollectiveBenchRow row;
+    row.bytes = static_cast<double>(elements * sizeof(float));
+    row.seconds = median(slowest);
+    row.algbw_bytes_per_s = strategy::algbw_bytes_per_s(row.bytes, row.seconds);
+    row.busbw_bytes_per_s = strategy::busbw_bytes_per_s(op, n, row.bytes, row.seconds);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+namespace {
+
+// "256M" -> 268435456. Throws ConfigError naming `field` and the whole `text`.
+double parse_size(std::string_view s, const std::string& field, std::string_view text) {
+  auto fail = [&]() -> double {
+    throw ConfigError(field, "\"" + std::string(text) + "\"",
+                      "sizes like 1K, 64M, 1G (binary, as nccl-tests; KiB/MiB/GiB too; "
+                      "KB/MB/GB decimal), or a range 1K..256M stepping by 2");
+  };
+  std::size_t digits = 0;
+  while (digits < s.size() && (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0) return fail();
+  double value = 0;
+  try {
+    value = std::stod(std::string(s.substr(0, digits)));
+  } catch (const std::exception&) {
+    return fail();
+  }
+  std::string suffix(s.substr(digits));
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (suffix.empty() || suffix == "B") scale = 1;
+  else if (suffix == "K" || suffix == "KIB") scale = units::kKiB;
+  else if (suffix == "M" || suffix == "MIB") scale = units::kMiB;
+  else if (suffix == "G" || suffix == "GIB") scale = units::kGiB;
+  else if (suffix == "KB") scale = units::kKB;
+  else if (suffix == "MB") scale = units::kMB;
+  else if (suffix == "GB") scale = units::kGB;
+  else return fail();
+  if (!(value > 0) || !std::isfinite(value)) return fail();
+  return std::floor(value * scale);
+}
+
+}  // namespace
+
+std::vector<double> parse_size_range(std::string_view text, const std::string& field) {
+  const std::size_t dots = text.find("..");
+  if (dots == std::string_view::npos) return {parse_size(text, field, text)};
+  const double lo = parse_size(text.substr(0, dots), field, text);
+  const double hi = parse_size(text.substr(dots + 2), field, text);
+  if (hi < lo) {
+    throw ConfigError(field, "\"" + std::string(text) + "\"",
+                      "the end of a range must not be below its start");
+  }
+  std::vector<double> sizes;
+  for (double b = lo; b <= hi; b *= 2) sizes.push_back(b);
+  return sizes;
+}
+
+std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
+                                    strategy::CollectiveOp op, int n_ranks) {
+  std::string out = "# " + std::string(strategy::to_string(op)) + " on " +
+                    std::to_string(n_ranks) + " ranks (busbw factor " +
+                    std::to_string(strategy::bus_bandwidth_factor(op, n_ranks)).substr(0, 5) +
+                    "; GB = 1e9 B)\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%14s %12s %14s %14s\n", "size (B)", "time (us)",
+                "algbw (GB/s)", "busbw (GB/s)");
+  out += line;
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "%14.0f %12.1f %14.3f %14.3f\n", r.bytes, r.seconds * 1e6,
+                  r.algbw_bytes_per_s / units::kGB, r.busbw_bytes_per_s / units::kGB);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace parlab::comm

@@ -1,0 +1,41 @@
+#pragma once
+// A collective benchmark in the manner of nccl-tests: for each size, `warmup` untimed runs, then
+// `iters` timed runs; a row reports the median time and the bandwidths of strategy/collectives.h
+// (algbw = S / t, busbw = algbw * bus_bandwidth_factor(op, n); S is the whole tensor, as there).
+//
+// Every member of the communicator calls it with the same arguments. Each timed run starts after
+// a barrier and its time is the slowest rank's (an all-gather of the per-rank times), so every
+// rank returns the same rows.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "strategy/collectives.h"
+
+namespace parlab::comm {
+
+struct CollectiveBenchRow {
+  double bytes = 0;    // S actually moved: rounded down to whole fp32 elements, a multiple of n
+  double seconds = 0;  // median over iters of the slowest rank's time
+  double algbw_bytes_per_s = 0;
+  double busbw_bytes_per_s = 0;
+};
+
+// Throws ConfigError for iters < 1, warmup < 0 or a size under one element per rank.
+std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
+                                                     strategy::CollectiveOp op,
+                                                     const std::vector<double>& sizes_bytes,
+                                                     int warmup, int iters,
+                                                     const CollectiveOptions& options = {});
+
+// "1K..256M" -> 1 KiB, 2 KiB, ..., 256 MiB (factor 2, like nccl-tests -b 1K -e 256M -f 2);
+// "64M" -> one size. Suffixes K, M, G are binary as in nccl-tests (KiB, MiB, GiB also accepted);
+// KB, MB, GB are decimal. Throws ConfigError naming `field`.
+std::vector<double> parse_size_range(std::string_view text, const std::string& field = "sizes");
+
+// nccl-tests style table: size, time, algbw, busbw (decimal GB/s), one row per size.
+std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
+                                    strategy::CollectiveOp op, int n_ranks);
+
+}  // namespace parlab::comm

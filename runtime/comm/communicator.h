@@ -1,0 +1,150 @@
+#pragma once
+// The Communicator: a narrow, c10d-style interface (ProcessGroup/Backend/Work) over which the
+// runtime executes the collectives and point-to-point ops of a StepProgram. Backends (Gloo on
+// CPUs, NCCL on GPUs) implement the protected `run_*` hooks; the public calls check shapes once,
+// here, for every backend.
+//
+// Execution model: every op is queued and runs on ONE communication thread per communicator, in
+// issue order. Issuing returns at once with a Work handle, so a caller can launch a bucket
+// all-reduce and keep computing (how DDP overlaps backward). Buffers must stay alive and
+// untouched until the Work completes.
+//
+// Ordering contract (as c10d): every member issues the same collectives in the same order.
+// Point-to-point: send completes only once the peer has posted the matching recv, and one thread
+// runs one op at a time, so two neighbours that both send first deadlock until the timeout;
+// order neighbour exchanges (e.g. even stage sends first) or use a second communicator.
+//
+// Shapes (n = size(), fp32 elements):
+//   all_reduce(buf)                  buf[i] <- sum over ranks of buf[i]            (in place)
+//   reduce_scatter(in[n*c], out[c])  out[i] <- sum over ranks of in[rank*c + i]
+//   all_gather(in[c], out[n*c])      out[r*c + i] <- in[i] of rank r
+//   broadcast(buf, root)             buf <- buf of root
+//   send(buf, peer) / recv(buf, peer): one message between two group ranks
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/errors.h"
+
+namespace parlab::comm {
+
+class FlightRecorder;
+
+// The lab default: long enough for a loaded laptop, short enough that a hang is seen quickly.
+// Production jobs use ~10 minutes (PyTorch's default process-group timeout, which its NCCL
+// watchdog enforces): the first collective after a long checkpoint write or a data-loader stall
+// must not be killed.
+inline constexpr std::chrono::milliseconds kDefaultTimeout{30'000};
+inline constexpr std::chrono::milliseconds kProductionTimeout{600'000};
+// Work::wait() without a deadline: wait until the op itself completes or times out.
+inline constexpr std::chrono::milliseconds kWaitForever = std::chrono::milliseconds::max();
+
+struct CollectiveOptions {
+  // No progress within `timeout` fails the op with CollectiveTimeout and poisons the
+  // communicator. Gloo applies it to every wait inside the op (a slow but moving transfer is not
+  // killed; a missing peer is).
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  // Free text naming the tensor or bucket ("grad.bucket3"); shown in errors and the recorder.
+  std::string tag;
+};
+
+// Handle of one issued op (c10d Work). Backends drive it through start()/finish().
+class Work {
+ public:
+  explicit Work(OpInfo info) : info_(std::move(info)) {}
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the op completed, then rethrows its failure (CollectiveTimeout, CollectiveError,
+  // CommunicatorAborted). If `timeout` passes first, throws CollectiveTimeout; the op itself
+  // keeps running (its own CollectiveOptions::timeout bounds it).
+  virtual void wait(std::chrono::milliseconds timeout = kWaitForever);
+  // True once the op ended, successfully or not (c10d isCompleted). Never blocks.
+  virtual bool completed() const;
+  // True once the op ended successfully.
+  bool succeeded() const;
+  // Seconds the op ran on the communication thread (start to end); 0 until completed.
+  double seconds() const;
+  const OpInfo& info() const { return info_; }
+
+  // Backend side.
+  void start();
+  void finish(std::exception_ptr error = nullptr);
+
+ private:
+  const OpInfo info_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::chrono::steady_clock::time_point start_{}, end_{};
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual std::string_view backend_name() const = 0;  // "gloo", "nccl"
+  virtual int rank() const = 0;                       // rank in this group, [0, size())
+  virtual int size() const = 0;
+  virtual const std::string& group_name() const = 0;  // "world", "dp.0", "tp.1", ...
+  // World rank of every member, indexed by group rank (identity for the world communicator).
+  virtual const std::vector<int>& world_ranks() const = 0;
+  virtual const FlightRecorder& flight_recorder() const = 0;
+
+  std::shared_ptr<Work> all_reduce(std::span<float> buf, const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> reduce_scatter(std::span<const float> input, std::span<float> output,
+                                       const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> all_gather(std::span<const float> input, std::span<float> output,
+                                   const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> broadcast(std::span<float> buf, int root,
+                                  const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> send(std::span<const float> buf, int peer,
+                             const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> recv(std::span<float> buf, int peer, const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> barrier(const CollectiveOptions& opts = {});
+
+  // New communicator over a subset of this one's members (DP/TP/PP groups), named `name`.
+  // `world_ranks` are world ranks, sorted, unique, all members of this group, including the
+  // caller. Collective over the new group's members only: each of them calls it with the same
+  // arguments (non-members do not call). Blocks until the sub-group is connected.
+  std::unique_ptr<Communicator> split(const std::vector<int>& world_ranks, std::string name);
+
+ protected:
+  Communicator() = default;
+
+  // Backend hooks, called after the shapes were checked. The default fails loudly, naming the
+  // backend and the op.
+  virtual std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_reduce_scatter(std::span<const float> input,
+                                                   std::span<float> output,
+                                                   const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_all_gather(std::span<const float> input,
+                                               std::span<float> output,
+                                               const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root,
+                                              const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_send(std::span<const float> buf, int peer,
+                                         const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_recv(std::span<float> buf, int peer,
+                                         const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_barrier(const CollectiveOptions& o);
+  virtual std::unique_ptr<Communicator> run_split(const std::vector<int>& world_ranks,
+                                                  std::string name);
+
+  [[noreturn]] void unsupported(std::string_view op) const;
+
+ private:
+  void check_peer(int peer, const char* what) const;
+};
+
+}  // namespace parlab::comm

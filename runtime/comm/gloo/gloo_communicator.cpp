@@ -1,0 +1,312 @@
+// The Gloo backend: a Communicator over one gloo::Context (TCP transport), its ops queued on the
+// communicator's thread (OpQueue) and executed by gloo_algorithms.
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <map>
+
+#include "runtime/comm/gloo/gloo_algorithms.h"
+#include "runtime/comm/op_queue.h"
+#include "runtime/comm/rendezvous.h"
+#include "strategy/units.h"
+
+namespace parlab::comm {
+namespace {
+
+using Millis = std::chrono::milliseconds;
+
+double to_seconds(Millis t) { return std::chrono::duration<double>(t).count(); }
+
+// What every communicator split off one world shares.
+struct GlooWorld {
+  std::shared_ptr<Store> store;  // unscoped; each group scopes its own keys
+  std::shared_ptr<gloo::transport::Device> device;
+  GlooOptions options;
+  int world_rank = 0;
+  int world_size = 1;
+};
+
+std::string strip_gloo_location(std::string text) {
+  // Gloo prefixes "[/path/file.cc:81] "; keep its words, not our build paths.
+  if (!text.empty() && text[0] == '[') {
+    const auto close = text.find("] ");
+    if (close != std::string::npos) text.erase(0, close + 2);
+  }
+  return text;
+}
+
+// Runs a Gloo call, translating its exceptions for `info`.
+template <typename F>
+void run_translated(const OpInfo& info, F&& body) {
+  try {
+    body();
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const gloo::IoException& e) {
+    const std::string detail = strip_gloo_location(e.what());
+    if (detail.find("Timed out") != std::string::npos) {
+      throw CollectiveTimeout(info, to_seconds(info.timeout), "Gloo: " + detail);
+    }
+    throw CollectiveError(info, info.describe() + " failed: Gloo: " + detail);
+  } catch (const std::exception& e) {
+    throw CollectiveError(info, info.describe() + " failed: " + strip_gloo_location(e.what()));
+  }
+}
+
+// Keys of group `group` of attempt k live under "parlab/attempt.<k>/<group>".
+std::string group_scope(const GlooOptions& o, const std::string& group) {
+  return "parlab/attempt." + std::to_string(o.attempt) + "/" + group;
+}
+
+// Every rank announces itself, then waits for all; on timeout names the ranks that never came.
+void join(Store& store, int rank, int size, Millis timeout, const std::string& what) {
+  try {
+    store.set("joined/" + std::to_string(rank), {'1'});
+  } catch (const StoreError& e) {
+    throw RendezvousError(what + ": rank " + std::to_string(rank) +
+                              " cannot announce itself (a process of this attempt already "
+                              "joined as this rank? restart with a new attempt): " +
+                              e.what(),
+                          false);
+  }
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("joined/" + std::to_string(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const StoreTimeout&) {
+    std::string missing;
+    int n_missing = 0;
+    for (int r = 0; r < size; ++r) {
+      if (!store.check({keys[static_cast<std::size_t>(r)]})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        ++n_missing;
+      }
+    }
+    throw RendezvousError(what + " did not complete within " +
+                              units::format_seconds(to_seconds(timeout)) + ": " +
+                              (n_missing == 1 ? "rank " : "ranks ") + missing + " of " +
+                              std::to_string(size) + " never joined",
+                          true);
+  }
+}
+
+// Connects this rank into a full mesh of `size` ranks through `store`.
+std::shared_ptr<gloo::Context> connect(const GlooWorld& world, Store& store, int rank, int size,
+                                       const std::string& what) {
+  join(store, rank, size, world.options.timeout, what);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(world.options.timeout);
+  try {
+    auto mesh = make_prefixed_store(std::shared_ptr<Store>(&store, [](Store*) {}), "mesh");
+    auto device = world.device;
+    context->connectFullMesh(*mesh, device);
+  } catch (const StoreTimeout& e) {
+    throw RendezvousError(what + ": " + e.what(), true);
+  } catch (const std::exception& e) {
+    throw RendezvousError(what + ": Gloo could not connect: " + strip_gloo_location(e.what()),
+                          false);
+  }
+  return context;
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<GlooWorld> world, std::shared_ptr<gloo::Context> context,
+                   std::string group, std::vector<int> members)
+      : world_(std::move(world)),
+        context_(std::move(context)),
+        group_(std::move(group)),
+        members_(std::move(members)),
+        recorder_(RecorderIdentity{"gloo", group_, world_->world_rank, world_->world_size,
+                                   context_->rank, context_->size},
+                  world_->options.flight_recorder_capacity),
+        queue_(group_, recorder_, [this](const std::exception_ptr&) { dump_after_failure(); }) {}
+
+  std::string_view backend_name() const override { return "gloo"; }
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  const std::string& group_name() const override { return group_; }
+  const std::vector<int>& world_ranks() const override { return members_; }
+  const FlightRecorder& flight_recorder() const override { return recorder_; }
+
+ protected:
+  std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o) override {
+    return collective(OpKind::kAllReduce, bytes(buf.size()), o,
+                      [ctx = context_, buf](std::uint32_t tag, Millis t) {
+                        gloo_backend::all_reduce(ctx, buf, tag, t);
+                      });
+  }
+  std::shared_ptr<Work> run_reduce_scatter(std::span<const float> in, std::span<float> out,
+                                           const CollectiveOptions& o) override {
+    return collective(OpKind::kReduceScatter, bytes(in.size()), o,
+                      [ctx = context_, in, out](std::uint32_t tag, Millis t) {
+                        gloo_backend::reduce_scatter(ctx, in, out, tag, t);
+                      });
+  }
+  std::shared_ptr<Work> run_all_gather(std::span<const float> in, std::span<float> out,
+                                       const CollectiveOptions& o) override {
+    return collective(OpKind::kAllGather, bytes(out.size()), o,
+                      [ctx = context_, in, out](std::uint32_t tag, Millis t) {
+                        gloo_backend::all_gather(ctx, in, out, tag, t);
+                      });
+  }
+  std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root,
+                                      const CollectiveOptions& o) override {
+    return collective(OpKind::kBroadcast, bytes(buf.size()), o,
+                      [ctx = context_, buf, root](std::uint32_t tag, Millis t) {
+                        gloo_backend::broadcast(ctx, buf, root, tag, t);
+                      });
+  }
+  std::shared_ptr<Work> run_barrier(const CollectiveOptions& o) override {
+    return collective(OpKind::kBarrier, 0, o, [ctx = context_](std::uint32_t tag, Millis t) {
+      gloo_backend::barrier(ctx, tag, t);
+    });
+  }
+  std::shared_ptr<Work> run_send(std::span<const float> buf, int peer,
+                                 const CollectiveOptions& o) override {
+    std::lock_guard lock(issue_mu_);
+    const OpInfo info = make_info(OpKind::kSend, sent_[peer]++, bytes(buf.size()), o, peer);
+    return submit(info, [ctx = context_, buf, peer](std::uint32_t tag, Millis t) {
+      gloo_backend::send(ctx, buf, peer, tag, t);
+    });
+  }
+  std::shared_ptr<Work> run_recv(std::span<float> buf, int peer,
+                                 const CollectiveOptions& o) override {
+    std::lock_guard lock(issue_mu_);
+    const OpInfo info = make_info(OpKind::kRecv, received_[peer]++, bytes(buf.size()), o, peer);
+    return submit(info, [ctx = context_, buf, peer](std::uint32_t tag, Millis t) {
+      gloo_backend::recv(ctx, buf, peer, tag, t);
+    });
+  }
+
+  std::unique_ptr<Communicator> run_split(const std::vector<int>& ranks,
+                                          std::string name) override {
+    queue_.check_usable();
+    // Members of the new group agree on this key without talking: it depends only on the
+    // arguments and on how often this exact (name, ranks) split happened before.
+    std::string key = "split/" + name + "/";
+    for (int r : ranks) key += std::to_string(r) + ".";
+    {
+      std::lock_guard lock(issue_mu_);
+      key += std::to_string(splits_[key]++);
+    }
+    const int me = world_->world_rank;
+    const int sub_rank = static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), me) -
+                                          ranks.begin());
+    const int sub_size = static_cast<int>(ranks.size());
+    auto store = make_prefixed_store(world_->store, group_scope(world_->options, group_) + "/" + key);
+    auto context = connect(*world_, *store, sub_rank, sub_size,
+                           "split of group " + name + " from " + group_);
+    return std::make_unique<GlooCommunicator>(world_, std::move(context), std::move(name), ranks);
+  }
+
+ private:
+  using Body = std::function<void(std::uint32_t, Millis)>;
+
+  static double bytes(std::size_t elements) {
+    return static_cast<double>(elements) * sizeof(float);
+  }
+
+  OpInfo make_info(OpKind op, std::uint64_t seq, double n_bytes, const CollectiveOptions& o,
+                   int peer) const {
+    if (o.timeout.count() <= 0) {
+      throw ConfigError(std::string(to_string(op)) + ".timeout",
+                        std::to_string(o.timeout.count()) + " ms", "must be positive");
+    }
+    return OpInfo{op, seq, group_, n_bytes, o.tag, peer, o.timeout};
+  }
+
+  std::shared_ptr<Work> collective(OpKind op, double n_bytes, const CollectiveOptions& o,
+                                   Body body) {
+    std::lock_guard lock(issue_mu_);
+    const OpInfo info = make_info(op, next_seq_, n_bytes, o, -1);
+    auto work = submit(info, std::move(body));
+    ++next_seq_;  // only ops that were queued consume a number
+    return work;
+  }
+
+  // The Gloo tag is the sequence number: every op of a communicator gets its own slots.
+  std::shared_ptr<Work> submit(const OpInfo& info, Body body) {
+    return queue_.submit(info, [info, body = std::move(body)] {
+      run_translated(info, [&] { body(static_cast<std::uint32_t>(info.seq), info.timeout); });
+    });
+  }
+
+  void dump_after_failure() noexcept {
+    if (world_->options.dump_dir.empty()) return;
+    try {
+      std::filesystem::create_directories(world_->options.dump_dir);
+      recorder_.dump(world_->options.dump_dir /
+                     flight_recorder_file_name(group_, world_->world_rank));
+    } catch (const std::exception&) {
+      // The op's own error is what the caller must see; a failed dump must not replace it.
+    }
+  }
+
+  std::shared_ptr<GlooWorld> world_;
+  std::shared_ptr<gloo::Context> context_;
+  const std::string group_;
+  const std::vector<int> members_;
+  FlightRecorder recorder_;
+  std::mutex issue_mu_;  // sequence numbers are taken in queue order
+  std::uint64_t next_seq_ = 0;
+  std::map<int, std::uint64_t> sent_, received_;
+  std::map<std::string, int> splits_;
+  OpQueue queue_;  // last: its thread stops before the members above go away
+};
+
+std::shared_ptr<gloo::transport::Device> make_device(const GlooOptions& o) {
+  gloo::transport::tcp::attr attr;
+  if (!o.interface.empty()) {
+    attr.iface = o.interface;
+  } else {
+    attr.hostname = o.hostname;
+  }
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    const bool by_iface = !o.interface.empty();
+    throw ConfigError(by_iface ? "gloo.interface" : "gloo.hostname",
+                      by_iface ? o.interface : o.hostname,
+                      std::string("must name an interface or address of this host (") +
+                          strip_gloo_location(e.what()) + ")");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> store, int rank,
+                                                     int size, const GlooOptions& options) {
+  if (!store) throw ConfigError("store", "null", "a rendezvous store is required");
+  if (size < 1) throw ConfigError("world_size", std::to_string(size), "must be at least 1");
+  if (rank < 0 || rank >= size) {
+    throw ConfigError("rank", std::to_string(rank),
+                      "must be in [0, " + std::to_string(size) + ")");
+  }
+  if (options.timeout.count() <= 0) {
+    throw ConfigError("gloo.timeout", std::to_string(options.timeout.count()) + " ms",
+                      "must be positive");
+  }
+  if (options.attempt < 0) {
+    throw ConfigError("attempt", std::to_string(options.attempt), "must be >= 0");
+  }
+  if (options.group_name.empty()) throw ConfigError("group_name", "\"\"", "must not be empty");
+
+  auto world = std::make_shared<GlooWorld>();
+  world->store = store;
+  world->device = make_device(options);
+  world->options = options;
+  world->world_rank = rank;
+  world->world_size = size;
+  auto scoped = make_prefixed_store(store, group_scope(options, options.group_name));
+  auto context = connect(*world, *scoped, rank, size,
+                         "rendezvous of group " + options.group_name + " (attempt " +
+                             std::to_string(options.attempt) + ")");
+  std::vector<int> members(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) members[static_cast<std::size_t>(r)] = r;
+  return std::make_unique<GlooCommunicator>(std::move(world), std::move(context),
+                                            options.group_name, std::move(members));
+}
+
+}  // namespace parlab::comm

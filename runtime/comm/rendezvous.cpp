@@ -1,0 +1,263 @@
+#include "runtime/comm/rendezvous.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <thread>
+
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+
+#include "strategy/units.h"
+
+namespace parlab::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string list_keys(const std::vector<std::string>& keys) {
+  std::string s = "[";
+  for (const auto& k : keys) s += (s.size() > 1 ? ", " : "") + k;
+  return s + "]";
+}
+
+// Polls `store.check` until every key exists or `timeout` passes (0: forever, Gloo's
+// convention), then names the missing keys.
+void poll_wait(Store& store, const std::string& what, const std::vector<std::string>& keys,
+               std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (!store.check(keys)) {
+    if (timeout.count() > 0 && Clock::now() >= deadline) {
+      std::vector<std::string> missing;
+      for (const auto& k : keys) {
+        if (!store.check({k})) missing.push_back(k);
+      }
+      throw StoreTimeout(what + ": keys " + list_keys(missing) + " still missing after " +
+                         units::format_seconds(std::chrono::duration<double>(timeout).count()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+}
+
+// Gloo's FileStore with its existence check made public. Its own wait() rounds elapsed time
+// down to whole seconds, so waits go through poll_wait instead.
+class CheckableFileStore : public gloo::rendezvous::FileStore {
+ public:
+  using FileStore::FileStore;
+  using FileStore::check;
+};
+
+class FileStore final : public Store {
+ public:
+  explicit FileStore(const std::filesystem::path& dir) : dir_(dir.string()), impl_(make(dir)) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    try {
+      impl_.set(key, data);
+    } catch (const std::exception& e) {
+      throw StoreError("file store " + dir_ + ": cannot set " + key + ": " + e.what());
+    }
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, kDefaultTimeout);
+    try {
+      return impl_.get(key);
+    } catch (const std::exception& e) {
+      throw StoreError("file store " + dir_ + ": cannot get " + key + ": " + e.what());
+    }
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    try {
+      return impl_.check(keys);
+    } catch (const std::exception& e) {
+      throw StoreError("file store " + dir_ + ": " + e.what());
+    }
+  }
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    poll_wait(*this, "file store " + dir_, keys, timeout);
+  }
+
+ private:
+  static std::string make(const std::filesystem::path& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw StoreError("file store: cannot create " + dir.string() + ": " + ec.message());
+    return dir.string();
+  }
+  std::string dir_;
+  CheckableFileStore impl_;
+};
+
+// Gloo's HashStore with a non-blocking existence check and a wait that names missing keys.
+class CheckableHashStore : public gloo::rendezvous::HashStore {
+ public:
+  bool has(const std::vector<std::string>& keys) {
+    std::lock_guard lock(m_);
+    for (const auto& k : keys) {
+      if (map_.find(k) == map_.end()) return false;
+    }
+    return true;
+  }
+  // Wakes on every set() (HashStore notifies cv_); false on timeout.
+  bool wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(m_);
+    auto ready = [&] {
+      for (const auto& k : keys) {
+        if (map_.find(k) == map_.end()) return false;
+      }
+      return true;
+    };
+    if (timeout.count() <= 0) {
+      cv_.wait(lock, ready);
+      return true;
+    }
+    return cv_.wait_for(lock, timeout, ready);
+  }
+};
+
+class InProcessStore final : public Store {
+ public:
+  void set(const std::string& key, const std::vector<char>& data) override {
+    try {
+      impl_.set(key, data);
+    } catch (const std::exception& e) {
+      throw StoreError("in-process store: cannot set " + key + ": " + e.what());
+    }
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, kDefaultTimeout);
+    return impl_.get(key);
+  }
+  bool check(const std::vector<std::string>& keys) override { return impl_.has(keys); }
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    if (impl_.wait_for(keys, timeout)) return;
+    std::vector<std::string> missing;
+    for (const auto& k : keys) {
+      if (!impl_.has({k})) missing.push_back(k);
+    }
+    throw StoreTimeout("in-process store: keys " + list_keys(missing) + " still missing after " +
+                       units::format_seconds(std::chrono::duration<double>(timeout).count()));
+  }
+
+ private:
+  CheckableHashStore impl_;
+};
+
+class PrefixedStore final : public Store {
+ public:
+  PrefixedStore(std::shared_ptr<Store> base, std::string prefix)
+      : base_(std::move(base)), prefix_(std::move(prefix) + "/") {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    base_->set(prefix_ + key, data);
+  }
+  std::vector<char> get(const std::string& key) override { return base_->get(prefix_ + key); }
+  bool check(const std::vector<std::string>& keys) override { return base_->check(join(keys)); }
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    base_->wait(join(keys), timeout);
+  }
+
+ private:
+  std::vector<std::string> join(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) out.push_back(prefix_ + k);
+    return out;
+  }
+  std::shared_ptr<Store> base_;
+  std::string prefix_;
+};
+
+// ---- environment ----
+
+using Lookup = std::function<std::optional<std::string>(const std::string&)>;
+
+std::optional<long> parse_int(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v < INT_MIN || v > INT_MAX) return std::nullopt;
+  return v;
+}
+
+// Reads integer variable `name` in [lo, hi]; `required` false returns `fallback` when unset.
+int read_int(const Lookup& lookup, const std::string& name, long lo, long hi,
+             const std::string& range_text, bool required, int fallback = 0) {
+  const std::optional<std::string> text = lookup(name);
+  if (!text) {
+    if (!required) return fallback;
+    throw ConfigError(name, "<unset>", "must be set to an integer in " + range_text);
+  }
+  const std::optional<long> v = parse_int(*text);
+  if (!v || *v < lo || *v > hi) {
+    throw ConfigError(name, "\"" + *text + "\"", "must be an integer in " + range_text);
+  }
+  return static_cast<int>(*v);
+}
+
+}  // namespace
+
+std::shared_ptr<Store> make_file_store(const std::filesystem::path& dir) {
+  return std::make_shared<FileStore>(dir);
+}
+
+std::shared_ptr<Store> make_in_process_store() { return std::make_shared<InProcessStore>(); }
+
+std::shared_ptr<Store> make_prefixed_store(std::shared_ptr<Store> store, std::string prefix) {
+  return std::make_shared<PrefixedStore>(std::move(store), std::move(prefix));
+}
+
+RendezvousEnv from_env(const Lookup& lookup) {
+  RendezvousEnv env;
+  std::string rank_var, size_var, local_var;
+  if (lookup("RANK")) {
+    env.launcher = "torchrun";
+    rank_var = "RANK", size_var = "WORLD_SIZE", local_var = "LOCAL_RANK";
+  } else if (lookup("SLURM_PROCID")) {
+    env.launcher = "slurm";
+    rank_var = "SLURM_PROCID", size_var = "SLURM_NTASKS", local_var = "SLURM_LOCALID";
+  } else {
+    throw ConfigError("RANK", "<unset>",
+                      "launch with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, "
+                      "MASTER_PORT) or under srun (SLURM_PROCID, SLURM_NTASKS)");
+  }
+  env.world_size = read_int(lookup, size_var, 1, INT_MAX, "[1, 2^31)", true);
+  env.rank = read_int(lookup, rank_var, 0, env.world_size - 1,
+                      "[0, " + size_var + " = " + std::to_string(env.world_size) + ")", true);
+  env.local_rank = read_int(lookup, local_var, 0, env.world_size - 1,
+                            "[0, " + std::to_string(env.world_size) + ")", false, 0);
+  if (auto addr = lookup("MASTER_ADDR")) {
+    if (addr->empty()) throw ConfigError("MASTER_ADDR", "\"\"", "a host name or IP address");
+    env.master_addr = *addr;
+  }
+  env.master_port = read_int(lookup, "MASTER_PORT", 1, 65535, "[1, 65535]", false, 0);
+  if (!env.master_addr.empty() && env.master_port == 0) {
+    throw ConfigError("MASTER_PORT", "<unset>",
+                      "must be set (an integer in [1, 65535]) when MASTER_ADDR is");
+  }
+  return env;
+}
+
+RendezvousEnv from_env() {
+  return from_env([](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  });
+}
+
+std::string flight_recorder_file_name(const std::string& group, int world_rank) {
+  return "flight_recorder." + group + ".rank" + std::to_string(world_rank) + ".json";
+}
+
+}  // namespace parlab::comm

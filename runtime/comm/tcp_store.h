@@ -1,0 +1,71 @@
+#pragma once
+// A small TCP key-value store for rendezvous across hosts (Gloo ships none). Rank 0 hosts a
+// TcpStoreServer at MASTER_ADDR:MASTER_PORT; every rank (rank 0 included) talks to it through a
+// TcpStore client, which is a gloo::rendezvous::Store and so can feed Gloo's connectFullMesh.
+//
+// Wire format: every message is a frame  [u32 payload bytes, big-endian][payload].
+//   request payload  = [u8 command][fields...]; a field is [u32 bytes][bytes]
+//     SET   key value        -> [u8 kOk]
+//     GET   key              -> [u8 kOk][value field]  or [u8 kMissing]
+//     CHECK u32 n, n keys    -> [u8 kOk] if every key exists, else [u8 kMissing]
+// The server is one thread polling every socket (poll(2)); it never blocks on a slow client, and
+// a malformed or oversized frame (> 64 MiB) closes only that client's connection. Keys are never
+// deleted: a job's keys are scoped by attempt (see rendezvous.h), so stale ones are harmless.
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/comm/rendezvous.h"
+
+namespace parlab::comm {
+
+class TcpStoreServer {
+ public:
+  // Binds `host`:`port` (port 0: the kernel picks one; see port()) and serves until destroyed.
+  // Loopback by default; pass "0.0.0.0" or the host's address to serve other machines.
+  // Throws StoreError if the address cannot be bound.
+  explicit TcpStoreServer(const std::string& host = "127.0.0.1", int port = 0);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  void serve();
+
+  int listen_fd_ = -1;
+  int wake_fds_[2] = {-1, -1};  // a pipe: the destructor writes one byte to stop serve()
+  int port_ = 0;
+  std::thread thread_;
+};
+
+class TcpStore final : public Store {
+ public:
+  // Connects to host:port, retrying until `connect_timeout` (the server may start after us).
+  // Throws StoreTimeout if it never answers.
+  TcpStore(const std::string& host, int port,
+           std::chrono::milliseconds connect_timeout = kDefaultTimeout);
+  ~TcpStore() override;
+  TcpStore(const TcpStore&) = delete;
+  TcpStore& operator=(const TcpStore&) = delete;
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
+
+ private:
+  // Sends one request frame and returns the reply payload. Throws StoreError.
+  std::vector<char> request(const std::vector<char>& payload);
+
+  std::string endpoint_;  // "host:port", for messages
+  std::mutex mu_;         // one request at a time on the socket
+  int fd_ = -1;
+};
+
+}  // namespace parlab::comm

@@ -1,0 +1,75 @@
+#pragma once
+// Threads-as-ranks (as Gloo's own tests): every rank is a thread with its own Gloo device and
+// communicator, all meeting through one in-process store. Failures inside a rank are collected
+// and reported with the rank that raised them.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/rendezvous.h"
+
+namespace parlab::comm::testing {
+
+// Generous for the passing path (a loaded 2-core CI box), short enough that a bug fails fast.
+inline constexpr std::chrono::milliseconds kTestTimeout{10'000};
+
+inline GlooOptions test_options() {
+  GlooOptions o;
+  o.timeout = kTestTimeout;
+  return o;
+}
+
+inline CollectiveOptions op_options(std::string tag = "") {
+  CollectiveOptions o;
+  o.timeout = kTestTimeout;
+  o.tag = std::move(tag);
+  return o;
+}
+
+// Runs `body(rank, comm)` on `n` threads over a fresh in-process store; rethrows the first
+// failure as a test failure naming its rank. `sync` lets ranks line up after their ops, so no
+// rank tears down its communicator while a peer still uses it.
+inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body,
+                      GlooOptions options = test_options(),
+                      std::shared_ptr<Store> store = nullptr) {
+  if (!store) store = make_in_process_store();
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::barrier sync(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = make_gloo_communicator(store, r, n, options);
+        body(r, *comm);
+        sync.arrive_and_wait();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
+        sync.arrive_and_drop();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Largest |a[i] - b[i]|, for failure messages.
+template <typename A, typename B>
+double max_abs_diff(const A& a, const B& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+  }
+  return m;
+}
+
+}  // namespace parlab::comm::testing

@@ -1,0 +1,121 @@
+// The TCP rendezvous store: set/get/wait across threads, across a real child process, robust
+// to a malformed client, and usable by Gloo for a full rendezvous.
+#include "runtime/comm/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "tests/runtime/comm/child_process.h"
+#include "tests/runtime/comm/comm_fixture.h"
+
+namespace parlab::comm {
+namespace {
+
+std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<char>& v) { return {v.begin(), v.end()}; }
+
+TEST(TcpStore, SetGetWaitAcrossThreads) {
+  TcpStoreServer server;  // 127.0.0.1, a port the kernel picks
+  ASSERT_GT(server.port(), 0);
+  TcpStore a("127.0.0.1", server.port());
+  TcpStore b("127.0.0.1", server.port());
+
+  EXPECT_FALSE(a.check({"k1"}));
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    b.set("k1", bytes("hello"));
+    b.set("k2", std::vector<char>(100'000, 'x'));  // larger than one socket read
+  });
+  a.wait({"k1", "k2"}, std::chrono::seconds(10));
+  writer.join();
+  EXPECT_EQ(text(a.get("k1")), "hello");
+  EXPECT_EQ(a.get("k2").size(), 100'000u);
+  EXPECT_TRUE(a.check({"k1", "k2"}));
+  b.set("k1", bytes("again"));  // last writer wins
+  EXPECT_EQ(text(a.get("k1")), "again");
+  b.set("empty", {});
+  EXPECT_TRUE(a.get("empty").empty());
+}
+
+TEST(TcpStore, WaitTimesOutNamingMissingKeys) {
+  TcpStoreServer server;
+  TcpStore a("127.0.0.1", server.port());
+  a.set("present", bytes("1"));
+  try {
+    a.wait({"present", "absent"}, std::chrono::milliseconds(100));
+    FAIL() << "wait returned without the key";
+  } catch (const StoreTimeout& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("[absent]"), std::string::npos) << m;
+    EXPECT_EQ(m.find("present"), std::string::npos) << m;
+  }
+}
+
+TEST(TcpStore, ClientWithoutServerTimesOut) {
+  // Find a port nobody listens on: bind, read it, close.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  EXPECT_THROW(TcpStore("127.0.0.1", port, std::chrono::milliseconds(200)), StoreTimeout);
+}
+
+TEST(TcpStore, MalformedClientDoesNotHurtOthers) {
+  TcpStoreServer server;
+  TcpStore good("127.0.0.1", server.port());
+  good.set("k", bytes("v"));
+  // A raw client announcing a 4 GiB frame, then an unknown command: both get dropped.
+  for (const std::vector<unsigned char>& junk :
+       {std::vector<unsigned char>{0xff, 0xff, 0xff, 0xff},
+        std::vector<unsigned char>{0, 0, 0, 1, 0x7f}}) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::send(fd, junk.data(), junk.size(), 0), static_cast<ssize_t>(junk.size()));
+    char c;
+    EXPECT_EQ(::recv(fd, &c, 1, 0), 0) << "server should close a malformed client";
+    ::close(fd);
+  }
+  EXPECT_EQ(text(good.get("k")), "v");
+}
+
+TEST(TcpStore, RealChildProcess) {
+  TcpStoreServer server;
+  TcpStore parent("127.0.0.1", server.port());
+  testing::ChildProcess child(
+      {PARLAB_COMM_WORKER, "store-echo", "--port", std::to_string(server.port())});
+  parent.set("ping", bytes("42"));
+  parent.wait({"pong"}, std::chrono::seconds(20));
+  EXPECT_EQ(text(parent.get("pong")), "echo:42");
+  EXPECT_EQ(child.wait(std::chrono::seconds(20)), 0);
+}
+
+// Gloo's full-mesh rendezvous through our store, threads as ranks.
+TEST(TcpStore, DrivesAGlooRendezvous) {
+  TcpStoreServer server;
+  auto store = std::make_shared<TcpStore>("127.0.0.1", server.port());
+  testing::run_ranks(
+      3,
+      [](int r, Communicator& comm) {
+        std::vector<float> buf(10, static_cast<float>(r));
+        comm.all_reduce(buf, testing::op_options())->wait();
+        EXPECT_EQ(buf[9], 3.0f);  // 0 + 1 + 2
+      },
+      testing::test_options(), store);
+}
+
+}  // namespace
+}  // namespace parlab::comm
