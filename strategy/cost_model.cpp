@@ -1,0 +1,323 @@
+#include "strategy/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "strategy/errors.h"
+
+namespace parlab::strategy {
+namespace {
+
+constexpr double kNotYet = -1;
+
+double transfer(double bytes, double bytes_per_s) { return std::isinf(bytes_per_s) ? 0.0 : bytes / bytes_per_s; }
+
+// A device's share of its node's network: every device of a node talks at once in a symmetric
+// plan, so the node's NICs are divided among them.
+double device_network_bytes_per_s(const ClusterSpec& c) {
+  return c.node_network_bytes_per_s() / std::max(1, c.devices_per_node);
+}
+
+// Ring time for `op` over n ranks on one level: (steps) a + (fraction) S/B.
+double ring(CollectiveOp op, double bytes, int n, double a, double b) {
+  if (n <= 1) return 0;
+  switch (op) {
+    case CollectiveOp::kAllReduce: return 2.0 * (n - 1) * a + transfer(2.0 * (n - 1) / n * bytes, b);
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllGather: return (n - 1) * a + transfer(double(n - 1) / n * bytes, b);
+    case CollectiveOp::kBroadcast: return (n - 1) * a + transfer(bytes, b);
+  }
+  return 0;
+}
+
+// Double binary tree all-reduce (NCCL): log-depth latency, but each rank moves about 2 S.
+double tree_allreduce(double bytes, int n, double a, double b) {
+  return 2.0 * std::ceil(std::log2(double(n))) * a + transfer(2.0 * bytes, b);
+}
+
+}  // namespace
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kPointToPoint: return "p2p";
+    case Algorithm::kNone: return "none";
+  }
+  return "?";
+}
+
+int node_of(const ClusterSpec& c, int rank) { return rank / std::max(1, c.devices_per_node); }
+
+CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks,
+                                   const ClusterSpec& c) {
+  CollectiveEstimate e;
+  const int n = int(ranks.size());
+  if (n <= 1) return e;
+  std::map<int, int> per_node;
+  for (int r : ranks) ++per_node[node_of(c, r)];
+  const int nodes = int(per_node.size());
+  int k = 0;
+  for (const auto& [node, count] : per_node) k = std::max(k, count);
+  const double a_i = c.intra.latency_seconds, b_i = c.intra.bytes_per_s;
+  const double a_e = c.inter.latency_seconds, b_e = device_network_bytes_per_s(c);
+  e.crosses_nodes = nodes > 1;
+  if (nodes == 1) {
+    e.seconds = ring(op, bytes, n, a_i, b_i);
+    e.algorithm = Algorithm::kRing;
+    if (op == CollectiveOp::kAllReduce) {
+      const double t = tree_allreduce(bytes, n, a_i, b_i);
+      if (t < e.seconds) e.seconds = t, e.algorithm = Algorithm::kTree;
+    }
+  } else {
+    // Intra-node level over k ranks, inter-node level over `nodes` ranks carrying S/k each.
+    if (op == CollectiveOp::kBroadcast) {
+      e.seconds = ring(op, bytes, nodes, a_e, b_e) + ring(op, bytes, k, a_i, b_i);
+    } else {
+      e.seconds = ring(op, bytes, k, a_i, b_i) + ring(op, bytes / k, nodes, a_e, b_e);
+    }
+    e.algorithm = Algorithm::kHierarchical;
+    if (op == CollectiveOp::kAllReduce) {
+      const double t = tree_allreduce(bytes, n, a_e, std::min(b_e, b_i));
+      if (t < e.seconds) e.seconds = t, e.algorithm = Algorithm::kTree;
+    }
+  }
+  if (e.seconds > 0) {
+    e.algbw_bytes_per_s = algbw_bytes_per_s(bytes, e.seconds);
+    e.busbw_bytes_per_s = busbw_bytes_per_s(op, n, bytes, e.seconds);
+  }
+  return e;
+}
+
+double p2p_time(double bytes, int from, int to, const ClusterSpec& c) {
+  if (node_of(c, from) == node_of(c, to)) return c.intra.latency_seconds + transfer(bytes, c.intra.bytes_per_s);
+  return c.inter.latency_seconds + transfer(bytes, device_network_bytes_per_s(c));
+}
+
+double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
+  double rate = c.device_flops_per_s(plan.precision);
+  if (c.shares_cores() && c.devices_per_node > c.cores_per_node)
+    rate *= double(c.cores_per_node) / c.devices_per_node;
+  return rate;
+}
+
+double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan) {
+  double mem_bw = c.device.memory_bytes_per_s;
+  if (c.shares_cores() && c.devices_per_node > c.cores_per_node)
+    mem_bw *= double(c.cores_per_node) / c.devices_per_node;
+  return std::max(op.flops / rank_flops_per_s(c, plan), op.memory_bytes / mem_bw);
+}
+
+double bubble_fraction_of_ideal(int pp, int v, int64_t m) {
+  return double(pp - 1) / (double(std::max(v, 1)) * double(m));
+}
+double bubble_fraction_of_total(int pp, int v, int64_t m) {
+  return double(pp - 1) / (double(std::max(v, 1)) * double(m) + pp - 1);
+}
+
+namespace {
+
+// The walk: every stream of every walked rank advances while its head op can start. An op
+// starts when its stream is free, its dependencies have finished, every walked member of its
+// collective has reached it, or (a receive) its message has been sent.
+class Walker {
+ public:
+  Walker(const std::vector<StepProgram>& programs, const ClusterSpec& cluster)
+      : programs_(programs), cluster_(cluster) {
+    for (size_t i = 0; i < programs.size(); ++i) index_of_[programs[i].rank] = int(i);
+    states_.resize(programs.size());
+    for (size_t i = 0; i < programs.size(); ++i) {
+      auto& s = states_[i];
+      const auto& prog = programs[i];
+      s.start.assign(prog.ops.size(), kNotYet);
+      s.finish.assign(prog.ops.size(), kNotYet);
+      s.arrived.assign(prog.ops.size(), false);
+      s.call_index.assign(prog.ops.size(), -1);
+      std::map<int, int> calls_per_group;
+      for (const auto& op : prog.ops) {
+        s.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+        if (op.is_collective()) s.call_index[op.id] = calls_per_group[op.group]++;
+      }
+    }
+  }
+
+  StepEstimate run(const Plan& plan) {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (size_t i = 0; i < states_.size(); ++i)
+        for (int stream = 0; stream < 2; ++stream)
+          while (advance(int(i), stream, plan)) progress = true;
+    }
+    check_finished();
+    return summarize(plan);
+  }
+
+ private:
+  struct State {
+    std::vector<int> queue[2];
+    size_t head[2] = {0, 0};
+    double free_at[2] = {0, 0};
+    std::vector<double> start, finish;
+    std::vector<bool> arrived;
+    std::vector<int> call_index;
+    double compute = 0, exposed = 0;
+    double last_comm_collective_end = 0;
+    double end = 0;
+  };
+
+  // Tries to start the head op of one stream; returns true if it did.
+  bool advance(int i, int stream, const Plan& plan) {
+    State& s = states_[i];
+    if (s.head[stream] >= s.queue[stream].size()) return false;
+    const StepProgram& prog = programs_[i];
+    const Op& op = prog.ops[s.queue[stream][s.head[stream]]];
+    double ready = s.free_at[stream];
+    double dep_end = 0;
+    bool dep_is_comm = false;
+    for (int d : op.deps) {
+      if (s.finish[d] == kNotYet) return false;
+      if (s.finish[d] > dep_end) {
+        dep_end = s.finish[d];
+        const Op& dop = prog.ops[d];
+        dep_is_comm = dop.stream == Stream::kComm && dop.is_collective();
+      }
+    }
+    ready = std::max(ready, dep_end);
+
+    double start = ready, finish = ready;
+    if (op.is_collective()) {
+      const Group& g = prog.group_of(op);
+      auto& arrivals = rendezvous_[{g.name, s.call_index[op.id]}];
+      if (!s.arrived[op.id]) {
+        arrivals[prog.rank] = ready;
+        s.arrived[op.id] = true;
+      }
+      for (int member : g.ranks)
+        if (index_of_.count(member) && !arrivals.count(member)) return false;
+      for (const auto& [r, t] : arrivals) start = std::max(start, t);
+      const auto est = collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_);
+      finish = start + est.seconds * op.count;
+      timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
+                          g.size(), start, finish, est.seconds, std::string(to_string(est.algorithm))});
+    } else if (op.kind == OpKind::kRecv) {
+      auto& sent = sends_[{op.peer, prog.rank}];
+      const int k = recv_count_[{op.peer, prog.rank}];
+      const double wire = p2p_time(op.bytes, op.peer, prog.rank, cluster_);
+      if (index_of_.count(op.peer)) {
+        if (int(sent.size()) <= k) return false;
+        finish = std::max(start, sent[k] + wire);
+      } else {
+        finish = start + wire;  // the peer is not walked: assume it sends on time
+      }
+      ++recv_count_[{op.peer, prog.rank}];
+    } else if (op.kind == OpKind::kSend) {
+      sends_[{prog.rank, op.peer}].push_back(start);
+      finish = start + p2p_time(op.bytes, prog.rank, op.peer, cluster_);
+    } else {
+      finish = start + compute_time(op, cluster_, plan);
+    }
+
+    // Account for the compute stream: its idle gap before this op, and what it then runs.
+    if (stream == 0) {
+      const double gap = start - s.free_at[0];
+      if (gap > 0 && dep_is_comm && dep_end >= start) s.exposed += gap;
+      if (op.is_compute()) s.compute += finish - start;
+      else if (op.is_collective()) s.exposed += finish - start;
+    } else if (op.is_collective()) {
+      s.last_comm_collective_end = std::max(s.last_comm_collective_end, finish);
+    }
+    s.start[op.id] = start;
+    s.finish[op.id] = finish;
+    timeline_.push_back({prog.rank, op.id, start, finish});
+    // Sends are asynchronous: the stream moves on at once.
+    s.free_at[stream] = op.kind == OpKind::kSend ? start : finish;
+    s.end = std::max(s.end, finish);
+    ++s.head[stream];
+    return true;
+  }
+
+  void check_finished() const {
+    std::string stuck;
+    for (size_t i = 0; i < states_.size(); ++i)
+      for (int stream = 0; stream < 2; ++stream) {
+        const State& s = states_[i];
+        if (s.head[stream] < s.queue[stream].size()) {
+          const StepProgram& prog = programs_[i];
+          const Op& op = prog.ops[s.queue[stream][s.head[stream]]];
+          stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(prog.rank) + " waits in " +
+                   describe(prog, op);
+        }
+      }
+    if (!stuck.empty()) throw RuntimeError("step programs deadlock: " + stuck);
+  }
+
+  StepEstimate summarize(const Plan& plan) {
+    StepEstimate out;
+    for (const auto& s : states_) out.step_seconds = std::max(out.step_seconds, s.end);
+    for (size_t i = 0; i < states_.size(); ++i) {
+      const State& s = states_[i];
+      RankTimes r;
+      r.rank = programs_[i].rank;
+      r.stage = programs_[i].stage;
+      r.step_seconds = out.step_seconds;
+      r.compute_seconds = s.compute;
+      // Communication still running after the compute stream's last op holds the step too.
+      const double compute_end = s.free_at[0];
+      r.exposed_comm_seconds = s.exposed + std::max(0.0, s.last_comm_collective_end - compute_end);
+      r.bubble_seconds = std::max(0.0, out.step_seconds - r.compute_seconds - r.exposed_comm_seconds);
+      out.ranks.push_back(r);
+    }
+    out.collectives = std::move(timings_);
+    out.timeline = std::move(timeline_);
+    out.bubble_fraction_of_ideal = plan.pp > 1 ? bubble_fraction_of_ideal(plan.pp, plan.v, plan.microbatches) : 0;
+    out.bubble_fraction_of_total = plan.pp > 1 ? bubble_fraction_of_total(plan.pp, plan.v, plan.microbatches) : 0;
+    double bubble = 0;
+    for (const auto& r : out.ranks) bubble = std::max(bubble, r.bubble_seconds);
+    out.walked_bubble_fraction = out.step_seconds > 0 ? bubble / out.step_seconds : 0;
+    return out;
+  }
+
+  const std::vector<StepProgram>& programs_;
+  const ClusterSpec& cluster_;
+  std::map<int, int> index_of_;
+  std::vector<State> states_;
+  std::map<std::pair<std::string, int>, std::map<int, double>> rendezvous_;
+  std::map<std::pair<int, int>, std::vector<double>> sends_;
+  std::map<std::pair<int, int>, int> recv_count_;
+  std::vector<CollectiveTiming> timings_;
+  std::vector<OpTiming> timeline_;
+};
+
+void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster) {
+  if (e.step_seconds <= 0) return;
+  const double samples = double(plan.global_batch);
+  const double tokens = samples * model.tokens_per_sample();
+  e.samples_per_s = samples / e.step_seconds;
+  e.tokens_per_s = tokens / e.step_seconds;
+  const double peak = plan.precision == Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
+  const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
+  e.mfu = model_flops / (e.step_seconds * plan.world() * peak);
+}
+
+}  // namespace
+
+StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster) {
+  if (programs.empty()) return {};
+  Walker w(programs, cluster);
+  StepEstimate e = w.run(programs.front().plan);
+  add_throughput(e, model, programs.front().plan, cluster);
+  return e;
+}
+
+StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster) {
+  std::vector<StepProgram> programs;
+  for (int s = 0; s < plan.pp; ++s) programs.push_back(build_step(model, plan, rank_of(plan, {0, 0, s})));
+  return walk_programs(programs, model, cluster);
+}
+
+}  // namespace parlab::strategy

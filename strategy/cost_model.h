@@ -1,0 +1,111 @@
+#pragma once
+// The analytic cost model: closed-form times for collectives (alpha-beta per algorithm) and
+// compute (FLOPs over the achievable rate, bandwidth-bound ops over memory bandwidth), and a
+// walk of the step programs that takes the critical path through one compute and one
+// communication stream per rank, so overlap and pipeline bubbles are modelled, not assumed.
+#include <string>
+#include <vector>
+
+#include "strategy/cluster_spec.h"
+#include "strategy/collectives.h"
+#include "strategy/step_program.h"
+
+namespace parlab::strategy {
+
+enum class Algorithm { kRing, kTree, kHierarchical, kPointToPoint, kNone };
+std::string_view to_string(Algorithm a);
+
+struct CollectiveEstimate {
+  double seconds = 0;
+  Algorithm algorithm = Algorithm::kNone;
+  bool crosses_nodes = false;
+  double algbw_bytes_per_s = 0;
+  double busbw_bytes_per_s = 0;
+};
+
+// Where ranks live: world rank r on node r / devices_per_node (Megatron's order keeps TP groups
+// inside a node).
+int node_of(const ClusterSpec& cluster, int rank);
+
+// Time of one collective of `bytes` (nccl-tests convention) over `ranks`:
+//   ring       all-reduce      2(n-1) a + 2 (n-1)/n S/B
+//              reduce-scatter, all-gather  (n-1) a + (n-1)/n S/B
+//              broadcast (pipelined chain) (n-1) a + S/B
+//   tree       (double binary tree, NCCL) all-reduce 2 log2(n) a + 2 S/B; wins for small S
+//   hierarchical, when the group spans N nodes with k members each: the intra-node ring over k
+//              ranks, then the inter-node ring over N nodes on S/k bytes, then intra again:
+//              all-reduce 2(k-1) a_i + 2 (k-1)/k S/B_i + 2(N-1) a_e + 2 (N-1)/N (S/k)/B_e.
+// B_i is a device's intra-node link; B_e a device's share of its node's NICs (every device of a
+// node communicates at once in a symmetric plan). The cheaper of ring/tree is taken, as NCCL's
+// tuner does.
+CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks,
+                                   const ClusterSpec& cluster);
+// One message between two ranks: a + S/B on the link they share.
+double p2p_time(double bytes, int from, int to, const ClusterSpec& cluster);
+
+// Achievable compute rate of one rank: peak x efficiency, divided among ranks that share a
+// host's cores (cpu-local with more workers than cores).
+double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);
+// Duration of a compute op: the roofline max(FLOPs / rate, memory bytes / bandwidth).
+double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan);
+
+// Per-rank result of the walk, in the same keys the simulator and the runtime report.
+struct RankTimes {
+  int rank = 0;
+  int stage = 0;
+  double step_seconds = 0;
+  double compute_seconds = 0;       // forward, backward, optimizer
+  double exposed_comm_seconds = 0;  // compute stream waiting for (or running) communication
+  double bubble_seconds = 0;        // idle: waiting for pipeline neighbours, start and end
+};
+
+struct CollectiveTiming {
+  int rank = 0;
+  int op_id = 0;
+  std::string op;     // "all-reduce"
+  std::string group;  // "dp.0"
+  std::string tag;
+  double bytes = 0;
+  int count = 1;
+  int ranks = 0;
+  double start_seconds = 0, end_seconds = 0;
+  double seconds = 0;  // per call
+  std::string algorithm;
+};
+
+// One op's interval on its rank and stream (the analytic timeline; the simulator writes the
+// same schema).
+struct OpTiming {
+  int rank = 0;
+  int op_id = 0;
+  double start_seconds = 0, end_seconds = 0;
+};
+
+struct StepEstimate {
+  double step_seconds = 0;
+  std::vector<OpTiming> timeline;
+  std::vector<RankTimes> ranks;  // one per rank walked
+  std::vector<CollectiveTiming> collectives;
+  // Pipeline bubble, both definitions: over the ideal time (p-1)/(v m), and over the total
+  // time (p-1)/(v m + p - 1) — closed forms; plus the walked bubble over the step.
+  double bubble_fraction_of_ideal = 0;
+  double bubble_fraction_of_total = 0;
+  double walked_bubble_fraction = 0;
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;  // model FLOPs (6 N T-style, from the model's forward+backward FLOPs) / peak
+};
+
+// Walks the programs of one representative rank per pipeline stage (dp = tp = 0: ranks of a
+// stage are symmetric). Throws RuntimeError naming the stuck ops if the programs deadlock.
+StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+// Walks exactly the given programs (tests, the simulator's comparisons). Collectives whose
+// members are not all among them are assumed symmetric: they start when the rank reaches them.
+StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model,
+                           const ClusterSpec& cluster);
+
+// Closed forms for the pipeline bubble.
+double bubble_fraction_of_ideal(int pp, int v, int64_t microbatches);
+double bubble_fraction_of_total(int pp, int v, int64_t microbatches);
+
+}  // namespace parlab::strategy

@@ -1,0 +1,197 @@
+// build_step(): the pipeline skeleton plus the hooks of the other strategies.
+#include "strategy/gen/builder.h"
+
+#include <algorithm>
+
+namespace parlab::strategy {
+namespace gen {
+
+std::string layer_tag(const LayerSpec& layer) { return layer.name; }
+
+Builder::Builder(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options)
+    : model_(model), plan_(plan), options_(options) {
+  prog_.rank = rank;
+  prog_.world = plan.world();
+  prog_.plan = plan;
+  coords_ = coords_of(plan, rank);
+  prog_.stage = coords_.pp;
+  layers_ = model.layer_list();
+  layout_ = local_param_layout(model, plan, rank);
+  chunks_ = stage_chunks(model, plan, coords_.pp);
+
+  // Groups, named by their index among groups of the same kind: dp.<k> where k enumerates the
+  // (tp, pp) positions, tp.<k> the (dp, pp) positions, pp.<k> the (tp, dp) positions.
+  auto add_group = [&](GroupKind kind, std::vector<int> ranks, int index) {
+    prog_.groups.push_back({kind, std::string(to_string(kind)) + "." + std::to_string(index), std::move(ranks)});
+  };
+  const RankCoords c = coords_;
+  add_group(GroupKind::kDP, dp_group(plan, rank), c.tp + plan.tp * c.pp);
+  add_group(GroupKind::kTP, tp_group(plan, rank), c.dp + plan.dp * c.pp);
+  add_group(GroupKind::kPP, pp_group(plan, rank), c.tp + plan.tp * c.dp);
+  // Tied embeddings: the first and last stage keep their copies equal with an all-reduce.
+  if (model.kind == ModelKind::kTransformer && model.tied_embeddings && plan.pp > 1 &&
+      (c.pp == 0 || c.pp == plan.pp - 1)) {
+    add_group(GroupKind::kEmbedding,
+              {rank_of(plan, {c.dp, c.tp, 0}), rank_of(plan, {c.dp, c.tp, plan.pp - 1})},
+              c.tp + plan.tp * c.dp);
+  }
+  std::vector<int> world(plan.world());
+  for (int i = 0; i < plan.world(); ++i) world[i] = i;
+  prog_.groups.push_back({GroupKind::kWorld, "world", world});
+
+  if (plan.tp > 1) hooks_.push_back(make_tensor_parallel_hooks());
+  hooks_.push_back(make_data_parallel_hooks(plan));
+}
+
+int Builder::add(Op op) {
+  op.id = int(prog_.ops.size());
+  if (op.stream == Stream::kCompute && (op.is_compute() || op.is_collective())) last_compute_ = op.id;
+  prog_.ops.push_back(std::move(op));
+  return int(prog_.ops.size()) - 1;
+}
+
+int Builder::group_index(GroupKind kind) const {
+  for (size_t i = 0; i < prog_.groups.size(); ++i)
+    if (prog_.groups[i].kind == kind) return int(i);
+  return -1;
+}
+
+double Builder::tokens_per_microbatch() const { return double(plan_.microbatch) * model_.tokens_per_sample(); }
+
+namespace {
+// Under tensor parallelism every GEMM (and the attention of its heads) is split t ways; the lab
+// MLP's small head is replicated, so every TP rank computes it whole.
+double tp_share(const ModelSpec& m, const LayerSpec& layer, int tp) {
+  if (m.kind == ModelKind::kMlp && layer.kind == LayerKind::kHead) return 1.0;
+  return 1.0 / tp;
+}
+}  // namespace
+
+double Builder::forward_flops(LayerRange r) const {
+  double f = 0;
+  for (int i = r.begin; i < r.end; ++i)
+    f += layers_[i].forward_flops_per_token * tp_share(model_, layers_[i], plan_.tp);
+  return f * tokens_per_microbatch();
+}
+
+// Backward is twice the forward (input and weight gradients). Full recompute replays the
+// forward first; selective recompute replays only attention's score and value products,
+// 4 s h FLOPs per token and block (Korthikanti et al. 2022).
+double Builder::backward_flops(LayerRange r) const {
+  double f = 2 * forward_flops(r);
+  if (plan_.recompute == Recompute::kFull) f += forward_flops(r);
+  if (plan_.recompute == Recompute::kSelective && model_.kind == ModelKind::kTransformer) {
+    for (int i = r.begin; i < r.end; ++i)
+      if (layers_[i].kind == LayerKind::kBlock)
+        f += 4.0 * double(model_.seq_len) * model_.hidden / plan_.tp * tokens_per_microbatch();
+  }
+  return f;
+}
+
+double Builder::boundary_activation_bytes() const {
+  return tokens_per_microbatch() * model_.hidden * activation_bytes_per_element(plan_.precision) /
+         (plan_.sequence_parallel ? plan_.tp : 1);
+}
+
+std::pair<int64_t, int64_t> Builder::flat_range(LayerRange r) const {
+  int64_t begin = -1, end = -1;
+  for (const auto& t : layout_) {
+    if (!r.contains(t.layer)) continue;
+    if (begin < 0) begin = t.offset;
+    end = t.offset + t.numel;
+  }
+  if (begin < 0) return {0, 0};
+  return {begin, end};
+}
+
+void Builder::emit_compute(const Slot& slot, LayerRange range, std::vector<int> deps) {
+  for (auto& h : hooks_) {
+    auto more = h->before_compute(*this, slot, range);
+    deps.insert(deps.end(), more.begin(), more.end());
+  }
+  Op op;
+  op.kind = slot.forward ? OpKind::kForward : OpKind::kBackward;
+  op.stream = Stream::kCompute;
+  op.layers = range;
+  op.microbatch = slot.microbatch;
+  op.chunk = slot.chunk;
+  op.phase = plan_.pp > 1 ? slot.phase : Phase::kNone;
+  op.flops = slot.forward ? forward_flops(range) : backward_flops(range);
+  const std::string what = range.size() == 1 ? layer_tag(layers_[range.begin]) : "c" + std::to_string(slot.chunk);
+  op.tag = std::string(slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." + what;
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  op.deps = std::move(deps);
+  const int id = add(std::move(op));
+  for (auto& h : hooks_) h->after_compute(*this, slot, range, id);
+}
+
+void Builder::emit_slot(const Slot& slot) {
+  const int p = plan_.pp;
+  const int k_total = p * plan_.v;
+  const int vs = slot.chunk * p + coords_.pp;  // virtual stage
+  const LayerRange range = chunks_[slot.chunk];
+  const bool from_prev = slot.forward ? vs > 0 : vs < k_total - 1;
+  const bool to_next = slot.forward ? vs < k_total - 1 : vs > 0;
+  const int prev_stage = (coords_.pp + p - 1) % p, next_stage = (coords_.pp + 1) % p;
+  const std::string what = std::string(slot.forward ? "act" : "grad") + ".mb" + std::to_string(slot.microbatch);
+
+  std::vector<int> deps;
+  if (from_prev) {
+    Op recv;
+    recv.kind = OpKind::kRecv;
+    recv.stream = Stream::kComm;
+    recv.peer = rank_of(plan_, {coords_.dp, coords_.tp, slot.forward ? prev_stage : next_stage});
+    recv.bytes = boundary_activation_bytes();
+    recv.microbatch = slot.microbatch;
+    recv.chunk = slot.chunk;
+    recv.group = group_index(GroupKind::kPP);
+    recv.tag = what + ".vs" + std::to_string(slot.forward ? vs : vs + 1);
+    deps.push_back(add(std::move(recv)));
+  }
+
+  bool per_layer = options_.per_layer_ops;
+  for (auto& h : hooks_) per_layer = per_layer || h->needs_per_layer(slot);
+  if (!per_layer) {
+    emit_compute(slot, range, deps);
+  } else if (slot.forward) {
+    for (int i = range.begin; i < range.end; ++i) {
+      emit_compute(slot, {i, i + 1}, deps);
+      deps.clear();
+    }
+  } else {
+    for (int i = range.end - 1; i >= range.begin; --i) {
+      emit_compute(slot, {i, i + 1}, deps);
+      deps.clear();
+    }
+  }
+
+  if (to_next) {
+    Op send;
+    send.kind = OpKind::kSend;
+    send.stream = Stream::kComm;
+    send.peer = rank_of(plan_, {coords_.dp, coords_.tp, slot.forward ? next_stage : prev_stage});
+    send.bytes = boundary_activation_bytes();
+    send.microbatch = slot.microbatch;
+    send.chunk = slot.chunk;
+    send.group = group_index(GroupKind::kPP);
+    send.tag = what + ".vs" + std::to_string(slot.forward ? vs + 1 : vs);
+    send.deps = {last_compute_};
+    add(std::move(send));
+  }
+}
+
+void Builder::build() {
+  for (const Slot& slot : schedule_slots(plan_, coords_.pp)) emit_slot(slot);
+  for (auto& h : hooks_) h->finish(*this);
+}
+
+}  // namespace gen
+
+StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options) {
+  gen::Builder b(model, plan, rank, options);
+  b.build();
+  return b.take();
+}
+
+}  // namespace parlab::strategy

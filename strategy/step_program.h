@@ -1,0 +1,136 @@
+#pragma once
+// StepProgram: the ordered list of ops one rank performs in one optimizer step. Every strategy
+// (DDP, ZeRO, tensor, pipeline) is a generator of step programs; the analytic cost model, the
+// SimGrid simulator and the runtime all consume the same programs, so "simulated vs measured"
+// compares like with like.
+//
+// Execution semantics (every executor honours them):
+//   - Each op runs on a stream. A rank has a compute stream and a communication stream; ops of
+//     one stream run one after another in program order (like CUDA streams).
+//   - `deps` lists ops (of the same rank, any stream) that must have finished before the op
+//     starts. Same-stream order is implicit and not repeated in `deps`.
+//   - Collectives are called by every member of `group` in the same order with the same bytes
+//     (check_consistency() proves it). Tensor-parallel collectives sit on the compute stream:
+//     they are synchronous with the layer, as in Megatron; data-parallel ones on the
+//     communication stream, so they overlap the rest of the backward pass.
+//   - kSend is asynchronous: the stream issues it and moves on (the transfer proceeds in the
+//     background; the step ends only when it is delivered). kRecv blocks its stream until the
+//     data has arrived. This is what lets 1F1B's send-forward/receive-backward pairs proceed
+//     without the batched isend/irecv Megatron needs.
+//   - `bytes` follows the nccl-tests size convention (strategy/collectives.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strategy/collectives.h"
+#include "strategy/model_spec.h"
+#include "strategy/partition.h"
+#include "strategy/plan.h"
+
+namespace parlab::strategy {
+
+enum class OpKind {
+  kForward,    // forward of `layers` for `microbatch` (compute)
+  kBackward,   // backward of `layers` for `microbatch`, accumulating gradients (compute)
+  kOptimizer,  // optimizer step over the flat element range [flat_begin, flat_end) (compute)
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kSend,  // to `peer`
+  kRecv,  // from `peer`
+};
+
+enum class Stream { kCompute, kComm };
+enum class GroupKind { kDP, kTP, kPP, kEmbedding, kWorld };
+// Where a compute op sits in a pipeline schedule (Megatron's phase names).
+enum class Phase { kNone, kWarmup, kSteady, kCooldown };
+
+struct Group {
+  GroupKind kind = GroupKind::kWorld;
+  std::string name;        // "dp.3" (the 4th DP group), "tp.0", "pp.1", "emb.0", "world"
+  std::vector<int> ranks;  // world ranks, ascending
+  int size() const { return int(ranks.size()); }
+};
+
+struct Op {
+  int id = 0;  // index in StepProgram::ops
+  OpKind kind = OpKind::kForward;
+  Stream stream = Stream::kCompute;
+  std::string tag;  // names the tensor/bucket/microbatch: "fwd.mb3.c1", "grad.bucket2", "act.mb3.c0"
+  Phase phase = Phase::kNone;
+
+  // Compute ops.
+  double flops = 0;
+  double memory_bytes = 0;  // bytes moved through device memory (the optimizer is bandwidth-bound)
+  LayerRange layers;        // also set on TP collectives and ZeRO-3 gathers: the layers concerned
+  int microbatch = -1;
+  int chunk = 0;  // model chunk (interleaved schedule)
+
+  // Communication ops.
+  int group = -1;    // index into StepProgram::groups (collectives)
+  double bytes = 0;  // per call
+  int count = 1;     // back-to-back calls of `bytes` each (a layer range's TP collectives)
+  int peer = -1;     // send/recv: the other world rank
+  // Element range of the rank's local flat parameter/gradient buffer that a bucket collective,
+  // a ZeRO shard or the optimizer covers (local_param_layout()).
+  int64_t flat_begin = 0, flat_end = 0;
+
+  std::vector<int> deps;
+
+  bool is_collective() const;
+  bool is_compute() const { return kind == OpKind::kForward || kind == OpKind::kBackward || kind == OpKind::kOptimizer; }
+  bool is_p2p() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
+};
+
+struct StepProgram {
+  int rank = 0;
+  int world = 1;
+  int stage = 0;
+  Plan plan;
+  std::vector<Group> groups;
+  std::vector<Op> ops;
+
+  const Group& group_of(const Op& op) const { return groups.at(op.group); }
+};
+
+// One parameter tensor as a rank holds it: after the tensor-parallel split, placed in the rank's
+// flat buffer in layer order (forward order), as the runtime stores it.
+struct LocalTensor {
+  std::string name;
+  int layer = 0;          // index into ModelSpec::layer_list()
+  int64_t offset = 0;     // elements
+  int64_t numel = 0;      // elements this rank holds
+};
+std::vector<LocalTensor> local_param_layout(const ModelSpec& model, const Plan& plan, int rank);
+
+// Generator knobs that do not change what is computed, only how finely it is written down.
+struct BuildOptions {
+  // One compute op per layer (the runtime executes layer by layer) instead of one per model
+  // chunk and microbatch (enough for the cost model and the simulator). Layers whose gradients a
+  // data-parallel hook or a ZeRO-3 gather needs are always written per layer.
+  bool per_layer_ops = false;
+};
+
+// The program of `rank` for a resolved, validated plan.
+StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options = {});
+
+// Bytes one element of the tensors that cross links occupies: gradients (DP all-reduce /
+// reduce-scatter), parameters (ZeRO all-gather) and activations (TP collectives, pipeline p2p).
+double grad_bytes_per_element(const Plan& plan);
+double param_bytes_per_element(const Plan& plan);
+
+std::string_view to_string(OpKind kind);
+std::string_view to_string(Stream stream);
+std::string_view to_string(GroupKind kind);
+std::string_view to_string(Phase phase);
+// The collective an op performs, for ops where is_collective().
+CollectiveOp collective_of(OpKind kind);
+
+// "all-reduce grad.bucket3 12.6 MB dp.0" and the like, for messages.
+std::string describe(const StepProgram& program, const Op& op);
+// The whole program, one op per line, for learners (`parlab plan --program RANK`) and golden
+// tests:  "<id> <stream> <kind> <tag> [layers a-b] [bytes, group | peer] [deps ...]".
+std::string to_text(const StepProgram& program);
+
+}  // namespace parlab::strategy
