@@ -19,16 +19,14 @@ constexpr int kHeadWeight = 0, kHeadBias = 1;
 constexpr int kTensorsPerBlock = 4;
 }  // namespace
 
-LabMlp::LabMlp(const MlpShape& shape, uint64_t seed)
-    : LabMlp(shape, seed, 0, shape.num_layers()) {}
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed) : LabMlp(shape, seed, 0, shape.num_layers()) {}
 
 LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer)
     : layout_(shape), first_layer_(first_layer), end_layer_(end_layer) {
   if (first_layer < 0 || end_layer > layout_.num_layers() || first_layer >= end_layer) {
-    throw ConfigError("stage layers",
-                      "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
-                      "must be a non-empty span within [0, " +
-                          std::to_string(layout_.num_layers()) + ")");
+    throw ConfigError(
+        "stage layers", "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
+        "must be a non-empty span within [0, " + std::to_string(layout_.num_layers()) + ")");
   }
   compute::pin_blas_to_one_thread();
   owned_ = layout_.layers_range(first_layer, end_layer);
@@ -83,8 +81,8 @@ void LabMlp::forward_layer(int layer, MicrobatchState& mb) const {
   check_owned(layer);
   if (!(mb.shape_ == shape())) throw RuntimeError("microbatch state built for another shape");
   if (mb.batch() > 0 && !mb.has_activation(layer)) {
-    throw RuntimeError("forward_layer(" + std::to_string(layer) +
-                       "): activation(" + std::to_string(layer) + ") was never set");
+    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): activation(" +
+                       std::to_string(layer) + ") was never set");
   }
   if (layer == shape().blocks) {
     head_forward(mb);
@@ -136,8 +134,8 @@ void LabMlp::head_forward(MicrobatchState& mb) const {
   mb.logits_.resize(B * C);
   mb.probs_.resize(B * C);
   mb.losses_.resize(B);
-  cpu::linear_forward(mb.logits_.data(), mb.activation(L).data(),
-                      tensor(tensor_of(L, kHeadWeight)), tensor(tensor_of(L, kHeadBias)), B, h, C);
+  cpu::linear_forward(mb.logits_.data(), mb.activation(L).data(), tensor(tensor_of(L, kHeadWeight)),
+                      tensor(tensor_of(L, kHeadBias)), B, h, C);
   cpu::softmax_cross_entropy_forward(mb.losses_.data(), mb.probs_.data(), mb.logits_.data(),
                                      mb.labels_.data(), B, C);
   mb.head_saved_ = true;
@@ -151,8 +149,8 @@ void LabMlp::head_backward(MicrobatchState& mb) {
   const int L = static_cast<int>(shape().blocks);
   scratch_.resize(B * C);
   float* dlogits = scratch_.data();  // (B, C)
-  cpu::softmax_cross_entropy_backward(dlogits, mb.probs_.data(), mb.labels_.data(),
-                                      mb.loss_scale(), B, C);
+  cpu::softmax_cross_entropy_backward(dlogits, mb.probs_.data(), mb.labels_.data(), mb.loss_scale(),
+                                      B, C);
   // dactivation(L) is produced here (not accumulated from elsewhere): start from zero.
   std::span<float> dx = mb.dactivation(L);
   std::fill(dx.begin(), dx.end(), 0.0f);

@@ -29,7 +29,8 @@ class LabMlp {
   // The whole network, initialised from `seed`.
   LabMlp(const MlpShape& shape, uint64_t seed);
   // Only layers [first_layer, end_layer) (0..L-1 blocks, L head), initialised from `seed` to the
-  // same values the whole network would have there. Throws ConfigError on an empty/out-of-range span.
+  // same values the whole network would have there. Throws ConfigError on an empty or
+  // out-of-range span.
   LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer);
 
   const MlpShape& shape() const { return layout_.shape(); }
@@ -77,7 +78,9 @@ class LabMlp {
 
  private:
   void check_owned(int layer) const;
-  const float* tensor(const ParamTensor& t) const { return params_.data() + (t.offset - owned_.begin); }
+  const float* tensor(const ParamTensor& t) const {
+    return params_.data() + (t.offset - owned_.begin);
+  }
   float* tensor_grad(const ParamTensor& t) { return grads_.data() + (t.offset - owned_.begin); }
   const ParamTensor& tensor_of(int layer, int which) const;
   void block_forward(int i, MicrobatchState& mb) const;

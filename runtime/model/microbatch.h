@@ -3,7 +3,7 @@
 // between layers, the activations each layer saves for its backward, and the loss.
 //
 // Boundary tensors (the ones a pipeline stage sends and receives), for l in [0, L]:
-//   activation(l)  (B, h)  input of layer l; activation(0) is the data, activation(L) feeds the head
+//   activation(l)  (B, h)  input of layer l (activation(0): the data; activation(L): head input)
 //   dactivation(l) (B, h)  dL/d activation(l)
 // A stage running layers [a, b) receives activation(a) and sends activation(b) in the forward
 // pass, then receives dactivation(b) and sends dactivation(a) in the backward pass.
@@ -64,8 +64,8 @@ class MicrobatchState {
   std::vector<int32_t> labels_;
   std::vector<std::vector<float>> acts_, dacts_;  // L + 1 each
   std::vector<char> has_act_, has_dact_;
-  std::vector<BlockSaved> saved_;                 // L
-  std::vector<float> logits_, probs_, losses_;    // head: (B, C), (B, C), (B)
+  std::vector<BlockSaved> saved_;               // L
+  std::vector<float> logits_, probs_, losses_;  // head: (B, C), (B, C), (B)
   bool head_saved_ = false;
 };
 

@@ -55,8 +55,8 @@ struct ParamTensor {
   std::vector<int64_t> shape;  // {h, f}
   int64_t offset = 0;          // first element in the flat buffer
   int64_t numel = 0;
-  int layer = 0;               // 0..L-1 blocks, L head
-  int64_t fan_in = 0;          // inputs of the linear map it belongs to (init bound 1/sqrt(fan_in))
+  int layer = 0;       // 0..L-1 blocks, L head
+  int64_t fan_in = 0;  // inputs of the linear map it belongs to (init bound 1/sqrt(fan_in))
   FlatRange range() const { return {offset, offset + numel}; }
 };
 

@@ -71,18 +71,17 @@ void SyntheticDataset::fill(std::span<const int64_t> indices, std::span<float> x
   const size_t n = indices.size();
   const auto width = static_cast<size_t>(config_.width);
   if (x.size() != n * width || labels.size() != n) {
-    throw RuntimeError("fill: " + std::to_string(n) + " indices need " +
-                       std::to_string(n * width) + " features and " + std::to_string(n) +
-                       " labels, got " + std::to_string(x.size()) + " and " +
-                       std::to_string(labels.size()));
+    throw RuntimeError("fill: " + std::to_string(n) + " indices need " + std::to_string(n * width) +
+                       " features and " + std::to_string(n) + " labels, got " +
+                       std::to_string(x.size()) + " and " + std::to_string(labels.size()));
   }
   for (size_t s = 0; s < n; ++s) labels[s] = sample(indices[s], x.subspan(s * width, width));
 }
 
 void SyntheticDataset::fill(std::span<const int64_t> indices, model::MicrobatchState& mb) const {
   if (static_cast<int64_t>(indices.size()) != mb.batch()) {
-    throw RuntimeError("fill: " + std::to_string(indices.size()) +
-                       " indices for a microbatch of " + std::to_string(mb.batch()));
+    throw RuntimeError("fill: " + std::to_string(indices.size()) + " indices for a microbatch of " +
+                       std::to_string(mb.batch()));
   }
   fill(indices, mb.activation(0), mb.labels());
 }

@@ -3,9 +3,9 @@
 //
 // Sample i is a function of (seed, i) alone, through compute::CounterRng (SplitMix64 read at a
 // counter, see runtime/compute/counter_rng.h):
-//   x_i[k]   = normal(seed, stream kDataInput,   counter i * width + k)      k < width   (Box-Muller)
-//   T[c][k]  = normal(seed, stream kDataTeacher, counter c * width + k), each row c then scaled
-//              to unit norm                                                 fixed teacher (C, width)
+//   x_i[k]  = normal(seed, stream kDataInput, counter i * width + k)   (Box-Muller), k < width
+//   T[c][k] = normal(seed, stream kDataTeacher, counter c * width + k), each row c then scaled
+//             to unit norm: a fixed teacher (C, width)
 //   label_i  = argmax_c  sum_k T[c][k] x_i[k]     (double accumulation; ties -> smallest c)
 // So x ~ N(0, I) and the label is the decision of a random linear classifier: learnable by the
 // lab-mlp, every class present (near-uniform when width >> classes: random unit rows are then

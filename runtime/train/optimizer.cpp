@@ -43,8 +43,8 @@ void Optimizer::step(std::span<float> params, std::span<const float> grads) {
   const auto n = static_cast<size_t>(range_.numel());
   if (params.size() != n || grads.size() != n) {
     throw RuntimeError(std::string(kind()) + " step: got " + std::to_string(params.size()) +
-                       " params and " + std::to_string(grads.size()) +
-                       " grads for a range of " + std::to_string(n));
+                       " params and " + std::to_string(grads.size()) + " grads for a range of " +
+                       std::to_string(n));
   }
   ++steps_;
   update(params.data(), grads.data(), range_.numel());

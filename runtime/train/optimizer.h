@@ -124,8 +124,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, model::
 
 // A state buffer cut at parameter boundaries: the part of `param`'s state inside state.range.
 struct NamedStateSlice {
-  std::string name;             // "<param>.<buffer>", e.g. "head.weight.exp_avg"
-  int64_t param_offset = 0;     // first element of the parameter this slice covers
+  std::string name;          // "<param>.<buffer>", e.g. "head.weight.exp_avg"
+  int64_t param_offset = 0;  // first element of the parameter this slice covers
   std::span<const float> values;
 };
 std::vector<NamedStateSlice> per_parameter_state(const OptimizerState& state,

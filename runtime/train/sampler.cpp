@@ -54,8 +54,8 @@ std::vector<int64_t> epoch_order(uint64_t seed, int64_t epoch, int64_t dataset_s
                                 static_cast<uint64_t>(epoch));
   // Fisher-Yates from the back: position i swaps with a uniform j in [0, i], drawn at counter i.
   for (int64_t i = dataset_size - 1; i > 0; --i) {
-    const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i),
-                                                  static_cast<uint64_t>(i) + 1));
+    const auto j =
+        static_cast<int64_t>(rng.below(static_cast<uint64_t>(i), static_cast<uint64_t>(i) + 1));
     std::swap(order[i], order[j]);
   }
   return order;
@@ -77,7 +77,9 @@ ElasticSampler::ElasticSampler(const SamplerConfig& config, SamplerState state)
   load_order();
 }
 
-void ElasticSampler::load_order() { order_ = epoch_order(config_.seed, state_.epoch, config_.dataset_size); }
+void ElasticSampler::load_order() {
+  order_ = epoch_order(config_.seed, state_.epoch, config_.dataset_size);
+}
 
 int64_t ElasticSampler::steps_per_epoch() const {
   return (config_.dataset_size + config_.global_batch - 1) / config_.global_batch;

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cmath>
 
 #include "runtime/compute/cpu/kernels.h"
@@ -15,7 +14,9 @@ constexpr float kCubic = 0.044715f;
 // vectorised, and GELU is the largest non-GEMM cost of the block (~10% of the step with
 // std::tanh at the lab-mlp preset; see bench/model_bench.cpp).
 inline float tanh_rational(float x_in) {
-  const float x = std::clamp(x_in, -9.0f, 9.0f);
+  // Selects on values (not std::clamp's references) so the loop stays branch-free.
+  float x = x_in > 9.0f ? 9.0f : x_in;
+  x = x < -9.0f ? -9.0f : x;
   const float x2 = x * x;
   float p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
@@ -36,6 +37,12 @@ inline float tanh_rational(float x_in) {
 
 float tanh_approx(float x) { return tanh_rational(x); }
 
+// Clones for AVX-512 and AVX2 picked at load time (the build targets baseline x86-64). The file is
+// compiled with -ffp-contract=off, so every clone rounds exactly like the scalar code: results
+// do not depend on the vector width of the machine.
+#define PARLAB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+PARLAB_VECTOR_CLONES
 void gelu_forward(float* out, const float* inp, int64_t N) {
   for (int64_t i = 0; i < N; ++i) {
     const float x = inp[i];
@@ -44,6 +51,7 @@ void gelu_forward(float* out, const float* inp, int64_t N) {
   }
 }
 
+PARLAB_VECTOR_CLONES
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) {
   for (int64_t i = 0; i < N; ++i) {
     const float x = inp[i];

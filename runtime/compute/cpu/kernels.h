@@ -11,15 +11,15 @@ namespace parlab::compute::cpu {
 // ---- linear (PyTorch nn.Linear layout) -----------------------------------------------------
 // out = inp @ weight^T + bias
 // inp (B, C), weight (OC, C), bias (OC), out (B, OC); out is overwritten.
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
-                    int64_t B, int64_t C, int64_t OC);
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t B,
+                    int64_t C, int64_t OC);
 
 // dout (B, OC) is dL/dout. Accumulates
 //   dinp    (B, C)   += dout @ weight          (skipped when dinp is null)
 //   dweight (OC, C)  += dout^T @ inp
 //   dbias   (OC)     += sum_b dout[b, :]
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t B, int64_t C, int64_t OC);
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t B, int64_t C, int64_t OC);
 
 // ---- GELU, tanh approximation (PyTorch approximate='tanh') ----------------------------------
 // out = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)

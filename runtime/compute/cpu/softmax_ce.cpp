@@ -12,8 +12,8 @@ void softmax_cross_entropy_forward(float* losses, float* probs, const float* log
     const int32_t label = labels[b];
     if (label < 0 || label >= C) {
       throw RuntimeError("softmax_cross_entropy_forward: label " + std::to_string(label) +
-                         " of row " + std::to_string(b) + " is outside [0, " +
-                         std::to_string(C) + ")");
+                         " of row " + std::to_string(b) + " is outside [0, " + std::to_string(C) +
+                         ")");
     }
     const float* row = logits + b * C;
     float* prow = probs + b * C;

@@ -1,9 +1,9 @@
+#include "runtime/compute/counter_rng.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
-
-#include "runtime/compute/counter_rng.h"
 
 namespace parlab::compute {
 namespace {
@@ -17,7 +17,8 @@ TEST(CounterRngTest, SameCounterSameValueRegardlessOfOrder) {
 
 TEST(CounterRngTest, MatchesSplitMix64Sequence) {
   // Reference SplitMix64 (Vigna's splitmix64.c) as a stateful generator seeded with the key:
-  //   x += 0x9e3779b97f4a7c15; z = x; z = (z ^ z>>30) * 0xbf58...; z = (z ^ z>>27) * 0x94d0...; z ^ z>>31
+  //   x += 0x9e3779b97f4a7c15; z = x;
+  //   z = (z ^ z>>30) * 0xbf58...; z = (z ^ z>>27) * 0x94d0...; return z ^ z>>31
   // Its first output from state 0 is 0xe220a8397b1dcdaf (published test value).
   uint64_t x = 0;
   x += 0x9e3779b97f4a7c15ull;

@@ -1,5 +1,7 @@
 // Every CPU kernel against an independent naive double-precision reference (plain loops), in the
 // spirit of llm.c's test_gpt2: each check prints the largest relative difference it saw.
+#include "runtime/compute/cpu/kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/counter_rng.h"
-#include "runtime/compute/cpu/kernels.h"
 #include "strategy/errors.h"
 
 namespace parlab::compute::cpu {
@@ -23,7 +24,8 @@ std::vector<float> random_vector(int64_t n, uint64_t seed) {
 }
 
 // max_i |a_i - b_i| / max(|b_i|, floor); the floor keeps near-zero entries from dominating.
-double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b, double floor = 1e-2) {
+double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b,
+                    double floor = 1e-2) {
   double worst = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), floor));
@@ -31,7 +33,9 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b, d
   return worst;
 }
 
-void report(const char* what, double diff) { std::printf("  %-28s max rel diff %.3g\n", what, diff); }
+void report(const char* what, double diff) {
+  std::printf("  %-28s max rel diff %.3g\n", what, diff);
+}
 
 class KernelsTest : public ::testing::Test {
  protected:
@@ -72,7 +76,8 @@ TEST_F(KernelsTest, LinearBackwardAccumulatesNaiveDouble) {
       }
     }
   linear_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C, OC);
-  const double d1 = max_rel_diff(dinp, rdinp), d2 = max_rel_diff(dw, rdw), d3 = max_rel_diff(db, rdb);
+  const double d1 = max_rel_diff(dinp, rdinp), d2 = max_rel_diff(dw, rdw),
+               d3 = max_rel_diff(db, rdb);
   report("linear_backward dinp", d1);
   report("linear_backward dweight", d2);
   report("linear_backward dbias", d3);
@@ -83,7 +88,8 @@ TEST_F(KernelsTest, LinearBackwardAccumulatesNaiveDouble) {
 
 TEST_F(KernelsTest, LinearBackwardWithoutInputGradient) {
   const int64_t B = 2, C = 3, OC = 2;
-  auto inp = random_vector(B * C, 10), w = random_vector(OC * C, 11), dout = random_vector(B * OC, 12);
+  auto inp = random_vector(B * C, 10), w = random_vector(OC * C, 11),
+       dout = random_vector(B * OC, 12);
   std::vector<float> dw(OC * C, 0.0f), db(OC, 0.0f);
   linear_backward(nullptr, dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C, OC);
   // dbias[o] = dout[0][o] + dout[1][o]
@@ -130,6 +136,23 @@ TEST_F(KernelsTest, GeluBackwardHandValuesAndNaiveDouble) {
   const double diff = max_rel_diff(dinp, ref, 1.0);
   report("gelu_backward", diff);
   EXPECT_LT(diff, 1e-5);
+}
+
+TEST_F(KernelsTest, GeluVectorClonesRoundLikeScalarCode) {
+  // gelu_forward runs an AVX-512 / AVX2 / baseline clone picked at load time; whichever runs
+  // here must give the bits of the plain scalar formula (no FMA contraction), so results do not
+  // depend on the machine's vector width.
+  const int64_t N = 1003;  // not a multiple of any vector width: the tail runs too
+  auto x = random_vector(N, 16);
+  for (float& v : x) v *= 4.0f;
+  std::vector<float> y(N);
+  gelu_forward(y.data(), x.data(), N);
+  for (int64_t i = 0; i < N; ++i) {
+    volatile float cube = 0.044715f * x[i] * x[i] * x[i];  // volatile: keep the scalar rounding
+    const float u = 0.7978845608028654f * (x[i] + cube);
+    const float t = tanh_approx(u);
+    ASSERT_EQ(y[i], 0.5f * x[i] * (1.0f + t)) << "x = " << x[i];
+  }
 }
 
 TEST_F(KernelsTest, GeluBackwardInPlace) {

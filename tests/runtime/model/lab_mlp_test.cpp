@@ -1,6 +1,8 @@
 // lab-mlp forward/backward against an independent naive double-precision reference written here
 // (per-sample loops, no BLAS, std::tanh), and against central finite differences of that
 // reference's loss. Each comparison prints its largest relative difference.
+#include "runtime/model/lab_mlp.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "runtime/compute/counter_rng.h"
-#include "runtime/model/lab_mlp.h"
 #include "strategy/errors.h"
 
 namespace parlab::model {
@@ -35,8 +36,7 @@ struct Reference {
 
   // Loss = (1/G) sum_b CE(sample b); if grad != null, writes dLoss/dparams (overwrites).
   double loss(const std::vector<double>& p, const std::vector<float>& X,
-              const std::vector<int32_t>& y, int64_t B, double G,
-              std::vector<double>* grad) const {
+              const std::vector<int32_t>& y, int64_t B, double G, std::vector<double>* grad) const {
     const int64_t h = s.hidden, f = s.ffn, C = s.classes, L = s.blocks;
     if (grad != nullptr) grad->assign(p.size(), 0.0);
     double total = 0.0;
@@ -156,8 +156,8 @@ TEST(LabMlpTest, MatchesNaiveDoubleReference) {
   const Reference ref{kTiny};
   const std::vector<double> p(model.params().begin(), model.params().end());
   std::vector<double> grad;
-  const double ref_loss = ref.loss(p, inputs_of(mb), {mb.labels().begin(), mb.labels().end()}, B,
-                                   G, &grad);
+  const double ref_loss =
+      ref.loss(p, inputs_of(mb), {mb.labels().begin(), mb.labels().end()}, B, G, &grad);
   std::printf("  loss: model %.9f  reference %.9f\n", loss_sum / G, ref_loss);
   EXPECT_NEAR(loss_sum / G, ref_loss, 1e-6 * ref_loss);
   for (const ParamTensor& t : model.layout().tensors()) {
@@ -213,7 +213,8 @@ TEST(LabMlpTest, TwoMicrobatchesAccumulateToOneBatchOfTwice) {
   whole.backward(mb);
   std::vector<double> want(whole.grads().begin(), whole.grads().end());
   const double diff = max_rel_diff(split.grads(), want, 1e-3);
-  std::printf("  2 x %lld vs 1 x %lld: max rel diff %.3g\n", (long long)B, (long long)(2 * B), diff);
+  std::printf("  2 x %lld vs 1 x %lld: max rel diff %.3g\n", (long long)B, (long long)(2 * B),
+              diff);
   EXPECT_LT(diff, 1e-5);
 }
 

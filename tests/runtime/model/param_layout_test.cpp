@@ -1,6 +1,7 @@
+#include "runtime/model/param_layout.h"
+
 #include <gtest/gtest.h>
 
-#include "runtime/model/param_layout.h"
 #include "strategy/errors.h"
 
 namespace parlab::model {
@@ -54,7 +55,8 @@ TEST(ParamLayoutTest, BadShapeNamesTheField) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "model.ffn");
   }
-  EXPECT_THROW(ParamLayout(MlpShape{.hidden = 4, .ffn = 4, .blocks = 1, .classes = 1}), ConfigError);
+  EXPECT_THROW(ParamLayout(MlpShape{.hidden = 4, .ffn = 4, .blocks = 1, .classes = 1}),
+               ConfigError);
 }
 
 }  // namespace

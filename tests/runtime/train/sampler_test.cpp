@@ -1,10 +1,11 @@
+#include "runtime/train/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <vector>
 
-#include "runtime/train/sampler.h"
 #include "strategy/errors.h"
 
 namespace parlab::train {

@@ -55,9 +55,10 @@ TEST(TrainingTest, FiftyStepsLowerTheLossAndBeatChance) {
     sampler.advance();
   }
   const auto [loss_after, acc_after] = evaluate(model, data, kTrainSize, kHeldOut);
-  std::printf("  train loss step 0 %.4f -> step 49 %.4f; held-out loss %.4f -> %.4f, "
-              "accuracy %.3f -> %.3f\n",
-              step_loss.front(), step_loss.back(), loss_before, loss_after, acc_before, acc_after);
+  std::printf(
+      "  train loss step 0 %.4f -> step 49 %.4f; held-out loss %.4f -> %.4f, "
+      "accuracy %.3f -> %.3f\n",
+      step_loss.front(), step_loss.back(), loss_before, loss_after, acc_before, acc_after);
   double first5 = 0.0, last5 = 0.0;
   for (int i = 0; i < 5; ++i) {
     first5 += step_loss[i] / 5;
