@@ -1,6 +1,7 @@
 #include "runtime/model/microbatch.h"
 
 #include <string>
+#include <type_traits>
 
 #include "strategy/errors.h"
 
@@ -64,6 +65,18 @@ double MicrobatchState::loss_sum() const {
   double sum = 0.0;
   for (float loss : losses_) sum += loss;
   return sum;
+}
+
+int64_t MicrobatchState::allocated_bytes() const {
+  auto bytes = [](const auto& v) {
+    return static_cast<int64_t>(v.capacity() *
+                                sizeof(typename std::decay_t<decltype(v)>::value_type));
+  };
+  int64_t total = bytes(labels_) + bytes(logits_) + bytes(probs_) + bytes(losses_);
+  for (const auto& a : acts_) total += bytes(a);
+  for (const auto& d : dacts_) total += bytes(d);
+  for (const BlockSaved& s : saved_) total += bytes(s.pre) + bytes(s.post);
+  return total;
 }
 
 int64_t MicrobatchState::correct() const {

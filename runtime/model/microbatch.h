@@ -46,6 +46,10 @@ class MicrobatchState {
   // Number of samples whose largest logit is their label (ties count as wrong).
   int64_t correct() const;
 
+  // Bytes this state holds right now (boundary tensors, saved activations, labels, head
+  // outputs): the measured counterpart of the memory ledger's activation term.
+  int64_t allocated_bytes() const;
+
  private:
   friend class LabMlp;
   // What block i saves in its forward for its backward; freed by its backward.

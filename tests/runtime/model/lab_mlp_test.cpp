@@ -322,6 +322,20 @@ TEST(LabMlpTest, InitIsSeededBoundedAndIndependentOfTheSplit) {
   }
 }
 
+TEST(LabMlpTest, MicrobatchMemoryIsAccountedAndReleased) {
+  LabMlp model(kTiny, 13);
+  const int64_t B = 4;  // h 6, f 10, L 2, C 3
+  MicrobatchState mb = model.new_microbatch(B, B);
+  fill_inputs(mb, 9);
+  model.forward(mb);
+  // labels 4 ints + activations 3 x (4 x 6) + saved 2 blocks x 2 x (4 x 10) + logits and probs
+  // 2 x (4 x 3) + losses 4 = 4 + 72 + 160 + 24 + 4 = 264 four-byte values
+  EXPECT_EQ(mb.allocated_bytes(), 264 * 4);
+  model.backward(mb);
+  // saved activations released (-160), dactivation 0..2 added (+72): 176 values
+  EXPECT_EQ(mb.allocated_bytes(), 176 * 4);
+}
+
 TEST(LabMlpTest, StepFlopsCount) {
   // 3 x [2 B (h f + f h) L + 2 B h C] for h 6, f 10, L 2, C 3, B 4:
   //   forward = 2*4*(60+60)*2 + 2*4*6*3 = 1920 + 144 = 2064; x3 = 6192
