@@ -463,4 +463,19 @@ void TcpStore::wait(const std::vector<std::string>& keys,
   }
 }
 
+TcpRendezvous make_tcp_rendezvous(const RendezvousEnv& env, const std::string& bind_host,
+                                  std::chrono::milliseconds connect_timeout) {
+  if (env.master_addr.empty()) {
+    throw ConfigError("MASTER_ADDR", "<unset>",
+                      "the host of rank 0 (e.g. the first host of the Slurm allocation)");
+  }
+  if (env.master_port <= 0) {
+    throw ConfigError("MASTER_PORT", "<unset>", "a free TCP port on rank 0's host, in [1, 65535]");
+  }
+  TcpRendezvous out;
+  if (env.rank == 0) out.server = std::make_unique<TcpStoreServer>(bind_host, env.master_port);
+  out.store = std::make_shared<TcpStore>(env.master_addr, env.master_port, connect_timeout);
+  return out;
+}
+
 }  // namespace parlab::comm

@@ -12,6 +12,7 @@
 // a malformed or oversized frame (> 64 MiB) closes only that client's connection. Keys are never
 // deleted: a job's keys are scoped by attempt (see rendezvous.h), so stale ones are harmless.
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -67,5 +68,19 @@ class TcpStore final : public Store {
   std::mutex mu_;         // one request at a time on the socket
   int fd_ = -1;
 };
+
+// The usual multi-host setup from launcher variables: rank 0 hosts a TcpStoreServer on
+// `bind_host`:MASTER_PORT, and every rank (rank 0 included) connects a TcpStore to
+// MASTER_ADDR:MASTER_PORT. Keep the returned value alive for as long as the job may rendezvous
+// (split() uses the store too). Throws ConfigError when MASTER_ADDR/MASTER_PORT are missing.
+struct TcpRendezvous {
+  std::unique_ptr<TcpStoreServer> server;  // rank 0 only
+  std::shared_ptr<Store> store;
+};
+// `bind_host`: "127.0.0.1" serves this machine only; pass "0.0.0.0" (or the host's address)
+// when other hosts must reach rank 0.
+TcpRendezvous make_tcp_rendezvous(const RendezvousEnv& env,
+                                  const std::string& bind_host = "127.0.0.1",
+                                  std::chrono::milliseconds connect_timeout = kDefaultTimeout);
 
 }  // namespace parlab::comm

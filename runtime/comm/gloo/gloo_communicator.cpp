@@ -60,15 +60,21 @@ std::string group_scope(const GlooOptions& o, const std::string& group) {
 }
 
 // Every rank announces itself, then waits for all; on timeout names the ranks that never came.
+// A key that already exists means a process of this attempt joined as this rank before (a
+// restart that reused the attempt): refused, since its stale addresses would be read.
 void join(Store& store, int rank, int size, Millis timeout, const std::string& what) {
-  try {
-    store.set("joined/" + std::to_string(rank), {'1'});
-  } catch (const StoreError& e) {
+  const std::string mine = "joined/" + std::to_string(rank);
+  auto refuse = [&](const std::string& why) {
     throw RendezvousError(what + ": rank " + std::to_string(rank) +
-                              " cannot announce itself (a process of this attempt already "
-                              "joined as this rank? restart with a new attempt): " +
-                              e.what(),
+                              " already joined this attempt; restart with a new attempt (" +
+                              why + ")",
                           false);
+  };
+  if (store.check({mine})) refuse("its key is in the store");
+  try {
+    store.set(mine, {'1'});
+  } catch (const StoreError& e) {
+    refuse(e.what());
   }
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back("joined/" + std::to_string(r));

@@ -30,7 +30,7 @@ std::map<std::string, std::string> parse_flags(int argc, char** argv) {
 
 int all_reduce(std::map<std::string, std::string> flags) {
   std::shared_ptr<Store> store;
-  std::unique_ptr<TcpStoreServer> server;
+  TcpRendezvous tcp;  // rank 0 hosts the server for the whole run
   int rank = 0, size = 1;
   std::string launcher = "flags";
   const std::string where = flags.at("--store");
@@ -43,8 +43,8 @@ int all_reduce(std::map<std::string, std::string> flags) {
     rank = env.rank;
     size = env.world_size;
     launcher = env.launcher;
-    if (rank == 0) server = std::make_unique<TcpStoreServer>(env.master_addr, env.master_port);
-    store = std::make_shared<TcpStore>(env.master_addr, env.master_port);
+    tcp = make_tcp_rendezvous(env);
+    store = tcp.store;
   }
   GlooOptions options;
   options.timeout = std::chrono::seconds(20);

@@ -143,6 +143,73 @@ TEST(Timeout, QueuedOpsFailWithTheFirstReason) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
+// Every op kind raises CollectiveTimeout when its peer never calls (rank 1 stays idle).
+TEST(Timeout, EveryOpKindRaises) {
+  const std::vector<OpKind> kinds = {OpKind::kReduceScatter, OpKind::kAllGather,
+                                     OpKind::kBroadcast,     OpKind::kBarrier,
+                                     OpKind::kSend,          OpKind::kRecv};
+  for (OpKind kind : kinds) {
+    SCOPED_TRACE(std::string(to_string(kind)));
+    testing::run_ranks(2, [&](int r, Communicator& comm) {
+      if (r == 1) return;  // idle; run_ranks keeps it connected until rank 0 is done
+      CollectiveOptions o;
+      o.timeout = std::chrono::milliseconds(300);
+      o.tag = "t";
+      std::vector<float> a(64, 1.0f), b(32);
+      std::shared_ptr<Work> w;
+      switch (kind) {
+        case OpKind::kReduceScatter: w = comm.reduce_scatter(a, b, o); break;
+        case OpKind::kAllGather: w = comm.all_gather(b, a, o); break;
+        case OpKind::kBroadcast: w = comm.broadcast(a, 0, o); break;
+        case OpKind::kBarrier: w = comm.barrier(o); break;
+        case OpKind::kSend: w = comm.send(a, 1, o); break;
+        case OpKind::kRecv: w = comm.recv(a, 1, o); break;
+        default: break;
+      }
+      try {
+        w->wait();
+        ADD_FAILURE() << "completed without its peer";
+      } catch (const CollectiveTimeout& e) {
+        EXPECT_EQ(e.op(), kind);
+        EXPECT_EQ(e.timeout_seconds(), 0.3);
+      }
+    });
+  }
+}
+
+// A peer that goes away (closes its connections) is a CollectiveError, not a timeout: the
+// survivors learn at once instead of waiting out their timeout.
+TEST(Failure, PeerThatLeavesIsACollectiveError) {
+  auto store = make_in_process_store();
+  std::latch left(1);
+  std::string outcome;
+  std::thread leaver([&] {
+    auto comm = make_gloo_communicator(store, 1, 2, testing::test_options());
+    comm.reset();
+    left.count_down();
+  });
+  std::thread survivor([&] {
+    auto comm = make_gloo_communicator(store, 0, 2, testing::test_options());
+    left.wait();
+    std::vector<float> buf(1000, 1.0f);
+    try {
+      comm->all_reduce(buf, op_options("after.leave"))->wait();
+      outcome = "completed";
+    } catch (const CollectiveTimeout& e) {
+      outcome = std::string("timeout: ") + e.what();
+    } catch (const CollectiveError& e) {
+      outcome = "error";
+      EXPECT_EQ(e.op(), OpKind::kAllReduce);
+      EXPECT_NE(std::string(e.what()).find("all-reduce #0 (tag after.leave"), std::string::npos)
+          << e.what();
+      EXPECT_EQ(comm->flight_recorder().snapshot().entries.back().state, OpState::kFailed);
+    }
+  });
+  leaver.join();
+  survivor.join();
+  EXPECT_EQ(outcome, "error");
+}
+
 // A caller-side deadline shorter than the op's own: wait() gives up, the op keeps running and
 // completes once the peer arrives.
 TEST(Timeout, WaitDeadlineLeavesTheOpRunning) {
