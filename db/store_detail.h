@@ -1,0 +1,38 @@
+#pragma once
+// Helpers shared by the ResultsStore source files; not part of the public API.
+#include <nlohmann/json.hpp>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "db/sqlite.h"
+#include "db/transaction.h"
+
+namespace parlab::db::detail {
+
+// SQL for "now" in the schema's timestamp format; literal-concatenated into statements.
+#define PARLAB_DB_NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+// Runs `write` in its own BEGIN IMMEDIATE transaction committed at once, or inside the caller's
+// transaction when one is open on the connection (the caller then decides when to commit).
+// A lock timeout names `where`: the store function that wanted to write.
+template <class Write>
+auto write_scope(Connection& connection, Write&& write,
+                 std::source_location where = std::source_location::current()) {
+  if (connection.in_transaction()) return write();
+  Transaction tx(connection, where);
+  if constexpr (std::is_void_v<decltype(write())>) {
+    write();
+    tx.commit();
+  } else {
+    auto result = write();
+    tx.commit();
+    return result;
+  }
+}
+
+// Parses a JSON column; the schema's json_valid CHECKs make failure a sign of a damaged file.
+nlohmann::json parse_json_column(const std::string& text, std::string_view where);
+
+}  // namespace parlab::db::detail
