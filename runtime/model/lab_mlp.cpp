@@ -46,16 +46,30 @@ const ParamTensor& LabMlp::tensor_of(int layer, int which) const {
   return layout_.tensors()[static_cast<size_t>(layer) * kTensorsPerBlock + which];
 }
 
-std::span<float> LabMlp::param(std::string_view name) {
+FlatRange LabMlp::local_range(std::string_view name) const {
   const ParamTensor& t = layout_.find(name);
   check_owned(t.layer);
-  return {params_.data() + (t.offset - owned_.begin), static_cast<size_t>(t.numel)};
+  return {t.offset - owned_.begin, t.offset - owned_.begin + t.numel};
+}
+
+std::span<float> LabMlp::param(std::string_view name) {
+  const FlatRange r = local_range(name);
+  return std::span<float>(params_).subspan(r.begin, r.numel());
+}
+
+std::span<const float> LabMlp::param(std::string_view name) const {
+  const FlatRange r = local_range(name);
+  return std::span<const float>(params_).subspan(r.begin, r.numel());
 }
 
 std::span<float> LabMlp::grad(std::string_view name) {
-  const ParamTensor& t = layout_.find(name);
-  check_owned(t.layer);
-  return {grads_.data() + (t.offset - owned_.begin), static_cast<size_t>(t.numel)};
+  const FlatRange r = local_range(name);
+  return std::span<float>(grads_).subspan(r.begin, r.numel());
+}
+
+std::span<const float> LabMlp::grad(std::string_view name) const {
+  const FlatRange r = local_range(name);
+  return std::span<const float>(grads_).subspan(r.begin, r.numel());
 }
 
 void LabMlp::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }

@@ -48,7 +48,9 @@ class LabMlp {
   std::span<const float> grads() const { return grads_; }
   // One named tensor's view (must be owned; throws RuntimeError otherwise).
   std::span<float> param(std::string_view name);
+  std::span<const float> param(std::string_view name) const;
   std::span<float> grad(std::string_view name);
+  std::span<const float> grad(std::string_view name) const;
 
   void zero_grads();
   // PyTorch-like init: each element of a tensor whose linear map has n inputs is
@@ -78,6 +80,8 @@ class LabMlp {
 
  private:
   void check_owned(int layer) const;
+  // Owned elements of a named tensor, as offsets into params_ / grads_.
+  FlatRange local_range(std::string_view name) const;
   const float* tensor(const ParamTensor& t) const {
     return params_.data() + (t.offset - owned_.begin);
   }

@@ -272,6 +272,8 @@ TEST(LabMlpTest, PipelineStagesReproduceTheWholeModel) {
   params.insert(params.end(), s1.params().begin(), s1.params().end());
   EXPECT_EQ(params, std::vector<float>(whole.params().begin(), whole.params().end()));
   EXPECT_THROW(s0.forward_layer(2, m0), RuntimeError);
+  EXPECT_THROW(s0.param("head.weight"), RuntimeError);
+  EXPECT_EQ(s1.param("head.bias").data(), s1.params().data() + s1.params().size() - 3);
 }
 
 TEST(LabMlpTest, LayerGradientsAreFinalWhenTheirBackwardReturns) {
