@@ -34,7 +34,7 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b,
 }
 
 void report(const char* what, double diff) {
-  std::printf("  %-28s max rel diff %.3g\n", what, diff);
+  std::printf("  %-30s max rel diff %.3g\n", what, diff);
 }
 
 class KernelsTest : public ::testing::Test {
@@ -210,17 +210,28 @@ TEST_F(KernelsTest, SoftmaxCrossEntropyMatchesNaiveDoubleAndIsStable) {
   const std::vector<int32_t> labels = {0, 4, 2, 1};
   std::vector<float> probs(B * C), losses(B);
   softmax_cross_entropy_forward(losses.data(), probs.data(), logits.data(), labels.data(), B, C);
-  std::vector<double> ref_loss(B);
+  const float scale = 1.0f / 3.0f;
+  std::vector<float> dlogits(B * C);
+  softmax_cross_entropy_backward(dlogits.data(), probs.data(), labels.data(), scale, B, C);
+  // Reference: loss_b = logsumexp(l_b) - l_b[y_b]; d loss_b / d l_bc = softmax_c - [c == y_b].
+  std::vector<double> ref_loss(B), ref_dlogits(B * C);
   for (int64_t b = 0; b < B; ++b) {
     double mx = -1e300, sum = 0.0;
     for (int64_t c = 0; c < C; ++c) mx = std::max(mx, double(logits[b * C + c]));
     for (int64_t c = 0; c < C; ++c) sum += std::exp(logits[b * C + c] - mx);
     ref_loss[b] = std::log(sum) + mx - logits[b * C + labels[b]];
+    for (int64_t c = 0; c < C; ++c) {
+      const double p = std::exp(logits[b * C + c] - mx) / sum;
+      ref_dlogits[b * C + c] = (p - (c == labels[b] ? 1.0 : 0.0)) * scale;
+    }
   }
   const double diff = max_rel_diff(losses, ref_loss);
   report("softmax_cross_entropy loss", diff);
   EXPECT_LT(diff, 1e-5);
   EXPECT_TRUE(std::isfinite(losses[0]));
+  const double ddiff = max_rel_diff(dlogits, ref_dlogits);
+  report("softmax_cross_entropy dlogits", ddiff);
+  EXPECT_LT(ddiff, 1e-5);
 }
 
 TEST_F(KernelsTest, BadLabelIsRejected) {
