@@ -3,7 +3,6 @@
 #include "db/migrate.h"
 
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <regex>
 #include <string>
