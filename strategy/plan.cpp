@@ -103,6 +103,12 @@ std::string Plan::short_name() const {
   return s;
 }
 
+bool Plan::was_given(std::string_view key) const {
+  for (const auto& k : given)
+    if (k == key) return true;
+  return false;
+}
+
 RankCoords coords_of(const Plan& p, int rank) {
   RankCoords c;
   c.tp = rank % p.tp;
@@ -145,6 +151,7 @@ Plan parse_plan(std::string_view text, Plan plan) {
     const std::string key = trim(item.substr(0, eq));
     const std::string v = trim(item.substr(eq + 1));
     if (v.empty()) throw ConfigError("plan." + key, "(empty)", "needs a value");
+    if (!plan.was_given(key)) plan.given.push_back(key);
     if (key == "dp") plan.dp = int(parse_int(key, v, 1));
     else if (key == "tp") plan.tp = int(parse_int(key, v, 1));
     else if (key == "pp") plan.pp = int(parse_int(key, v, 1));
@@ -163,7 +170,6 @@ Plan parse_plan(std::string_view text, Plan plan) {
       plan.sequence_parallel = parse_enum<bool>(key, v, {{"on", true}, {"off", false}, {"true", true}, {"false", false}});
     else if (key == "precision") {
       plan.precision = parse_enum<Precision>(key, v, {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
-      plan.precision_given = true;
     }
     else if (key == "optimizer")
       plan.optimizer = parse_enum<OptimizerKind>(key, v, {{"adam", OptimizerKind::kAdam}, {"sgd", OptimizerKind::kSgd}});
@@ -193,7 +199,7 @@ Plan resolve(Plan p, const ModelSpec& model, int world) {
   if (p.microbatches == 0) p.microbatches = 1;
   p.global_batch = p.microbatch * p.microbatches * p.dp;
   if (p.v == 0) p.v = p.schedule == Schedule::kInterleaved ? 2 : 1;
-  if (!p.precision_given) p.precision = model.default_precision;
+  if (!p.was_given("precision")) p.precision = model.default_precision;
   return p;
 }
 

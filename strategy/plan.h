@@ -48,9 +48,11 @@ struct Plan {
   Precision precision = Precision::kMixed;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double bucket_bytes = 25.0 * 1024 * 1024;
-  // True when the plan text named a precision; otherwise resolve() takes the model's default
-  // (the lab MLP trains in fp32 on CPUs).
-  bool precision_given = false;
+  // Keys the plan text named (parse_plan). resolve() fills only what was not given — the
+  // precision, for one, defaults to the model's (the lab MLP trains in fp32) — and the planner
+  // searches only over what was not given.
+  std::vector<std::string> given;
+  bool was_given(std::string_view key) const;
 
   int world() const { return dp * tp * pp; }
   // "dp=8,tp=8,pp=16,zero=1,mb=1,microbatches=64,schedule=1f1b,...": every key, parseable back.

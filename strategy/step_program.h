@@ -115,6 +115,19 @@ struct BuildOptions {
 // The program of `rank` for a resolved, validated plan.
 StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options = {});
 
+// FLOPs of one microbatch through `layers` on one rank: forward FLOPs per token (per sample for
+// the MLP) times tokens, split by tensor parallelism (every GEMM and attention head is divided t
+// ways; the lab MLP's small head is replicated). Backward is twice the forward, plus the
+// replayed forward under full recompute, or attention's score and value products (4 s h per
+// token and block) under selective recompute (Korthikanti et al. 2022).
+double forward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers);
+double backward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers);
+// Bytes of the activation crossing a layer boundary for one microbatch, as pipeline stages send
+// it and tensor-parallel collectives reduce it: tokens x hidden x activation bytes (split by t
+// with sequence parallelism for pipeline sends).
+double boundary_activation_bytes(const ModelSpec& model, const Plan& plan);
+double tp_collective_bytes(const ModelSpec& model, const Plan& plan);
+
 // Bytes one element of the tensors that cross links occupies: gradients (DP all-reduce /
 // reduce-scatter), parameters (ZeRO all-gather) and activations (TP collectives, pipeline p2p).
 double grad_bytes_per_element(const Plan& plan);

@@ -57,41 +57,9 @@ int Builder::group_index(GroupKind kind) const {
 }
 
 double Builder::tokens_per_microbatch() const { return double(plan_.microbatch) * model_.tokens_per_sample(); }
-
-namespace {
-// Under tensor parallelism every GEMM (and the attention of its heads) is split t ways; the lab
-// MLP's small head is replicated, so every TP rank computes it whole.
-double tp_share(const ModelSpec& m, const LayerSpec& layer, int tp) {
-  if (m.kind == ModelKind::kMlp && layer.kind == LayerKind::kHead) return 1.0;
-  return 1.0 / tp;
-}
-}  // namespace
-
-double Builder::forward_flops(LayerRange r) const {
-  double f = 0;
-  for (int i = r.begin; i < r.end; ++i)
-    f += layers_[i].forward_flops_per_token * tp_share(model_, layers_[i], plan_.tp);
-  return f * tokens_per_microbatch();
-}
-
-// Backward is twice the forward (input and weight gradients). Full recompute replays the
-// forward first; selective recompute replays only attention's score and value products,
-// 4 s h FLOPs per token and block (Korthikanti et al. 2022).
-double Builder::backward_flops(LayerRange r) const {
-  double f = 2 * forward_flops(r);
-  if (plan_.recompute == Recompute::kFull) f += forward_flops(r);
-  if (plan_.recompute == Recompute::kSelective && model_.kind == ModelKind::kTransformer) {
-    for (int i = r.begin; i < r.end; ++i)
-      if (layers_[i].kind == LayerKind::kBlock)
-        f += 4.0 * double(model_.seq_len) * model_.hidden / plan_.tp * tokens_per_microbatch();
-  }
-  return f;
-}
-
-double Builder::boundary_activation_bytes() const {
-  return tokens_per_microbatch() * model_.hidden * activation_bytes_per_element(plan_.precision) /
-         (plan_.sequence_parallel ? plan_.tp : 1);
-}
+double Builder::forward_flops(LayerRange r) const { return strategy::forward_flops(model_, plan_, r); }
+double Builder::backward_flops(LayerRange r) const { return strategy::backward_flops(model_, plan_, r); }
+double Builder::boundary_activation_bytes() const { return strategy::boundary_activation_bytes(model_, plan_); }
 
 std::pair<int64_t, int64_t> Builder::flat_range(LayerRange r) const {
   int64_t begin = -1, end = -1;
@@ -187,6 +155,40 @@ void Builder::build() {
 }
 
 }  // namespace gen
+
+namespace {
+double tp_share(const ModelSpec& m, const LayerSpec& layer, int tp) {
+  if (m.kind == ModelKind::kMlp && layer.kind == LayerKind::kHead) return 1.0;
+  return 1.0 / tp;
+}
+double tokens(const ModelSpec& m, const Plan& p) { return double(p.microbatch) * m.tokens_per_sample(); }
+}  // namespace
+
+double forward_flops(const ModelSpec& m, const Plan& p, LayerRange r) {
+  const auto layers = m.layer_list();
+  double f = 0;
+  for (int i = r.begin; i < r.end; ++i) f += layers[i].forward_flops_per_token * tp_share(m, layers[i], p.tp);
+  return f * tokens(m, p);
+}
+
+double backward_flops(const ModelSpec& m, const Plan& p, LayerRange r) {
+  double f = 2 * forward_flops(m, p, r);
+  if (p.recompute == Recompute::kFull) f += forward_flops(m, p, r);
+  if (p.recompute == Recompute::kSelective && m.kind == ModelKind::kTransformer) {
+    const auto layers = m.layer_list();
+    for (int i = r.begin; i < r.end; ++i)
+      if (layers[i].kind == LayerKind::kBlock) f += 4.0 * double(m.seq_len) * m.hidden / p.tp * tokens(m, p);
+  }
+  return f;
+}
+
+double tp_collective_bytes(const ModelSpec& m, const Plan& p) {
+  return tokens(m, p) * m.hidden * activation_bytes_per_element(p.precision);
+}
+
+double boundary_activation_bytes(const ModelSpec& m, const Plan& p) {
+  return tp_collective_bytes(m, p) / (p.sequence_parallel ? p.tp : 1);
+}
 
 StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options) {
   gen::Builder b(model, plan, rank, options);

@@ -20,7 +20,7 @@ class TensorParallel final : public Hooks {
     for (int i = range.begin; i < range.end; ++i)
       count += slot.forward ? b.layers()[i].tp_collectives_forward : b.layers()[i].tp_collectives_backward;
     if (count == 0) return;
-    const double bytes = b.tokens_per_microbatch() * b.model().hidden * activation_bytes_per_element(b.plan().precision);
+    const double bytes = tp_collective_bytes(b.model(), b.plan());
     const std::string tag = std::string("tp.") + (slot.forward ? "fwd" : "bwd") + ".mb" +
                             std::to_string(slot.microbatch) + "." +
                             (range.size() == 1 ? layer_tag(b.layers()[range.begin]) : "c" + std::to_string(slot.chunk));

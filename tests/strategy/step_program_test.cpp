@@ -1,0 +1,273 @@
+// Step programs: golden programs checked op by op (expected text written by hand from the
+// strategies' rules), cross-rank consistency over a grid of plans, and the checker's reports.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "strategy/consistency.h"
+#include "strategy/io.h"
+#include "strategy/step_program.h"
+
+namespace parlab::strategy {
+namespace {
+
+const std::string kData = std::string(PARLAB_SOURCE_DIR) + "/tests/strategy/data/";
+
+Plan plan_for(const ModelSpec& m, const std::string& text, int world, const std::string& cluster = "dgx-a100") {
+  Plan p = resolve(parse_plan(text), m, world);
+  validate(p, m, with_world(load_cluster(cluster), world));
+  return p;
+}
+
+std::vector<StepProgram> world_programs(const ModelSpec& m, const Plan& p) {
+  std::vector<StepProgram> out;
+  for (int r = 0; r < p.world(); ++r) out.push_back(build_step(m, p, r));
+  return out;
+}
+
+}  // namespace
+
+// DDP on 2 ranks, one microbatch, 300-byte buckets over the tiny MLP (fp32 gradients). Walking
+// the tensors backwards: head.b 8 B, head.w 32, b1.fc2.b 16, b1.fc2.w 128, b1.fc1.b 32 (216 B);
+// b1.fc1.w (128) would make 344 > 300, so bucket 0 = elements 108-162, completed by layer 1.
+// Bucket 1: b1.fc1.w 128, b0.fc2.b 16, b0.fc2.w 128 (272 B); + b0.fc1.b = 304 > 300, so 40-108,
+// completed by layer 0 — the bucket boundary splits block 1. Bucket 2: b0.fc1.b, b0.fc1.w (0-40).
+// The last (only) microbatch's backward is written per layer so each bucket's all-reduce starts
+// as soon as its lowest layer is done; the optimizer waits for all three.
+TEST(StepProgram, GoldenDdpWithThreeBuckets) {
+  const ModelSpec m = load_model(kData + "tiny-mlp.toml");
+  Plan p = plan_for(m, "", 2);
+  p.bucket_bytes = 300;
+  const std::string expected =
+      "0 compute forward fwd.mb0.c0 layers 0-3\n"
+      "1 compute backward bwd.mb0.head layers 2-3\n"
+      "2 compute backward bwd.mb0.blocks.1 layers 1-2\n"
+      "3 comm all-reduce grad.bucket0 elems 108-162 216B dp.0 deps 2\n"
+      "4 compute backward bwd.mb0.blocks.0 layers 0-1\n"
+      "5 comm all-reduce grad.bucket1 elems 40-108 272B dp.0 deps 4\n"
+      "6 comm all-reduce grad.bucket2 elems 0-40 160B dp.0 deps 4\n"
+      "7 compute optimizer optimizer elems 0-162 deps 3 5 6\n";
+  EXPECT_EQ(to_text(build_step(m, p, 0)), expected);
+  EXPECT_EQ(to_text(build_step(m, p, 1)), expected);
+}
+
+// Two-stage 1F1B with four microbatches. Stage 0 warms up with min(p - s - 1, m) = 1 forward,
+// then alternates forward/backward three times, then cools down with one backward; it sends
+// activations and receives gradients. Stage 1 has no warm-up: F0 B0 F1 B1 ... and does the
+// opposite. Sends are asynchronous (no stream waits on them), receives gate the compute.
+TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
+  const ModelSpec m = load_model(kData + "tiny-mlp.toml");  // stage 0: block 0; stage 1: block 1 + head
+  const Plan p = plan_for(m, "pp=2,microbatches=4", 2);
+  const std::string stage0 =
+      "0 compute forward fwd.mb0.blocks.0 layers 0-1 warmup\n"
+      "1 comm send act.mb0.vs1 16B to 1 deps 0\n"
+      "2 compute forward fwd.mb1.blocks.0 layers 0-1 steady\n"
+      "3 comm send act.mb1.vs1 16B to 1 deps 2\n"
+      "4 comm recv grad.mb0.vs1 16B from 1\n"
+      "5 compute backward bwd.mb0.blocks.0 layers 0-1 steady deps 4\n"
+      "6 compute forward fwd.mb2.blocks.0 layers 0-1 steady\n"
+      "7 comm send act.mb2.vs1 16B to 1 deps 6\n"
+      "8 comm recv grad.mb1.vs1 16B from 1\n"
+      "9 compute backward bwd.mb1.blocks.0 layers 0-1 steady deps 8\n"
+      "10 compute forward fwd.mb3.blocks.0 layers 0-1 steady\n"
+      "11 comm send act.mb3.vs1 16B to 1 deps 10\n"
+      "12 comm recv grad.mb2.vs1 16B from 1\n"
+      "13 compute backward bwd.mb2.blocks.0 layers 0-1 steady deps 12\n"
+      "14 comm recv grad.mb3.vs1 16B from 1\n"
+      "15 compute backward bwd.mb3.blocks.0 layers 0-1 cooldown deps 14\n"
+      "16 compute optimizer optimizer elems 0-76\n";
+  std::string stage1;
+  for (int k = 0; k < 4; ++k) {
+    const std::string mb = std::to_string(k), b = std::to_string(4 * k);
+    stage1 += b + " comm recv act.mb" + mb + ".vs1 16B from 0\n";
+    stage1 += std::to_string(4 * k + 1) + " compute forward fwd.mb" + mb + ".c0 layers 1-3 steady deps " + b + "\n";
+    stage1 += std::to_string(4 * k + 2) + " compute backward bwd.mb" + mb + ".c0 layers 1-3 steady\n";
+    stage1 += std::to_string(4 * k + 3) + " comm send grad.mb" + mb + ".vs1 16B to 0 deps " + std::to_string(4 * k + 2) + "\n";
+  }
+  stage1 += "16 compute optimizer optimizer elems 0-86\n";  // block 1 (76) + head (10)
+  EXPECT_EQ(to_text(build_step(m, p, 0)), stage0);
+  EXPECT_EQ(to_text(build_step(m, p, 1)), stage1);
+}
+
+// ZeRO-3 on two layers (block 0: 76 elements, head: 10), dp 2, one microbatch. Each layer's
+// parameters are all-gathered before its forward — the next layer is prefetched while the
+// current one computes — and again before its backward; the one default-size bucket (86
+// elements, completed by layer 0) is reduce-scattered; the rank updates its contiguous half
+// (0-43); no all-gather follows (parameters stay sharded until the next forward gathers them).
+TEST(StepProgram, GoldenZero3OnTwoLayers) {
+  const ModelSpec m = load_model(kData + "one-block-mlp.toml");
+  const Plan p = plan_for(m, "zero=3", 2);
+  const std::string expected =
+      "0 comm all-gather param.blocks.0.fwd.mb0 elems 0-76 304B dp.0\n"
+      "1 comm all-gather param.head.fwd.mb0 elems 76-86 40B dp.0\n"
+      "2 compute forward fwd.mb0.blocks.0 layers 0-1 deps 0\n"
+      "3 compute forward fwd.mb0.head layers 1-2 deps 1\n"
+      "4 comm all-gather param.head.bwd.mb0 elems 76-86 40B dp.0\n"
+      "5 comm all-gather param.blocks.0.bwd.mb0 elems 0-76 304B dp.0\n"
+      "6 compute backward bwd.mb0.head layers 1-2 deps 4\n"
+      "7 compute backward bwd.mb0.blocks.0 layers 0-1 deps 5\n"
+      "8 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B dp.0 deps 7\n"
+      "9 compute optimizer optimizer elems 0-43 deps 8\n";
+  EXPECT_EQ(to_text(build_step(m, p, 0)), expected);
+  // Rank 1 owns the other half.
+  const auto r1 = build_step(m, p, 1);
+  EXPECT_EQ(r1.ops.back().flat_begin, 43);
+  EXPECT_EQ(r1.ops.back().flat_end, 86);
+}
+
+TEST(StepProgram, TensorParallelCarriesMegatronCollectives) {
+  const ModelSpec m = load_model("gpt-22b");
+  const Plan p = plan_for(m, "tp=8", 8);
+  const auto prog = build_step(m, p, 3);
+  // Forward of the whole model: 1 (vocab-parallel embedding) + 2 per block; backward: 2 per
+  // block + 1 (output layer input).
+  int fwd = 0, bwd = 0;
+  for (const auto& op : prog.ops) {
+    if (op.kind != OpKind::kAllReduce || prog.group_of(op).kind != GroupKind::kTP) continue;
+    EXPECT_EQ(op.stream, Stream::kCompute);
+    EXPECT_DOUBLE_EQ(op.bytes, 2048.0 * 6144 * 2);  // s b h bf16 activations, mb 1
+    (op.tag.rfind("tp.fwd", 0) == 0 ? fwd : bwd) += op.count;
+  }
+  EXPECT_EQ(fwd, 1 + 2 * 48);
+  EXPECT_EQ(bwd, 2 * 48 + 1);
+  EXPECT_EQ(prog.groups[1].ranks, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  // Sequence parallel: every all-reduce becomes a reduce-scatter plus an all-gather, same bytes.
+  const Plan sp = plan_for(m, "tp=8,sp=on", 8);
+  int rs = 0, ag = 0, ar = 0;
+  for (const auto& op : build_step(m, sp, 0).ops) {
+    if (op.kind == OpKind::kReduceScatter) rs += op.count;
+    if (op.kind == OpKind::kAllGather) ag += op.count;
+    if (op.kind == OpKind::kAllReduce && op.group == 1) ar += op.count;
+  }
+  EXPECT_EQ(rs, fwd + bwd);
+  EXPECT_EQ(ag, fwd + bwd);
+  EXPECT_EQ(ar, 0);
+}
+
+TEST(StepProgram, GradientAccumulationCommunicatesOnlyOnTheLastMicrobatch) {
+  const ModelSpec m = load_model("lab-mlp");
+  const Plan p = plan_for(m, "microbatches=4", 2, "cpu-local");
+  const auto prog = build_step(m, p, 0);
+  int forwards = 0;
+  for (const auto& op : prog.ops) {
+    if (op.kind == OpKind::kForward) ++forwards;
+    if (op.kind == OpKind::kAllReduce) {
+      ASSERT_FALSE(op.deps.empty());
+      EXPECT_EQ(prog.ops[op.deps[0]].microbatch, 3) << op.tag;
+    }
+  }
+  EXPECT_EQ(forwards, 4);
+  // lab-mlp fp32 gradients: 67.2 M elements = 269 MB in 25 MiB buckets -> at least 10 buckets,
+  // covering every element exactly once.
+  int64_t covered = 0;
+  for (const auto& op : prog.ops)
+    if (op.kind == OpKind::kAllReduce) covered += op.flat_end - op.flat_begin;
+  EXPECT_EQ(double(covered), m.total_params());
+}
+
+TEST(StepProgram, InterleavedScheduleVisitsEveryChunkAndMicrobatch) {
+  const ModelSpec m = load_model("gpt-22b");
+  const Plan p = plan_for(m, "pp=4,schedule=interleaved,v=2,microbatches=8", 4);
+  for (int stage = 0; stage < 4; ++stage) {
+    const auto prog = build_step(m, p, stage);
+    std::set<std::pair<int, int>> fwd, bwd;
+    int first_backward = -1, forwards_before = 0;
+    for (const auto& op : prog.ops) {
+      if (op.kind == OpKind::kForward) {
+        fwd.insert({op.microbatch, op.chunk});
+        if (first_backward < 0) ++forwards_before;
+      }
+      if (op.kind == OpKind::kBackward) {
+        bwd.insert({op.microbatch, op.chunk});
+        if (first_backward < 0) first_backward = op.id;
+      }
+    }
+    EXPECT_EQ(fwd.size(), 16u);
+    EXPECT_EQ(bwd.size(), 16u);
+    // Megatron's warm-up: 2 (p - s - 1) + (v - 1) p forwards, then one steady forward.
+    EXPECT_EQ(forwards_before, 2 * (4 - stage - 1) + 4 + 1) << "stage " << stage;
+  }
+}
+
+// Every generator, over a grid of plans: every collective on every member of its group in the
+// same order with the same bytes, and every send received.
+TEST(StepProgram, ConsistentAcrossRanksOverAGridOfPlans) {
+  struct Case { std::string model, plan; int world; };
+  const std::vector<Case> cases = {
+      {"lab-mlp", "", 4},
+      {"lab-mlp", "microbatches=3,bucket_mb=7", 4},
+      {"lab-mlp", "zero=1", 4},
+      {"lab-mlp", "zero=2,microbatches=2", 4},
+      {"lab-mlp", "zero=3,microbatches=2", 2},
+      {"lab-mlp", "tp=2", 4},
+      {"lab-mlp", "pp=4,microbatches=6", 4},
+      {"lab-mlp", "pp=2,tp=2,microbatches=4,schedule=gpipe", 8},
+      {"lab-mlp", "pp=2,schedule=interleaved,v=2,microbatches=4", 4},
+      {"gpt-22b", "tp=2,pp=2,microbatches=4", 8},
+      {"gpt-22b", "tp=2,pp=2,zero=1,microbatches=4,sp=on,recompute=selective", 16},
+      {"gpt-22b", "pp=4,schedule=interleaved,v=3,microbatches=8", 8},
+      {"gpt-22b", "tp=4,zero=3", 8},
+      {"llama2-7b", "tp=2,pp=2,microbatches=2", 8},
+  };
+  for (const auto& c : cases) {
+    const ModelSpec m = load_model(c.model);
+    const Plan p = plan_for(m, c.plan, c.world);
+    const auto problems = check_consistency(world_programs(m, p));
+    EXPECT_TRUE(problems.empty()) << c.model << " " << c.plan << ": " << problems.front();
+  }
+}
+
+TEST(Consistency, NamesTheRankThatSkipsAnAllReduce) {
+  const ModelSpec m = load_model("lab-mlp");
+  const Plan p = plan_for(m, "", 4, "cpu-local");
+  auto programs = world_programs(m, p);
+  // Rank 2 skips its third bucket's all-reduce.
+  auto& ops = programs[2].ops;
+  int seen = 0;
+  for (auto it = ops.begin(); it != ops.end(); ++it)
+    if (it->kind == OpKind::kAllReduce && seen++ == 2) {
+      ops.erase(it);
+      break;
+    }
+  const auto problems = check_consistency(programs);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("group dp.0: call #2 all-reduce grad.bucket2"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("rank 2 issues all-reduce grad.bucket3"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("ranks 0, 1, 3 do"), std::string::npos) << problems[0];
+}
+
+TEST(Consistency, UnmatchedSendAndWrongBytes) {
+  const ModelSpec m = load_model(kData + "tiny-mlp.toml");
+  const Plan p = plan_for(m, "pp=2,microbatches=2", 2);
+  auto programs = world_programs(m, p);
+  for (auto& op : programs[1].ops)
+    if (op.kind == OpKind::kRecv) {
+      op.bytes *= 2;
+      break;
+    }
+  auto problems = check_consistency(programs);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("0 -> 1: send #0 act.mb0.vs1 (16 B) meets receive act.mb0.vs1 (32 B)"), std::string::npos)
+      << problems[0];
+}
+
+TEST(Consistency, FirstDisagreementVotesTheReference) {
+  std::map<int, std::vector<CallRecord>> calls;
+  const CallRecord a{"all-reduce", 100, "a"}, b{"all-reduce", 100, "b"};
+  calls[0] = {a, a};
+  calls[1] = {a, a};
+  calls[2] = {a};
+  calls[3] = {a, b};
+  const Disagreement d = first_disagreement(calls);
+  ASSERT_TRUE(d.found);
+  EXPECT_EQ(d.index, 1);
+  EXPECT_EQ(d.reference.tag, "a");
+  EXPECT_EQ(d.agreeing, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d.missing, (std::vector<int>{2}));
+  EXPECT_EQ(d.different, (std::vector<int>{3}));
+  calls[2].push_back(a);
+  calls[3][1] = a;
+  EXPECT_FALSE(first_disagreement(calls).found);
+}
+
+}  // namespace parlab::strategy
