@@ -69,9 +69,9 @@ class Work {
   // True once the op ended, successfully or not (c10d isCompleted). Never blocks.
   virtual bool completed() const;
   // True once the op ended successfully.
-  bool succeeded() const;
+  virtual bool succeeded() const;
   // Seconds the op ran on the communication thread (start to end); 0 until completed.
-  double seconds() const;
+  virtual double seconds() const;
   const OpInfo& info() const { return info_; }
 
   // Backend side.

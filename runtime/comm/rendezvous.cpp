@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <gloo/common/error.h>
@@ -55,6 +56,7 @@ class FileStore final : public Store {
   explicit FileStore(const std::filesystem::path& dir) : dir_(dir.string()), impl_(make(dir)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
+    std::lock_guard lock(mu_);
     try {
       impl_.set(key, data);
     } catch (const std::exception& e) {
@@ -63,6 +65,7 @@ class FileStore final : public Store {
   }
   std::vector<char> get(const std::string& key) override {
     wait({key}, kDefaultTimeout);
+    std::lock_guard lock(mu_);
     try {
       return impl_.get(key);
     } catch (const std::exception& e) {
@@ -70,6 +73,7 @@ class FileStore final : public Store {
     }
   }
   bool check(const std::vector<std::string>& keys) override {
+    std::lock_guard lock(mu_);
     try {
       return impl_.check(keys);
     } catch (const std::exception& e) {
@@ -90,6 +94,9 @@ class FileStore final : public Store {
     return dir.string();
   }
   std::string dir_;
+  // Gloo's FileStore appends to an unguarded vector in set(): one process may share this store
+  // between threads (ranks as threads, concurrent splits), so calls are serialised here.
+  std::mutex mu_;
   CheckableFileStore impl_;
 };
 
