@@ -4,12 +4,15 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <map>
 #include <cmath>
 
 #include "cli/common.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
 #include "strategy/ledger.h"
+#include "strategy/planner.h"
+#include "strategy/step_program.h"
 #include "strategy/units.h"
 
 namespace parlab::cli {
@@ -20,6 +23,10 @@ struct PlanOptions {
   std::string ledger_gb;  // the seed's hand ledger: params=28,grads=28,...
   double device_gb = 0;
   bool json = false;
+  bool search = false;
+  int64_t gbs = 0;
+  int top = 5;
+  int program_rank = -1;
 };
 
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB); }
@@ -132,24 +139,173 @@ void print_ledger(const Resolved& r, const std::vector<strategy::MemoryLedger>& 
                worst.total_bytes() / worst.device_bytes);
 }
 
+nlohmann::json estimate_json(const strategy::StepEstimate& e) {
+  nlohmann::json cols = nlohmann::json::array();
+  for (const auto& c : e.collectives)
+    cols.push_back({{"rank", c.rank}, {"op", c.op}, {"group", c.group}, {"tag", c.tag}, {"bytes", c.bytes},
+                    {"count", c.count}, {"ranks", c.ranks}, {"seconds", c.seconds}, {"algorithm", c.algorithm},
+                    {"start_seconds", c.start_seconds}, {"end_seconds", c.end_seconds}});
+  return {{"step_seconds", e.step_seconds}, {"bubble_fraction_of_ideal", e.bubble_fraction_of_ideal},
+          {"bubble_fraction_of_total", e.bubble_fraction_of_total}, {"walked_bubble_fraction", e.walked_bubble_fraction},
+          {"samples_per_s", e.samples_per_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}, {"collectives", cols}};
+}
+
+void print_estimate(const Resolved& r, const strategy::StepEstimate& e) {
+  Table t({"stage", "rank", "compute", "exposed comm", "bubble", "step"});
+  for (const auto& rt : e.ranks)
+    t.add({std::to_string(rt.stage), std::to_string(rt.rank), units::format_seconds(rt.compute_seconds),
+           units::format_seconds(rt.exposed_comm_seconds), units::format_seconds(rt.bubble_seconds),
+           units::format_seconds(rt.step_seconds)});
+  fmt::print("Estimated step (analytic model: critical path through one compute and one communication stream per rank)\n{}\n",
+             t.str());
+  fmt::print("Step {}: {:.1f} samples/s, {} tokens/s, MFU {:.1f}%\n", units::format_seconds(e.step_seconds),
+             e.samples_per_s, units::format_count(e.tokens_per_s), 100 * e.mfu);
+  if (r.plan.pp > 1)
+    fmt::print("Pipeline bubble: {:.1f}% of the ideal time ((p-1)/(v m)), {:.1f}% of the total ((p-1)/(v m + p - 1)); "
+               "walked: {:.1f}% of the step on the idlest stage\n",
+               100 * e.bubble_fraction_of_ideal, 100 * e.bubble_fraction_of_total, 100 * e.walked_bubble_fraction);
+  // Collectives of the first walked rank, grouped by group and op.
+  struct Sum { int calls = 0; double bytes = 0, seconds = 0; };
+  std::map<std::pair<std::string, std::string>, Sum> sums;
+  for (const auto& c : e.collectives) {
+    if (c.rank != e.ranks.front().rank) continue;
+    auto& s = sums[{c.group.substr(0, c.group.find('.')), c.op}];
+    s.calls += c.count;
+    s.bytes += c.bytes * c.count;
+    s.seconds += c.seconds * c.count;
+  }
+  if (!sums.empty()) {
+    Table ct({"group", "collective", "calls", "bytes", "time"});
+    for (const auto& [k, v] : sums)
+      ct.add({k.first, k.second, std::to_string(v.calls), units::format_bytes(v.bytes), units::format_seconds(v.seconds)});
+    fmt::print("\nCollectives per step on rank {} (before overlap)\n{}", e.ranks.front().rank, ct.str());
+  }
+}
+
 void run_model_ledger(const PlanOptions& o) {
   const Resolved r = resolve_inputs(o.in);
+  if (o.program_rank >= 0) {
+    if (o.program_rank >= r.world)
+      throw ConfigError("--program", std::to_string(o.program_rank), "must be a rank below the world size (" + std::to_string(r.world) + ")");
+    fmt::print("{}", strategy::to_text(strategy::build_step(r.model, r.plan, o.program_rank)));
+    return;
+  }
   const auto stages = strategy::ledger_per_stage(r.model, r.plan, r.cluster);
   const auto in = strategy::rule_inputs(r.model, r.plan, r.cluster);
   const auto v = strategy::apply_rule(in);
+  const bool can_estimate = r.model.has_layers();
+  strategy::StepEstimate est;
+  if (can_estimate) est = strategy::estimate_step(r.model, r.plan, r.cluster);
   if (o.json) {
     nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& l : stages) ranks.push_back(strategy::to_json(l));
+    for (size_t i = 0; i < stages.size(); ++i) {
+      auto j = strategy::to_json(stages[i]);
+      if (can_estimate) {
+        const auto& t = est.ranks[i];
+        j["compute_seconds"] = t.compute_seconds;
+        j["exposed_comm_seconds"] = t.exposed_comm_seconds;
+        j["bubble_seconds"] = t.bubble_seconds;
+        j["step_seconds"] = t.step_seconds;
+      }
+      ranks.push_back(j);
+    }
     const auto worst = strategy::worst_stage(stages);
-    print_json({{"model", strategy::to_json(r.model)}, {"cluster", strategy::to_json(r.cluster)},
-                {"plan", strategy::to_json(r.plan)}, {"world", r.world}, {"ranks", ranks},
-                {"worst", strategy::to_json(worst)}, {"fits", worst.fits()},
-                {"rule", strategy::to_json(in, v)}});
+    nlohmann::json out{{"model", strategy::to_json(r.model)}, {"cluster", strategy::to_json(r.cluster)},
+                       {"plan", strategy::to_json(r.plan)}, {"world", r.world}, {"ranks", ranks},
+                       {"worst", strategy::to_json(worst)}, {"fits", worst.fits()}, {"rule", strategy::to_json(in, v)}};
+    if (can_estimate) out.update(estimate_json(est));
+    print_json(out);
     return;
   }
   print_ledger(r, stages);
+  if (can_estimate) {
+    print_estimate(r, est);
+    fmt::print("\n");
+  }
   fmt::print("Rule baseline (the seed's decision procedure on one unsplit replica, mb {}):\n", r.plan.microbatch);
   print_rule(in, v);
+}
+
+std::string plan_cell(const strategy::Plan& p) {
+  std::string s = fmt::format("dp {} tp {} pp {}", p.dp, p.tp, p.pp);
+  if (p.zero) s += fmt::format(" zero {}", p.zero);
+  s += fmt::format(" mb {} x{}", p.microbatch, p.microbatches);
+  if (p.pp > 1) s += p.schedule == strategy::Schedule::kInterleaved ? fmt::format(" interleaved v{}", p.v) : " " + std::string(strategy::to_string(p.schedule));
+  if (p.recompute != strategy::Recompute::kNone) s += " rc " + std::string(strategy::to_string(p.recompute));
+  if (p.sequence_parallel) s += " sp";
+  return s;
+}
+
+nlohmann::json candidate_json(const strategy::Candidate& c) {
+  nlohmann::json j{{"plan", strategy::to_json(c.plan)}, {"worst", strategy::to_json(c.worst)},
+                   {"quick", {{"step_seconds", c.quick.step_seconds}, {"compute_seconds", c.quick.compute_seconds},
+                              {"tp_comm_seconds", c.quick.tp_comm_seconds}, {"bubble_seconds", c.quick.bubble_seconds},
+                              {"dp_exposed_seconds", c.quick.dp_exposed_seconds}, {"optimizer_seconds", c.quick.optimizer_seconds}}},
+                   {"step_seconds", c.step_seconds()}};
+  if (c.walked) {
+    j["samples_per_s"] = c.walked->samples_per_s;
+    j["mfu"] = c.walked->mfu;
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : c.walked->ranks)
+      ranks.push_back({{"rank", r.rank}, {"stage", r.stage}, {"compute_seconds", r.compute_seconds},
+                       {"exposed_comm_seconds", r.exposed_comm_seconds}, {"bubble_seconds", r.bubble_seconds},
+                       {"step_seconds", r.step_seconds}});
+    j["ranks"] = ranks;
+    j["bubble_fraction_of_ideal"] = c.walked->bubble_fraction_of_ideal;
+    j["bubble_fraction_of_total"] = c.walked->bubble_fraction_of_total;
+  }
+  return j;
+}
+
+void run_search(const PlanOptions& o) {
+  const Resolved r = load_inputs(o.in);
+  strategy::PlannerOptions po;
+  po.global_batch = o.gbs;
+  po.fixed = r.plan;
+  po.top = o.top;
+  if (!o.json) fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
+  const auto rep = strategy::search_plans(r.model, r.cluster, po);
+  if (o.json) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& c : rep.top) top.push_back(candidate_json(c));
+    nlohmann::json neighbours = nlohmann::json::array();
+    for (const auto& n : rep.neighbours)
+      neighbours.push_back({{"label", n.label}, {"possible", n.possible}, {"why_not", n.why_not},
+                            {"comm_added_seconds", n.comm_added_seconds}, {"compute_saved_seconds", n.compute_saved_seconds},
+                            {"step_seconds", n.step_seconds}, {"sentence", n.sentence}});
+    nlohmann::json out{{"model", strategy::to_json(r.model)}, {"cluster", strategy::to_json(r.cluster)},
+                       {"world", rep.world}, {"global_batch", rep.global_batch}, {"evaluated", rep.evaluated},
+                       {"valid", rep.valid}, {"fitting", rep.fitting}, {"search_seconds", rep.search_seconds},
+                       {"top", top}, {"neighbours", neighbours}, {"rule", strategy::to_json(rep.rule_inputs, rep.rule)},
+                       {"rule_choice_name", rep.rule_choice_name}, {"rule_choice_problem", rep.rule_choice_problem},
+                       {"explanation", rep.explanation}};
+    if (rep.rule_choice) out["rule_choice"] = candidate_json(*rep.rule_choice);
+    if (rep.smallest_split) out["smallest_split"] = candidate_json(*rep.smallest_split);
+    if (!rep.top.empty()) out["step_seconds"] = rep.top.front().step_seconds();
+    print_json(out);
+    return;
+  }
+  fmt::print("Model {} ({} parameters) on {} x {}, global batch {}\n", r.model.name, units::format_count(r.model.total_params()),
+             rep.world, r.cluster.device.name, rep.global_batch);
+  fmt::print("Searched {} plans in {}: {} valid, {} fit in memory.\n\n", rep.evaluated,
+             units::format_seconds(rep.search_seconds), rep.valid, rep.fitting);
+  if (!rep.top.empty()) {
+    Table t({"#", "plan", "split", "memory", "step", "samples/s", "MFU", "exposed comm", "bubble"});
+    int i = 0;
+    for (const auto& c : rep.top) {
+      double comm = 0, bubble = 0;
+      if (c.walked)
+        for (const auto& rt : c.walked->ranks) comm = std::max(comm, rt.exposed_comm_seconds), bubble = std::max(bubble, rt.bubble_seconds);
+      t.add({std::to_string(++i), c.plan.short_name(), plan_cell(c.plan),
+             fmt::format("{:.0f}/{:.0f} GB", c.worst.total_bytes() / units::kGB, c.worst.device_bytes / units::kGB),
+             units::format_seconds(c.step_seconds()), fmt::format("{:.1f}", c.walked ? c.walked->samples_per_s : 0.0),
+             fmt::format("{:.1f}%", c.walked ? 100 * c.walked->mfu : 0.0), units::format_seconds(comm), units::format_seconds(bubble)});
+    }
+    fmt::print("Fastest plans that fit (analytic critical path; memory = fullest rank / device)\n{}\n", t.str());
+    fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n", o.in.model.empty() ? "..." : o.in.model,
+               o.in.cluster, rep.world, rep.top.front().plan.to_string());
+  }
+  for (const auto& line : rep.explanation) fmt::print("{}\n", line);
 }
 
 }  // namespace
@@ -158,10 +314,13 @@ void add_plan_command(CLI::App& app) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand(
       "plan",
-      "Memory ledger of a plan: what each rank must hold (parameters, gradients, optimizer state,\n"
-      "activations, temporary buffers) against its device, and the seed's rule baseline.\n"
+      "Find what cannot fit, choose the smallest split, model the communication.\n"
+      "Without --plan: search every valid plan, keep those whose memory ledger fits, rank them by\n"
+      "estimated step time and explain the choice. With --plan: that plan's memory ledger per rank\n"
+      "(parameters, gradients, optimizer state, activations, temporary buffers) and its step time.\n"
       "Examples:\n"
-      "  parlab plan --model gpt-175b --cluster dgx-a100 --world 1024 --plan tp=8,pp=16,zero=1\n"
+      "  parlab plan --model gpt-175b --cluster dgx-a100 --world 1024 --gbs 1536\n"
+      "  parlab plan --model gpt-175b --cluster dgx-a100 --world 1024 --plan tp=8,pp=16,zero=1,gbs=1536\n"
       "  parlab plan --params 7.5e9 --cluster h200\n"
       "  parlab plan --ledger-gb params=28,grads=28,optimizer=56,activations=18,largest-layer=6 --device-gb 80");
   add_plan_inputs(cmd, opts->in);
@@ -169,12 +328,22 @@ void add_plan_command(CLI::App& app) {
                                  "A hand ledger in GB instead of a model: params=,grads=,optimizer=,activations=,largest-layer=");
   cmd->add_option("--device-gb", opts->device_gb, "Device memory in GB for --ledger-gb")->needs(ledger);
   cmd->add_flag("--json", opts->json, "Machine-readable output with every number");
+  cmd->add_flag("--search", opts->search,
+                "Search all plans (the default when --plan is absent); keys given in --plan stay fixed");
+  cmd->add_option("--gbs", opts->gbs, "Global batch for the search (default: one sample per device)");
+  cmd->add_option("--top", opts->top, "Candidates to show in a search")->capture_default_str();
+  cmd->add_option("--program", opts->program_rank, "Print the step program of this rank (a fixed --plan)");
   cmd->callback([opts] {
     if (!opts->ledger_gb.empty()) {
       if (!opts->in.model.empty() || opts->in.params > 0)
         throw ConfigError("--ledger-gb", opts->ledger_gb, "plans a hand ledger; drop --model/--params");
       return run_seed_ledger(*opts);
     }
+    if (opts->gbs < 0) throw ConfigError("--gbs", std::to_string(opts->gbs), "must be a positive number of samples");
+    if (opts->top < 1) throw ConfigError("--top", std::to_string(opts->top), "must be >= 1");
+    const bool search = opts->search || (opts->in.plan.empty() && opts->program_rank < 0);
+    if (search) return run_search(*opts);
+    if (opts->gbs > 0) opts->in.plan += (opts->in.plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(opts->gbs);
     run_model_ledger(*opts);
   });
 }

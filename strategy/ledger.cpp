@@ -78,6 +78,11 @@ double activation_bytes(const LayerSpec& layer, const ModelSpec& m, const Plan& 
 }
 
 MemoryLedger compute_ledger(const ModelSpec& m, const Plan& p, const ClusterSpec& c, int rank) {
+  return compute_ledger(m, m.layer_list(), p, c, rank);
+}
+
+MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
+                            const ClusterSpec& c, int rank) {
   MemoryLedger L;
   L.rank = rank;
   L.stage = coords_of(p, rank).pp;
@@ -96,8 +101,7 @@ MemoryLedger compute_ledger(const ModelSpec& m, const Plan& p, const ClusterSpec
     return L;
   }
 
-  const auto layers = m.layer_list();
-  const auto chunks = stage_chunks(m, p, L.stage);
+  const auto chunks = stage_chunks(layers, p, L.stage);
   double held = 0, largest_layer_held = 0, act_per_mb_chunk = 0;
   for (const auto& range : chunks) {
     double chunk_act = 0;
@@ -143,8 +147,13 @@ MemoryLedger compute_ledger(const ModelSpec& m, const Plan& p, const ClusterSpec
 }
 
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
+  return ledger_per_stage(m, m.layer_list(), p, c);
+}
+
+std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const std::vector<LayerSpec>& layers,
+                                           const Plan& p, const ClusterSpec& c) {
   std::vector<MemoryLedger> out;
-  for (int s = 0; s < p.pp; ++s) out.push_back(compute_ledger(m, p, c, rank_of(p, {0, 0, s})));
+  for (int s = 0; s < p.pp; ++s) out.push_back(compute_ledger(m, layers, p, c, rank_of(p, {0, 0, s})));
   return out;
 }
 

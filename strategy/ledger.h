@@ -35,8 +35,13 @@ struct MemoryLedger {
 
 // `plan` must be resolved (strategy::resolve) for `cluster` sized to the plan's world.
 MemoryLedger compute_ledger(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, int rank);
+// The same with the model's layer list already built.
+MemoryLedger compute_ledger(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
+                            const ClusterSpec& cluster, int rank);
 // One ledger per pipeline stage (its first rank): ranks of a stage hold the same amounts.
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& model, const std::vector<LayerSpec>& layers,
+                                           const Plan& plan, const ClusterSpec& cluster);
 // The stage with the largest total (the one that decides whether the plan fits).
 MemoryLedger worst_stage(const std::vector<MemoryLedger>& stages);
 

@@ -6,7 +6,10 @@
 namespace parlab::strategy {
 
 std::vector<LayerRange> virtual_stages(const ModelSpec& model, const Plan& plan) {
-  const auto layers = model.layer_list();
+  return virtual_stages(model.layer_list(), plan);
+}
+
+std::vector<LayerRange> virtual_stages(const std::vector<LayerSpec>& layers, const Plan& plan) {
   const int n = int(layers.size());
   // Block indices are the contiguous run of kBlock entries.
   int first_block = 0;
@@ -30,7 +33,11 @@ std::vector<LayerRange> virtual_stages(const ModelSpec& model, const Plan& plan)
 }
 
 std::vector<LayerRange> stage_chunks(const ModelSpec& model, const Plan& plan, int stage) {
-  const auto all = virtual_stages(model, plan);
+  return stage_chunks(model.layer_list(), plan, stage);
+}
+
+std::vector<LayerRange> stage_chunks(const std::vector<LayerSpec>& layers, const Plan& plan, int stage) {
+  const auto all = virtual_stages(layers, plan);
   std::vector<LayerRange> out;
   for (size_t k = stage; k < all.size(); k += plan.pp) out.push_back(all[k]);
   return out;

@@ -12,6 +12,7 @@ namespace parlab::strategy {
 
 struct ModelSpec;
 struct Plan;
+struct LayerSpec;
 
 struct LayerRange {
   int begin = 0;  // index into ModelSpec::layer_list()
@@ -24,5 +25,8 @@ struct LayerRange {
 std::vector<LayerRange> stage_chunks(const ModelSpec& model, const Plan& plan, int stage);
 // All virtual stages in pipeline order (size pp * v).
 std::vector<LayerRange> virtual_stages(const ModelSpec& model, const Plan& plan);
+// The same from a layer list already built (the planner evaluates thousands of plans).
+std::vector<LayerRange> virtual_stages(const std::vector<LayerSpec>& layers, const Plan& plan);
+std::vector<LayerRange> stage_chunks(const std::vector<LayerSpec>& layers, const Plan& plan, int stage);
 
 }  // namespace parlab::strategy

@@ -122,6 +122,14 @@ StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, Build
 // token and block) under selective recompute (Korthikanti et al. 2022).
 double forward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers);
 double backward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers);
+double forward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
+double backward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
+// One optimizer update per parameter: memory traffic and FLOPs. Adam reads parameters,
+// gradients and both moments and writes parameters and moments: 28 bytes in fp32 and in mixed
+// precision (fp32 master + bf16 copy, bf16 gradients); SGD with momentum moves 20. About 12
+// FLOPs per element for Adam, 3 for SGD: the update is bandwidth-bound.
+double optimizer_traffic_bytes_per_param(const Plan& plan);
+double optimizer_flops_per_param(const Plan& plan);
 // Bytes of the activation crossing a layer boundary for one microbatch, as pipeline stages send
 // it and tensor-parallel collectives reduce it: tokens x hidden x activation bytes (split by t
 // with sequence parallelism for pipeline sends).

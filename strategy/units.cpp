@@ -54,6 +54,7 @@ std::string format_seconds(double seconds) {
   char buf[64];
   const double a = std::fabs(seconds);
   if (std::isinf(seconds)) return "inf s";
+  if (a < 1e-9) return "0 s";
   if (a >= 1.0 || a == 0.0) {
     std::snprintf(buf, sizeof buf, a >= 100 ? "%.0f s" : (a >= 10 ? "%.1f s" : "%.2f s"), seconds);
   } else if (a >= 1e-3) {

@@ -57,8 +57,8 @@ int Builder::group_index(GroupKind kind) const {
 }
 
 double Builder::tokens_per_microbatch() const { return double(plan_.microbatch) * model_.tokens_per_sample(); }
-double Builder::forward_flops(LayerRange r) const { return strategy::forward_flops(model_, plan_, r); }
-double Builder::backward_flops(LayerRange r) const { return strategy::backward_flops(model_, plan_, r); }
+double Builder::forward_flops(LayerRange r) const { return strategy::forward_flops(model_, layers_, plan_, r); }
+double Builder::backward_flops(LayerRange r) const { return strategy::backward_flops(model_, layers_, plan_, r); }
 double Builder::boundary_activation_bytes() const { return strategy::boundary_activation_bytes(model_, plan_); }
 
 std::pair<int64_t, int64_t> Builder::flat_range(LayerRange r) const {
@@ -164,23 +164,28 @@ double tp_share(const ModelSpec& m, const LayerSpec& layer, int tp) {
 double tokens(const ModelSpec& m, const Plan& p) { return double(p.microbatch) * m.tokens_per_sample(); }
 }  // namespace
 
-double forward_flops(const ModelSpec& m, const Plan& p, LayerRange r) {
-  const auto layers = m.layer_list();
+double forward_flops(const ModelSpec& m, const Plan& p, LayerRange r) { return forward_flops(m, m.layer_list(), p, r); }
+double backward_flops(const ModelSpec& m, const Plan& p, LayerRange r) { return backward_flops(m, m.layer_list(), p, r); }
+
+double forward_flops(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, LayerRange r) {
   double f = 0;
   for (int i = r.begin; i < r.end; ++i) f += layers[i].forward_flops_per_token * tp_share(m, layers[i], p.tp);
   return f * tokens(m, p);
 }
 
-double backward_flops(const ModelSpec& m, const Plan& p, LayerRange r) {
-  double f = 2 * forward_flops(m, p, r);
-  if (p.recompute == Recompute::kFull) f += forward_flops(m, p, r);
+double backward_flops(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, LayerRange r) {
+  const double fwd = forward_flops(m, layers, p, r);
+  double f = 2 * fwd;
+  if (p.recompute == Recompute::kFull) f += fwd;
   if (p.recompute == Recompute::kSelective && m.kind == ModelKind::kTransformer) {
-    const auto layers = m.layer_list();
     for (int i = r.begin; i < r.end; ++i)
       if (layers[i].kind == LayerKind::kBlock) f += 4.0 * double(m.seq_len) * m.hidden / p.tp * tokens(m, p);
   }
   return f;
 }
+
+double optimizer_traffic_bytes_per_param(const Plan& p) { return p.optimizer == OptimizerKind::kAdam ? 28 : 20; }
+double optimizer_flops_per_param(const Plan& p) { return p.optimizer == OptimizerKind::kAdam ? 12 : 3; }
 
 double tp_collective_bytes(const ModelSpec& m, const Plan& p) {
   return tokens(m, p) * m.hidden * activation_bytes_per_element(p.precision);

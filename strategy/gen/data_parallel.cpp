@@ -23,12 +23,6 @@
 namespace parlab::strategy::gen {
 namespace {
 
-// Memory traffic and FLOPs of one optimizer update per parameter. Adam reads parameters,
-// gradients and both moments and writes parameters and moments: 28 bytes in fp32 and in mixed
-// precision (fp32 master + bf16 copy, bf16 gradients); SGD with momentum moves 20.
-double optimizer_traffic_bytes(const Plan& p) { return p.optimizer == OptimizerKind::kAdam ? 28 : 20; }
-double optimizer_flops(const Plan& p) { return p.optimizer == OptimizerKind::kAdam ? 12 : 3; }
-
 struct Bucket {
   int index = 0;
   int chunk = 0;
@@ -130,8 +124,8 @@ class DataParallel final : public Hooks {
     opt.stream = Stream::kCompute;
     opt.flat_begin = begin;
     opt.flat_end = end;
-    opt.flops = double(end - begin) * optimizer_flops(b.plan());
-    opt.memory_bytes = double(end - begin) * optimizer_traffic_bytes(b.plan());
+    opt.flops = double(end - begin) * optimizer_flops_per_param(b.plan());
+    opt.memory_bytes = double(end - begin) * optimizer_traffic_bytes_per_param(b.plan());
     opt.tag = "optimizer";
     opt.deps = sync_;
     const int opt_id = b.add(std::move(opt));
