@@ -270,6 +270,20 @@ PlanReport search_plans(const ModelSpec& m, const ClusterSpec& c, const PlannerO
   std::stable_sort(fitting.begin(), fitting.begin() + walked, [](const Candidate& a, const Candidate& b) {
     return a.step_seconds() < b.step_seconds();
   });
+  // Within the margin of the fastest, the plan that splits least is the choice.
+  auto split_key = [](const Candidate& x) {
+    return std::make_tuple(split_degree(x.plan), x.plan.zero, int(x.plan.recompute), x.plan.sequence_parallel);
+  };
+  if (walked > 0) {
+    size_t choice = 0;
+    const double limit = fitting.front().step_seconds() * (1 + o.simplicity_margin);
+    for (size_t i = 1; i < walked; ++i)
+      if (fitting[i].step_seconds() <= limit && split_key(fitting[i]) < split_key(fitting[choice])) choice = i;
+    if (choice != 0) {
+      report.fastest = fitting.front();
+      std::rotate(fitting.begin(), fitting.begin() + choice, fitting.begin() + choice + 1);
+    }
+  }
   report.top.assign(fitting.begin(), fitting.begin() + std::min<size_t>(fitting.size(), size_t(o.top)));
 
   // The fitting plan that splits least: smallest model-parallel degree, then ZeRO stage, then
@@ -382,13 +396,30 @@ PlanReport search_plans(const ModelSpec& m, const ClusterSpec& c, const PlannerO
                  std::to_string(report.global_batch) + ": add devices, shrink the batch or the model.");
   if (!report.top.empty()) {
     const Candidate& best = report.top.front();
-    ex.push_back("3. The fastest plan that fits: " + best.plan.short_name() + " at " + secs(best.step_seconds()) +
-                 " per step (" + std::to_string(report.fitting) + " of " + std::to_string(report.valid) + " valid plans fit).");
+    if (report.fastest) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "3. The choice: %s at %s per step. %s is %.1f%% faster but splits more; within the model's %.0f%% "
+                    "margin the smaller split wins (%lld of %lld valid plans fit).",
+                    best.plan.short_name().c_str(), secs(best.step_seconds()).c_str(),
+                    report.fastest->plan.short_name().c_str(),
+                    100 * (best.step_seconds() / report.fastest->step_seconds() - 1), 100 * o.simplicity_margin,
+                    (long long)report.fitting, (long long)report.valid);
+      ex.push_back(buf);
+    } else {
+      ex.push_back("3. The fastest plan that fits: " + best.plan.short_name() + " at " + secs(best.step_seconds()) +
+                   " per step (" + std::to_string(report.fitting) + " of " + std::to_string(report.valid) + " valid plans fit).");
+    }
     for (const auto& n : report.neighbours) ex.push_back("   " + n.sentence + ".");
   }
   if (report.rule_choice && !report.top.empty()) {
     const double ratio = report.rule_choice->step_seconds() / report.top.front().step_seconds();
     char buf[256];
+    if (report.rule_choice->plan.short_name() == report.top.front().plan.short_name()) {
+      ex.push_back("4. Rule vs model: they agree on " + report.top.front().plan.short_name() + ".");
+      report.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return report;
+    }
     std::snprintf(buf, sizeof buf, "4. Rule vs model: the rule picks %s at %s per step; the model's choice is %.2fx %s.",
                   report.rule_choice_name.c_str(), secs(report.rule_choice->step_seconds()).c_str(),
                   ratio >= 1 ? ratio : 1 / ratio, ratio >= 1 ? "faster" : "slower");

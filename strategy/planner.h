@@ -23,6 +23,10 @@ struct PlannerOptions {
   int walk = 24;             // best closed-form candidates re-estimated by walking programs
   int max_tp = 0;            // 0: twice the devices of a node, so the report can show why TP stops at a node
   std::vector<int64_t> microbatch_sizes = {1, 2, 4, 8};
+  // "Choose the smallest split": a plan that splits less is preferred unless a bigger split is
+  // faster by more than this fraction — the cost model's own uncertainty is larger than that,
+  // and a smaller split is cheaper to run and to debug.
+  double simplicity_margin = 0.03;
 };
 
 // The closed-form estimate, by component (seconds).
@@ -66,7 +70,8 @@ struct PlanReport {
   int64_t global_batch = 0;
   int64_t evaluated = 0, valid = 0, fitting = 0;
   double search_seconds = 0;
-  std::vector<Candidate> top;  // fastest fitting plans, best first
+  std::vector<Candidate> top;  // the choice first, then the fastest fitting plans
+  std::optional<Candidate> fastest;  // set when the choice is not the fastest (within the margin)
   // What exceeded its budget: the seed's rule on one replica, and plain DDP's ledger.
   RuleInputs rule_inputs;
   RuleVerdict rule;
