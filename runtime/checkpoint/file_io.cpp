@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -171,15 +172,28 @@ std::string read_small_file(const std::filesystem::path& path) {
   return s;
 }
 
-uint64_t xxh3_64_of_file(const std::filesystem::path& path) {
-  constexpr size_t kChunkBytes = 8u << 20;
+uint64_t xxh3_64_of_file(const std::filesystem::path& path, std::span<const CopyOut> copies) {
+  constexpr size_t kChunkBytes = 16u << 20;
   File f = File::open_read(path);
+  // A larger readahead window keeps the device busy while we hash the previous chunk.
+  (void)::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
   Xxh3Stream hash;
   std::vector<std::byte> buf(kChunkBytes);
+  uint64_t at = 0;      // file offset of buf[0]
+  size_t next = 0;      // first copy not yet finished
   for (;;) {
     const size_t n = f.read_some(buf);
     if (n == 0) break;
     hash.update(std::span(buf.data(), n));
+    const uint64_t end = at + n;
+    for (size_t i = next; i < copies.size() && copies[i].file_offset < end; ++i) {
+      const CopyOut& c = copies[i];
+      const uint64_t lo = std::max(at, c.file_offset);
+      const uint64_t hi = std::min<uint64_t>(end, c.file_offset + c.dst.size());
+      if (lo < hi) std::memcpy(c.dst.data() + (lo - c.file_offset), buf.data() + (lo - at), hi - lo);
+      if (c.file_offset + c.dst.size() <= end && i == next) ++next;
+    }
+    at = end;
   }
   return hash.digest();
 }

@@ -88,8 +88,15 @@ class Xxh3Stream {
   State* state_;
 };
 
-// XXH3_64bits of a whole file, streamed in 8 MiB chunks.
-uint64_t xxh3_64_of_file(const std::filesystem::path& path);
+// A byte range of a file to copy out while the file is being hashed.
+struct CopyOut {
+  uint64_t file_offset = 0;
+  std::span<std::byte> dst;  // receives bytes [file_offset, file_offset + dst.size())
+};
+
+// XXH3_64bits of a whole file, streamed in 16 MiB chunks. `copies` (sorted by file_offset) are
+// filled from the same chunks, so verifying a file and loading from it read the device once.
+uint64_t xxh3_64_of_file(const std::filesystem::path& path, std::span<const CopyOut> copies = {});
 uint64_t xxh3_64_of(std::span<const std::byte> bytes);
 // 16 lowercase hex digits, zero padded; and back (throws on anything else).
 std::string hash_to_hex(uint64_t hash);

@@ -31,29 +31,90 @@ std::optional<Manifest> read_manifest(const fs::path& dir, std::vector<std::stri
   return std::nullopt;
 }
 
-// Size, checksum, then header-vs-manifest agreement of shard file `index`.
-void verify_file(const fs::path& dir, const Manifest& m, size_t index,
-                 std::vector<std::string>& problems, uint64_t& bytes_hashed) {
+// A part of a ReadRequest that lies in one shard file: `out` receives elements
+// [element_in_file, element_in_file + out.size()) of the piece of `name` stored in `file`.
+struct Segment {
+  size_t file = 0;
+  std::string name;
+  int64_t element_in_file = 0;
+  std::span<float> out;
+};
+
+// Cut the requests along the manifest's pieces; a request the manifest cannot serve is a problem.
+std::vector<Segment> segments_for(const Manifest& m, std::span<const ReadRequest> into,
+                                  std::vector<std::string>& problems) {
+  std::vector<Segment> out;
+  for (const ReadRequest& r : into) {
+    const ManifestTensor* t = m.find(r.name);
+    const int64_t last = r.first_element + static_cast<int64_t>(r.out.size());
+    if (t == nullptr) {
+      problems.push_back("no tensor '" + r.name + "' in the manifest");
+      continue;
+    }
+    if (r.first_element < 0 || last > t->numel()) {
+      problems.push_back("'" + r.name + "' has " + std::to_string(t->numel()) + " elements; [" +
+                         std::to_string(r.first_element) + ", " + std::to_string(last) + ") was asked for");
+      continue;
+    }
+    for (const TensorPiece& p : t->pieces) {
+      const int64_t lo = std::max(r.first_element, p.range.begin), hi = std::min(last, p.range.end);
+      if (lo >= hi) continue;
+      out.push_back({p.file, r.name, lo - p.range.begin,
+                     r.out.subspan(static_cast<size_t>(lo - r.first_element), static_cast<size_t>(hi - lo))});
+    }
+  }
+  return out;
+}
+
+// Byte ranges of `segments` (all in this file) as laid out by the file's header. Empty when the
+// header is unreadable: the checksum will then say what is wrong.
+std::vector<CopyOut> copies_for(const fs::path& p, const std::vector<const Segment*>& segments) {
+  std::vector<CopyOut> copies;
+  if (segments.empty()) return copies;
+  try {
+    const SafetensorsFile st = SafetensorsFile::open(p);
+    for (const Segment* s : segments) {
+      const TensorInfo& info = st.info(s->name);
+      const uint64_t end_bytes = static_cast<uint64_t>(s->element_in_file) * sizeof(float) + s->out.size_bytes();
+      if (info.dtype != Dtype::kF32 || end_bytes > info.size_bytes()) return {};
+      copies.push_back({st.data_start_bytes() + info.data_begin_bytes +
+                            static_cast<uint64_t>(s->element_in_file) * sizeof(float),
+                        std::as_writable_bytes(s->out)});
+    }
+  } catch (const Error&) {
+    return {};
+  }
+  std::sort(copies.begin(), copies.end(),
+            [](const CopyOut& a, const CopyOut& b) { return a.file_offset < b.file_offset; });
+  return copies;
+}
+
+// Size, checksum (copying `segments` out on the way), then header-vs-manifest agreement of
+// shard file `index`. Returns whether the segments were filled.
+bool verify_file(const fs::path& dir, const Manifest& m, size_t index,
+                 const std::vector<const Segment*>& segments, std::vector<std::string>& problems,
+                 uint64_t& bytes_hashed) {
   const ManifestFile& f = m.files[index];
   const fs::path p = dir / f.name;
   std::error_code ec;
   const uintmax_t size = fs::file_size(p, ec);
   if (ec) {
     problems.push_back(f.name + " is missing");
-    return;
+    return false;
   }
   if (size != f.bytes) {
     problems.push_back(f.name + " is " + std::to_string(size) + " bytes, manifest says " +
                        std::to_string(f.bytes) + " (truncated or overwritten)");
-    return;
+    return false;
   }
   try {
-    const uint64_t actual = xxh3_64_of_file(p);
+    const std::vector<CopyOut> copies = copies_for(p, segments);
+    const uint64_t actual = xxh3_64_of_file(p, copies);
     bytes_hashed += size;
     if (actual != f.xxh3_64) {
       problems.push_back("checksum mismatch in " + f.name + ": expected " + kHashAlgorithm + " " +
                          hash_to_hex(f.xxh3_64) + ", actual " + hash_to_hex(actual));
-      return;
+      return false;
     }
     const SafetensorsFile st = SafetensorsFile::open(p);
     for (const ManifestTensor& t : m.tensors) {
@@ -66,22 +127,35 @@ void verify_file(const fs::path& dir, const Manifest& m, size_t index,
         }
       }
     }
+    return copies.size() == segments.size();
   } catch (const Error& e) {
     problems.push_back(f.name + ": " + e.what());
   }
+  return false;
 }
 
 struct Verified {
   std::optional<Manifest> manifest;
   std::vector<std::string> problems;
+  std::vector<Segment> pending;  // segments still to read once the checkpoint is chosen
 };
 
-Verified verify_dir(const fs::path& dir, int rank, int world_size, uint64_t& bytes_hashed) {
+Verified verify_dir(const fs::path& dir, int rank, int world_size, uint64_t& bytes_hashed,
+                    std::span<const ReadRequest> into = {}) {
   Verified v;
   v.manifest = read_manifest(dir, v.problems);
   if (!v.manifest) return v;
+  const std::vector<Segment> segments = segments_for(*v.manifest, into, v.problems);
+  std::vector<bool> filled(v.manifest->files.size(), false);
   for (size_t i = static_cast<size_t>(rank); i < v.manifest->files.size(); i += static_cast<size_t>(world_size)) {
-    verify_file(dir, *v.manifest, i, v.problems, bytes_hashed);
+    std::vector<const Segment*> mine;
+    for (const Segment& s : segments) {
+      if (s.file == i) mine.push_back(&s);
+    }
+    filled[i] = verify_file(dir, *v.manifest, i, mine, v.problems, bytes_hashed);
+  }
+  for (const Segment& s : segments) {
+    if (!filled[s.file]) v.pending.push_back(s);
   }
   return v;
 }
@@ -154,7 +228,15 @@ void Checkpoint::read(const std::string& name, int64_t first_element, std::span<
     file(p.file).read_f32_range(name, lo - p.range.begin,
                                 out.subspan(static_cast<size_t>(lo - first_element), static_cast<size_t>(hi - lo)));
   }
-  bytes_read_ += out.size() * sizeof(float);
+  bytes_read_ += out.size_bytes();
+  read_seconds_ += now_seconds() - t0;
+}
+
+void Checkpoint::read_piece(size_t file_index, const std::string& name, int64_t element_in_file,
+                            std::span<float> out) const {
+  const double t0 = now_seconds();
+  file(file_index).read_f32_range(name, element_in_file, out);
+  bytes_read_ += out.size_bytes();
   read_seconds_ += now_seconds() - t0;
 }
 
@@ -190,7 +272,7 @@ std::vector<std::string> verify_checkpoint(const fs::path& dir, int rank, int wo
   return std::move(v.problems);
 }
 
-LoadResult load_checkpoint(const LoadOptions& o, Coordinator& coord) {
+LoadResult load_checkpoint(const LoadOptions& o, Coordinator& coord, std::span<const ReadRequest> into) {
   const double start = now_seconds();
   LoadResult result;
   const std::vector<CheckpointEntry> entries = agreed_listing(o.root, coord);
@@ -206,7 +288,7 @@ LoadResult load_checkpoint(const LoadOptions& o, Coordinator& coord) {
                                     e.path.filename().string() + " has no committed manifest)"});
       continue;
     }
-    Verified v = verify_dir(e.path, coord.rank(), coord.world_size(), result.timings.bytes_verified);
+    Verified v = verify_dir(e.path, coord.rank(), coord.world_size(), result.timings.bytes_verified, into);
     if (v.manifest && v.manifest->step != e.step) {
       v.problems.push_back("manifest says step " + std::to_string(v.manifest->step) +
                            " but the directory is " + e.path.filename().string());
@@ -224,6 +306,9 @@ LoadResult load_checkpoint(const LoadOptions& o, Coordinator& coord) {
       continue;
     }
     result.checkpoint.emplace(e.path, std::move(*v.manifest));
+    const double t_read = now_seconds();
+    for (const Segment& s : v.pending) result.checkpoint->read_piece(s.file, s.name, s.element_in_file, s.out);
+    result.timings.read_seconds = now_seconds() - t_read;
     if (coord.rank() == 0) note_pointer_lag(o.root, e, result);
     if (coord.rank() == 0 && o.record_last_known_good &&
         read_pointer(o.root, kLastKnownGoodPointer) != e.path.filename().string()) {
@@ -235,7 +320,7 @@ LoadResult load_checkpoint(const LoadOptions& o, Coordinator& coord) {
     }
     break;
   }
-  result.timings.verify_seconds = now_seconds() - t_verify;
+  result.timings.verify_seconds = now_seconds() - t_verify - result.timings.read_seconds;
   result.timings.total_seconds = now_seconds() - start;
   return result;
 }

@@ -42,9 +42,19 @@ struct SkippedCheckpoint {
   std::string reason;  // "checksum mismatch in rank-00001.safetensors: expected xxh3_64 ..., actual ..."
 };
 
+// Where a rank wants part of a tensor to land: elements [first_element, first_element + out.size())
+// of `name`'s flat data. Given to load_checkpoint, the parts inside files this rank verifies are
+// copied out during the verification pass (one read of the device), the rest read afterwards.
+struct ReadRequest {
+  std::string name;
+  int64_t first_element = 0;
+  std::span<float> out;
+};
+
 struct LoadTimings {
   double list_seconds = 0;    // listing the root and agreeing on candidates
   double verify_seconds = 0;  // manifests + hashing this rank's share of files, all candidates
+  double read_seconds = 0;    // ReadRequest parts in files other ranks verified
   double total_seconds = 0;
   uint64_t bytes_verified = 0;  // by this rank
 };
@@ -66,6 +76,10 @@ class Checkpoint {
   std::vector<float> read_tensor(const std::string& name) const;
   // Everything, whole tensors in manifest order: what a single process resumes from.
   TrainingState read_all() const;
+
+  // Elements [element_in_file, ...) of the piece of `name` stored in shard file `file_index`.
+  void read_piece(size_t file_index, const std::string& name, int64_t element_in_file,
+                  std::span<float> out) const;
 
   uint64_t bytes_read() const { return bytes_read_; }
   double read_seconds() const { return read_seconds_; }
@@ -93,8 +107,11 @@ struct LoadResult {
 };
 
 // Collective over `coord` (see above). Never throws for a bad checkpoint; only for bad options
-// or a failure to list the root.
-LoadResult load_checkpoint(const LoadOptions& options, Coordinator& coord);
+// or a failure to list the root. With `into`, the chosen checkpoint's data is already in the
+// requested spans on return (their contents are unspecified when no checkpoint is found); a
+// checkpoint lacking a requested tensor or range is skipped with that reason.
+LoadResult load_checkpoint(const LoadOptions& options, Coordinator& coord,
+                           std::span<const ReadRequest> into = {});
 LoadResult load_checkpoint(const LoadOptions& options);  // one process
 
 // Problems found in a committed checkpoint directory by a full, single-process verification;

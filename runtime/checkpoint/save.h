@@ -40,7 +40,8 @@ class CheckpointSaveError : public RuntimeError {
 // Points between the phases of a save where a fault hook runs. kMidShardWrite and
 // kAfterShardWrite run on every rank; the others on rank 0 only.
 enum class SavePhase {
-  kMidShardWrite,         // header and about half of the shard's data written, not fsynced
+  kMidShardWrite,         // shard torn: header and at least half of the file written (at the
+                          // first write chunk that reaches half), not fsynced
   kAfterShardWrite,       // this rank's shard durable; other ranks may still be writing
   kBeforeManifest,        // every shard durable; no manifest yet
   kBeforeRename,          // manifest durable inside step-N.tmp

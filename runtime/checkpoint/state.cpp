@@ -38,10 +38,11 @@ std::vector<TensorSlice> replica_share(const TrainingState& state, int world_siz
   for (const Tensor& t : state.tensors) {
     const int64_t n = static_cast<int64_t>(t.data.size());
     const int64_t lo = std::max(mine.begin, offset), hi = std::min(mine.end, offset + n);
-    if (lo < hi) {
-      out.push_back({t.name, t.shape, lo - offset,
-                     std::span<const float>(t.data).subspan(static_cast<size_t>(lo - offset),
-                                                            static_cast<size_t>(hi - lo))});
+    // A tensor with no elements still needs one owner, or the manifest would not list it.
+    if (lo < hi || (n == 0 && rank == 0)) {
+      out.push_back({t.name, t.shape, lo < hi ? lo - offset : 0,
+                     std::span<const float>(t.data).subspan(static_cast<size_t>(lo < hi ? lo - offset : 0),
+                                                            static_cast<size_t>(std::max<int64_t>(hi - lo, 0)))});
     }
     offset += n;
   }

@@ -208,6 +208,42 @@ TEST(Corruption, TruncatedMissingAndGarbledFilesAreNamed) {
   EXPECT_NE(r.summary().find("starting from scratch"), std::string::npos);
 }
 
+TEST(Corruption, RequestedDataComesFromTheCheckpointThatVerified) {
+  // The newest checkpoint is corrupt in file 0, which rank 0 hashes while copying its requested
+  // elements out of it; those elements must end up holding the older, good checkpoint's values.
+  ScratchDir dir;
+  const TrainingState old_state = make_state(120);
+  save_replicas(dir.path(), old_state);
+  save_replicas(dir.path(), make_state(140, 7));
+  corrupt_byte(dir.path() / "step-000140" / "rank-00000.safetensors");
+  run_ranks(kWorld, [&](Coordinator& c) {
+    std::vector<std::vector<float>> got(old_state.tensors.size());
+    std::vector<ReadRequest> requests;
+    for (size_t i = 0; i < old_state.tensors.size(); ++i) {
+      got[i].assign(old_state.tensors[i].data.size(), 0.0f);
+      requests.push_back({old_state.tensors[i].name, 0, got[i]});
+    }
+    LoadResult r = load_checkpoint({dir.path()}, c, requests);
+    ASSERT_TRUE(r.checkpoint) << r.summary();
+    EXPECT_EQ(r.checkpoint->step(), 120);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(testing::bits_equal(old_state.tensors[i].data, got[i])) << old_state.tensors[i].name;
+    }
+  });
+}
+
+TEST(Load, ACheckpointWithoutARequestedTensorIsSkippedWithTheReason) {
+  ScratchDir dir;
+  save_replicas(dir.path(), make_state(120));
+  std::vector<float> out(4);
+  const std::vector<ReadRequest> requests = {{"blocks.9.fc1.weight", 0, out}};
+  SoloCoordinator solo;
+  LoadResult r = load_checkpoint({dir.path()}, solo, requests);
+  EXPECT_FALSE(r.checkpoint);
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_EQ(r.skipped[0].reason, "no tensor 'blocks.9.fc1.weight' in the manifest");
+}
+
 TEST(Load, EmptyOrMissingRootMeansAFreshStart) {
   ScratchDir dir;
   LoadResult r = load_checkpoint({dir.path() / "does-not-exist"});

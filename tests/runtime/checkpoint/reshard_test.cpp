@@ -2,7 +2,7 @@
 // world sizes every tensor is bit-identical to the original.
 #include <gtest/gtest.h>
 
-#include <map>
+#include <cmath>
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "tests/runtime/checkpoint/test_util.h"
@@ -17,19 +17,22 @@ using testing::ScratchDir;
 // One hop: M ranks load the newest checkpoint, each keeping only the ZeRO-style shard it owns
 // (even_range of every tensor), and save it as `next_step`.
 void reshard_hop(const std::filesystem::path& root, int world, int64_t next_step) {
+  // Tensor names and shapes as the trainer would know them from its model.
+  const TrainingState shapes = make_state(0);
   run_ranks(world, [&](Coordinator& c) {
-    LoadResult r = load_checkpoint({root}, c);
-    ASSERT_TRUE(r.checkpoint) << r.summary();
-    const Manifest& m = r.checkpoint->manifest();
-    std::vector<std::vector<float>> owned(m.tensors.size());
+    std::vector<std::vector<float>> owned(shapes.tensors.size());
+    std::vector<ReadRequest> requests;
     std::vector<TensorSlice> slices;
-    for (size_t i = 0; i < m.tensors.size(); ++i) {
-      const ManifestTensor& t = m.tensors[i];
-      const ElementRange mine = even_range(t.numel(), world, c.rank());
-      owned[i].resize(static_cast<size_t>(mine.count()));
-      r.checkpoint->read(t.name, mine.begin, owned[i]);
+    for (size_t i = 0; i < shapes.tensors.size(); ++i) {
+      const Tensor& t = shapes.tensors[i];
+      const ElementRange mine = even_range(static_cast<int64_t>(t.data.size()), world, c.rank());
+      owned[i].assign(static_cast<size_t>(mine.count()), std::nanf(""));
+      requests.push_back({t.name, mine.begin, owned[i]});
       slices.push_back({t.name, t.shape, mine.begin, owned[i]});
     }
+    // The data lands in `owned` during load: partly while verifying, partly read afterwards.
+    LoadResult r = load_checkpoint({root}, c, requests);
+    ASSERT_TRUE(r.checkpoint) << r.summary();
     save_checkpoint({root}, next_step, slices, r.checkpoint->metadata(), c);
   });
 }
@@ -64,10 +67,9 @@ TEST(Reshard, ReadsThatCrossShardFilesAreStitched) {
   });
   LoadResult r = load_checkpoint({dir.path()});
   ASSERT_TRUE(r.checkpoint);
-  // 158 elements over 4 ranks: 40, 40, 39, 39; rank 1 starts at element 40 of the concatenated
-  // state = element 40 - 35 - 7 = -2 ... i.e. inside fc1.weight.exp_avg at 40 - 42 + 35 = ...
-  // By hand: fc1.weight [0,35), fc1.bias [35,42), exp_avg [42,77): rank 0 ends at 40, which is
-  // element 5 of fc1.bias. So fc1.bias is split across files 0 and 1 at element 5.
+  // 158 elements over 4 ranks: 40, 40, 39, 39. In the concatenated state fc1.weight is [0, 35)
+  // and fc1.bias [35, 42); rank 0 ends at 40 = element 5 of fc1.bias, so fc1.bias is split
+  // across files 0 and 1 at element 5.
   const ManifestTensor* bias = r.checkpoint->manifest().find("fc1.bias");
   ASSERT_EQ(bias->pieces.size(), 2u);
   EXPECT_EQ(bias->pieces[0].file, 0u);

@@ -125,6 +125,19 @@ TEST(RoundTrip, DirectoryLayoutAndManifestMatchAHandSplit) {
   }
 }
 
+TEST(RoundTrip, EmptyTensorsSurviveWithTheirShapes) {
+  ScratchDir dir;
+  TrainingState s = make_state(11);
+  s.tensors.insert(s.tensors.begin() + 1, Tensor{"unused.weight", {0, 3}, {}});
+  run_ranks(3, [&](Coordinator& c) {
+    const auto slices = replica_share(s, 3, c.rank());
+    save_checkpoint({dir.path()}, s.step, slices, s.metadata, c);
+  });
+  LoadResult r = load_checkpoint({dir.path()});
+  ASSERT_TRUE(r.checkpoint) << r.summary();
+  testing::expect_same_state(s, r.checkpoint->read_all());
+}
+
 TEST(RoundTrip, SingleWriterShardIsAPlainSafetensorsFileWithGlobalShapes) {
   ScratchDir dir;
   const TrainingState s = make_state(7);
