@@ -51,6 +51,7 @@ class Table {
 
 // Registration of every subcommand (one cmd_*.cpp each).
 void add_plan_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
 void add_scaling_command(CLI::App& app);
 
 // "64K", "25MB", "1GiB", "1e6" -> bytes. Throws ConfigError naming `field`.

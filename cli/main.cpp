@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", parlab::kVersion);
   app.require_subcommand(1);
   parlab::cli::add_plan_command(app);
+  parlab::cli::add_simulate_command(app);
   parlab::cli::add_scaling_command(app);
 
   try {

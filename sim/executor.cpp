@@ -1,0 +1,486 @@
+#include "sim/executor.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <simgrid/s4u.hpp>
+#include <tuple>
+
+#include "sim/platform.h"
+#include "strategy/cost_model.h"
+#include "strategy/errors.h"
+
+namespace parlab::sim {
+namespace sg4 = simgrid::s4u;
+using strategy::Op;
+using strategy::OpKind;
+using strategy::StepProgram;
+using strategy::Stream;
+
+namespace {
+
+// What a blocked stream actor waits for; whoever changes that state wakes it.
+enum class Wait { kNone, kDep, kBarrier, kSends, kRecv, kCollective };
+
+struct Rank {
+  const StepProgram* prog = nullptr;
+  std::vector<int> queue[2];        // op ids per stream, program order
+  std::vector<int> done_step;       // per op: the last step in which it finished (-1: none)
+  std::vector<int> gid;             // program group index -> global group id
+  std::vector<int64_t> calls;       // per global group: collectives issued so far
+  std::optional<Fault> stop;
+  double slowdown = 1;
+  sg4::Host* compute_host = nullptr;
+
+  sg4::SemaphorePtr sem[2];
+  Wait wait[2] = {Wait::kNone, Wait::kNone};
+  int wait_op[2] = {-1, -1};
+  int pending_sends[2] = {0, 0};
+  int entered_step[2] = {0, 0};  // the step each stream is in
+  bool finished[2] = {false, false};
+  bool stopped = false;
+  struct {
+    int step = 0, op = -1;
+    double since = 0;
+  } current[2];
+};
+
+struct Arrival {
+  int index = 0;  // program index
+  int stream = 0;
+  OpRecord* record = nullptr;
+};
+
+struct Message {
+  bool delivered = false;
+};
+
+struct CachedSchedule {
+  Schedule schedule;
+  std::vector<double> sent;  // per member position
+};
+
+class Simulation {
+ public:
+  Simulation(const std::vector<StepProgram>& programs, const strategy::ClusterSpec& cluster,
+             const std::vector<Fault>& faults, const ExecOptions& options)
+      : programs_(programs), cluster_(cluster), options_(options),
+        layout_(make_layout(cluster, programs.front().world)),
+        platform_(cluster, layout_, cluster.device_flops_per_s(programs.front().plan.precision), faults) {
+    index_of_.assign(layout_.world, -1);
+    for (size_t i = 0; i < programs.size(); ++i) index_of_.at(programs[i].rank) = int(i);
+    // Global group ids, in name order, so ids do not depend on which rank was seen first.
+    std::map<std::string, const strategy::Group*> groups;
+    for (const auto& p : programs)
+      for (const auto& g : p.groups) groups.emplace(g.name, &g);
+    for (const auto& [name, g] : groups) {
+      for (int r : g->ranks)
+        if (r < 0 || r >= layout_.world || index_of_[r] < 0)
+          throw RuntimeError("group " + name + " has rank " + std::to_string(r) +
+                             ", which is not among the simulated programs");
+      gid_of_[name] = int(group_members_.size());
+      group_names_.push_back(name);
+      group_members_.push_back(g->ranks);
+    }
+    ranks_.resize(programs.size());
+    run_.steps = options.steps;
+    run_.records.resize(programs.size());
+    run_.step_start.assign(programs.size(), std::vector<double>(options.steps, -1.0));
+    run_.sent_bytes.assign(programs.size(), 0.0);
+    for (size_t i = 0; i < programs.size(); ++i) {
+      const StepProgram& p = programs[i];
+      Rank& R = ranks_[i];
+      R.prog = &p;
+      for (const Op& op : p.ops) R.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+      R.done_step.assign(p.ops.size(), -1);
+      for (const auto& g : p.groups) R.gid.push_back(gid_of_.at(g.name));
+      R.calls.assign(group_members_.size(), 0);
+      R.stop = stop_of(faults, p.rank);
+      R.slowdown = compute_slowdown(faults, p.rank);
+      R.compute_host = platform_.compute_host(p.rank);
+      R.sem[0] = sg4::Semaphore::create(0);
+      R.sem[1] = sg4::Semaphore::create(0);
+      run_.records[i].assign(size_t(options.steps) * p.ops.size(), OpRecord{});
+      total_ops_ += int64_t(options.steps) * int64_t(p.ops.size());
+    }
+    memory_bytes_per_s_ = cluster.device.memory_bytes_per_s;
+  }
+
+  void spawn() {
+    for (size_t i = 0; i < programs_.size(); ++i)
+      for (int st = 0; st < 2; ++st)
+        sg4::Actor::create("r" + std::to_string(programs_[i].rank) + (st == 0 ? ".compute" : ".comm"),
+                           platform_.home(programs_[i].rank), [this, i, st] { stream_main(int(i), st); });
+  }
+
+  RawRun finish() {
+    run_.end_seconds = sg4::Engine::get_clock();
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const Rank& R = ranks_[i];
+      if (R.stopped) run_.stopped.push_back(R.prog->rank);
+      for (int st = 0; st < 2; ++st)
+        if (!R.finished[st] && !R.stopped)
+          run_.blocked.push_back({R.prog->rank, st, R.current[st].step, R.current[st].op, R.current[st].since});
+    }
+    for (const auto& [key, inst] : instances_) {
+      PendingCollective p;
+      p.group = group_names_[std::get<0>(key)];
+      p.sequence = std::get<1>(key);
+      for (const auto& a : inst) p.arrived.push_back(programs_[a.index].rank);
+      std::sort(p.arrived.begin(), p.arrived.end());
+      run_.pending.push_back(std::move(p));
+    }
+    run_.messages = messages_;
+    run_.ops = ops_done_;
+    return std::move(run_);
+  }
+
+ private:
+  // ---- waiting and waking -------------------------------------------------------------------
+  template <typename Ready>
+  void block_until(int i, int st, Wait why, Ready ready) {
+    Rank& R = ranks_[i];
+    while (!ready()) {
+      R.wait[st] = why;
+      R.sem[st]->acquire();
+    }
+    R.wait[st] = Wait::kNone;
+  }
+
+  void wake(int i, int st, Wait why) {
+    Rank& R = ranks_[i];
+    if (R.wait[st] != why) return;
+    R.wait[st] = Wait::kNone;
+    R.sem[st]->release();
+  }
+
+  // ---- the stream actor --------------------------------------------------------------------
+  void stream_main(int i, int st) {
+    Rank& R = ranks_[i];
+    const StepProgram& p = *R.prog;
+    const size_t nops = p.ops.size();
+    for (int s = 0; s < options_.steps; ++s) {
+      if (!enter_step(i, st, s)) return;
+      for (int id : R.queue[st]) {
+        if (R.stopped || (R.stop && (s > R.stop->step || (s == R.stop->step && id >= R.stop->op)))) return halt(i);
+        const Op& op = p.ops[id];
+        OpRecord& rec = run_.records[i][size_t(s) * nops + id];
+        R.current[st] = {s, id, sg4::Engine::get_clock()};
+        for (int d : op.deps) {
+          R.wait_op[st] = d;
+          block_until(i, st, Wait::kDep, [&] { return R.done_step[d] >= s; });
+        }
+        rec.ready = sg4::Engine::get_clock();
+        execute(i, st, op, rec);
+        R.done_step[id] = s;
+        if (R.wait_op[1 - st] == id) wake(i, 1 - st, Wait::kDep);
+        progress();
+      }
+      block_until(i, st, Wait::kSends, [&] { return R.pending_sends[st] == 0; });
+    }
+    R.finished[st] = true;
+    R.current[st].op = -1;
+  }
+
+  // Both streams of a rank enter step s together (s > 0: once both finished step s - 1).
+  bool enter_step(int i, int st, int s) {
+    Rank& R = ranks_[i];
+    R.entered_step[st] = s;
+    if (s == 0) {
+      run_.step_start[i][0] = 0;
+      return true;
+    }
+    R.current[st] = {s, -1, sg4::Engine::get_clock()};
+    if (R.entered_step[1 - st] >= s) {
+      run_.step_start[i][s] = sg4::Engine::get_clock();
+      wake(i, 1 - st, Wait::kBarrier);
+    } else {
+      block_until(i, st, Wait::kBarrier, [&] { return R.stopped || R.entered_step[1 - st] >= s; });
+    }
+    if (R.stopped) {
+      halt(i);
+      return false;
+    }
+    return true;
+  }
+
+  // A stop fault: the rank issues nothing more; its other stream stops at its next op.
+  void halt(int i) {
+    Rank& R = ranks_[i];
+    R.stopped = true;
+    wake(i, 0, Wait::kBarrier);
+    wake(i, 1, Wait::kBarrier);
+  }
+
+  void execute(int i, int st, const Op& op, OpRecord& rec) {
+    if (op.is_compute()) compute(i, op, rec);
+    else if (op.is_collective()) collective(i, st, op, rec);
+    else if (op.kind == OpKind::kSend) send(i, st, op, rec);
+    else recv(i, st, op, rec);
+  }
+
+  void compute(int i, const Op& op, OpRecord& rec) {
+    Rank& R = ranks_[i];
+    rec.start = sg4::Engine::get_clock();
+    // The roofline as FLOPs at the host's speed: a bandwidth-bound op executes the FLOPs that
+    // its memory time would take at full speed.
+    double flops = std::max(op.flops, op.memory_bytes / memory_bytes_per_s_ * platform_.flops_per_core());
+    flops *= R.slowdown;
+    if (flops > 0) sg4::this_actor::exec_init(flops)->set_host(R.compute_host)->wait();
+    rec.end = sg4::Engine::get_clock();
+  }
+
+  void collective(int i, int st, const Op& op, OpRecord& rec) {
+    Rank& R = ranks_[i];
+    const int gid = R.gid.at(op.group);
+    const auto key = std::make_tuple(gid, R.calls[gid]++);
+    auto& arrivals = instances_[key];
+    arrivals.push_back({i, st, &rec});
+    if (arrivals.size() < group_members_[gid].size()) {
+      block_until(i, st, Wait::kCollective, [&] { return rec.end >= 0; });
+      return;
+    }
+    // The last member to arrive drives the algorithm's messages; the others wait.
+    const std::vector<Arrival> members = std::move(arrivals);
+    instances_.erase(key);
+    const CachedSchedule& cs = schedule_for(gid, op);
+    const double start = sg4::Engine::get_clock();
+    run_schedule(cs.schedule);
+    const double end = sg4::Engine::get_clock();
+    const auto& ranks = group_members_[gid];
+    for (const Arrival& a : members) {
+      a.record->start = start;
+      a.record->end = end;
+      const size_t pos = std::lower_bound(ranks.begin(), ranks.end(), programs_[a.index].rank) - ranks.begin();
+      run_.sent_bytes[a.index] += cs.sent[pos];
+    }
+    for (const Arrival& a : members)
+      if (a.index != i || a.stream != st) wake(a.index, a.stream, Wait::kCollective);
+  }
+
+  const CachedSchedule& schedule_for(int gid, const Op& op) {
+    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count);
+    auto it = schedules_.find(key);
+    if (it != schedules_.end()) return it->second;
+    CachedSchedule cs;
+    cs.schedule = collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, group_members_[gid],
+                                      layout_, cluster_, options_.algorithm, options_.coalesce_calls);
+    cs.sent = sent_bytes(cs.schedule, group_members_[gid]);
+    return schedules_.emplace(key, std::move(cs)).first->second;
+  }
+
+  void run_schedule(const Schedule& s) {
+    std::vector<sg4::CommPtr> comms;
+    for (int rep = 0; rep < s.repeat; ++rep)
+      for (const ScheduleStep& step : s.steps) {
+        comms.clear();
+        for (const auto& m : step.messages)
+          comms.push_back(sg4::Comm::sendto_async(platform_.source(m.from, m.to), platform_.destination(m.from, m.to),
+                                                  uint64_t(std::llround(m.bytes))));
+        sg4::Comm::wait_all(comms);
+        messages_ += int64_t(comms.size());
+        if (step.extra_seconds > 0) sg4::this_actor::sleep_for(step.extra_seconds);
+      }
+  }
+
+  void send(int i, int st, const Op& op, OpRecord& rec) {
+    Rank& R = ranks_[i];
+    const int from = R.prog->rank, to = op.peer;
+    auto msg = std::make_shared<Message>();
+    channels_[{from, to}].push_back(msg);
+    ++R.pending_sends[st];
+    rec.start = sg4::Engine::get_clock();
+    run_.sent_bytes[i] += op.bytes;
+    OpRecord* out = &rec;
+    const uint64_t bytes = uint64_t(std::llround(op.bytes));
+    sg4::Actor::create("r" + std::to_string(from) + ".send", platform_.home(from), [this, i, st, from, to, bytes, msg, out] {
+      sg4::Comm::sendto(platform_.source(from, to), platform_.destination(from, to), bytes);
+      ++messages_;
+      msg->delivered = true;
+      out->end = sg4::Engine::get_clock();
+      Rank& R = ranks_[i];
+      --R.pending_sends[st];
+      wake(i, st, Wait::kSends);
+      const int j = to < int(index_of_.size()) ? index_of_[to] : -1;
+      if (j >= 0) {
+        wake(j, 0, Wait::kRecv);
+        wake(j, 1, Wait::kRecv);
+      }
+    });
+  }
+
+  void recv(int i, int st, const Op& op, OpRecord& rec) {
+    auto& queue = channels_[{op.peer, ranks_[i].prog->rank}];
+    rec.start = rec.ready;
+    block_until(i, st, Wait::kRecv, [&] { return !queue.empty() && queue.front()->delivered; });
+    queue.pop_front();
+    rec.end = sg4::Engine::get_clock();
+  }
+
+  void progress() {
+    ++ops_done_;
+    if (!options_.progress || (ops_done_ & 0x3FF) != 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_print_ < std::chrono::seconds(2)) return;
+    last_print_ = now;
+    fmt::print(stderr, "parlab simulate: {:.6f} s simulated, {} of {} ops ({:.0f}%), {} messages\n",
+               sg4::Engine::get_clock(), ops_done_, total_ops_, 100.0 * double(ops_done_) / double(total_ops_),
+               messages_);
+  }
+
+  const std::vector<StepProgram>& programs_;
+  const strategy::ClusterSpec& cluster_;
+  ExecOptions options_;
+  Layout layout_;
+  Platform platform_;
+  double memory_bytes_per_s_ = 0;
+  std::vector<int> index_of_;
+  std::map<std::string, int> gid_of_;
+  std::vector<std::string> group_names_;
+  std::vector<std::vector<int>> group_members_;
+  std::vector<Rank> ranks_;
+  std::map<std::tuple<int, int64_t>, std::vector<Arrival>> instances_;
+  std::map<std::tuple<int, int, double, int>, CachedSchedule> schedules_;
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Message>>> channels_;
+  RawRun run_;
+  int64_t messages_ = 0, ops_done_ = 0, total_ops_ = 0;
+  std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
+};
+
+// Plain bytes for the pipe between the simulating child and its parent (same binary, same
+// machine, so native layouts are fine).
+class Writer {
+ public:
+  template <typename T>
+  void pod(const T& v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  template <typename T>
+  void vec(const std::vector<T>& v) {
+    pod(uint64_t(v.size()));
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  void str(const std::string& s) {
+    pod(uint64_t(s.size()));
+    out_ += s;
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : in_(in) {}
+  template <typename T>
+  T pod() {
+    T v;
+    need(sizeof v);
+    std::memcpy(&v, in_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  template <typename T>
+  std::vector<T> vec() {
+    const auto n = pod<uint64_t>();
+    need(n * sizeof(T));
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), in_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+    return v;
+  }
+  std::string str() {
+    const auto n = pod<uint64_t>();
+    need(n);
+    std::string s = in_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  void need(size_t n) const {
+    if (pos_ + n > in_.size()) throw RuntimeError("simulation result truncated (the simulating process died?)");
+  }
+  const std::string& in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string serialize(const RawRun& r) {
+  Writer w;
+  w.pod(r.steps);
+  w.pod(uint64_t(r.records.size()));
+  for (size_t i = 0; i < r.records.size(); ++i) {
+    w.vec(r.records[i]);
+    w.vec(r.step_start[i]);
+  }
+  w.vec(r.sent_bytes);
+  w.vec(r.stopped);
+  w.vec(r.blocked);
+  w.pod(uint64_t(r.pending.size()));
+  for (const auto& p : r.pending) {
+    w.str(p.group);
+    w.pod(p.sequence);
+    w.vec(p.arrived);
+  }
+  w.pod(r.end_seconds);
+  w.pod(r.messages);
+  w.pod(r.ops);
+  return w.take();
+}
+
+RawRun deserialize(const std::string& bytes) {
+  Reader rd(bytes);
+  RawRun r;
+  r.steps = rd.pod<int>();
+  const auto n = rd.pod<uint64_t>();
+  for (uint64_t i = 0; i < n; ++i) {
+    r.records.push_back(rd.vec<OpRecord>());
+    r.step_start.push_back(rd.vec<double>());
+  }
+  r.sent_bytes = rd.vec<double>();
+  r.stopped = rd.vec<int>();
+  r.blocked = rd.vec<BlockedStream>();
+  const auto np = rd.pod<uint64_t>();
+  for (uint64_t i = 0; i < np; ++i) {
+    PendingCollective p;
+    p.group = rd.str();
+    p.sequence = rd.pod<int64_t>();
+    p.arrived = rd.vec<int>();
+    r.pending.push_back(std::move(p));
+  }
+  r.end_seconds = rd.pod<double>();
+  r.messages = rd.pod<int64_t>();
+  r.ops = rd.pod<int64_t>();
+  return r;
+}
+
+RawRun execute(const std::vector<StepProgram>& programs, const strategy::ClusterSpec& cluster,
+               const std::vector<Fault>& faults, const ExecOptions& options) {
+  if (programs.empty()) return {};
+  // SimGrid's own chatter (configuration changes, its deadlock listing) stays quiet: the
+  // executor reports a deadlock itself, as data.
+  char arg0[] = "parlab-sim";
+  char arg1[] = "--log=root.thresh:critical";
+  char arg2[] = "--log=ker_engine.app:file:/dev/null";
+  char arg3[] = "--log=ker_engine.add:0";
+  char* argv[] = {arg0, arg1, arg2, arg3, nullptr};
+  int argc = 4;
+  sg4::Engine engine(&argc, argv);
+  configure_engine();
+  Simulation sim(programs, cluster, faults, options);
+  sim.spawn();
+  engine.run();
+  return sim.finish();
+}
+
+}  // namespace parlab::sim

@@ -1,0 +1,141 @@
+#include "sim/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "strategy/cost_model.h"
+
+namespace parlab::sim {
+namespace {
+
+using strategy::CollectiveOp;
+
+bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// The rings of a group: one in rank order, or, when the group has the same k > 1 members on
+// each of several nodes, min(k, NICs) channels whose node visits are rotated by the channel.
+std::vector<std::vector<int>> rings(const std::vector<int>& members, const Layout& layout) {
+  std::map<int, std::vector<int>> per_node;
+  for (int r : members) per_node[layout.node_of(r)].push_back(r);
+  if (per_node.size() <= 1) return {members};
+  const size_t k = per_node.begin()->second.size();
+  for (const auto& [node, ranks] : per_node)
+    if (ranks.size() != k) return {members};
+  const size_t channels = std::min(k, size_t(layout.nic_links_per_node));
+  std::vector<std::vector<int>> out;
+  for (size_t c = 0; c < channels; ++c) {
+    std::vector<int> order;
+    for (const auto& [node, ranks] : per_node)
+      for (size_t j = 0; j < k; ++j) order.push_back(ranks[(c + j) % k]);
+    out.push_back(std::move(order));
+  }
+  return out;
+}
+
+void ring(Schedule& s, CollectiveOp op, double bytes, const std::vector<int>& members, const Layout& layout) {
+  const auto orders = rings(members, layout);
+  const int n = int(members.size());
+  const int channels = int(orders.size());
+  ScheduleStep step;
+  for (const auto& o : orders)
+    for (int i = 0; i < n; ++i) step.messages.push_back({o[i], o[(i + 1) % n], bytes / (double(n) * channels)});
+  const int steps = op == CollectiveOp::kAllReduce ? 2 * (n - 1) : n - 1;
+  s.algorithm = "ring";
+  s.channels = channels;
+  s.steps.assign(steps, step);
+}
+
+void chain(Schedule& s, double bytes, const std::vector<int>& members, const Layout& layout) {
+  const std::vector<int> order = rings(members, layout).front();
+  const int n = int(order.size());
+  double a = 0, b = std::numeric_limits<double>::infinity();
+  for (int i = 0; i + 1 < n; ++i) {
+    a = std::max(a, layout.latency_seconds(order[i], order[i + 1]));
+    b = std::min(b, layout.bytes_per_s(order[i], order[i + 1]));
+  }
+  int best_p = 1;
+  double best = std::numeric_limits<double>::infinity();
+  for (int p = 1; p <= 64; ++p) {
+    const double t = (n - 2 + p) * (a + bytes / (p * b));
+    if (t < best * (1 - 1e-12)) best = t, best_p = p;
+  }
+  s.algorithm = "chain";
+  for (int t = 0; t < n - 2 + best_p; ++t) {
+    ScheduleStep step;
+    for (int i = 0; i + 1 < n; ++i)
+      if (t - i >= 0 && t - i < best_p) step.messages.push_back({order[i], order[i + 1], bytes / best_p});
+    s.steps.push_back(std::move(step));
+  }
+}
+
+void halving_doubling(Schedule& s, double bytes, const std::vector<int>& members) {
+  const int n = int(members.size());
+  int d = 0;
+  while ((1 << d) < n) ++d;
+  auto exchange = [&](int j) {
+    ScheduleStep step;
+    const int dist = n >> j;
+    for (int i = 0; i < n; ++i) step.messages.push_back({members[i], members[i ^ dist], bytes / double(1 << j)});
+    return step;
+  };
+  s.algorithm = "halving-doubling";
+  for (int j = 1; j <= d; ++j) s.steps.push_back(exchange(j));  // reduce-scatter: S/2, S/4, ...
+  for (int j = d; j >= 1; --j) s.steps.push_back(exchange(j));  // all-gather: ..., S/4, S/2
+}
+
+}  // namespace
+
+std::string_view to_string(AlgorithmChoice c) {
+  switch (c) {
+    case AlgorithmChoice::kAuto: return "auto";
+    case AlgorithmChoice::kRing: return "ring";
+    case AlgorithmChoice::kTree: return "tree";
+  }
+  return "?";
+}
+
+Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std::vector<int>& members,
+                             const Layout& layout, const strategy::ClusterSpec& cluster, AlgorithmChoice choice,
+                             bool coalesce) {
+  Schedule s;
+  const int n = int(members.size());
+  if (n <= 1 || count <= 0) {
+    s.algorithm = "none";
+    return s;
+  }
+  const bool merge = coalesce && count > 1;
+  const double call_bytes = merge ? bytes * count : bytes;
+  bool tree = false;
+  if (op == CollectiveOp::kAllReduce && is_power_of_two(n)) {
+    if (choice == AlgorithmChoice::kTree) tree = true;
+    if (choice == AlgorithmChoice::kAuto)
+      tree = strategy::collective_time(op, bytes, members, cluster).algorithm == strategy::Algorithm::kTree;
+  }
+  if (tree) halving_doubling(s, call_bytes, members);
+  else if (op == CollectiveOp::kBroadcast) chain(s, call_bytes, members, layout);
+  else ring(s, op, call_bytes, members, layout);
+
+  if (merge) {
+    for (auto& step : s.steps) {
+      double a = 0;
+      for (const auto& m : step.messages) a = std::max(a, layout.latency_seconds(m.from, m.to));
+      step.extra_seconds = (count - 1) * a;
+    }
+  } else {
+    s.repeat = count;
+  }
+  return s;
+}
+
+std::vector<double> sent_bytes(const Schedule& s, const std::vector<int>& members) {
+  std::map<int, size_t> index;
+  for (size_t i = 0; i < members.size(); ++i) index[members[i]] = i;
+  std::vector<double> out(members.size(), 0.0);
+  for (const auto& step : s.steps)
+    for (const auto& m : step.messages) out[index.at(m.from)] += m.bytes * s.repeat;
+  return out;
+}
+
+}  // namespace parlab::sim

@@ -1,0 +1,70 @@
+#pragma once
+// Collectives as the messages of their algorithms. The simulator runs a schedule step by step:
+// every message of a step is in flight at once (so they contend for the links they share), the
+// next step starts when all of them have arrived. On uniform links this gives the alpha-beta
+// times of strategy/cost_model.h; on real topologies, contention and slow links show up.
+//
+//   ring all-reduce        reduce-scatter then all-gather around the ring: 2(n-1) steps, each
+//                          rank sends S/n to its right neighbour  ->  2(n-1)(a + S/(n B))
+//   ring reduce-scatter,   (n-1) steps of S/n                     ->  (n-1)(a + S/(n B))
+//   ring all-gather
+//   broadcast              pipelined chain from the lowest rank in P chunks: (n-2+P) steps of
+//                          S/P, P chosen to minimise (n-2+P)(a + S/(P B))
+//   halving-doubling       (when the analytic model's tuner picks a tree for an all-reduce, as
+//                          NCCL does for small messages; n a power of two): recursive-halving
+//                          reduce-scatter then recursive-doubling all-gather, 2 log2(n) steps
+//                          exchanging S/2, S/4, ... -> 2 log2(n) a + 2 (n-1)/n S/B, the
+//                          latency of the tree formula.
+//
+// Groups that span nodes use the same ring order over ranks, crossing node links as NCCL's rings
+// do, and like NCCL several rings (channels) when the group has k > 1 members per node: channel c
+// visits each node's members rotated by c, so it leaves a node through a different member's NIC;
+// every channel carries S / channels.
+#include <string>
+#include <vector>
+
+#include "sim/platform.h"
+#include "strategy/cluster_spec.h"
+#include "strategy/collectives.h"
+
+namespace parlab::sim {
+
+enum class AlgorithmChoice {
+  kAuto,  // what the analytic model's tuner picks (ring; halving-doubling where it picks tree)
+  kRing,
+  kTree,  // halving-doubling for all-reduce when n is a power of two, else ring
+};
+
+struct Message {
+  int from = 0, to = 0;  // world ranks
+  double bytes = 0;
+};
+
+struct ScheduleStep {
+  std::vector<Message> messages;
+  // Added after the step's messages (coalesced calls, see below).
+  double extra_seconds = 0;
+};
+
+struct Schedule {
+  std::string algorithm;  // "ring", "halving-doubling", "chain", "none"
+  int channels = 1;
+  std::vector<ScheduleStep> steps;
+  int repeat = 1;  // run the steps this many times
+};
+
+// The schedule of `count` back-to-back calls of `bytes` (nccl-tests size convention) over
+// `members` (world ranks, ascending). With coalesce, the count calls become one call of
+// count x bytes whose every step is followed by (count - 1) x the step's largest route latency:
+// exactly count x the time of one call on idle links, at 1/count of the simulation cost. Without
+// coalesce the single-call schedule repeats count times.
+Schedule collective_schedule(strategy::CollectiveOp op, double bytes, int count, const std::vector<int>& members,
+                             const Layout& layout, const strategy::ClusterSpec& cluster, AlgorithmChoice choice,
+                             bool coalesce);
+
+// Bytes each rank puts on links in one pass of the schedule (index: position in `members`).
+std::vector<double> sent_bytes(const Schedule& schedule, const std::vector<int>& members);
+
+std::string_view to_string(AlgorithmChoice choice);
+
+}  // namespace parlab::sim

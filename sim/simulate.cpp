@@ -1,0 +1,124 @@
+#include "sim/simulate.h"
+
+#include <cmath>
+
+#include "sim/executor.h"
+#include "sim/isolate.h"
+#include "sim/platform.h"
+#include "strategy/errors.h"
+
+namespace parlab::sim {
+
+std::vector<strategy::StepProgram> build_programs(const strategy::ModelSpec& model, const strategy::Plan& plan) {
+  std::vector<strategy::StepProgram> out;
+  out.reserve(size_t(plan.world()));
+  for (int r = 0; r < plan.world(); ++r) out.push_back(strategy::build_step(model, plan, r));
+  return out;
+}
+
+SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
+                            const strategy::ClusterSpec& cluster_in, const SimOptions& o) {
+  if (programs.empty()) return {};
+  if (o.steps < 1) throw ConfigError("--steps", std::to_string(o.steps), "must be at least 1");
+  if (o.warmup_steps < 0) throw ConfigError("--warmup", std::to_string(o.warmup_steps), "must be >= 0");
+  const int world = programs.front().world;
+  const strategy::ClusterSpec cluster = strategy::with_world(cluster_in, world);
+  make_layout(cluster, world);  // throws on a world the cluster cannot hold
+  validate(o.faults, world);
+
+  ExecOptions eo;
+  eo.steps = o.warmup_steps + o.steps;
+  eo.coalesce_calls = o.coalesce_calls;
+  eo.algorithm = o.algorithm;
+  eo.progress = o.progress;
+  const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, o.faults, eo)); }));
+
+  SummaryOptions so;
+  so.warmup_steps = o.warmup_steps;
+  so.detail_ranks = o.detail_ranks;
+  so.timeline = o.timeline;
+  so.coalesce_calls = o.coalesce_calls;
+  so.algorithm = o.algorithm;
+  so.faults = o.faults;
+  return summarize(programs, run, model, cluster, so);
+}
+
+SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& plan,
+                        const strategy::ClusterSpec& cluster, const SimOptions& o) {
+  return simulate_programs(build_programs(model, plan), model, cluster, o);
+}
+
+CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, int ranks,
+                                     const strategy::ClusterSpec& cluster_in, AlgorithmChoice algorithm,
+                                     const std::vector<Fault>& faults) {
+  if (ranks < 1) throw ConfigError("--ranks", std::to_string(ranks), "must be a positive number of ranks");
+  if (!(bytes >= 0) || !std::isfinite(bytes)) throw ConfigError("--bytes", std::to_string(bytes), "must be >= 0");
+  const strategy::ClusterSpec cluster = strategy::with_world(cluster_in, ranks);
+  const Layout layout = make_layout(cluster, ranks);
+  validate(faults, ranks);
+
+  // Every rank: one collective over the world group on its comm stream.
+  strategy::Plan plan;
+  plan.dp = ranks;
+  plan.microbatches = 1;
+  plan.microbatch = 1;
+  plan.global_batch = ranks;
+  strategy::Group world{strategy::GroupKind::kWorld, "world", {}};
+  for (int r = 0; r < ranks; ++r) world.ranks.push_back(r);
+  strategy::Op op_template;
+  op_template.kind = op == strategy::CollectiveOp::kAllReduce       ? strategy::OpKind::kAllReduce
+                     : op == strategy::CollectiveOp::kReduceScatter ? strategy::OpKind::kReduceScatter
+                     : op == strategy::CollectiveOp::kAllGather     ? strategy::OpKind::kAllGather
+                                                                    : strategy::OpKind::kBroadcast;
+  op_template.stream = strategy::Stream::kComm;
+  op_template.tag = "collective";
+  op_template.group = 0;
+  op_template.bytes = bytes;
+  std::vector<strategy::StepProgram> programs(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    programs[r].rank = r;
+    programs[r].world = ranks;
+    programs[r].plan = plan;
+    programs[r].groups = {world};
+    programs[r].ops = {op_template};
+  }
+  ExecOptions eo;
+  eo.steps = 1;
+  eo.algorithm = algorithm;
+  const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, faults, eo)); }));
+
+  CollectiveResult out;
+  out.op = op;
+  out.bytes = bytes;
+  out.ranks = ranks;
+  const Schedule s = collective_schedule(op, bytes, 1, world.ranks, layout, cluster, algorithm, true);
+  out.algorithm = s.algorithm;
+  out.channels = s.channels;
+  out.seconds = run.records.at(0).at(0).end - run.records.at(0).at(0).start;
+  out.messages = run.messages;
+  if (out.seconds > 0) {
+    out.algbw_bytes_per_s = strategy::algbw_bytes_per_s(bytes, out.seconds);
+    out.busbw_bytes_per_s = strategy::busbw_bytes_per_s(op, ranks, bytes, out.seconds);
+  }
+  out.analytic = strategy::collective_time(op, bytes, world.ranks, cluster);
+  return out;
+}
+
+nlohmann::json to_json(const CollectiveResult& r) {
+  return {{"op", std::string(strategy::to_string(r.op))},
+          {"bytes", r.bytes},
+          {"ranks", r.ranks},
+          {"algorithm", r.algorithm},
+          {"channels", r.channels},
+          {"seconds", r.seconds},
+          {"algbw_bytes_per_s", r.algbw_bytes_per_s},
+          {"busbw_bytes_per_s", r.busbw_bytes_per_s},
+          {"messages", r.messages},
+          {"analytic",
+           {{"seconds", r.analytic.seconds},
+            {"algorithm", std::string(strategy::to_string(r.analytic.algorithm))},
+            {"algbw_bytes_per_s", r.analytic.algbw_bytes_per_s},
+            {"busbw_bytes_per_s", r.analytic.busbw_bytes_per_s}}}};
+}
+
+}  // namespace parlab::sim

@@ -1,0 +1,75 @@
+#pragma once
+// The simulator's front door: a plan (or hand-made step programs, or one collective) run on a
+// SimGrid platform built from a ClusterSpec. Each call simulates in a child process of its own
+// (sim/isolate.h), so it can be called any number of times from one program.
+//
+//   SimResult r = simulate_plan(model, plan, cluster, {.steps = 3});
+//   r.step_seconds, r.ranks[i].compute_seconds / exposed_comm_seconds / bubble_seconds,
+//   r.collectives, r.hang (who waits where when a fault stopped a rank)
+//
+// The keys are the analytic model's (strategy/cost_model.h); sim/result.h says how each is
+// measured.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/faults.h"
+#include "sim/result.h"
+#include "sim/schedule.h"
+#include "strategy/cluster_spec.h"
+#include "strategy/cost_model.h"
+#include "strategy/model_spec.h"
+#include "strategy/plan.h"
+#include "strategy/step_program.h"
+
+namespace parlab::sim {
+
+struct SimOptions {
+  int warmup_steps = 1;  // simulated first and left out of the averages
+  int steps = 1;         // measured steps
+  std::vector<Fault> faults;
+  // Run a collective with count > 1 (a layer range's TP collectives) as one call of count x
+  // bytes plus the latency of the other calls (collective_schedule()): same time on idle links,
+  // far fewer simulated messages. False simulates every call.
+  bool coalesce_calls = true;
+  AlgorithmChoice algorithm = AlgorithmChoice::kAuto;
+  bool timeline = false;          // fill SimResult::timeline (for --trace)
+  std::vector<int> detail_ranks;  // ranks whose collectives are listed; empty: one per stage
+  bool progress = false;          // progress lines on stderr while simulating
+};
+
+// Builds every rank's program (strategy::build_step) and simulates them. `plan` resolved and
+// validated; `cluster` is resized to the plan's world (strategy::with_world).
+SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& plan,
+                        const strategy::ClusterSpec& cluster, const SimOptions& options = {});
+
+// Simulates the given programs (one per rank of the world, programs[i].rank == i not required
+// but every group member must be present). For tests and what-ifs on hand-edited programs.
+SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
+                            const strategy::ClusterSpec& cluster, const SimOptions& options = {});
+
+// One collective on `ranks` devices, every rank arriving at t = 0: the simulated twin of an
+// nccl-tests line, beside the analytic collective_time().
+struct CollectiveResult {
+  strategy::CollectiveOp op = strategy::CollectiveOp::kAllReduce;
+  double bytes = 0;
+  int ranks = 0;
+  std::string algorithm;
+  int channels = 1;
+  double seconds = 0;
+  double algbw_bytes_per_s = 0;
+  double busbw_bytes_per_s = 0;
+  int64_t messages = 0;
+  strategy::CollectiveEstimate analytic;
+};
+CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, int ranks,
+                                     const strategy::ClusterSpec& cluster,
+                                     AlgorithmChoice algorithm = AlgorithmChoice::kAuto,
+                                     const std::vector<Fault>& faults = {});
+nlohmann::json to_json(const CollectiveResult& result);
+
+// The per-rank programs of a plan (what simulate_plan runs).
+std::vector<strategy::StepProgram> build_programs(const strategy::ModelSpec& model, const strategy::Plan& plan);
+
+}  // namespace parlab::sim

@@ -1,0 +1,125 @@
+// Collectives on uniform links against their alpha-beta closed forms, written out here:
+//   ring all-reduce                    2(n-1) (a + S/(n B))
+//   ring all-gather, reduce-scatter    (n-1) (a + S/(n B))
+// and the schedules' traffic against the bus-bandwidth factors.
+#include <gtest/gtest.h>
+
+#include "sim/schedule.h"
+#include "sim/simulate.h"
+#include "strategy/collectives.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace parlab::sim {
+namespace {
+
+using strategy::CollectiveOp;
+using testing::kUniformBytesPerS;
+using testing::kUniformLatency;
+using testing::uniform_cluster;
+
+constexpr double kS = 64.0 * 1024 * 1024;
+
+TEST(Collective, RingAllReduceMatchesAlphaBeta) {
+  for (int n : {2, 3, 4, 8}) {
+    const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(), AlgorithmChoice::kRing);
+    const double expected = 2.0 * (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
+    EXPECT_EQ(r.algorithm, "ring");
+    EXPECT_NEAR(r.seconds, expected, 0.01 * expected) << "n = " << n;
+    // 2(n-1) steps of n messages.
+    EXPECT_EQ(r.messages, 2 * (n - 1) * n);
+  }
+}
+
+TEST(Collective, RingAllGatherAndReduceScatterMatchAlphaBeta) {
+  for (auto op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter})
+    for (int n : {2, 4, 8}) {
+      const auto r = simulate_collective(op, kS, n, uniform_cluster(), AlgorithmChoice::kRing);
+      const double expected = (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
+      EXPECT_NEAR(r.seconds, expected, 0.01 * expected) << strategy::to_string(op) << " n = " << n;
+    }
+}
+
+// A ring whose members sit on different nodes (one per node) crosses NICs of the same a and B:
+// the same closed form.
+TEST(Collective, RingAcrossNodesUsesTheNics) {
+  const int n = 4;
+  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(1, n), AlgorithmChoice::kRing);
+  const double expected = 2.0 * (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
+  EXPECT_NEAR(r.seconds, expected, 0.01 * expected);
+}
+
+// With the analytic tuner's choice, large all-reduces take the ring and agree with
+// collective_time() on one node; small ones take halving-doubling, whose 2 log2(n) latency
+// steps match the tree formula's latency term.
+TEST(Collective, AutoFollowsTheAnalyticTuner) {
+  const auto big = simulate_collective(CollectiveOp::kAllReduce, kS, 8, uniform_cluster());
+  EXPECT_EQ(big.algorithm, "ring");
+  EXPECT_NEAR(big.seconds, big.analytic.seconds, 0.01 * big.analytic.seconds);
+  const double small_bytes = 1024;
+  const auto small = simulate_collective(CollectiveOp::kAllReduce, small_bytes, 8, uniform_cluster());
+  EXPECT_EQ(small.algorithm, "halving-doubling");
+  // 2 log2(8) = 6 steps; S/2 + S/4 + S/8 twice = 2 (7/8) S bytes through each link.
+  const double expected = 6 * kUniformLatency + 2.0 * 7 / 8 * small_bytes / kUniformBytesPerS;
+  EXPECT_NEAR(small.seconds, expected, 0.01 * expected);
+}
+
+// Every schedule puts exactly bus-bandwidth-factor x S bytes on each rank's links.
+TEST(Collective, SchedulesMoveTheBusBytes) {
+  const auto cluster = uniform_cluster(4, 2);
+  const Layout layout = make_layout(cluster, 8);
+  const std::vector<int> members = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (auto op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
+    for (auto choice : {AlgorithmChoice::kRing, AlgorithmChoice::kTree}) {
+      const Schedule s = collective_schedule(op, kS, 1, members, layout, cluster, choice, true);
+      for (double sent : sent_bytes(s, members))
+        EXPECT_NEAR(sent, strategy::bus_bandwidth_factor(op, 8) * kS, 1e-6 * kS)
+            << strategy::to_string(op) << " " << s.algorithm;
+    }
+}
+
+// Two nodes of four: four channels, each leaving a node through a different member's NIC.
+TEST(Collective, RingsAcrossNodesUseOneChannelPerNic) {
+  const auto cluster = uniform_cluster(4, 2);
+  const Layout layout = make_layout(cluster, 8);
+  const Schedule s = collective_schedule(CollectiveOp::kAllReduce, kS, 1, {0, 1, 2, 3, 4, 5, 6, 7}, layout, cluster,
+                                         AlgorithmChoice::kRing, true);
+  EXPECT_EQ(s.channels, 4);
+  std::set<int> exits;
+  for (const auto& m : s.steps.front().messages)
+    if (!layout.same_node(m.from, m.to) && layout.node_of(m.from) == 0) exits.insert(layout.nic_of(m.from));
+  EXPECT_EQ(exits.size(), 4u);
+}
+
+// count back-to-back calls: coalesced into one call plus the other calls' latency, or run one by
+// one; on idle links both take count x one call.
+TEST(Collective, CoalescedCallsTakeCountTimesOneCall) {
+  const auto cluster = uniform_cluster();
+  const Layout layout = make_layout(cluster, 4);
+  const std::vector<int> members = {0, 1, 2, 3};
+  const auto one = collective_schedule(CollectiveOp::kAllReduce, kS, 1, members, layout, cluster, AlgorithmChoice::kRing, true);
+  const auto merged = collective_schedule(CollectiveOp::kAllReduce, kS, 5, members, layout, cluster, AlgorithmChoice::kRing, true);
+  const auto exact = collective_schedule(CollectiveOp::kAllReduce, kS, 5, members, layout, cluster, AlgorithmChoice::kRing, false);
+  EXPECT_EQ(merged.repeat, 1);
+  EXPECT_EQ(exact.repeat, 5);
+  ASSERT_EQ(merged.steps.size(), one.steps.size());
+  EXPECT_DOUBLE_EQ(merged.steps[0].messages[0].bytes, 5 * one.steps[0].messages[0].bytes);
+  EXPECT_DOUBLE_EQ(merged.steps[0].extra_seconds, 4 * kUniformLatency);
+}
+
+// One rank's link at a tenth of its bandwidth: every ring step has a message out of it and one
+// into it, so every step runs at B/10.
+TEST(Collective, DegradedLinkPacesTheRing) {
+  const int n = 4;
+  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(), AlgorithmChoice::kRing,
+                                     {parse_fault("degrade-link:rank=2,factor=10")});
+  const double expected = 2.0 * (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS / 10));
+  EXPECT_NEAR(r.seconds, expected, 0.01 * expected);
+}
+
+TEST(Collective, IdealLinksTakeNoTime) {
+  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, 8, strategy::load_cluster("ideal"));
+  EXPECT_LT(r.seconds, 1e-12);
+}
+
+}  // namespace
+}  // namespace parlab::sim

@@ -1,0 +1,133 @@
+// Data and tensor parallelism in the simulator: overlap, ZeRO-3 traffic, coalesced TP calls,
+// oversubscribed CPU cores.
+#include <gtest/gtest.h>
+
+#include "sim/simulate.h"
+#include "strategy/collectives.h"
+#include "strategy/io.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace parlab::sim {
+namespace {
+
+using strategy::OpKind;
+
+strategy::Plan resolved(const std::string& text, const strategy::ModelSpec& m, const strategy::ClusterSpec& c, int world) {
+  strategy::Plan p = strategy::resolve(strategy::parse_plan(text), m, world);
+  strategy::validate(p, m, strategy::with_world(c, world));
+  return p;
+}
+
+// The same programs with every gradient all-reduce waiting for the last backward op: DDP
+// without overlap.
+std::vector<strategy::StepProgram> without_overlap(std::vector<strategy::StepProgram> programs) {
+  for (auto& p : programs) {
+    int last_backward = -1;
+    for (const auto& op : p.ops)
+      if (op.kind == OpKind::kBackward) last_backward = op.id;
+    for (auto& op : p.ops)
+      if (op.kind == OpKind::kAllReduce) op.deps.push_back(last_backward);
+  }
+  return programs;
+}
+
+TEST(DataParallel, OverlapIsNeverSlowerThanNoOverlap) {
+  const auto cluster = testing::uniform_cluster();
+  const int h = 1024, f = 4096, layers = 8;
+  for (int mb : {16, 64, 512}) {
+    const auto model = testing::mlp(layers, h, f, 16, mb);
+    const auto plan = resolved("dp=4", model, cluster, 4);
+    const auto programs = build_programs(model, plan);
+    const auto overlap = simulate_programs(programs, model, cluster);
+    const auto serial = simulate_programs(without_overlap(programs), model, cluster);
+    EXPECT_LE(overlap.step_seconds, serial.step_seconds * (1 + 1e-12)) << "mb " << mb;
+    EXPECT_LE(overlap.ranks[0].exposed_comm_seconds, serial.ranks[0].exposed_comm_seconds * (1 + 1e-12));
+    // Without overlap the whole backward comes before the first all-reduce; with it, all but the
+    // last layer's backward (the first bucket's) can hide under communication or vice versa.
+    const double layer_backward = 2.0 * mb * 4.0 * h * f / testing::kUniformFlopsPerS;
+    EXPECT_GT(serial.step_seconds - overlap.step_seconds, 0.5 * (layers - 1) * std::min(layer_backward, 1e-3))
+        << "mb " << mb;
+  }
+}
+
+// ZeRO-3 gathers the parameters before forward and backward and reduce-scatters the gradients:
+// 3 x (n-1)/n x the parameter bytes per rank against DDP's all-reduce 2 (n-1)/n: 1.5x.
+TEST(DataParallel, ZeroThreeMovesOneAndAHalfTimesDdpBytes) {
+  const auto cluster = testing::uniform_cluster();
+  const auto model = testing::mlp(4, 512, 2048, 16, 32);
+  auto bus_bytes = [](const strategy::StepProgram& p) {
+    double sum = 0;
+    for (const auto& op : p.ops)
+      if (op.is_collective())
+        sum += op.bytes * op.count * strategy::bus_bandwidth_factor(strategy::collective_of(op.kind), p.group_of(op).size());
+    return sum;
+  };
+  const auto ddp_plan = resolved("dp=4,microbatches=1", model, cluster, 4);
+  const auto z3_plan = resolved("dp=4,zero=3,microbatches=1", model, cluster, 4);
+  const auto ddp = simulate_plan(model, ddp_plan, cluster);
+  const auto z3 = simulate_plan(model, z3_plan, cluster);
+  for (int r = 0; r < 4; ++r) {
+    const double ddp_bus = bus_bytes(strategy::build_step(model, ddp_plan, r));
+    const double z3_bus = bus_bytes(strategy::build_step(model, z3_plan, r));
+    EXPECT_NEAR(z3_bus / ddp_bus, 1.5, 1e-9);
+    // What the simulator actually put on each rank's links is exactly the bus bytes.
+    EXPECT_NEAR(ddp.sent_bytes[r], ddp_bus, 1e-6 * ddp_bus);
+    EXPECT_NEAR(z3.sent_bytes[r], z3_bus, 1e-6 * z3_bus);
+    EXPECT_NEAR(z3.sent_bytes[r] / ddp.sent_bytes[r], 1.5, 1e-6);
+  }
+}
+
+// A TP plan's collectives with count > 1: coalesced or call by call, the same step on idle
+// links, with fewer simulated messages.
+TEST(TensorParallel, CoalescedCallsAgreeWithExactCalls) {
+  const auto cluster = testing::uniform_cluster();
+  const auto model = testing::mlp(8, 1024, 4096, 16, 64);
+  const auto plan = resolved("tp=4,dp=2,microbatches=2", model, cluster, 8);
+  SimOptions exact;
+  exact.coalesce_calls = false;
+  const auto a = simulate_plan(model, plan, cluster);
+  const auto b = simulate_plan(model, plan, cluster, exact);
+  EXPECT_NEAR(a.step_seconds, b.step_seconds, 1e-9 * b.step_seconds);
+  for (size_t r = 0; r < a.ranks.size(); ++r)
+    EXPECT_NEAR(a.ranks[r].exposed_comm_seconds, b.ranks[r].exposed_comm_seconds, 1e-9 * b.step_seconds);
+  EXPECT_LT(a.messages, b.messages);
+}
+
+// On one switch with uniform links every collective is a ring (or the tuner's tree on both
+// sides), so the simulation and the analytic walk agree.
+TEST(DataParallel, AgreesWithTheAnalyticWalkOnOneNode) {
+  const auto cluster = testing::uniform_cluster();
+  const auto model = testing::mlp(8, 1024, 4096, 16, 256);
+  for (const char* text : {"dp=8", "dp=8,zero=1", "dp=4,tp=2", "dp=2,pp=2,tp=2,microbatches=4"}) {
+    const auto plan = resolved(text, model, cluster, 8);
+    const auto sim = simulate_plan(model, plan, cluster);
+    const auto est = strategy::estimate_step(model, plan, strategy::with_world(cluster, 8));
+    EXPECT_NEAR(sim.step_seconds, est.step_seconds, 0.01 * est.step_seconds) << text;
+  }
+}
+
+// cpu-local: ranks share cores_per_node = 2 cores of one host. Four ranks computing at once get
+// half a core each, so an op takes twice as long as with two ranks (one core each). Lab MLP
+// forward of one microbatch of 64: 8 blocks x 4 h f + 2 h C FLOPs per sample at 0.05 TFLOP/s.
+TEST(CpuLocal, FourRanksOnTwoCoresComputeAtHalfSpeed) {
+  const auto cluster = strategy::load_cluster("cpu-local");
+  const auto model = strategy::load_model("lab-mlp");
+  const double forward_flops = 64.0 * (8 * 4.0 * 1024 * 4096 + 2.0 * 1024 * 16);
+  const double core = cluster.device.peak_flops_fp32 * cluster.device.gemm_efficiency;
+  double seconds[2] = {0, 0};
+  int i = 0;
+  for (int world : {2, 4}) {
+    SimOptions o;
+    o.warmup_steps = 0;
+    o.timeline = true;
+    const auto r = simulate_plan(model, resolved("dp=" + std::to_string(world), model, cluster, world), cluster, o);
+    for (const auto& e : r.timeline)
+      if (e.rank == 0 && e.name == "forward fwd.mb0.c0") seconds[i] = e.end_seconds - e.start_seconds;
+    ++i;
+  }
+  EXPECT_NEAR(seconds[0], forward_flops / core, 1e-9 * seconds[0]);
+  EXPECT_NEAR(seconds[1], 2 * forward_flops / core, 1e-9 * seconds[1]);
+}
+
+}  // namespace
+}  // namespace parlab::sim
