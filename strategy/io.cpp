@@ -9,94 +9,12 @@
 
 #include "strategy/errors.h"
 #include "strategy/presets.h"
+#include "strategy/toml_reader.h"
 #include "strategy/units.h"
 
 namespace parlab::strategy {
 namespace fs = std::filesystem;
 namespace {
-
-// Reads typed keys from one TOML table and remembers which keys it consumed, so anything left
-// over is reported as an unknown key instead of being silently ignored.
-class TableReader {
- public:
-  TableReader(const toml::table& table, std::string source, std::string prefix)
-      : table_(table), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  std::string field(std::string_view key) const { return prefix_ + std::string(key); }
-
-  [[noreturn]] void fail(std::string_view key, const std::string& value, const std::string& allowed) const {
-    throw ConfigError(source_ + ": " + field(key), value, allowed);
-  }
-
-  const toml::node* find(std::string_view key) {
-    used_.emplace_back(key);
-    return table_.get(key);
-  }
-
-  std::optional<int64_t> integer(std::string_view key) {
-    const toml::node* n = find(key);
-    if (!n) return std::nullopt;
-    if (auto v = n->value_exact<int64_t>()) return *v;
-    fail(key, describe(*n), "must be an integer");
-  }
-  std::optional<double> number(std::string_view key) {
-    const toml::node* n = find(key);
-    if (!n) return std::nullopt;
-    if (auto v = n->value<double>()) return *v;
-    fail(key, describe(*n), "must be a number");
-  }
-  std::optional<std::string> string(std::string_view key) {
-    const toml::node* n = find(key);
-    if (!n) return std::nullopt;
-    if (auto v = n->value_exact<std::string>()) return *v;
-    fail(key, describe(*n), "must be a string");
-  }
-  std::optional<bool> boolean(std::string_view key) {
-    const toml::node* n = find(key);
-    if (!n) return std::nullopt;
-    if (auto v = n->value_exact<bool>()) return *v;
-    fail(key, describe(*n), "must be true or false");
-  }
-  const toml::table* table(std::string_view key) {
-    const toml::node* n = find(key);
-    if (!n) return nullptr;
-    if (auto* t = n->as_table()) return t;
-    fail(key, describe(*n), "must be a table [" + field(key) + "]");
-  }
-
-  // Throws for the first key nobody asked for.
-  void reject_unknown(const std::string& allowed) const {
-    for (const auto& [k, v] : table_) {
-      if (std::find(used_.begin(), used_.end(), k.str()) == used_.end())
-        fail(k.str(), describe(v), "unknown key; allowed: " + allowed);
-    }
-  }
-
-  static std::string describe(const toml::node& n) {
-    std::ostringstream o;
-    n.visit([&](auto&& v) {
-      if constexpr (toml::is_table<decltype(v)>) o << "(table)";
-      else if constexpr (toml::is_array<decltype(v)>) o << "(array)";
-      else o << v;
-    });
-    return o.str();
-  }
-
- private:
-  const toml::table& table_;
-  std::string source_, prefix_;
-  std::vector<std::string> used_;
-};
-
-toml::table parse_toml(std::string_view text, const std::string& source) {
-  try {
-    return toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    std::ostringstream where;
-    where << source << ":" << e.source().begin.line << ":" << e.source().begin.column;
-    throw ConfigError(where.str(), "(TOML)", std::string(e.description()));
-  }
-}
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
