@@ -28,7 +28,7 @@ struct SimulateOptions {
   std::string fault_file;
   std::string trace;
   std::string algorithm = "auto";
-  bool exact_calls = false;
+  bool exact = false;
   bool per_rank = false;
   bool json = false;
 };
@@ -146,7 +146,7 @@ void run_simulate(const SimulateOptions& o) {
   for (const auto& f : o.faults) so.faults.push_back(sim::parse_fault(f));
   if (!o.fault_file.empty())
     for (const auto& f : sim::parse_faults_toml(read_text(o.fault_file), o.fault_file)) so.faults.push_back(f);
-  so.coalesce_calls = !o.exact_calls;
+  so.coalesce_calls = so.merge_steps = !o.exact;
   so.algorithm = parse_algorithm(o.algorithm);
   so.timeline = !o.trace.empty();
   so.progress = r.world > 256;
@@ -183,7 +183,7 @@ void run_collective(const CollectiveOptions& o) {
   if (!op) throw ConfigError("--op", o.op, "must be allreduce, reducescatter, allgather or broadcast");
   const double bytes = parse_bytes("--bytes", o.bytes);
   const strategy::ClusterSpec cluster = strategy::load_cluster(o.cluster);
-  const auto r = sim::simulate_collective(*op, bytes, o.ranks, cluster, parse_algorithm(o.algorithm));
+  const auto r = sim::simulate_collective(*op, bytes, o.ranks, cluster, {.algorithm = parse_algorithm(o.algorithm)});
   if (o.json) {
     nlohmann::json j = sim::to_json(r);
     j["cluster"] = cluster.name;
@@ -222,8 +222,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--trace", opts->trace, "Write a Chrome trace-event JSON of every op (Perfetto, chrome://tracing)");
   cmd->add_option("--algorithm", opts->algorithm, "Collective algorithm: auto (as the analytic tuner), ring, tree")
       ->capture_default_str();
-  cmd->add_flag("--exact-calls", opts->exact_calls,
-                "Simulate every call of a multi-call collective instead of one coalesced call");
+  cmd->add_flag("--exact", opts->exact,
+                "Simulate every call of multi-call collectives and every step of their algorithms (slower;\n"
+                "finer under contention) instead of coalescing them");
   cmd->add_flag("--per-rank", opts->per_rank, "One table row per rank even for big worlds");
   cmd->add_flag("--json", opts->json, "Machine-readable output (the analytic model's keys, analytic under \"analytic\")");
 

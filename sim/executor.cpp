@@ -271,7 +271,7 @@ class Simulation {
     if (it != schedules_.end()) return it->second;
     CachedSchedule cs;
     cs.schedule = collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, group_members_[gid],
-                                      layout_, cluster_, options_.algorithm, options_.coalesce_calls);
+                                      layout_, cluster_, options_.schedule);
     cs.sent = sent_bytes(cs.schedule, group_members_[gid]);
     return schedules_.emplace(key, std::move(cs)).first->second;
   }

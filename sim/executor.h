@@ -29,8 +29,7 @@ namespace parlab::sim {
 
 struct ExecOptions {
   int steps = 2;                // simulated steps (warm-up included)
-  bool coalesce_calls = true;   // see collective_schedule()
-  AlgorithmChoice algorithm = AlgorithmChoice::kAuto;
+  ScheduleOptions schedule;
   bool progress = false;        // a line on stderr every few wall seconds
 };
 

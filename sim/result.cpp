@@ -272,7 +272,7 @@ SimResult summarize(const std::vector<StepProgram>& programs, const RawRun& run,
         auto it = algorithms.find(key);
         if (it == algorithms.end())
           it = algorithms.emplace(key, collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, g.ranks,
-                                                           layout, cluster, o.algorithm, o.coalesce_calls)
+                                                           layout, cluster, o.schedule)
                                            .algorithm)
                    .first;
         out.collectives.push_back({p.rank, op.id, std::string(strategy::to_string(op.kind)), g.name, op.tag, op.bytes,

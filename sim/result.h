@@ -65,8 +65,7 @@ struct SummaryOptions {
   int warmup_steps = 1;
   std::vector<int> detail_ranks;  // empty: dp = tp = 0 of every stage (the analytic walk's ranks)
   bool timeline = true;
-  bool coalesce_calls = true;
-  AlgorithmChoice algorithm = AlgorithmChoice::kAuto;
+  ScheduleOptions schedule;
   std::vector<Fault> faults;
 };
 

@@ -85,6 +85,38 @@ void halving_doubling(Schedule& s, double bytes, const std::vector<int>& members
   for (int j = d; j >= 1; --j) s.steps.push_back(exchange(j));  // all-gather: ..., S/4, S/2
 }
 
+double largest_latency(const ScheduleStep& step, const Layout& layout) {
+  double a = 0;
+  for (const auto& m : step.messages) a = std::max(a, layout.latency_seconds(m.from, m.to));
+  return a;
+}
+
+bool same_messages(const ScheduleStep& x, const ScheduleStep& y) {
+  if (x.extra_seconds != y.extra_seconds || x.messages.size() != y.messages.size()) return false;
+  for (size_t i = 0; i < x.messages.size(); ++i)
+    if (x.messages[i].from != y.messages[i].from || x.messages[i].to != y.messages[i].to ||
+        x.messages[i].bytes != y.messages[i].bytes)
+      return false;
+  return true;
+}
+
+// Runs of g identical steps become one step of g x the bytes, plus g x their extra time and
+// (g - 1) x their latency: g (a + x/B + extra) on idle links, as before.
+void merge_identical_steps(Schedule& s, const Layout& layout) {
+  std::vector<ScheduleStep> out;
+  for (size_t i = 0; i < s.steps.size();) {
+    size_t j = i + 1;
+    while (j < s.steps.size() && same_messages(s.steps[i], s.steps[j])) ++j;
+    const double g = double(j - i);
+    ScheduleStep merged = s.steps[i];
+    for (auto& m : merged.messages) m.bytes *= g;
+    merged.extra_seconds = g * s.steps[i].extra_seconds + (g - 1) * largest_latency(s.steps[i], layout);
+    out.push_back(std::move(merged));
+    i = j;
+  }
+  s.steps = std::move(out);
+}
+
 }  // namespace
 
 std::string_view to_string(AlgorithmChoice c) {
@@ -97,15 +129,15 @@ std::string_view to_string(AlgorithmChoice c) {
 }
 
 Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std::vector<int>& members,
-                             const Layout& layout, const strategy::ClusterSpec& cluster, AlgorithmChoice choice,
-                             bool coalesce) {
+                             const Layout& layout, const strategy::ClusterSpec& cluster, const ScheduleOptions& options) {
+  const AlgorithmChoice choice = options.algorithm;
   Schedule s;
   const int n = int(members.size());
   if (n <= 1 || count <= 0) {
     s.algorithm = "none";
     return s;
   }
-  const bool merge = coalesce && count > 1;
+  const bool merge = options.coalesce_calls && count > 1;
   const double call_bytes = merge ? bytes * count : bytes;
   bool tree = false;
   if (op == CollectiveOp::kAllReduce && is_power_of_two(n)) {
@@ -118,14 +150,11 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
   else ring(s, op, call_bytes, members, layout);
 
   if (merge) {
-    for (auto& step : s.steps) {
-      double a = 0;
-      for (const auto& m : step.messages) a = std::max(a, layout.latency_seconds(m.from, m.to));
-      step.extra_seconds = (count - 1) * a;
-    }
+    for (auto& step : s.steps) step.extra_seconds = (count - 1) * largest_latency(step, layout);
   } else {
     s.repeat = count;
   }
+  if (options.merge_steps) merge_identical_steps(s, layout);
   return s;
 }
 

@@ -35,6 +35,20 @@ enum class AlgorithmChoice {
   kTree,  // halving-doubling for all-reduce when n is a power of two, else ring
 };
 
+struct ScheduleOptions {
+  AlgorithmChoice algorithm = AlgorithmChoice::kAuto;
+  // Run `count` back-to-back calls (a layer range's TP collectives) as one call of count x bytes
+  // whose every step is followed by (count - 1) x the step's largest route latency.
+  bool coalesce_calls = false;
+  // Run g consecutive identical steps (a ring's 2(n-1) steps) as one step of g x the bytes
+  // followed by (g - 1) x the step's largest route latency.
+  // Both are exact on idle links (time = the sum of the steps) at a fraction of the simulated
+  // messages. What they lose is the step-by-step synchronisation under contention: step by
+  // step, every step waits for its slowest edge, so a link that is busy only now and then slows
+  // each step it touches; merged, the other edges run ahead. Defaults: every call, every step.
+  bool merge_steps = false;
+};
+
 struct Message {
   int from = 0, to = 0;  // world ranks
   double bytes = 0;
@@ -42,7 +56,7 @@ struct Message {
 
 struct ScheduleStep {
   std::vector<Message> messages;
-  // Added after the step's messages (coalesced calls, see below).
+  // Added after the step's messages (coalesced calls and merged steps, see ScheduleOptions).
   double extra_seconds = 0;
 };
 
@@ -54,13 +68,9 @@ struct Schedule {
 };
 
 // The schedule of `count` back-to-back calls of `bytes` (nccl-tests size convention) over
-// `members` (world ranks, ascending). With coalesce, the count calls become one call of
-// count x bytes whose every step is followed by (count - 1) x the step's largest route latency:
-// exactly count x the time of one call on idle links, at 1/count of the simulation cost. Without
-// coalesce the single-call schedule repeats count times.
+// `members` (world ranks, ascending), coalesced and merged as `options` say.
 Schedule collective_schedule(strategy::CollectiveOp op, double bytes, int count, const std::vector<int>& members,
-                             const Layout& layout, const strategy::ClusterSpec& cluster, AlgorithmChoice choice,
-                             bool coalesce);
+                             const Layout& layout, const strategy::ClusterSpec& cluster, const ScheduleOptions& options);
 
 // Bytes each rank puts on links in one pass of the schedule (index: position in `members`).
 std::vector<double> sent_bytes(const Schedule& schedule, const std::vector<int>& members);

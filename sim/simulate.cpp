@@ -28,8 +28,7 @@ SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, 
 
   ExecOptions eo;
   eo.steps = o.warmup_steps + o.steps;
-  eo.coalesce_calls = o.coalesce_calls;
-  eo.algorithm = o.algorithm;
+  eo.schedule = {o.algorithm, o.coalesce_calls, o.merge_steps};
   eo.progress = o.progress;
   const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, o.faults, eo)); }));
 
@@ -37,8 +36,7 @@ SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, 
   so.warmup_steps = o.warmup_steps;
   so.detail_ranks = o.detail_ranks;
   so.timeline = o.timeline;
-  so.coalesce_calls = o.coalesce_calls;
-  so.algorithm = o.algorithm;
+  so.schedule = eo.schedule;
   so.faults = o.faults;
   return summarize(programs, run, model, cluster, so);
 }
@@ -49,7 +47,7 @@ SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& 
 }
 
 CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, int ranks,
-                                     const strategy::ClusterSpec& cluster_in, AlgorithmChoice algorithm,
+                                     const strategy::ClusterSpec& cluster_in, const ScheduleOptions& schedule,
                                      const std::vector<Fault>& faults) {
   if (ranks < 1) throw ConfigError("--ranks", std::to_string(ranks), "must be a positive number of ranks");
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw ConfigError("--bytes", std::to_string(bytes), "must be >= 0");
@@ -84,14 +82,14 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   }
   ExecOptions eo;
   eo.steps = 1;
-  eo.algorithm = algorithm;
+  eo.schedule = schedule;
   const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, faults, eo)); }));
 
   CollectiveResult out;
   out.op = op;
   out.bytes = bytes;
   out.ranks = ranks;
-  const Schedule s = collective_schedule(op, bytes, 1, world.ranks, layout, cluster, algorithm, true);
+  const Schedule s = collective_schedule(op, bytes, 1, world.ranks, layout, cluster, schedule);
   out.algorithm = s.algorithm;
   out.channels = s.channels;
   out.seconds = run.records.at(0).at(0).end - run.records.at(0).at(0).start;

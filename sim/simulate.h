@@ -29,10 +29,11 @@ struct SimOptions {
   int warmup_steps = 1;  // simulated first and left out of the averages
   int steps = 1;         // measured steps
   std::vector<Fault> faults;
-  // Run a collective with count > 1 (a layer range's TP collectives) as one call of count x
-  // bytes plus the latency of the other calls (collective_schedule()): same time on idle links,
-  // far fewer simulated messages. False simulates every call.
+  // Coalesce multi-call collectives and merge identical algorithm steps (ScheduleOptions): the
+  // same times on idle links with far fewer simulated messages; false simulates every call and
+  // every step (slower; finer under contention).
   bool coalesce_calls = true;
+  bool merge_steps = true;
   AlgorithmChoice algorithm = AlgorithmChoice::kAuto;
   bool timeline = false;          // fill SimResult::timeline (for --trace)
   std::vector<int> detail_ranks;  // ranks whose collectives are listed; empty: one per stage
@@ -50,7 +51,7 @@ SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, 
                             const strategy::ClusterSpec& cluster, const SimOptions& options = {});
 
 // One collective on `ranks` devices, every rank arriving at t = 0: the simulated twin of an
-// nccl-tests line, beside the analytic collective_time().
+// nccl-tests line, beside the analytic collective_time(). Default: every step simulated.
 struct CollectiveResult {
   strategy::CollectiveOp op = strategy::CollectiveOp::kAllReduce;
   double bytes = 0;
@@ -65,7 +66,7 @@ struct CollectiveResult {
 };
 CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, int ranks,
                                      const strategy::ClusterSpec& cluster,
-                                     AlgorithmChoice algorithm = AlgorithmChoice::kAuto,
+                                     const ScheduleOptions& schedule = {},
                                      const std::vector<Fault>& faults = {});
 nlohmann::json to_json(const CollectiveResult& result);
 

@@ -18,10 +18,11 @@ using testing::kUniformLatency;
 using testing::uniform_cluster;
 
 constexpr double kS = 64.0 * 1024 * 1024;
+const ScheduleOptions kRing{.algorithm = AlgorithmChoice::kRing};
 
 TEST(Collective, RingAllReduceMatchesAlphaBeta) {
   for (int n : {2, 3, 4, 8}) {
-    const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(), AlgorithmChoice::kRing);
+    const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(), kRing);
     const double expected = 2.0 * (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
     EXPECT_EQ(r.algorithm, "ring");
     EXPECT_NEAR(r.seconds, expected, 0.01 * expected) << "n = " << n;
@@ -33,7 +34,7 @@ TEST(Collective, RingAllReduceMatchesAlphaBeta) {
 TEST(Collective, RingAllGatherAndReduceScatterMatchAlphaBeta) {
   for (auto op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter})
     for (int n : {2, 4, 8}) {
-      const auto r = simulate_collective(op, kS, n, uniform_cluster(), AlgorithmChoice::kRing);
+      const auto r = simulate_collective(op, kS, n, uniform_cluster(), kRing);
       const double expected = (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
       EXPECT_NEAR(r.seconds, expected, 0.01 * expected) << strategy::to_string(op) << " n = " << n;
     }
@@ -43,7 +44,7 @@ TEST(Collective, RingAllGatherAndReduceScatterMatchAlphaBeta) {
 // the same closed form.
 TEST(Collective, RingAcrossNodesUsesTheNics) {
   const int n = 4;
-  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(1, n), AlgorithmChoice::kRing);
+  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(1, n), kRing);
   const double expected = 2.0 * (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
   EXPECT_NEAR(r.seconds, expected, 0.01 * expected);
 }
@@ -70,7 +71,7 @@ TEST(Collective, SchedulesMoveTheBusBytes) {
   const std::vector<int> members = {0, 1, 2, 3, 4, 5, 6, 7};
   for (auto op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather})
     for (auto choice : {AlgorithmChoice::kRing, AlgorithmChoice::kTree}) {
-      const Schedule s = collective_schedule(op, kS, 1, members, layout, cluster, choice, true);
+      const Schedule s = collective_schedule(op, kS, 1, members, layout, cluster, {.algorithm = choice});
       for (double sent : sent_bytes(s, members))
         EXPECT_NEAR(sent, strategy::bus_bandwidth_factor(op, 8) * kS, 1e-6 * kS)
             << strategy::to_string(op) << " " << s.algorithm;
@@ -82,7 +83,7 @@ TEST(Collective, RingsAcrossNodesUseOneChannelPerNic) {
   const auto cluster = uniform_cluster(4, 2);
   const Layout layout = make_layout(cluster, 8);
   const Schedule s = collective_schedule(CollectiveOp::kAllReduce, kS, 1, {0, 1, 2, 3, 4, 5, 6, 7}, layout, cluster,
-                                         AlgorithmChoice::kRing, true);
+                                         kRing);
   EXPECT_EQ(s.channels, 4);
   std::set<int> exits;
   for (const auto& m : s.steps.front().messages)
@@ -96,9 +97,10 @@ TEST(Collective, CoalescedCallsTakeCountTimesOneCall) {
   const auto cluster = uniform_cluster();
   const Layout layout = make_layout(cluster, 4);
   const std::vector<int> members = {0, 1, 2, 3};
-  const auto one = collective_schedule(CollectiveOp::kAllReduce, kS, 1, members, layout, cluster, AlgorithmChoice::kRing, true);
-  const auto merged = collective_schedule(CollectiveOp::kAllReduce, kS, 5, members, layout, cluster, AlgorithmChoice::kRing, true);
-  const auto exact = collective_schedule(CollectiveOp::kAllReduce, kS, 5, members, layout, cluster, AlgorithmChoice::kRing, false);
+  const ScheduleOptions coalesce{.algorithm = AlgorithmChoice::kRing, .coalesce_calls = true};
+  const auto one = collective_schedule(CollectiveOp::kAllReduce, kS, 1, members, layout, cluster, kRing);
+  const auto merged = collective_schedule(CollectiveOp::kAllReduce, kS, 5, members, layout, cluster, coalesce);
+  const auto exact = collective_schedule(CollectiveOp::kAllReduce, kS, 5, members, layout, cluster, kRing);
   EXPECT_EQ(merged.repeat, 1);
   EXPECT_EQ(exact.repeat, 5);
   ASSERT_EQ(merged.steps.size(), one.steps.size());
@@ -106,11 +108,30 @@ TEST(Collective, CoalescedCallsTakeCountTimesOneCall) {
   EXPECT_DOUBLE_EQ(merged.steps[0].extra_seconds, 4 * kUniformLatency);
 }
 
+// A ring's 2(n-1) identical steps merged into one step of 2(n-1) x the bytes plus 2(n-1) - 1
+// latencies: n messages instead of 2(n-1) n, the same time on idle links.
+TEST(Collective, MergedRingStepsTakeTheSameTime) {
+  const int n = 8;
+  const ScheduleOptions merged{.algorithm = AlgorithmChoice::kRing, .coalesce_calls = true, .merge_steps = true};
+  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(), merged);
+  const double expected = 2.0 * (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
+  EXPECT_NEAR(r.seconds, expected, 1e-6 * expected);
+  EXPECT_EQ(r.messages, n);
+  // Halving-doubling's steps differ (partners, sizes) except the reduce-scatter's last and the
+  // all-gather's first (both exchange S/8 with the partner at distance 1): 6 steps become 5.
+  const Layout layout = make_layout(uniform_cluster(), n);
+  std::vector<int> members(n);
+  for (int i = 0; i < n; ++i) members[i] = i;
+  const auto hd = collective_schedule(CollectiveOp::kAllReduce, 1024, 1, members, layout, uniform_cluster(),
+                                      {.algorithm = AlgorithmChoice::kTree, .merge_steps = true});
+  EXPECT_EQ(hd.steps.size(), 5u);
+}
+
 // One rank's link at a tenth of its bandwidth: every ring step has a message out of it and one
 // into it, so every step runs at B/10.
 TEST(Collective, DegradedLinkPacesTheRing) {
   const int n = 4;
-  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(), AlgorithmChoice::kRing,
+  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, n, uniform_cluster(), kRing,
                                      {parse_fault("degrade-link:rank=2,factor=10")});
   const double expected = 2.0 * (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS / 10));
   EXPECT_NEAR(r.seconds, expected, 0.01 * expected);
