@@ -1,0 +1,287 @@
+#include "runtime/train/executor.h"
+
+#include <map>
+#include <tuple>
+
+#include "runtime/comm/flight_recorder.h"
+#include "strategy/errors.h"
+
+namespace parlab::train {
+namespace {
+
+using strategy::Op;
+using strategy::OpKind;
+using strategy::Stream;
+
+double now() { return comm::wall_clock_seconds(); }
+
+std::string where(const strategy::StepProgram& p, const Op& op) {
+  return "rank " + std::to_string(p.rank) + " op " + std::to_string(op.id) + " (" +
+         strategy::describe(p, op) + ")";
+}
+
+}  // namespace
+
+// ---- the dispatch table ----
+
+Executor::Handler Executor::handler_for(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward: return &Executor::run_forward;
+    case OpKind::kBackward: return &Executor::run_backward;
+    case OpKind::kOptimizer: return &Executor::run_optimizer;
+    case OpKind::kAllReduce: return &Executor::issue_all_reduce;
+    default: return nullptr;
+  }
+}
+
+std::string Executor::unsupported_reason(const strategy::StepProgram& program, const Op& op) {
+  switch (op.kind) {
+    case OpKind::kForward:
+    case OpKind::kBackward:
+    case OpKind::kOptimizer: return "";
+    case OpKind::kAllReduce: {
+      const strategy::Group& g = program.group_of(op);
+      if (g.kind == strategy::GroupKind::kTP)
+        return "tensor-parallel all-reduce (activations) is not implemented by the runtime yet";
+      if (g.kind == strategy::GroupKind::kEmbedding)
+        return "the tied-embedding all-reduce is not implemented by the runtime yet";
+      if (op.flat_end <= op.flat_begin)
+        return "an all-reduce without a gradient range [flat_begin, flat_end) has nothing to reduce";
+      if (op.count != 1) return "back-to-back calls (count > 1) are not implemented by the runtime yet";
+      return "";
+    }
+    case OpKind::kReduceScatter:
+      return "reduce-scatter (ZeRO-1/2 gradient sharding) is not implemented by the runtime yet";
+    case OpKind::kAllGather:
+      return "all-gather (ZeRO parameter gathering) is not implemented by the runtime yet";
+    case OpKind::kBroadcast: return "broadcast is not implemented by the runtime yet";
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      return "pipeline send/recv is not implemented by the runtime yet (pipeline parallelism "
+             "needs separate send and receive communicators, see runtime/comm/communicator.h)";
+  }
+  return "unknown op kind";
+}
+
+Executor::Executor(const strategy::StepProgram& program, model::LabMlp& model,
+                   Optimizer& optimizer, std::vector<comm::Communicator*> comms,
+                   ExecutorOptions options)
+    : program_(program),
+      model_(model),
+      optimizer_(optimizer),
+      comms_(std::move(comms)),
+      options_(std::move(options)) {
+  if (comms_.size() != program_.groups.size())
+    throw ConfigError("executor.comms", std::to_string(comms_.size()),
+                      "must give one communicator slot per program group (" +
+                          std::to_string(program_.groups.size()) + ")");
+  const model::FlatRange owned = model_.owned_range();
+  for (const Op& op : program_.ops) {
+    if (const std::string why = unsupported_reason(program_, op); !why.empty())
+      throw UnsupportedOp("cannot execute " + where(program_, op) + ": " + why);
+    for (int d : op.deps)
+      if (d < 0 || d >= op.id)
+        throw ConfigError("program op " + std::to_string(op.id) + " deps", std::to_string(d),
+                          "must name an earlier op of the program");
+    if (op.is_compute() && op.kind != OpKind::kOptimizer) {
+      for (int l = op.layers.begin; l < op.layers.end; ++l)
+        if (!model_.owns_layer(l))
+          throw ConfigError("model layers", std::to_string(model_.first_layer()) + ".." +
+                                                std::to_string(model_.end_layer() - 1),
+                            where(program_, op) + " computes layer " + std::to_string(l));
+      if (op.microbatch < 0 || op.microbatch >= program_.plan.microbatches)
+        throw ConfigError("program op " + std::to_string(op.id) + " microbatch",
+                          std::to_string(op.microbatch), "outside the plan's microbatches");
+    }
+    if (op.kind == OpKind::kOptimizer && !(model::FlatRange{op.flat_begin, op.flat_end} == optimizer_.range()))
+      throw ConfigError("optimizer range",
+                        std::to_string(optimizer_.range().begin) + ".." + std::to_string(optimizer_.range().end),
+                        "must equal " + where(program_, op) + "'s range " + std::to_string(op.flat_begin) +
+                            ".." + std::to_string(op.flat_end));
+    if (op.is_compute() && op.kind == OpKind::kOptimizer &&
+        !owned.contains({op.flat_begin, op.flat_end}))
+      throw ConfigError("optimizer range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
+                        "lies outside the parameters this rank holds");
+    if (op.is_collective()) {
+      if (!owned.contains({op.flat_begin, op.flat_end}))
+        throw ConfigError("bucket range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
+                          where(program_, op) + " lies outside the gradients this rank holds");
+      const comm::Communicator* c = comms_.at(op.group);
+      const strategy::Group& g = program_.group_of(op);
+      if (c == nullptr)
+        throw ConfigError("executor.comms[" + std::to_string(op.group) + "]", "null",
+                          "group " + g.name + " needs a communicator for " + where(program_, op));
+      if (c->world_ranks() != g.ranks)
+        throw ConfigError("communicator of group " + g.name, c->group_name(),
+                          "its members must be the group's ranks, in order");
+    }
+  }
+}
+
+// ---- one step ----
+
+ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t step) {
+  if (static_cast<int64_t>(microbatches.size()) != program_.plan.microbatches)
+    throw ConfigError("microbatches", std::to_string(microbatches.size()),
+                      "must equal the plan's microbatches (" + std::to_string(program_.plan.microbatches) + ")");
+  mbs_ = microbatches;
+  step_ = step;
+  result_ = ExecResult{};
+  issued_.clear();
+  issued_index_.assign(program_.ops.size(), -1);
+  last_comm_stream_op_ = -1;
+  model_.zero_grads();
+
+  try {
+    for (const Op& op : program_.ops) {
+      wait_for_deps(op);
+      (this->*handler_for(op.kind))(op);
+    }
+    drain();
+  } catch (...) {
+    // Do not leave ops in flight over buffers the caller may free; their own timeouts bound this.
+    for (Issued& i : issued_) {
+      try {
+        i.work->wait();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  collect_comm_events();
+  return std::move(result_);
+}
+
+void Executor::wait_work(int op_id) {
+  const int idx = issued_index_.at(op_id);
+  if (idx < 0) return;
+  Issued& i = issued_[idx];
+  if (i.observed_done_seconds >= 0) return;
+  const double t0 = now();
+  i.work->wait();
+  const double t1 = now();
+  i.observed_done_seconds = t1;
+  result_.exposed_comm_seconds += t1 - t0;
+}
+
+void Executor::wait_for_deps(const Op& op) {
+  const bool comm_stream = op.stream == Stream::kComm && op.is_collective();
+  for (int d : op.deps) {
+    const int idx = issued_index_.at(d);
+    if (idx < 0) continue;  // a compute op: already done, the main thread ran it
+    // The communicator's thread already orders ops it runs itself.
+    if (comm_stream && issued_[idx].comm == &comm_of(op)) continue;
+    wait_work(d);
+  }
+  if (comm_stream && last_comm_stream_op_ >= 0 &&
+      issued_[issued_index_[last_comm_stream_op_]].comm != &comm_of(op))
+    wait_work(last_comm_stream_op_);
+}
+
+void Executor::drain() {
+  for (const Issued& i : issued_) wait_work(i.op_id);
+}
+
+comm::Communicator& Executor::comm_of(const Op& op) const { return *comms_.at(op.group); }
+
+std::span<float> Executor::grad_range(const Op& op) {
+  const int64_t base = model_.owned_range().begin;
+  return model_.grads().subspan(op.flat_begin - base, op.flat_end - op.flat_begin);
+}
+
+void Executor::add_compute_event(const Op& op, double start, double end) {
+  OpEvent e;
+  e.rank = program_.rank;
+  e.step = step_;
+  e.op_id = op.id;
+  e.stream = "compute";
+  e.op = std::string(strategy::to_string(op.kind));
+  e.tag = op.tag;
+  e.start_seconds = start;
+  e.end_seconds = end;
+  result_.events.push_back(std::move(e));
+}
+
+void Executor::run_forward(const Op& op) {
+  model::MicrobatchState& mb = mbs_[op.microbatch];
+  const double t0 = now();
+  for (int l = op.layers.begin; l < op.layers.end; ++l) model_.forward_layer(l, mb);
+  const double t1 = now();
+  result_.forward_seconds += t1 - t0;
+  add_compute_event(op, t0, t1);
+}
+
+void Executor::run_backward(const Op& op) {
+  model::MicrobatchState& mb = mbs_[op.microbatch];
+  const double t0 = now();
+  for (int l = op.layers.end - 1; l >= op.layers.begin; --l) model_.backward_layer(l, mb);
+  const double t1 = now();
+  result_.backward_seconds += t1 - t0;
+  add_compute_event(op, t0, t1);
+}
+
+void Executor::run_optimizer(const Op& op) {
+  const int64_t base = model_.owned_range().begin, n = op.flat_end - op.flat_begin;
+  std::span<float> params = model_.params().subspan(op.flat_begin - base, n);
+  std::span<const float> grads = model_.grads().subspan(op.flat_begin - base, n);
+  if (options_.before_optimizer) options_.before_optimizer(op, params, grads);
+  const double t0 = now();
+  optimizer_.step(params, grads);
+  const double t1 = now();
+  result_.optimizer_seconds += t1 - t0;
+  add_compute_event(op, t0, t1);
+}
+
+void Executor::issue_all_reduce(const Op& op) {
+  comm::Communicator& c = comm_of(op);
+  comm::CollectiveOptions o;
+  o.timeout = options_.comm_timeout;
+  o.tag = op.tag;
+  const double t = now();
+  std::shared_ptr<comm::Work> work = c.all_reduce(grad_range(op), o);
+  issued_index_[op.id] = static_cast<int>(issued_.size());
+  issued_.push_back(Issued{op.id, std::move(work), &c, t, -1});
+  if (op.stream == Stream::kComm) {
+    last_comm_stream_op_ = op.id;
+  } else {
+    wait_work(op.id);  // compute-stream collectives are synchronous with the layer
+  }
+}
+
+// Collective intervals come from each communicator's flight recorder: it stamps when the comm
+// thread actually started and ended the op, which the main thread cannot see.
+void Executor::collect_comm_events() {
+  using Key = std::tuple<int, std::uint64_t, int>;  // op kind, seq, peer
+  std::map<const comm::Communicator*, std::map<Key, comm::FlightRecord>> seen;
+  for (const Issued& i : issued_) {
+    result_.comm_seconds += i.work->seconds();
+    if (seen.count(i.comm)) continue;
+    auto& records = seen[i.comm];
+    for (comm::FlightRecord& r : i.comm->flight_recorder().snapshot().entries)
+      records[Key{static_cast<int>(r.op), r.seq, r.peer}] = std::move(r);
+  }
+  for (const Issued& i : issued_) {
+    const Op& op = program_.ops[i.op_id];
+    const comm::OpInfo& info = i.work->info();
+    OpEvent e;
+    e.rank = program_.rank;
+    e.step = step_;
+    e.op_id = op.id;
+    e.stream = std::string(strategy::to_string(op.stream));
+    e.op = std::string(strategy::to_string(op.kind));
+    e.tag = op.tag;
+    e.group = program_.group_of(op).name;
+    e.bytes = op.bytes;
+    e.start_seconds = i.issued_seconds;
+    e.end_seconds = i.observed_done_seconds;
+    const auto& records = seen[i.comm];
+    const auto it = records.find(Key{static_cast<int>(info.op), info.seq, info.peer});
+    if (it != records.end() && it->second.start_seconds && it->second.end_seconds) {
+      e.start_seconds = *it->second.start_seconds;
+      e.end_seconds = *it->second.end_seconds;
+    }
+    result_.events.push_back(std::move(e));
+  }
+}
+
+}  // namespace parlab::train

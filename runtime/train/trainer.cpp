@@ -1,0 +1,227 @@
+#include "runtime/train/trainer.h"
+
+#include <numeric>
+
+#include "runtime/comm/flight_recorder.h"
+#include "runtime/compute/blas_threads.h"
+#include "runtime/train/dump.h"
+#include "strategy/errors.h"
+#include "strategy/step_program.h"
+
+namespace parlab::train {
+namespace {
+
+double now() { return comm::wall_clock_seconds(); }
+
+// Refuses, before anything is allocated, a program with ops the executor cannot run.
+void check_program(const strategy::StepProgram& program) {
+  for (const strategy::Op& op : program.ops) {
+    if (const std::string why = Executor::unsupported_reason(program, op); !why.empty())
+      throw UnsupportedOp("plan " + program.plan.short_name() + " [" + program.plan.to_string() +
+                          "]: cannot execute rank " + std::to_string(program.rank) + " op " +
+                          std::to_string(op.id) + " (" + strategy::describe(program, op) + "): " + why);
+  }
+}
+
+model::FlatRange optimizer_range(const strategy::StepProgram& program) {
+  const strategy::Op* found = nullptr;
+  for (const strategy::Op& op : program.ops) {
+    if (op.kind != strategy::OpKind::kOptimizer) continue;
+    if (found)
+      throw UnsupportedOp("rank " + std::to_string(program.rank) +
+                          "'s program has several optimizer ops; the runtime runs one");
+    found = &op;
+  }
+  if (!found) throw UnsupportedOp("rank " + std::to_string(program.rank) + "'s program has no optimizer op");
+  return {found->flat_begin, found->flat_end};
+}
+
+// The model this rank computes: today always every layer (pipeline stages are refused above).
+model::LabMlp build_model(const strategy::ModelSpec& spec, uint64_t seed) {
+  compute::pin_blas_to_one_thread();
+  return model::LabMlp(mlp_shape(spec), seed);
+}
+
+std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank, int world,
+                                                 int64_t step, int64_t global_batch) {
+  const model::MlpShape s = mlp_shape(c.model);
+  return {{"rank", std::to_string(rank)},
+          {"world", std::to_string(world)},
+          {"step", std::to_string(step)},
+          {"global_batch", std::to_string(global_batch)},
+          {"microbatches", std::to_string(c.plan.microbatches)},
+          {"plan", c.plan.to_string()},
+          {"model", "hidden=" + std::to_string(s.hidden) + ",ffn=" + std::to_string(s.ffn) +
+                        ",blocks=" + std::to_string(s.blocks) + ",classes=" + std::to_string(s.classes)},
+          {"seed", std::to_string(c.seed)}};
+}
+
+}  // namespace
+
+model::MlpShape mlp_shape(const strategy::ModelSpec& m) {
+  if (m.kind != strategy::ModelKind::kMlp)
+    throw ConfigError("model.kind", m.kind_name(), "the runtime trains the lab network only (kind = \"mlp\")");
+  model::MlpShape s{.hidden = m.hidden, .ffn = m.ffn, .blocks = m.layers, .classes = m.classes};
+  s.validate();
+  return s;
+}
+
+int64_t default_global_batch(int64_t microbatch, int dp) {
+  return microbatch * std::lcm<int64_t>(dp, 4);
+}
+
+strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text,
+                                  int world, const strategy::ClusterSpec& cluster) {
+  strategy::Plan p = strategy::parse_plan(plan_text);
+  if (!p.was_given("gbs") && !p.was_given("microbatches") && world >= 1 && world % (p.tp * p.pp) == 0) {
+    const int64_t mb = p.microbatch > 0 ? p.microbatch : std::max<int64_t>(model.default_microbatch, 1);
+    const int dp = p.dp > 0 ? p.dp : world / (p.tp * p.pp);
+    p.global_batch = default_global_batch(mb, dp);
+  }
+  p = strategy::resolve(p, model, world);
+  strategy::validate(p, model, strategy::with_world(cluster, world));
+  if (p.precision != strategy::Precision::kFp32)
+    throw ConfigError("plan.precision", std::string(strategy::to_string(p.precision)),
+                      "the CPU runtime trains in fp32 only");
+  return p;
+}
+
+void check_runtime_supports(const strategy::ModelSpec& model, const strategy::Plan& plan) {
+  (void)mlp_shape(model);
+  for (int r = 0; r < plan.world(); ++r)
+    check_program(strategy::build_step(model, plan, r, strategy::BuildOptions{.per_layer_ops = true}));
+}
+
+OptimizerConfig optimizer_config(strategy::OptimizerKind kind, double lr, double momentum,
+                                 double weight_decay) {
+  if (kind == strategy::OptimizerKind::kSgd) {
+    SgdConfig c;
+    if (lr > 0) c.lr = lr;
+    c.momentum = momentum;
+    if (weight_decay >= 0) c.weight_decay = weight_decay;
+    return c;
+  }
+  AdamWConfig c;
+  if (lr > 0) c.lr = lr;
+  if (weight_decay >= 0) c.weight_decay = weight_decay;
+  return c;
+}
+
+Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions options)
+    : config_(std::move(config)),
+      world_(world),
+      options_(std::move(options)),
+      program_(strategy::build_step(config_.model, config_.plan, world.rank(),
+                                    strategy::BuildOptions{.per_layer_ops = true})),
+      dp_rank_(strategy::coords_of(config_.plan, world.rank()).dp),
+      data_(SyntheticConfig{.seed = config_.seed,
+                            .size = config_.data_size,
+                            .width = config_.model.hidden,
+                            .classes = config_.model.classes}),
+      state_{0, (check_program(program_), build_model(config_.model, config_.seed)),
+             make_optimizer(config_.optimizer, optimizer_range(program_)),
+             ElasticSampler(SamplerConfig{.seed = config_.seed,
+                                          .dataset_size = config_.data_size,
+                                          .global_batch = config_.plan.global_batch}),
+             config_.seed} {
+  if (world.size() != config_.plan.world())
+    throw ConfigError("world size", std::to_string(world.size()),
+                      "must equal the plan's dp*tp*pp (" + std::to_string(config_.plan.world()) + ")");
+  // A communicator for each group an op talks to: the world itself when the group is everybody,
+  // else split off it (members only, in the program's group order, the same on every member).
+  // Groups no op uses (the size-1 TP and PP groups of a DDP plan) get none.
+  std::vector<bool> used(program_.groups.size(), false);
+  for (const strategy::Op& op : program_.ops)
+    if (op.group >= 0) used.at(op.group) = true;
+  std::vector<comm::Communicator*> comms(program_.groups.size(), nullptr);
+  for (size_t i = 0; i < program_.groups.size(); ++i) {
+    const strategy::Group& g = program_.groups[i];
+    if (!used[i]) continue;
+    if (g.ranks == world.world_ranks()) {
+      comms[i] = &world;
+    } else {
+      owned_comms_.push_back(world.split(g.ranks, g.name));
+      comms[i] = owned_comms_.back().get();
+    }
+  }
+  ExecutorOptions eo;
+  eo.comm_timeout = config_.comm_timeout;
+  executor_ = std::make_unique<Executor>(program_, state_.model, *state_.optimizer, std::move(comms), eo);
+}
+
+Trainer::~Trainer() = default;
+
+std::vector<model::MicrobatchState> Trainer::load_microbatches(
+    const GlobalBatch& batch, std::vector<std::vector<int64_t>>& indices) {
+  const std::vector<int64_t> mine = state_.sampler.rank_indices(batch, dp_rank_, config_.plan.dp);
+  const int m = static_cast<int>(config_.plan.microbatches);
+  const model::MlpShape shape = state_.model.shape();
+  std::vector<model::MicrobatchState> mbs;
+  mbs.reserve(m);
+  indices.assign(m, {});
+  for (int k = 0; k < m; ++k) {
+    const RankSlice s = rank_slice(static_cast<int64_t>(mine.size()), k, m);
+    indices[k].assign(mine.begin() + s.begin, mine.begin() + s.begin + s.count);
+    mbs.emplace_back(shape, s.count, batch.size);
+    data_.fill(indices[k], mbs.back());
+  }
+  return mbs;
+}
+
+StepRecord Trainer::step() {
+  const double t0 = now();
+  const GlobalBatch batch = state_.sampler.next_batch();
+  std::vector<std::vector<int64_t>> indices;
+  std::vector<model::MicrobatchState> mbs = load_microbatches(batch, indices);
+  const double t1 = now();
+
+  const bool dump = !options_.dump_dir.empty() && state_.step == 0;
+  double dump_seconds = 0;  // file writes are not training time
+  if (dump) {
+    const auto meta = dump_metadata(config_, world_.rank(), world_.size(), state_.step, batch.size);
+    write_dump_inputs(options_.dump_dir, config_.model.hidden, mbs, indices, meta);
+    executor_->set_before_optimizer([&, meta](const strategy::Op& op, std::span<const float> params,
+                                              std::span<const float> grads) {
+      const double w0 = now();
+      const model::ParamLayout& layout = state_.model.layout();
+      write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, op.flat_begin, params, meta);
+      write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, op.flat_begin, grads, meta);
+      dump_seconds += now() - w0;
+    });
+    dump_seconds += now() - t1;
+  }
+  ExecResult r = executor_->run(mbs, state_.step);
+  if (dump) executor_->set_before_optimizer(nullptr);
+  state_.sampler.advance();
+  const double t2 = now();
+
+  StepRecord rec;
+  rec.rank = world_.rank();
+  rec.world = world_.size();
+  rec.step = state_.step;
+  rec.epoch = batch.epoch;
+  rec.global_batch = batch.size;
+  for (const model::MicrobatchState& mb : mbs) {
+    rec.samples += mb.batch();
+    rec.loss_sum += mb.loss_sum();
+  }
+  StepTimes& t = rec.times;
+  t.data_seconds = t1 - t0;
+  t.forward_seconds = r.forward_seconds;
+  t.backward_seconds = r.backward_seconds;
+  t.exposed_comm_seconds = r.exposed_comm_seconds;
+  t.optimizer_seconds = r.optimizer_seconds;
+  t.comm_seconds = r.comm_seconds;
+  t.step_seconds = t2 - t0 - dump_seconds;
+  t.idle_seconds = std::max(0.0, t.step_seconds - t.data_seconds - t.forward_seconds -
+                                     t.backward_seconds - t.exposed_comm_seconds - t.optimizer_seconds);
+  if (options_.record_events) {
+    rec.events = std::move(r.events);
+    rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1});
+  }
+  ++state_.step;
+  if (options_.sink) options_.sink->on_step(rec);
+  return rec;
+}
+
+}  // namespace parlab::train

@@ -1,0 +1,126 @@
+#pragma once
+// The trainer: one rank's training loop around the Executor.
+//
+//   step():  sampler.next_batch()  -> this rank's slice (ElasticSampler::rank_indices over the DP
+//            group) -> `microbatches` contiguous microbatches (sizes differ by at most one; a short
+//            last batch of an epoch gives uneven, possibly empty, microbatches) -> SyntheticDataset
+//            fill -> Executor::run (forward, backward, bucket all-reduces, optimizer) ->
+//            sampler.advance() -> a StepRecord to the telemetry sink.
+//
+// Batch arithmetic: global batch G = mb x microbatches x dp is fixed by the plan (`gbs`); with
+// another worker count the accumulation steps change, not G (resolve_train_plan). The loss scale
+// of every microbatch is 1 / (the step's actual global batch), so a short last batch still gives
+// the gradient of its mean loss, and a rank with no samples contributes zeros to every
+// collective it still joins.
+//
+// Determinism: for a fixed world size the weights are bit-identical run to run: parameters and
+// data are counter-based (CounterRng), BLAS runs one thread, the ring all-reduce sums in a fixed
+// order, and microbatches accumulate in program order.
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/model/lab_mlp.h"
+#include "runtime/train/data.h"
+#include "runtime/train/executor.h"
+#include "runtime/train/optimizer.h"
+#include "runtime/train/sampler.h"
+#include "runtime/train/telemetry.h"
+#include "strategy/cluster_spec.h"
+#include "strategy/model_spec.h"
+#include "strategy/plan.h"
+
+namespace parlab::train {
+
+struct TrainConfig {
+  strategy::ModelSpec model;  // kind mlp (the lab network)
+  strategy::Plan plan;        // resolved and validated for the world size
+  OptimizerConfig optimizer = AdamWConfig{};
+  int64_t data_size = 0;      // synthetic samples, indices [0, data_size)
+  uint64_t seed = 0;          // parameter init, data and epoch shuffles (separate RNG streams)
+  std::chrono::milliseconds comm_timeout = comm::kDefaultTimeout;
+};
+
+// The lab network's shape from a ModelSpec; ConfigError unless model.kind is mlp.
+model::MlpShape mlp_shape(const strategy::ModelSpec& model);
+
+// Global batch when the plan names neither gbs nor microbatches: mb x lcm(dp, 4), so 1, 2 and 4
+// workers train the same global batch (4 = the cpu-local preset's devices).
+int64_t default_global_batch(int64_t microbatch, int dp);
+
+// Plan text ("gbs=256,bucket_mb=4") for `world` workers: parsed, given the default global batch
+// above when it fixes neither gbs nor microbatches, resolved and validated against `cluster`
+// sized to the world. Refuses what the CPU runtime cannot train (mixed precision). Throws
+// ConfigError naming the field.
+strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text,
+                                  int world, const strategy::ClusterSpec& cluster);
+
+// Builds every rank's step program and throws UnsupportedOp for the first op the runtime cannot
+// execute (a launcher calls it before starting any worker).
+void check_runtime_supports(const strategy::ModelSpec& model, const strategy::Plan& plan);
+
+// The plan's optimizer (adam -> AdamW, sgd -> SGD) with PyTorch's defaults, `lr` when > 0.
+OptimizerConfig optimizer_config(strategy::OptimizerKind kind, double lr = 0, double momentum = 0,
+                                 double weight_decay = -1);
+
+// Everything that makes the run continue exactly: one struct, so a checkpoint saves and restores
+// it whole. Random numbers have no hidden state: every one is CounterRng(seed, stream, counter)
+// with the counter derived from the sample index, the flat parameter offset or the epoch, so
+// (seed, sampler state) is the whole RNG state.
+struct TrainerState {
+  int64_t step = 0;  // optimizer steps taken
+  model::LabMlp model;
+  std::unique_ptr<Optimizer> optimizer;
+  ElasticSampler sampler;
+  uint64_t seed = 0;
+};
+
+struct TrainerOptions {
+  TelemetrySink* sink = nullptr;  // borrowed; receives every step's record
+  bool record_events = true;      // keep per-op events in the records (traces, overlap checks)
+  // When set, the first step() writes its inputs, labels, weights before the update and the
+  // gradients the optimizer applies here (dump.h; the caller picks the per-rank folder).
+  std::filesystem::path dump_dir;
+};
+
+class Trainer {
+ public:
+  // `world` is this rank's communicator over all ranks of the plan (a world of one for a single
+  // process: the same code path). Builds this rank's step program (per-layer ops), the model, the
+  // optimizer over the program's optimizer range and the group communicators (sub-groups are
+  // split off `world`, a collective call). Throws UnsupportedOp before any compute when the plan
+  // needs ops the runtime cannot run yet, ConfigError on bad input. `world` is borrowed.
+  Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions options = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One optimizer step; returns its record (also given to the sink).
+  StepRecord step();
+
+  const TrainConfig& config() const { return config_; }
+  const strategy::StepProgram& program() const { return program_; }
+  const TrainerState& state() const { return state_; }
+  TrainerState& state() { return state_; }
+  int rank() const { return world_.rank(); }
+  int dp_rank() const { return dp_rank_; }
+
+ private:
+  std::vector<model::MicrobatchState> load_microbatches(const GlobalBatch& batch,
+                                                        std::vector<std::vector<int64_t>>& indices);
+
+  TrainConfig config_;
+  comm::Communicator& world_;
+  TrainerOptions options_;
+  strategy::StepProgram program_;
+  int dp_rank_ = 0;
+  SyntheticDataset data_;
+  TrainerState state_;
+  std::vector<std::unique_ptr<comm::Communicator>> owned_comms_;
+  std::unique_ptr<Executor> executor_;
+};
+
+}  // namespace parlab::train

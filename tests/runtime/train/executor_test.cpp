@@ -1,0 +1,205 @@
+// The executor's contract beyond the numbers: buckets overlap the backward pass as the program
+// says, dependencies hold, unsupported ops fail loudly, the layout agrees with the model's, and
+// a world of one takes the same path.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "runtime/comm/flight_recorder.h"
+#include "runtime/model/param_layout.h"
+#include "strategy/step_program.h"
+#include "tests/runtime/train/train_fixture.h"
+
+namespace parlab::train {
+namespace {
+
+using testing::tiny_config;
+using testing::train_threads;
+
+// A communicator that holds its first all-reduce for `delay` after it starts, then runs it (and
+// every later one) on the real communicator. It has its own op thread and flight recorder, so
+// the start it records is when the op began on the communication stream, before the delay.
+class SlowComm final : public comm::Communicator {
+ public:
+  SlowComm(std::unique_ptr<comm::Communicator> inner, std::chrono::milliseconds delay)
+      : inner_(std::move(inner)),
+        delay_(delay),
+        recorder_(comm::RecorderIdentity{"slow", inner_->group_name(), inner_->rank(), inner_->size(),
+                                         inner_->rank(), inner_->size()}),
+        thread_([this] { loop(); }) {}
+  ~SlowComm() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  std::string_view backend_name() const override { return "slow"; }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& group_name() const override { return inner_->group_name(); }
+  const std::vector<int>& world_ranks() const override { return inner_->world_ranks(); }
+  const comm::FlightRecorder& flight_recorder() const override { return recorder_; }
+
+ protected:
+  std::shared_ptr<comm::Work> run_all_reduce(std::span<float> buf, const comm::CollectiveOptions& o) override {
+    comm::OpInfo info{comm::OpKind::kAllReduce, seq_++, group_name(), double(buf.size_bytes()), o.tag, -1, o.timeout};
+    auto work = std::make_shared<comm::Work>(info);
+    const uint64_t id = recorder_.record(info);
+    std::lock_guard lock(mu_);
+    const bool slow = info.seq == 0;
+    queue_.push_back([this, work, id, buf, o, slow] {
+      work->start();
+      recorder_.started(id);
+      if (slow) std::this_thread::sleep_for(delay_);
+      try {
+        inner_->all_reduce(buf, o)->wait();
+        recorder_.ended(id, comm::OpState::kCompleted);
+        work->finish();
+      } catch (...) {
+        recorder_.ended(id, comm::OpState::kFailed, "inner failed");
+        work->finish(std::current_exception());
+      }
+    });
+    cv_.notify_all();
+    return work;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::unique_ptr<comm::Communicator> inner_;
+  std::chrono::milliseconds delay_;
+  comm::FlightRecorder recorder_;
+  uint64_t seq_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the rest exists
+};
+
+TEST(ExecutorTest, BucketAllReducesOverlapTheRestOfBackward) {
+  // 6 blocks of h 256, f 1024 with 2 MiB buckets: about one bucket per block, the first issued
+  // after the backward of the head and block 5 while blocks 4..0 (tens of milliseconds of sgemm)
+  // remain, ample time for the comm thread to be scheduled even on a loaded machine. The first
+  // all-reduce is held 300 ms on the comm stream: an executor that waited for a bucket before
+  // going on with backward would show it in the event order.
+  const std::string plan = "gbs=128,mb=64,bucket_mb=2";
+  TrainConfig cfg = tiny_config(plan, 2, 128);
+  cfg.model = strategy::parse_model_toml(
+      "name = \"small\"\nkind = \"mlp\"\nlayers = 6\nhidden = 256\nffn = 1024\nclasses = 4\n"
+      "microbatch = 64\nprecision = \"fp32\"\n",
+      "small.toml");
+  cfg.plan = resolve_train_plan(cfg.model, plan, 2, strategy::load_cluster("cpu-local"));
+  auto wrap = [](std::unique_ptr<comm::Communicator> c) -> std::unique_ptr<comm::Communicator> {
+    return std::make_unique<SlowComm>(std::move(c), std::chrono::milliseconds(300));
+  };
+  const auto runs = train_threads(2, cfg, 1, wrap);
+  ASSERT_EQ(runs.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<OpEvent>& events = runs[r].records.at(0).events;
+    std::vector<const OpEvent*> reduces, backwards;
+    const OpEvent* optimizer = nullptr;
+    for (const OpEvent& e : events) {
+      if (e.op == "all-reduce") reduces.push_back(&e);
+      if (e.op == "backward") backwards.push_back(&e);
+      if (e.op == "optimizer") optimizer = &e;
+    }
+    ASSERT_GE(reduces.size(), 3u);
+    ASSERT_NE(optimizer, nullptr);
+    double last_backward_end = 0;
+    for (const OpEvent* b : backwards) last_backward_end = std::max(last_backward_end, b->end_seconds);
+    std::sort(reduces.begin(), reduces.end(),
+              [](const OpEvent* a, const OpEvent* b) { return a->start_seconds < b->start_seconds; });
+    // The first bucket's all-reduce began while backward still had layers to go, and backward
+    // finished all of them before that all-reduce ended: it ran underneath.
+    EXPECT_LT(reduces.front()->start_seconds, last_backward_end) << "rank " << r;
+    EXPECT_LT(last_backward_end, reduces.front()->end_seconds) << "rank " << r << ": backward waited for a bucket";
+    // Several buckets were issued before the last backward op ended (they queue behind the held
+    // one), buckets run in program order on the one comm stream, and the optimizer waits for all.
+    const auto issued_early = std::count_if(reduces.begin(), reduces.end(), [&](const OpEvent* e) {
+      return e->op_id < backwards.back()->op_id;
+    });
+    EXPECT_GE(issued_early, 2) << "rank " << r;
+    for (size_t i = 1; i < reduces.size(); ++i)
+      EXPECT_LE(reduces[i - 1]->end_seconds, reduces[i]->start_seconds + 1e-6) << "rank " << r;
+    for (const OpEvent* e : reduces) EXPECT_LE(e->end_seconds, optimizer->start_seconds + 1e-6) << "rank " << r;
+    // And the main thread's wait for them is the exposed communication.
+    EXPECT_GT(runs[r].records[0].times.exposed_comm_seconds, 0.0);
+  }
+}
+
+TEST(ExecutorTest, LocalLayoutIsTheModelsParamLayout) {
+  const TrainConfig cfg = tiny_config("gbs=8,mb=4", 2, 64);
+  const model::ParamLayout layout(mlp_shape(cfg.model));
+  const std::vector<strategy::LocalTensor> local = strategy::local_param_layout(cfg.model, cfg.plan, 0);
+  ASSERT_EQ(local.size(), layout.tensors().size());
+  for (size_t i = 0; i < local.size(); ++i) {
+    EXPECT_EQ(local[i].name, layout.tensors()[i].name);
+    EXPECT_EQ(local[i].offset, layout.tensors()[i].offset) << local[i].name;
+    EXPECT_EQ(local[i].numel, layout.tensors()[i].numel) << local[i].name;
+    EXPECT_EQ(local[i].layer, layout.tensors()[i].layer) << local[i].name;
+  }
+  // Hand count: blocks of 32*64 + 64 + 64*32 + 32 = 4192, head 4*32 + 4 = 132.
+  EXPECT_EQ(layout.numel(), 2 * 4192 + 132);
+}
+
+TEST(ExecutorTest, UnsupportedOpsFailBeforeTheFirstStepNamingTheOp) {
+  const TrainConfig cfg = tiny_config("gbs=16,mb=4,zero=1", 2, 64);
+  try {
+    check_runtime_supports(cfg.model, cfg.plan);
+    FAIL() << "ZeRO-1 should be refused by this runtime";
+  } catch (const UnsupportedOp& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("reduce-scatter"), std::string::npos) << m;
+    EXPECT_NE(m.find("grad.bucket0"), std::string::npos) << m;
+  }
+  // The trainer refuses it the same way, on every rank, before touching the communicator.
+  std::unique_ptr<comm::Communicator> solo =
+      comm::make_gloo_communicator(comm::make_in_process_store(), 0, 1, {});
+  const TrainConfig one = tiny_config("gbs=16,mb=4,zero=1", 1, 64);
+  EXPECT_NO_THROW(Trainer(one, *solo));  // dp = 1: nothing to shard, plain program
+  EXPECT_THROW(Trainer(tiny_config("gbs=16,mb=4", 2, 64), *solo), ConfigError);  // world 1, plan for 2
+}
+
+TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
+  const TrainConfig cfg = tiny_config("gbs=8,mb=4", 1, 64);
+  const auto runs = train_threads(1, cfg, 2);
+  ASSERT_EQ(runs.size(), 1u);
+  const StepRecord& rec = runs[0].records.at(1);
+  EXPECT_EQ(rec.samples, 8);
+  EXPECT_EQ(rec.global_batch, 8);
+  const StepTimes& t = rec.times;
+  EXPECT_GT(t.forward_seconds, 0.0);
+  EXPECT_GT(t.backward_seconds, 0.0);
+  EXPECT_GT(t.optimizer_seconds, 0.0);
+  EXPECT_EQ(t.comm_seconds, 0.0);  // no collectives at dp = 1
+  const double parts = t.data_seconds + t.forward_seconds + t.backward_seconds + t.exposed_comm_seconds +
+                       t.optimizer_seconds + t.idle_seconds;
+  EXPECT_NEAR(parts, t.step_seconds, 1e-9);
+  // Two microbatches x (3 layers forward + 3 backward) + optimizer + data.
+  EXPECT_EQ(rec.events.size(), 2u * 6 + 1 + 1);
+}
+
+}  // namespace
+}  // namespace parlab::train
