@@ -1,0 +1,263 @@
+#include "runtime/launch/supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "strategy/errors.h"
+#include "strategy/units.h"
+
+namespace parlab::launch {
+namespace {
+
+// The last `n` lines of a (log) file, for the failure message.
+std::string last_lines(const std::filesystem::path& path, int n) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (static_cast<int>(lines.size()) > n) lines.pop_front();
+  }
+  std::string out;
+  for (const std::string& l : lines) out += "  | " + l + "\n";
+  return out;
+}
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+std::filesystem::path rank_records_path(const std::filesystem::path& d, int rank) {
+  return d / ("rank-" + std::to_string(rank) + ".jsonl");
+}
+std::filesystem::path rank_log_path(const std::filesystem::path& d, int rank) {
+  return d / ("rank-" + std::to_string(rank) + ".log");
+}
+std::filesystem::path rank_events_path(const std::filesystem::path& d, int rank) {
+  return d / ("rank-" + std::to_string(rank) + ".events.jsonl");
+}
+
+std::vector<train::OpEvent> read_run_events(const std::filesystem::path& run_dir, int world) {
+  std::vector<train::OpEvent> events;
+  for (int r = 0; r < world; ++r) {
+    std::ifstream in(rank_events_path(run_dir, r));
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_array())
+        throw ConfigError(rank_events_path(run_dir, r).string(), line.substr(0, 80), "expected a JSON array of events per line");
+      for (const auto& e : j) events.push_back(train::op_event_from_json(e));
+    }
+  }
+  return events;
+}
+
+std::vector<std::string> JsonlTail::read_new_lines() {
+  std::vector<std::string> out;
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) return out;
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uintmax_t>(in.tellg());
+  if (size < offset_) {  // truncated (the worker re-opened it): start over
+    offset_ = 0;
+    partial_.clear();
+  }
+  if (size == offset_) return out;
+  in.seekg(static_cast<std::streamoff>(offset_));
+  std::string chunk(size - offset_, '\0');
+  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  chunk.resize(static_cast<size_t>(in.gcount()));
+  offset_ += chunk.size();
+  partial_ += chunk;
+  size_t start = 0;
+  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1)
+    if (nl > start) out.push_back(partial_.substr(start, nl - start));
+  partial_.erase(0, start);
+  return out;
+}
+
+Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {
+  if (options_.nproc < 1)
+    throw ConfigError("--nproc", std::to_string(options_.nproc), "must be at least 1 worker");
+  if (options_.argv.empty()) throw ConfigError("worker command", "(empty)", "needs a program");
+  if (options_.run_dir.empty()) throw ConfigError("--run-dir", "(empty)", "needs a directory");
+}
+
+Supervisor::~Supervisor() {
+  // ChildProcess destructors SIGKILL and reap whatever still runs.
+  children_.clear();
+}
+
+void Supervisor::start() {
+  namespace fs = std::filesystem;
+  const fs::path& dir = options_.run_dir;
+  fs::create_directories(dir);
+  // Keys of an earlier launch in this directory would be refused by the rendezvous ("already
+  // joined this attempt"); they are worthless now.
+  fs::remove_all(dir / "rendezvous");
+  fs::create_directories(dir / "rendezvous");
+  for (int r = 0; r < options_.nproc; ++r) {
+    fs::remove(rank_records_path(dir, r));
+    fs::remove(rank_events_path(dir, r));
+    fs::remove(rank_log_path(dir, r));
+  }
+  const std::string n = std::to_string(options_.nproc);
+  for (int r = 0; r < options_.nproc; ++r) {
+    std::map<std::string, std::string> env = options_.env;
+    env["RANK"] = std::to_string(r);
+    env["WORLD_SIZE"] = n;
+    env["LOCAL_RANK"] = std::to_string(r);
+    env["LOCAL_WORLD_SIZE"] = n;
+    env["PARLAB_RENDEZVOUS_DIR"] = fs::absolute(dir / "rendezvous").string();
+    env["PARLAB_RUN_DIR"] = fs::absolute(dir).string();
+    env["PARLAB_SUPERVISOR_PID"] = std::to_string(::getpid());
+    env["OPENBLAS_NUM_THREADS"] = "1";
+    env["OMP_NUM_THREADS"] = "1";
+    children_.emplace_back(options_.argv, env, rank_log_path(dir, r));
+    pids_.push_back(children_.back().pid());
+    tails_.emplace_back(rank_records_path(dir, r));
+  }
+}
+
+void Supervisor::pump_records() {
+  for (JsonlTail& tail : tails_) {
+    for (const std::string& line : tail.read_new_lines()) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception&) {
+        continue;  // not ours to judge; the worker's own log says more
+      }
+      const std::string type = j.value("type", "");
+      if (type == "error") {
+        const int rank = j.value("rank", -1);
+        if (!errors_.count(rank))
+          errors_[rank] = WorkerError{j.value("comm", false), j.value("seconds", 0.0), j.value("message", "")};
+        continue;
+      }
+      if (type != "step") continue;
+      const train::StepRecord rec = train::step_record_from_json(j);
+      if (options_.on_record) options_.on_record(rec);
+    }
+  }
+}
+
+std::vector<int> Supervisor::teardown() {
+  std::vector<int> stopped;
+  for (size_t r = 0; r < children_.size(); ++r) {
+    if (children_[r].poll()) continue;
+    children_[r].signal(SIGTERM);
+    stopped.push_back(static_cast<int>(r));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.grace;
+  for (int r : stopped) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (!children_[r].wait_for(std::max(left, std::chrono::milliseconds(0))))
+      children_[r].terminate(std::chrono::milliseconds(0));  // SIGKILL and reap
+  }
+  return stopped;
+}
+
+int Supervisor::root_cause(const std::vector<int>& failed) const {
+  // A worker that lost a peer fails too, often within milliseconds of the one that died; the
+  // root cause is the failure that was not a communication error, else the earliest reported
+  // (torchrun's elastic agent picks the earliest error file the same way).
+  int best = -1;
+  auto key = [&](int r) {
+    const auto it = errors_.find(r);
+    const bool comm = it != errors_.end() && it->second.comm;
+    const double at = it != errors_.end() ? it->second.seconds : 0.0;
+    return std::make_tuple(comm ? 1 : 0, at, r);
+  };
+  for (int r : failed)
+    if (best < 0 || key(r) < key(best)) best = r;
+  return best;
+}
+
+std::string Supervisor::failure_message(const SupervisorResult& result, int failed,
+                                        const std::vector<int>& stopped) const {
+  std::string msg = failed >= 0 ? "rank " + std::to_string(failed) + " " + result.exits[failed].status.describe()
+                                : std::string("interrupted");
+  if (failed >= 0) {
+    if (const auto it = errors_.find(failed); it != errors_.end()) msg += ": " + it->second.message;
+  }
+  std::vector<int> also;  // failed on their own, after (probably because of) the root cause
+  for (const WorkerExit& e : result.exits)
+    if (e.rank != failed && !e.status.ok() && !children_[e.rank].running() &&
+        std::find(stopped.begin(), stopped.end(), e.rank) == stopped.end())
+      also.push_back(e.rank);
+  if (!also.empty())
+    msg += "; " + std::string(also.size() == 1 ? "rank " : "ranks ") + list_ranks(also) + " failed too" +
+           (std::all_of(also.begin(), also.end(), [&](int r) { return errors_.count(r) && errors_.at(r).comm; })
+                ? " (lost a peer)"
+                : "");
+  if (!stopped.empty())
+    msg += "; stopped " + std::string(stopped.size() == 1 ? "rank " : "ranks ") + list_ranks(stopped) +
+           " (SIGTERM, then SIGKILL after " +
+           units::format_seconds(std::chrono::duration<double>(options_.grace).count()) + ")";
+  if (failed >= 0) {
+    const std::filesystem::path log = rank_log_path(options_.run_dir, failed);
+    const std::string tail = last_lines(log, 8);
+    if (!tail.empty()) msg += "\nlast lines of " + log.string() + ":\n" + tail;
+  }
+  return msg;
+}
+
+SupervisorResult Supervisor::wait() {
+  SupervisorResult result;
+  const size_t n = children_.size();
+  result.exits.resize(n);
+  for (size_t r = 0; r < n; ++r) result.exits[r].rank = static_cast<int>(r);
+  std::vector<bool> seen(n, false);
+  size_t ended = 0;
+  bool torn_down = false;
+  while (ended < n) {
+    std::vector<int> failed;
+    for (size_t r = 0; r < n; ++r) {
+      if (seen[r]) continue;
+      if (auto s = children_[r].poll()) {
+        seen[r] = true;
+        ++ended;
+        result.exits[r].status = *s;
+        if (!s->ok()) failed.push_back(static_cast<int>(r));
+      }
+    }
+    pump_records();  // after the polls: a dead worker's last lines are all there
+    if (options_.on_tick) options_.on_tick();
+    const bool stop = stop_requested_.load();
+    if (!torn_down && (!failed.empty() || stop)) {
+      torn_down = true;
+      const int root = failed.empty() ? -1 : root_cause(failed);
+      result.failed_rank = root;
+      result.interrupted = root < 0;
+      const std::vector<int> stopped = teardown();
+      for (int r : stopped) result.exits[r].stopped = true;
+      for (size_t r = 0; r < n; ++r) {  // everyone has ended now
+        if (seen[r]) continue;
+        result.exits[r].status = *children_[r].poll();
+        seen[r] = true;
+        ++ended;
+      }
+      pump_records();
+      result.message = failure_message(result, root, stopped);
+      continue;
+    }
+    if (ended < n) std::this_thread::sleep_for(options_.poll);
+  }
+  result.ok = !torn_down;
+  for (const WorkerExit& e : result.exits) result.ok = result.ok && e.status.ok();
+  return result;
+}
+
+}  // namespace parlab::launch

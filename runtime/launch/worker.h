@@ -1,0 +1,87 @@
+#pragma once
+// The worker side of a launch: one process per rank, started by parlab's Supervisor, torchrun,
+// srun or by hand.
+//
+//   who am I      comm::from_env(): RANK / WORLD_SIZE / LOCAL_RANK (torchrun) or SLURM_PROCID /
+//                 SLURM_NTASKS / SLURM_LOCALID (Slurm)
+//   rendezvous    $PARLAB_RENDEZVOUS_DIR set (parlab's launcher): a file store there; otherwise
+//                 the TCP store rank 0 hosts at MASTER_ADDR:MASTER_PORT (torchrun, srun, manual)
+//   supervisor    $PARLAB_SUPERVISOR_PID set: the kernel kills this worker if the supervisor dies
+//                 (PR_SET_PDEATHSIG), so a killed launcher leaves no orphans
+//   train         TrainJob -> Trainer; one JSON line per step in <run_dir>/rank-<r>.jsonl, and on
+//                 failure a last {"type": "error", ...} line the supervisor uses to name the root
+//                 cause; the rank's events when a trace is wanted; --dump-step files.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/rendezvous.h"
+#include "runtime/comm/tcp_store.h"
+#include "runtime/train/trainer.h"
+
+namespace parlab::launch {
+
+// Whether this process was started as one rank of a job (RANK or SLURM_PROCID is set).
+bool launched_as_worker();
+
+// When $PARLAB_SUPERVISOR_PID is set: die (SIGKILL) with the supervisor; if it is already gone,
+// throws RuntimeError so the worker does not train alone.
+void follow_supervisor();
+
+// This rank's world communicator and what keeps its rendezvous alive.
+struct WorkerWorld {
+  comm::RendezvousEnv env;
+  comm::TcpRendezvous tcp;  // the TCP store (rank 0 also hosts its server); empty for a file store
+  std::unique_ptr<comm::Communicator> comm;
+};
+// Reads the launcher variables and connects every rank (see above). Throws ConfigError on
+// missing/malformed variables, RendezvousError when ranks do not all arrive within the timeout.
+WorkerWorld connect_worker(const comm::GlooOptions& options);
+
+// What `parlab train` was asked: everything a worker needs, so the launcher can hand it over on
+// the command line.
+struct TrainJob {
+  std::string model = "lab-mlp";   // preset name or TOML file
+  std::string cluster = "cpu-local";
+  std::string plan;                // key=value list (strategy/plan.h)
+  int64_t steps = 10;
+  uint64_t seed = 0;
+  int64_t data_size = 0;           // 0: 64 global batches
+  std::string optimizer;           // "" (the plan's), "adam" or "sgd": overrides plan.optimizer
+  double lr = 0;                   // 0: the optimizer's default
+  double momentum = 0;             // SGD only
+  double weight_decay = -1;        // < 0: the optimizer's default
+  std::filesystem::path run_dir = "runs/train";
+  std::filesystem::path dump_dir;  // --dump-step
+  bool trace = false;              // write the rank's events (for --trace)
+  std::chrono::milliseconds comm_timeout = comm::kDefaultTimeout;
+  // Fault injection for tests of the supervisor: this rank exits with `fail_code` before step
+  // `fail_step` (-1: never).
+  int fail_rank = -1;
+  int64_t fail_step = -1;
+  int fail_code = 3;
+};
+
+// The trainer's configuration for `world` ranks: model, resolved plan (the global batch stays
+// fixed across worker counts unless the plan fixes microbatches), optimizer, data size.
+train::TrainConfig make_train_config(const TrainJob& job, int world);
+
+// A failure injected by TrainJob::fail_*: the worker's exit code is `code`.
+class InjectedFailure : public RuntimeError {
+ public:
+  InjectedFailure(int rank, int64_t step, int code);
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+// The whole worker: follow_supervisor, connect_worker, train job.steps steps, a final barrier so
+// no rank tears its connections down while a peer still reads them. On failure writes the error
+// line to its records file and rethrows.
+void run_train_worker(const TrainJob& job);
+
+}  // namespace parlab::launch
