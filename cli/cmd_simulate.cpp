@@ -46,7 +46,8 @@ sim::AlgorithmChoice parse_algorithm(const std::string& text) {
   if (text == "auto") return sim::AlgorithmChoice::kAuto;
   if (text == "ring") return sim::AlgorithmChoice::kRing;
   if (text == "tree") return sim::AlgorithmChoice::kTree;
-  throw ConfigError("--algorithm", text, "must be auto, ring or tree");
+  if (text == "analytic") return sim::AlgorithmChoice::kAnalytic;
+  throw ConfigError("--algorithm", text, "must be auto, ring, tree or analytic");
 }
 
 std::string secs(double s) { return fmt::format("{:.6f}", s); }
@@ -220,7 +221,8 @@ void add_simulate_command(CLI::App& app) {
                   "| stop:rank=R,step=K[,op=N]");
   cmd->add_option("--fault-file", opts->fault_file, "TOML file with [[fault]] tables (kind, rank, factor, step, op, link)");
   cmd->add_option("--trace", opts->trace, "Write a Chrome trace-event JSON of every op (Perfetto, chrome://tracing)");
-  cmd->add_option("--algorithm", opts->algorithm, "Collective algorithm: auto (as the analytic tuner), ring, tree")
+  cmd->add_option("--algorithm", opts->algorithm, "Collective algorithm: auto (NCCL-like rings; halving-doubling where the analytic\n"
+                  "tuner picks a tree), ring, tree, analytic (the tuner's choice exactly, hierarchical included)")
       ->capture_default_str();
   cmd->add_flag("--exact", opts->exact,
                 "Simulate every call of multi-call collectives and every step of their algorithms (slower;\n"
@@ -234,7 +236,7 @@ void add_simulate_command(CLI::App& app) {
   coll->add_option("--bytes", copts->bytes, "Size S (nccl-tests convention): 1K, 64M, 1G (x1024), or kB/MB/GB (x1000)")->capture_default_str();
   coll->add_option("--ranks,-n", copts->ranks, "Number of ranks")->capture_default_str();
   coll->add_option("--cluster,-c", copts->cluster, "Cluster preset or TOML file")->capture_default_str();
-  coll->add_option("--algorithm", copts->algorithm, "auto | ring | tree")->capture_default_str();
+  coll->add_option("--algorithm", copts->algorithm, "auto | ring | tree | analytic")->capture_default_str();
   coll->add_flag("--json", copts->json, "Machine-readable output");
   coll->callback([copts] { run_collective(*copts); });
 

@@ -70,6 +70,59 @@ void chain(Schedule& s, double bytes, const std::vector<int>& members, const Lay
   }
 }
 
+// The analytic model's two-level algorithm for a group of k members on each of N nodes: ring
+// steps inside every node (all nodes at once), then rings across nodes between the members of
+// the same position (all positions at once) on S/k:
+//   all-reduce      intra reduce-scatter, inter all-reduce, intra all-gather
+//   reduce-scatter  intra reduce-scatter, inter reduce-scatter
+//   all-gather      inter all-gather, intra all-gather
+// On idle links this is exactly cost_model.h's hierarchical formula. False when the group is
+// not k members on each of N > 1 nodes (or a broadcast).
+bool hierarchical(Schedule& s, CollectiveOp op, double bytes, const std::vector<int>& members, const Layout& layout) {
+  std::map<int, std::vector<int>> per_node;
+  for (int r : members) per_node[layout.node_of(r)].push_back(r);
+  if (per_node.size() <= 1 || op == CollectiveOp::kBroadcast) return false;
+  const size_t k = per_node.begin()->second.size();
+  for (const auto& [node, ranks] : per_node)
+    if (ranks.size() != k) return false;
+  const int N = int(per_node.size());
+  std::vector<std::vector<int>> intra, inter(k);
+  for (const auto& [node, ranks] : per_node) {
+    intra.push_back(ranks);
+    for (size_t j = 0; j < k; ++j) inter[j].push_back(ranks[j]);
+  }
+  auto add = [&](const std::vector<std::vector<int>>& rings, int steps, double message_bytes) {
+    ScheduleStep step;
+    for (const auto& ring : rings) {
+      const int m = int(ring.size());
+      if (m > 1)
+        for (int i = 0; i < m; ++i) step.messages.push_back({ring[i], ring[(i + 1) % m], message_bytes});
+    }
+    if (!step.messages.empty())
+      for (int t = 0; t < steps; ++t) s.steps.push_back(step);
+  };
+  const int kk = int(k);
+  const double intra_bytes = bytes / kk, inter_bytes = bytes / (double(kk) * N);
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      add(intra, kk - 1, intra_bytes);
+      add(inter, 2 * (N - 1), inter_bytes);
+      add(intra, kk - 1, intra_bytes);
+      break;
+    case CollectiveOp::kReduceScatter:
+      add(intra, kk - 1, intra_bytes);
+      add(inter, N - 1, inter_bytes);
+      break;
+    case CollectiveOp::kAllGather:
+      add(inter, N - 1, inter_bytes);
+      add(intra, kk - 1, intra_bytes);
+      break;
+    case CollectiveOp::kBroadcast: return false;
+  }
+  s.algorithm = "hierarchical";
+  return true;
+}
+
 void halving_doubling(Schedule& s, double bytes, const std::vector<int>& members) {
   const int n = int(members.size());
   int d = 0;
@@ -124,6 +177,7 @@ std::string_view to_string(AlgorithmChoice c) {
     case AlgorithmChoice::kAuto: return "auto";
     case AlgorithmChoice::kRing: return "ring";
     case AlgorithmChoice::kTree: return "tree";
+    case AlgorithmChoice::kAnalytic: return "analytic";
   }
   return "?";
 }
@@ -139,14 +193,14 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
   }
   const bool merge = options.coalesce_calls && count > 1;
   const double call_bytes = merge ? bytes * count : bytes;
-  bool tree = false;
-  if (op == CollectiveOp::kAllReduce && is_power_of_two(n)) {
-    if (choice == AlgorithmChoice::kTree) tree = true;
-    if (choice == AlgorithmChoice::kAuto)
-      tree = strategy::collective_time(op, bytes, members, cluster).algorithm == strategy::Algorithm::kTree;
-  }
+  const bool follow = choice == AlgorithmChoice::kAuto || choice == AlgorithmChoice::kAnalytic;
+  const auto tuned = follow ? strategy::collective_time(op, bytes, members, cluster).algorithm : strategy::Algorithm::kNone;
+  const bool tree = op == CollectiveOp::kAllReduce && is_power_of_two(n) &&
+                    (choice == AlgorithmChoice::kTree || tuned == strategy::Algorithm::kTree);
   if (tree) halving_doubling(s, call_bytes, members);
-  else if (op == CollectiveOp::kBroadcast) chain(s, call_bytes, members, layout);
+  else if (choice == AlgorithmChoice::kAnalytic && tuned == strategy::Algorithm::kHierarchical &&
+           hierarchical(s, op, call_bytes, members, layout)) {
+  } else if (op == CollectiveOp::kBroadcast) chain(s, call_bytes, members, layout);
   else ring(s, op, call_bytes, members, layout);
 
   if (merge) {

@@ -10,6 +10,8 @@
 //   ring all-gather
 //   broadcast              pipelined chain from the lowest rank in P chunks: (n-2+P) steps of
 //                          S/P, P chosen to minimise (n-2+P)(a + S/(P B))
+//   hierarchical           (kAnalytic, groups spanning N nodes with k members each) rings inside
+//                          the nodes, then rings across nodes on S/k: cost_model.h's formula
 //   halving-doubling       (when the analytic model's tuner picks a tree for an all-reduce, as
 //                          NCCL does for small messages; n a power of two): recursive-halving
 //                          reduce-scatter then recursive-doubling all-gather, 2 log2(n) steps
@@ -30,9 +32,12 @@
 namespace parlab::sim {
 
 enum class AlgorithmChoice {
-  kAuto,  // what the analytic model's tuner picks (ring; halving-doubling where it picks tree)
+  kAuto,      // NCCL-like: rings (channels across nodes); halving-doubling where the analytic
+              // tuner picks a tree
   kRing,
-  kTree,  // halving-doubling for all-reduce when n is a power of two, else ring
+  kTree,      // halving-doubling for all-reduce when n is a power of two, else ring
+  kAnalytic,  // exactly the analytic tuner's algorithm: like kAuto, but groups spanning nodes
+              // take the two-level (hierarchical) rings where the tuner does
 };
 
 struct ScheduleOptions {
@@ -61,7 +66,7 @@ struct ScheduleStep {
 };
 
 struct Schedule {
-  std::string algorithm;  // "ring", "halving-doubling", "chain", "none"
+  std::string algorithm;  // "ring", "hierarchical", "halving-doubling", "chain", "none"
   int channels = 1;
   std::vector<ScheduleStep> steps;
   int repeat = 1;  // run the steps this many times

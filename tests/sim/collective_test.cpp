@@ -49,6 +49,19 @@ TEST(Collective, RingAcrossNodesUsesTheNics) {
   EXPECT_NEAR(r.seconds, expected, 0.01 * expected);
 }
 
+// The analytic tuner's two-level algorithm on 2 nodes of 4: rings of 4 inside the nodes on S,
+// then rings of 2 across on S/4:
+//   2(k-1)(a + S/(k B)) + 2(N-1)(a + S/(k N B)),  k = 4, N = 2.
+TEST(Collective, HierarchicalMatchesTheTwoLevelFormula) {
+  const int k = 4, N = 2;
+  const auto r = simulate_collective(CollectiveOp::kAllReduce, kS, k * N, uniform_cluster(k, N),
+                                     {.algorithm = AlgorithmChoice::kAnalytic});
+  EXPECT_EQ(r.algorithm, "hierarchical");
+  const double expected = 2.0 * (k - 1) * (kUniformLatency + kS / (k * kUniformBytesPerS)) +
+                          2.0 * (N - 1) * (kUniformLatency + kS / (k * N * kUniformBytesPerS));
+  EXPECT_NEAR(r.seconds, expected, 0.01 * expected);
+}
+
 // With the analytic tuner's choice, large all-reduces take the ring and agree with
 // collective_time() on one node; small ones take halving-doubling, whose 2 log2(n) latency
 // steps match the tree formula's latency term.
