@@ -1,0 +1,216 @@
+#include "runtime/diagnose/hang_analysis.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "strategy/consistency.h"
+#include "strategy/errors.h"
+#include "strategy/units.h"
+
+namespace parlab::diagnose {
+namespace fs = std::filesystem;
+namespace {
+
+bool ended(comm::OpState s) { return s == comm::OpState::kCompleted; }
+
+std::string describe(const comm::FlightRecord& r) {
+  std::string s = std::string(comm::to_string(r.op)) + " #" + std::to_string(r.seq);
+  if (!r.tag.empty()) s += " (" + r.tag + ")";
+  return s;
+}
+
+std::string seconds(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f s", s);
+  return b;
+}
+
+}  // namespace
+
+std::string HangAnalysis::summary() const {
+  std::string out;
+  for (const auto& f : findings) out += f.sentence + "\n";
+  if (findings.empty()) out = "no disagreement found: every rank issued the same collectives in the same order\n";
+  return out;
+}
+
+HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, int world_size) {
+  HangAnalysis out;
+  // group -> rank -> seq -> record (point-to-point ops have their own per-peer numbering and
+  // are left out of the group comparison).
+  std::map<std::string, std::map<int, std::map<uint64_t, const comm::FlightRecord*>>> groups;
+  std::map<std::string, int> group_sizes;
+  std::set<int> ranks_seen;
+  double latest = 0;
+  for (const auto& d : dumps) {
+    ranks_seen.insert(d.identity.rank);
+    world_size = std::max(world_size, d.identity.world_size);
+    group_sizes[d.identity.group] = std::max(group_sizes[d.identity.group], d.identity.group_size);
+    auto& by_seq = groups[d.identity.group][d.identity.rank];
+    if (d.dropped > 0)
+      out.notes.push_back("rank " + std::to_string(d.identity.rank) + " group " + d.identity.group + ": the ring dropped " +
+                          std::to_string(d.dropped) + " older entries");
+    for (const auto& e : d.entries) {
+      if (comm::is_point_to_point(e.op)) continue;
+      by_seq[e.seq] = &e;
+      latest = std::max({latest, e.start_seconds.value_or(0), e.end_seconds.value_or(0)});
+    }
+  }
+  out.notes.push_back("read " + std::to_string(dumps.size()) + " dumps from " + std::to_string(ranks_seen.size()) + " ranks");
+  for (int r = 0; r < world_size; ++r)
+    if (!ranks_seen.count(r)) out.notes.push_back("rank " + std::to_string(r) + " left no flight-recorder dump");
+
+  for (const auto& [group, by_rank] : groups) {
+    // Compare from the first sequence number every rank still holds.
+    uint64_t first = 0, last = 0;
+    bool any = false;
+    for (const auto& [rank, seqs] : by_rank) {
+      if (seqs.empty()) continue;
+      first = any ? std::max(first, seqs.begin()->first) : seqs.begin()->first;
+      last = any ? std::max(last, seqs.rbegin()->first) : seqs.rbegin()->first;
+      any = true;
+    }
+    if (!any) continue;
+    std::map<int, std::vector<strategy::CallRecord>> calls;
+    for (const auto& [rank, seqs] : by_rank) {
+      auto& v = calls[rank];
+      for (uint64_t s = first; s <= last; ++s) {
+        auto it = seqs.find(s);
+        if (it == seqs.end()) break;
+        v.push_back({std::string(comm::to_string(it->second->op)), it->second->bytes, it->second->tag});
+      }
+    }
+    // Ranks of this group that left no dump at all: known from the group size when the group
+    // is the world.
+    const int size = group_sizes[group];
+    std::vector<int> no_dump;
+    if (group == "world")
+      for (int r = 0; r < size; ++r)
+        if (!by_rank.count(r)) calls[r], no_dump.push_back(r);
+    const strategy::Disagreement d = strategy::first_disagreement(calls);
+    // A group where everyone agrees but some op never completed is a hang outside this group
+    // (or a rank died mid-collective): report the stuck op too.
+    if (!d.found) continue;
+    HangFinding f;
+    f.group = group;
+    f.seq = first + uint64_t(d.index);
+    f.op = d.reference.op;
+    f.bytes = d.reference.bytes;
+    f.tag = d.reference.tag;
+    f.waited = d.agreeing;
+    for (int r : d.agreeing) {
+      const auto* rec = by_rank.at(r).at(f.seq);
+      const double start = rec->start_seconds.value_or(latest);
+      const double end = rec->end_seconds && ended(rec->state) ? *rec->end_seconds : rec->end_seconds.value_or(latest);
+      f.waited_seconds = std::max(f.waited_seconds, end - start);
+    }
+    for (int r : d.missing) {
+      Culprit c;
+      c.rank = r;
+      c.skipped = true;
+      c.left_no_dump = std::find(no_dump.begin(), no_dump.end(), r) != no_dump.end();
+      if (!c.left_no_dump && !by_rank.at(r).empty()) c.instead = "its last was " + describe(*by_rank.at(r).rbegin()->second);
+      f.culprits.push_back(c);
+    }
+    for (int r : d.different) {
+      Culprit c;
+      c.rank = r;
+      c.instead = "it issued " + describe(*by_rank.at(r).at(f.seq)) + " there instead";
+      f.culprits.push_back(c);
+    }
+    std::string who;
+    for (const auto& c : f.culprits) {
+      if (!who.empty()) who += "; ";
+      who += "rank " + std::to_string(c.rank) + (c.left_no_dump ? " left no dump and never reached" : c.skipped ? " never reached" : " skipped") +
+             " " + f.op + " #" + std::to_string(f.seq) + " (" + f.tag + ", " + units::format_bytes(f.bytes) + ", group " + group + ")";
+      if (!c.instead.empty()) who += ": " + c.instead;
+    }
+    f.sentence = who + "; ranks " + strategy::join_ranks(f.waited) + " waited " + seconds(f.waited_seconds);
+    out.findings.push_back(std::move(f));
+  }
+  // The world group's disagreement usually explains the others; order by the wait (longest first).
+  std::stable_sort(out.findings.begin(), out.findings.end(),
+                   [](const HangFinding& a, const HangFinding& b) { return a.waited_seconds > b.waited_seconds; });
+  out.found = !out.findings.empty();
+  return out;
+}
+
+HangAnalysis analyze_run_dir(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw ConfigError("RUN_DIR", dir.string(), "is not a directory");
+  std::vector<comm::FlightRecorderDump> dumps;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name.rfind("flight_recorder.", 0) == 0 && name.ends_with(".json")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) dumps.push_back(comm::FlightRecorder::load(f));
+  if (dumps.empty()) {
+    // A simulator result saved in the directory works too.
+    for (const char* name : {"sim.json", "simulate.json"})
+      if (fs::exists(dir / name)) return analyze_path(dir / name);
+    throw ConfigError("RUN_DIR", dir.string(), "holds no flight_recorder.*.json dumps (did any rank time out?)");
+  }
+  return analyze_dumps(dumps);
+}
+
+HangAnalysis analyze_sim_result(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("simulator result", "(JSON)", e.what());
+  }
+  if (!j.contains("hang")) throw ConfigError("simulator result", "(no \"hang\")", "run parlab simulate --json with a stop fault");
+  const auto& h = j["hang"];
+  HangAnalysis out;
+  out.notes.push_back("simulated run");
+  if (!h.value("deadlock", false)) return out;
+  // Group the waiters by the collective they wait in.
+  std::map<std::pair<std::string, int>, HangFinding> by_call;
+  for (const auto& w : h["waiting"]) {
+    if (w.value("group", "").empty()) continue;
+    auto& f = by_call[{w["group"].get<std::string>(), w.value("call", -1)}];
+    f.group = w["group"];
+    f.seq = uint64_t(std::max(0, w.value("call", 0)));
+    f.op = w.value("op", "");
+    f.tag = w.value("tag", "");
+    f.waited.push_back(w.value("rank", 0));
+    for (int m : w.value("waiting_for", std::vector<int>{}))
+      if (std::none_of(f.culprits.begin(), f.culprits.end(), [&](const Culprit& c) { return c.rank == m; }))
+        f.culprits.push_back({m, true, "", false});
+    f.waited_seconds = std::max(f.waited_seconds, h.value("at_seconds", 0.0) - w.value("since_seconds", 0.0));
+  }
+  const auto stopped = h.value("stopped_ranks", std::vector<int>{});
+  for (auto& [key, f] : by_call) {
+    std::sort(f.waited.begin(), f.waited.end());
+    std::string who;
+    for (auto& c : f.culprits) {
+      if (std::find(stopped.begin(), stopped.end(), c.rank) != stopped.end()) c.instead = "it stopped (injected fault)";
+      who += (who.empty() ? "" : "; ") + std::string("rank ") + std::to_string(c.rank) + " never reached " + f.op + " call #" +
+             std::to_string(f.seq) + " (" + f.tag + ", group " + f.group + ")" + (c.instead.empty() ? "" : ": " + c.instead);
+    }
+    f.sentence = who + "; ranks " + strategy::join_ranks(f.waited) + " waited " + seconds(f.waited_seconds) + " (simulated)";
+    out.findings.push_back(f);
+  }
+  out.found = !out.findings.empty();
+  return out;
+}
+
+HangAnalysis analyze_path(const fs::path& path) {
+  if (fs::is_directory(path)) return analyze_run_dir(path);
+  std::ifstream in(path);
+  if (!in) throw ConfigError("RUN_DIR", path.string(), "no such file or directory");
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  if (s.find("\"hang\"") != std::string::npos) return analyze_sim_result(s);
+  return analyze_dumps({comm::FlightRecorder::from_json(s)});
+}
+
+}  // namespace parlab::diagnose

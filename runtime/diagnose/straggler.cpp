@@ -1,0 +1,101 @@
+#include "runtime/diagnose/straggler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace parlab::diagnose {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t n = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + n, v.end());
+  const double hi = v[n];
+  if (v.size() % 2) return hi;
+  return (hi + *std::max_element(v.begin(), v.begin() + n)) / 2;
+}
+
+}  // namespace
+
+std::string StragglerReport::summary() const {
+  if (stragglers.empty()) {
+    char b[160];
+    std::snprintf(b, sizeof b, "no straggler among %d ranks over %lld steps (%d windows)\n", ranks, (long long)steps, windows);
+    return b;
+  }
+  std::string out;
+  for (const auto& s : stragglers) out += s.sentence + "\n";
+  return out;
+}
+
+StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const StragglerOptions& o) {
+  StragglerReport rep;
+  char method[256];
+  std::snprintf(method, sizeof method,
+                "per-rank median compute over windows of %d steps; straggler when its modified z-score against the "
+                "other ranks exceeds %.1f and it is more than %.2fx their median",
+                o.window, o.z_threshold, o.ratio_threshold);
+  rep.method = method;
+  std::map<int64_t, std::map<int, const RankTiming*>> by_step;
+  for (const auto& t : timings) by_step[t.step][t.rank] = &t;
+  std::map<int, Straggler> flagged;
+  std::vector<int64_t> steps;
+  for (const auto& [s, m] : by_step) steps.push_back(s);
+  rep.steps = int64_t(steps.size());
+  for (const auto& [s, m] : by_step) rep.ranks = std::max(rep.ranks, int(m.size()));
+  if (rep.ranks < 2) return rep;
+  const int window = std::max(1, o.window);
+  for (size_t begin = 0; begin < steps.size(); begin += size_t(window)) {
+    const size_t end = std::min(steps.size(), begin + size_t(window));
+    ++rep.windows;
+    std::map<int, std::vector<double>> compute;
+    std::vector<double> step_times;
+    for (size_t i = begin; i < end; ++i)
+      for (const auto& [rank, t] : by_step[steps[i]]) {
+        compute[rank].push_back(t->compute_seconds);
+        step_times.push_back(t->step_seconds);
+      }
+    std::map<int, double> med;
+    for (auto& [rank, v] : compute) med[rank] = median(v);
+    const double step_median = median(step_times);
+    for (const auto& [rank, m_r] : med) {
+      std::vector<double> others;
+      for (const auto& [r2, m2] : med)
+        if (r2 != rank) others.push_back(m2);
+      const double M = median(others);
+      std::vector<double> dev;
+      for (double x : others) dev.push_back(std::fabs(x - M));
+      const double scale = std::max(1.4826 * median(dev), o.scale_floor * M);
+      if (!(scale > 0)) continue;
+      const double z = (m_r - M) / scale;
+      const double ratio = M > 0 ? m_r / M : 0;
+      if (z <= o.z_threshold || ratio <= o.ratio_threshold) continue;
+      Straggler& s = flagged[rank];
+      s.rank = rank;
+      ++s.windows_flagged;
+      if (ratio > s.ratio) {
+        s.compute_seconds = m_r;
+        s.others_median_seconds = M;
+        s.ratio = ratio;
+        s.z = z;
+        s.cost_seconds_per_step = m_r - M;
+        s.cost_fraction = step_median > 0 ? (m_r - M) / step_median : 0;
+      }
+    }
+  }
+  for (auto& [rank, s] : flagged) {
+    char b[320];
+    std::snprintf(b, sizeof b,
+                  "rank %d is a straggler: its compute takes %.2fx the other ranks' median (%.1f ms vs %.1f ms per step, "
+                  "z = %.0f) in %d of %d windows; every other rank waits about %.1f ms per step for it (%.0f%% of the step)",
+                  rank, s.ratio, s.compute_seconds * 1e3, s.others_median_seconds * 1e3, s.z, s.windows_flagged, rep.windows,
+                  s.cost_seconds_per_step * 1e3, 100 * s.cost_fraction);
+    s.sentence = b;
+    rep.stragglers.push_back(s);
+  }
+  return rep;
+}
+
+}  // namespace parlab::diagnose

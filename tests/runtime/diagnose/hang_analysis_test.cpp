@@ -1,0 +1,150 @@
+// The hang analyzer on hand-built flight-recorder dumps: the rank that skipped a step's
+// all-reduces, a rank that died, and the simulator's stopped-rank report.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "runtime/diagnose/hang_analysis.h"
+#include "strategy/errors.h"
+
+namespace parlab::diagnose {
+namespace {
+
+comm::FlightRecord rec(uint64_t seq, const std::string& tag, double bytes, comm::OpState state, double start, double end) {
+  comm::FlightRecord r;
+  r.seq = seq;
+  r.op = comm::OpKind::kAllReduce;
+  r.group = "world";
+  r.bytes = bytes;
+  r.tag = tag;
+  r.state = state;
+  r.start_seconds = start;
+  if (end > 0) r.end_seconds = end;
+  return r;
+}
+
+comm::FlightRecorderDump dump(int rank, int world, std::vector<comm::FlightRecord> entries) {
+  comm::FlightRecorderDump d;
+  d.identity = {"gloo", "world", rank, world, rank, world};
+  d.capacity = 256;
+  d.entries = std::move(entries);
+  return d;
+}
+
+// Four ranks, two buckets per step. Step 4 completes everywhere; at step 5 rank 2 skips its
+// batch and goes straight to step 6, so its call #10 is step 6's bucket 0 while ranks 0, 1, 3
+// issue step 5's bucket 0 there and wait 30 s until their timeout.
+std::vector<comm::FlightRecorderDump> skipped_allreduce() {
+  std::vector<comm::FlightRecorderDump> dumps;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<comm::FlightRecord> e;
+    for (int s = 0; s < 5; ++s)
+      for (int b = 0; b < 2; ++b)
+        e.push_back(rec(uint64_t(2 * s + b), "s" + std::to_string(s) + "/grad.bucket" + std::to_string(b), 12.6e6,
+                        comm::OpState::kCompleted, 100 + s, 100.5 + s));
+    if (r == 2) {
+      e.push_back(rec(10, "s6/grad.bucket0", 12.6e6, comm::OpState::kTimedOut, 105, 135));
+    } else {
+      e.push_back(rec(10, "s5/grad.bucket0", 12.6e6, comm::OpState::kTimedOut, 105, 135));
+    }
+    dumps.push_back(dump(r, 4, e));
+  }
+  return dumps;
+}
+
+}  // namespace
+
+TEST(HangAnalysis, NamesTheRankThatSkippedAnAllReduce) {
+  const HangAnalysis a = analyze_dumps(skipped_allreduce());
+  ASSERT_TRUE(a.found);
+  ASSERT_EQ(a.findings.size(), 1u);
+  const HangFinding& f = a.findings[0];
+  EXPECT_EQ(f.group, "world");
+  EXPECT_EQ(f.seq, 10u);
+  EXPECT_EQ(f.tag, "s5/grad.bucket0");
+  EXPECT_EQ(f.waited, (std::vector<int>{0, 1, 3}));
+  ASSERT_EQ(f.culprits.size(), 1u);
+  EXPECT_EQ(f.culprits[0].rank, 2);
+  EXPECT_FALSE(f.culprits[0].skipped && f.culprits[0].left_no_dump);
+  EXPECT_DOUBLE_EQ(f.waited_seconds, 30.0);
+  EXPECT_EQ(f.sentence,
+            "rank 2 skipped all-reduce #10 (s5/grad.bucket0, 12.6 MB, group world): it issued all-reduce #10 "
+            "(s6/grad.bucket0) there instead; ranks 0, 1, 3 waited 30.0 s");
+}
+
+TEST(HangAnalysis, ARankThatNeverReachedOrLeftNoDump) {
+  auto dumps = skipped_allreduce();
+  // Rank 2 hangs before step 5's collectives: its record ends at call #9.
+  dumps[2].entries.pop_back();
+  HangAnalysis a = analyze_dumps(dumps);
+  ASSERT_TRUE(a.found);
+  ASSERT_EQ(a.findings[0].culprits.size(), 1u);
+  EXPECT_TRUE(a.findings[0].culprits[0].skipped);
+  EXPECT_NE(a.findings[0].sentence.find("rank 2 never reached all-reduce #10"), std::string::npos) << a.findings[0].sentence;
+  EXPECT_NE(a.findings[0].sentence.find("its last was all-reduce #9 (s4/grad.bucket1)"), std::string::npos);
+  // Rank 2 died and left nothing.
+  dumps.erase(dumps.begin() + 2);
+  a = analyze_dumps(dumps);
+  ASSERT_TRUE(a.found);
+  EXPECT_TRUE(a.findings[0].culprits[0].left_no_dump);
+  bool noted = false;
+  for (const auto& n : a.notes) noted = noted || n == "rank 2 left no flight-recorder dump";
+  EXPECT_TRUE(noted);
+}
+
+TEST(HangAnalysis, AHealthyRunHasNoFinding) {
+  auto dumps = skipped_allreduce();
+  for (auto& d : dumps) d.entries.pop_back();
+  const HangAnalysis a = analyze_dumps(dumps);
+  EXPECT_FALSE(a.found);
+  EXPECT_NE(a.summary().find("no disagreement"), std::string::npos);
+}
+
+TEST(HangAnalysis, ReadsDumpFilesFromARunDirectory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("hang-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "flight");
+  for (const auto& d : skipped_allreduce()) {
+    comm::FlightRecorder r(d.identity, 64);
+    for (const auto& e : d.entries) {
+      comm::OpInfo info;
+      info.op = e.op;
+      info.seq = e.seq;
+      info.group = e.group;
+      info.bytes = e.bytes;
+      info.tag = e.tag;
+      const auto id = r.record(info);
+      r.started(id);
+      r.ended(id, e.state);
+    }
+    r.dump(dir / "flight" / ("flight_recorder.world.rank" + std::to_string(d.identity.rank) + ".json"));
+  }
+  const HangAnalysis a = analyze_path(dir);
+  fs::remove_all(dir);
+  ASSERT_TRUE(a.found);
+  EXPECT_EQ(a.findings[0].culprits[0].rank, 2);
+  EXPECT_THROW(analyze_path(dir), ConfigError);
+}
+
+TEST(HangAnalysis, ReadsTheSimulatorsStoppedRankReport) {
+  const std::string sim = R"({"step_seconds": 0, "hang": {"deadlock": true, "at_seconds": 2.5,
+      "stopped_ranks": [1], "missing_ranks": [1],
+      "waiting": [
+        {"rank": 0, "stream": "comm", "step": 2, "op_id": 7, "op": "all-reduce", "tag": "grad.bucket0",
+         "group": "dp.0", "call": 0, "waiting_for": [1], "waiting_on_op": -1, "since_seconds": 2.0},
+        {"rank": 2, "stream": "comm", "step": 2, "op_id": 7, "op": "all-reduce", "tag": "grad.bucket0",
+         "group": "dp.0", "call": 0, "waiting_for": [1], "waiting_on_op": -1, "since_seconds": 2.1},
+        {"rank": 0, "stream": "compute", "step": 2, "op_id": 9, "op": "optimizer", "tag": "optimizer",
+         "group": "", "call": -1, "waiting_for": [], "waiting_on_op": 7, "since_seconds": 2.2}]}})";
+  const HangAnalysis a = analyze_sim_result(sim);
+  ASSERT_TRUE(a.found);
+  ASSERT_EQ(a.findings.size(), 1u);
+  EXPECT_EQ(a.findings[0].culprits[0].rank, 1);
+  EXPECT_EQ(a.findings[0].waited, (std::vector<int>{0, 2}));
+  EXPECT_DOUBLE_EQ(a.findings[0].waited_seconds, 0.5);
+  EXPECT_NE(a.findings[0].sentence.find("rank 1 never reached all-reduce call #0 (grad.bucket0, group dp.0): it stopped"),
+            std::string::npos)
+      << a.findings[0].sentence;
+}
+
+}  // namespace parlab::diagnose

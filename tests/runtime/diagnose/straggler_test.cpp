@@ -1,0 +1,72 @@
+// Straggler detection: the slowed rank is named with its cost; a noisy healthy run names none.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "runtime/diagnose/straggler.h"
+
+namespace parlab::diagnose {
+namespace {
+
+// Deterministic noise in [-amplitude, +amplitude] (a 64-bit LCG; no std::random distribution,
+// whose output differs between standard libraries).
+double noise(uint64_t& state, double amplitude) {
+  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return amplitude * (double(state >> 11) / double(1ULL << 53) * 2 - 1);
+}
+
+// `ranks` ranks over `steps` steps of 100 ms compute with +-20% noise and rare 2x spikes (a
+// shared machine); `slow` ranks take `factor` times as long. The step waits for the slowest.
+std::vector<RankTiming> run(int ranks, int steps, int slow, double factor, uint64_t seed = 7) {
+  std::vector<RankTiming> out;
+  uint64_t s = seed;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<double> c(ranks);
+    double slowest = 0;
+    for (int r = 0; r < ranks; ++r) {
+      c[r] = 0.1 * (1 + noise(s, 0.2));
+      if (noise(s, 1) > 0.97) c[r] *= 2;  // an occasional spike: not a straggler
+      if (r == slow) c[r] *= factor;
+      slowest = std::max(slowest, c[r]);
+    }
+    for (int r = 0; r < ranks; ++r) out.push_back({step, r, c[r], slowest + 0.01});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Straggler, NamesTheSlowedRankAndWhatItCosts) {
+  const auto rep = detect_stragglers(run(4, 200, 3, 3.0));
+  ASSERT_EQ(rep.stragglers.size(), 1u) << rep.summary();
+  const Straggler& s = rep.stragglers[0];
+  EXPECT_EQ(s.rank, 3);
+  EXPECT_EQ(s.windows_flagged, 10);  // every window of 20 steps
+  EXPECT_NEAR(s.ratio, 3.0, 0.4);
+  // The others wait for its extra compute: about 2 x 100 ms per step.
+  EXPECT_NEAR(s.cost_seconds_per_step, 0.2, 0.04);
+  EXPECT_NE(s.sentence.find("rank 3 is a straggler"), std::string::npos);
+}
+
+TEST(Straggler, NoFalseAlarmOverTwoHundredHealthySteps) {
+  for (uint64_t seed : {1, 2, 3, 4, 5}) {
+    const auto rep = detect_stragglers(run(4, 200, -1, 1.0, seed));
+    EXPECT_TRUE(rep.stragglers.empty()) << rep.summary();
+    EXPECT_EQ(rep.windows, 10);
+  }
+}
+
+TEST(Straggler, TwoRanksRelyOnTheRatio) {
+  const auto slow = detect_stragglers(run(2, 200, 1, 3.0));
+  ASSERT_EQ(slow.stragglers.size(), 1u);
+  EXPECT_EQ(slow.stragglers[0].rank, 1);
+  EXPECT_TRUE(detect_stragglers(run(2, 200, -1, 1.0)).stragglers.empty());
+  // 1.3x slower is below the 1.5x materiality threshold.
+  EXPECT_TRUE(detect_stragglers(run(4, 200, 2, 1.3)).stragglers.empty());
+}
+
+TEST(Straggler, OneRankHasNothingToCompareWith) {
+  EXPECT_TRUE(detect_stragglers(run(1, 50, 0, 5.0)).stragglers.empty());
+}
+
+}  // namespace parlab::diagnose
