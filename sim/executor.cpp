@@ -49,12 +49,14 @@ struct Rank {
   struct {
     int step = 0, op = -1;
     double since = 0;
+    int64_t sequence = -1;
   } current[2];
 };
 
 struct Arrival {
   int index = 0;  // program index
   int stream = 0;
+  const Op* op = nullptr;
   OpRecord* record = nullptr;
 };
 
@@ -127,14 +129,21 @@ class Simulation {
       if (R.stopped) run_.stopped.push_back(R.prog->rank);
       for (int st = 0; st < 2; ++st)
         if (!R.finished[st] && !R.stopped)
-          run_.blocked.push_back({R.prog->rank, st, R.current[st].step, R.current[st].op, R.current[st].since});
+          run_.blocked.push_back({R.prog->rank, st, R.current[st].step, R.current[st].op, R.current[st].since,
+                                  R.current[st].sequence});
     }
     for (const auto& [key, inst] : instances_) {
       PendingCollective p;
       p.group = group_names_[std::get<0>(key)];
       p.sequence = std::get<1>(key);
-      for (const auto& a : inst) p.arrived.push_back(programs_[a.index].rank);
-      std::sort(p.arrived.begin(), p.arrived.end());
+      std::vector<std::pair<int, int>> arrived;
+      for (const auto& a : inst) arrived.push_back({programs_[a.index].rank, a.op->id});
+      std::sort(arrived.begin(), arrived.end());
+      for (const auto& [rank, op] : arrived) {
+        p.arrived.push_back(rank);
+        p.ops.push_back(op);
+      }
+      p.mismatch = !same_call(inst);
       run_.pending.push_back(std::move(p));
     }
     run_.messages = messages_;
@@ -172,7 +181,7 @@ class Simulation {
         if (R.stopped || (R.stop && (s > R.stop->step || (s == R.stop->step && id >= R.stop->op)))) return halt(i);
         const Op& op = p.ops[id];
         OpRecord& rec = run_.records[i][size_t(s) * nops + id];
-        R.current[st] = {s, id, sg4::Engine::get_clock()};
+        R.current[st] = {s, id, sg4::Engine::get_clock(), -1};
         for (int d : op.deps) {
           R.wait_op[st] = d;
           block_until(i, st, Wait::kDep, [&] { return R.done_step[d] >= s; });
@@ -197,7 +206,7 @@ class Simulation {
       run_.step_start[i][0] = 0;
       return true;
     }
-    R.current[st] = {s, -1, sg4::Engine::get_clock()};
+    R.current[st] = {s, -1, sg4::Engine::get_clock(), -1};
     if (R.entered_step[1 - st] >= s) {
       run_.step_start[i][s] = sg4::Engine::get_clock();
       wake(i, 1 - st, Wait::kBarrier);
@@ -241,9 +250,11 @@ class Simulation {
     Rank& R = ranks_[i];
     const int gid = R.gid.at(op.group);
     const auto key = std::make_tuple(gid, R.calls[gid]++);
+    R.current[st].sequence = std::get<1>(key);
     auto& arrivals = instances_[key];
-    arrivals.push_back({i, st, &rec});
-    if (arrivals.size() < group_members_[gid].size()) {
+    arrivals.push_back({i, st, &op, &rec});
+    if (arrivals.size() < group_members_[gid].size() || !same_call(arrivals)) {
+      // Wait for the others (forever, if they called something else).
       block_until(i, st, Wait::kCollective, [&] { return rec.end >= 0; });
       return;
     }
@@ -263,6 +274,13 @@ class Simulation {
     }
     for (const Arrival& a : members)
       if (a.index != i || a.stream != st) wake(a.index, a.stream, Wait::kCollective);
+  }
+
+  static bool same_call(const std::vector<Arrival>& arrivals) {
+    const Op& a = *arrivals.front().op;
+    for (const Arrival& x : arrivals)
+      if (x.op->kind != a.kind || x.op->bytes != a.bytes || x.op->count != a.count) return false;
+    return true;
   }
 
   const CachedSchedule& schedule_for(int gid, const Op& op) {
@@ -431,6 +449,8 @@ std::string serialize(const RawRun& r) {
     w.str(p.group);
     w.pod(p.sequence);
     w.vec(p.arrived);
+    w.vec(p.ops);
+    w.pod(p.mismatch);
   }
   w.pod(r.end_seconds);
   w.pod(r.messages);
@@ -456,6 +476,8 @@ RawRun deserialize(const std::string& bytes) {
     p.group = rd.str();
     p.sequence = rd.pod<int64_t>();
     p.arrived = rd.vec<int>();
+    p.ops = rd.vec<int>();
+    p.mismatch = rd.pod<bool>();
     r.pending.push_back(std::move(p));
   }
   r.end_seconds = rd.pod<double>();

@@ -46,13 +46,18 @@ struct BlockedStream {
   int step = 0;
   int op = 0;      // op id in the rank's program
   double since_seconds = 0;
+  int64_t sequence = -1;  // collectives: the call number within the group it waits in
 };
 
-// A collective that some members reached and that never started.
+// A collective that some members reached and that never started: not every member came, or
+// they came with different calls (op, bytes or count differ: a rank skipped or added a call,
+// which a real library cannot detect either, so it hangs here).
 struct PendingCollective {
   std::string group;
-  int64_t sequence = 0;     // call number within the group, counted over all steps
+  int64_t sequence = 0;      // call number within the group, counted over all steps
   std::vector<int> arrived;  // world ranks, ascending
+  std::vector<int> ops;      // the op id each arrived rank called, parallel to `arrived`
+  bool mismatch = false;
 };
 
 struct RawRun {

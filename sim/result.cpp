@@ -75,13 +75,6 @@ int call_in_step(const StepProgram& p, const Op& target) {
   return -1;
 }
 
-int calls_per_step(const StepProgram& p, int group) {
-  int n = 0;
-  for (const Op& op : p.ops)
-    if (op.is_collective() && op.group == group) ++n;
-  return n;
-}
-
 std::vector<trace::Event> timeline(const std::vector<StepProgram>& programs, const RawRun& run) {
   std::vector<trace::Event> out;
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -119,6 +112,21 @@ std::vector<trace::Event> timeline(const std::vector<StepProgram>& programs, con
   return out;
 }
 
+// What a collective library sees of a call: the operation, its size and its repetitions.
+std::tuple<int, double, int> call_of(const Op& op) { return {int(op.kind), op.bytes, op.count}; }
+
+std::tuple<int, double, int> majority_call(const PendingCollective& pc, const std::map<int, const StepProgram*>& by_rank) {
+  std::map<std::tuple<int, double, int>, std::pair<int, int>> votes;  // call -> (count, -lowest rank)
+  for (size_t k = 0; k < pc.arrived.size(); ++k) {
+    auto& v = votes[call_of(by_rank.at(pc.arrived[k])->ops[pc.ops[k]])];
+    if (v.first++ == 0) v.second = -pc.arrived[k];
+  }
+  auto best = votes.begin();
+  for (auto it = votes.begin(); it != votes.end(); ++it)
+    if (it->second > best->second) best = it;
+  return best->first;
+}
+
 HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& run, const std::vector<Fault>& faults) {
   HangReport h;
   h.deadlock = run.deadlock();
@@ -147,11 +155,19 @@ HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& r
         const auto& g = p.group_of(op);
         w.group = g.name;
         w.call = call_in_step(p, op);
-        const int64_t seq = int64_t(b.step) * calls_per_step(p, op.group) + w.call;
-        auto it = pending.find({g.name, seq});
-        if (it != pending.end())
+        auto it = pending.find({g.name, b.sequence});
+        if (it != pending.end()) {
+          const PendingCollective& pc = *it->second;
           for (int r : g.ranks)
-            if (!std::binary_search(it->second->arrived.begin(), it->second->arrived.end(), r)) w.waiting_for.push_back(r);
+            if (!std::binary_search(pc.arrived.begin(), pc.arrived.end(), r)) w.waiting_for.push_back(r);
+          // When members called different things, the ones that left the call most members made
+          // (as strategy/consistency.h picks its reference) are missing too.
+          const auto reference = majority_call(pc, by_rank);
+          if (call_of(op) == reference)
+            for (size_t k = 0; k < pc.arrived.size(); ++k)
+              if (call_of(by_rank.at(pc.arrived[k])->ops[pc.ops[k]]) != reference) w.waiting_for.push_back(pc.arrived[k]);
+          std::sort(w.waiting_for.begin(), w.waiting_for.end());
+        }
       } else if (op.kind == OpKind::kRecv) {
         w.waiting_for.push_back(op.peer);
       }
@@ -161,6 +177,20 @@ HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& r
     }
     missing.insert(w.waiting_for.begin(), w.waiting_for.end());
     h.waiting.push_back(std::move(w));
+  }
+  for (const auto& pc : run.pending) {
+    if (!pc.mismatch) continue;
+    // Group the arrivals by the call they made.
+    std::map<std::string, std::vector<int>> by_call;
+    for (size_t k = 0; k < pc.arrived.size(); ++k) {
+      const StepProgram& p = *by_rank.at(pc.arrived[k]);
+      by_call[strategy::describe(p, p.ops[pc.ops[k]])].push_back(pc.arrived[k]);
+    }
+    std::string line = fmt::format("group {} call #{} (over all steps) does not match:", pc.group, pc.sequence);
+    for (const auto& [call, ranks] : by_call)
+      line += fmt::format(" rank {} called {};", strategy::join_ranks(ranks), call);
+    line.pop_back();
+    h.mismatches.push_back(line);
   }
   std::sort(h.waiting.begin(), h.waiting.end(),
             [](const Waiter& a, const Waiter& b) { return std::tie(a.rank, a.stream) < std::tie(b.rank, b.stream); });
@@ -181,6 +211,7 @@ HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& r
     if (!w.waiting_for.empty()) line += "; missing: rank " + strategy::join_ranks(w.waiting_for);
     h.lines.push_back(line);
   }
+  for (const auto& m : h.mismatches) h.lines.push_back(m);
   for (int r : h.stopped_ranks) {
     std::string why;
     for (const auto& f : faults)
@@ -370,6 +401,7 @@ nlohmann::json to_json(const SimResult& r) {
             {"at_seconds", r.hang.at_seconds},
             {"stopped_ranks", r.hang.stopped_ranks},
             {"missing_ranks", r.hang.missing_ranks},
+            {"mismatches", r.hang.mismatches},
             {"waiting", waiting},
             {"lines", r.hang.lines}}}};
 }

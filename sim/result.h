@@ -35,6 +35,9 @@ struct HangReport {
   std::vector<int> stopped_ranks;  // ended by a stop fault
   std::vector<int> missing_ranks;  // ranks others wait for (union of waiting_for)
   std::vector<Waiter> waiting;     // sorted by rank, stream
+  // Collectives whose members called different things at the same call number (a rank skipped
+  // or added a call): one line each, naming who called what.
+  std::vector<std::string> mismatches;
   std::vector<std::string> lines;  // one readable line per waiter
 };
 

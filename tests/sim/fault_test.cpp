@@ -137,5 +137,31 @@ TEST(Faults, StoppedStageLeavesItsNeighbourWaitingInARecv) {
   EXPECT_EQ(r.hang.missing_ranks, std::vector<int>({1}));
 }
 
+// The lab's failure: one rank skips a gradient all-reduce (here its first becomes a no-op). Its
+// next call meets the others' first one with a different size -- a collective library cannot
+// tell, so everybody hangs. The simulator names the mismatch and the odd rank out.
+TEST(Faults, SkippedCollectiveHangsAndNamesTheOddRank) {
+  const auto cluster = testing::uniform_cluster();
+  const auto model = testing::mlp(4, 1024, 4096, 16, 64);
+  auto programs = build_programs(model, resolved("dp=4", model, cluster, 4));
+  for (auto& op : programs[2].ops)
+    if (op.kind == strategy::OpKind::kAllReduce) {
+      op.kind = strategy::OpKind::kForward;  // no FLOPs: a no-op on the comm stream
+      op.flops = 0;
+      break;
+    }
+  SimOptions o;
+  o.warmup_steps = 0;
+  const auto r = simulate_programs(programs, model, cluster, o);
+  ASSERT_TRUE(r.hang.deadlock);
+  EXPECT_TRUE(r.hang.stopped_ranks.empty());
+  EXPECT_EQ(r.hang.missing_ranks, std::vector<int>({2}));
+  ASSERT_EQ(r.hang.mismatches.size(), 1u);
+  const std::string& m = r.hang.mismatches[0];
+  EXPECT_NE(m.find("group dp.0 call #0"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank 0, 1, 3 called all-reduce grad.bucket0"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank 2 called all-reduce grad.bucket1"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace parlab::sim
