@@ -4,6 +4,9 @@
 // dumped inputs are the dataset's samples, and the dumped (all-reduced) gradients equal a plain
 // single-process LabMlp pass over the same global batch.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -35,7 +38,10 @@ class CliTrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* bin = std::getenv("PARLAB_BIN");
-    if (!bin || !*bin) GTEST_SKIP() << "PARLAB_BIN is not set (ctest sets it)";
+#ifdef PARLAB_BIN_DEFAULT
+    if (!bin || !*bin) bin = PARLAB_BIN_DEFAULT;
+#endif
+    if (!bin || !*bin) GTEST_SKIP() << "PARLAB_BIN is not set and no parlab target was built";
     bin_ = bin;
     dir_ = fs::temp_directory_path() / ("parlab_cli_train_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
@@ -190,6 +196,45 @@ TEST_F(CliTrainTest, AFailingWorkerStopsTheRunAndIsNamed) {
   EXPECT_EQ(read_records(rank_records_path(run, 1), &errors).size(), 2u);
   EXPECT_EQ(errors, 1);
   EXPECT_TRUE(survivors().empty()) << survivors().front();
+}
+
+// A port nobody listens on right now (the kernel's pick for a socket we close at once).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST_F(CliTrainTest, ManualLaunchWithTorchrunAndSlurmVariables) {
+  // What torchrun or srun does: start one `parlab train` per rank with launcher variables and no
+  // --nproc; rank 0 hosts the TCP store at MASTER_ADDR:MASTER_PORT. Rank 0 speaks torchrun,
+  // rank 1 Slurm: both conventions meet in one job.
+  const fs::path run = dir_ / "manual";
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> args = {bin_, "train", "--model", (dir_ / "tiny.toml").string(), "--plan",
+                                         "gbs=8,mb=4", "--steps", "2", "--run-dir", run.string(), "--timeout", "20"};
+  ChildProcess r0(args, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},
+                         {"MASTER_PORT", port}},
+                  dir_ / "manual-0.log");
+  ChildProcess r1(args, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+                         {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+                  dir_ / "manual-1.log");
+  const auto s0 = r0.wait_for(std::chrono::seconds(60)), s1 = r1.wait_for(std::chrono::seconds(60));
+  ASSERT_TRUE(s0 && s0->ok()) << (s0 ? s0->describe() : "still running");
+  ASSERT_TRUE(s1 && s1->ok()) << (s1 ? s1->describe() : "still running");
+  const auto a = read_records(rank_records_path(run, 0)), b = read_records(rank_records_path(run, 1));
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(a[s].world, 2);
+    EXPECT_EQ(a[s].samples + b[s].samples, 8);
+  }
 }
 
 TEST_F(CliTrainTest, BadInputFailsBeforeAnyWorkerStarts) {
