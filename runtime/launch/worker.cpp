@@ -33,6 +33,10 @@ void write_error_record(const std::filesystem::path& file, int rank, bool comm, 
       << '\n';
 }
 
+bool is_loopback(const std::string& host) {
+  return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
 }  // namespace
 
 bool launched_as_worker() { return env_or_null("RANK") || env_or_null("SLURM_PROCID"); }
@@ -50,14 +54,23 @@ void follow_supervisor() {
 WorkerWorld connect_worker(const comm::GlooOptions& options) {
   WorkerWorld w;
   w.env = comm::from_env();
+  comm::GlooOptions o = options;
   std::shared_ptr<comm::Store> store;
   if (const char* dir = env_or_null("PARLAB_RENDEZVOUS_DIR")) {
     store = comm::make_file_store(dir);
   } else {
-    w.tcp = comm::make_tcp_rendezvous(w.env, "127.0.0.1", options.timeout);
+    // Several hosts (MASTER_ADDR not loopback): rank 0 serves every interface and each rank's
+    // Gloo pairs listen on its host name, or on GLOO_SOCKET_IFNAME as in PyTorch.
+    const bool local = is_loopback(w.env.master_addr);
+    w.tcp = comm::make_tcp_rendezvous(w.env, local ? "127.0.0.1" : "0.0.0.0", options.timeout);
     store = w.tcp.store;
+    if (!local) {
+      char host[256] = {};
+      if (::gethostname(host, sizeof host - 1) == 0) o.hostname = host;
+    }
   }
-  w.comm = comm::make_gloo_communicator(store, w.env.rank, w.env.world_size, options);
+  if (const char* ifname = env_or_null("GLOO_SOCKET_IFNAME")) o.interface = ifname;
+  w.comm = comm::make_gloo_communicator(store, w.env.rank, w.env.world_size, o);
   return w;
 }
 

@@ -5,7 +5,9 @@
 //   who am I      comm::from_env(): RANK / WORLD_SIZE / LOCAL_RANK (torchrun) or SLURM_PROCID /
 //                 SLURM_NTASKS / SLURM_LOCALID (Slurm)
 //   rendezvous    $PARLAB_RENDEZVOUS_DIR set (parlab's launcher): a file store there; otherwise
-//                 the TCP store rank 0 hosts at MASTER_ADDR:MASTER_PORT (torchrun, srun, manual)
+//                 the TCP store rank 0 hosts at MASTER_ADDR:MASTER_PORT (torchrun, srun, manual).
+//                 With a MASTER_ADDR other than loopback, rank 0 serves every interface and Gloo
+//                 listens on the host name; GLOO_SOCKET_IFNAME picks an interface (as PyTorch).
 //   supervisor    $PARLAB_SUPERVISOR_PID set: the kernel kills this worker if the supervisor dies
 //                 (PR_SET_PDEATHSIG), so a killed launcher leaves no orphans
 //   train         TrainJob -> Trainer; one JSON line per step in <run_dir>/rank-<r>.jsonl, and on
