@@ -27,7 +27,7 @@ using strategy::Stream;
 namespace {
 
 // What a blocked stream actor waits for; whoever changes that state wakes it.
-enum class Wait { kNone, kDep, kBarrier, kSends, kRecv, kCollective };
+enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective };
 
 struct Rank {
   const StepProgram* prog = nullptr;
@@ -42,7 +42,8 @@ struct Rank {
   sg4::SemaphorePtr sem[2];
   Wait wait[2] = {Wait::kNone, Wait::kNone};
   int wait_op[2] = {-1, -1};
-  int pending_sends[2] = {0, 0};
+  // Sends issued and not yet waited for, per stream, with the record their delivery completes.
+  std::vector<std::pair<sg4::CommPtr, OpRecord*>> pending_sends[2];
   int entered_step[2] = {0, 0};  // the step each stream is in
   bool finished[2] = {false, false};
   bool stopped = false;
@@ -58,10 +59,6 @@ struct Arrival {
   int stream = 0;
   const Op* op = nullptr;
   OpRecord* record = nullptr;
-};
-
-struct Message {
-  bool delivered = false;
 };
 
 struct CachedSchedule {
@@ -192,7 +189,12 @@ class Simulation {
         if (R.wait_op[1 - st] == id) wake(i, 1 - st, Wait::kDep);
         progress();
       }
-      block_until(i, st, Wait::kSends, [&] { return R.pending_sends[st] == 0; });
+      // The step ends when the rank's messages have been delivered.
+      for (auto& [comm, record] : R.pending_sends[st]) {
+        comm->wait();
+        record->end = comm->get_finish_time();
+      }
+      R.pending_sends[st].clear();
     }
     R.finished[st] = true;
     R.current[st].op = -1;
@@ -308,37 +310,34 @@ class Simulation {
       }
   }
 
+  // The message starts at once (it needs no matching receive: the receiver's buffer is there)
+  // and the stream moves on. Its receiver waits for it through the pair's queue; the sender
+  // collects its delivery time at the end of the step.
   void send(int i, int st, const Op& op, OpRecord& rec) {
     Rank& R = ranks_[i];
     const int from = R.prog->rank, to = op.peer;
-    auto msg = std::make_shared<Message>();
-    channels_[{from, to}].push_back(msg);
-    ++R.pending_sends[st];
     rec.start = sg4::Engine::get_clock();
+    sg4::CommPtr comm = sg4::Comm::sendto_async(platform_.source(from, to), platform_.destination(from, to),
+                                                uint64_t(std::llround(op.bytes)));
+    ++messages_;
     run_.sent_bytes[i] += op.bytes;
-    OpRecord* out = &rec;
-    const uint64_t bytes = uint64_t(std::llround(op.bytes));
-    sg4::Actor::create("r" + std::to_string(from) + ".send", platform_.home(from), [this, i, st, from, to, bytes, msg, out] {
-      sg4::Comm::sendto(platform_.source(from, to), platform_.destination(from, to), bytes);
-      ++messages_;
-      msg->delivered = true;
-      out->end = sg4::Engine::get_clock();
-      Rank& R = ranks_[i];
-      --R.pending_sends[st];
-      wake(i, st, Wait::kSends);
-      const int j = to < int(index_of_.size()) ? index_of_[to] : -1;
-      if (j >= 0) {
-        wake(j, 0, Wait::kRecv);
-        wake(j, 1, Wait::kRecv);
-      }
-    });
+    channels_[{from, to}].push_back(comm);
+    R.pending_sends[st].push_back({comm, &rec});
+    const int j = to >= 0 && to < int(index_of_.size()) ? index_of_[to] : -1;
+    if (j >= 0) {
+      wake(j, 0, Wait::kRecv);
+      wake(j, 1, Wait::kRecv);
+    }
   }
 
+  // Messages of one pair arrive in the order they were sent (the k-th receive takes the k-th send).
   void recv(int i, int st, const Op& op, OpRecord& rec) {
     auto& queue = channels_[{op.peer, ranks_[i].prog->rank}];
     rec.start = rec.ready;
-    block_until(i, st, Wait::kRecv, [&] { return !queue.empty() && queue.front()->delivered; });
+    block_until(i, st, Wait::kRecv, [&] { return !queue.empty(); });
+    sg4::CommPtr comm = queue.front();
     queue.pop_front();
+    comm->wait();
     rec.end = sg4::Engine::get_clock();
   }
 
@@ -366,7 +365,7 @@ class Simulation {
   std::vector<Rank> ranks_;
   std::map<std::tuple<int, int64_t>, std::vector<Arrival>> instances_;
   std::map<std::tuple<int, int, double, int>, CachedSchedule> schedules_;
-  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Message>>> channels_;
+  std::map<std::pair<int, int>, std::deque<sg4::CommPtr>> channels_;
   RawRun run_;
   int64_t messages_ = 0, ops_done_ = 0, total_ops_ = 0;
   std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
