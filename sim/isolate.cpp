@@ -69,12 +69,17 @@ std::string run_isolated(const std::function<std::string()>& work) {
   }
   ::close(fds[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status))
+  pid_t reaped = -1;
+  do {
+    reaped = ::waitpid(pid, &status, 0);
+  } while (reaped < 0 && errno == EINTR);
+  // reaped < 0 (ECHILD): a SIGCHLD handler of the host program took the child; the bytes decide.
+  if (reaped == pid && WIFSIGNALED(status))
     throw RuntimeError("the simulation process was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
                        strsignal(WTERMSIG(status)) + ")");
-  if (bytes.empty()) throw RuntimeError("the simulation process exited with status " + std::to_string(WEXITSTATUS(status)) + " and no result");
+  if (bytes.empty())
+    throw RuntimeError("the simulation process ended without a result" +
+                       (reaped == pid ? " (exit status " + std::to_string(WEXITSTATUS(status)) + ")" : std::string()));
   if (bytes[0] == 'E') throw RuntimeError("simulation failed: " + bytes.substr(1));
   return bytes.substr(1);
 }
