@@ -201,7 +201,7 @@ HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& r
     if (w.op_id < 0) line += fmt::format("the start of step {} for its other stream", w.step);
     else if (!w.group.empty())
       line += fmt::format("{} {} [group {}, call #{} of step {}]", w.op, w.tag, w.group, w.call, w.step);
-    else line += fmt::format("{} {} (op {} of step {})", w.op, w.tag, w.op_id, w.step);
+    else line += fmt::format("{}{} (op {} of step {})", w.op, w.tag == w.op ? "" : " " + w.tag, w.op_id, w.step);
     if (w.waiting_on_op >= 0) {
       const StepProgram& p = *by_rank.at(w.rank);
       const Op& dep = p.ops[w.waiting_on_op];
