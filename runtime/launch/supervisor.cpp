@@ -238,6 +238,26 @@ SupervisorResult Supervisor::wait() {
     const bool stop = stop_requested_.load();
     if (!torn_down && (!failed.empty() || stop)) {
       torn_down = true;
+      // Let the workers that are failing too finish failing (and write their error records).
+      const auto settle_until = std::chrono::steady_clock::now() + options_.settle;
+      while (!failed.empty() && ended < n && std::chrono::steady_clock::now() < settle_until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        for (size_t r = 0; r < n; ++r) {
+          if (seen[r]) continue;
+          if (auto s = children_[r].poll()) {
+            seen[r] = true;
+            ++ended;
+            result.exits[r].status = *s;
+            if (!s->ok()) failed.push_back(static_cast<int>(r));
+          }
+        }
+      }
+      pump_records();
+      // Candidates: every rank that failed by itself, and every rank that reported an error
+      // even if the teardown's signal reached it while it was exiting.
+      for (const auto& [rank, err] : errors_)
+        if (rank >= 0 && rank < int(n) && std::find(failed.begin(), failed.end(), rank) == failed.end())
+          failed.push_back(rank);
       const int root = failed.empty() ? -1 : root_cause(failed);
       result.failed_rank = root;
       result.interrupted = root < 0;

@@ -40,6 +40,10 @@ struct SupervisorOptions {
   std::map<std::string, std::string> env;  // extra variables for every worker
   std::chrono::milliseconds grace{3000};   // SIGTERM -> SIGKILL
   std::chrono::milliseconds poll{50};
+  // After the first failure, how long to let other workers that are already failing exit on
+  // their own before tearing down: the worker that lost a peer often dies first, and the root
+  // cause must not be mistaken for a rank "stopped" by the teardown.
+  std::chrono::milliseconds settle{300};
   // Every step record as it arrives (ranks interleaved, each rank's in step order). Runs on the
   // thread that called wait().
   std::function<void(const train::StepRecord&)> on_record;
