@@ -56,26 +56,4 @@ Resolved resolve_inputs(const PlanInputs& in) {
 
 void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
 
-std::string Table::str() const {
-  std::vector<size_t> width;
-  for (const auto& row : rows_) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out;
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    std::string line;
-    for (size_t i = 0; i < rows_[r].size(); ++i) {
-      const std::string& cell = rows_[r][i];
-      const std::string pad(width[i] - cell.size(), ' ');
-      // First column left-aligned (names), the rest right-aligned (numbers).
-      line += i == 0 ? cell + pad : pad + cell;
-      if (i + 1 < rows_[r].size()) line += "  ";
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
-
 }  // namespace parlab::cli

@@ -9,6 +9,7 @@
 #include "strategy/cluster_spec.h"
 #include "strategy/model_spec.h"
 #include "strategy/plan.h"
+#include "strategy/text_table.h"
 
 namespace parlab::cli {
 
@@ -38,21 +39,13 @@ void print_json(const nlohmann::json& j);
 // "True"/"False", as the seed's Python prints them.
 inline const char* py_bool(bool b) { return b ? "True" : "False"; }
 
-// A plain text table: header row, right-aligned numeric columns, two spaces between columns.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header) : rows_{std::move(header)} {}
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  std::string str() const;
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
+using Table = TextTable;
 
 // Registration of every subcommand (one cmd_*.cpp each).
 void add_plan_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_scaling_command(CLI::App& app);
+void add_experiment_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 

@@ -165,7 +165,7 @@ class Walker {
     std::vector<double> start, finish;
     std::vector<bool> arrived;
     std::vector<int> call_index;
-    double compute = 0, exposed = 0;
+    double compute = 0, exposed = 0, forward = 0, backward = 0, optimizer = 0;
     double last_comm_collective_end = 0;
     double end = 0;
   };
@@ -226,7 +226,10 @@ class Walker {
     if (stream == 0) {
       const double gap = start - s.free_at[0];
       if (gap > 0 && dep_is_comm && dep_end >= start) s.exposed += gap;
-      if (op.is_compute()) s.compute += finish - start;
+      if (op.is_compute()) {
+        s.compute += finish - start;
+        (op.kind == OpKind::kForward ? s.forward : op.kind == OpKind::kBackward ? s.backward : s.optimizer) += finish - start;
+      }
       else if (op.is_collective()) s.exposed += finish - start;
     } else if (op.is_collective()) {
       s.last_comm_collective_end = std::max(s.last_comm_collective_end, finish);
@@ -266,6 +269,9 @@ class Walker {
       r.stage = programs_[i].stage;
       r.step_seconds = out.step_seconds;
       r.compute_seconds = s.compute;
+      r.forward_seconds = s.forward;
+      r.backward_seconds = s.backward;
+      r.optimizer_seconds = s.optimizer;
       // Communication still running after the compute stream's last op holds the step too.
       const double compute_end = s.free_at[0];
       r.exposed_comm_seconds = s.exposed + std::max(0.0, s.last_comm_collective_end - compute_end);

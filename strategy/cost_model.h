@@ -54,7 +54,10 @@ struct RankTimes {
   int rank = 0;
   int stage = 0;
   double step_seconds = 0;
-  double compute_seconds = 0;       // forward, backward, optimizer
+  double compute_seconds = 0;       // forward + backward + optimizer
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double optimizer_seconds = 0;
   double exposed_comm_seconds = 0;  // compute stream waiting for (or running) communication
   double bubble_seconds = 0;        // idle: waiting for pipeline neighbours, start and end
 };

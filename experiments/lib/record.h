@@ -1,0 +1,22 @@
+#pragma once
+// Turning estimates, simulations and measurements into database rows, the same way for every
+// experiment kind.
+#include "db/results_store.h"
+#include "experiments/lib/runner.h"
+#include "sim/result.h"
+#include "strategy/cost_model.h"
+#include "strategy/plan.h"
+
+namespace parlab::experiments {
+
+// A model or cluster reference from an experiment file: a preset name, or a path that is taken
+// relative to the experiment file's folder when it exists there.
+std::string resolve_ref(const Context& ctx, const std::string& ref);
+
+db::NewRun new_run(const Context& ctx, db::RunKind kind, const std::string& model, const std::string& cluster,
+                   const strategy::Plan& plan, uint64_t seed);
+// Per-rank timings as step 0 plus the run's metrics (step_seconds, samples_per_s, mfu, ...).
+void record_estimate(db::ResultsStore& store, db::RunId run, const strategy::StepEstimate& e);
+void record_sim(db::ResultsStore& store, db::RunId run, const sim::SimResult& r);
+
+}  // namespace parlab::experiments

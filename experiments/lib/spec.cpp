@@ -1,0 +1,222 @@
+#include "experiments/lib/spec.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "strategy/errors.h"
+#include "strategy/toml_reader.h"
+
+namespace parlab::experiments {
+namespace {
+
+using strategy::TableReader;
+
+std::vector<int> int_list(TableReader& r, std::string_view key, std::vector<int> fallback) {
+  const toml::node* n = r.find(key);
+  if (!n) return fallback;
+  const toml::array* a = n->as_array();
+  if (!a || a->empty()) r.fail(key, TableReader::describe(*n), "must be a non-empty array of integers, e.g. [1, 2, 4]");
+  std::vector<int> out;
+  for (const auto& e : *a) {
+    auto v = e.value_exact<int64_t>();
+    if (!v || *v < 1) r.fail(key, TableReader::describe(e), "must hold integers >= 1");
+    out.push_back(int(*v));
+  }
+  return out;
+}
+
+std::vector<Source> source_list(TableReader& r, std::string_view key, std::vector<Source> fallback) {
+  const toml::node* n = r.find(key);
+  if (!n) return fallback;
+  const toml::array* a = n->as_array();
+  if (!a || a->empty()) r.fail(key, TableReader::describe(*n), "must be a non-empty array of \"analytic\", \"simulated\", \"measured\"");
+  std::vector<Source> out;
+  for (const auto& e : *a) {
+    auto v = e.value_exact<std::string>();
+    if (v && *v == "analytic") out.push_back(Source::kAnalytic);
+    else if (v && *v == "simulated") out.push_back(Source::kSimulated);
+    else if (v && *v == "measured") out.push_back(Source::kMeasured);
+    else r.fail(key, TableReader::describe(e), "each entry must be \"analytic\", \"simulated\" or \"measured\"");
+  }
+  return out;
+}
+
+int positive_int(TableReader& r, std::string_view key, int fallback) {
+  const auto v = r.integer(key);
+  if (!v) return fallback;
+  if (*v < 1) r.fail(key, std::to_string(*v), "must be an integer >= 1");
+  return int(*v);
+}
+
+double non_negative(TableReader& r, std::string_view key, double fallback) {
+  const auto v = r.number(key);
+  if (!v) return fallback;
+  if (!(*v >= 0)) r.fail(key, std::to_string(*v), "must be >= 0");
+  return *v;
+}
+
+double positive(TableReader& r, std::string_view key, double fallback) {
+  const auto v = r.number(key);
+  if (!v) return fallback;
+  if (!(*v > 0)) r.fail(key, std::to_string(*v), "must be > 0");
+  return *v;
+}
+
+LedgerTask parse_ledger(TableReader& r) {
+  LedgerTask t;
+  auto required = [&](std::string_view key) {
+    const auto v = r.number(key);
+    if (!v) r.fail(key, "(missing)", "required (GB)");
+    if (!(*v >= 0)) r.fail(key, std::to_string(*v), "must be >= 0");
+    return *v;
+  };
+  t.params_gb = required("params_gb");
+  t.grads_gb = required("grads_gb");
+  t.optimizer_gb = required("optimizer_gb");
+  t.activations_gb = required("activations_gb");
+  t.largest_layer_gb = required("largest_layer_gb");
+  t.device_gb = required("device_gb");
+  if (!(t.device_gb > 0)) r.fail("device_gb", std::to_string(t.device_gb), "must be > 0");
+  r.reject_unknown("params_gb, grads_gb, optimizer_gb, activations_gb, largest_layer_gb, device_gb");
+  return t;
+}
+
+ScalingTask parse_scaling(TableReader& r) {
+  ScalingTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.cluster = r.string("cluster").value_or(t.cluster);
+  t.plan = r.string("plan").value_or("");
+  t.workers = int_list(r, "workers", t.workers);
+  t.steps = positive_int(r, "steps", t.steps);
+  t.sources = source_list(r, "sources", t.sources);
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, cluster, plan, workers, steps, sources, seed");
+  return t;
+}
+
+ScalingLabTask parse_scaling_lab(TableReader& r) {
+  ScalingLabTask t;
+  auto& in = t.inputs;
+  in.compute_seconds = positive(r, "compute_ms", in.compute_seconds * 1e3) / 1e3;
+  in.overhead_seconds = non_negative(r, "overhead_ms", in.overhead_seconds * 1e3) / 1e3;
+  in.bytes = non_negative(r, "bytes", in.bytes);
+  in.link_bytes_per_s = positive(r, "link_gb_per_s", in.link_bytes_per_s / 1e9) * 1e9;
+  in.latency_seconds = non_negative(r, "latency_us", in.latency_seconds * 1e6) / 1e6;
+  in.straggler_fraction = non_negative(r, "straggler", in.straggler_fraction);
+  in.workers = int_list(r, "workers", in.workers);
+  r.reject_unknown("compute_ms, overhead_ms, bytes, link_gb_per_s, latency_us, straggler, workers");
+  return t;
+}
+
+EquivalenceTask parse_equivalence(TableReader& r) {
+  EquivalenceTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.plan = r.string("plan").value_or("");
+  t.workers = int_list(r, "workers", t.workers);
+  t.steps = positive_int(r, "steps", t.steps);
+  t.tolerance = positive(r, "tolerance", t.tolerance);
+  t.data_size = r.integer("data_size").value_or(0);
+  if (t.data_size < 0) r.fail("data_size", std::to_string(t.data_size), "must be >= 0 (0: automatic)");
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, plan, workers, steps, tolerance, data_size, seed");
+  if (t.workers.front() != 1) r.fail("workers", std::to_string(t.workers.front()), "must start with 1 (the reference)");
+  return t;
+}
+
+KillResumeTask parse_kill_resume(TableReader& r) {
+  KillResumeTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.plan = r.string("plan").value_or("");
+  t.nproc = positive_int(r, "nproc", t.nproc);
+  t.steps = positive_int(r, "steps", t.steps);
+  t.trials = positive_int(r, "trials", t.trials);
+  t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, plan, nproc, steps, trials, checkpoint_every, seed");
+  return t;
+}
+
+PlannerTask parse_planner(TableReader& r) {
+  PlannerTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.cluster = r.string("cluster").value_or(t.cluster);
+  t.world = positive_int(r, "world", t.world);
+  t.global_batch = positive_int(r, "gbs", int(t.global_batch));
+  t.top = positive_int(r, "top", t.top);
+  t.simulate_top = int(r.integer("simulate_top").value_or(0));
+  if (t.simulate_top < 0) r.fail("simulate_top", std::to_string(t.simulate_top), "must be >= 0");
+  r.reject_unknown("model, cluster, world, gbs, top, simulate_top");
+  return t;
+}
+
+struct Kind {
+  const char* name;
+  const char* keys;
+  Task (*parse)(TableReader&);
+};
+
+const Kind kKinds[] = {
+    {"ledger", "params_gb, grads_gb, optimizer_gb, activations_gb, largest_layer_gb, device_gb",
+     [](TableReader& r) -> Task { return parse_ledger(r); }},
+    {"scaling", "model, cluster, plan, workers, steps, sources, seed", [](TableReader& r) -> Task { return parse_scaling(r); }},
+    {"scaling_lab", "compute_ms, overhead_ms, bytes, link_gb_per_s, latency_us, straggler, workers",
+     [](TableReader& r) -> Task { return parse_scaling_lab(r); }},
+    {"equivalence", "model, plan, workers, steps, tolerance, data_size, seed",
+     [](TableReader& r) -> Task { return parse_equivalence(r); }},
+    {"kill_resume", "model, plan, nproc, steps, trials, checkpoint_every, seed",
+     [](TableReader& r) -> Task { return parse_kill_resume(r); }},
+    {"planner", "model, cluster, world, gbs, top, simulate_top", [](TableReader& r) -> Task { return parse_planner(r); }},
+};
+
+}  // namespace
+
+std::string_view to_string(Source s) {
+  switch (s) {
+    case Source::kAnalytic: return "analytic";
+    case Source::kSimulated: return "simulated";
+    case Source::kMeasured: return "measured";
+  }
+  return "?";
+}
+
+std::string experiment_kinds() {
+  std::string out;
+  for (const auto& k : kKinds) out += std::string(out.empty() ? "" : "; ") + k.name + " [" + k.keys + "]";
+  return out;
+}
+
+ExperimentSpec parse_experiment(std::string_view text, const std::string& source) {
+  const toml::table root = strategy::parse_toml(text, source);
+  TableReader r(root, source, "");
+  ExperimentSpec spec;
+  spec.file = source;
+  spec.name = r.string("name").value_or(std::filesystem::path(source).stem().string());
+  if (spec.name.empty()) r.fail("name", "(empty)", "must name the experiment");
+  spec.title = r.string("title").value_or(spec.name);
+  spec.notice = r.string("notice").value_or("");
+  const auto kind = r.string("kind");
+  std::string names;
+  for (const auto& k : kKinds) names += std::string(names.empty() ? "" : ", ") + k.name;
+  if (!kind) r.fail("kind", "(missing)", "one of " + names);
+  for (const auto& k : kKinds) {
+    if (*kind != k.name) continue;
+    spec.kind = k.name;
+    const toml::table* t = r.table(k.name);
+    static const toml::table empty;
+    TableReader kr(t ? *t : empty, source, std::string(k.name) + ".");
+    spec.task = k.parse(kr);
+    r.reject_unknown(std::string("name, title, notice, kind, [") + k.name + "]");
+    return spec;
+  }
+  r.fail("kind", *kind, "one of " + names);
+}
+
+ExperimentSpec load_experiment(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("experiment", path.string(), "cannot be read (no such file?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_experiment(text.str(), path.string());
+}
+
+}  // namespace parlab::experiments

@@ -1,0 +1,95 @@
+#pragma once
+// Experiment definitions: one concept per TOML file (experiments/*.toml), with a header that
+// says what a learner should notice. A file names its kind and carries the kind's table:
+//
+//   name = "scaling_1_2_4"
+//   title = "DDP on 1, 2 and 4 workers: predicted and measured"
+//   notice = "..."               # printed before the results
+//   kind = "scaling"
+//   [scaling]
+//   model = "lab-mlp"  ...
+//
+// Unknown keys and bad values are rejected with the file, the key and what is allowed.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "strategy/scaling_lab.h"
+
+namespace parlab::experiments {
+
+enum class Source { kAnalytic, kSimulated, kMeasured };
+std::string_view to_string(Source s);
+
+// The seed's hand ledger (GB) and its rule.
+struct LedgerTask {
+  double params_gb = 0, grads_gb = 0, optimizer_gb = 0, activations_gb = 0, largest_layer_gb = 0, device_gb = 0;
+};
+
+// One plan at several worker counts: analytic, simulated and measured side by side.
+struct ScalingTask {
+  std::string model = "lab-mlp";
+  std::string cluster = "cpu-local";
+  std::string plan;              // key=value; dp follows the worker count
+  std::vector<int> workers = {1, 2, 4};
+  int steps = 10;                // measured and simulated steps (after one warm-up)
+  std::vector<Source> sources = {Source::kAnalytic, Source::kSimulated, Source::kMeasured};
+  uint64_t seed = 1;
+};
+
+// The all-reduce scaling lab.
+struct ScalingLabTask {
+  strategy::ScalingLabInputs inputs;
+};
+
+// The one-worker equivalence test, recorded as evidence.
+struct EquivalenceTask {
+  std::string model = "lab-mlp";
+  std::string plan;
+  std::vector<int> workers = {1, 2, 4};
+  int steps = 20;
+  double tolerance = 1e-4;  // relative, on gradients and weights
+  int64_t data_size = 0;    // 0: several epochs of the global batch
+  uint64_t seed = 1;
+};
+
+// The kill-and-resume proof, recorded as evidence.
+struct KillResumeTask {
+  std::string model = "lab-mlp";
+  std::string plan;
+  int nproc = 2;
+  int steps = 20;
+  int trials = 2;
+  int checkpoint_every = 5;
+  uint64_t seed = 1;
+};
+
+// The planner on a large model, its top candidates also simulated.
+struct PlannerTask {
+  std::string model = "gpt-175b";
+  std::string cluster = "dgx-a100";
+  int world = 1024;
+  int64_t global_batch = 1536;
+  int top = 5;
+  int simulate_top = 0;
+};
+
+using Task = std::variant<LedgerTask, ScalingTask, ScalingLabTask, EquivalenceTask, KillResumeTask, PlannerTask>;
+
+struct ExperimentSpec {
+  std::string name;
+  std::string title;
+  std::string notice;  // what a learner should notice
+  std::string kind;
+  std::string file;    // where it came from
+  Task task;
+};
+
+ExperimentSpec parse_experiment(std::string_view text, const std::string& source);
+ExperimentSpec load_experiment(const std::filesystem::path& path);
+// The kinds and their table keys, for --help and error messages.
+std::string experiment_kinds();
+
+}  // namespace parlab::experiments

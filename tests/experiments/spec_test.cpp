@@ -1,0 +1,67 @@
+// Experiment definitions: every shipped file parses; bad keys and values are named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "experiments/lib/spec.h"
+#include "strategy/errors.h"
+
+namespace parlab::experiments {
+namespace {
+
+std::string field_of(const std::string& text) {
+  try {
+    parse_experiment(text, "x.toml");
+  } catch (const ConfigError& e) {
+    return e.field();
+  }
+  return "(accepted)";
+}
+
+}  // namespace
+
+TEST(ExperimentSpec, EveryShippedExperimentParses) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(PARLAB_SOURCE_DIR) / "experiments")) {
+    if (e.path().extension() != ".toml") continue;
+    const ExperimentSpec s = load_experiment(e.path());
+    EXPECT_EQ(s.name, e.path().stem().string());
+    EXPECT_FALSE(s.notice.empty()) << s.name << ": say what a learner should notice";
+    ++n;
+  }
+  EXPECT_GE(n, 6);
+}
+
+TEST(ExperimentSpec, ParsesAScalingExperiment) {
+  const auto s = parse_experiment(
+      "name = \"s\"\nkind = \"scaling\"\n[scaling]\nmodel = \"lab-mlp\"\nworkers = [1, 2]\nsteps = 3\n"
+      "sources = [\"analytic\", \"measured\"]\nplan = \"gbs=128\"\n",
+      "s.toml");
+  const auto& t = std::get<ScalingTask>(s.task);
+  EXPECT_EQ(t.workers, (std::vector<int>{1, 2}));
+  EXPECT_EQ(t.steps, 3);
+  EXPECT_EQ(t.sources, (std::vector<Source>{Source::kAnalytic, Source::kMeasured}));
+  EXPECT_EQ(t.plan, "gbs=128");
+  EXPECT_EQ(t.cluster, "cpu-local");
+}
+
+TEST(ExperimentSpec, BadKeysAndValuesAreNamed) {
+  EXPECT_EQ(field_of("kind = \"ledger\"\n[ledger]\nparams_gb=1\ngrads_gb=1\noptimizer_gb=1\nactivations_gb=1\n"
+                     "largest_layer_gb=1\ndevice_gb=8\n"),
+            "(accepted)");
+  EXPECT_EQ(field_of("kind = \"ledger\"\n[ledger]\nparams_gb=1\n"), "x.toml: ledger.grads_gb");
+  EXPECT_EQ(field_of("kind = \"scaling\"\n[scaling]\nworkerz = [1]\n"), "x.toml: scaling.workerz");
+  EXPECT_EQ(field_of("kind = \"scaling\"\n[scaling]\nworkers = [0, 2]\n"), "x.toml: scaling.workers");
+  EXPECT_EQ(field_of("kind = \"scaling\"\n[scaling]\nsources = [\"guessed\"]\n"), "x.toml: scaling.sources");
+  EXPECT_EQ(field_of("kind = \"scaling\"\n[scaling]\nsteps = -1\n"), "x.toml: scaling.steps");
+  EXPECT_EQ(field_of("kind = \"scaling\"\ncolour = \"red\"\n"), "x.toml: colour");
+  EXPECT_EQ(field_of("kind = \"juggling\"\n"), "x.toml: kind");
+  EXPECT_EQ(field_of("name = \"x\"\n"), "x.toml: kind");
+  EXPECT_EQ(field_of("kind = \"equivalence\"\n[equivalence]\nworkers = [2, 4]\n"), "x.toml: equivalence.workers");
+  EXPECT_EQ(field_of("kind = \"scaling_lab\"\n[scaling_lab]\ncompute_ms = 0\n"), "x.toml: scaling_lab.compute_ms");
+  EXPECT_EQ(field_of("kind = \"planner\"\n[planner]\nsimulate_top = -2\n"), "x.toml: planner.simulate_top");
+  EXPECT_EQ(field_of("kind = = 3\n").substr(0, 7), "x.toml:");
+}
+
+}  // namespace parlab::experiments
