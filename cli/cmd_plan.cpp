@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <map>
+#include <optional>
 #include <cmath>
 
 #include "cli/common.h"
@@ -13,6 +14,7 @@
 #include "strategy/ledger.h"
 #include "strategy/planner.h"
 #include "strategy/step_program.h"
+#include "sim/simulate.h"
 #include "strategy/units.h"
 
 namespace parlab::cli {
@@ -27,6 +29,7 @@ struct PlanOptions {
   int64_t gbs = 0;
   int top = 5;
   int program_rank = -1;
+  int simulate = 0;  // simulate the top K candidates
 };
 
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB); }
@@ -265,9 +268,21 @@ void run_search(const PlanOptions& o) {
   po.top = o.top;
   if (!o.json) fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
   const auto rep = strategy::search_plans(r.model, r.cluster, po);
+  // The simulated twin of the best K candidates (SimGrid; contention and topology included).
+  std::vector<std::optional<sim::SimResult>> simulated(rep.top.size());
+  for (size_t i = 0; i < rep.top.size() && int(i) < o.simulate; ++i) {
+    if (!o.json)
+      fmt::print(stderr, "simulating candidate {} of {}: {} ({} ranks) ...\n", i + 1, std::min<size_t>(rep.top.size(), o.simulate),
+                 rep.top[i].plan.short_name(), rep.top[i].plan.world());
+    simulated[i] = sim::simulate_plan(r.model, rep.top[i].plan, r.cluster, {});
+  }
   if (o.json) {
     nlohmann::json top = nlohmann::json::array();
-    for (const auto& c : rep.top) top.push_back(candidate_json(c));
+    for (size_t i = 0; i < rep.top.size(); ++i) {
+      auto j = candidate_json(rep.top[i]);
+      if (simulated[i]) j["simulated"] = sim::to_json(*simulated[i]);
+      top.push_back(j);
+    }
     nlohmann::json neighbours = nlohmann::json::array();
     for (const auto& n : rep.neighbours)
       neighbours.push_back({{"label", n.label}, {"possible", n.possible}, {"why_not", n.why_not},
@@ -290,16 +305,24 @@ void run_search(const PlanOptions& o) {
   fmt::print("Searched {} plans in {}: {} valid, {} fit in memory.\n\n", rep.evaluated,
              units::format_seconds(rep.search_seconds), rep.valid, rep.fitting);
   if (!rep.top.empty()) {
-    Table t({"#", "plan", "split", "memory", "step", "samples/s", "MFU", "exposed comm", "bubble"});
+    std::vector<std::string> header = {"#", "plan", "split", "memory", "step", "samples/s", "MFU", "exposed comm", "bubble"};
+    if (o.simulate > 0) header.insert(header.begin() + 5, {"simulated", "sim/model"});
+    Table t(header);
     int i = 0;
     for (const auto& c : rep.top) {
       double comm = 0, bubble = 0;
       if (c.walked)
         for (const auto& rt : c.walked->ranks) comm = std::max(comm, rt.exposed_comm_seconds), bubble = std::max(bubble, rt.bubble_seconds);
-      t.add({std::to_string(++i), c.plan.short_name(), plan_cell(c.plan),
+      std::vector<std::string> row = {std::to_string(++i), c.plan.short_name(), plan_cell(c.plan),
              fmt::format("{:.0f}/{:.0f} GB", c.worst.total_bytes() / units::kGB, c.worst.device_bytes / units::kGB),
              units::format_seconds(c.step_seconds()), fmt::format("{:.1f}", c.walked ? c.walked->samples_per_s : 0.0),
-             fmt::format("{:.1f}%", c.walked ? 100 * c.walked->mfu : 0.0), units::format_seconds(comm), units::format_seconds(bubble)});
+             fmt::format("{:.1f}%", c.walked ? 100 * c.walked->mfu : 0.0), units::format_seconds(comm), units::format_seconds(bubble)};
+      if (o.simulate > 0) {
+        const auto& s = simulated[size_t(i - 1)];
+        row.insert(row.begin() + 5, {s ? units::format_seconds(s->step_seconds) : "-",
+                                     s ? fmt::format("{:.3f}", s->step_seconds / c.step_seconds()) : "-"});
+      }
+      t.add(row);
     }
     fmt::print("Fastest plans that fit (analytic critical path; memory = fullest rank / device)\n{}\n", t.str());
     fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n", o.in.model.empty() ? "..." : o.in.model,
@@ -333,6 +356,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--gbs", opts->gbs, "Global batch for the search (default: one sample per device)");
   cmd->add_option("--top", opts->top, "Candidates to show in a search")->capture_default_str();
   cmd->add_option("--program", opts->program_rank, "Print the step program of this rank (a fixed --plan)");
+  cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid and show both columns");
   cmd->callback([opts] {
     if (!opts->ledger_gb.empty()) {
       if (!opts->in.model.empty() || opts->in.params > 0)
@@ -341,6 +365,7 @@ void add_plan_command(CLI::App& app) {
     }
     if (opts->gbs < 0) throw ConfigError("--gbs", std::to_string(opts->gbs), "must be a positive number of samples");
     if (opts->top < 1) throw ConfigError("--top", std::to_string(opts->top), "must be >= 1");
+    if (opts->simulate < 0) throw ConfigError("--simulate", std::to_string(opts->simulate), "must be >= 0");
     const bool search = opts->search || (opts->in.plan.empty() && opts->program_rank < 0);
     if (search) return run_search(*opts);
     if (opts->gbs > 0) opts->in.plan += (opts->in.plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(opts->gbs);
