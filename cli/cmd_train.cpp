@@ -1,15 +1,22 @@
 // parlab train: run a plan for real. `--nproc N` starts N worker processes of this binary (a
-// hidden --worker mode) under a Supervisor, shows progress and ends with the per-rank time table.
-// Started by torchrun/srun (RANK or SLURM_PROCID set, no --nproc), the process is one worker.
+// hidden --worker mode) under a restarting supervisor (launch::run_training): progress,
+// checkpoints, incidents with their restart latency, and at the end the per-rank time table and
+// the Young/Daly checkpoint interval. Started by torchrun/srun (RANK or SLURM_PROCID set, no
+// --nproc), the process is one worker.
 #include <fmt/core.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 
 #include "cli/common.h"
+#include "db/results_store.h"
+#include "runtime/launch/faults.h"
 #include "runtime/launch/progress.h"
+#include "runtime/launch/run_recorder.h"
+#include "runtime/launch/run_training.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/worker.h"
 #include "strategy/errors.h"
@@ -20,25 +27,25 @@ namespace parlab::cli {
 namespace {
 
 struct TrainOptions {
-  launch::TrainJob job;
+  launch::TrainJobSpec spec;
   int nproc = 0;  // 0: not given
   double timeout_seconds = 30;
   std::string trace;
+  std::string db;
+  std::string job_file;  // hidden: the supervisor's job for its workers
   bool worker = false;
   bool json = false;
 };
 
-// The launcher's SIGINT/SIGTERM handler asks the running supervisor to stop.
-std::atomic<launch::Supervisor*> g_supervisor{nullptr};
-void on_stop_signal(int) {
-  if (launch::Supervisor* s = g_supervisor.load()) s->request_stop();
-}
+// SIGINT/SIGTERM ask the running job to stop (its workers are torn down in order).
+std::atomic<bool> g_stop{false};
+void on_stop_signal(int) { g_stop.store(true); }
 
-// Installs the handlers for the supervisor's lifetime and restores the old ones after.
+// Installs the handlers for the job's lifetime and restores the old ones after.
 class StopSignals {
  public:
-  explicit StopSignals(launch::Supervisor& s) {
-    g_supervisor.store(&s);
+  StopSignals() {
+    g_stop.store(false);
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -48,7 +55,6 @@ class StopSignals {
   ~StopSignals() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
-    g_supervisor.store(nullptr);
   }
 
  private:
@@ -57,29 +63,43 @@ class StopSignals {
 
 std::string ms(double seconds) { return fmt::format("{:.2f}", seconds * 1e3); }
 
-// The same job, spelled as the hidden worker command line.
-std::vector<std::string> worker_argv(const TrainOptions& o) {
-  const launch::TrainJob& j = o.job;
-  // --key=value: values such as "-1" must not read as flags.
-  std::vector<std::string> a = {launch::self_executable().string(), "train", "--worker",
-                                "--model=" + j.model, "--cluster=" + j.cluster,
-                                "--steps=" + std::to_string(j.steps), "--seed=" + std::to_string(j.seed),
-                                "--data-size=" + std::to_string(j.data_size),
-                                "--run-dir=" + j.run_dir.string(),
-                                fmt::format("--timeout={}", o.timeout_seconds),
-                                fmt::format("--lr={}", j.lr), fmt::format("--momentum={}", j.momentum),
-                                fmt::format("--weight-decay={}", j.weight_decay)};
-  if (!j.plan.empty()) a.push_back("--plan=" + j.plan);
-  if (!j.optimizer.empty()) a.push_back("--optimizer=" + j.optimizer);
-  if (!j.dump_dir.empty()) a.push_back("--dump-step=" + j.dump_dir.string());
-  if (j.trace) a.push_back("--trace-events");
-  if (j.fail_rank >= 0)
-    a.insert(a.end(), {"--fail-rank=" + std::to_string(j.fail_rank), "--fail-step=" + std::to_string(j.fail_step),
-                       "--fail-code=" + std::to_string(j.fail_code)});
-  return a;
-}
+// A progress line on a terminal is rewritten in place; anything else printed ends it first.
+class Console {
+ public:
+  explicit Console(bool quiet) : quiet_(quiet), tty_(::isatty(STDOUT_FILENO) && !quiet) {}
+  void line(const std::string& text) {
+    if (quiet_) return;
+    end_progress();
+    fmt::print("{}\n", text);
+    std::fflush(stdout);
+  }
+  void progress(const launch::StepSummary& s, int64_t steps) {
+    if (quiet_) return;
+    const std::string text = launch::format_progress(s, steps);
+    const auto now = std::chrono::steady_clock::now();
+    const int64_t every = std::max<int64_t>(1, steps / 10);
+    if (tty_) {
+      fmt::print("\r\033[K{}", text);
+      std::fflush(stdout);
+      open_ = true;
+    } else if ((s.step + 1) % every == 0 || s.step + 1 == steps || now - last_ > std::chrono::seconds(30)) {
+      fmt::print("{}\n", text);
+      std::fflush(stdout);
+      last_ = now;
+    }
+  }
+  void end_progress() {
+    if (open_) fmt::print("\n");
+    open_ = false;
+  }
 
-void print_header(const train::TrainConfig& c, const launch::TrainJob& j, int nproc) {
+ private:
+  bool quiet_, tty_, open_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec) {
+  const launch::TrainJob& j = spec.job;
   const model::MlpShape s = train::mlp_shape(c.model);
   const strategy::Plan& p = c.plan;
   fmt::print("Model    {}: h {}, f {}, {} blocks, {} classes ({} parameters)\n", c.model.name, s.hidden,
@@ -91,10 +111,17 @@ void print_header(const train::TrainConfig& c, const launch::TrainJob& j, int np
   fmt::print("Train    {} steps, {} lr {:g}, seed {}, {} worker process(es), run dir {}\n", j.steps,
              sgd ? "SGD" : "AdamW",
              sgd ? std::get<train::SgdConfig>(c.optimizer).lr : std::get<train::AdamWConfig>(c.optimizer).lr,
-             j.seed, nproc, j.run_dir.string());
+             j.seed, spec.nproc, j.run_dir.string());
+  if (j.checkpoint_every > 0)
+    fmt::print("Ckpt     every {} steps and at the last, in {} (keep last {}); max restarts {}, min workers {}\n",
+               j.checkpoint_every, launch::checkpoint_root(j.run_dir).string(), j.keep_last, spec.max_restarts,
+               spec.min_nproc > 0 ? spec.min_nproc : spec.nproc);
+  else
+    fmt::print("Ckpt     off (--checkpoint-every 0); max restarts {}\n", spec.max_restarts);
+  for (const std::string& f : j.faults) fmt::print("Fault    {}\n", f);
 }
 
-void print_rank_table(const std::vector<launch::RankSummary>& rows) {
+void print_rank_table(const std::vector<launch::RankSummary>& rows, int attempts) {
   Table t({"rank", "data", "forward", "backward", "exposed comm", "optimizer", "idle", "step", "comm busy",
            "hidden"});
   for (const launch::RankSummary& r : rows) {
@@ -107,89 +134,128 @@ void print_rank_table(const std::vector<launch::RankSummary>& rows) {
            ms(m.comm_seconds), hidden});
   }
   const int64_t steps = rows.empty() ? 0 : rows.front().steps;
-  fmt::print("\nPer-rank time per step (ms, mean of {} step(s){}; hidden = all-reduce time under backward)\n{}",
-             steps, steps > 0 ? ", step 0 left out when there are more" : "", t.str());
+  fmt::print("\nPer-rank time per step (ms, mean of {} step(s){}{}; hidden = all-reduce time under backward)\n{}",
+             steps, steps > 0 ? ", step 0 left out when there are more" : "",
+             attempts > 1 ? " of the last attempt" : "", t.str());
 }
 
-nlohmann::json summary_json(const launch::RunProgress& progress, const launch::SupervisorResult& result) {
-  nlohmann::json steps = nlohmann::json::array(), ranks = nlohmann::json::array();
-  for (const launch::StepSummary& s : progress.completed())
+void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& spec) {
+  if (!o.incidents.empty()) {
+    Table t({"attempt", "rank", "what", "at step", "resumed", "lost", "detect", "teardown", "restart", "load",
+             "1st step", "total"});
+    auto sec = [](const std::optional<double>& s) { return s ? units::format_seconds(*s) : std::string("-"); };
+    for (const launch::IncidentReport& i : o.incidents)
+      t.add({std::to_string(i.attempt), std::to_string(i.rank), i.kind + (i.phase.empty() ? "" : " (" + i.phase + ")"),
+             std::to_string(i.failed_at_step), i.resumed_step ? std::to_string(*i.resumed_step) : "-",
+             i.steps_lost ? std::to_string(*i.steps_lost) : "-", sec(i.latency.detection_seconds),
+             sec(i.latency.teardown_seconds), sec(i.latency.restart_seconds), sec(i.latency.state_load_seconds),
+             sec(i.latency.first_step_seconds), sec(i.latency.total_seconds)});
+    fmt::print("\nIncidents (restart latency from the fault to the first step completed after the restart)\n{}", t.str());
+  }
+  if (o.young_daly) {
+    const launch::YoungDaly& y = *o.young_daly;
+    fmt::print("\nYoung/Daly: checkpoint cost C = {} (mean of {} save(s)), cluster MTBF M = {:g} h / {} device(s) = {}\n"
+               "            recommended interval sqrt(2 C M) = {} = about {:.0f} steps (this run: every {})\n",
+               units::format_seconds(y.checkpoint_seconds), o.checkpoints.size(), spec.mtbf_hours, o.final_world,
+               units::format_seconds(y.mtbf_seconds), units::format_seconds(y.interval_seconds), y.interval_steps,
+               spec.job.checkpoint_every);
+  }
+  if (o.final_state) fmt::print("Final    step {}, state hash {} (xxh3_64 over parameters and optimizer state)\n",
+                                o.final_state->step, o.final_state->combined_hex());
+  if (o.last_good_checkpoint) fmt::print("Ckpt     last good checkpoint {}\n", o.last_good_checkpoint->string());
+}
+
+nlohmann::json summary_json(const launch::TrainOutcome& o) {
+  nlohmann::json steps = nlohmann::json::array(), ranks = nlohmann::json::array(), incidents = nlohmann::json::array();
+  for (const launch::StepSummary& s : o.steps)
     steps.push_back({{"step", s.step}, {"epoch", s.epoch}, {"global_batch", s.global_batch}, {"loss", s.loss},
                      {"step_seconds", s.step_seconds}, {"samples_per_s", s.samples_per_s}});
-  for (const launch::RankSummary& r : progress.rank_table())
+  for (const launch::RankSummary& r : o.rank_table)
     ranks.push_back({{"rank", r.rank}, {"steps", r.steps}, {"data_seconds", r.mean.data_seconds},
                      {"forward_seconds", r.mean.forward_seconds}, {"backward_seconds", r.mean.backward_seconds},
                      {"exposed_comm_seconds", r.mean.exposed_comm_seconds},
                      {"optimizer_seconds", r.mean.optimizer_seconds}, {"idle_seconds", r.mean.idle_seconds},
                      {"step_seconds", r.mean.step_seconds}, {"comm_seconds", r.mean.comm_seconds}});
-  return {{"ok", result.ok}, {"message", result.message}, {"steps", steps}, {"ranks", ranks}};
+  for (const launch::IncidentReport& i : o.incidents) {
+    nlohmann::json j = {{"attempt", i.attempt}, {"rank", i.rank}, {"kind", i.kind}, {"status", i.status.describe()},
+                        {"fault", i.fault}, {"failed_at_step", i.failed_at_step}, {"detail", i.describe()}};
+    if (i.resumed_step) j["resumed_step"] = *i.resumed_step;
+    if (i.steps_lost) j["steps_lost"] = *i.steps_lost;
+    if (i.latency.total_seconds) j["restart_total_seconds"] = *i.latency.total_seconds;
+    incidents.push_back(j);
+  }
+  nlohmann::json j = {{"ok", o.ok}, {"message", o.message}, {"attempts", o.attempts}, {"final_world", o.final_world},
+                      {"start_step", o.start_step}, {"steps", steps}, {"ranks", ranks}, {"incidents", incidents},
+                      {"checkpoints", o.checkpoints.size()}};
+  if (o.final_state) j["final_state_xxh3_64"] = o.final_state->combined_hex();
+  if (o.last_good_checkpoint) j["last_good_checkpoint"] = o.last_good_checkpoint->string();
+  if (o.young_daly) j["young_daly_interval_seconds"] = o.young_daly->interval_seconds;
+  return j;
 }
 
 void run_supervised(TrainOptions o) {
-  const int nproc = o.nproc > 0 ? o.nproc : 1;
+  launch::TrainJobSpec& spec = o.spec;
+  spec.nproc = o.nproc > 0 ? o.nproc : 1;
+  spec.job.trace = !o.trace.empty();
   // Resolve everything here first: a bad flag or an unsupported plan fails before any process.
-  const train::TrainConfig config = launch::make_train_config(o.job, nproc);
-  train::check_runtime_supports(config.model, config.plan);
-  o.job.data_size = config.data_size;
-  o.job.trace = !o.trace.empty();
-  if (!o.json) print_header(config, o.job, nproc);
+  spec.job = launch::pinned_job(spec.job, spec.nproc);
+  const train::TrainConfig config = launch::make_train_config(spec.job, spec.nproc);
+  if (!o.json) print_header(config, spec);
 
-  launch::RunProgress progress(nproc, o.job.steps);
-  const bool tty = ::isatty(STDOUT_FILENO) && !o.json;
-  const int64_t every = std::max<int64_t>(1, o.job.steps / 10);
-  auto last_line = std::chrono::steady_clock::now();
-  bool open_line = false;
-
-  launch::SupervisorOptions so;
-  so.argv = worker_argv(o);
-  so.nproc = nproc;
-  so.run_dir = o.job.run_dir;
-  so.on_record = [&](const train::StepRecord& r) {
-    const auto s = progress.add(r);
-    if (!s || o.json) return;
-    const std::string line = launch::format_progress(*s, o.job.steps);
-    const auto now = std::chrono::steady_clock::now();
-    if (tty) {
-      fmt::print("\r\033[K{}", line);
-      std::fflush(stdout);
-      open_line = true;
-    } else if ((s->step + 1) % every == 0 || s->step + 1 == o.job.steps || s->step == 0 ||
-               now - last_line > std::chrono::seconds(30)) {
-      fmt::print("{}\n", line);
-      std::fflush(stdout);
-      last_line = now;
-    }
-  };
-  launch::Supervisor supervisor(so);
-  launch::SupervisorResult result;
-  {
-    StopSignals signals(supervisor);
-    result = supervisor.run();
+  std::optional<db::ResultsStore> store;
+  std::optional<launch::RunRecorder> recorder;
+  if (!o.db.empty()) {
+    store.emplace(db::ResultsStore::open(o.db));
+    recorder.emplace(launch::RunRecorder::begin(*store, spec));
   }
-  if (open_line) fmt::print("\n");
+  Console console(o.json);
+  launch::TrainCallbacks cb;
+  cb.on_step = [&](const launch::StepSummary& s, int64_t steps) { console.progress(s, steps); };
+  cb.on_note = [&](const std::string& line) { console.line(line); };
+  cb.on_incident = [&](const launch::IncidentReport& i) {
+    if (i.restarted) console.line("restart: " + i.describe());
+  };
+  cb.on_checkpoint = [&](const launch::CheckpointReport& c) {
+    console.line(fmt::format("checkpoint step {} -> {} ({} in {})", c.step, c.path.string(),
+                             units::format_bytes(static_cast<double>(c.bytes)), units::format_seconds(c.save_seconds)));
+  };
+  cb.recorder = recorder ? &*recorder : nullptr;
+  cb.stop = &g_stop;
+  launch::TrainOutcome out;
+  {
+    StopSignals signals;
+    out = launch::run_training(spec, cb);
+  }
+  console.end_progress();
+  if (out.ok && out.steps.empty() && !o.json)
+    fmt::print("Nothing to train: {} already holds step {} (--steps {} is the total to reach; --fresh starts over)\n",
+               spec.job.run_dir.string(), out.start_step, spec.job.steps);
 
   if (!o.trace.empty()) {
-    const auto events = launch::read_run_events(o.job.run_dir, nproc);
+    const auto events = launch::read_run_events(spec.job.run_dir, out.final_world);
     train::write_measured_trace(o.trace, events);
     if (!o.json) fmt::print("Trace    {} ({} events; open in Perfetto or chrome://tracing)\n", o.trace, events.size());
   }
   if (o.json) {
-    print_json(summary_json(progress, result));
-  } else if (progress.completed_steps() > 0) {
-    print_rank_table(progress.rank_table());
+    print_json(summary_json(out));
+  } else {
+    if (!out.rank_table.empty() && !out.steps.empty()) print_rank_table(out.rank_table, out.attempts);
+    print_summary(out, spec);
+    if (recorder) fmt::print("Recorded run {} in {}\n", recorder->run(), o.db);
   }
-  if (!result.ok) {
-    fmt::print(stderr, "parlab train: {}\n", result.message);
-    fmt::print(stderr, "parlab train: what the workers wrote is in {}\n", o.job.run_dir.string());
-    throw CLI::RuntimeError(result.interrupted ? 130 : 1);
+  if (!out.ok) {
+    fmt::print(stderr, "parlab train: {}\n", out.message);
+    fmt::print(stderr, "parlab train: what the workers wrote is in {}\n", spec.job.run_dir.string());
+    throw CLI::RuntimeError(out.interrupted ? 130 : 1);
   }
-  if (!o.json && !o.job.dump_dir.empty())
-    fmt::print("Dump     step 0 tensors in {}{}\n", o.job.dump_dir.string(), nproc > 1 ? "/rank-<r>" : "");
+  if (!o.json && !spec.job.dump_dir.empty())
+    fmt::print("Dump     step 0 tensors in {}{}\n", spec.job.dump_dir.string(), spec.nproc > 1 ? "/rank-<r>" : "");
 }
 
 void run_worker(const TrainOptions& o) {
+  const launch::TrainJob job = o.job_file.empty() ? o.spec.job : launch::read_train_job(o.job_file);
   try {
-    launch::run_train_worker(o.job);
+    launch::run_train_worker(job);
   } catch (const launch::InjectedFailure& e) {
     fmt::print(stderr, "parlab train worker: {}\n", e.what());
     throw CLI::RuntimeError(e.code());
@@ -197,7 +263,7 @@ void run_worker(const TrainOptions& o) {
   // torchrun/srun: rank 0 merges the ranks' events (a shared run dir) once all have finished.
   if (!o.trace.empty() && comm::from_env().rank == 0) {
     const int world = comm::from_env().world_size;
-    train::write_measured_trace(o.trace, launch::read_run_events(o.job.run_dir, world));
+    train::write_measured_trace(o.trace, launch::read_run_events(job.run_dir, world));
   }
 }
 
@@ -211,16 +277,22 @@ void add_train_command(CLI::App& app) {
       "  parlab train --nproc 2 --model lab-mlp --steps 20\n"
       "  parlab train --nproc 4 --model tiny.toml --plan gbs=64,mb=8,bucket_mb=1 --trace run.json\n"
       "  parlab train --nproc 2 --dump-step dump/      # step 0 tensors as safetensors, per rank\n"
+      "  parlab train --nproc 2 --steps 40 --checkpoint-every 5 --max-restarts 2 --fault kill:rank=1,step=7\n"
+      "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
       "  srun -n 4 parlab train --model lab-mlp        # one rank per task; needs MASTER_ADDR/MASTER_PORT\n"
       "The global batch stays fixed when --nproc changes (accumulation adjusts) unless the plan fixes\n"
-      "microbatches; without gbs it is mb x lcm(dp, 4).");
-  launch::TrainJob& j = o->job;
+      "microbatches; without gbs it is mb x lcm(dp, 4). Running again on a --run-dir that holds\n"
+      "checkpoints resumes from the newest good one; --steps is the total to reach.\n"
+      "Faults (repeatable --fault, first attempt only): kill:rank=R,step=S | "
+      "kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] | lose-rank:rank=R,step=S");
+  launch::TrainJob& j = o->spec.job;
+  j.checkpoint_every = 50;
   cmd->add_option("--nproc,-n", o->nproc, "Worker processes to start on this machine (default 1)");
   cmd->add_option("--model,-m", j.model, "Model preset or TOML file (kind = \"mlp\")")->capture_default_str();
   cmd->add_option("--cluster,-c", j.cluster, "Cluster preset or TOML file the plan is validated against")
       ->capture_default_str();
   cmd->add_option("--plan,-p", j.plan, "Plan key=value pairs (gbs, mb, microbatches, bucket_mb, optimizer, ...)");
-  cmd->add_option("--steps", j.steps, "Optimizer steps")->capture_default_str();
+  cmd->add_option("--steps", j.steps, "Optimizer steps in total (a resumed run trains the rest)")->capture_default_str();
   cmd->add_option("--seed", j.seed, "Seed of the initial weights, the data and the shuffles")->capture_default_str();
   cmd->add_option("--data-size", j.data_size, "Synthetic dataset samples (default 64 global batches)");
   cmd->add_option("--optimizer", j.optimizer, "adam | sgd (overrides the plan's optimizer key)")
@@ -228,8 +300,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--lr", j.lr, "Learning rate (default: AdamW 1e-3, SGD 1e-2)");
   cmd->add_option("--momentum", j.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", j.weight_decay, "Weight decay (default: AdamW 0.01, SGD 0)");
-  cmd->add_option("--run-dir", j.run_dir, "Where workers write records, logs and flight-recorder dumps")
+  cmd->add_option("--run-dir", j.run_dir, "Where workers write records, logs, checkpoints and flight-recorder dumps")
       ->capture_default_str();
+  cmd->add_option("--checkpoint-every", j.checkpoint_every, "Checkpoint every K steps and at the last (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--keep-last", j.keep_last, "Checkpoints to keep (plus the last known good)")->capture_default_str();
+  cmd->add_option("--max-restarts", o->spec.max_restarts, "Restarts from the latest good checkpoint after a failure")
+      ->capture_default_str();
+  cmd->add_option("--min-nproc", o->spec.min_nproc, "Fewest workers to continue with after a lost device (default --nproc)");
+  cmd->add_option("--fault", j.faults, "Inject a fault (repeatable): see below");
+  cmd->add_option("--mtbf-hours", o->spec.mtbf_hours, "Per-device MTBF for the Young/Daly checkpoint interval")
+      ->capture_default_str();
+  cmd->add_flag("--fresh", o->spec.fresh, "Delete the run dir's checkpoints and start from step 0");
+  cmd->add_option("--db", o->db, "Record the run (steps, checkpoints, incidents) in this results database");
   cmd->add_option("--dump-step", j.dump_dir, "Write step 0's inputs, weights and reduced gradients as safetensors here");
   cmd->add_option("--trace", o->trace, "Write the measured timeline as a Chrome trace");
   cmd->add_option("--timeout", o->timeout_seconds, "Per-collective and rendezvous timeout, seconds")
@@ -237,16 +320,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print the run summary as JSON");
   // Hidden: how the supervisor starts its workers, and fault injection for its tests.
   cmd->add_flag("--worker", o->worker)->group("");
+  cmd->add_option("--job", o->job_file)->group("");
   cmd->add_flag("--trace-events", j.trace)->group("");
+  cmd->add_flag("--record-samples", j.record_samples)->group("");
   cmd->add_option("--fail-rank", j.fail_rank)->group("");
   cmd->add_option("--fail-step", j.fail_step)->group("");
   cmd->add_option("--fail-code", j.fail_code)->group("");
   cmd->callback([o] {
     if (!(o->timeout_seconds > 0))
       throw ConfigError("--timeout", fmt::format("{}", o->timeout_seconds), "must be a positive number of seconds");
-    o->job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));
+    o->spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));
+    (void)launch::parse_faults(o->spec.job.faults);  // a malformed --fault fails before anything starts
     if (o->worker || (o->nproc == 0 && launch::launched_as_worker())) {
-      if (!o->trace.empty()) o->job.trace = true;
+      if (!o->trace.empty()) o->spec.job.trace = true;
       run_worker(*o);
     } else {
       run_supervised(*o);

@@ -46,6 +46,7 @@ void add_plan_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_scaling_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   parlab::cli::add_simulate_command(app);
   parlab::cli::add_scaling_command(app);
   parlab::cli::add_experiment_command(app);
+  parlab::cli::add_calibrate_command(app);
   parlab::cli::add_train_command(app);
   parlab::cli::add_bench_command(app);
 
