@@ -23,7 +23,7 @@ fs::path find_experiment(const std::string& name) {
     const fs::path p = dir / (name + (name.ends_with(".toml") ? "" : ".toml"));
     if (fs::exists(p)) return p;
   }
-  throw ConfigError("experiment", name, "no such file, and no experiments/" + name + ".toml");
+  throw ConfigError("experiment", name, "no such file, and no experiments/" + name + (name.ends_with(".toml") ? "" : ".toml"));
 }
 
 std::string self_binary() {

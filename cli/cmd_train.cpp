@@ -154,10 +154,10 @@ void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& sp
   }
   if (o.young_daly) {
     const launch::YoungDaly& y = *o.young_daly;
-    fmt::print("\nYoung/Daly: checkpoint cost C = {} (mean of {} save(s)), cluster MTBF M = {:g} h / {} device(s) = {}\n"
+    fmt::print("\nYoung/Daly: checkpoint cost C = {} (mean of {} save(s)), cluster MTBF M = {:g} h / {} device(s) = {:.4g} h\n"
                "            recommended interval sqrt(2 C M) = {} = about {:.0f} steps (this run: every {})\n",
                units::format_seconds(y.checkpoint_seconds), o.checkpoints.size(), spec.mtbf_hours, o.final_world,
-               units::format_seconds(y.mtbf_seconds), units::format_seconds(y.interval_seconds), y.interval_steps,
+               y.mtbf_seconds / 3600, units::format_seconds(y.interval_seconds), y.interval_steps,
                spec.job.checkpoint_every);
   }
   if (o.final_state) fmt::print("Final    step {}, state hash {} (xxh3_64 over parameters and optimizer state)\n",

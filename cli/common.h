@@ -47,8 +47,10 @@ void add_simulate_command(CLI::App& app);
 void add_scaling_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_proof_command(CLI::App& app);
 
 // "64K", "25MB", "1GiB", "1e6" -> bytes. Throws ConfigError naming `field`.
 double parse_bytes(const std::string& field, const std::string& text);

@@ -8,6 +8,7 @@
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
 #include "sim/simulate.h"
+#include "sim/trace.h"
 #include "strategy/io.h"
 #include "strategy/text_table.h"
 #include "strategy/units.h"
@@ -48,7 +49,7 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
     samples[w] = double(p.global_batch);
     for (Source src : t.sources) {
       const std::string what = std::string(to_string(src)) + ", " + std::to_string(w) + " worker" + (w > 1 ? "s" : "");
-      ctx.progress("  " + ctx.spec.name + ": " + what + " ...");
+      ctx.progress("  " + what + " ...");
       if (src == Source::kAnalytic) {
         const auto e = strategy::estimate_step(model, p, cluster);
         RunGuard run(ctx.store, new_run(ctx, db::RunKind::kAnalytic, t.model, t.cluster, p, t.seed), ctx.outcome);
@@ -58,9 +59,14 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
       } else if (src == Source::kSimulated) {
         sim::SimOptions so;
         so.steps = std::min(t.steps, 3);  // a simulated step is deterministic: a few suffice
+        so.timeline = true;
         const auto r = sim::simulate_plan(model, p, cluster, so);
         RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, t.model, t.cluster, p, t.seed), ctx.outcome);
         record_sim(ctx.store, run.id(), r);
+        // The simulated timeline beside the measured one (chrome://tracing, Perfetto).
+        const auto trace = run_dir(ctx, "sim-" + std::to_string(w) + "w") / "trace.json";
+        trace::write_chrome_trace_file(trace.string(), r.timeline, ctx.spec.name + " simulated, " + std::to_string(w) + " workers");
+        ctx.store.set_run_param(run.id(), "trace", trace.string());
         run.complete();
         step[src][w] = r.step_seconds;
       } else {

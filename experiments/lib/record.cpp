@@ -41,6 +41,12 @@ std::string resolve_ref(const Context& ctx, const std::string& ref) {
   return fs::exists(beside) ? beside.string() : ref;
 }
 
+std::filesystem::path run_dir(const Context& ctx, const std::string& label) {
+  const auto dir = ctx.options.work_dir / ctx.spec.name / label;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 db::NewRun new_run(const Context& ctx, db::RunKind kind, const std::string& model, const std::string& cluster,
                    const strategy::Plan& plan, uint64_t seed) {
   db::NewRun nr;

@@ -1,6 +1,8 @@
 #pragma once
 // Turning estimates, simulations and measurements into database rows, the same way for every
 // experiment kind.
+#include <filesystem>
+
 #include "db/results_store.h"
 #include "experiments/lib/runner.h"
 #include "sim/result.h"
@@ -12,6 +14,9 @@ namespace parlab::experiments {
 // A model or cluster reference from an experiment file: a preset name, or a path that is taken
 // relative to the experiment file's folder when it exists there.
 std::string resolve_ref(const Context& ctx, const std::string& ref);
+
+// A fresh folder for one run's files: <work_dir>/<experiment>/<label>.
+std::filesystem::path run_dir(const Context& ctx, const std::string& label);
 
 db::NewRun new_run(const Context& ctx, db::RunKind kind, const std::string& model, const std::string& cluster,
                    const strategy::Plan& plan, uint64_t seed);

@@ -1,0 +1,85 @@
+#include "experiments/lib/compare.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "strategy/errors.h"
+#include "strategy/text_table.h"
+
+namespace parlab::experiments {
+namespace {
+
+std::string ms(const std::optional<double>& s) {
+  if (!s) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", *s * 1e3);
+  return b;
+}
+
+std::string rel(const std::optional<double>& pred, const std::optional<double>& meas) {
+  if (!pred || !meas) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * (*pred / *meas - 1));
+  return b;
+}
+
+std::string speedup(const std::optional<double>& t, const std::optional<double>& t1, double g, double g1) {
+  if (!t || !t1) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2fx", *t1 / *t * (g / g1));
+  return b;
+}
+
+}  // namespace
+
+std::string Comparison::table() const {
+  TextTable t({"workers", "gbs", "measured", "speedup", "simulated", "speedup", "error", "analytic", "speedup", "error"});
+  if (rows.empty()) return t.str();
+  const CompareRow& r1 = rows.front();
+  for (const auto& r : rows) {
+    char gbs[32];
+    std::snprintf(gbs, sizeof gbs, "%.0f", r.global_batch);
+    t.add({std::to_string(r.world), gbs, ms(r.measured), speedup(r.measured, r1.measured, r.global_batch, r1.global_batch),
+           ms(r.simulated), speedup(r.simulated, r1.simulated, r.global_batch, r1.global_batch), rel(r.simulated, r.measured),
+           ms(r.analytic), speedup(r.analytic, r1.analytic, r.global_batch, r1.global_batch), rel(r.analytic, r.measured)});
+  }
+  return t.str();
+}
+
+Comparison compare_experiment(db::ResultsStore& store, const std::string& name) {
+  const auto exp = store.find_experiment(name);
+  if (!exp) throw ConfigError("--experiment", name, "not in the database (parlab experiment list shows what is)");
+  Comparison c;
+  c.experiment = name;
+  std::map<int, CompareRow> rows;
+  for (const auto& run : store.runs_of_experiment(exp->id)) {  // oldest first: later runs win
+    if (run.status != db::RunStatus::kCompleted) continue;
+    const auto metrics = store.run_metrics(run.id);
+    const auto it = metrics.find("step_seconds");
+    if (it == metrics.end()) continue;
+    CompareRow& r = rows[run.world_size];
+    r.world = run.world_size;
+    if (run.plan.contains("gbs")) r.global_batch = run.plan["gbs"].get<double>();
+    switch (run.kind) {
+      case db::RunKind::kMeasured: r.measured = it->second, r.measured_run = run.id; break;
+      case db::RunKind::kSimulated: r.simulated = it->second, r.simulated_run = run.id; break;
+      case db::RunKind::kAnalytic: r.analytic = it->second, r.analytic_run = run.id; break;
+    }
+  }
+  if (rows.empty()) throw ConfigError("--experiment", name, "has no completed runs with a step time");
+  for (auto& [w, r] : rows) {
+    c.rows.push_back(r);
+    if (r.measured && r.simulated) {
+      const double e = std::fabs(*r.simulated / *r.measured - 1);
+      c.worst_simulated_error = std::max(c.worst_simulated_error.value_or(0), e);
+    }
+    if (r.measured && r.analytic) {
+      const double e = std::fabs(*r.analytic / *r.measured - 1);
+      c.worst_analytic_error = std::max(c.worst_analytic_error.value_or(0), e);
+    }
+  }
+  return c;
+}
+
+}  // namespace parlab::experiments

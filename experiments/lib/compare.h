@@ -1,0 +1,31 @@
+#pragma once
+// Simulated vs measured, from the database: for each worker count of an experiment, the latest
+// completed measured run's step time beside the latest simulated and analytic ones, their
+// speedups and each prediction's relative error.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/results_store.h"
+
+namespace parlab::experiments {
+
+struct CompareRow {
+  int world = 0;
+  double global_batch = 0;
+  std::optional<double> measured, simulated, analytic;  // step seconds
+  std::optional<db::RunId> measured_run, simulated_run, analytic_run;
+};
+
+struct Comparison {
+  std::string experiment;
+  std::vector<CompareRow> rows;  // by world size
+  // Largest |prediction / measured - 1| over the rows that have both; nullopt without any.
+  std::optional<double> worst_simulated_error, worst_analytic_error;
+  std::string table() const;
+};
+
+// Throws ConfigError when the experiment is unknown or has no runs.
+Comparison compare_experiment(db::ResultsStore& store, const std::string& experiment);
+
+}  // namespace parlab::experiments
