@@ -10,6 +10,7 @@
 #include <thread>
 #include <tuple>
 
+#include "runtime/comm/flight_recorder.h"
 #include "strategy/errors.h"
 #include "strategy/units.h"
 
@@ -98,6 +99,20 @@ Supervisor::~Supervisor() {
   children_.clear();
 }
 
+// The per-rank files of attempt k-1 move to run_dir/attempt-<k-1>/ (whatever its worker count
+// was), so every attempt's logs stay readable after a restart.
+void Supervisor::archive_previous_attempt() const {
+  namespace fs = std::filesystem;
+  const fs::path& dir = options_.run_dir;
+  const fs::path archive = dir / ("attempt-" + std::to_string(options_.attempt - 1));
+  fs::create_directories(archive);
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || (name.rfind("rank-", 0) != 0 && name.rfind("flight_recorder.", 0) != 0)) continue;
+    fs::rename(e.path(), archive / name);
+  }
+}
+
 void Supervisor::start() {
   namespace fs = std::filesystem;
   const fs::path& dir = options_.run_dir;
@@ -106,11 +121,14 @@ void Supervisor::start() {
   // joined this attempt"); they are worthless now.
   fs::remove_all(dir / "rendezvous");
   fs::create_directories(dir / "rendezvous");
+  if (options_.attempt > 0) archive_previous_attempt();
   for (int r = 0; r < options_.nproc; ++r) {
     fs::remove(rank_records_path(dir, r));
     fs::remove(rank_events_path(dir, r));
     fs::remove(rank_log_path(dir, r));
   }
+  started_seconds_ = comm::wall_clock_seconds();
+  last_line_seconds_.assign(static_cast<size_t>(options_.nproc), started_seconds_);
   const std::string n = std::to_string(options_.nproc);
   for (int r = 0; r < options_.nproc; ++r) {
     std::map<std::string, std::string> env = options_.env;
@@ -121,6 +139,7 @@ void Supervisor::start() {
     env["PARLAB_RENDEZVOUS_DIR"] = fs::absolute(dir / "rendezvous").string();
     env["PARLAB_RUN_DIR"] = fs::absolute(dir).string();
     env["PARLAB_SUPERVISOR_PID"] = std::to_string(::getpid());
+    env["PARLAB_ATTEMPT"] = std::to_string(options_.attempt);
     env["OPENBLAS_NUM_THREADS"] = "1";
     env["OMP_NUM_THREADS"] = "1";
     children_.emplace_back(options_.argv, env, rank_log_path(dir, r));
@@ -130,8 +149,10 @@ void Supervisor::start() {
 }
 
 void Supervisor::pump_records() {
-  for (JsonlTail& tail : tails_) {
+  for (size_t r = 0; r < tails_.size(); ++r) {
+    JsonlTail& tail = tails_[r];
     for (const std::string& line : tail.read_new_lines()) {
+      last_line_seconds_[r] = comm::wall_clock_seconds();
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
@@ -143,12 +164,28 @@ void Supervisor::pump_records() {
         const int rank = j.value("rank", -1);
         if (!errors_.count(rank))
           errors_[rank] = WorkerError{j.value("comm", false), j.value("seconds", 0.0), j.value("message", "")};
+      }
+      if (type != "step") {
+        if (options_.on_message) options_.on_message(j);
         continue;
       }
-      if (type != "step") continue;
       const train::StepRecord rec = train::step_record_from_json(j);
       if (options_.on_record) options_.on_record(rec);
     }
+  }
+}
+
+void Supervisor::check_health(std::vector<bool>& seen, std::vector<int>& failed) {
+  if (!options_.unhealthy) return;
+  const double now = comm::wall_clock_seconds();
+  for (size_t r = 0; r < children_.size(); ++r) {
+    if (seen[r] || unhealthy_.count(static_cast<int>(r))) continue;
+    const std::string why = options_.unhealthy(static_cast<int>(r), now - last_line_seconds_[r]);
+    if (why.empty()) continue;
+    unhealthy_[static_cast<int>(r)] = why;
+    // Named like a worker's own error, not a communication one, so it wins the root cause.
+    errors_[static_cast<int>(r)] = WorkerError{false, now, why};
+    failed.push_back(static_cast<int>(r));
   }
 }
 
@@ -187,8 +224,9 @@ int Supervisor::root_cause(const std::vector<int>& failed) const {
 
 std::string Supervisor::failure_message(const SupervisorResult& result, int failed,
                                         const std::vector<int>& stopped) const {
-  std::string msg = failed >= 0 ? "rank " + std::to_string(failed) + " " + result.exits[failed].status.describe()
-                                : std::string("interrupted");
+  std::string msg = failed < 0 ? std::string("interrupted")
+                 : "rank " + std::to_string(failed) + " " +
+                       (unhealthy_.count(failed) ? std::string("was unhealthy") : result.exits[failed].status.describe());
   if (failed >= 0) {
     if (const auto it = errors_.find(failed); it != errors_.end()) msg += ": " + it->second.message;
   }
@@ -234,6 +272,8 @@ SupervisorResult Supervisor::wait() {
       }
     }
     pump_records();  // after the polls: a dead worker's last lines are all there
+    check_health(seen, failed);
+    if (!failed.empty() && result.detected_seconds == 0) result.detected_seconds = comm::wall_clock_seconds();
     if (options_.on_tick) options_.on_tick();
     const bool stop = stop_requested_.load();
     if (!torn_down && (!failed.empty() || stop)) {
@@ -261,8 +301,10 @@ SupervisorResult Supervisor::wait() {
       const int root = failed.empty() ? -1 : root_cause(failed);
       result.failed_rank = root;
       result.interrupted = root < 0;
+      if (result.detected_seconds == 0) result.detected_seconds = comm::wall_clock_seconds();
       const std::vector<int> stopped = teardown();
       for (int r : stopped) result.exits[r].stopped = true;
+      for (const auto& [r, why] : unhealthy_) result.exits[r].unhealthy = why;
       for (size_t r = 0; r < n; ++r) {  // everyone has ended now
         if (seen[r]) continue;
         result.exits[r].status = *children_[r].poll();
@@ -270,11 +312,13 @@ SupervisorResult Supervisor::wait() {
         ++ended;
       }
       pump_records();
+      result.stopped_seconds = comm::wall_clock_seconds();
       result.message = failure_message(result, root, stopped);
       continue;
     }
     if (ended < n) std::this_thread::sleep_for(options_.poll);
   }
+  result.started_seconds = started_seconds_;
   result.ok = !torn_down;
   for (const WorkerExit& e : result.exits) result.ok = result.ok && e.status.ok();
   return result;

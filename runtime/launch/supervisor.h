@@ -1,20 +1,26 @@
 #pragma once
 // The supervisor: starts N worker processes on this machine, watches them, and tears all of them
-// down when one fails. The first cut of what the fault-tolerance work completes (restarts,
-// heartbeats, a watchdog); the pieces are already where those go:
+// down when one fails. One Supervisor runs one attempt of a job; run_training (run_training.h)
+// restarts the job from its latest checkpoint with a new Supervisor per attempt.
 //
 //   spawn     one ChildProcess per rank (posix_spawn of `argv`), each in its own process group,
 //             stdout+stderr to run_dir/rank-<r>.log, environment as torchrun sets it:
 //               RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE   (this machine: local = global)
 //               PARLAB_RENDEZVOUS_DIR = run_dir/rendezvous      (a file store: no port to pick)
 //               PARLAB_RUN_DIR, PARLAB_SUPERVISOR_PID           (workers die with the supervisor)
+//               PARLAB_ATTEMPT = attempt                         (rendezvous keys per attempt)
 //               OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = 1      (one BLAS thread per rank)
 //   monitor   every `poll`: waitpid(WNOHANG) on each worker, and tail the progress channel, the
 //             JSON lines each worker appends to run_dir/rank-<r>.jsonl (one per step, see
 //             runtime/train/telemetry.h), handing every new record to on_record.
-//   teardown  a worker that exits non-zero or dies from a signal (or request_stop()) stops the
-//             rest: SIGTERM to each process group, SIGKILL after `grace`, every child reaped.
-//             Files in run_dir stay as the workers wrote them.
+//             Other lines ({"type": "checkpoint"|"resume"|"fault"|...}) go to on_message.
+//   health    a worker can be unhealthy while still running (no heartbeat, a stuck collective):
+//             the `unhealthy` hook is asked every poll about each running worker, with the
+//             seconds since its last line; a reason it returns fails that worker like an exit.
+//   teardown  a worker that exits non-zero or dies from a signal, an unhealthy one, or
+//             request_stop() stops the rest: SIGTERM to each process group, SIGKILL after
+//             `grace`, every child reaped. Files in run_dir stay as the workers wrote them; a
+//             later attempt moves them to run_dir/attempt-<k>/ before starting.
 //
 // RAII: destroying a Supervisor kills and reaps any worker still running, so even an exception
 // in the launcher leaves no orphan; workers additionally ask the kernel to kill them if the
@@ -49,12 +55,21 @@ struct SupervisorOptions {
   std::function<void(const train::StepRecord&)> on_record;
   // Called every poll with no new record (a progress line can refresh its clock).
   std::function<void()> on_tick;
+  // Every other JSON line a worker writes (types other than "step"; "error" included), parsed.
+  std::function<void(const nlohmann::json&)> on_message;
+  // Health beyond the exit status: asked every poll for each running rank, with the seconds since
+  // that rank's last line (or since it started). A non-empty reason fails the rank.
+  std::function<std::string(int rank, double seconds_since_last_line)> unhealthy;
+  // Which attempt of the job this is (0 first): PARLAB_ATTEMPT for the workers' rendezvous; > 0
+  // moves the previous attempt's per-rank files to run_dir/attempt-<attempt - 1>/.
+  int attempt = 0;
 };
 
 struct WorkerExit {
   int rank = 0;
   ExitStatus status;
-  bool stopped = false;  // ended by the teardown, not on its own
+  bool stopped = false;   // ended by the teardown, not on its own
+  std::string unhealthy;  // why the health hook failed it (empty: it did not)
 };
 
 struct SupervisorResult {
@@ -67,6 +82,11 @@ struct SupervisorResult {
   // For people: "rank 1 exited with code 3: <its error>; stopped ranks 0, 2 (SIGTERM, then
   // SIGKILL after 3.0 s)", followed by the last lines of that rank's log.
   std::string message;
+  // Wall clock (seconds since the Unix epoch, the workers' clock): workers spawned, the first
+  // failure noticed, every worker reaped after the teardown (0 when there was none).
+  double started_seconds = 0;
+  double detected_seconds = 0;
+  double stopped_seconds = 0;
 };
 
 // run_dir/rank-<r>.jsonl, .log and (traces) .events.jsonl.
@@ -123,6 +143,8 @@ class Supervisor {
   };
 
   void pump_records();
+  void check_health(std::vector<bool>& seen, std::vector<int>& failed);
+  void archive_previous_attempt() const;
   std::vector<int> teardown();
   int root_cause(const std::vector<int>& failed) const;
   std::string failure_message(const SupervisorResult& result, int failed,
@@ -133,6 +155,9 @@ class Supervisor {
   std::vector<pid_t> pids_;
   std::vector<JsonlTail> tails_;
   std::map<int, WorkerError> errors_;
+  double started_seconds_ = 0;
+  std::vector<double> last_line_seconds_;   // per rank, wall clock
+  std::map<int, std::string> unhealthy_;    // rank -> reason
   std::atomic<bool> stop_requested_{false};
   static_assert(std::atomic<bool>::is_always_lock_free);
 };

@@ -4,12 +4,16 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
+#include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/launch/faults.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
+#include "runtime/train/trainer_checkpoint.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
 
@@ -22,11 +26,14 @@ const char* env_or_null(const char* name) {
 }
 
 // The error line the supervisor reads to name the root cause of a failed job.
-void write_error_record(const std::filesystem::path& file, int rank, bool comm, const std::string& message) {
+// `fatal`: a configuration error, which a restart cannot fix.
+void write_error_record(const std::filesystem::path& file, int rank, bool comm, const std::string& message,
+                        bool fatal = false) {
   std::ofstream out(file, std::ios::app);
   out << nlohmann::json{{"type", "error"},
                         {"rank", rank},
                         {"comm", comm},
+                        {"fatal", fatal},
                         {"seconds", comm::wall_clock_seconds()},
                         {"message", message}}
              .dump()
@@ -95,7 +102,177 @@ train::TrainConfig make_train_config(const TrainJob& job, int world) {
   c.seed = job.seed;
   c.comm_timeout = job.comm_timeout;
   if (job.steps < 1) throw ConfigError("--steps", std::to_string(job.steps), "must be at least 1");
+  if (job.checkpoint_every < 0)
+    throw ConfigError("--checkpoint-every", std::to_string(job.checkpoint_every), "must be >= 0 (0: no checkpoints)");
+  if (job.keep_last < 1) throw ConfigError("--keep-last", std::to_string(job.keep_last), "must be at least 1");
   return c;
+}
+
+namespace {
+
+// The records channel and what a rank needs to report on it.
+struct Reporter {
+  train::JsonlSink& sink;
+  int rank = 0;
+
+  void line(nlohmann::json j) {
+    j["rank"] = rank;
+    j["seconds"] = comm::wall_clock_seconds();
+    sink.write_line(j);
+  }
+  // Says what is about to happen, then dies the way a lost process does: no cleanup at all.
+  [[noreturn]] void die(const FaultSpec& f, int64_t step, const std::string& where) {
+    line({{"type", "fault"}, {"kind", fault_kind_name(f.kind)}, {"step", step}, {"spec", f.to_string()},
+          {"lost", f.kind == FaultKind::kLoseRank}});
+    std::fprintf(stderr, "rank %d: injected fault %s%s: SIGKILL\n", rank, f.to_string().c_str(), where.c_str());
+    std::fflush(stderr);
+    ::raise(SIGKILL);
+    std::abort();  // not reached
+  }
+};
+
+// A collective of the checkpoint protocol waits for the slowest rank's whole shard write.
+std::chrono::milliseconds checkpoint_timeout(const TrainJob& job) {
+  return std::max(job.comm_timeout, std::chrono::milliseconds(300'000));
+}
+
+void report_resume(Reporter& out, const train::ResumeResult& r, double started) {
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const checkpoint::SkippedCheckpoint& k : r.load.skipped)
+    skipped.push_back({{"step", k.step}, {"path", k.path.string()}, {"reason", k.reason}});
+  out.line({{"type", "resume"}, {"step", r.step}, {"resumed", r.resumed}, {"summary", r.summary()},
+            {"path", r.resumed ? r.load.checkpoint->path().string() : ""}, {"skipped", skipped},
+            {"written_by_world", r.written_by_world}, {"load_seconds", comm::wall_clock_seconds() - started}});
+  std::printf("rank %d: %s\n", out.rank, r.summary().c_str());
+  std::fflush(stdout);
+}
+
+// Rank 0, after a committed save: the record the supervisor turns into a checkpoint row, then a
+// corrupt-checkpoint fault when one names this step.
+void after_save(Reporter& out, const checkpoint::SaveResult& r, const std::vector<FaultSpec>& faults) {
+  const std::string checksum =
+      std::string(checkpoint::kHashAlgorithm) + ":" +
+      checkpoint::hash_to_hex(checkpoint::xxh3_64_of_file(r.path / checkpoint::kManifestFileName));
+  const checkpoint::SaveTimings& t = r.timings;
+  out.line({{"type", "checkpoint"}, {"step", r.step}, {"path", r.path.string()}, {"bytes", r.total_bytes},
+            {"checksum", checksum}, {"save_seconds", t.total_seconds},
+            {"timings", {{"prepare_seconds", t.prepare_seconds}, {"shard_write_seconds", t.shard_write_seconds},
+                         {"shard_fsync_seconds", t.shard_fsync_seconds}, {"gather_seconds", t.gather_seconds},
+                         {"manifest_seconds", t.manifest_seconds}, {"commit_seconds", t.commit_seconds},
+                         {"retention_seconds", t.retention_seconds}, {"total_seconds", t.total_seconds}}}});
+  for (const FaultSpec& f : faults) {
+    if (f.kind != FaultKind::kCorruptCheckpoint || f.step != r.step) continue;
+    const std::filesystem::path file = r.path / checkpoint::shard_file_name(f.shard);
+    const uint64_t offset = checkpoint::corrupt_byte(file);
+    out.line({{"type", "fault"}, {"kind", fault_kind_name(f.kind)}, {"step", f.step}, {"spec", f.to_string()},
+              {"file", file.string()}, {"offset", offset}});
+  }
+}
+
+// Steps until job.steps in total, with checkpoints and the faults of this rank.
+void train_loop(const TrainJob& job, train::Trainer& trainer, train::CommCoordinator& coord, Reporter& out,
+                const std::vector<FaultSpec>& faults) {
+  const int rank = coord.rank();
+  int64_t saving = -1;  // the step whose checkpoint is being written
+  checkpoint::SaveOptions so(checkpoint_root(job.run_dir), job.keep_last);
+  for (const FaultSpec& f : faults)
+    if (f.kind == FaultKind::kKillDuringCheckpoint && f.rank == rank)
+      so.hook = [&out, &saving, faults](checkpoint::SavePhase phase, int r) {
+        for (const FaultSpec& g : faults)
+          if (g.kind == FaultKind::kKillDuringCheckpoint && g.rank == r && g.phase == phase && g.step == saving)
+            out.die(g, saving, std::string(" during the checkpoint save (") + checkpoint::save_phase_name(phase) + ")");
+      };
+  while (trainer.state().step < job.steps) {
+    const int64_t s = trainer.state().step;
+    if (rank == job.fail_rank && s == job.fail_step) throw InjectedFailure(rank, s, job.fail_code);
+    for (const FaultSpec& f : faults)
+      if ((f.kind == FaultKind::kKill || f.kind == FaultKind::kLoseRank) && f.rank == rank && f.step == s)
+        out.die(f, s, " before step " + std::to_string(s));
+    trainer.step();
+    if (is_checkpoint_step(s + 1, job.checkpoint_every, job.steps)) {
+      saving = s + 1;
+      const checkpoint::SaveResult r = train::save_trainer(trainer, so, coord);
+      if (rank == 0) after_save(out, r, faults);
+    }
+  }
+}
+
+}  // namespace
+
+int attempt_from_env() {
+  const char* v = env_or_null("PARLAB_ATTEMPT");
+  if (!v) return 0;
+  const int a = std::atoi(v);
+  if (a < 0) throw ConfigError("PARLAB_ATTEMPT", v, "must be a non-negative integer");
+  return a;
+}
+
+std::filesystem::path checkpoint_root(const std::filesystem::path& run_dir) { return run_dir / "checkpoints"; }
+std::filesystem::path final_state_path(const std::filesystem::path& run_dir) { return run_dir / "final-state.json"; }
+
+nlohmann::json to_json(const TrainJob& j) {
+  return {{"model", j.model}, {"cluster", j.cluster}, {"plan", j.plan}, {"steps", j.steps}, {"seed", j.seed},
+          {"data_size", j.data_size}, {"optimizer", j.optimizer}, {"lr", j.lr}, {"momentum", j.momentum},
+          {"weight_decay", j.weight_decay}, {"run_dir", j.run_dir.string()}, {"dump_dir", j.dump_dir.string()},
+          {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"fail_rank", j.fail_rank},
+          {"fail_step", j.fail_step}, {"fail_code", j.fail_code}, {"checkpoint_every", j.checkpoint_every},
+          {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples}};
+}
+
+TrainJob train_job_from_json(const nlohmann::json& j) {
+  TrainJob t;
+  std::string key;
+  try {
+    // Every key is required: the file is written by to_json above, never by hand.
+    auto get = [&](const char* k, auto& out) {
+      key = k;
+      out = j.at(k).get<std::remove_reference_t<decltype(out)>>();
+    };
+    get("model", t.model);
+    get("cluster", t.cluster);
+    get("plan", t.plan);
+    get("steps", t.steps);
+    get("seed", t.seed);
+    get("data_size", t.data_size);
+    get("optimizer", t.optimizer);
+    get("lr", t.lr);
+    get("momentum", t.momentum);
+    get("weight_decay", t.weight_decay);
+    std::string run_dir, dump_dir;
+    get("run_dir", run_dir);
+    get("dump_dir", dump_dir);
+    t.run_dir = run_dir;
+    t.dump_dir = dump_dir;
+    get("trace", t.trace);
+    int64_t timeout_ms = 0;
+    get("timeout_ms", timeout_ms);
+    t.comm_timeout = std::chrono::milliseconds(timeout_ms);
+    get("fail_rank", t.fail_rank);
+    get("fail_step", t.fail_step);
+    get("fail_code", t.fail_code);
+    get("checkpoint_every", t.checkpoint_every);
+    get("keep_last", t.keep_last);
+    get("faults", t.faults);
+    get("record_samples", t.record_samples);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("train job." + key, j.contains(key) ? j.at(key).dump() : "(missing)", e.what());
+  }
+  return t;
+}
+
+TrainJob read_train_job(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError("--job", file.string(), "cannot be read");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) throw ConfigError("--job", file.string(), "is not valid JSON");
+  return train_job_from_json(j);
+}
+
+void write_train_job(const std::filesystem::path& file, const TrainJob& job) {
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::trunc);
+  out << to_json(job).dump(2) << '\n';
+  if (!out) throw RuntimeError("cannot write the job file " + file.string());
 }
 
 void run_train_worker(const TrainJob& job) {
@@ -107,20 +284,34 @@ void run_train_worker(const TrainJob& job) {
   try {
     sink = std::make_unique<train::JsonlSink>(
         records, job.trace ? rank_events_path(job.run_dir, env.rank) : std::filesystem::path{});
+    const int attempt = attempt_from_env();
+    // Faults emulate one failure: a restarted job runs clean.
+    const std::vector<FaultSpec> faults = attempt == 0 ? parse_faults(job.faults) : std::vector<FaultSpec>{};
     comm::GlooOptions go;
     go.timeout = job.comm_timeout;
+    go.attempt = attempt;
     go.dump_dir = job.run_dir;  // flight-recorder dumps of a failed collective land here
     WorkerWorld world = connect_worker(go);
     const train::TrainConfig config = make_train_config(job, world.comm->size());
     train::TrainerOptions to;
     to.sink = sink.get();
     to.record_events = job.trace;
+    to.record_samples = job.record_samples;
     if (!job.dump_dir.empty())
       to.dump_dir = train::dump_dir_for_rank(job.dump_dir, env.rank, world.comm->size());
     train::Trainer trainer(config, *world.comm, to);
-    for (int64_t s = 0; s < job.steps; ++s) {
-      if (env.rank == job.fail_rank && s == job.fail_step) throw InjectedFailure(env.rank, s, job.fail_code);
-      trainer.step();
+    Reporter out{*sink, world.comm->rank()};
+    out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()}});
+
+    train::CommCoordinator coord(*world.comm, checkpoint_timeout(job));
+    const double load_start = comm::wall_clock_seconds();
+    report_resume(out, train::resume_trainer(trainer, checkpoint::LoadOptions(checkpoint_root(job.run_dir)), coord),
+                  load_start);
+    train_loop(job, trainer, coord, out, faults);
+    if (out.rank == 0) {
+      const train::StateFingerprint fp = train::state_fingerprint(trainer);
+      out.line({{"type", "final"}, {"state", fp.to_json()}});
+      std::ofstream(final_state_path(job.run_dir)) << fp.to_json().dump(2) << '\n';
     }
     comm::CollectiveOptions bo;
     bo.timeout = job.comm_timeout;
@@ -134,6 +325,9 @@ void run_train_worker(const TrainJob& job) {
     throw;
   } catch (const comm::RendezvousError& e) {
     write_error_record(records, env.rank, true, e.what());
+    throw;
+  } catch (const ConfigError& e) {
+    write_error_record(records, env.rank, false, e.what(), true);
     throw;
   } catch (const std::exception& e) {
     write_error_record(records, env.rank, false, e.what());

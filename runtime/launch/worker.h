@@ -10,14 +10,29 @@
 //                 listens on the host name; GLOO_SOCKET_IFNAME picks an interface (as PyTorch).
 //   supervisor    $PARLAB_SUPERVISOR_PID set: the kernel kills this worker if the supervisor dies
 //                 (PR_SET_PDEATHSIG), so a killed launcher leaves no orphans
-//   train         TrainJob -> Trainer; one JSON line per step in <run_dir>/rank-<r>.jsonl, and on
-//                 failure a last {"type": "error", ...} line the supervisor uses to name the root
-//                 cause; the rank's events when a trace is wanted; --dump-step files.
+//   resume        when <run_dir>/checkpoints holds a checkpoint, every rank loads the newest one
+//                 that verifies (train/trainer_checkpoint.h), whatever worker count wrote it
+//   train         TrainJob -> Trainer until job.steps steps in total; a checkpoint every
+//                 job.checkpoint_every steps and at the last step; faults (faults.h) on the first
+//                 attempt only; --dump-step files; the rank's events when a trace is wanted
+//   report        JSON lines in <run_dir>/rank-<r>.jsonl, the supervisor's channel:
+//                   {"type": "started", "rank", "world", "attempt", "seconds"}   connected, built
+//                   {"type": "resume", "rank", "step", "resumed", "summary", "skipped", "seconds",
+//                    "load_seconds", "path"}                                     state loaded
+//                   {"type": "step", ...}                    one per step (train/telemetry.h)
+//                   {"type": "checkpoint", "step", "path", "bytes", "checksum", "save_seconds",
+//                    "timings", "seconds"}                   rank 0, each committed checkpoint
+//                   {"type": "fault", "kind", "rank", "step", "seconds", ...}  just before a fault
+//                   {"type": "final", "state": StateFingerprint}   rank 0, at the end
+//                   {"type": "error", "rank", "comm", "seconds", "message"}    on failure, last
+//                 "seconds" are wall-clock seconds since the Unix epoch (the supervisor's clock).
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/rendezvous.h"
@@ -65,7 +80,26 @@ struct TrainJob {
   int fail_rank = -1;
   int64_t fail_step = -1;
   int fail_code = 3;
+  // Checkpoints: every K steps and at the last step (0: none; a run dir that already holds
+  // checkpoints is resumed either way). Retention keeps the newest keep_last + last known good.
+  int64_t checkpoint_every = 0;
+  int keep_last = 3;
+  std::vector<std::string> faults;  // --fault values (faults.h)
+  bool record_samples = false;      // dataset indices in every step record
 };
+
+// The job as JSON and back (the supervisor hands it to its workers as <run_dir>/job.json).
+nlohmann::json to_json(const TrainJob& job);
+TrainJob train_job_from_json(const nlohmann::json& j);  // throws ConfigError naming the key
+TrainJob read_train_job(const std::filesystem::path& file);
+void write_train_job(const std::filesystem::path& file, const TrainJob& job);
+
+// Where a run directory keeps its checkpoints, and the final state fingerprint rank 0 writes.
+std::filesystem::path checkpoint_root(const std::filesystem::path& run_dir);
+std::filesystem::path final_state_path(const std::filesystem::path& run_dir);
+
+// $PARLAB_ATTEMPT: which attempt of a restarted job this process belongs to (0 when unset).
+int attempt_from_env();
 
 // The trainer's configuration for `world` ranks: model, resolved plan (the global batch stays
 // fixed across worker counts unless the plan fixes microbatches), optimizer, data size.
@@ -81,9 +115,10 @@ class InjectedFailure : public RuntimeError {
   int code_;
 };
 
-// The whole worker: follow_supervisor, connect_worker, train job.steps steps, a final barrier so
-// no rank tears its connections down while a peer still reads them. On failure writes the error
-// line to its records file and rethrows.
+// The whole worker: follow_supervisor, connect_worker (rendezvous attempt $PARLAB_ATTEMPT),
+// resume, train up to job.steps steps with checkpoints and faults, write the final fingerprint, a
+// final barrier so no rank tears its connections down while a peer still reads them. On failure
+// writes the error line to its records file and rethrows.
 void run_train_worker(const TrainJob& job);
 
 }  // namespace parlab::launch

@@ -83,6 +83,29 @@ void Optimizer::load_state(const OptimizerState& state) {
   steps_ = step->second;
 }
 
+std::vector<std::string> Optimizer::buffer_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, values] : buffers_) names.push_back(name);
+  return names;
+}
+
+std::span<const float> Optimizer::buffer(const std::string& name) const {
+  const auto it = buffers_.find(name);
+  if (it == buffers_.end()) throw RuntimeError(std::string(kind()) + " has no state buffer '" + name + "'");
+  return it->second;
+}
+
+std::span<float> Optimizer::mutable_buffer(const std::string& name) {
+  const auto it = buffers_.find(name);
+  if (it == buffers_.end()) throw RuntimeError(std::string(kind()) + " has no state buffer '" + name + "'");
+  return it->second;
+}
+
+void Optimizer::set_steps(int64_t steps) {
+  if (steps < 0) throw RuntimeError(std::string(kind()) + ": negative step count " + std::to_string(steps));
+  steps_ = steps;
+}
+
 // ---- SGD ------------------------------------------------------------------------------------
 
 Sgd::Sgd(const SgdConfig& config, model::FlatRange range) : Optimizer(range), config_(config) {

@@ -76,6 +76,14 @@ class Optimizer {
   // Throws RuntimeError if kind, range, buffer names or sizes do not match.
   void load_state(const OptimizerState& state);
 
+  // The state buffers in place (no copy), for checkpoints of large models: names in sorted
+  // order, each range().numel() long. A checkpoint load writes into mutable_buffer() and then
+  // restores the step counter with set_steps(). Unknown names throw RuntimeError.
+  std::vector<std::string> buffer_names() const;
+  std::span<const float> buffer(const std::string& name) const;
+  std::span<float> mutable_buffer(const std::string& name);
+  void set_steps(int64_t steps);
+
  protected:
   explicit Optimizer(model::FlatRange range) : range_(range) {}
   // Updates n elements; steps_ already counts this step.

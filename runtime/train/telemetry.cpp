@@ -45,6 +45,8 @@ void JsonlSink::on_step(const StepRecord& record) {
   }
 }
 
+void JsonlSink::write_line(const nlohmann::json& line) { out_ << line.dump() << '\n' << std::flush; }
+
 void FanoutSink::on_step(const StepRecord& record) {
   for (TelemetrySink* s : sinks_) s->on_step(record);
 }
@@ -76,7 +78,9 @@ nlohmann::json to_json(const StepRecord& r, bool with_events) {
                       {"optimizer_seconds", t.optimizer_seconds},
                       {"idle_seconds", t.idle_seconds},
                       {"step_seconds", t.step_seconds},
-                      {"comm_seconds", t.comm_seconds}};
+                      {"comm_seconds", t.comm_seconds},
+                      {"end_seconds", r.end_seconds}};
+  if (!r.sample_indices.empty()) j["sample_indices"] = r.sample_indices;
   if (with_events) {
     nlohmann::json events = nlohmann::json::array();
     for (const OpEvent& e : r.events) events.push_back(to_json(e));
@@ -123,6 +127,8 @@ StepRecord step_record_from_json(const nlohmann::json& j) {
     t.idle_seconds = j.at("idle_seconds").get<double>();
     t.step_seconds = j.at("step_seconds").get<double>();
     t.comm_seconds = j.at("comm_seconds").get<double>();
+    r.end_seconds = j.value("end_seconds", 0.0);
+    if (j.contains("sample_indices")) r.sample_indices = j.at("sample_indices").get<std::vector<int64_t>>();
     if (j.contains("events"))
       for (const auto& e : j.at("events")) r.events.push_back(op_event_from_json(e));
     return r;

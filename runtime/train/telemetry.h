@@ -72,6 +72,12 @@ struct StepRecord {
   double loss_sum = 0;       // sum of this rank's per-sample losses; global mean loss =
                              // (sum over ranks of loss_sum) / global_batch
   StepTimes times;
+  // Wall clock (seconds since the Unix epoch) when the step ended: a supervisor measures restart
+  // latency up to the first step completed after a restart with it.
+  double end_seconds = 0;
+  // Dataset indices this rank trained on, in batch order (TrainerOptions::record_samples): lets a
+  // test or an audit check that no sample is skipped or repeated across a restart.
+  std::vector<int64_t> sample_indices;
   std::vector<OpEvent> events;
 };
 
@@ -101,6 +107,9 @@ class JsonlSink final : public TelemetrySink {
  public:
   explicit JsonlSink(const std::filesystem::path& path, const std::filesystem::path& events_path = {});
   void on_step(const StepRecord& record) override;
+  // Any other record ({"type": "checkpoint", ...}) into the same file, flushed at once: one
+  // writer per file, so lines never overwrite each other.
+  void write_line(const nlohmann::json& line);
 
  private:
   std::ofstream out_, events_;
@@ -117,7 +126,8 @@ class FanoutSink final : public TelemetrySink {
 };
 
 // {"type": "step", "rank", "world", "step", "epoch", "global_batch", "samples", "loss_sum",
-//  "data_seconds", ..., "comm_seconds" [, "events": [{...}]]}
+//  "data_seconds", ..., "comm_seconds", "end_seconds" [, "sample_indices": [...]]
+//  [, "events": [{...}]]}
 nlohmann::json to_json(const StepRecord& record, bool with_events);
 nlohmann::json to_json(const OpEvent& event);
 // Inverse of to_json; missing "events" leaves them empty. Throws ConfigError on a malformed record.

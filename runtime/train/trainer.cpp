@@ -215,6 +215,9 @@ StepRecord Trainer::step() {
   t.step_seconds = t2 - t0 - dump_seconds;
   t.idle_seconds = std::max(0.0, t.step_seconds - t.data_seconds - t.forward_seconds -
                                      t.backward_seconds - t.exposed_comm_seconds - t.optimizer_seconds);
+  rec.end_seconds = t2;
+  if (options_.record_samples)
+    for (const std::vector<int64_t>& mb : indices) rec.sample_indices.insert(rec.sample_indices.end(), mb.begin(), mb.end());
   if (options_.record_events) {
     rec.events = std::move(r.events);
     rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1});

@@ -81,6 +81,7 @@ struct TrainerState {
 struct TrainerOptions {
   TelemetrySink* sink = nullptr;  // borrowed; receives every step's record
   bool record_events = true;      // keep per-op events in the records (traces, overlap checks)
+  bool record_samples = false;    // put this rank's dataset indices in each record
   // When set, the first step() writes its inputs, labels, weights before the update and the
   // gradients the optimizer applies here (dump.h; the caller picks the per-rank folder).
   std::filesystem::path dump_dir;

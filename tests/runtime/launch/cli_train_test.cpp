@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli_fixture.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/launch/process.h"
 #include "runtime/launch/supervisor.h"
@@ -26,76 +27,9 @@
 namespace parlab::launch {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr const char* kTinyToml =
-    "name = \"tiny\"\nkind = \"mlp\"\nlayers = 2\nhidden = 32\nffn = 64\nclasses = 4\n"
-    "microbatch = 4\nprecision = \"fp32\"\n";
 const model::MlpShape kShape{.hidden = 32, .ffn = 64, .blocks = 2, .classes = 4};
 constexpr uint64_t kSeed = 11;
-
-class CliTrainTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* bin = std::getenv("PARLAB_BIN");
-#ifdef PARLAB_BIN_DEFAULT
-    if (!bin || !*bin) bin = PARLAB_BIN_DEFAULT;
-#endif
-    if (!bin || !*bin) GTEST_SKIP() << "PARLAB_BIN is not set and no parlab target was built";
-    bin_ = bin;
-    dir_ = fs::temp_directory_path() / ("parlab_cli_train_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "tiny.toml") << kTinyToml;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-
-  // Runs parlab with `args`; returns its exit status, its output in `out`.
-  ExitStatus parlab(std::vector<std::string> args, std::string& out) {
-    args.insert(args.begin(), bin_);
-    const fs::path log = dir_ / "cli.log";
-    fs::remove(log);
-    ChildProcess p(args, {}, log);
-    const auto status = p.wait_for(std::chrono::seconds(90));
-    std::ifstream in(log);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    out = ss.str();
-    return status ? *status : p.terminate(std::chrono::milliseconds(0));
-  }
-
-  // Processes still alive whose command line mentions our run directory.
-  std::vector<std::string> survivors() const {
-    std::vector<std::string> found;
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const std::string name = e.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream in(e.path() / "cmdline");
-      std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      for (char& c : cmd)
-        if (c == '\0') c = ' ';
-      if (cmd.find(dir_.string()) != std::string::npos) found.push_back(name + ": " + cmd);
-    }
-    return found;
-  }
-
-  std::string bin_;
-  fs::path dir_;
-};
-
-// The step records of a rank's file, and how many error lines follow them.
-std::vector<train::StepRecord> read_records(const fs::path& file, int* errors = nullptr) {
-  std::vector<train::StepRecord> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line);
-    if (j.at("type") == "step") out.push_back(train::step_record_from_json(j));
-    else if (errors) ++*errors;
-  }
-  return out;
-}
+using CliTrainTest = CliTest;
 
 TEST_F(CliTrainTest, TwoProcessesTrainAndDumpWhatAReferenceComputes) {
   std::string out;
@@ -194,7 +128,7 @@ TEST_F(CliTrainTest, AFailingWorkerStopsTheRunAndIsNamed) {
   // The run directory keeps what the workers wrote: rank 1 finished steps 0 and 1, then failed.
   int errors = 0;
   EXPECT_EQ(read_records(rank_records_path(run, 1), &errors).size(), 2u);
-  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(errors, 1);  // one {"type": "error"} line, the last
   EXPECT_TRUE(survivors().empty()) << survivors().front();
 }
 

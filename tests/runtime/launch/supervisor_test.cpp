@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <algorithm>
 
 #include "runtime/launch/progress.h"
 #include "runtime/launch/supervisor.h"
@@ -138,6 +139,49 @@ TEST(SupervisorTest, DestroyingTheSupervisorKillsItsWorkers) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (pid_t p : pids) EXPECT_FALSE(process_exists(p)) << p;
+  fs::remove_all(dir);
+}
+
+TEST(SupervisorTest, AnUnhealthyWorkerFailsTheRunLikeAnExit) {
+  // Both workers stay up (a hang); the health hook reports rank 1 once it has been silent for
+  // 200 ms, as a heartbeat check would. It must be named as the root cause and everyone stopped.
+  const fs::path dir = fresh_dir("unhealthy");
+  SupervisorOptions o = fake_job(dir, 2, /*failing=*/0, 0, /*delay_ms=*/60'000);
+  std::vector<int> asked;
+  o.unhealthy = [&](int rank, double silent_seconds) -> std::string {
+    asked.push_back(rank);
+    return rank == 1 && silent_seconds > 0.2 ? "no heartbeat for 0.2 s" : "";
+  };
+  Supervisor s(o);
+  const SupervisorResult result = s.run();
+  EXPECT_FALSE(result.ok);
+  EXPECT_FALSE(result.interrupted);
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_EQ(result.exits[1].unhealthy, "no heartbeat for 0.2 s");
+  EXPECT_TRUE(result.exits[0].unhealthy.empty());
+  EXPECT_EQ(result.message.rfind("rank 1 was unhealthy: no heartbeat for 0.2 s", 0), 0u) << result.message;
+  EXPECT_GT(result.detected_seconds, result.started_seconds);
+  EXPECT_GE(result.stopped_seconds, result.detected_seconds);
+  EXPECT_NE(std::find(asked.begin(), asked.end(), 0), asked.end());  // every running rank is asked
+  expect_no_survivors(dir, 2);
+  fs::remove_all(dir);
+}
+
+TEST(SupervisorTest, ALaterAttemptKeepsTheEarlierAttemptsFiles) {
+  const fs::path dir = fresh_dir("attempts");
+  SupervisorOptions o = fake_job(dir, 2, /*failing=*/-1, 0, /*delay_ms=*/10);
+  Supervisor(o).run();
+  std::vector<std::string> attempts;
+  o.attempt = 1;
+  o.env["PARLAB_TEST"] = "1";
+  o.on_message = [&](const nlohmann::json& j) { attempts.push_back(j.dump()); };
+  Supervisor(o).run();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(fs::exists(dir / "attempt-0" / ("rank-" + std::to_string(r) + ".log"))) << r;
+    EXPECT_TRUE(fs::exists(dir / "attempt-0" / ("rank-" + std::to_string(r) + ".jsonl"))) << r;
+    EXPECT_TRUE(fs::exists(rank_log_path(dir, r))) << r;  // attempt 1's own
+  }
+  EXPECT_TRUE(attempts.empty());  // the fake worker writes step lines only
   fs::remove_all(dir);
 }
 

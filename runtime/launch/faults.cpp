@@ -1,0 +1,159 @@
+#include "runtime/launch/faults.h"
+
+#include <charconv>
+#include <map>
+
+#include "strategy/errors.h"
+
+namespace parlab::launch {
+namespace {
+
+using checkpoint::SavePhase;
+
+constexpr SavePhase kPhases[] = {SavePhase::kMidShardWrite,       SavePhase::kAfterShardWrite,
+                                 SavePhase::kBeforeManifest,      SavePhase::kBeforeRename,
+                                 SavePhase::kBeforePointerUpdate, SavePhase::kAfterPointerUpdate};
+
+struct KindInfo {
+  FaultKind kind;
+  const char* name;
+  std::vector<std::string> required, optional;
+};
+
+const std::vector<KindInfo>& kinds() {
+  static const std::vector<KindInfo> k = {
+      {FaultKind::kKill, "kill", {"rank", "step"}, {}},
+      {FaultKind::kKillDuringCheckpoint, "kill-during-checkpoint", {"step", "phase"}, {"rank"}},
+      {FaultKind::kCorruptCheckpoint, "corrupt-checkpoint", {"step"}, {"shard"}},
+      {FaultKind::kLoseRank, "lose-rank", {"rank", "step"}, {}},
+  };
+  return k;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string all_phase_names() {
+  std::string s;
+  for (SavePhase p : kPhases) s += (s.empty() ? "" : ", ") + std::string(checkpoint::save_phase_name(p));
+  return s;
+}
+
+bool rank0_only(SavePhase p) { return p != SavePhase::kMidShardWrite && p != SavePhase::kAfterShardWrite; }
+
+}  // namespace
+
+const char* fault_kind_name(FaultKind kind) {
+  for (const KindInfo& k : kinds())
+    if (k.kind == kind) return k.name;
+  return "unknown";
+}
+
+std::string FaultSpec::to_string() const {
+  const std::string s = "step=" + std::to_string(step);
+  switch (kind) {
+    case FaultKind::kKill:
+    case FaultKind::kLoseRank:
+      return std::string(fault_kind_name(kind)) + ":rank=" + std::to_string(rank) + "," + s;
+    case FaultKind::kKillDuringCheckpoint:
+      return "kill-during-checkpoint:rank=" + std::to_string(rank) + "," + s + ",phase=" + checkpoint::save_phase_name(phase);
+    case FaultKind::kCorruptCheckpoint:
+      return "corrupt-checkpoint:" + s + (shard != 0 ? ",shard=" + std::to_string(shard) : "");
+  }
+  return "";
+}
+
+FaultSpec parse_fault(std::string_view text) {
+  const std::string whole(text);
+  auto fail = [&](const std::string& why) -> ConfigError { return ConfigError("--fault", whole, why); };
+  std::string all_kinds;
+  for (const KindInfo& k : kinds()) all_kinds += (all_kinds.empty() ? "" : ", ") + std::string(k.name);
+
+  const size_t colon = text.find(':');
+  const std::string_view kind_text = text.substr(0, colon);
+  const KindInfo* info = nullptr;
+  for (const KindInfo& k : kinds())
+    if (kind_text == k.name) info = &k;
+  if (!info) throw fail("unknown fault '" + std::string(kind_text) + "' (one of " + all_kinds + ", as KIND:key=value,...)");
+  const std::string takes = std::string(info->name) + " takes " + join(info->required) +
+                            (info->optional.empty() ? "" : " and optionally " + join(info->optional));
+
+  std::map<std::string, std::string> values;
+  std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) throw fail("'" + std::string(item) + "' is not key=value (" + takes + ")");
+    const std::string key(item.substr(0, eq));
+    bool known = false;
+    for (const auto* list : {&info->required, &info->optional})
+      for (const std::string& k : *list) known = known || k == key;
+    if (!known) throw fail("unknown key '" + key + "' (" + takes + ")");
+    if (!values.emplace(key, std::string(item.substr(eq + 1))).second) throw fail("key '" + key + "' given twice");
+  }
+  for (const std::string& k : info->required)
+    if (!values.count(k)) throw fail("missing key '" + k + "' (" + takes + ")");
+
+  auto integer = [&](const std::string& key, int64_t min) -> int64_t {
+    const std::string& v = values.at(key);
+    int64_t x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || end != v.data() + v.size() || x < min)
+      throw fail("key '" + key + "' = '" + v + "' must be an integer >= " + std::to_string(min));
+    return x;
+  };
+  FaultSpec f;
+  f.kind = info->kind;
+  f.step = integer("step", 0);
+  if (values.count("rank")) f.rank = static_cast<int>(integer("rank", 0));
+  if (values.count("shard")) f.shard = static_cast<int>(integer("shard", 0));
+  if (values.count("phase")) {
+    bool found = false;
+    for (SavePhase p : kPhases)
+      if (values.at("phase") == checkpoint::save_phase_name(p)) {
+        f.phase = p;
+        found = true;
+      }
+    if (!found) throw fail("key 'phase' = '" + values.at("phase") + "' must be one of " + all_phase_names());
+    if (rank0_only(f.phase) && f.rank != 0)
+      throw fail("phase " + values.at("phase") + " runs on rank 0 only (the committing rank); use rank=0, or "
+                 "mid-shard-write / after-shard-write for another rank");
+  }
+  return f;
+}
+
+std::vector<FaultSpec> parse_faults(const std::vector<std::string>& texts) {
+  std::vector<FaultSpec> out;
+  for (const std::string& t : texts) out.push_back(parse_fault(t));
+  return out;
+}
+
+bool is_checkpoint_step(int64_t step, int64_t every, int64_t last_step) {
+  if (every <= 0 || step <= 0) return false;
+  return step % every == 0 || step == last_step;
+}
+
+void check_faults(const std::vector<FaultSpec>& faults, int nproc, int64_t steps, int64_t checkpoint_every) {
+  for (const FaultSpec& f : faults) {
+    const std::string text = f.to_string();
+    if (f.kind != FaultKind::kCorruptCheckpoint && f.rank >= nproc)
+      throw ConfigError("--fault", text, "rank " + std::to_string(f.rank) + " does not exist with --nproc " + std::to_string(nproc));
+    if (f.kind == FaultKind::kCorruptCheckpoint && f.shard >= nproc)
+      throw ConfigError("--fault", text, "shard " + std::to_string(f.shard) + " does not exist with --nproc " + std::to_string(nproc));
+    if (f.step > steps || (!f.needs_checkpoint() && f.step >= steps))
+      throw ConfigError("--fault", text, "step " + std::to_string(f.step) + " is never reached (--steps " + std::to_string(steps) + ")");
+    if (f.needs_checkpoint() && !is_checkpoint_step(f.step, checkpoint_every, steps))
+      throw ConfigError("--fault", text,
+                        "no checkpoint is written at step " + std::to_string(f.step) +
+                            (checkpoint_every > 0 ? " (--checkpoint-every " + std::to_string(checkpoint_every) +
+                                                        ": multiples of it and the last step)"
+                                                  : " (checkpointing is off: --checkpoint-every 0)"));
+  }
+}
+
+}  // namespace parlab::launch

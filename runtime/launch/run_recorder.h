@@ -1,0 +1,74 @@
+#pragma once
+// RunRecorder: one measured training run in the results database (db/results_store.h).
+//
+// The supervisor process owns the run and is the single writer of its rows; workers report
+// through their JSON-line records, which run_training already reads. Rows written:
+//   runs          kind measured, model, cluster, plan JSON, world size, seed (begin())
+//   run_params    nproc, min_nproc, max_restarts, checkpoint_every, keep_last, steps, plan text,
+//                 faults, run_dir; final_state_xxh3_64 at the end
+//   step_timings  per step and rank: data, forward, backward, exposed comm, optimizer, idle,
+//                 step seconds, the rank's mean loss, samples (a replayed step replaces its row)
+//   checkpoints   step, path, checksum (xxh3_64 of manifest.json), bytes, save seconds, verified
+//                 (set when a resume or the end-of-run verification read it back)
+//   incidents     every failure with rank, step, detail, detection and restart seconds, steps
+//                 lost; a checkpoint a resume skipped as checkpoint_corrupt
+//   run_metrics   steps_completed, attempts, restarts, final_world, wall_seconds, step_seconds,
+//                 samples_per_s, checkpoint_seconds, young_daly_interval_seconds/_steps,
+//                 restart_total_seconds (mean), steps_lost
+//   status        completed / failed / killed (interrupted), notes = the failure message
+// Destroyed without finish(), the run is marked failed (an exception in the caller).
+//
+//   auto store = db::ResultsStore::open("results/parlab.db");
+//   RunRecorder rec = RunRecorder::begin(store, spec);
+//   TrainOutcome out = run_training(spec, {.recorder = &rec});   // finish() is called for you
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "db/results_store.h"
+#include "runtime/launch/run_training.h"
+
+namespace parlab::launch {
+
+class RunRecorder {
+ public:
+  // Inserts the run row (status running, owned by this process) and its parameters.
+  static RunRecorder begin(db::ResultsStore& store, const TrainJobSpec& spec,
+                           std::optional<db::ExperimentId> experiment = {});
+  // Records into an existing run (the caller made the row). Borrows `store`.
+  RunRecorder(db::ResultsStore& store, db::RunId run);
+  RunRecorder(RunRecorder&& other) noexcept;
+  RunRecorder& operator=(RunRecorder&&) = delete;
+  RunRecorder(const RunRecorder&) = delete;
+  ~RunRecorder();
+
+  // The run row a measured training job starts with.
+  static db::NewRun new_run(const TrainJobSpec& spec, std::optional<db::ExperimentId> experiment = {});
+
+  db::RunId run() const { return run_; }
+  db::ResultsStore& store() { return *store_; }
+
+  // Buffered; written in one transaction per 64 records and by flush().
+  void add_step(const train::StepRecord& record);
+  void flush();
+  void add_checkpoint(const CheckpointReport& checkpoint);
+  void checkpoint_verified(int64_t step, const std::string& path, bool verified);
+  void checkpoint_skipped(int64_t step, const std::string& path, const std::string& reason);
+  void add_incident(const IncidentReport& incident);
+  // Metrics, final parameters and the run's status.
+  void finish(const TrainOutcome& outcome);
+
+ private:
+  db::ResultsStore* store_;
+  db::RunId run_;
+  bool finished_ = false;
+  std::vector<db::StepTiming> pending_;
+  std::set<std::pair<int64_t, std::string>> checkpoints_;  // (step, path) rows written
+};
+
+// How an incident is stored (kind killed for injected faults and lost devices, crash otherwise).
+db::IncidentRecord to_incident_record(const IncidentReport& incident);
+
+}  // namespace parlab::launch

@@ -1,0 +1,402 @@
+#include "runtime/launch/run_training.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/comm/flight_recorder.h"
+#include "runtime/launch/faults.h"
+#include "runtime/launch/run_recorder.h"
+#include "runtime/launch/supervisor.h"
+#include "strategy/errors.h"
+#include "strategy/io.h"
+#include "strategy/units.h"
+
+namespace parlab::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using units::format_seconds;
+
+double now() { return comm::wall_clock_seconds(); }
+
+// What the workers of one attempt reported, beyond their step records.
+struct AttemptLog {
+  int attempt = 0;
+  int world = 0;
+  double spawned_seconds = 0;
+  std::map<int, double> started, resumed, first_step_end;  // rank -> wall clock
+  std::optional<int64_t> resume_step;
+  std::string resume_summary;
+  bool resumed_from_checkpoint = false;
+  std::optional<json> fault;  // the first "fault" line of a dying worker
+  bool fatal = false;         // a worker failed on a configuration error
+  std::optional<train::StateFingerprint> final_state;
+};
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::optional<double> span(double from, double to) {
+  if (from <= 0 || to <= 0) return std::nullopt;
+  return std::max(0.0, to - from);
+}
+
+double max_of(const std::map<int, double>& m) {
+  double x = 0;
+  for (const auto& [r, v] : m) x = std::max(x, v);
+  return x;
+}
+
+std::string opt_seconds(const std::optional<double>& s) { return s ? format_seconds(*s) : std::string("?"); }
+
+// One job, all its attempts.
+class JobRunner {
+ public:
+  JobRunner(const TrainJobSpec& spec, const TrainCallbacks& cb) : spec_(spec), cb_(cb) {}
+  TrainOutcome run();
+
+ private:
+  void prepare();
+  SupervisorResult run_attempt(AttemptLog& log, RunProgress& progress);
+  void on_message(AttemptLog& log, const json& j);
+  void on_record(AttemptLog& log, RunProgress& progress, const train::StepRecord& r);
+  IncidentReport incident_of(const SupervisorResult& result, const AttemptLog& log, int64_t completed) const;
+  void finish_pending_incident(const AttemptLog& next, bool first_step_done);
+  int choose_world(int capacity, std::string& why_not) const;
+  void note(const std::string& line) const {
+    if (cb_.on_note) cb_.on_note(line);
+  }
+  std::string last_good_text();
+  void finish_run();
+
+  const TrainJobSpec& spec_;
+  const TrainCallbacks& cb_;
+  TrainJob job_;  // pinned
+  std::vector<std::string> argv_;
+  TrainOutcome out_;
+  std::map<int64_t, StepSummary> steps_;
+  std::optional<IncidentReport> pending_;  // failed, restart not yet timed
+  std::set<std::string> reported_skips_;
+  double stopped_seconds_ = 0;  // the last teardown's end
+};
+
+TrainJob pinned(const TrainJob& job, int world) {
+  TrainJob j = job;
+  const train::TrainConfig c = make_train_config(job, world);
+  const strategy::Plan given = strategy::parse_plan(job.plan);
+  if (!given.was_given("gbs") && !given.was_given("microbatches"))
+    j.plan += (j.plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(c.plan.global_batch);
+  j.data_size = c.data_size;
+  return j;
+}
+
+void JobRunner::prepare() {
+  const int n = spec_.nproc;
+  if (n < 1) throw ConfigError("--nproc", std::to_string(n), "must be at least 1 worker");
+  const int min = spec_.min_nproc > 0 ? spec_.min_nproc : n;
+  if (min > n) throw ConfigError("--min-nproc", std::to_string(min), "must be at most --nproc (" + std::to_string(n) + ")");
+  if (spec_.max_restarts < 0) throw ConfigError("--max-restarts", std::to_string(spec_.max_restarts), "must be >= 0");
+  job_ = pinned(spec_.job, n);
+  const train::TrainConfig config = make_train_config(job_, n);
+  train::check_runtime_supports(config.model, config.plan);
+  check_faults(parse_faults(job_.faults), n, job_.steps, job_.checkpoint_every);
+  if (spec_.fresh) fs::remove_all(checkpoint_root(job_.run_dir));
+  fs::create_directories(job_.run_dir);
+  fs::remove(final_state_path(job_.run_dir));
+  const fs::path job_file = job_.run_dir / "job.json";
+  write_train_job(job_file, job_);
+  argv_ = spec_.worker_command;
+  if (argv_.empty()) argv_ = {self_executable().string(), "train", "--worker"};
+  argv_.push_back("--job=" + fs::absolute(job_file).string());
+}
+
+int JobRunner::choose_world(int capacity, std::string& why_not) const {
+  const int min = spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc;
+  for (int w = std::min(capacity, spec_.nproc); w >= min; --w) {
+    try {
+      const train::TrainConfig c = make_train_config(job_, w);
+      train::check_runtime_supports(c.model, c.plan);
+      return w;
+    } catch (const Error& e) {
+      why_not += (why_not.empty() ? "" : "; ") + std::to_string(w) + " workers: " + e.what();
+    }
+  }
+  return 0;
+}
+
+void JobRunner::on_message(AttemptLog& log, const json& j) {
+  const std::string type = j.value("type", "");
+  const int rank = j.value("rank", -1);
+  const double at = j.value("seconds", 0.0);
+  if (type == "started") {
+    log.started[rank] = at;
+  } else if (type == "resume") {
+    log.resumed[rank] = at;
+    if (rank != 0) return;
+    log.resume_step = j.value("step", int64_t{0});
+    log.resumed_from_checkpoint = j.value("resumed", false);
+    log.resume_summary = j.value("summary", "");
+    if (log.resumed_from_checkpoint) note(log.resume_summary);
+    if (log.resumed_from_checkpoint && cb_.recorder)
+      cb_.recorder->checkpoint_verified(*log.resume_step, j.value("path", ""), true);
+    for (const json& k : j.value("skipped", json::array())) {
+      const std::string key = k.value("path", "") + ": " + k.value("reason", "");
+      if (!reported_skips_.insert(key).second) continue;
+      if (!log.resumed_from_checkpoint) note("skipped checkpoint " + key);
+      if (cb_.recorder) cb_.recorder->checkpoint_skipped(k.value("step", int64_t{0}), k.value("path", ""), k.value("reason", ""));
+    }
+  } else if (type == "checkpoint") {
+    CheckpointReport c;
+    c.attempt = log.attempt;
+    c.step = j.value("step", int64_t{0});
+    c.path = j.value("path", "");
+    c.bytes = j.value("bytes", uint64_t{0});
+    c.checksum = j.value("checksum", "");
+    c.save_seconds = j.value("save_seconds", 0.0);
+    c.timings = j.value("timings", json::object());
+    out_.checkpoints.push_back(c);
+    if (cb_.recorder) cb_.recorder->add_checkpoint(c);
+    if (cb_.on_checkpoint) cb_.on_checkpoint(c);
+  } else if (type == "fault") {
+    if (j.value("kind", "") == fault_kind_name(FaultKind::kCorruptCheckpoint)) {
+      note("injected fault " + j.value("spec", "") + ": flipped a byte of " + j.value("file", ""));
+    } else if (!log.fault) {
+      log.fault = j;
+    }
+  } else if (type == "final") {
+    log.final_state = train::StateFingerprint::from_json(j.at("state"));
+  } else if (type == "error") {
+    log.fatal = log.fatal || j.value("fatal", false);
+  }
+}
+
+void JobRunner::on_record(AttemptLog& log, RunProgress& progress, const train::StepRecord& r) {
+  if (cb_.on_record) cb_.on_record(r);
+  if (cb_.recorder) cb_.recorder->add_step(r);
+  if (!log.first_step_end.count(r.rank)) {
+    log.first_step_end[r.rank] = r.end_seconds;
+    if (static_cast<int>(log.first_step_end.size()) == log.world) finish_pending_incident(log, true);
+  }
+  if (const auto s = progress.add(r)) {
+    steps_[s->step] = *s;
+    if (cb_.on_step) cb_.on_step(*s, job_.steps);
+  }
+}
+
+SupervisorResult JobRunner::run_attempt(AttemptLog& log, RunProgress& progress) {
+  SupervisorOptions so;
+  so.argv = argv_;
+  so.nproc = log.world;
+  so.run_dir = job_.run_dir;
+  so.grace = spec_.grace;
+  so.poll = spec_.poll;
+  so.attempt = log.attempt;
+  so.unhealthy = spec_.unhealthy;
+  Supervisor* running = nullptr;
+  so.on_record = [&](const train::StepRecord& r) { on_record(log, progress, r); };
+  so.on_message = [&](const json& j) { on_message(log, j); };
+  so.on_tick = [&] {
+    if (cb_.stop && cb_.stop->load() && running) running->request_stop();
+    if (cb_.on_tick) cb_.on_tick();
+  };
+  Supervisor sup(so);
+  running = &sup;
+  log.spawned_seconds = now();
+  sup.start();
+  SupervisorResult result = sup.wait();
+  if (cb_.recorder) cb_.recorder->flush();
+  return result;
+}
+
+IncidentReport JobRunner::incident_of(const SupervisorResult& result, const AttemptLog& log, int64_t completed) const {
+  IncidentReport i;
+  i.attempt = log.attempt;
+  i.rank = result.failed_rank;
+  if (i.rank >= 0) i.status = result.exits[i.rank].status;
+  i.message = first_line(result.message);
+  i.detected_seconds = result.detected_seconds;
+  i.failed_at_step = completed;
+  i.kind = "crash";
+  if (i.rank >= 0 && !result.exits[i.rank].unhealthy.empty()) i.kind = "unhealthy";
+  if (log.fault) {
+    const json& f = *log.fault;
+    i.rank = f.value("rank", i.rank);
+    if (i.rank >= 0 && i.rank < static_cast<int>(result.exits.size())) i.status = result.exits[i.rank].status;
+    i.fault = f.value("spec", "");
+    i.kind = f.value("lost", false) ? "lost" : "killed";
+    i.failed_at_step = f.value("step", completed);
+    i.fault_seconds = f.value("seconds", 0.0);
+    // Killed inside the save of step S: S steps were done, the save of them may not be.
+    if (i.fault.find("kill-during-checkpoint") == 0) i.phase = checkpoint::save_phase_name(parse_fault(i.fault).phase);
+  }
+  i.latency.detection_seconds = span(i.fault_seconds, i.detected_seconds);
+  i.latency.teardown_seconds = span(i.detected_seconds, result.stopped_seconds);
+  return i;
+}
+
+// The restart's timings are known once every new rank completed a step (or the attempt ended).
+void JobRunner::finish_pending_incident(const AttemptLog& next, bool first_step_done) {
+  if (!pending_) return;
+  IncidentReport& i = *pending_;
+  i.new_world = next.world;
+  i.resumed_step = next.resume_step;
+  i.resume_summary = next.resume_summary;
+  if (next.resume_step) i.steps_lost = std::max<int64_t>(0, i.failed_at_step - *next.resume_step);
+  const double started = static_cast<int>(next.started.size()) == next.world ? max_of(next.started) : 0;
+  const double resumed = static_cast<int>(next.resumed.size()) == next.world ? max_of(next.resumed) : 0;
+  const double first = first_step_done ? max_of(next.first_step_end) : 0;
+  i.latency.restart_seconds = span(stopped_seconds_, started);
+  i.latency.state_load_seconds = span(started, resumed);
+  i.latency.first_step_seconds = span(resumed, first);
+  i.latency.total_seconds = span(i.fault_seconds > 0 ? i.fault_seconds : i.detected_seconds, first);
+  out_.incidents.push_back(i);
+  if (cb_.recorder) cb_.recorder->add_incident(i);
+  if (cb_.on_incident) cb_.on_incident(i);
+  pending_.reset();
+}
+
+std::string JobRunner::last_good_text() {
+  checkpoint::LoadOptions lo(checkpoint_root(job_.run_dir));
+  lo.record_last_known_good = false;  // only looking
+  const checkpoint::LoadResult r = checkpoint::load_checkpoint(lo);
+  if (!r.checkpoint) return "there is no good checkpoint in " + checkpoint_root(job_.run_dir).string() +
+                            (job_.checkpoint_every > 0 ? "" : " (checkpointing is off: --checkpoint-every 0)");
+  out_.last_good_checkpoint = r.checkpoint->path();
+  return "the last good checkpoint is " + r.checkpoint->path().string() + " (step " + std::to_string(r.checkpoint->step()) +
+         "); run the same command again to resume from it";
+}
+
+void JobRunner::finish_run() {
+  out_.steps.clear();
+  for (const auto& [s, summary] : steps_) out_.steps.push_back(summary);
+  if (out_.ok && !out_.checkpoints.empty()) {
+    // Read the newest checkpoint back in full: the run's result is only as good as it.
+    CheckpointReport& last = out_.checkpoints.back();
+    const std::vector<std::string> problems = checkpoint::verify_checkpoint(last.path);
+    last.verified = problems.empty();
+    if (cb_.recorder) cb_.recorder->checkpoint_verified(last.step, last.path.string(), last.verified);
+    if (last.verified) out_.last_good_checkpoint = last.path;
+    else note("the final checkpoint " + last.path.string() + " does not verify: " + problems.front());
+  }
+  double save = 0, step = 0;
+  int saves = 0;
+  for (const CheckpointReport& c : out_.checkpoints) save += c.save_seconds, ++saves;
+  for (const StepSummary& s : out_.steps) step += s.step_seconds;
+  if (saves > 0 && spec_.mtbf_hours > 0) {
+    YoungDaly y;
+    y.checkpoint_seconds = save / saves;
+    y.mtbf_seconds = spec_.mtbf_hours * 3600.0 / std::max(1, out_.final_world);
+    if (y.checkpoint_seconds > 0) {
+      y.interval_seconds = checkpoint::young_daly_interval_seconds(y.checkpoint_seconds, y.mtbf_seconds);
+      const double mean_step = out_.steps.empty() ? 0 : step / static_cast<double>(out_.steps.size());
+      y.interval_steps = mean_step > 0 ? y.interval_seconds / mean_step : 0;
+      out_.young_daly = y;
+    }
+  }
+  if (cb_.recorder) cb_.recorder->finish(out_);
+}
+
+TrainOutcome JobRunner::run() {
+  prepare();
+  const double t0 = now();
+  int world = spec_.nproc, capacity = spec_.nproc, restarts = 0;
+  for (int attempt = 0;; ++attempt) {
+    AttemptLog log;
+    log.attempt = attempt;
+    log.world = world;
+    RunProgress progress(world, job_.steps);
+    out_.attempts = attempt + 1;
+    out_.final_world = world;
+    const SupervisorResult result = run_attempt(log, progress);
+    finish_pending_incident(log, false);  // the restart never completed a step
+    if (attempt == 0) {
+      out_.start_step = log.resume_step.value_or(0);
+      if (log.resumed_from_checkpoint) out_.resume_summary = log.resume_summary;
+    }
+    out_.rank_table = progress.rank_table();
+    if (log.final_state) out_.final_state = log.final_state;
+    const int64_t completed = std::max<int64_t>(log.resume_step.value_or(0),
+                                                progress.completed().empty() ? 0 : progress.completed().back().step + 1);
+    out_.steps_completed = std::max(out_.steps_completed, completed);
+    if (result.ok) {
+      out_.ok = true;
+      out_.steps_completed = job_.steps;
+      break;
+    }
+    if (result.interrupted || (cb_.stop && cb_.stop->load())) {
+      out_.interrupted = true;
+      out_.message = "interrupted; " + result.message + "\n" + last_good_text();
+      break;
+    }
+    IncidentReport incident = incident_of(result, log, completed);
+    stopped_seconds_ = result.stopped_seconds;
+    std::string give_up;
+    if (log.fatal) give_up = "not restarted: a configuration error does not go away on restart";
+    else if (restarts >= spec_.max_restarts)
+      give_up = "gave up after " + std::to_string(restarts) + " restart(s) (--max-restarts " +
+                std::to_string(spec_.max_restarts) + ")";
+    if (incident.kind == "lost") --capacity;
+    std::string why_not;
+    const int next_world = give_up.empty() ? choose_world(capacity, why_not) : 0;
+    if (give_up.empty() && next_world == 0)
+      give_up = "cannot continue: " + std::to_string(capacity) + " worker(s) left, --min-nproc " +
+                std::to_string(spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc) +
+                (why_not.empty() ? "" : " (" + why_not + ")");
+    if (!give_up.empty()) {
+      out_.incidents.push_back(incident);
+      if (cb_.recorder) cb_.recorder->add_incident(incident);
+      if (cb_.on_incident) cb_.on_incident(incident);
+      out_.message = give_up + "; last incident: " + incident.describe() + "\n" + result.message + "\n" + last_good_text();
+      break;
+    }
+    incident.restarted = true;
+    ++restarts;
+    note("incident: " + incident.what() + "; restarting with " + std::to_string(next_world) +
+         " worker(s) (restart " + std::to_string(restarts) + " of " + std::to_string(spec_.max_restarts) + ")");
+    pending_ = incident;
+    world = next_world;
+  }
+  out_.wall_seconds = now() - t0;
+  finish_run();
+  return std::move(out_);
+}
+
+}  // namespace
+
+std::string IncidentReport::what() const {
+  std::string s = rank >= 0 ? "rank " + std::to_string(rank) + " " + status.describe() : message;
+  if (kind == "lost") s += " and its device is lost";
+  if (kind == "unhealthy") s = message;
+  s += " at step " + std::to_string(failed_at_step);
+  if (!fault.empty()) s += " (injected: " + fault + ")";
+  return s;
+}
+
+std::string IncidentReport::describe() const {
+  std::string s = what();
+  if (resumed_step) {
+    s += "; resumed from step " + std::to_string(*resumed_step) + " with " + std::to_string(new_world) + " worker(s)";
+    if (steps_lost) s += ", " + std::to_string(*steps_lost) + " step(s) lost";
+  }
+  const RestartLatency& l = latency;
+  if (l.total_seconds)
+    s += "; restart latency " + opt_seconds(l.total_seconds) + " = detection " + opt_seconds(l.detection_seconds) +
+         " + teardown " + opt_seconds(l.teardown_seconds) + " + restart " + opt_seconds(l.restart_seconds) +
+         " + state load " + opt_seconds(l.state_load_seconds) + " + first step " + opt_seconds(l.first_step_seconds);
+  else if (l.detection_seconds || l.teardown_seconds)
+    s += "; detected after " + opt_seconds(l.detection_seconds) + ", workers stopped " + opt_seconds(l.teardown_seconds) +
+         " later";
+  return s;
+}
+
+TrainJob pinned_job(const TrainJob& job, int world) { return pinned(job, world); }
+
+TrainOutcome run_training(const TrainJobSpec& spec, const TrainCallbacks& callbacks) {
+  JobRunner runner(spec, callbacks);
+  return runner.run();
+}
+
+}  // namespace parlab::launch
