@@ -48,6 +48,7 @@ void add_scaling_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_analyze_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_proof_command(CLI::App& app);

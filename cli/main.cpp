@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   parlab::cli::add_experiment_command(app);
   parlab::cli::add_calibrate_command(app);
   parlab::cli::add_compare_command(app);
+  parlab::cli::add_analyze_command(app);
   parlab::cli::add_train_command(app);
   parlab::cli::add_bench_command(app);
   parlab::cli::add_proof_command(app);

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+
+#include "strategy/errors.h"
 
 namespace parlab::diagnose {
 namespace {
@@ -96,6 +100,36 @@ StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const 
     rep.stragglers.push_back(s);
   }
   return rep;
+}
+
+std::vector<RankTiming> timings_from_run_dir(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw ConfigError("RUN_DIR", dir.string(), "is not a directory");
+  std::map<std::pair<int64_t, int>, RankTiming> by_key;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!(name.rfind("rank-", 0) == 0 && name.ends_with(".jsonl"))) continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception&) {
+        continue;  // a torn last line of a killed worker
+      }
+      if (j.value("type", "") != "step") continue;
+      RankTiming t;
+      t.step = j.value("step", int64_t(0));
+      t.rank = j.value("rank", 0);
+      t.compute_seconds = j.value("forward_seconds", 0.0) + j.value("backward_seconds", 0.0) + j.value("optimizer_seconds", 0.0);
+      t.step_seconds = j.value("step_seconds", 0.0);
+      by_key[{t.step, t.rank}] = t;
+    }
+  }
+  std::vector<RankTiming> out;
+  for (const auto& [k, t] : by_key) out.push_back(t);
+  if (out.empty()) throw ConfigError("RUN_DIR", dir.string(), "holds no rank-*.jsonl step records");
+  return out;
 }
 
 }  // namespace parlab::diagnose

@@ -11,6 +11,7 @@
 // straggler when z > 3.5 AND m_r > 1.5 M: both an outlier and materially slower. With two ranks
 // there is one "other", MAD is 0 and the floor applies — the ratio test carries the decision.
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,10 @@ struct StragglerReport {
 };
 
 StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const StragglerOptions& options = {});
+
+// Per-rank timings from a run directory's rank-<r>.jsonl records ({"type": "step", "rank",
+// "step", "forward_seconds", "backward_seconds", "optimizer_seconds", "step_seconds", ...}, as
+// the training workers write them). A step replayed after a restart keeps its last record.
+std::vector<RankTiming> timings_from_run_dir(const std::filesystem::path& dir);
 
 }  // namespace parlab::diagnose
