@@ -58,11 +58,24 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
   CollectiveEstimate e;
   const int n = int(ranks.size());
   if (n <= 1) return e;
-  std::map<int, int> per_node;
-  for (int r : ranks) ++per_node[node_of(c, r)];
-  const int nodes = int(per_node.size());
-  int k = 0;
-  for (const auto& [node, count] : per_node) k = std::max(k, count);
+  // Nodes spanned and the most members on one node. Groups list ranks in ascending order, so
+  // one pass counts runs of equal node ids (no allocation: this runs for every collective the
+  // planner and the walker price).
+  int nodes = 0, k = 0, run = 0, last = -1;
+  bool sorted = true;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int node = node_of(c, ranks[i]);
+    if (i > 0 && ranks[i] < ranks[i - 1]) sorted = false;
+    if (node != last) ++nodes, run = 0, last = node;
+    k = std::max(k, ++run);
+  }
+  if (!sorted) {
+    std::map<int, int> per_node;
+    for (int r : ranks) ++per_node[node_of(c, r)];
+    nodes = int(per_node.size());
+    k = 0;
+    for (const auto& [node, count] : per_node) k = std::max(k, count);
+  }
   const double a_i = c.intra.latency_seconds, b_i = c.intra.bytes_per_s;
   const double a_e = c.inter.latency_seconds, b_e = device_network_bytes_per_s(c);
   e.crosses_nodes = nodes > 1;
@@ -126,8 +139,8 @@ namespace {
 // collective has reached it, or (a receive) its message has been sent.
 class Walker {
  public:
-  Walker(const std::vector<StepProgram>& programs, const ClusterSpec& cluster)
-      : programs_(programs), cluster_(cluster) {
+  Walker(const std::vector<StepProgram>& programs, const ClusterSpec& cluster, bool detail)
+      : programs_(programs), cluster_(cluster), detail_(detail) {
     for (size_t i = 0; i < programs.size(); ++i) index_of_[programs[i].rank] = int(i);
     states_.resize(programs.size());
     for (size_t i = 0; i < programs.size(); ++i) {
@@ -138,6 +151,11 @@ class Walker {
       s.arrived.assign(prog.ops.size(), false);
       s.call_index.assign(prog.ops.size(), -1);
       std::map<int, int> calls_per_group;
+      // Group names are matched across programs once, here; the walk itself uses integer ids.
+      for (const auto& g : prog.groups) {
+        auto it = group_ids_.emplace(g.name, int(group_ids_.size())).first;
+        s.group_id.push_back(it->second);
+      }
       for (const auto& op : prog.ops) {
         s.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
         if (op.is_collective()) s.call_index[op.id] = calls_per_group[op.group]++;
@@ -165,6 +183,7 @@ class Walker {
     std::vector<double> start, finish;
     std::vector<bool> arrived;
     std::vector<int> call_index;
+    std::vector<int> group_id;  // program group index -> walk-wide id
     double compute = 0, exposed = 0, forward = 0, backward = 0, optimizer = 0;
     double last_comm_collective_end = 0;
     double end = 0;
@@ -192,18 +211,21 @@ class Walker {
     double start = ready, finish = ready;
     if (op.is_collective()) {
       const Group& g = prog.group_of(op);
-      auto& arrivals = rendezvous_[{g.name, s.call_index[op.id]}];
+      const int gid = s.group_id[op.group];
+      auto& arrivals = rendezvous_[{gid, s.call_index[op.id]}];
       if (!s.arrived[op.id]) {
-        arrivals[prog.rank] = ready;
+        arrivals.emplace_back(prog.rank, ready);
         s.arrived[op.id] = true;
       }
-      for (int member : g.ranks)
-        if (index_of_.count(member) && !arrivals.count(member)) return false;
+      int walked_members = 0;
+      for (int member : g.ranks) walked_members += index_of_.count(member) ? 1 : 0;
+      if (int(arrivals.size()) < walked_members) return false;
       for (const auto& [r, t] : arrivals) start = std::max(start, t);
       const auto est = collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_);
       finish = start + est.seconds * op.count;
-      timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
-                          g.size(), start, finish, est.seconds, std::string(to_string(est.algorithm))});
+      if (detail_)
+        timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
+                            g.size(), start, finish, est.seconds, std::string(to_string(est.algorithm))});
     } else if (op.kind == OpKind::kRecv) {
       auto& sent = sends_[{op.peer, prog.rank}];
       const int k = recv_count_[{op.peer, prog.rank}];
@@ -236,7 +258,7 @@ class Walker {
     }
     s.start[op.id] = start;
     s.finish[op.id] = finish;
-    timeline_.push_back({prog.rank, op.id, start, finish});
+    if (detail_) timeline_.push_back({prog.rank, op.id, start, finish});
     // Sends are asynchronous: the stream moves on at once.
     s.free_at[stream] = op.kind == OpKind::kSend ? start : finish;
     s.end = std::max(s.end, finish);
@@ -292,7 +314,9 @@ class Walker {
   const ClusterSpec& cluster_;
   std::map<int, int> index_of_;
   std::vector<State> states_;
-  std::map<std::pair<std::string, int>, std::map<int, double>> rendezvous_;
+  bool detail_;
+  std::map<std::string, int> group_ids_;
+  std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;
   std::map<std::pair<int, int>, std::vector<double>> sends_;
   std::map<std::pair<int, int>, int> recv_count_;
   std::vector<CollectiveTiming> timings_;
@@ -312,18 +336,19 @@ void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, c
 
 }  // namespace
 
-StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster) {
+StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster,
+                           bool detail) {
   if (programs.empty()) return {};
-  Walker w(programs, cluster);
+  Walker w(programs, cluster, detail);
   StepEstimate e = w.run(programs.front().plan);
   add_throughput(e, model, programs.front().plan, cluster);
   return e;
 }
 
-StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster) {
+StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail) {
   std::vector<StepProgram> programs;
   for (int s = 0; s < plan.pp; ++s) programs.push_back(build_step(model, plan, rank_of(plan, {0, 0, s})));
-  return walk_programs(programs, model, cluster);
+  return walk_programs(programs, model, cluster, detail);
 }
 
 }  // namespace parlab::strategy

@@ -101,11 +101,12 @@ struct StepEstimate {
 
 // Walks the programs of one representative rank per pipeline stage (dp = tp = 0: ranks of a
 // stage are symmetric). Throws RuntimeError naming the stuck ops if the programs deadlock.
-StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+// `detail` fills `timeline` and `collectives`; the planner walks many plans without them.
+StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail = true);
 // Walks exactly the given programs (tests, the simulator's comparisons). Collectives whose
 // members are not all among them are assumed symmetric: they start when the rank reaches them.
 StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model,
-                           const ClusterSpec& cluster);
+                           const ClusterSpec& cluster, bool detail = true);
 
 // Closed forms for the pipeline bubble.
 double bubble_fraction_of_ideal(int pp, int v, int64_t microbatches);

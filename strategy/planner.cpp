@@ -76,12 +76,14 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
     if (p.zero == 1 || p.zero == 2)
       exposed += buckets * collective_time(CollectiveOp::kAllGather, held * param_bytes_per_element(p) / buckets, g, c).seconds;
     if (p.zero == 3) {
-      double gathers = 0;
+      // Blocks repeat: price each distinct layer size once.
+      double gathers = 0, last_n = -1, last_t = 0;
       for (const auto& r : stage_chunks(layers, p, slow_stage))
         for (int i = r.begin; i < r.end; ++i) {
           double n = 0;
           for (const auto& t : layers[i].params) n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / p.tp;
-          gathers += 2 * collective_time(CollectiveOp::kAllGather, n * param_bytes_per_element(p), g, c).seconds;
+          if (n != last_n) last_n = n, last_t = collective_time(CollectiveOp::kAllGather, n * param_bytes_per_element(p), g, c).seconds;
+          gathers += 2 * last_t;
         }
       exposed += mcount * std::max(0.0, gathers - (tf_slow + tb_slow));
     }
@@ -130,7 +132,7 @@ struct Search {
   }
 
   void walk(Candidate& cand) const {
-    if (!cand.walked) cand.walked = estimate_step(m, cand.plan, c);
+    if (!cand.walked) cand.walked = estimate_step(m, cand.plan, c, /*detail=*/false);
   }
 
   template <typename T>
