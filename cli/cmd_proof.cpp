@@ -8,7 +8,6 @@
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "runtime/launch/kill_resume_proof.h"
-#include "runtime/launch/run_recorder.h"
 #include "strategy/errors.h"
 
 namespace parlab::cli {
@@ -36,25 +35,15 @@ void run_kill_resume(ProofCliOptions& o) {
                "--fault <its fault>{}\n\n",
                p.nproc, p.job.steps, p.checkpoint_every, p.shrink ? " --min-nproc " + std::to_string(p.nproc - 1) : "");
   }
-  const launch::ProofReport report = launch::run_kill_resume_proof(p);
+  std::optional<db::ResultsStore> store;
   if (!o.db.empty()) {
-    db::ResultsStore store = db::ResultsStore::open(o.db);
-    // The proof belongs to the reference run: record it as a measured run, then the proof on it.
-    launch::TrainJobSpec ref;
-    ref.job = p.job;
-    ref.job.run_dir = p.work_dir / "reference";
-    ref.job.checkpoint_every = p.checkpoint_every;
-    ref.nproc = p.nproc;
-    db::NewRun run = launch::RunRecorder::new_run(ref);
-    run.notes = "reference run of the kill-and-resume proof";
-    const db::RunId id = store.begin_run(run);
-    store.set_run_param(id, "final_state_xxh3_64", report.reference_hash);
-    store.mark_run_status(id, db::RunStatus::kCompleted);
-    db::ProofRecord rec = launch::to_proof_record(report);
-    rec.run = id;
-    store.add_proof(rec);
-    if (!o.json) fmt::print("Recorded proof on run {} in {}\n", id, o.db);
+    store.emplace(db::ResultsStore::open(o.db));
+    p.store = &*store;
   }
+  const launch::ProofReport report = launch::run_kill_resume_proof(p);
+  if (report.proof_id && !o.json)
+    fmt::print("Recorded proof {} on run {} (and {} trial run(s)) in {}\n", *report.proof_id,
+               report.reference_run.value_or(0), report.trials.size(), o.db);
   if (o.json) {
     print_json({{"passed", report.passed}, {"headline", report.headline()}, {"inputs", report.inputs()},
                 {"evidence", report.evidence()}});

@@ -7,6 +7,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/compute/counter_rng.h"
+#include "runtime/launch/run_recorder.h"
 #include "strategy/errors.h"
 #include "strategy/text_table.h"
 #include "strategy/units.h"
@@ -41,6 +42,16 @@ TrainJobSpec job_spec(const ProofOptions& o, const fs::path& run_dir, const std:
   spec.fresh = true;
   spec.worker_command = o.worker_command;
   return spec;
+}
+
+// One run of the proof, recorded when the options carry a store.
+TrainOutcome run_job(const ProofOptions& o, const TrainJobSpec& spec, std::optional<db::RunId>& id) {
+  if (!o.store) return run_training(spec);
+  RunRecorder rec = RunRecorder::begin(*o.store, spec, o.experiment);
+  id = rec.run();
+  TrainCallbacks cb;
+  cb.recorder = &rec;
+  return run_training(spec, cb);
 }
 
 // The final checkpoint's tensors (step == steps), read whole.
@@ -97,7 +108,7 @@ TrialReport run_trial(const ProofOptions& o, int k, const train::StateFingerprin
   if (t.during_checkpoint) t.phase = checkpoint::save_phase_name(f.phase);
   if (o.on_note) o.on_note("trial " + std::to_string(k) + ": --fault " + t.fault);
   const fs::path dir = o.work_dir / ("trial-" + std::to_string(k));
-  const TrainOutcome out = run_training(job_spec(o, dir, {t.fault}));
+  const TrainOutcome out = run_job(o, job_spec(o, dir, {t.fault}), t.run);
   t.completed = out.ok;
   if (!out.incidents.empty()) {
     t.latency = out.incidents.front().latency;
@@ -173,7 +184,7 @@ ProofReport run_kill_resume_proof(const ProofOptions& o) {
   report.tolerance = o.tolerance;
   report.work_dir = o.work_dir;
   if (o.on_note) o.on_note("reference: " + std::to_string(o.nproc) + " workers, " + std::to_string(o.job.steps) + " steps, uninterrupted");
-  const TrainOutcome ref = run_training(job_spec(o, o.work_dir / "reference", {}));
+  const TrainOutcome ref = run_job(o, job_spec(o, o.work_dir / "reference", {}), report.reference_run);
   if (!ref.ok || !ref.final_state)
     throw RuntimeError("the uninterrupted reference run failed: " + ref.message);
   report.reference_hash = ref.final_state->combined_hex();
@@ -192,6 +203,12 @@ ProofReport run_kill_resume_proof(const ProofOptions& o) {
       o.on_note("trial " + std::to_string(k) + ": " + (t.passed ? "passed" : "FAILED: " + t.message));
     report.passed = report.passed && t.passed;
     report.trials.push_back(std::move(t));
+  }
+  if (o.store) {
+    db::ProofRecord rec = to_proof_record(report);
+    rec.run = report.reference_run;
+    rec.experiment = o.experiment;
+    report.proof_id = o.store->add_proof(rec);
   }
   return report;
 }
@@ -230,6 +247,7 @@ json ProofReport::evidence() const {
     json r = {{"trial", t.trial}, {"fault", t.fault}, {"rank", t.rank}, {"step", t.step},
               {"during_checkpoint", t.during_checkpoint}, {"phase", t.phase}, {"completed", t.completed},
               {"final_hash", t.final_hash}, {"identical", t.identical}, {"passed", t.passed}, {"message", t.message}};
+    if (t.run) r["run"] = *t.run;
     if (t.restart_seconds) r["restart_seconds"] = *t.restart_seconds;
     if (t.steps_lost) r["steps_lost"] = *t.steps_lost;
     if (t.latency.detection_seconds) r["detection_seconds"] = *t.latency.detection_seconds;
@@ -240,7 +258,9 @@ json ProofReport::evidence() const {
     if (shrink) r["max_relative_diff"] = t.max_relative_diff, r["worst_tensor"] = t.worst_tensor;
     rows.push_back(std::move(r));
   }
-  return {{"reference_hash", reference_hash}, {"trials", rows}, {"table", table()}};
+  json e = {{"reference_hash", reference_hash}, {"trials", rows}, {"table", table()}};
+  if (reference_run) e["reference_run"] = *reference_run;
+  return e;
 }
 
 db::ProofRecord to_proof_record(const ProofReport& r) {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "db/records.h"
+#include "db/results_store.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/run_training.h"
 
@@ -40,9 +40,14 @@ struct ProofOptions {
   std::filesystem::path work_dir = "runs/proof";
   std::vector<std::string> worker_command;  // as TrainJobSpec::worker_command
   std::function<void(const std::string&)> on_note;
+  // When set, every run (reference and trials) is recorded as a measured run (RunRecorder) under
+  // `experiment`, and the proof row is added on the reference run (and the experiment).
+  db::ResultsStore* store = nullptr;
+  std::optional<db::ExperimentId> experiment;
 };
 
 struct TrialReport {
+  std::optional<db::RunId> run;  // when recorded
   int trial = 0;
   std::string fault;          // the --fault text that replays it
   int rank = 0;
@@ -71,6 +76,8 @@ struct ProofReport {
   std::string reference_hash;
   std::vector<TrialReport> trials;
   std::filesystem::path work_dir;
+  std::optional<db::RunId> reference_run;  // when recorded
+  std::optional<int64_t> proof_id;         // the proofs row, when recorded
 
   // trial | rank killed | step | during checkpoint? | restart latency | steps lost | final-state
   // hash | identical?

@@ -69,7 +69,7 @@ class JobRunner {
   void note(const std::string& line) const {
     if (cb_.on_note) cb_.on_note(line);
   }
-  std::string last_good_text();
+  std::string last_good_text(bool rerun_resumes);
   void finish_run();
 
   const TrainJobSpec& spec_;
@@ -146,7 +146,10 @@ void JobRunner::on_message(AttemptLog& log, const json& j) {
       const std::string key = k.value("path", "") + ": " + k.value("reason", "");
       if (!reported_skips_.insert(key).second) continue;
       if (!log.resumed_from_checkpoint) note("skipped checkpoint " + key);
-      if (cb_.recorder) cb_.recorder->checkpoint_skipped(k.value("step", int64_t{0}), k.value("path", ""), k.value("reason", ""));
+      // A save torn by the crash being recovered from is expected, not corruption.
+      const bool torn = k.value("reason", "").rfind("incomplete", 0) == 0;
+      if (cb_.recorder && !torn)
+        cb_.recorder->checkpoint_skipped(k.value("step", int64_t{0}), k.value("path", ""), k.value("reason", ""));
     }
   } else if (type == "checkpoint") {
     CheckpointReport c;
@@ -258,7 +261,7 @@ void JobRunner::finish_pending_incident(const AttemptLog& next, bool first_step_
   pending_.reset();
 }
 
-std::string JobRunner::last_good_text() {
+std::string JobRunner::last_good_text(bool rerun_resumes) {
   checkpoint::LoadOptions lo(checkpoint_root(job_.run_dir));
   lo.record_last_known_good = false;  // only looking
   const checkpoint::LoadResult r = checkpoint::load_checkpoint(lo);
@@ -266,7 +269,7 @@ std::string JobRunner::last_good_text() {
                             (job_.checkpoint_every > 0 ? "" : " (checkpointing is off: --checkpoint-every 0)");
   out_.last_good_checkpoint = r.checkpoint->path();
   return "the last good checkpoint is " + r.checkpoint->path().string() + " (step " + std::to_string(r.checkpoint->step()) +
-         "); run the same command again to resume from it";
+         ")" + (rerun_resumes ? "; run the same command again to resume from it" : "");
 }
 
 void JobRunner::finish_run() {
@@ -328,7 +331,7 @@ TrainOutcome JobRunner::run() {
     }
     if (result.interrupted || (cb_.stop && cb_.stop->load())) {
       out_.interrupted = true;
-      out_.message = "interrupted; " + result.message + "\n" + last_good_text();
+      out_.message = result.message + "\n" + last_good_text(true);
       break;
     }
     IncidentReport incident = incident_of(result, log, completed);
@@ -349,7 +352,8 @@ TrainOutcome JobRunner::run() {
       out_.incidents.push_back(incident);
       if (cb_.recorder) cb_.recorder->add_incident(incident);
       if (cb_.on_incident) cb_.on_incident(incident);
-      out_.message = give_up + "; last incident: " + incident.describe() + "\n" + result.message + "\n" + last_good_text();
+      out_.message = give_up + "; last incident: " + incident.describe() + "\n" + result.message + "\n" +
+                     last_good_text(!log.fatal);
       break;
     }
     incident.restarted = true;
@@ -386,9 +390,8 @@ std::string IncidentReport::describe() const {
     s += "; restart latency " + opt_seconds(l.total_seconds) + " = detection " + opt_seconds(l.detection_seconds) +
          " + teardown " + opt_seconds(l.teardown_seconds) + " + restart " + opt_seconds(l.restart_seconds) +
          " + state load " + opt_seconds(l.state_load_seconds) + " + first step " + opt_seconds(l.first_step_seconds);
-  else if (l.detection_seconds || l.teardown_seconds)
-    s += "; detected after " + opt_seconds(l.detection_seconds) + ", workers stopped " + opt_seconds(l.teardown_seconds) +
-         " later";
+  if (!l.total_seconds && l.detection_seconds) s += "; detected after " + opt_seconds(l.detection_seconds);
+  if (!l.total_seconds && l.teardown_seconds) s += "; workers stopped " + opt_seconds(l.teardown_seconds) + " after detection";
   return s;
 }
 

@@ -164,12 +164,29 @@ TEST_F(FaultToleranceTest, TheKillResumeProofPasses) {
   std::string out;
   const ExitStatus st = parlab({"proof", "kill-resume", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(),
                                 "--plan", "gbs=16,mb=4", "--steps", "8", "--trials", "2", "--checkpoint-every", "3",
-                                "--work-dir", (dir_ / "proof").string(), "--fault-seed", "3", "--timeout", "20"},
+                                "--work-dir", (dir_ / "proof").string(), "--fault-seed", "3", "--timeout", "20",
+                                "--db", (dir_ / "proof.db").string()},
                                out);
   ASSERT_TRUE(st.ok()) << out;
   EXPECT_NE(out.find("2/2 trials bit-identical to the uninterrupted run"), std::string::npos) << out;
   EXPECT_NE(out.find("during checkpoint?"), std::string::npos) << out;
   EXPECT_NE(out.find("fault seed 3"), std::string::npos) << out;
+
+  // Evidence: the proof on the reference run, and every trial a measured run with its incident.
+  db::ResultsStore store = db::ResultsStore::open(dir_ / "proof.db");
+  const std::vector<db::ProofRecord> proofs = store.list_proofs();
+  ASSERT_EQ(proofs.size(), 1u);
+  EXPECT_EQ(proofs[0].kind, "kill_resume_bitwise");
+  EXPECT_TRUE(proofs[0].passed);
+  ASSERT_EQ(proofs[0].evidence.at("trials").size(), 2u);
+  const std::vector<db::RunRecord> runs = store.list_runs(db::RunStatus::kCompleted);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(proofs[0].run, runs[0].id);  // the reference ran first
+  for (int k = 1; k <= 2; ++k) {
+    int killed = 0;  // a torn checkpoint the resume skipped is an incident too (checkpoint_corrupt)
+    for (const db::IncidentRecord& i : store.incidents(runs[k].id)) killed += i.kind == db::IncidentKind::kKilled;
+    EXPECT_EQ(killed, 1) << "trial " << k - 1;
+  }
 }
 
 TEST_F(FaultToleranceTest, TheElasticProofPassesWithinTolerance) {
