@@ -1,6 +1,7 @@
 #include "runtime/launch/run_training.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <set>
@@ -70,6 +71,7 @@ class JobRunner {
     if (cb_.on_note) cb_.on_note(line);
   }
   std::string last_good_text(bool rerun_resumes);
+  void announce_checkpoints(int64_t steps_done);
   void finish_run();
 
   const TrainJobSpec& spec_;
@@ -80,6 +82,8 @@ class JobRunner {
   std::map<int64_t, StepSummary> steps_;
   std::optional<IncidentReport> pending_;  // failed, restart not yet timed
   std::set<std::string> reported_skips_;
+  std::vector<CheckpointReport> announce_;  // committed, not yet shown (announce_checkpoints)
+  int64_t steps_done_ = 0;                  // steps every rank of the current attempt reported
   double stopped_seconds_ = 0;  // the last teardown's end
 };
 
@@ -162,7 +166,8 @@ void JobRunner::on_message(AttemptLog& log, const json& j) {
     c.timings = j.value("timings", json::object());
     out_.checkpoints.push_back(c);
     if (cb_.recorder) cb_.recorder->add_checkpoint(c);
-    if (cb_.on_checkpoint) cb_.on_checkpoint(c);
+    announce_.push_back(c);
+    announce_checkpoints(steps_done_);
   } else if (type == "fault") {
     if (j.value("kind", "") == fault_kind_name(FaultKind::kCorruptCheckpoint)) {
       note("injected fault " + j.value("spec", "") + ": flipped a byte of " + j.value("file", ""));
@@ -186,6 +191,17 @@ void JobRunner::on_record(AttemptLog& log, RunProgress& progress, const train::S
   if (const auto s = progress.add(r)) {
     steps_[s->step] = *s;
     if (cb_.on_step) cb_.on_step(*s, job_.steps);
+    steps_done_ = s->step + 1;
+    announce_checkpoints(steps_done_);
+  }
+}
+
+// Rank 0's checkpoint line can be read before the other ranks' records of the steps it follows;
+// people see it once every rank has reported those steps.
+void JobRunner::announce_checkpoints(int64_t steps_done) {
+  while (!announce_.empty() && announce_.front().step <= steps_done) {
+    if (cb_.on_checkpoint) cb_.on_checkpoint(announce_.front());
+    announce_.erase(announce_.begin());
   }
 }
 
@@ -311,9 +327,11 @@ TrainOutcome JobRunner::run() {
     log.attempt = attempt;
     log.world = world;
     RunProgress progress(world, job_.steps);
+    steps_done_ = 0;
     out_.attempts = attempt + 1;
     out_.final_world = world;
     const SupervisorResult result = run_attempt(log, progress);
+    announce_checkpoints(INT64_MAX);
     finish_pending_incident(log, false);  // the restart never completed a step
     if (attempt == 0) {
       out_.start_step = log.resume_step.value_or(0);
