@@ -31,9 +31,14 @@ void run_kill_resume(ProofCliOptions& o) {
     fmt::print("Kill-and-resume proof: {} workers, {} steps, checkpoint every {}, {} trial(s), fault seed {}{}\n",
                p.nproc, p.job.steps, p.checkpoint_every, p.trials, p.fault_seed,
                p.shrink ? ", each trial loses a rank (elastic)" : "");
-    fmt::print("Replay a trial with: parlab train --nproc {} --steps {} --checkpoint-every {} --max-restarts 1 "
-               "--fault <its fault>{}\n\n",
-               p.nproc, p.job.steps, p.checkpoint_every, p.shrink ? " --min-nproc " + std::to_string(p.nproc - 1) : "");
+    fmt::print("Replay a trial with: parlab train --nproc {} --model {}{} --steps {} --seed {} --checkpoint-every {} "
+               "--max-restarts 1{} --fault <its fault>\n\n",
+               p.nproc, p.job.model,
+               (p.job.plan.empty() ? "" : " --plan " + p.job.plan) +
+                   (p.job.optimizer.empty() ? "" : " --optimizer " + p.job.optimizer) +
+                   (p.job.data_size > 0 ? " --data-size " + std::to_string(p.job.data_size) : ""),
+               p.job.steps, p.job.seed,
+               p.checkpoint_every, p.shrink ? " --min-nproc " + std::to_string(p.nproc - 1) : "");
   }
   std::optional<db::ResultsStore> store;
   if (!o.db.empty()) {

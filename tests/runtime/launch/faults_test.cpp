@@ -2,6 +2,8 @@
 // The proof's trial draws depend on the seed and the trial only.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "runtime/launch/faults.h"
 #include "runtime/launch/kill_resume_proof.h"
 #include "strategy/errors.h"
@@ -86,6 +88,13 @@ TEST(ProofDrawTest, TrialsAreReplayableAndValid) {
   // Both kinds occur (a fair coin: 40 draws all alike has probability 2^-39).
   EXPECT_GT(during, 0);
   EXPECT_LT(during, 40);
+  // Every save phase gets its turn (~100 checkpoint kills in 200 trials miss one with p < 1e-7).
+  std::set<std::string> phases;
+  for (int trial = 0; trial < 200; ++trial) {
+    const FaultSpec a = draw_trial_fault(9, trial, 2, 12, 4, false);
+    if (a.kind == FaultKind::kKillDuringCheckpoint) phases.insert(checkpoint::save_phase_name(a.phase));
+  }
+  EXPECT_EQ(phases.size(), 6u);
   // Another seed, other trials.
   std::string nine, ten;
   for (int trial = 0; trial < 8; ++trial) {
