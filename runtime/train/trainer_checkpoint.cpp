@@ -76,7 +76,7 @@ void check_same_job(const Trainer& t, const json& meta, const std::filesystem::p
   auto refuse = [&](const std::string& what, const std::string& theirs, const std::string& ours) {
     throw CheckpointMismatch("checkpoint " + where.string(), what + " " + theirs,
                              "this job has " + what + " " + ours +
-                                 "; resume it with the job that wrote it, or start over in a new --run-dir");
+                                 "; resume it with the job that wrote it, or start over (--fresh, or a new --run-dir)");
   };
   if (meta.value("format", "") != kFormat) refuse("format", meta.value("format", "(none)"), kFormat);
   const std::string model_hash = checkpoint::json_fingerprint(shape_json(c.model));
