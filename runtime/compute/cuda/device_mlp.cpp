@@ -1,0 +1,302 @@
+#include "runtime/compute/cuda/device_mlp.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/compute/cuda/device.h"
+#include "runtime/compute/cuda/kernels.h"
+#include "runtime/model/lab_mlp.h"
+
+namespace parlab::compute::cuda {
+namespace {
+// Position of a tensor inside its layer, in flat order (as runtime/model/lab_mlp.cpp).
+constexpr int kFc1Weight = 0, kFc1Bias = 1, kFc2Weight = 2, kFc2Bias = 3;
+constexpr int kHeadWeight = 0, kHeadBias = 1;
+constexpr int kTensorsPerBlock = 4;
+}  // namespace
+
+// Device buffers sized for max_batch. Boundary tensor l lives at acts + l * max_batch * h (a
+// fixed stride, so a smaller microbatch reuses the same storage).
+struct DeviceMlp::State {
+  State(const model::MlpShape& s, int64_t max_b)
+      : layout(s),
+        max_batch(max_b),
+        blas(stream.get()),
+        params(static_cast<size_t>(layout.numel())),
+        grads(static_cast<size_t>(layout.numel())),
+        acts(static_cast<size_t>((s.blocks + 1) * max_b * s.hidden)),
+        dacts(acts.size()),
+        pre(static_cast<size_t>(s.blocks * max_b * s.ffn)),
+        post(pre.size()),
+        scratch(static_cast<size_t>(max_b * std::max(s.ffn, s.classes))),
+        logits(static_cast<size_t>(max_b * s.classes)),
+        probs(logits.size()),
+        losses(static_cast<size_t>(max_b)),
+        labels(static_cast<size_t>(max_b)),
+        saved(static_cast<size_t>(s.blocks), 0),
+        has_act(static_cast<size_t>(s.blocks + 1), 0),
+        has_dact(static_cast<size_t>(s.blocks + 1), 0) {}
+
+  const model::MlpShape& shape() const { return layout.shape(); }
+  float* act(int l) const { return acts.data() + l * max_batch * shape().hidden; }
+  float* dact(int l) const { return dacts.data() + l * max_batch * shape().hidden; }
+  float* pre_of(int i) const { return pre.data() + i * max_batch * shape().ffn; }
+  float* post_of(int i) const { return post.data() + i * max_batch * shape().ffn; }
+  const model::ParamTensor& tensor_of(int layer, int which) const {
+    return layout.tensors()[static_cast<size_t>(layer) * kTensorsPerBlock + which];
+  }
+  const float* param(int layer, int which) const {
+    return params.data() + tensor_of(layer, which).offset;
+  }
+  float* grad(int layer, int which) const { return grads.data() + tensor_of(layer, which).offset; }
+
+  model::ParamLayout layout;
+  int64_t max_batch;
+  Stream stream;  // before blas: the handle is bound to it
+  CublasHandle blas;
+  DeviceBuffer<float> params, grads, acts, dacts, pre, post, scratch, logits, probs, losses;
+  DeviceBuffer<int32_t> labels;
+  int64_t batch = 0;
+  float loss_scale = 1.0f;
+  std::vector<char> saved, has_act, has_dact;
+  bool head_saved = false;
+};
+
+DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params,
+                     int64_t max_batch, int device)
+    : device_(device) {
+  shape.validate();
+  if (max_batch < 1) throw ConfigError("max_batch", std::to_string(max_batch), "must be >= 1");
+  const model::ParamLayout layout(shape);
+  if (static_cast<int64_t>(host_params.size()) != layout.numel()) {
+    throw ConfigError("host_params elements", std::to_string(host_params.size()),
+                      "must equal the lab-mlp's " + std::to_string(layout.numel()) +
+                          " parameters (whole network)");
+  }
+  DeviceGuard guard(device);
+  state_ = std::make_unique<State>(shape, max_batch);
+  state_->params.upload(host_params, state_->stream.get());
+  state_->grads.zero(state_->stream.get());
+  state_->stream.synchronize();
+}
+
+DeviceMlp DeviceMlp::from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch,
+                               int device) {
+  const model::LabMlp host(shape, seed);
+  return DeviceMlp(shape, host.params(), max_batch, device);
+}
+
+DeviceMlp::~DeviceMlp() {
+  if (!state_) return;
+  try {
+    DeviceGuard guard(device_);
+    state_.reset();
+  } catch (const std::exception&) {
+    state_.reset();  // the device is gone (sticky fault): release what can be released
+  }
+}
+
+DeviceMlp::DeviceMlp(DeviceMlp&&) noexcept = default;
+DeviceMlp& DeviceMlp::operator=(DeviceMlp&&) noexcept = default;
+
+const model::MlpShape& DeviceMlp::shape() const { return state_->shape(); }
+const model::ParamLayout& DeviceMlp::layout() const { return state_->layout; }
+int64_t DeviceMlp::max_batch() const { return state_->max_batch; }
+cudaStream_t DeviceMlp::stream() const { return state_->stream.get(); }
+const CublasHandle& DeviceMlp::blas() const { return state_->blas; }
+std::span<float> DeviceMlp::params() { return state_->params.span(); }
+std::span<float> DeviceMlp::grads() { return state_->grads.span(); }
+int64_t DeviceMlp::batch() const { return state_->batch; }
+float DeviceMlp::loss_scale() const { return state_->loss_scale; }
+
+void DeviceMlp::upload_params(std::span<const float> host) {
+  DeviceGuard guard(device_);
+  state_->params.upload(host, stream());
+}
+
+void DeviceMlp::download_params(std::span<float> host) const {
+  DeviceGuard guard(device_);
+  state_->params.download(host, stream());
+}
+
+void DeviceMlp::download_grads(std::span<float> host) const {
+  DeviceGuard guard(device_);
+  state_->grads.download(host, stream());
+}
+
+void DeviceMlp::zero_grads() {
+  DeviceGuard guard(device_);
+  state_->grads.zero(stream());
+}
+
+void DeviceMlp::synchronize() const {
+  DeviceGuard guard(device_);
+  state_->stream.synchronize();
+}
+
+void DeviceMlp::set_microbatch(std::span<const float> x, std::span<const int32_t> labels,
+                               int64_t global_batch) {
+  State& s = *state_;
+  const int64_t B = static_cast<int64_t>(labels.size()), h = shape().hidden, C = shape().classes;
+  if (B > s.max_batch) {
+    throw ConfigError("microbatch", std::to_string(B),
+                      "must be <= max_batch (" + std::to_string(s.max_batch) + ")");
+  }
+  if (static_cast<int64_t>(x.size()) != B * h) {
+    throw ConfigError("x elements", std::to_string(x.size()),
+                      "must be batch * hidden = " + std::to_string(B * h));
+  }
+  if (global_batch < 1 || global_batch < B) {
+    throw ConfigError("global_batch", std::to_string(global_batch),
+                      "must be >= 1 and >= the microbatch (" + std::to_string(B) + ")");
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    if (labels[b] < 0 || labels[b] >= C) {
+      throw ConfigError("labels[" + std::to_string(b) + "]", std::to_string(labels[b]),
+                        "must be a class in [0, " + std::to_string(C) + ")");
+    }
+  }
+  DeviceGuard guard(device_);
+  copy_to_device(s.act(0), x.data(), x.size_bytes(), stream());
+  copy_to_device(s.labels.data(), labels.data(), labels.size_bytes(), stream());
+  s.batch = B;
+  s.loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
+  std::fill(s.saved.begin(), s.saved.end(), 0);
+  std::fill(s.has_act.begin(), s.has_act.end(), 0);
+  std::fill(s.has_dact.begin(), s.has_dact.end(), 0);
+  s.has_act[0] = 1;
+  s.head_saved = false;
+}
+
+void DeviceMlp::forward_layer(int layer) {
+  State& s = *state_;
+  const int L = static_cast<int>(shape().blocks);
+  if (layer < 0 || layer > L) {
+    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): layers are 0.." +
+                       std::to_string(L));
+  }
+  if (!s.has_act[layer]) {
+    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): activation(" +
+                       std::to_string(layer) + ") was never set");
+  }
+  DeviceGuard guard(device_);
+  const int64_t B = s.batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
+  const cudaStream_t st = stream();
+  if (layer == L) {
+    // logits (B, C) = head(x_L); probs, losses from the labels
+    linear_forward(s.blas, s.logits.data(), s.act(L), s.param(L, kHeadWeight),
+                   s.param(L, kHeadBias), B, h, C);
+    softmax_cross_entropy_forward(st, s.losses.data(), s.probs.data(), s.logits.data(),
+                                  s.labels.data(), B, C);
+    s.head_saved = true;
+    return;
+  }
+  const int i = layer;
+  // pre (B, f) = x @ W1^T + b1;  post = gelu(pre);  y (B, h) = post @ W2^T + b2 + x
+  linear_forward(s.blas, s.pre_of(i), s.act(i), s.param(i, kFc1Weight), s.param(i, kFc1Bias), B,
+                 h, f);
+  gelu_forward(st, s.post_of(i), s.pre_of(i), B * f);
+  linear_forward(s.blas, s.act(i + 1), s.post_of(i), s.param(i, kFc2Weight),
+                 s.param(i, kFc2Bias), B, f, h);
+  residual_forward(st, s.act(i + 1), s.act(i + 1), s.act(i), B * h);
+  s.saved[i] = 1;
+  s.has_act[i + 1] = 1;
+}
+
+void DeviceMlp::backward_layer(int layer) {
+  State& s = *state_;
+  const int L = static_cast<int>(shape().blocks);
+  if (layer < 0 || layer > L) {
+    throw RuntimeError("backward_layer(" + std::to_string(layer) + "): layers are 0.." +
+                       std::to_string(L));
+  }
+  DeviceGuard guard(device_);
+  const int64_t B = s.batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
+  const cudaStream_t st = stream();
+  if (layer == L) {
+    if (!s.head_saved) throw RuntimeError("backward_layer(head) before its forward_layer");
+    float* dlogits = s.scratch.data();  // (B, C)
+    softmax_cross_entropy_backward(st, dlogits, s.probs.data(), s.labels.data(), s.loss_scale, B,
+                                   C);
+    // dactivation(L) is produced here, not accumulated from elsewhere: start from zero.
+    zero_on_device(s.dact(L), static_cast<size_t>(B * h) * sizeof(float), st);
+    linear_backward(s.blas, s.dact(L), s.grad(L, kHeadWeight), s.grad(L, kHeadBias), dlogits,
+                    s.act(L), s.param(L, kHeadWeight), B, h, C);
+    s.head_saved = false;
+    s.has_dact[L] = 1;
+    return;
+  }
+  const int i = layer;
+  if (!s.saved[i]) {
+    throw RuntimeError("backward_layer(" + std::to_string(i) + ") before its forward_layer");
+  }
+  if (!s.has_dact[i + 1]) {
+    throw RuntimeError("backward_layer(" + std::to_string(i) + "): upstream gradient dactivation(" +
+                       std::to_string(i + 1) + ") was never set");
+  }
+  const size_t bh_bytes = static_cast<size_t>(B * h) * sizeof(float);
+  // Residual branch: dx starts as dy; the fc path accumulates onto it below.
+  copy_on_device(s.dact(i), s.dact(i + 1), bh_bytes, st);
+  // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
+  float* dpost = s.scratch.data();
+  zero_on_device(dpost, static_cast<size_t>(B * f) * sizeof(float), st);
+  linear_backward(s.blas, dpost, s.grad(i, kFc2Weight), s.grad(i, kFc2Bias), s.dact(i + 1),
+                  s.post_of(i), s.param(i, kFc2Weight), B, f, h);
+  // gelu: dpre = dpost * gelu'(pre), in place
+  gelu_backward(st, dpost, s.pre_of(i), dpost, B * f);
+  // fc1: dx += dpre @ W1, dW1 += dpre^T @ x, db1 += sum dpre
+  linear_backward(s.blas, s.dact(i), s.grad(i, kFc1Weight), s.grad(i, kFc1Bias), dpost, s.act(i),
+                  s.param(i, kFc1Weight), B, h, f);
+  s.saved[i] = 0;
+  s.has_dact[i] = 1;
+}
+
+void DeviceMlp::forward() {
+  for (int l = 0; l <= static_cast<int>(shape().blocks); ++l) forward_layer(l);
+}
+
+void DeviceMlp::backward() {
+  for (int l = static_cast<int>(shape().blocks); l >= 0; --l) backward_layer(l);
+}
+
+namespace {
+std::vector<float> download(const float* device_ptr, int64_t count, cudaStream_t stream) {
+  std::vector<float> host(static_cast<size_t>(count));
+  copy_to_host_sync(host.data(), device_ptr, host.size() * sizeof(float), stream);
+  return host;
+}
+}  // namespace
+
+std::vector<float> DeviceMlp::losses() const {
+  DeviceGuard guard(device_);
+  return download(state_->losses.data(), state_->batch, stream());
+}
+
+std::vector<float> DeviceMlp::logits() const {
+  DeviceGuard guard(device_);
+  return download(state_->logits.data(), state_->batch * shape().classes, stream());
+}
+
+double DeviceMlp::loss_sum() const {
+  double sum = 0.0;
+  for (float loss : losses()) sum += loss;
+  return sum;
+}
+
+std::vector<float> DeviceMlp::activation(int l) const {
+  if (l < 0 || l > shape().blocks) throw RuntimeError("activation(" + std::to_string(l) + ")");
+  DeviceGuard guard(device_);
+  return download(state_->act(l), state_->batch * shape().hidden, stream());
+}
+
+std::vector<float> DeviceMlp::dactivation(int l) const {
+  if (l < 0 || l > shape().blocks) throw RuntimeError("dactivation(" + std::to_string(l) + ")");
+  DeviceGuard guard(device_);
+  return download(state_->dact(l), state_->batch * shape().hidden, stream());
+}
+
+double DeviceMlp::step_matmul_flops(const model::MlpShape& shape, int64_t batch) {
+  return model::LabMlp::step_matmul_flops(shape, batch);
+}
+
+}  // namespace parlab::compute::cuda

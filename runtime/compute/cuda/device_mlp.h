@@ -1,0 +1,91 @@
+#pragma once
+// DeviceMlp: the lab-mlp on one GPU, the device twin of model::LabMlp (runtime/model/lab_mlp.h).
+// Same flat parameter layout (model::ParamLayout), same math per layer (the kernels of kernels.h
+// mirror the CPU ones), same contract for the executor:
+//   forward_layer(l)   for l = 0 .. L   (reads activation(l), writes activation(l+1); head: loss)
+//   backward_layer(l)  for l = L .. 0   ACCUMULATES layer l's parameter gradients into grads()
+// and the head's backward scales by loss_scale = 1/global_batch, so a plain SUM of gradients over
+// microbatches and ranks (an NCCL all-reduce of grads()) is the gradient of the global mean loss.
+//
+// Everything runs on stream() of device(); params() and grads() are DEVICE memory, laid out like
+// LabMlp::params() (element i = flat offset i), ready to hand to an NcclCommunicator.
+// One microbatch of up to max_batch samples is held at a time (activations are preallocated for
+// max_batch: no allocation inside a step). Whole network only; pipeline stages are future work.
+// Not thread-safe: one DeviceMlp per rank.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/compute/cuda/cublas.h"
+#include "runtime/model/param_layout.h"
+
+namespace parlab::compute::cuda {
+
+class DeviceMlp {
+ public:
+  // Parameters copied from `host_params` (ParamLayout(shape).numel() floats, e.g.
+  // LabMlp::params() of a whole network); gradients zero. Throws ConfigError on a bad shape,
+  // parameter count or max_batch < 1, CudaError when the device cannot hold it.
+  DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params, int64_t max_batch,
+            int device);
+  // Initialised like model::LabMlp(shape, seed): the same values bit for bit.
+  static DeviceMlp from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch,
+                             int device);
+  ~DeviceMlp();
+  DeviceMlp(DeviceMlp&&) noexcept;
+  DeviceMlp& operator=(DeviceMlp&&) noexcept;
+
+  const model::MlpShape& shape() const;
+  const model::ParamLayout& layout() const;
+  int device() const { return device_; }
+  int64_t max_batch() const;
+  cudaStream_t stream() const;
+  const CublasHandle& blas() const;
+
+  // DEVICE memory: the flat parameter / gradient buffers (layout().numel() floats each).
+  std::span<float> params();
+  std::span<float> grads();
+  void upload_params(std::span<const float> host);
+  void download_params(std::span<float> host) const;  // returns once the copy is on the host
+  void download_grads(std::span<float> host) const;
+  void zero_grads();
+
+  // Uploads one microbatch: x (B, h) and labels (B), B = labels.size() <= max_batch, out of a
+  // global batch of `global_batch` samples (loss scale 1/global_batch, rounded once in double as
+  // MicrobatchState does). Labels are checked here, on the host: ConfigError names the first
+  // one outside [0, C). Invalidates what the previous microbatch saved.
+  void set_microbatch(std::span<const float> x, std::span<const int32_t> labels,
+                      int64_t global_batch);
+  int64_t batch() const;
+  float loss_scale() const;
+
+  // Per-layer steps (see above). Throw RuntimeError when called out of order (no input, backward
+  // before forward, missing upstream gradient), like LabMlp.
+  void forward_layer(int layer);
+  void backward_layer(int layer);
+  void forward();   // every layer
+  void backward();  // every layer, in reverse
+
+  // Host copies (they synchronise the stream). Valid after the head's forward.
+  std::vector<float> losses() const;  // (B)
+  std::vector<float> logits() const;  // (B, C)
+  double loss_sum() const;            // sum of losses() in double, in order (as MicrobatchState)
+  // Boundary tensors (B, h), l in [0, L]: for tests and pipeline hand-offs.
+  std::vector<float> activation(int l) const;
+  std::vector<float> dactivation(int l) const;
+
+  void synchronize() const;
+
+  // Same count as LabMlp::step_matmul_flops: 3 x [2 B (h f + f h) L + 2 B h C].
+  static double step_matmul_flops(const model::MlpShape& shape, int64_t batch);
+
+ private:
+  struct State;
+  int device_ = 0;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace parlab::compute::cuda
