@@ -1,21 +1,216 @@
-// Experiment kinds that need the runtime (measured scaling points, the equivalence test, the
-// kill-and-resume proof). Wired to runtime/ as it lands.
+// Experiment kinds that run the Gloo runtime: measured scaling points, the one-worker
+// equivalence test and the kill-and-resume proof. Every run goes through run_training (real
+// worker processes under the supervisor) and is recorded by RunRecorder.
+#include <cmath>
+#include <cstdio>
+#include <map>
+
 #include "experiments/lib/measure.h"
+#include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/launch/kill_resume_proof.h"
+#include "runtime/launch/run_recorder.h"
+#include "runtime/launch/run_training.h"
+#include "runtime/train/dump.h"
 #include "strategy/errors.h"
+#include "strategy/text_table.h"
 
 namespace parlab::experiments {
+namespace fs = std::filesystem;
+namespace {
 
-MeasureResult measure_plan(Context&, const MeasureRequest&) {
-  throw RuntimeError("measured runs need the Gloo runtime, which this build does not include yet");
+std::vector<std::string> worker_command(const Context& ctx) {
+  if (ctx.options.parlab_bin.empty()) throw RuntimeError("measured runs need the parlab binary's path (RunnerOptions::parlab_bin)");
+  return {ctx.options.parlab_bin, "train", "--worker"};
 }
 
-void run_equivalence(Context&, const EquivalenceTask&) {
-  throw RuntimeError("the equivalence test needs the Gloo runtime, which this build does not include yet");
+launch::TrainJobSpec job_spec(const Context& ctx, const std::string& model, const std::string& plan, int nproc,
+                              int64_t steps, uint64_t seed, const std::string& label) {
+  launch::TrainJobSpec spec;
+  spec.job.model = resolve_ref(ctx, model);
+  spec.job.plan = plan;
+  spec.job.steps = steps;
+  spec.job.seed = seed;
+  spec.job.run_dir = run_dir(ctx, label);
+  spec.nproc = nproc;
+  spec.fresh = true;  // each measurement starts from scratch
+  spec.worker_command = worker_command(ctx);
+  return spec;
 }
 
-void run_kill_resume(Context&, const KillResumeTask&) {
-  throw RuntimeError("the kill-and-resume proof needs the Gloo runtime, which this build does not include yet");
+// Trains `spec` with progress lines, recorded as a measured run; throws if the job failed.
+launch::TrainOutcome train_recorded(Context& ctx, const launch::TrainJobSpec& spec, const std::string& what) {
+  launch::RunRecorder rec = launch::RunRecorder::begin(ctx.store, spec, ctx.experiment);
+  ctx.outcome->runs.push_back(rec.run());
+  launch::TrainCallbacks cb;
+  cb.recorder = &rec;
+  const int64_t total = spec.job.steps;
+  cb.on_step = [&ctx, what, total](const launch::StepSummary& s, int64_t) {
+    if (s.step == 0 || (s.step + 1) % 5 == 0 || s.step + 1 == total) {
+      char b[160];
+      std::snprintf(b, sizeof b, "  %s: step %lld/%lld, %.0f ms/step, loss %.4f", what.c_str(), (long long)s.step + 1,
+                    (long long)total, s.step_seconds * 1e3, s.loss);
+      ctx.progress(b);
+    }
+  };
+  launch::TrainOutcome out = launch::run_training(spec, cb);
+  if (!out.ok) throw RuntimeError(what + " failed: " + out.message);
+  return out;
+}
+
+// Mean step time without the first step (page faults, rendezvous, cold caches).
+double mean_step_seconds(const launch::TrainOutcome& out) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& s : out.steps)
+    if (s.step > 0) sum += s.step_seconds, ++n;
+  if (n == 0 && !out.steps.empty()) return out.steps.front().step_seconds;
+  return n ? sum / n : 0;
+}
+
+// Normwise relative difference ||a - b|| / ||b|| over every tensor the two have in common, and
+// the name of the worst tensor.
+struct Diff {
+  double worst = 0;
+  std::string tensor;
+};
+Diff compare_tensors(const std::map<std::string, std::vector<float>>& a, const std::map<std::string, std::vector<float>>& b) {
+  Diff d;
+  for (const auto& [name, va] : a) {
+    const auto it = b.find(name);
+    if (it == b.end() || it->second.size() != va.size()) throw RuntimeError("equivalence: tensor " + name + " differs in shape");
+    double num = 0, den = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      const double x = double(va[i]) - double(it->second[i]);
+      num += x * x;
+      den += double(it->second[i]) * it->second[i];
+    }
+    const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    if (rel > d.worst || d.tensor.empty()) d.worst = std::max(d.worst, rel), d.tensor = name;
+  }
+  return d;
+}
+
+std::map<std::string, std::vector<float>> read_safetensors(const fs::path& file) {
+  const auto f = checkpoint::SafetensorsFile::open(file);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : f.tensors()) out[t.name] = f.read_f32(t.name);
+  return out;
+}
+
+// The parameters of a run's final checkpoint (optimizer state left out: its moments are
+// compared through the weights they produce).
+std::map<std::string, std::vector<float>> final_weights(const fs::path& run_dir, const std::vector<std::string>& names) {
+  const auto loaded = checkpoint::load_checkpoint(checkpoint::LoadOptions(launch::checkpoint_root(run_dir)));
+  if (!loaded.checkpoint) throw RuntimeError("equivalence: no checkpoint in " + run_dir.string());
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& n : names) out[n] = loaded.checkpoint->read_tensor(n);
+  return out;
+}
+
+std::string sci(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2e", x);
+  return b;
+}
+
+}  // namespace
+
+MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
+  const int world = req.plan.world();
+  auto spec = job_spec(ctx, req.model, req.plan.to_string(), world, req.steps + 1, req.seed,
+                       "measured-" + std::to_string(world) + "w");
+  const launch::TrainOutcome out = train_recorded(ctx, spec, "measured, " + std::to_string(world) + " worker" + (world > 1 ? "s" : ""));
+  MeasureResult r;
+  r.run = ctx.outcome->runs.back();
+  r.step_seconds = mean_step_seconds(out);
+  // The comparison's step time: the mean over the measured steps (the warm-up step left out).
+  ctx.store.set_run_metric(r.run, "step_seconds", r.step_seconds);
+  ctx.store.set_run_param(r.run, "step_seconds_definition", "mean over steps 1.. (step 0 is a warm-up)");
+  return r;
+}
+
+void run_equivalence(Context& ctx, const EquivalenceTask& t) {
+  std::map<int, fs::path> runs;
+  std::map<int, std::vector<double>> losses;
+  for (int w : t.workers) {
+    std::string plan = t.plan;
+    auto spec = job_spec(ctx, t.model, plan, w, t.steps, t.seed, "equivalence-" + std::to_string(w) + "w");
+    if (t.data_size > 0) spec.job.data_size = t.data_size;
+    spec.job.dump_dir = spec.job.run_dir / "dump";
+    spec.job.checkpoint_every = t.steps;  // one checkpoint: the final weights to compare
+    const auto out = train_recorded(ctx, spec, std::to_string(w) + " worker" + (w > 1 ? "s" : ""));
+    runs[w] = spec.job.run_dir;
+    for (const auto& s : out.steps) losses[w].push_back(s.loss);
+  }
+  const int ref = t.workers.front();
+  // Gradients of step 0 as the optimizer applied them (reduced over ranks; rank 0's copy).
+  const auto ref_grads = read_safetensors(train::dump_dir_for_rank(runs[ref] / "dump", 0, ref) / "grads.safetensors");
+  std::vector<std::string> names;
+  for (const auto& [n, v] : ref_grads) names.push_back(n);
+  const auto ref_weights = final_weights(runs[ref], names);
+
+  TextTable table({"workers", "gradients (step 0)", "worst tensor", "weights (step " + std::to_string(t.steps) + ")",
+                   "loss curve", "within " + sci(t.tolerance) + "?"});
+  nlohmann::json evidence = nlohmann::json::object();
+  bool all = true;
+  double worst_all = 0;
+  for (int w : t.workers) {
+    if (w == ref) continue;
+    const auto g = compare_tensors(read_safetensors(train::dump_dir_for_rank(runs[w] / "dump", 0, w) / "grads.safetensors"), ref_grads);
+    const auto p = compare_tensors(final_weights(runs[w], names), ref_weights);
+    double loss = 0;
+    for (size_t i = 0; i < losses[w].size() && i < losses[ref].size(); ++i)
+      loss = std::max(loss, std::fabs(losses[w][i] - losses[ref][i]) / std::max(1e-12, std::fabs(losses[ref][i])));
+    const bool ok = g.worst <= t.tolerance && p.worst <= t.tolerance && loss <= t.tolerance;
+    all = all && ok;
+    worst_all = std::max({worst_all, g.worst, p.worst, loss});
+    table.add({std::to_string(w), sci(g.worst), g.tensor, sci(p.worst), sci(loss), ok ? "yes" : "NO"});
+    evidence[std::to_string(w)] = {{"grad_relative_difference", g.worst}, {"grad_worst_tensor", g.tensor},
+                                   {"weight_relative_difference", p.worst}, {"loss_relative_difference", loss}};
+  }
+  char headline[200];
+  std::snprintf(headline, sizeof headline, "%s: largest relative difference to 1 worker %.2e (tolerance %.0e)",
+                all ? "equivalent" : "NOT equivalent", worst_all, t.tolerance);
+  db::ProofRecord proof;
+  proof.experiment = ctx.experiment;
+  proof.run = ctx.outcome->runs.front();
+  proof.kind = "equivalence";
+  proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"workers", t.workers}, {"steps", t.steps}, {"tolerance", t.tolerance}, {"seed", t.seed}};
+  proof.result = headline;
+  proof.passed = all;
+  proof.evidence = evidence;
+  ctx.store.add_proof(proof);
+  ctx.outcome->report = "Normwise relative difference ||x_W - x_1|| / ||x_1|| against one worker (fp32 sums in another order differ in the\n"
+                        "last bits; the tolerance allows that and nothing more):\n\n" + table.str();
+  ctx.outcome->headline = headline;
+  ctx.outcome->ok = all;
+}
+
+void run_kill_resume(Context& ctx, const KillResumeTask& t) {
+  launch::ProofOptions o;
+  o.job.model = resolve_ref(ctx, t.model);
+  o.job.plan = t.plan;
+  o.job.steps = t.steps;
+  o.job.seed = t.seed;
+  o.nproc = t.nproc;
+  o.trials = t.trials;
+  o.checkpoint_every = t.checkpoint_every;
+  o.fault_seed = t.seed;
+  o.work_dir = run_dir(ctx, "proof");
+  o.worker_command = worker_command(ctx);
+  o.on_note = [&ctx](const std::string& s) { ctx.progress("  " + s); };
+  o.store = &ctx.store;
+  o.experiment = ctx.experiment;
+  const launch::ProofReport rep = launch::run_kill_resume_proof(o);
+  if (rep.reference_run) ctx.outcome->runs.push_back(*rep.reference_run);
+  for (const auto& tr : rep.trials)
+    if (tr.run) ctx.outcome->runs.push_back(*tr.run);
+  ctx.outcome->report = rep.table();
+  ctx.outcome->headline = rep.headline();
+  ctx.outcome->ok = rep.passed;
 }
 
 }  // namespace parlab::experiments

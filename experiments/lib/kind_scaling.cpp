@@ -70,7 +70,7 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
         run.complete();
         step[src][w] = r.step_seconds;
       } else {
-        MeasureRequest req{t.model, p, t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
+        MeasureRequest req{resolve_ref(ctx, t.model), p, t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
         const MeasureResult m = measure_plan(ctx, req);
         step[src][w] = m.step_seconds;
       }
