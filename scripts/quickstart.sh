@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# The first README command: install what is missing, build, and run the lab's main job.
+# The first README command: install what is missing, build, and run the lab's main job —
+# calibrate this machine (once), then the quickstart experiments, then the simulated-vs-measured
+# table. Results land in results/parlab.db (override with PARLAB_DB).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" parlab
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 parlab="${PARLAB_BUILD_DIR:-$root/build}/cli/parlab"
+db="${PARLAB_DB:-results/parlab.db}"
 cd "$root"
 
 echo
-echo "== 1. The seed's memory ledger: what cannot fit? =="
-"$parlab" plan --ledger-gb params=28,grads=28,optimizer=56,activations=18,largest-layer=6 --device-gb 80
+echo "== Calibrating this machine (cached after the first time) =="
+"$parlab" calibrate --if-needed --db "$db"
 
 echo
-echo "== 2. A realistic model: GPT-3 175B on 1024 A100s, global batch 1536 =="
-"$parlab" plan --model gpt-175b --cluster dgx-a100 --world 1024 --gbs 1536
+echo "== The quickstart experiments =="
+"$parlab" experiment run seed_budget scaling_1_2_4 equivalence kill_resume --db "$db"
 
 echo
-echo "== 3. The all-reduce scaling lab =="
-"$parlab" scaling
+echo "== Simulated vs measured =="
+"$parlab" compare --experiment scaling_1_2_4 --db "$db"
+echo
+echo "Everything above is in $db: 'build/cli/parlab experiment list --db $db' lists it."
