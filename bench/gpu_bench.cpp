@@ -91,6 +91,7 @@ std::size_t c_elems(const Gemm& g) { return static_cast<std::size_t>(g.ldc) * g.
 const char* verdict(bool met) { return met ? "met" : "NOT met"; }
 
 json bench_model(const cuda::DeviceInfo& dev, const MlpShape& shape, int64_t B, int reps) {
+  cuda::DeviceGuard guard(dev.index);  // events and operand buffers on the model's device
   cuda::DeviceMlp model = cuda::DeviceMlp::from_seed(shape, 1, B, dev.index);
   const parlab::compute::CounterRng rng(2, parlab::compute::RngStream::kDataInput);
   std::vector<float> x(static_cast<size_t>(B * shape.hidden));

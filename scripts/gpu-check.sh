@@ -22,6 +22,7 @@ jobs="$(nproc 2>/dev/null || echo 4)"
 test_jobs="${PARLAB_TEST_JOBS:-8}"
 logdir="${out:-$build/gpu-check}"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the CPU references: one BLAS thread
+export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"            # NCCL's own words in the log when it fails
 
 start=$(date +%s)
 say() { printf '[gpu-check %4ds] %s\n' "$(( $(date +%s) - start ))" "$*" | tee -a "$logdir/summary.txt"; }

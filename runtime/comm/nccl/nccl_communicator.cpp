@@ -2,6 +2,7 @@
 // shutdown. Work completion, timeouts and aborts live in nccl_work.cpp; rendezvous in
 // nccl_rendezvous.cpp.
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "runtime/comm/nccl/nccl_check.h"
@@ -109,9 +110,10 @@ std::shared_ptr<Work> NcclCommunicator::Impl::collective(OpKind op, double bytes
                                                          const Launch& launch) {
   check_timeout(op, o);
   std::lock_guard lock(shared->mu);
+  shared->check_usable_locked();  // before any device call: after an abort it may be unusable
   cuda::DeviceGuard guard(device);
   shared->sweep_locked();
-  shared->check_usable_locked();
+  shared->check_usable_locked();  // the sweep may have timed out an earlier op
   const OpInfo info{op, next_seq, group, bytes, o.tag, -1, o.timeout};
   auto works = issue_locked({info}, launch);
   ++next_seq;  // only ops that were issued consume a number (as Gloo)
@@ -123,9 +125,10 @@ std::shared_ptr<Work> NcclCommunicator::Impl::point_to_point(OpKind op, int peer
                                                              const Launch& launch) {
   check_timeout(op, o);
   std::lock_guard lock(shared->mu);
+  shared->check_usable_locked();  // before any device call: after an abort it may be unusable
   cuda::DeviceGuard guard(device);
   shared->sweep_locked();
-  shared->check_usable_locked();
+  shared->check_usable_locked();  // the sweep may have timed out an earlier op
   std::uint64_t& seq = op == OpKind::kSend ? sent[peer] : received[peer];
   const OpInfo info{op, seq, group, bytes, o.tag, peer, o.timeout};
   auto works = issue_locked({info}, launch);
@@ -216,7 +219,12 @@ void NcclCommunicator::set_compute_stream(cudaStream_t stream) {
 
 void NcclCommunicator::abort(const std::string& reason) {
   std::lock_guard lock(impl_->shared->mu);
-  cuda::DeviceGuard guard(impl_->device);
+  std::optional<cuda::DeviceGuard> guard;
+  try {
+    guard.emplace(impl_->device);
+  } catch (const cuda::CudaError&) {
+    // A broken context (sticky fault) must not stop the abort: NCCL selects its device itself.
+  }
   impl_->shared->abort_locked(reason.empty() ? "aborted by the caller" : reason);
 }
 
@@ -307,6 +315,7 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch_send_recv(
   check_timeout(OpKind::kSend, o);
   Impl& impl = *impl_;
   std::lock_guard lock(impl.shared->mu);
+  impl.shared->check_usable_locked();
   cuda::DeviceGuard guard(impl.device);
   impl.shared->sweep_locked();
   impl.shared->check_usable_locked();

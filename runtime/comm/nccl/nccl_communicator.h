@@ -60,8 +60,9 @@ struct NcclOptions {
   // When set, a failed or timed-out op dumps the flight recorder to
   // "<dump_dir>/flight_recorder.<group>.rank<world rank>.json" (as Gloo).
   std::filesystem::path dump_dir;
-  // Stream whose queued work every op waits for on the device (the producer of the buffers).
-  // nullptr: the legacy default stream. Sub-groups made by split() inherit it.
+  // Stream whose queued work every op waits for on the device (the producer of the buffers,
+  // e.g. DeviceMlp::stream()); it must belong to the communicator's device. nullptr: the legacy
+  // default stream. Sub-groups made by split() inherit it.
   cudaStream_t compute_stream = nullptr;
 };
 

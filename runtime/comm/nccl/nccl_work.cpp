@@ -4,7 +4,6 @@
 
 #include "runtime/comm/nccl/nccl_check.h"
 #include "runtime/compute/cuda/device.h"
-#include "strategy/units.h"
 
 namespace parlab::comm::nccl_backend {
 
@@ -23,22 +22,16 @@ void NcclShared::check_usable_locked() const {
 
 void NcclShared::sweep_locked() {
   // Copy: polling may abort, which walks `outstanding` itself.
-  const std::vector<std::weak_ptr<NcclWork>> pending = outstanding;
-  for (const auto& weak : pending) {
-    if (auto work = weak.lock()) work->poll_locked();
-  }
-  std::erase_if(outstanding, [](const std::weak_ptr<NcclWork>& weak) {
-    auto work = weak.lock();
-    return !work || work->ended();
-  });
+  const std::vector<std::shared_ptr<NcclWork>> pending = outstanding;
+  for (const auto& work : pending) work->poll_locked();
+  std::erase_if(outstanding, [](const std::shared_ptr<NcclWork>& work) { return work->ended(); });
 }
 
 void NcclShared::abort_locked(const std::string& reason) {
   if (!poison.empty() && comm == nullptr) return;
   // Ops the device already finished are good: their data was complete before the abort.
-  for (const auto& weak : outstanding) {
-    auto work = weak.lock();
-    if (!work || work->ended()) continue;
+  for (const auto& work : outstanding) {
+    if (work->ended()) continue;
     const cudaError_t status = cudaEventQuery(work->end_event().get());
     if (status == cudaSuccess) work->end_locked(OpState::kCompleted, nullptr, "");
   }
@@ -49,9 +42,8 @@ void NcclShared::abort_locked(const std::string& reason) {
     comm = nullptr;
   }
   if (poison.empty()) poison = reason;
-  for (const auto& weak : outstanding) {
-    auto work = weak.lock();
-    if (!work || work->ended()) continue;
+  for (const auto& work : outstanding) {
+    if (work->ended()) continue;
     work->end_locked(OpState::kFailed,
                      std::make_exception_ptr(CommunicatorAborted(group, poison)),
                      "not completed: " + poison);
@@ -136,6 +128,7 @@ void NcclWork::wait(std::chrono::milliseconds timeout) {
   for (;;) {
     {
       std::lock_guard lock(shared_->mu);
+      if (ended()) break;  // no device call: the context may be unusable after an abort
       cuda::DeviceGuard guard(shared_->device);
       if (poll_locked()) break;
     }
@@ -153,6 +146,7 @@ bool NcclWork::completed() const {
   // Polling is logically const: it only observes the device and records what it saw.
   auto* self = const_cast<NcclWork*>(this);
   std::lock_guard lock(shared_->mu);
+  if (ended()) return true;
   cuda::DeviceGuard guard(shared_->device);
   return self->poll_locked();
 }

@@ -32,7 +32,10 @@ struct NcclShared {
   const std::string group;
   const int device;
   const std::filesystem::path dump_path;  // empty: no dump after a failure
-  std::vector<std::weak_ptr<NcclWork>> outstanding;  // issued, not yet seen complete
+  // Issued, not yet seen complete. Held strongly: an op whose Work the caller dropped still gets
+  // its recorder entry finished and its deadline enforced. Drained by the communicator's
+  // shutdown (which breaks the Work -> NcclShared -> Work cycle).
+  std::vector<std::shared_ptr<NcclWork>> outstanding;
 
   // Throws CommunicatorAborted when poisoned.
   void check_usable_locked() const;

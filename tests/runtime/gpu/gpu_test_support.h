@@ -33,13 +33,14 @@ std::vector<float> random_normal(int64_t n, uint64_t seed, float scale = 1.0f);
 // n labels in [0, classes).
 std::vector<int32_t> random_labels(int64_t n, int64_t classes, uint64_t seed);
 
-// max_i |got_i - want_i| / max(|want_i|, floor), floor = 1e-3 * max_j |want_j| (so entries that
-// cancel to ~0 are measured against the tensor's scale, not against themselves). 0 for equal
-// vectors; +inf when the sizes differ or a value is NaN.
+// max_i |got_i - want_i| / max_j |want_j|: the largest difference relative to the tensor's scale
+// (normwise). Element-wise relative differences are meaningless for sums that cancel to ~0,
+// where two correct fp32 summation orders differ in every digit. 0 for equal vectors; +inf when
+// the sizes differ or a value is NaN.
 double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want);
 // True when the two vectors hold the same bits.
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b);
-// Prints "  <what>: max rel diff <d> (tolerance <tol>)".
+// Prints "  <what>: max diff / max|ref| <d> (tolerance <tol>)".
 void report(const std::string& what, double diff, double tolerance);
 
 }  // namespace parlab::gpu_test

@@ -154,17 +154,18 @@ TEST_F(SingleRank, CollectivesOnDeviceBuffers) {
 }
 
 TEST_F(SingleRank, OpsWaitForTheComputeStream) {
-  // Hold the compute stream, queue new values on it, then all-gather them out of place: the op
-  // must copy the NEW values, i.e. it waited for the compute stream.
+  // Hold the compute stream, queue a copy of new values on it, then all-gather them out of place:
+  // the op must deliver the NEW values, i.e. it waited for the compute stream. (The copy is
+  // device-to-device: a copy from pageable host memory may synchronise with the held stream.)
   const std::size_t n = 256;
   auto src = device_iota(n, 0.0f);
+  auto fresh = device_iota(n, 100.0f);
   cuda::DeviceBuffer<float> dst(n);
   compute_->synchronize();
   std::shared_ptr<Work> work;
   {
     cuda::StreamStall stall(s(), /*max_seconds=*/30.0);
-    const std::vector<float> fresh = iota(n, 100.0f);
-    src.upload(fresh, s());  // pageable: staged before the call returns
+    cuda::copy_on_device(src.data(), fresh.data(), src.bytes(), s());
     work = comm_->all_gather(src.span(), dst.span(), op("ordered"));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_FALSE(work->completed());  // the stall lasts until release
