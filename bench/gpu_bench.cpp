@@ -84,8 +84,12 @@ std::vector<Gemm> step_gemms(const MlpShape& s, int B) {
 }
 
 // Column-major operand sizes of a gemm: op(A) is m x k, op(B) is k x n, C is m x n.
-std::size_t a_elems(const Gemm& g) { return static_cast<std::size_t>(g.lda) * (g.ta == CUBLAS_OP_N ? g.k : g.m); }
-std::size_t b_elems(const Gemm& g) { return static_cast<std::size_t>(g.ldb) * (g.tb == CUBLAS_OP_N ? g.n : g.k); }
+std::size_t a_elems(const Gemm& g) {
+  return static_cast<std::size_t>(g.lda) * (g.ta == CUBLAS_OP_N ? g.k : g.m);
+}
+std::size_t b_elems(const Gemm& g) {
+  return static_cast<std::size_t>(g.ldb) * (g.tb == CUBLAS_OP_N ? g.n : g.k);
+}
 std::size_t c_elems(const Gemm& g) { return static_cast<std::size_t>(g.ldc) * g.n; }
 
 const char* verdict(bool met) { return met ? "met" : "NOT met"; }
@@ -143,8 +147,9 @@ json bench_model(const cuda::DeviceInfo& dev, const MlpShape& shape, int64_t B, 
               step * 1e3, step_rate / 1e12, peak > 0 ? 100 * step_rate / peak : 0.0);
   std::printf("  sgemm alone (%zu calls) %9.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak "
               "(goal >= %.0f%%): %s\n",
-              gemms.size(), sgemm * 1e3, sgemm_rate / 1e12, peak > 0 ? 100 * sgemm_rate / peak : 0.0,
-              100 * sgemm_goal, peak > 0 ? verdict(sgemm_rate >= sgemm_goal * peak) : "peak unknown");
+              gemms.size(), sgemm * 1e3, sgemm_rate / 1e12,
+              peak > 0 ? 100 * sgemm_rate / peak : 0.0, 100 * sgemm_goal,
+              peak > 0 ? verdict(sgemm_rate >= sgemm_goal * peak) : "peak unknown");
   std::printf("  step reaches %.1f%% of the sgemm-alone rate (goal >= %.0f%%): %s\n",
               100 * step_vs_sgemm, 100 * ratio_goal, verdict(step_vs_sgemm >= ratio_goal));
   return {{"batch", B},
@@ -181,7 +186,8 @@ json bench_memcpy(const cuda::DeviceInfo& dev, int reps) {
   });
   cudaFreeHost(pinned);
   const double peak = dev.memory_peak_bytes_per_s();
-  const double d2d_rate = 2.0 * bytes / d2d, h2d_rate = host_bytes / h2d, d2h_rate = host_bytes / d2h;
+  const double d2d_rate = 2.0 * bytes / d2d;
+  const double h2d_rate = host_bytes / h2d, d2h_rate = host_bytes / d2h;
   std::printf("\nmemory\n");
   std::printf("  device-to-device 1 GiB   %8.1f GB/s (read+write)  %5.1f%% of peak %.0f GB/s "
               "(goal >= 75%%): %s\n",
@@ -233,7 +239,8 @@ int main(int argc, char** argv) {
                  {{"index", dev.index},
                   {"name", dev.name},
                   {"sm_count", dev.sm_count},
-                  {"compute_capability", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
+                  {"compute_capability",
+                   std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
                   {"memory_bytes", dev.memory_bytes},
                   {"fp32_peak_flops_per_s", dev.fp32_peak_flops_per_s()},
                   {"memory_peak_bytes_per_s", dev.memory_peak_bytes_per_s()}}}};

@@ -60,7 +60,10 @@ void NcclShared::abort_locked(const std::string& reason) {
 
 NcclWork::NcclWork(OpInfo info, std::shared_ptr<NcclShared> shared, std::uint64_t record_id,
                    Clock::time_point deadline)
-    : Work(std::move(info)), shared_(std::move(shared)), record_id_(record_id), deadline_(deadline) {}
+    : Work(std::move(info)),
+      shared_(std::move(shared)),
+      record_id_(record_id),
+      deadline_(deadline) {}
 
 void NcclWork::end_locked(OpState state, std::exception_ptr error, const std::string& message) {
   if (ended()) return;
@@ -89,7 +92,8 @@ bool NcclWork::poll_locked() {
   }
   if (done != cudaErrorNotReady) {
     cudaGetLastError();
-    const CollectiveError error(info(), info().describe() + " failed: CUDA: " + cuda::describe(done));
+    const CollectiveError error(info(),
+                                info().describe() + " failed: CUDA: " + cuda::describe(done));
     fail_and_abort_locked(std::make_exception_ptr(error), OpState::kFailed, error.what());
     return true;
   }

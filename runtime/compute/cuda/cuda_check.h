@@ -71,6 +71,7 @@ std::string describe(cudaError_t code);
   do {                                                                                           \
     const cublasStatus_t parlab_cublas_status_ = (expr);                                         \
     if (parlab_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                        \
-      throw ::parlab::compute::cuda::CublasError(parlab_cublas_status_, #expr, __FILE__, __LINE__); \
+      throw ::parlab::compute::cuda::CublasError(parlab_cublas_status_, #expr, __FILE__,     \
+                                                 __LINE__);                                   \
     }                                                                                            \
   } while (0)

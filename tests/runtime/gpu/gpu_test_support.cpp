@@ -13,7 +13,9 @@ namespace parlab::gpu_test {
 const compute::cuda::DeviceList& devices() {
   static const compute::cuda::DeviceList list = [] {
     compute::cuda::DeviceList l = compute::cuda::cuda_devices();
-    for (const auto& d : l.devices) std::printf("[gpu] device %d: %s\n", d.index, d.describe().c_str());
+    for (const auto& d : l.devices) {
+      std::printf("[gpu] device %d: %s\n", d.index, d.describe().c_str());
+    }
     if (l.devices.empty()) std::printf("[gpu] no CUDA device: %s\n", l.reason.c_str());
     return l;
   }();
