@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "runtime/compute/cuda/kernels.h"
+#include "runtime/compute/gelu_math.h"
 
 namespace parlab::compute::cuda {
 namespace {
@@ -25,46 +26,13 @@ __device__ __forceinline__ int64_t grid_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
-// ---- GELU: the CPU's constants and rational tanh (cpu/gelu.cpp), unchanged -----------------
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kCubic = 0.044715f;
-
-__device__ __forceinline__ float tanh_rational(float x_in) {
-  float x = x_in > 9.0f ? 9.0f : x_in;
-  x = x < -9.0f ? -9.0f : x;
-  const float x2 = x * x;
-  float p = -2.76076847742355e-16f;
-  p = p * x2 + 2.00018790482477e-13f;
-  p = p * x2 + -8.60467152213735e-11f;
-  p = p * x2 + 5.12229709037114e-08f;
-  p = p * x2 + 1.48572235717979e-05f;
-  p = p * x2 + 6.37261928875436e-04f;
-  p = p * x2 + 4.89352455891786e-03f;
-  p = p * x;
-  float q = 1.19825839466702e-06f;
-  q = q * x2 + 1.18534705686654e-04f;
-  q = q * x2 + 2.26843463243900e-03f;
-  q = q * x2 + 4.89352518554385e-03f;
-  return p / q;
-}
-
+// ---- GELU: the per-element math of gelu_math.h, shared with the CPU kernels -------------
 __global__ void gelu_forward_kernel(float* out, const float* inp, int64_t N) {
-  for (int64_t i = first_index(); i < N; i += grid_stride()) {
-    const float x = inp[i];
-    const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    out[i] = 0.5f * x * (1.0f + tanh_rational(u));
-  }
+  for (int64_t i = first_index(); i < N; i += grid_stride()) out[i] = compute::gelu_value(inp[i]);
 }
 
 __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t N) {
-  for (int64_t i = first_index(); i < N; i += grid_stride()) {
-    const float x = inp[i];
-    const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    const float t = tanh_rational(u);
-    const float du_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    const float local_grad = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du_dx;
-    dinp[i] = local_grad * dout[i];
-  }
+  for (int64_t i = first_index(); i < N; i += grid_stride()) dinp[i] = compute::gelu_derivative(inp[i]) * dout[i];
 }
 
 // ---- residual, bias broadcast ---------------------------------------------------------------
