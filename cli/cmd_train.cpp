@@ -13,6 +13,7 @@
 
 #include "cli/common.h"
 #include "db/results_store.h"
+#include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/progress.h"
 #include "runtime/launch/run_recorder.h"
@@ -29,7 +30,9 @@ namespace {
 struct TrainOptions {
   launch::TrainJobSpec spec;
   int nproc = 0;  // 0: not given
-  double timeout_seconds = 30;
+  double timeout_seconds = std::chrono::duration<double>(launch::kLabCollectiveTimeout).count();
+  double heartbeat_seconds = std::chrono::duration<double>(launch::kLabHeartbeatTimeout).count();
+  std::string fallback{launch::fallback_plan(launch::kDefaultFallback).flag};
   std::string trace;
   std::string db;
   std::string job_file;  // hidden: the supervisor's job for its workers
@@ -118,6 +121,12 @@ void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec)
                spec.min_nproc > 0 ? spec.min_nproc : spec.nproc);
   else
     fmt::print("Ckpt     off (--checkpoint-every 0); max restarts {}\n", spec.max_restarts);
+  const launch::FallbackPlan& fb = launch::fallback_plan(spec.fallback);
+  fmt::print("Watch    collective timeout {}, heartbeat timeout {}; the same failure more than {} time(s): "
+             "--fallback {} ({})\n",
+             launch::human_duration(j.comm_timeout),
+             j.heartbeat_timeout.count() > 0 ? launch::human_duration(j.heartbeat_timeout) : std::string("off"),
+             spec.max_same_failure, fb.flag, fb.name);
   for (const std::string& f : j.faults) fmt::print("Fault    {}\n", f);
 }
 
@@ -160,6 +169,7 @@ void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& sp
                y.mtbf_seconds / 3600, units::format_seconds(y.interval_seconds), y.interval_steps,
                spec.job.checkpoint_every);
   }
+  if (o.fallback) fmt::print("Fallback {}\n", o.fallback->message);
   if (o.final_state) fmt::print("Final    step {}, state hash {} (xxh3_64 over parameters and optimizer state)\n",
                                 o.final_state->step, o.final_state->combined_hex());
   if (o.last_good_checkpoint) fmt::print("Ckpt     last good checkpoint {}\n", o.last_good_checkpoint->string());
@@ -179,6 +189,10 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
   for (const launch::IncidentReport& i : o.incidents) {
     nlohmann::json j = {{"attempt", i.attempt}, {"rank", i.rank}, {"kind", i.kind}, {"status", i.status.describe()},
                         {"fault", i.fault}, {"failed_at_step", i.failed_at_step}, {"detail", i.describe()}};
+    if (!i.detector.empty()) j["detector"] = i.detector;
+    if (!i.collective.empty()) j["collective"] = i.collective;
+    if (!i.analysis.empty()) j["analysis"] = i.analysis;
+    if (i.latency.detection_seconds) j["detection_seconds"] = *i.latency.detection_seconds;
     if (i.resumed_step) j["resumed_step"] = *i.resumed_step;
     if (i.steps_lost) j["steps_lost"] = *i.steps_lost;
     if (i.latency.total_seconds) j["restart_total_seconds"] = *i.latency.total_seconds;
@@ -190,6 +204,9 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
   if (o.final_state) j["final_state_xxh3_64"] = o.final_state->combined_hex();
   if (o.last_good_checkpoint) j["last_good_checkpoint"] = o.last_good_checkpoint->string();
   if (o.young_daly) j["young_daly_interval_seconds"] = o.young_daly->interval_seconds;
+  if (o.fallback)
+    j["fallback"] = {{"plan", std::string(launch::fallback_plan(o.fallback->plan).flag)}, {"reason", o.fallback->reason},
+                     {"world_after", o.fallback->world_after}, {"message", o.fallback->message}};
   return j;
 }
 
@@ -214,6 +231,7 @@ void run_supervised(TrainOptions o) {
   cb.on_note = [&](const std::string& line) { console.line(line); };
   cb.on_incident = [&](const launch::IncidentReport& i) {
     if (i.restarted) console.line("restart: " + i.describe());
+    if (i.kind == "straggler") console.line("straggler incident: " + i.what());
   };
   cb.on_checkpoint = [&](const launch::CheckpointReport& c) {
     console.line(fmt::format("checkpoint step {} -> {} ({} in {})", c.step, c.path.string(),
@@ -279,12 +297,16 @@ void add_train_command(CLI::App& app) {
       "  parlab train --nproc 2 --dump-step dump/      # step 0 tensors as safetensors, per rank\n"
       "  parlab train --nproc 2 --steps 40 --checkpoint-every 5 --max-restarts 2 --fault kill:rank=1,step=7\n"
       "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
+      "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault skip-allreduce:rank=2,step=7\n"
+      "  parlab train --nproc 4 --max-restarts 3 --max-same-failure 1 --fallback single --fault hang:rank=1,step=7,attempts=0\n"
       "  srun -n 4 parlab train --model lab-mlp        # one rank per task; needs MASTER_ADDR/MASTER_PORT\n"
       "The global batch stays fixed when --nproc changes (accumulation adjusts) unless the plan fixes\n"
       "microbatches; without gbs it is mb x lcm(dp, 4). Running again on a --run-dir that holds\n"
       "checkpoints resumes from the newest good one; --steps is the total to reach.\n"
-      "Faults (repeatable --fault, first attempt only): kill:rank=R,step=S | "
-      "kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] | lose-rank:rank=R,step=S");
+      "Faults (repeatable --fault; the first attempt only, or the first K with attempts=K, 0: every attempt):\n"
+      "  kill:rank=R,step=S | kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] |\n"
+      "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | hang:rank=R,step=S | slow:rank=R,factor=F[,step=S]\n"
+      "Hangs and stragglers: detectors, thresholds, mitigations and fallbacks are in `parlab runbook`.");
   launch::TrainJob& j = o->spec.job;
   j.checkpoint_every = 50;
   cmd->add_option("--nproc,-n", o->nproc, "Worker processes to start on this machine (default 1)");
@@ -315,8 +337,21 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--db", o->db, "Record the run (steps, checkpoints, incidents) in this results database");
   cmd->add_option("--dump-step", j.dump_dir, "Write step 0's inputs, weights and reduced gradients as safetensors here");
   cmd->add_option("--trace", o->trace, "Write the measured timeline as a Chrome trace");
-  cmd->add_option("--timeout", o->timeout_seconds, "Per-collective and rendezvous timeout, seconds")
+  cmd->add_option("--timeout", o->timeout_seconds,
+                  "Per-collective watchdog timeout, seconds; the rendezvous waits at least the default (production: " +
+                      launch::human_duration(launch::kProductionCollectiveTimeout) + ")")
       ->capture_default_str();
+  cmd->add_option("--heartbeat-timeout", o->heartbeat_seconds,
+                  "A rank silent this long is hung, seconds (0: off; production: " +
+                      launch::human_duration(launch::kProductionHeartbeatTimeout) + ")")
+      ->capture_default_str();
+  cmd->add_option("--max-same-failure", o->spec.max_same_failure,
+                  "Restarts after the same failure (kind and culprit rank) before the fallback plan")
+      ->capture_default_str();
+  std::string plans;
+  for (const launch::FallbackPlan& p : launch::fallback_plans())
+    plans += fmt::format("{}{} ({})", plans.empty() ? "" : ", ", p.flag, p.name);
+  cmd->add_option("--fallback", o->fallback, "What a repeated failure degrades to: " + plans)->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the run summary as JSON");
   // Hidden: how the supervisor starts its workers, and fault injection for its tests.
   cmd->add_flag("--worker", o->worker)->group("");
@@ -330,6 +365,11 @@ void add_train_command(CLI::App& app) {
     if (!(o->timeout_seconds > 0))
       throw ConfigError("--timeout", fmt::format("{}", o->timeout_seconds), "must be a positive number of seconds");
     o->spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));
+    if (!(o->heartbeat_seconds >= 0))
+      throw ConfigError("--heartbeat-timeout", fmt::format("{}", o->heartbeat_seconds),
+                        "must be a number of seconds >= 0 (0: no heartbeat)");
+    o->spec.job.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->heartbeat_seconds * 1000));
+    o->spec.fallback = launch::parse_fallback(o->fallback);
     (void)launch::parse_faults(o->spec.job.faults);  // a malformed --fault fails before anything starts
     if (o->worker || (o->nproc == 0 && launch::launched_as_worker())) {
       if (!o->trace.empty()) o->spec.job.trace = true;

@@ -122,6 +122,7 @@ FlightRecorderDump FlightRecorder::snapshot() const {
   FlightRecorderDump d;
   d.identity = identity_;
   d.capacity = slots_.size();
+  d.dumped_seconds = wall_clock_seconds();
   const std::uint64_t recorded = next_id_ - 1;
   d.dropped = recorded > slots_.size() ? recorded - slots_.size() : 0;
   // Oldest surviving id is dropped + 1; walk the ring from there.
@@ -139,7 +140,7 @@ std::string FlightRecorder::to_json() const {
   json j{{"version", kDumpVersion}, {"backend", id.backend},       {"group", id.group},
          {"rank", id.rank},         {"world_size", id.world_size}, {"group_rank", id.group_rank},
          {"group_size", id.group_size}, {"capacity", d.capacity},  {"dropped", d.dropped},
-         {"entries", std::move(entries)}};
+         {"dumped_seconds", to_json_value(d.dumped_seconds)}, {"entries", std::move(entries)}};
   return j.dump(1);
 }
 
@@ -187,6 +188,7 @@ FlightRecorderDump FlightRecorder::from_json(const std::string& text) {
                                   j.at("group_size").get<int>()};
     d.capacity = j.at("capacity").get<std::size_t>();
     d.dropped = j.at("dropped").get<std::uint64_t>();
+    d.dumped_seconds = optional_double(j, "dumped_seconds");
     for (const json& e : j.at("entries")) d.entries.push_back(record_from_json(e));
     return d;
   } catch (const json::exception& e) {

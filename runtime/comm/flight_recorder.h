@@ -7,12 +7,13 @@
 //
 // Dump format (JSON, version 1):
 //   { "version": 1, "backend": "gloo", "group": "dp.0", "rank": 2, "world_size": 4,
-//     "group_rank": 1, "group_size": 2, "capacity": 256, "dropped": 0,
+//     "group_rank": 1, "group_size": 2, "capacity": 256, "dropped": 0, "dumped_seconds": 1.7e9,
 //     "entries": [ { "seq": 41, "op": "all-reduce", "group": "dp.0", "bytes": 12600000,
 //                    "tag": "grad.bucket3", "peer": -1, "state": "timed_out",
 //                    "start_seconds": 1.7e9, "end_seconds": 1.7e9, "error": "..." }, ... ] }
 // Entries are oldest first; times are wall-clock seconds since the Unix epoch (comparable across
-// ranks on NTP-synchronised hosts), null while not reached.
+// ranks on NTP-synchronised hosts), null while not reached. "dumped_seconds" (optional) is when
+// the snapshot was taken: an op still running then had been waiting since its start.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -56,6 +57,7 @@ struct FlightRecorderDump {
   std::size_t capacity = 0;
   std::uint64_t dropped = 0;  // entries overwritten by the ring before this dump
   std::vector<FlightRecord> entries;  // oldest first
+  std::optional<double> dumped_seconds;  // wall clock of the snapshot (absent in older dumps)
 };
 
 inline constexpr std::size_t kDefaultFlightRecorderCapacity = 256;

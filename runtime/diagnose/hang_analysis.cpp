@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,29 @@ std::string seconds(double s) {
   return b;
 }
 
+using ByRank = std::map<int, std::map<uint64_t, const comm::FlightRecord*>>;
+
+// The first call in [first, last] some rank with a dump had not completed, as a disagreement:
+// the ranks still in it waited, the ranks without a dump are the missing ones.
+strategy::Disagreement stuck_waiting_for(const ByRank& by_rank, uint64_t first, uint64_t last,
+                                         const std::vector<int>& no_dump) {
+  strategy::Disagreement d;
+  for (uint64_t s = first; s <= last && !d.found; ++s) {
+    for (const auto& [rank, seqs] : by_rank) {
+      const auto it = seqs.find(s);
+      if (it == seqs.end() || ended(it->second->state)) continue;
+      if (!d.found) {
+        d.found = true;
+        d.index = int(s - first);
+        d.reference = {std::string(comm::to_string(it->second->op)), it->second->bytes, it->second->tag};
+      }
+      d.agreeing.push_back(rank);
+    }
+  }
+  d.missing = no_dump;
+  return d;
+}
+
 }  // namespace
 
 std::string HangAnalysis::summary() const {
@@ -45,10 +69,12 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
   // are left out of the group comparison).
   std::map<std::string, std::map<int, std::map<uint64_t, const comm::FlightRecord*>>> groups;
   std::map<std::string, int> group_sizes;
+  std::map<std::pair<std::string, int>, double> dumped_at;  // (group, rank) -> snapshot time
   std::set<int> ranks_seen;
   double latest = 0;
   for (const auto& d : dumps) {
     ranks_seen.insert(d.identity.rank);
+    if (d.dumped_seconds) dumped_at[{d.identity.group, d.identity.rank}] = *d.dumped_seconds;
     world_size = std::max(world_size, d.identity.world_size);
     group_sizes[d.identity.group] = std::max(group_sizes[d.identity.group], d.identity.group_size);
     auto& by_seq = groups[d.identity.group][d.identity.rank];
@@ -86,15 +112,16 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
       }
     }
     // Ranks of this group that left no dump at all: known from the group size when the group
-    // is the world.
+    // is the world. Their history is unknown, so they are not compared call by call.
     const int size = group_sizes[group];
     std::vector<int> no_dump;
     if (group == "world")
       for (int r = 0; r < size; ++r)
-        if (!by_rank.count(r)) calls[r], no_dump.push_back(r);
-    const strategy::Disagreement d = strategy::first_disagreement(calls);
-    // A group where everyone agrees but some op never completed is a hang outside this group
-    // (or a rank died mid-collective): report the stuck op too.
+        if (!by_rank.count(r)) no_dump.push_back(r);
+    strategy::Disagreement d = strategy::first_disagreement(calls);
+    // The ranks with dumps agree, but some never completed an op: they waited there for a rank
+    // that left no record (it froze or died). That op is where the job stopped.
+    if (!d.found && !no_dump.empty()) d = stuck_waiting_for(by_rank, first, last, no_dump);
     if (!d.found) continue;
     HangFinding f;
     f.group = group;
@@ -105,8 +132,12 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
     f.waited = d.agreeing;
     for (int r : d.agreeing) {
       const auto* rec = by_rank.at(r).at(f.seq);
-      const double start = rec->start_seconds.value_or(latest);
-      const double end = rec->end_seconds && ended(rec->state) ? *rec->end_seconds : rec->end_seconds.value_or(latest);
+      // Still waiting when the dump was taken (a rank stopped by the supervisor): it had waited
+      // until the snapshot.
+      const auto snap = dumped_at.find({group, r});
+      const double until = snap != dumped_at.end() ? std::max(snap->second, latest) : latest;
+      const double start = rec->start_seconds.value_or(until);
+      const double end = rec->end_seconds && ended(rec->state) ? *rec->end_seconds : rec->end_seconds.value_or(until);
       f.waited_seconds = std::max(f.waited_seconds, end - start);
     }
     for (int r : d.missing) {
@@ -130,7 +161,8 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
              " " + f.op + " #" + std::to_string(f.seq) + " (" + f.tag + ", " + units::format_bytes(f.bytes) + ", group " + group + ")";
       if (!c.instead.empty()) who += ": " + c.instead;
     }
-    f.sentence = who + "; ranks " + strategy::join_ranks(f.waited) + " waited " + seconds(f.waited_seconds);
+    f.sentence = who + "; " + (f.waited.size() == 1 ? "rank " : "ranks ") + strategy::join_ranks(f.waited) + " waited " +
+                 seconds(f.waited_seconds);
     out.findings.push_back(std::move(f));
   }
   // The world group's disagreement usually explains the others; order by the wait (longest first).
@@ -140,15 +172,42 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
   return out;
 }
 
-HangAnalysis analyze_run_dir(const fs::path& dir) {
-  if (!fs::is_directory(dir)) throw ConfigError("RUN_DIR", dir.string(), "is not a directory");
-  std::vector<comm::FlightRecorderDump> dumps;
+namespace {
+// Dumps directly in `dir` and in `dir`/flight, sorted.
+std::vector<fs::path> dump_files(const fs::path& dir) {
   std::vector<fs::path> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && name.rfind("flight_recorder.", 0) == 0 && name.ends_with(".json")) files.push_back(e.path());
+  for (const fs::path& d : {dir, dir / "flight"}) {
+    if (!fs::is_directory(d)) continue;
+    for (const auto& e : fs::directory_iterator(d)) {
+      const std::string name = e.path().filename().string();
+      if (e.is_regular_file() && name.rfind("flight_recorder.", 0) == 0 && name.ends_with(".json")) files.push_back(e.path());
+    }
   }
   std::sort(files.begin(), files.end());
+  return files;
+}
+}  // namespace
+
+HangAnalysis analyze_run_dir(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw ConfigError("RUN_DIR", dir.string(), "is not a directory");
+  std::vector<fs::path> files = dump_files(dir);
+  std::string from;
+  if (files.empty()) {
+    // A restarted job moved each failed attempt's dumps to attempt-<k>/: the latest one that
+    // has any is the last hang. Attempts are never mixed (their sequence numbers restart).
+    int latest = -1;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (!e.is_directory() || name.rfind("attempt-", 0) != 0) continue;
+      const int k = std::atoi(name.c_str() + 8);
+      if (k > latest && !dump_files(e.path()).empty()) latest = k;
+    }
+    if (latest >= 0) {
+      from = "attempt-" + std::to_string(latest);
+      files = dump_files(dir / from);
+    }
+  }
+  std::vector<comm::FlightRecorderDump> dumps;
   for (const auto& f : files) dumps.push_back(comm::FlightRecorder::load(f));
   if (dumps.empty()) {
     // A simulator result saved in the directory works too.
@@ -156,7 +215,9 @@ HangAnalysis analyze_run_dir(const fs::path& dir) {
       if (fs::exists(dir / name)) return analyze_path(dir / name);
     throw ConfigError("RUN_DIR", dir.string(), "holds no flight_recorder.*.json dumps (did any rank time out?)");
   }
-  return analyze_dumps(dumps);
+  HangAnalysis a = analyze_dumps(dumps);
+  if (!from.empty()) a.notes.push_back("the dumps of " + from + " (the latest attempt that left any)");
+  return a;
 }
 
 HangAnalysis analyze_sim_result(const std::string& text) {

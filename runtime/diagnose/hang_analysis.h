@@ -45,7 +45,9 @@ struct HangAnalysis {
 // Analyses per-rank dumps of possibly several groups. `world_size` (0: from the dumps) lets it
 // name ranks that left no dump at all.
 HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, int world_size = 0);
-// Reads every flight_recorder.*.json under `dir` (recursively one level) and analyses them.
+// Reads the flight_recorder.*.json dumps of a run directory's current attempt (in `dir` and
+// `dir`/flight) and analyses them; when there are none, those of the latest attempt-<k>/ that
+// has any (a restarted job archives each failed attempt's files there).
 HangAnalysis analyze_run_dir(const std::filesystem::path& dir);
 // The simulator's JSON result (`parlab simulate --json` with a stop fault): its hang report.
 HangAnalysis analyze_sim_result(const std::string& json_text);

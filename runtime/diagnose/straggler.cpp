@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strategy/errors.h"
+#include "strategy/units.h"
 
 namespace parlab::diagnose {
 namespace {
@@ -50,9 +51,15 @@ StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const 
   rep.steps = int64_t(steps.size());
   for (const auto& [s, m] : by_step) rep.ranks = std::max(rep.ranks, int(m.size()));
   if (rep.ranks < 2) return rep;
-  const int window = std::max(1, o.window);
-  for (size_t begin = 0; begin < steps.size(); begin += size_t(window)) {
-    const size_t end = std::min(steps.size(), begin + size_t(window));
+  const size_t window = size_t(std::max(1, o.window));
+  // Window boundaries; a last window shorter than half of one joins the one before (a median
+  // of a few steps is noise).
+  std::vector<size_t> bounds;
+  for (size_t b = 0; b < steps.size(); b += window) bounds.push_back(b);
+  if (bounds.size() > 1 && steps.size() - bounds.back() < (window + 1) / 2) bounds.pop_back();
+  bounds.push_back(steps.size());
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+    const size_t begin = bounds[k], end = bounds[k + 1];
     ++rep.windows;
     std::map<int, std::vector<double>> compute;
     std::vector<double> step_times;
@@ -92,10 +99,11 @@ StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const 
   for (auto& [rank, s] : flagged) {
     char b[320];
     std::snprintf(b, sizeof b,
-                  "rank %d is a straggler: its compute takes %.2fx the other ranks' median (%.1f ms vs %.1f ms per step, "
-                  "z = %.0f) in %d of %d windows; every other rank waits about %.1f ms per step for it (%.0f%% of the step)",
-                  rank, s.ratio, s.compute_seconds * 1e3, s.others_median_seconds * 1e3, s.z, s.windows_flagged, rep.windows,
-                  s.cost_seconds_per_step * 1e3, 100 * s.cost_fraction);
+                  "rank %d is a straggler: its compute takes %.2fx the other ranks' median (%s vs %s per step, "
+                  "z = %.0f) in %d of %d windows; every other rank waits about %s per step for it (%.0f%% of the step)",
+                  rank, s.ratio, units::format_seconds(s.compute_seconds).c_str(),
+                  units::format_seconds(s.others_median_seconds).c_str(), s.z, s.windows_flagged, rep.windows,
+                  units::format_seconds(s.cost_seconds_per_step).c_str(), 100 * s.cost_fraction);
     s.sentence = b;
     rep.stragglers.push_back(s);
   }

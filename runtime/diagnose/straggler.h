@@ -25,7 +25,7 @@ struct RankTiming {
 };
 
 struct StragglerOptions {
-  int window = 20;             // steps per window
+  int window = 20;             // steps per window (a last window under half of it joins the previous)
   double z_threshold = 3.5;
   double ratio_threshold = 1.5;
   double scale_floor = 0.05;   // of M

@@ -1,6 +1,9 @@
 #include "runtime/launch/faults.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "strategy/errors.h"
@@ -26,6 +29,9 @@ const std::vector<KindInfo>& kinds() {
       {FaultKind::kKillDuringCheckpoint, "kill-during-checkpoint", {"step", "phase"}, {"rank"}},
       {FaultKind::kCorruptCheckpoint, "corrupt-checkpoint", {"step"}, {"shard"}},
       {FaultKind::kLoseRank, "lose-rank", {"rank", "step"}, {}},
+      {FaultKind::kSkipAllReduce, "skip-allreduce", {"rank", "step"}, {}},
+      {FaultKind::kHang, "hang", {"rank", "step"}, {}},
+      {FaultKind::kSlow, "slow", {"rank", "factor"}, {"step"}},
   };
   return k;
 }
@@ -54,16 +60,30 @@ const char* fault_kind_name(FaultKind kind) {
 
 std::string FaultSpec::to_string() const {
   const std::string s = "step=" + std::to_string(step);
+  const std::string r = "rank=" + std::to_string(rank);
+  std::string text;
   switch (kind) {
     case FaultKind::kKill:
     case FaultKind::kLoseRank:
-      return std::string(fault_kind_name(kind)) + ":rank=" + std::to_string(rank) + "," + s;
+    case FaultKind::kSkipAllReduce:
+    case FaultKind::kHang:
+      text = std::string(fault_kind_name(kind)) + ":" + r + "," + s;
+      break;
     case FaultKind::kKillDuringCheckpoint:
-      return "kill-during-checkpoint:rank=" + std::to_string(rank) + "," + s + ",phase=" + checkpoint::save_phase_name(phase);
+      text = "kill-during-checkpoint:" + r + "," + s + ",phase=" + checkpoint::save_phase_name(phase);
+      break;
     case FaultKind::kCorruptCheckpoint:
-      return "corrupt-checkpoint:" + s + (shard != 0 ? ",shard=" + std::to_string(shard) : "");
+      text = "corrupt-checkpoint:" + s + (shard != 0 ? ",shard=" + std::to_string(shard) : "");
+      break;
+    case FaultKind::kSlow: {
+      char f[32];
+      std::snprintf(f, sizeof f, "%g", factor);
+      text = "slow:" + r + ",factor=" + f + (step != 0 ? "," + s : "");
+      break;
+    }
   }
-  return "";
+  if (attempts != 1) text += ",attempts=" + std::to_string(attempts);
+  return text;
 }
 
 FaultSpec parse_fault(std::string_view text) {
@@ -78,8 +98,10 @@ FaultSpec parse_fault(std::string_view text) {
   for (const KindInfo& k : kinds())
     if (kind_text == k.name) info = &k;
   if (!info) throw fail("unknown fault '" + std::string(kind_text) + "' (one of " + all_kinds + ", as KIND:key=value,...)");
-  const std::string takes = std::string(info->name) + " takes " + join(info->required) +
-                            (info->optional.empty() ? "" : " and optionally " + join(info->optional));
+  std::vector<std::string> optional = info->optional;
+  optional.push_back("attempts");
+  const std::string takes = std::string(info->name) + " takes " + join(info->required) + " and optionally " +
+                            join(optional);
 
   std::map<std::string, std::string> values;
   std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
@@ -90,9 +112,8 @@ FaultSpec parse_fault(std::string_view text) {
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) throw fail("'" + std::string(item) + "' is not key=value (" + takes + ")");
     const std::string key(item.substr(0, eq));
-    bool known = false;
-    for (const auto* list : {&info->required, &info->optional})
-      for (const std::string& k : *list) known = known || k == key;
+    const bool known = std::count(info->required.begin(), info->required.end(), key) > 0 ||
+                       std::count(optional.begin(), optional.end(), key) > 0;
     if (!known) throw fail("unknown key '" + key + "' (" + takes + ")");
     if (!values.emplace(key, std::string(item.substr(eq + 1))).second) throw fail("key '" + key + "' given twice");
   }
@@ -109,7 +130,16 @@ FaultSpec parse_fault(std::string_view text) {
   };
   FaultSpec f;
   f.kind = info->kind;
-  f.step = integer("step", 0);
+  if (values.count("step")) f.step = integer("step", 0);
+  if (values.count("attempts")) f.attempts = static_cast<int>(integer("attempts", 0));
+  if (values.count("factor")) {
+    const std::string& v = values.at("factor");
+    double x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || end != v.data() + v.size() || !std::isfinite(x) || !(x > 1))
+      throw fail("key 'factor' = '" + v + "' must be a number > 1 (how many times longer the rank computes)");
+    f.factor = x;
+  }
   if (values.count("rank")) f.rank = static_cast<int>(integer("rank", 0));
   if (values.count("shard")) f.shard = static_cast<int>(integer("shard", 0));
   if (values.count("phase")) {
@@ -130,6 +160,27 @@ FaultSpec parse_fault(std::string_view text) {
 std::vector<FaultSpec> parse_faults(const std::vector<std::string>& texts) {
   std::vector<FaultSpec> out;
   for (const std::string& t : texts) out.push_back(parse_fault(t));
+  return out;
+}
+
+std::vector<FaultSpec> faults_for_attempt(const std::vector<std::string>& texts, int attempt) {
+  std::vector<FaultSpec> out;
+  for (const FaultSpec& f : parse_faults(texts))
+    if (f.fires_on(attempt)) out.push_back(f);
+  return out;
+}
+
+std::vector<std::string> renumber_faults(const std::vector<std::string>& texts, const std::vector<int>& devices) {
+  std::vector<std::string> out;
+  for (const std::string& t : texts) {
+    FaultSpec f = parse_fault(t);
+    if (f.has_rank()) {
+      const auto it = std::find(devices.begin(), devices.end(), f.rank);
+      if (it == devices.end()) continue;  // its device is no longer part of the job
+      f.rank = static_cast<int>(it - devices.begin());
+    }
+    out.push_back(f.to_string());
+  }
   return out;
 }
 

@@ -34,7 +34,11 @@ RunRecorder RunRecorder::begin(db::ResultsStore& store, const TrainJobSpec& spec
       {"steps", std::to_string(spec.job.steps)},
       {"plan_text", pinned_job(spec.job, spec.nproc).plan},
       {"faults", faults},
-      {"run_dir", spec.job.run_dir.string()}};
+      {"run_dir", spec.job.run_dir.string()},
+      {"timeout_seconds", std::to_string(std::chrono::duration<double>(spec.job.comm_timeout).count())},
+      {"heartbeat_timeout_seconds", std::to_string(std::chrono::duration<double>(spec.job.heartbeat_timeout).count())},
+      {"max_same_failure", std::to_string(spec.max_same_failure)},
+      {"fallback_plan_configured", std::string(fallback_plan(spec.fallback).flag)}};
   store.set_run_params(rec.run(), params);
   return rec;
 }
@@ -117,9 +121,10 @@ void RunRecorder::checkpoint_skipped(int64_t step, const std::string& path, cons
 
 db::IncidentRecord to_incident_record(const IncidentReport& x) {
   db::IncidentRecord i;
-  i.kind = x.kind == "killed" || x.kind == "lost" ? db::IncidentKind::kKilled
-           : x.kind == "unhealthy"                ? db::IncidentKind::kHang
-                                                  : db::IncidentKind::kCrash;
+  i.kind = x.kind == "killed" || x.kind == "lost"  ? db::IncidentKind::kKilled
+           : x.kind == "unhealthy" || x.kind == "hang" ? db::IncidentKind::kHang
+           : x.kind == "straggler"                     ? db::IncidentKind::kStraggler
+                                                       : db::IncidentKind::kCrash;
   if (x.rank >= 0) i.rank = x.rank;
   i.step = x.failed_at_step;
   i.detail = x.describe();
@@ -134,6 +139,14 @@ db::IncidentRecord to_incident_record(const IncidentReport& x) {
 void RunRecorder::add_incident(const IncidentReport& incident) {
   flush();
   store_->add_incident(run_, to_incident_record(incident));
+}
+
+void RunRecorder::add_fallback(const FallbackReport& f) {
+  store_->set_run_params(run_, std::vector<std::pair<std::string, std::string>>{
+                                   {"fallback", std::string(fallback_plan(f.plan).flag)},
+                                   {"fallback_plan", std::string(fallback_plan(f.plan).name)},
+                                   {"fallback_reason", f.reason},
+                                   {"fallback_world", std::to_string(f.world_after)}});
 }
 
 void RunRecorder::finish(const TrainOutcome& o) {

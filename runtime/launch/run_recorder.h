@@ -5,13 +5,16 @@
 // through their JSON-line records, which run_training already reads. Rows written:
 //   runs          kind measured, model, cluster, plan JSON, world size, seed (begin())
 //   run_params    nproc, min_nproc, max_restarts, checkpoint_every, keep_last, steps, plan text,
-//                 faults, run_dir; final_state_xxh3_64 at the end
+//                 faults, run_dir, timeout_seconds, heartbeat_timeout_seconds, max_same_failure,
+//                 fallback_plan_configured; final_state_xxh3_64 at the end; fallback,
+//                 fallback_plan, fallback_reason, fallback_world when the job degraded
 //   step_timings  per step and rank: data, forward, backward, exposed comm, optimizer, idle,
 //                 step seconds, the rank's mean loss, samples (a replayed step replaces its row)
 //   checkpoints   step, path, checksum (xxh3_64 of manifest.json), bytes, save seconds, verified
 //                 (set when a resume or the end-of-run verification read it back)
 //   incidents     every failure with rank, step, detail, detection and restart seconds, steps
-//                 lost; a checkpoint a resume skipped as checkpoint_corrupt
+//                 lost (kind hang for collective timeouts and silent ranks); stragglers (kind
+//                 straggler); a checkpoint a resume skipped as checkpoint_corrupt
 //   run_metrics   steps_completed, attempts, restarts, final_world, wall_seconds, step_seconds,
 //                 samples_per_s, checkpoint_seconds, young_daly_interval_seconds/_steps,
 //                 restart_total_seconds (mean), steps_lost
@@ -57,6 +60,8 @@ class RunRecorder {
   void checkpoint_verified(int64_t step, const std::string& path, bool verified);
   void checkpoint_skipped(int64_t step, const std::string& path, const std::string& reason);
   void add_incident(const IncidentReport& incident);
+  // The fallback plan a repeated failure led to (run params, written at once).
+  void add_fallback(const FallbackReport& fallback);
   // Metrics, final parameters and the run's status.
   void finish(const TrainOutcome& outcome);
 
@@ -68,7 +73,8 @@ class RunRecorder {
   std::set<std::pair<int64_t, std::string>> checkpoints_;  // (step, path) rows written
 };
 
-// How an incident is stored (kind killed for injected faults and lost devices, crash otherwise).
+// How an incident is stored (killed for injected kills and lost devices, hang, straggler, crash
+// otherwise).
 db::IncidentRecord to_incident_record(const IncidentReport& incident);
 
 }  // namespace parlab::launch

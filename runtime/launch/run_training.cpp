@@ -4,11 +4,13 @@
 #include <climits>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/launch/faults.h"
+#include "runtime/launch/incidents.h"
 #include "runtime/launch/run_recorder.h"
 #include "runtime/launch/supervisor.h"
 #include "strategy/errors.h"
@@ -33,10 +35,16 @@ struct AttemptLog {
   std::optional<int64_t> resume_step;
   std::string resume_summary;
   bool resumed_from_checkpoint = false;
-  std::optional<json> fault;  // the first "fault" line of a dying worker
+  std::optional<json> fault;  // the first "fault" line of a failing worker
   bool fatal = false;         // a worker failed on a configuration error
   std::optional<train::StateFingerprint> final_state;
+  std::unique_ptr<StragglerWatch> stragglers;
 };
+
+// Faults whose failure the detectors must find by themselves (the fault line only times them).
+bool is_hang_fault(const std::string& kind) {
+  return kind == fault_kind_name(FaultKind::kSkipAllReduce) || kind == fault_kind_name(FaultKind::kHang);
+}
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -66,7 +74,15 @@ class JobRunner {
   void on_record(AttemptLog& log, RunProgress& progress, const train::StepRecord& r);
   IncidentReport incident_of(const SupervisorResult& result, const AttemptLog& log, int64_t completed) const;
   void finish_pending_incident(const AttemptLog& next, bool first_step_done);
+  void report_incident(const IncidentReport& incident);
+  void report_stragglers(const AttemptLog& log);
   int choose_world(int capacity, std::string& why_not) const;
+  // The --max-same-failure rule: empty, or the fallback to apply (give_up set for stop).
+  std::optional<Fallback> check_repeats(const IncidentReport& incident, std::string& give_up);
+  int degrade(Fallback plan, const IncidentReport& incident, int world, std::string& give_up);
+  // Says and records what the fallback does; `why_not`: why a degradation could not be applied.
+  void announce_fallback(const std::string& why_not);
+  void use_devices(int world);
   void note(const std::string& line) const {
     if (cb_.on_note) cb_.on_note(line);
   }
@@ -85,6 +101,12 @@ class JobRunner {
   std::vector<CheckpointReport> announce_;  // committed, not yet shown (announce_checkpoints)
   int64_t steps_done_ = 0;                  // steps every rank of the current attempt reported
   double stopped_seconds_ = 0;  // the last teardown's end
+  // Devices (first-attempt ranks) still available; an attempt of world w runs on the first w.
+  std::vector<int> devices_;
+  std::vector<std::string> faults_;  // --fault texts in first-attempt ranks
+  FailureHistory history_;
+  bool degraded_ = false;  // a fallback was applied: the next repeat stops the job
+  std::optional<int64_t> last_good_step_;  // set by last_good_text()
 };
 
 TrainJob pinned(const TrainJob& job, int world) {
@@ -107,6 +129,14 @@ void JobRunner::prepare() {
   const train::TrainConfig config = make_train_config(job_, n);
   train::check_runtime_supports(config.model, config.plan);
   check_faults(parse_faults(job_.faults), n, job_.steps, job_.checkpoint_every);
+  if (spec_.max_same_failure < 0)
+    throw ConfigError("--max-same-failure", std::to_string(spec_.max_same_failure), "must be >= 0");
+  if (spec_.fallback == Fallback::kSurvivors && min >= n)
+    throw ConfigError("--fallback", "survivors",
+                      "continues with fewer workers: set --min-nproc below --nproc (" + std::to_string(n) + ")");
+  faults_ = job_.faults;
+  devices_.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) devices_[static_cast<size_t>(r)] = r;
   if (spec_.fresh) fs::remove_all(checkpoint_root(job_.run_dir));
   fs::create_directories(job_.run_dir);
   fs::remove(final_state_path(job_.run_dir));
@@ -169,8 +199,12 @@ void JobRunner::on_message(AttemptLog& log, const json& j) {
     announce_.push_back(c);
     announce_checkpoints(steps_done_);
   } else if (type == "fault") {
-    if (j.value("kind", "") == fault_kind_name(FaultKind::kCorruptCheckpoint)) {
+    const std::string kind = j.value("kind", "");
+    if (kind == fault_kind_name(FaultKind::kCorruptCheckpoint)) {
       note("injected fault " + j.value("spec", "") + ": flipped a byte of " + j.value("file", ""));
+    } else if (kind == fault_kind_name(FaultKind::kSlow)) {
+      note("injected fault " + j.value("spec", "") + ": rank " + std::to_string(rank) + " computes slower from step " +
+           std::to_string(j.value("step", int64_t{0})));
     } else if (!log.fault) {
       log.fault = j;
     }
@@ -184,6 +218,7 @@ void JobRunner::on_message(AttemptLog& log, const json& j) {
 void JobRunner::on_record(AttemptLog& log, RunProgress& progress, const train::StepRecord& r) {
   if (cb_.on_record) cb_.on_record(r);
   if (cb_.recorder) cb_.recorder->add_step(r);
+  log.stragglers->add(r);
   if (!log.first_step_end.count(r.rank)) {
     log.first_step_end[r.rank] = r.end_seconds;
     if (static_cast<int>(log.first_step_end.size()) == log.world) finish_pending_incident(log, true);
@@ -193,6 +228,8 @@ void JobRunner::on_record(AttemptLog& log, RunProgress& progress, const train::S
     if (cb_.on_step) cb_.on_step(*s, job_.steps);
     steps_done_ = s->step + 1;
     announce_checkpoints(steps_done_);
+    for (const std::string& sentence : log.stragglers->on_step(progress.completed_steps(), s->step))
+      note("straggler: " + sentence);
   }
 }
 
@@ -214,6 +251,8 @@ SupervisorResult JobRunner::run_attempt(AttemptLog& log, RunProgress& progress) 
   so.poll = spec_.poll;
   so.attempt = log.attempt;
   so.unhealthy = spec_.unhealthy;
+  so.heartbeat_timeout = job_.heartbeat_timeout;
+  so.first_beat = first_beat_allowance(job_.heartbeat_timeout, job_.comm_timeout);
   Supervisor* running = nullptr;
   so.on_record = [&](const train::StepRecord& r) { on_record(log, progress, r); };
   so.on_message = [&](const json& j) { on_message(log, j); };
@@ -240,7 +279,12 @@ IncidentReport JobRunner::incident_of(const SupervisorResult& result, const Atte
   i.failed_at_step = completed;
   i.kind = "crash";
   if (i.rank >= 0 && !result.exits[i.rank].unhealthy.empty()) i.kind = "unhealthy";
-  if (log.fault) {
+  if (is_hang(result)) classify_hang(i, result, job_.run_dir, job_);
+  if (log.fault && is_hang_fault(log.fault->value("kind", ""))) {
+    i.fault = log.fault->value("spec", "");
+    i.failed_at_step = log.fault->value("step", completed);
+    i.fault_seconds = log.fault->value("seconds", 0.0);
+  } else if (log.fault) {
     const json& f = *log.fault;
     i.rank = f.value("rank", i.rank);
     if (i.rank >= 0 && i.rank < static_cast<int>(result.exits.size())) i.status = result.exits[i.rank].status;
@@ -271,10 +315,93 @@ void JobRunner::finish_pending_incident(const AttemptLog& next, bool first_step_
   i.latency.state_load_seconds = span(started, resumed);
   i.latency.first_step_seconds = span(resumed, first);
   i.latency.total_seconds = span(i.fault_seconds > 0 ? i.fault_seconds : i.detected_seconds, first);
+  report_incident(i);
+  pending_.reset();
+}
+
+void JobRunner::report_incident(const IncidentReport& i) {
   out_.incidents.push_back(i);
   if (cb_.recorder) cb_.recorder->add_incident(i);
   if (cb_.on_incident) cb_.on_incident(i);
-  pending_.reset();
+}
+
+// Stragglers are judged over the whole attempt once it ended (a slow rank is not a failure).
+void JobRunner::report_stragglers(const AttemptLog& log) {
+  for (const IncidentReport& i : log.stragglers->incidents(log.attempt)) report_incident(i);
+}
+
+void JobRunner::use_devices(int world) {
+  // Faults follow their devices; the job file is rewritten only when the mapping changed.
+  const std::vector<int> used(devices_.begin(), devices_.begin() + world);
+  const std::vector<std::string> faults = renumber_faults(faults_, used);
+  if (faults == job_.faults) return;
+  job_.faults = faults;
+  write_train_job(job_.run_dir / "job.json", job_);
+}
+
+std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident, std::string& give_up) {
+  if (incident.rank < 0 || incident.rank >= static_cast<int>(devices_.size())) return std::nullopt;
+  const int device = devices_[static_cast<size_t>(incident.rank)];
+  const int times = history_.add(incident.kind, device);
+  if (times <= spec_.max_same_failure) return std::nullopt;
+  const std::string reason = incident.kind + " of rank " + std::to_string(incident.rank) + " happened " +
+                             std::to_string(times) + " times (more than --max-same-failure " +
+                             std::to_string(spec_.max_same_failure) + ")";
+  const Fallback plan = degraded_ ? Fallback::kStop : spec_.fallback;
+  FallbackReport f;
+  f.plan = plan;
+  f.reason = degraded_ ? reason + ", again after the fallback " + std::string(fallback_plan(spec_.fallback).flag) : reason;
+  f.culprit_rank = incident.rank;
+  out_.fallback = f;
+  if (plan == Fallback::kStop) give_up = "stopped (--fallback " + std::string(fallback_plan(plan).flag) + ")";
+  return plan;
+}
+
+void JobRunner::announce_fallback(const std::string& why_not) {
+  FallbackReport& f = *out_.fallback;
+  const FallbackPlan& p = fallback_plan(f.plan);
+  std::string m = f.reason + ": ";
+  if (f.world_after > 0) {
+    m += "degrading to the named plan '" + std::string(p.name) + "' (--fallback " + std::string(p.flag) + "): ";
+    m += f.plan == Fallback::kSingle
+             ? "one worker continues from the last good checkpoint"
+             : "rank " + std::to_string(f.culprit_rank) + " is dropped and " + std::to_string(f.world_after) +
+                   " worker(s) continue from the last good checkpoint";
+  } else {
+    m += (why_not.empty() ? "" : why_not + "; ") + std::string("stopping");
+    if (f.plan == Fallback::kStop) m += " (--fallback stop)";
+    m += out_.last_good_checkpoint
+             ? " at the last known-good checkpoint " + out_.last_good_checkpoint->string() + " (step " +
+                   std::to_string(last_good_step_.value_or(0)) + "); run the same command again to resume from it"
+             : " with no good checkpoint to resume from (--checkpoint-every 0?)";
+  }
+  f.message = m;
+  note("fallback: " + m);
+  if (cb_.recorder) cb_.recorder->add_fallback(f);
+}
+
+// Applies a survivors or single fallback; returns the next world (0: cannot, give_up says why).
+int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world, std::string& give_up) {
+  devices_.erase(devices_.begin() + incident.rank);  // the culprit's device is not used again
+  int next = 0;
+  std::string why_not;
+  if (plan == Fallback::kSingle) {
+    try {
+      const train::TrainConfig c = make_train_config(job_, 1);
+      train::check_runtime_supports(c.model, c.plan);
+      next = devices_.empty() ? 0 : 1;
+    } catch (const Error& e) {
+      why_not = e.what();
+    }
+  } else {
+    next = choose_world(static_cast<int>(devices_.size()), why_not);
+  }
+  if (next == 0) give_up = "cannot apply --fallback " + std::string(fallback_plan(plan).flag) + (why_not.empty() ? "" : ": " + why_not);
+  FallbackReport& f = *out_.fallback;
+  f.world_before = world;
+  f.world_after = next;
+  degraded_ = true;
+  return next;
 }
 
 std::string JobRunner::last_good_text(bool rerun_resumes) {
@@ -284,6 +411,7 @@ std::string JobRunner::last_good_text(bool rerun_resumes) {
   if (!r.checkpoint) return "there is no good checkpoint in " + checkpoint_root(job_.run_dir).string() +
                             (job_.checkpoint_every > 0 ? "" : " (checkpointing is off: --checkpoint-every 0)");
   out_.last_good_checkpoint = r.checkpoint->path();
+  last_good_step_ = r.checkpoint->step();
   return "the last good checkpoint is " + r.checkpoint->path().string() + " (step " + std::to_string(r.checkpoint->step()) +
          ")" + (rerun_resumes ? "; run the same command again to resume from it" : "");
 }
@@ -321,7 +449,7 @@ void JobRunner::finish_run() {
 TrainOutcome JobRunner::run() {
   prepare();
   const double t0 = now();
-  int world = spec_.nproc, capacity = spec_.nproc, restarts = 0;
+  int world = spec_.nproc, restarts = 0;
   for (int attempt = 0;; ++attempt) {
     AttemptLog log;
     log.attempt = attempt;
@@ -330,8 +458,10 @@ TrainOutcome JobRunner::run() {
     steps_done_ = 0;
     out_.attempts = attempt + 1;
     out_.final_world = world;
+    log.stragglers = std::make_unique<StragglerWatch>(spec_.straggler);
     const SupervisorResult result = run_attempt(log, progress);
     announce_checkpoints(INT64_MAX);
+    report_stragglers(log);
     finish_pending_incident(log, false);  // the restart never completed a step
     if (attempt == 0) {
       out_.start_step = log.resume_step.value_or(0);
@@ -354,32 +484,45 @@ TrainOutcome JobRunner::run() {
     }
     IncidentReport incident = incident_of(result, log, completed);
     stopped_seconds_ = result.stopped_seconds;
+    if (incident.kind == "hang" && !incident.analysis.empty()) note("hang: " + incident.analysis);
     std::string give_up;
+    std::optional<Fallback> fallback;
     if (log.fatal) give_up = "not restarted: a configuration error does not go away on restart";
-    else if (restarts >= spec_.max_restarts)
+    else fallback = check_repeats(incident, give_up);
+    if (give_up.empty() && restarts >= spec_.max_restarts)
       give_up = "gave up after " + std::to_string(restarts) + " restart(s) (--max-restarts " +
                 std::to_string(spec_.max_restarts) + ")";
-    if (incident.kind == "lost") --capacity;
     std::string why_not;
-    const int next_world = give_up.empty() ? choose_world(capacity, why_not) : 0;
-    if (give_up.empty() && next_world == 0)
-      give_up = "cannot continue: " + std::to_string(capacity) + " worker(s) left, --min-nproc " +
-                std::to_string(spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc) +
-                (why_not.empty() ? "" : " (" + why_not + ")");
+    int next_world = 0;
+    if (give_up.empty() && fallback) {
+      next_world = degrade(*fallback, incident, world, give_up);
+    } else if (give_up.empty()) {
+      if (incident.kind == "lost" && incident.rank >= 0 && incident.rank < static_cast<int>(devices_.size()))
+        devices_.erase(devices_.begin() + incident.rank);
+      next_world = choose_world(static_cast<int>(devices_.size()), why_not);
+      if (next_world == 0)
+        give_up = "cannot continue: " + std::to_string(devices_.size()) + " worker(s) left, --min-nproc " +
+                  std::to_string(spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc) +
+                  (why_not.empty() ? "" : " (" + why_not + ")");
+    }
     if (!give_up.empty()) {
-      out_.incidents.push_back(incident);
-      if (cb_.recorder) cb_.recorder->add_incident(incident);
-      if (cb_.on_incident) cb_.on_incident(incident);
-      out_.message = give_up + "; last incident: " + incident.describe() + "\n" + result.message + "\n" +
-                     last_good_text(!log.fatal);
+      report_incident(incident);
+      const std::string last_good = last_good_text(!log.fatal);
+      if (out_.fallback && out_.fallback->world_after == 0) {
+        announce_fallback(*fallback == Fallback::kStop ? "" : give_up);
+        give_up = "fallback: " + out_.fallback->message;
+      }
+      out_.message = give_up + "; last incident: " + incident.describe() + "\n" + result.message + "\n" + last_good;
       break;
     }
     incident.restarted = true;
     ++restarts;
     note("incident: " + incident.what() + "; restarting with " + std::to_string(next_world) +
          " worker(s) (restart " + std::to_string(restarts) + " of " + std::to_string(spec_.max_restarts) + ")");
+    if (fallback) announce_fallback("");
     pending_ = incident;
     world = next_world;
+    use_devices(world);
   }
   out_.wall_seconds = now() - t0;
   finish_run();
@@ -389,6 +532,18 @@ TrainOutcome JobRunner::run() {
 }  // namespace
 
 std::string IncidentReport::what() const {
+  if (kind == "straggler") return analysis;
+  if (kind == "hang") {
+    const bool heartbeat = detector == kHeartbeatDetector;
+    std::string s = "hang of rank " + std::to_string(rank) + " at step " + std::to_string(failed_at_step) +
+                    ", detected by the " + (heartbeat ? "heartbeat" : "collective timeout") + " (" +
+                    units::format_seconds(detector_timeout_seconds) + ")";
+    if (!message.empty()) s += ": " + message;  // a silent rank's account
+    if (!analysis.empty()) s += (message.empty() ? ": " : "; ") + analysis;
+    else if (message.empty() && !collective.empty()) s += ": ranks waited in " + collective;
+    if (!fault.empty()) s += " (injected: " + fault + ")";
+    return s;
+  }
   std::string s = rank >= 0 ? "rank " + std::to_string(rank) + " " + status.describe() : message;
   if (kind == "lost") s += " and its device is lost";
   if (kind == "unhealthy") s = message;

@@ -12,9 +12,23 @@
 //               fault) cannot be restarted: the job continues with fewer workers, down to
 //               min_nproc, with the global batch fixed (accumulation adjusts) and the sample
 //               order kept by the elastic sampler.
+//   hang        a rank's collective timed out, or a rank went silent (heartbeat): the incident
+//               (kind hang) names the culprit found by the detectors, never by the injected fault:
+//               the silent rank, else the rank the flight-recorder analyzer names (its sentence
+//               goes into the incident and on the console), else the supervisor's root cause.
+//   same again  the same failure (kind and culprit device) more than max_same_failure times:
+//               the job degrades to spec.fallback (detectors.h) once: stop at the last known-good
+//               checkpoint, DDP on the surviving ranks (the culprit dropped), or a single-worker
+//               baseline; announced (on_note) and recorded (TrainOutcome::fallback, run params).
+//   straggler   every straggler.window completed steps, detect_stragglers over the window names
+//               a slow rank (on_note, once per rank); at the end of each attempt, over all its
+//               steps, each straggler becomes an incident of kind straggler with its cost.
 //   give up     after max_restarts restarts, on a configuration error (a restart cannot fix it),
 //               or below min_nproc: the outcome's message names the last incident and where the
 //               last good checkpoint is.
+//
+// Devices: ranks of the first attempt. After a rank is dropped (a lost device, the survivors
+// fallback) the remaining devices are renumbered 0..n-1 and the --fault texts move with them.
 //
 // Restart latency of an incident, on the wall clock the workers and the supervisor share:
 //   detection   the fault (the worker's "fault" line) -> the supervisor notices
@@ -37,6 +51,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/diagnose/straggler.h"
+#include "runtime/launch/detectors.h"
 #include "runtime/launch/process.h"
 #include "runtime/launch/progress.h"
 #include "runtime/launch/worker.h"
@@ -60,9 +76,13 @@ struct TrainJobSpec {
   // Per-device mean time between failures for the Young/Daly interval. 50,000 h is about what
   // Meta reports for its 16,384-GPU Llama 3 training (419 interruptions in 54 days).
   double mtbf_hours = 50'000;
-  // Optional health check beyond the exit status (SupervisorOptions::unhealthy): heartbeats and
-  // collective watchdogs plug in here.
+  // Optional health check beyond the exit status and the heartbeat (SupervisorOptions::unhealthy).
   std::function<std::string(int rank, double seconds_since_last_line)> unhealthy;
+  // Restarts after the same failure (kind, culprit device) before degrading to `fallback`.
+  int max_same_failure = kDefaultMaxSameFailure;
+  Fallback fallback = kDefaultFallback;
+  // Straggler detection over each attempt's per-rank compute (window 0: off).
+  diagnose::StragglerOptions straggler;
 };
 
 struct RestartLatency {
@@ -73,7 +93,13 @@ struct RestartLatency {
 struct IncidentReport {
   int attempt = 0;             // the attempt that failed
   int rank = -1;               // the root cause (-1: unknown)
-  std::string kind;            // "killed" (injected), "lost" (device gone), "crash", "unhealthy"
+  // "killed" (injected), "lost" (device gone), "crash", "unhealthy", "hang" (a collective timed
+  // out or a rank went silent), "straggler" (not a failure: the job went on)
+  std::string kind;
+  std::string detector;        // hang/straggler: kCollectiveTimeoutDetector, kHeartbeatDetector, ...
+  double detector_timeout_seconds = 0;  // the threshold of the detector that fired (hang)
+  std::string collective;      // hang: the collective the others waited in, when known
+  std::string analysis;        // hang: the analyzer's sentence; straggler: detect_stragglers' one
   ExitStatus status;           // how the rank ended
   std::string fault;           // the injected fault's text, if any ("kill:rank=1,step=7")
   std::string phase;           // kill-during-checkpoint: the save phase
@@ -88,7 +114,8 @@ struct IncidentReport {
   std::string resume_summary;            // the restart's "resumed from step ..." line
   RestartLatency latency;
 
-  // "rank 1 was killed by signal 9 (SIGKILL) at step 7 (injected: kill:rank=1,step=7)"
+  // "rank 1 was killed by signal 9 (SIGKILL) at step 7 (injected: kill:rank=1,step=7)";
+  // "hang of rank 2 at step 5, detected by the collective timeout (2.00 s): <analysis>"
   std::string what() const;
   // what(), then "; resumed from step 5 with 2 worker(s), 2 step(s) lost; restart latency 1.2 s =
   // detection ... + teardown ... + restart ... + state load ... + first step ..." as far as known.
@@ -113,6 +140,18 @@ struct YoungDaly {
   double interval_steps = 0;      // at the mean step time
 };
 
+// The degradation after a repeated failure (detectors.h: fallback plans).
+struct FallbackReport {
+  Fallback plan = Fallback::kStop;
+  std::string reason;  // "hang of rank 1 happened 3 times (more than --max-same-failure 2)"
+  int culprit_rank = -1;
+  int world_before = 0, world_after = 0;  // world_after 0: stopped
+  // The announcement: reason, plan, what happens (the checkpoint when it stops), e.g. "hang of
+  // rank 1 happened 3 times (more than --max-same-failure 2): stopping (--fallback stop) at the
+  // last known-good checkpoint runs/x/checkpoints/step-000003 (step 3); run the same command ..."
+  std::string message;
+};
+
 struct TrainOutcome {
   bool ok = false;
   bool interrupted = false;  // stopped on request (TrainCallbacks::stop)
@@ -129,6 +168,7 @@ struct TrainOutcome {
   std::optional<std::filesystem::path> last_good_checkpoint;
   std::optional<train::StateFingerprint> final_state;
   std::optional<YoungDaly> young_daly;  // when a checkpoint was written
+  std::optional<FallbackReport> fallback;  // when the job degraded (or stopped) after repeats
   double wall_seconds = 0;             // first spawn to the end
 };
 

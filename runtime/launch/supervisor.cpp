@@ -11,6 +11,8 @@
 #include <tuple>
 
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/launch/detectors.h"
+#include "runtime/launch/liveness.h"
 #include "strategy/errors.h"
 #include "strategy/units.h"
 
@@ -111,6 +113,11 @@ void Supervisor::archive_previous_attempt() const {
     if (!e.is_regular_file() || (name.rfind("rank-", 0) != 0 && name.rfind("flight_recorder.", 0) != 0)) continue;
     fs::rename(e.path(), archive / name);
   }
+  // The flight-recorder dumps of the attempt (a hang's evidence) go with it.
+  if (fs::exists(flight_dump_dir(dir))) {
+    fs::remove_all(flight_dump_dir(archive));
+    fs::rename(flight_dump_dir(dir), flight_dump_dir(archive));
+  }
 }
 
 void Supervisor::start() {
@@ -122,10 +129,13 @@ void Supervisor::start() {
   fs::remove_all(dir / "rendezvous");
   fs::create_directories(dir / "rendezvous");
   if (options_.attempt > 0) archive_previous_attempt();
+  // Dumps of an earlier launch in this directory describe another job.
+  fs::remove_all(flight_dump_dir(dir));
   for (int r = 0; r < options_.nproc; ++r) {
     fs::remove(rank_records_path(dir, r));
     fs::remove(rank_events_path(dir, r));
     fs::remove(rank_log_path(dir, r));
+    fs::remove(rank_heartbeat_path(dir, r));
   }
   started_seconds_ = comm::wall_clock_seconds();
   last_line_seconds_.assign(static_cast<size_t>(options_.nproc), started_seconds_);
@@ -163,7 +173,7 @@ void Supervisor::pump_records() {
       if (type == "error") {
         const int rank = j.value("rank", -1);
         if (!errors_.count(rank))
-          errors_[rank] = WorkerError{j.value("comm", false), j.value("seconds", 0.0), j.value("message", "")};
+          errors_[rank] = WorkerError{j.value("comm", false), j.value("seconds", 0.0), j.value("message", ""), j};
       }
       if (type != "step") {
         if (options_.on_message) options_.on_message(j);
@@ -175,16 +185,56 @@ void Supervisor::pump_records() {
   }
 }
 
+std::vector<double> Supervisor::heartbeat_ages(double now) const {
+  std::vector<double> ages;
+  for (size_t r = 0; r < children_.size(); ++r)
+    ages.push_back(heartbeat_age_seconds(rank_heartbeat_path(options_.run_dir, static_cast<int>(r)), now).value_or(-1));
+  return ages;
+}
+
+void Supervisor::check_heartbeats(const std::vector<bool>& seen, std::vector<int>& failed, double now) {
+  using Seconds = std::chrono::duration<double>;
+  const double timeout = Seconds(options_.heartbeat_timeout).count();
+  const double first = Seconds(options_.first_beat.count() > 0 ? options_.first_beat : options_.heartbeat_timeout).count();
+  const std::vector<double> ages = heartbeat_ages(now);
+  for (size_t r = 0; r < children_.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    if (seen[r] || unhealthy_.count(rank)) continue;
+    const bool beating = ages[r] >= 0;
+    const double silence = beating ? ages[r] : now - started_seconds_;
+    if (silence <= (beating ? timeout : first)) continue;
+    const std::string why = (beating ? "no heartbeat for " + units::format_seconds(silence)
+                                     : "no first heartbeat " + units::format_seconds(silence) + " after it started") +
+                            " (heartbeat timeout " + units::format_seconds(beating ? timeout : first) +
+                            "): it stopped responding";
+    unhealthy_[rank] = why;
+    silent_.insert(rank);
+    errors_[rank] = WorkerError{false, now, why, {{"kind", "hang"}, {"detector", std::string(kHeartbeatDetector)}}};
+    failed.push_back(rank);
+  }
+}
+
+int Supervisor::silent_rank(const std::vector<bool>& seen, double now) const {
+  if (options_.heartbeat_timeout.count() <= 0) return -1;
+  const double limit = std::chrono::duration<double>(silent_after(options_.heartbeat_timeout)).count();
+  const std::vector<double> ages = heartbeat_ages(now);
+  int quietest = -1;
+  for (size_t r = 0; r < children_.size(); ++r)
+    if (!seen[r] && ages[r] > limit && (quietest < 0 || ages[r] > ages[quietest])) quietest = static_cast<int>(r);
+  return quietest;
+}
+
 void Supervisor::check_health(std::vector<bool>& seen, std::vector<int>& failed) {
-  if (!options_.unhealthy) return;
   const double now = comm::wall_clock_seconds();
+  if (options_.heartbeat_timeout.count() > 0) check_heartbeats(seen, failed, now);
+  if (!options_.unhealthy) return;
   for (size_t r = 0; r < children_.size(); ++r) {
     if (seen[r] || unhealthy_.count(static_cast<int>(r))) continue;
     const std::string why = options_.unhealthy(static_cast<int>(r), now - last_line_seconds_[r]);
     if (why.empty()) continue;
     unhealthy_[static_cast<int>(r)] = why;
     // Named like a worker's own error, not a communication one, so it wins the root cause.
-    errors_[static_cast<int>(r)] = WorkerError{false, now, why};
+    errors_[static_cast<int>(r)] = WorkerError{false, now, why, nullptr};
     failed.push_back(static_cast<int>(r));
   }
 }
@@ -206,7 +256,7 @@ std::vector<int> Supervisor::teardown() {
   return stopped;
 }
 
-int Supervisor::root_cause(const std::vector<int>& failed) const {
+int Supervisor::root_cause(const std::vector<int>& failed, int silent) const {
   // A worker that lost a peer fails too, often within milliseconds of the one that died; the
   // root cause is the failure that was not a communication error, else the earliest reported
   // (torchrun's elastic agent picks the earliest error file the same way).
@@ -219,6 +269,9 @@ int Supervisor::root_cause(const std::vector<int>& failed) const {
   };
   for (int r : failed)
     if (best < 0 || key(r) < key(best)) best = r;
+  // Everyone failed on communication while one rank, still running, went quiet: they waited
+  // for it. (A rank that failed by itself wins over a silent one.)
+  if (silent >= 0 && (best < 0 || std::get<0>(key(best)) == 1)) return silent;
   return best;
 }
 
@@ -298,13 +351,34 @@ SupervisorResult Supervisor::wait() {
       for (const auto& [rank, err] : errors_)
         if (rank >= 0 && rank < int(n) && std::find(failed.begin(), failed.end(), rank) == failed.end())
           failed.push_back(rank);
-      const int root = failed.empty() ? -1 : root_cause(failed);
+      const double decided = comm::wall_clock_seconds();
+      const std::vector<double> ages = heartbeat_ages(decided);
+      const int silent = failed.empty() ? -1 : silent_rank(seen, decided);
+      const int root = failed.empty() ? -1 : root_cause(failed, silent);
+      if (root >= 0 && root == silent && !unhealthy_.count(root)) {
+        std::vector<int> waiting;
+        for (int r : failed)
+          if (r != root) waiting.push_back(r);
+        std::sort(waiting.begin(), waiting.end());
+        waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
+        unhealthy_[root] = "no heartbeat for " + units::format_seconds(ages[root]) + " while " +
+                           (waiting.size() == 1 ? "rank " : "ranks ") + list_ranks(waiting) +
+                           " failed on communication: it stopped responding";
+        silent_.insert(root);
+        // The collective timeout fired; the silence names the culprit.
+        errors_[root] = WorkerError{false, decided, unhealthy_[root],
+                                    {{"kind", "hang"}, {"detector", std::string(kCollectiveTimeoutDetector)}, {"silent", true}}};
+      }
       result.failed_rank = root;
       result.interrupted = root < 0;
-      if (result.detected_seconds == 0) result.detected_seconds = comm::wall_clock_seconds();
+      if (result.detected_seconds == 0) result.detected_seconds = decided;
       const std::vector<int> stopped = teardown();
       for (int r : stopped) result.exits[r].stopped = true;
       for (const auto& [r, why] : unhealthy_) result.exits[r].unhealthy = why;
+      for (size_t r = 0; r < n; ++r) {
+        result.exits[r].heartbeat_age_seconds = ages[r];
+        result.exits[r].silent = silent_.count(static_cast<int>(r)) > 0;
+      }
       for (size_t r = 0; r < n; ++r) {  // everyone has ended now
         if (seen[r]) continue;
         result.exits[r].status = *children_[r].poll();
@@ -312,6 +386,8 @@ SupervisorResult Supervisor::wait() {
         ++ended;
       }
       pump_records();
+      for (const auto& [r, err] : errors_)
+        if (r >= 0 && r < int(n)) result.exits[r].error = err.record;
       result.stopped_seconds = comm::wall_clock_seconds();
       result.message = failure_message(result, root, stopped);
       continue;

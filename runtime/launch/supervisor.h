@@ -15,8 +15,13 @@
 //             runtime/train/telemetry.h), handing every new record to on_record.
 //             Other lines ({"type": "checkpoint"|"resume"|"fault"|...}) go to on_message.
 //   health    a worker can be unhealthy while still running (no heartbeat, a stuck collective):
-//             the `unhealthy` hook is asked every poll about each running worker, with the
-//             seconds since its last line; a reason it returns fails that worker like an exit.
+//             with a heartbeat timeout, a running rank whose run_dir/rank-<r>.heartbeat is older
+//             than it fails as a hang (liveness.h, detectors.h); the `unhealthy` hook is asked
+//             every poll about each running worker, with the seconds since its last line; a
+//             reason it returns fails that worker like an exit.
+//   culprit   the root cause of a failure is a rank that failed by itself (not on communication);
+//             else a running rank that went silent (no heartbeat for silent_after()) while the
+//             others failed on communication: they waited for it; else the earliest to report.
 //   teardown  a worker that exits non-zero or dies from a signal, an unhealthy one, or
 //             request_stop() stops the rest: SIGTERM to each process group, SIGKILL after
 //             `grace`, every child reaped. Files in run_dir stay as the workers wrote them; a
@@ -31,8 +36,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/launch/process.h"
 #include "runtime/train/telemetry.h"
@@ -60,6 +68,10 @@ struct SupervisorOptions {
   // Health beyond the exit status: asked every poll for each running rank, with the seconds since
   // that rank's last line (or since it started). A non-empty reason fails the rank.
   std::function<std::string(int rank, double seconds_since_last_line)> unhealthy;
+  // The heartbeat detector (0: off): a running rank whose heartbeat file is older than this fails
+  // as a hang. Before its first beat a rank is allowed `first_beat` (0: heartbeat_timeout).
+  std::chrono::milliseconds heartbeat_timeout{0};
+  std::chrono::milliseconds first_beat{0};
   // Which attempt of the job this is (0 first): PARLAB_ATTEMPT for the workers' rendezvous; > 0
   // moves the previous attempt's per-rank files to run_dir/attempt-<attempt - 1>/.
   int attempt = 0;
@@ -69,7 +81,13 @@ struct WorkerExit {
   int rank = 0;
   ExitStatus status;
   bool stopped = false;   // ended by the teardown, not on its own
-  std::string unhealthy;  // why the health hook failed it (empty: it did not)
+  std::string unhealthy;  // why the health hook or the heartbeat failed it (empty: they did not)
+  bool silent = false;    // failed by the heartbeat detector, or named the culprit for its silence
+  // Its {"type": "error", ...} record (null: none): a collective timeout's has "kind": "hang" and
+  // the op, seq, group, tag, bytes and timeout_seconds.
+  nlohmann::json error;
+  // Seconds since its last heartbeat when the failure was noticed (negative: no heartbeat file).
+  double heartbeat_age_seconds = -1;
 };
 
 struct SupervisorResult {
@@ -140,13 +158,18 @@ class Supervisor {
     bool comm = false;  // a communication failure: probably a consequence of another's
     double seconds = 0;
     std::string message;
+    nlohmann::json record;  // as the worker wrote it (null for the supervisor's own verdicts)
   };
 
   void pump_records();
   void check_health(std::vector<bool>& seen, std::vector<int>& failed);
+  void check_heartbeats(const std::vector<bool>& seen, std::vector<int>& failed, double now);
+  std::vector<double> heartbeat_ages(double now) const;  // per rank; negative: no file
+  // A running rank silent long enough to be the cause of the others' communication failures.
+  int silent_rank(const std::vector<bool>& seen, double now) const;
   void archive_previous_attempt() const;
   std::vector<int> teardown();
-  int root_cause(const std::vector<int>& failed) const;
+  int root_cause(const std::vector<int>& failed, int silent) const;
   std::string failure_message(const SupervisorResult& result, int failed,
                               const std::vector<int>& stopped) const;
 
@@ -158,6 +181,7 @@ class Supervisor {
   double started_seconds_ = 0;
   std::vector<double> last_line_seconds_;   // per rank, wall clock
   std::map<int, std::string> unhealthy_;    // rank -> reason
+  std::set<int> silent_;                    // ranks failed for their silence (heartbeat)
   std::atomic<bool> stop_requested_{false};
   static_assert(std::atomic<bool>::is_always_lock_free);
 };

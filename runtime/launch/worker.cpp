@@ -10,7 +10,9 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
+#include "runtime/launch/liveness.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
 #include "runtime/train/trainer_checkpoint.h"
@@ -27,17 +29,18 @@ const char* env_or_null(const char* name) {
 
 // The error line the supervisor reads to name the root cause of a failed job.
 // `fatal`: a configuration error, which a restart cannot fix.
+// `extra`: more fields (a collective timeout's kind, op, seq, group, ...).
 void write_error_record(const std::filesystem::path& file, int rank, bool comm, const std::string& message,
-                        bool fatal = false) {
+                        bool fatal = false, const nlohmann::json& extra = nlohmann::json::object()) {
+  nlohmann::json j = {{"type", "error"},
+                      {"rank", rank},
+                      {"comm", comm},
+                      {"fatal", fatal},
+                      {"seconds", comm::wall_clock_seconds()},
+                      {"message", message}};
+  j.update(extra);
   std::ofstream out(file, std::ios::app);
-  out << nlohmann::json{{"type", "error"},
-                        {"rank", rank},
-                        {"comm", comm},
-                        {"fatal", fatal},
-                        {"seconds", comm::wall_clock_seconds()},
-                        {"message", message}}
-             .dump()
-      << '\n';
+  out << j.dump() << '\n';
 }
 
 bool is_loopback(const std::string& host) {
@@ -110,6 +113,12 @@ train::TrainConfig make_train_config(const TrainJob& job, int world) {
 
 namespace {
 
+// What keeps the supervisor informed that this rank is alive (liveness.h); the hang fault stops it.
+struct Liveness {
+  HeartbeatThread* heartbeat = nullptr;  // null: heartbeats are off
+  DumpOnTerminate* dumper = nullptr;
+};
+
 // The records channel and what a rank needs to report on it.
 struct Reporter {
   train::JsonlSink& sink;
@@ -120,16 +129,33 @@ struct Reporter {
     j["seconds"] = comm::wall_clock_seconds();
     sink.write_line(j);
   }
-  // Says what is about to happen, then dies the way a lost process does: no cleanup at all.
-  [[noreturn]] void die(const FaultSpec& f, int64_t step, const std::string& where) {
+  // The {"type": "fault"} line the supervisor times detection from.
+  void fault(const FaultSpec& f, int64_t step) {
     line({{"type", "fault"}, {"kind", fault_kind_name(f.kind)}, {"step", step}, {"spec", f.to_string()},
           {"lost", f.kind == FaultKind::kLoseRank}});
+  }
+  // Says what is about to happen, then dies the way a lost process does: no cleanup at all.
+  [[noreturn]] void die(const FaultSpec& f, int64_t step, const std::string& where) {
+    fault(f, step);
     std::fprintf(stderr, "rank %d: injected fault %s%s: SIGKILL\n", rank, f.to_string().c_str(), where.c_str());
     std::fflush(stderr);
     ::raise(SIGKILL);
     std::abort();  // not reached
   }
+  // Stops responding without dying: no heartbeat, no records, no flight-recorder dump on SIGTERM,
+  // outside any collective (its communicators sit idle), until the supervisor kills it.
+  [[noreturn]] void freeze(const FaultSpec& f, int64_t step, Liveness& live) {
+    fault(f, step);
+    std::fprintf(stderr, "rank %d: injected fault %s: stops responding before step %lld\n", rank,
+                 f.to_string().c_str(), static_cast<long long>(step));
+    std::fflush(stderr);
+    if (live.heartbeat) live.heartbeat->stop();
+    live.dumper->freeze();
+    for (;;) ::pause();
+  }
 };
+
+std::chrono::milliseconds rendezvous_timeout(const TrainJob& job) { return std::max(job.comm_timeout, kLabCollectiveTimeout); }
 
 // A collective of the checkpoint protocol waits for the slowest rank's whole shard write.
 std::chrono::milliseconds checkpoint_timeout(const TrainJob& job) {
@@ -171,7 +197,7 @@ void after_save(Reporter& out, const checkpoint::SaveResult& r, const std::vecto
 
 // Steps until job.steps in total, with checkpoints and the faults of this rank.
 void train_loop(const TrainJob& job, train::Trainer& trainer, train::CommCoordinator& coord, Reporter& out,
-                const std::vector<FaultSpec>& faults) {
+                const std::vector<FaultSpec>& faults, Liveness& live) {
   const int rank = coord.rank();
   int64_t saving = -1;  // the step whose checkpoint is being written
   checkpoint::SaveOptions so(checkpoint_root(job.run_dir), job.keep_last);
@@ -182,12 +208,19 @@ void train_loop(const TrainJob& job, train::Trainer& trainer, train::CommCoordin
           if (g.kind == FaultKind::kKillDuringCheckpoint && g.rank == r && g.phase == phase && g.step == saving)
             out.die(g, saving, std::string(" during the checkpoint save (") + checkpoint::save_phase_name(phase) + ")");
       };
+  const int64_t first_step = trainer.state().step;
   while (trainer.state().step < job.steps) {
     const int64_t s = trainer.state().step;
     if (rank == job.fail_rank && s == job.fail_step) throw InjectedFailure(rank, s, job.fail_code);
-    for (const FaultSpec& f : faults)
-      if ((f.kind == FaultKind::kKill || f.kind == FaultKind::kLoseRank) && f.rank == rank && f.step == s)
+    for (const FaultSpec& f : faults) {
+      if (f.rank != rank) continue;
+      if ((f.kind == FaultKind::kKill || f.kind == FaultKind::kLoseRank) && f.step == s)
         out.die(f, s, " before step " + std::to_string(s));
+      if (f.kind == FaultKind::kHang && f.step == s) out.freeze(f, s, live);
+      // The trainer skips the collectives itself (TrainerOptions::faults); this says when.
+      if (f.kind == FaultKind::kSkipAllReduce && f.step == s) out.fault(f, s);
+      if (f.kind == FaultKind::kSlow && s == std::max(f.step, first_step)) out.fault(f, s);
+    }
     trainer.step();
     if (is_checkpoint_step(s + 1, job.checkpoint_every, job.steps)) {
       saving = s + 1;
@@ -216,7 +249,8 @@ nlohmann::json to_json(const TrainJob& j) {
           {"weight_decay", j.weight_decay}, {"run_dir", j.run_dir.string()}, {"dump_dir", j.dump_dir.string()},
           {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"fail_rank", j.fail_rank},
           {"fail_step", j.fail_step}, {"fail_code", j.fail_code}, {"checkpoint_every", j.checkpoint_every},
-          {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples}};
+          {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples},
+          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}};
 }
 
 TrainJob train_job_from_json(const nlohmann::json& j) {
@@ -254,6 +288,9 @@ TrainJob train_job_from_json(const nlohmann::json& j) {
     get("keep_last", t.keep_last);
     get("faults", t.faults);
     get("record_samples", t.record_samples);
+    int64_t heartbeat_ms = 0;
+    get("heartbeat_timeout_ms", heartbeat_ms);
+    t.heartbeat_timeout = std::chrono::milliseconds(heartbeat_ms);
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError("train job." + key, j.contains(key) ? j.at(key).dump() : "(missing)", e.what());
   }
@@ -275,39 +312,62 @@ void write_train_job(const std::filesystem::path& file, const TrainJob& job) {
   if (!out) throw RuntimeError("cannot write the job file " + file.string());
 }
 
-void run_train_worker(const TrainJob& job) {
-  follow_supervisor();
-  const comm::RendezvousEnv env = comm::from_env();
-  std::filesystem::create_directories(job.run_dir);
-  const std::filesystem::path records = rank_records_path(job.run_dir, env.rank);
-  std::unique_ptr<train::JsonlSink> sink;
-  try {
-    sink = std::make_unique<train::JsonlSink>(
-        records, job.trace ? rank_events_path(job.run_dir, env.rank) : std::filesystem::path{});
-    const int attempt = attempt_from_env();
-    // Faults emulate one failure: a restarted job runs clean.
-    const std::vector<FaultSpec> faults = attempt == 0 ? parse_faults(job.faults) : std::vector<FaultSpec>{};
-    comm::GlooOptions go;
-    go.timeout = job.comm_timeout;
-    go.attempt = attempt;
-    go.dump_dir = job.run_dir;  // flight-recorder dumps of a failed collective land here
-    WorkerWorld world = connect_worker(go);
-    const train::TrainConfig config = make_train_config(job, world.comm->size());
-    train::TrainerOptions to;
-    to.sink = sink.get();
-    to.record_events = job.trace;
-    to.record_samples = job.record_samples;
-    if (!job.dump_dir.empty())
-      to.dump_dir = train::dump_dir_for_rank(job.dump_dir, env.rank, world.comm->size());
-    train::Trainer trainer(config, *world.comm, to);
-    Reporter out{*sink, world.comm->rank()};
-    out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()}});
+namespace {
 
+// Unwatches at scope exit, before the communicators it names are destroyed.
+struct Watching {
+  DumpOnTerminate& dumper;
+  Watching(DumpOnTerminate& d, std::vector<const comm::Communicator*> comms) : dumper(d) { dumper.watch(std::move(comms)); }
+  ~Watching() { dumper.unwatch(); }
+  Watching(const Watching&) = delete;
+  Watching& operator=(const Watching&) = delete;
+};
+
+// The faults of this rank that the trainer itself injects.
+train::InjectedFaults trainer_faults(const std::vector<FaultSpec>& faults, int rank) {
+  train::InjectedFaults f;
+  for (const FaultSpec& x : faults) {
+    if (x.rank != rank) continue;
+    if (x.kind == FaultKind::kSkipAllReduce) f.skip_collectives_step = x.step;
+    if (x.kind == FaultKind::kSlow) {
+      f.compute_slowdown = x.factor;
+      f.slow_from_step = x.step;
+    }
+  }
+  return f;
+}
+
+// Connect, build, resume, train, finish: everything that needs the communicators, which every
+// failure dumps (all groups, not only the one that failed) before it leaves their scope.
+void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
+  const int attempt = attempt_from_env();
+  const std::vector<FaultSpec> faults = faults_for_attempt(job.faults, attempt);
+  comm::GlooOptions go;
+  // Connecting waits at least the lab default: a short collective watchdog (tests use 2 s) must
+  // not turn a slow start on a loaded machine into a failed rendezvous.
+  go.timeout = rendezvous_timeout(job);
+  go.attempt = attempt;
+  go.dump_dir = flight_dump_dir(job.run_dir);  // a failed collective dumps its group's recorder here
+  WorkerWorld world = connect_worker(go);
+  Watching watch_world(*live.dumper, {world.comm.get()});
+  const int rank = world.comm->rank();
+  const train::TrainConfig config = make_train_config(job, world.comm->size());
+  train::TrainerOptions to;
+  to.sink = &sink;
+  to.record_events = job.trace;
+  to.record_samples = job.record_samples;
+  to.faults = trainer_faults(faults, rank);
+  if (!job.dump_dir.empty()) to.dump_dir = train::dump_dir_for_rank(job.dump_dir, rank, world.comm->size());
+  train::Trainer trainer(config, *world.comm, to);
+  Watching watch_all(*live.dumper, trainer.communicators());
+  Reporter out{sink, rank};
+  out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()}});
+  try {
     train::CommCoordinator coord(*world.comm, checkpoint_timeout(job));
     const double load_start = comm::wall_clock_seconds();
     report_resume(out, train::resume_trainer(trainer, checkpoint::LoadOptions(checkpoint_root(job.run_dir)), coord),
                   load_start);
-    train_loop(job, trainer, coord, out, faults);
+    train_loop(job, trainer, coord, out, faults, live);
     if (out.rank == 0) {
       const train::StateFingerprint fp = train::state_fingerprint(trainer);
       out.line({{"type", "final"}, {"state", fp.to_json()}});
@@ -317,6 +377,51 @@ void run_train_worker(const TrainJob& job) {
     bo.timeout = job.comm_timeout;
     bo.tag = "end of training";
     world.comm->barrier(bo)->wait();
+  } catch (const comm::CollectiveError&) {
+    live.dumper->dump_all();
+    throw;
+  } catch (const comm::CommunicatorAborted&) {
+    live.dumper->dump_all();
+    throw;
+  }
+}
+
+// What the supervisor needs from a timed-out collective to name the hang: op, seq, group, tag.
+nlohmann::json hang_fields(const comm::CollectiveTimeout& e) {
+  return {{"kind", "hang"},
+          {"detector", std::string(kCollectiveTimeoutDetector)},
+          {"op", std::string(comm::to_string(e.op()))},
+          {"seq", e.seq()},
+          {"group", e.group()},
+          {"tag", e.tag()},
+          {"bytes", e.bytes()},
+          {"collective", e.info().describe()},
+          {"timeout_seconds", e.timeout_seconds()}};
+}
+
+}  // namespace
+
+void run_train_worker(const TrainJob& job) {
+  // First, before any thread exists: SIGTERM (the supervisor's teardown) dumps the flight
+  // recorders instead of killing the rank mid-sentence.
+  DumpOnTerminate dumper(flight_dump_dir(job.run_dir));
+  follow_supervisor();
+  const comm::RendezvousEnv env = comm::from_env();
+  std::filesystem::create_directories(job.run_dir);
+  const std::filesystem::path records = rank_records_path(job.run_dir, env.rank);
+  std::unique_ptr<train::JsonlSink> sink;
+  std::unique_ptr<HeartbeatThread> heartbeat;
+  if (job.heartbeat_timeout.count() > 0)
+    heartbeat = std::make_unique<HeartbeatThread>(rank_heartbeat_path(job.run_dir, env.rank),
+                                                  heartbeat_interval(job.heartbeat_timeout));
+  Liveness live{heartbeat.get(), &dumper};
+  try {
+    sink = std::make_unique<train::JsonlSink>(
+        records, job.trace ? rank_events_path(job.run_dir, env.rank) : std::filesystem::path{});
+    train_worker(job, *sink, live);
+  } catch (const comm::CollectiveTimeout& e) {
+    write_error_record(records, env.rank, true, e.what(), false, hang_fields(e));
+    throw;
   } catch (const comm::CollectiveError& e) {
     write_error_record(records, env.rank, true, e.what());
     throw;

@@ -24,7 +24,11 @@
 //                    "timings", "seconds"}                   rank 0, each committed checkpoint
 //                   {"type": "fault", "kind", "rank", "step", "seconds", ...}  just before a fault
 //                   {"type": "final", "state": StateFingerprint}   rank 0, at the end
-//                   {"type": "error", "rank", "comm", "seconds", "message"}    on failure, last
+//                   {"type": "error", "rank", "comm", "seconds", "message"}    on failure, last;
+//                    a collective timeout adds "kind": "hang", "detector", "op", "seq", "group",
+//                    "tag", "bytes", "collective", "timeout_seconds"
+//   liveness      a heartbeat file the supervisor watches, and every communicator's flight
+//                 recorder dumped to <run_dir>/flight/ on a failure or on SIGTERM (liveness.h)
 //                 "seconds" are wall-clock seconds since the Unix epoch (the supervisor's clock).
 #include <chrono>
 #include <cstdint>
@@ -37,6 +41,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/comm/tcp_store.h"
+#include "runtime/launch/detectors.h"
 #include "runtime/train/trainer.h"
 
 namespace parlab::launch {
@@ -75,6 +80,9 @@ struct TrainJob {
   std::filesystem::path dump_dir;  // --dump-step
   bool trace = false;              // write the rank's events (for --trace)
   std::chrono::milliseconds comm_timeout = comm::kDefaultTimeout;
+  // Heartbeat detector (detectors.h): the rank beats every heartbeat_interval() of it; 0: no
+  // heartbeat (the supervisor then cannot tell a frozen rank from a waiting one).
+  std::chrono::milliseconds heartbeat_timeout = kLabHeartbeatTimeout;
   // Fault injection for tests of the supervisor: this rank exits with `fail_code` before step
   // `fail_step` (-1: never).
   int fail_rank = -1;
@@ -84,7 +92,7 @@ struct TrainJob {
   // checkpoints is resumed either way). Retention keeps the newest keep_last + last known good.
   int64_t checkpoint_every = 0;
   int keep_last = 3;
-  std::vector<std::string> faults;  // --fault values (faults.h)
+  std::vector<std::string> faults;  // --fault values (faults.h), ranks of the current attempt
   bool record_samples = false;      // dataset indices in every step record
 };
 

@@ -1,6 +1,7 @@
 #include "runtime/train/executor.h"
 
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include "runtime/comm/flight_recorder.h"
@@ -202,11 +203,26 @@ void Executor::add_compute_event(const Op& op, double start, double end) {
   result_.events.push_back(std::move(e));
 }
 
+double Executor::slowed(double start, double end) const {
+  const InjectedFaults& f = options_.faults;
+  if (!(f.compute_slowdown > 1) || step_ < f.slow_from_step) return end;
+  const double extra = (f.compute_slowdown - 1) * (end - start);
+  // A sleep overshoots by the timer slack (~50 us): short waits spin, so the factor holds for
+  // the lab's microsecond-sized ops too.
+  if (extra < 1e-3) {
+    while (now() < end + extra) {
+    }
+  } else {
+    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  }
+  return now();
+}
+
 void Executor::run_forward(const Op& op) {
   model::MicrobatchState& mb = mbs_[op.microbatch];
   const double t0 = now();
   for (int l = op.layers.begin; l < op.layers.end; ++l) model_.forward_layer(l, mb);
-  const double t1 = now();
+  const double t1 = slowed(t0, now());
   result_.forward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
 }
@@ -215,7 +231,7 @@ void Executor::run_backward(const Op& op) {
   model::MicrobatchState& mb = mbs_[op.microbatch];
   const double t0 = now();
   for (int l = op.layers.end - 1; l >= op.layers.begin; --l) model_.backward_layer(l, mb);
-  const double t1 = now();
+  const double t1 = slowed(t0, now());
   result_.backward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
 }
@@ -227,16 +243,18 @@ void Executor::run_optimizer(const Op& op) {
   if (options_.before_optimizer) options_.before_optimizer(op, params, grads);
   const double t0 = now();
   optimizer_.step(params, grads);
-  const double t1 = now();
+  const double t1 = slowed(t0, now());
   result_.optimizer_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
 }
 
 void Executor::issue_all_reduce(const Op& op) {
+  // The injected skip: nothing is issued, so nothing is waited for (issued_index_ stays -1).
+  if (step_ == options_.faults.skip_collectives_step) return;
   comm::Communicator& c = comm_of(op);
   comm::CollectiveOptions o;
   o.timeout = options_.comm_timeout;
-  o.tag = op.tag;
+  o.tag = "s" + std::to_string(step_) + "/" + op.tag;
   const double t = now();
   std::shared_ptr<comm::Work> work = c.all_reduce(grad_range(op), o);
   issued_index_[op.id] = static_cast<int>(issued_.size());

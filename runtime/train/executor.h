@@ -23,6 +23,10 @@
 //
 // Gradient buffer: run() zeroes it, backward ops accumulate into it, bucket all-reduces SUM it in
 // place (the loss scale 1/global_batch makes the sum the gradient of the global mean loss).
+//
+// Collective tags carry the step: step 5's bucket 3 is issued as "s5/grad.bucket3", so a flight
+// recorder (and the hang analyzer reading it) says which step's collective a rank was in, and
+// ranks that disagree on it never pair up (the Gloo backend derives its slot from the tag).
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -45,9 +49,22 @@ class UnsupportedOp : public RuntimeError {
   using RuntimeError::RuntimeError;
 };
 
+// Faults injected into one rank's execution for tests and lessons (launch/faults.h parses them
+// from --fault). The defaults inject nothing.
+struct InjectedFaults {
+  // skip-allreduce: at this step the rank runs every compute op but issues none of the step's
+  // collectives (the optimizer applies its local gradients) and carries on with the next step.
+  int64_t skip_collectives_step = -1;
+  // slow: from `slow_from_step` on, every compute op takes `compute_slowdown` times its measured
+  // time (the rank sleeps the difference inside the op, so the op's timing shows it).
+  double compute_slowdown = 1;
+  int64_t slow_from_step = 0;
+};
+
 struct ExecutorOptions {
   // Per-op timeout of every collective (CollectiveTimeout past it).
   std::chrono::milliseconds comm_timeout = comm::kDefaultTimeout;
+  InjectedFaults faults;
   // Called right before an optimizer op updates [op.flat_begin, op.flat_end), with the weights it
   // is about to change and the gradients it will apply (after accumulation and the DP reduction).
   // `--dump-step` writes them.
@@ -103,6 +120,8 @@ class Executor {
   void drain();
   void collect_comm_events();
   void add_compute_event(const strategy::Op& op, double start, double end);
+  // The slow fault: sleeps (slowdown - 1) x the op's time so far; returns the op's new end.
+  double slowed(double start, double end) const;
   comm::Communicator& comm_of(const strategy::Op& op) const;
   std::span<float> grad_range(const strategy::Op& op);
 

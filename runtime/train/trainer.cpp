@@ -146,10 +146,17 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   }
   ExecutorOptions eo;
   eo.comm_timeout = config_.comm_timeout;
+  eo.faults = options_.faults;
   executor_ = std::make_unique<Executor>(program_, state_.model, *state_.optimizer, std::move(comms), eo);
 }
 
 Trainer::~Trainer() = default;
+
+std::vector<const comm::Communicator*> Trainer::communicators() const {
+  std::vector<const comm::Communicator*> out = {&world_};
+  for (const auto& c : owned_comms_) out.push_back(c.get());
+  return out;
+}
 
 std::vector<model::MicrobatchState> Trainer::load_microbatches(
     const GlobalBatch& batch, std::vector<std::vector<int64_t>>& indices) {

@@ -85,6 +85,7 @@ struct TrainerOptions {
   // When set, the first step() writes its inputs, labels, weights before the update and the
   // gradients the optimizer applies here (dump.h; the caller picks the per-rank folder).
   std::filesystem::path dump_dir;
+  InjectedFaults faults;  // skip-allreduce and slow (executor.h); none by default
 };
 
 class Trainer {
@@ -108,6 +109,9 @@ class Trainer {
   TrainerState& state() { return state_; }
   int rank() const { return world_.rank(); }
   int dp_rank() const { return dp_rank_; }
+  // Every communicator the trainer's ops use (the world's and the groups split off it), e.g. to
+  // dump all their flight recorders when the rank fails or is stopped.
+  std::vector<const comm::Communicator*> communicators() const;
 
  private:
   std::vector<model::MicrobatchState> load_microbatches(const GlobalBatch& batch,

@@ -54,6 +54,22 @@ void run_translated(const OpInfo& info, F&& body) {
   }
 }
 
+// The Gloo tag (the slot its messages travel in) of an op. Send/recv: the message number, equal
+// on both sides. Collectives: the low 16 bits are the sequence number (ops run one at a time, so
+// neighbouring ops never share a slot), the high 16 a hash (FNV-1a) of the caller's tag. Ranks
+// that disagree on what collective #k is (one skipped a step and issued the next step's bucket
+// there, "s6/grad.bucket0" against "s5/grad.bucket0") then never exchange data: every rank times
+// out and the flight recorders say who disagreed, instead of the ranks silently summing
+// different steps' gradients and failing somewhere later (PyTorch's desync debug finds the same
+// class of bug by comparing collective fingerprints).
+std::uint32_t gloo_tag(const OpInfo& info) {
+  if (is_point_to_point(info.op)) return static_cast<std::uint32_t>(info.seq);
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : info.tag) h = (h ^ c) * 16777619u;
+  const std::uint32_t folded = (h >> 16) ^ (h & 0xFFFFu);
+  return (folded << 16) | static_cast<std::uint32_t>(info.seq & 0xFFFFu);
+}
+
 // Keys of group `group` of attempt k live under "parlab/attempt.<k>/<group>".
 std::string group_scope(const GlooOptions& o, const std::string& group) {
   return "parlab/attempt." + std::to_string(o.attempt) + "/" + group;
@@ -232,10 +248,10 @@ class GlooCommunicator final : public Communicator {
     return work;
   }
 
-  // The Gloo tag is the sequence number: every op of a communicator gets its own slots.
   std::shared_ptr<Work> submit(const OpInfo& info, Body body) {
-    return queue_.submit(info, [info, body = std::move(body)] {
-      run_translated(info, [&] { body(static_cast<std::uint32_t>(info.seq), info.timeout); });
+    const std::uint32_t tag = gloo_tag(info);
+    return queue_.submit(info, [info, tag, body = std::move(body)] {
+      run_translated(info, [&] { body(tag, info.timeout); });
     });
   }
 

@@ -24,7 +24,9 @@ TEST(FaultParseTest, EveryKindRoundTrips) {
   for (const std::string text : {"kill:rank=1,step=7", "kill-during-checkpoint:rank=0,step=10,phase=before-manifest",
                                  "kill-during-checkpoint:rank=1,step=10,phase=mid-shard-write",
                                  "corrupt-checkpoint:step=10", "corrupt-checkpoint:step=4,shard=1",
-                                 "lose-rank:rank=1,step=5"})
+                                 "lose-rank:rank=1,step=5", "skip-allreduce:rank=2,step=5", "hang:rank=1,step=4",
+                                 "slow:rank=3,factor=3", "slow:rank=3,factor=2.5,step=10",
+                                 "hang:rank=1,step=4,attempts=0", "kill:rank=0,step=2,attempts=3"})
     EXPECT_EQ(parse_fault(text).to_string(), text);
   const FaultSpec f = parse_fault("kill-during-checkpoint:step=10,phase=after-pointer-update");
   EXPECT_EQ(f.kind, FaultKind::kKillDuringCheckpoint);
@@ -34,7 +36,14 @@ TEST(FaultParseTest, EveryKindRoundTrips) {
 }
 
 TEST(FaultParseTest, MistakesNameTheFlagAndTheKey) {
-  EXPECT_EQ(error_of("kill:rank=1"), "--fault = kill:rank=1: missing key 'step' (kill takes rank, step)");
+  EXPECT_EQ(error_of("kill:rank=1"),
+            "--fault = kill:rank=1: missing key 'step' (kill takes rank, step and optionally attempts)");
+  EXPECT_NE(error_of("slow:rank=1").find("missing key 'factor'"), std::string::npos);
+  // A factor of 1 or less slows nothing down.
+  EXPECT_NE(error_of("slow:rank=1,factor=1").find("key 'factor' = '1' must be a number > 1"), std::string::npos);
+  EXPECT_NE(error_of("slow:rank=1,factor=x").find("must be a number > 1"), std::string::npos);
+  EXPECT_NE(error_of("hang:rank=1,step=2,attempts=-1").find("key 'attempts' = '-1' must be an integer >= 0"),
+            std::string::npos);
   EXPECT_NE(error_of("kill:rank=1,step=2,phase=x").find("unknown key 'phase'"), std::string::npos);
   EXPECT_NE(error_of("explode:rank=1").find("unknown fault 'explode'"), std::string::npos);
   EXPECT_NE(error_of("kill:rank=-1,step=2").find("key 'rank' = '-1' must be an integer >= 0"), std::string::npos);
@@ -62,6 +71,46 @@ TEST(FaultCheckTest, FaultsMustFitTheJob) {
   EXPECT_NE(check("corrupt-checkpoint:step=7", 2, 10, 5).find("no checkpoint is written at step 7"), std::string::npos);
   EXPECT_EQ(check("corrupt-checkpoint:step=10", 2, 10, 4), "");  // the last step always saves
   EXPECT_NE(check("corrupt-checkpoint:step=4", 2, 10, 0).find("checkpointing is off"), std::string::npos);
+  EXPECT_EQ(check("skip-allreduce:rank=3,step=9", 4, 10, 0), "");
+  EXPECT_NE(check("skip-allreduce:rank=4,step=5", 4, 10, 0).find("rank 4 does not exist"), std::string::npos);
+  EXPECT_NE(check("hang:rank=1,step=10", 2, 10, 0).find("never reached"), std::string::npos);
+  EXPECT_EQ(check("slow:rank=1,factor=3", 2, 10, 0), "");
+}
+
+TEST(FaultParseTest, NewKindsCarryTheirValues) {
+  const FaultSpec skip = parse_fault("skip-allreduce:rank=2,step=5");
+  EXPECT_EQ(skip.kind, FaultKind::kSkipAllReduce);
+  EXPECT_EQ(skip.rank, 2);
+  EXPECT_EQ(skip.step, 5);
+  const FaultSpec slow = parse_fault("slow:rank=3,factor=2.5");
+  EXPECT_EQ(slow.kind, FaultKind::kSlow);
+  EXPECT_EQ(slow.factor, 2.5);
+  EXPECT_EQ(slow.step, 0);  // from the first step
+  EXPECT_EQ(std::string(fault_kind_name(FaultKind::kHang)), "hang");
+}
+
+TEST(FaultParseTest, AttemptsSayWhenAFaultFires) {
+  // Default: the first attempt only, so a restarted job runs clean.
+  EXPECT_TRUE(parse_fault("hang:rank=1,step=4").fires_on(0));
+  EXPECT_FALSE(parse_fault("hang:rank=1,step=4").fires_on(1));
+  // attempts=2: attempts 0 and 1; attempts=0: every attempt (a bad node).
+  EXPECT_TRUE(parse_fault("hang:rank=1,step=4,attempts=2").fires_on(1));
+  EXPECT_FALSE(parse_fault("hang:rank=1,step=4,attempts=2").fires_on(2));
+  EXPECT_TRUE(parse_fault("hang:rank=1,step=4,attempts=0").fires_on(7));
+  const std::vector<std::string> texts = {"kill:rank=0,step=3", "hang:rank=1,step=4,attempts=0"};
+  EXPECT_EQ(faults_for_attempt(texts, 0).size(), 2u);
+  ASSERT_EQ(faults_for_attempt(texts, 1).size(), 1u);
+  EXPECT_EQ(faults_for_attempt(texts, 1)[0].kind, FaultKind::kHang);
+}
+
+TEST(FaultParseTest, FaultsMoveWithTheirDevices) {
+  const std::vector<std::string> texts = {"hang:rank=1,step=4,attempts=0", "slow:rank=3,factor=2",
+                                          "kill:rank=0,step=2", "corrupt-checkpoint:step=6"};
+  // Device 1 dropped: devices 0, 2, 3 become ranks 0, 1, 2; the hang of device 1 is gone.
+  EXPECT_EQ(renumber_faults(texts, {0, 2, 3}),
+            (std::vector<std::string>{"slow:rank=2,factor=2", "kill:rank=0,step=2", "corrupt-checkpoint:step=6"}));
+  // Nothing dropped: the same texts.
+  EXPECT_EQ(renumber_faults(texts, {0, 1, 2, 3}), texts);
 }
 
 TEST(FaultCheckTest, CheckpointSteps) {

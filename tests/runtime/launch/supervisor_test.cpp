@@ -24,16 +24,22 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-SupervisorOptions fake_job(const fs::path& dir, int nproc, int failing, int code, int delay_ms,
-                           bool ignore_term = false) {
+// `mode`: "", "ignore-term", "hang" or "silent" (fake_worker.cpp).
+SupervisorOptions fake_job_mode(const fs::path& dir, int nproc, int failing, int code, int delay_ms,
+                                const std::string& mode) {
   SupervisorOptions o;
   o.argv = {PARLAB_FAKE_WORKER, std::to_string(failing), std::to_string(code), std::to_string(delay_ms)};
-  if (ignore_term) o.argv.push_back("ignore-term");
+  if (!mode.empty()) o.argv.push_back(mode);
   o.nproc = nproc;
   o.run_dir = dir;
   o.grace = std::chrono::milliseconds(500);
   o.poll = std::chrono::milliseconds(10);
   return o;
+}
+
+SupervisorOptions fake_job(const fs::path& dir, int nproc, int failing, int code, int delay_ms,
+                           bool ignore_term = false) {
+  return fake_job_mode(dir, nproc, failing, code, delay_ms, ignore_term ? "ignore-term" : "");
 }
 
 pid_t pid_file(const fs::path& dir, int rank) {
@@ -165,6 +171,74 @@ TEST(SupervisorTest, AnUnhealthyWorkerFailsTheRunLikeAnExit) {
   EXPECT_NE(std::find(asked.begin(), asked.end(), 0), asked.end());  // every running rank is asked
   expect_no_survivors(dir, 2);
   fs::remove_all(dir);
+}
+
+TEST(SupervisorTest, ARankThatStopsBeatingIsFailedAsAHang) {
+  // Three ranks beat every 50 ms; rank 1 stops after 300 ms and sleeps, alive. With a 500 ms
+  // heartbeat timeout the supervisor must name it, as a hang, and stop everyone.
+  const fs::path dir = fresh_dir("heartbeat");
+  SupervisorOptions o = fake_job_mode(dir, 3, /*failing=*/1, 0, /*delay_ms=*/300, "hang");
+  o.heartbeat_timeout = std::chrono::milliseconds(500);
+  Supervisor s(o);
+  const SupervisorResult result = s.run();
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_TRUE(result.exits[1].silent);
+  EXPECT_FALSE(result.exits[0].silent);
+  EXPECT_EQ(result.exits[1].unhealthy.rfind("no heartbeat for ", 0), 0u) << result.exits[1].unhealthy;
+  EXPECT_NE(result.exits[1].unhealthy.find("(heartbeat timeout 500 ms): it stopped responding"), std::string::npos)
+      << result.exits[1].unhealthy;
+  EXPECT_TRUE(result.exits[0].unhealthy.empty());
+  EXPECT_EQ(result.exits[1].error.value("detector", ""), "heartbeat");
+  EXPECT_EQ(result.exits[1].error.value("kind", ""), "hang");
+  EXPECT_EQ(result.message.rfind("rank 1 was unhealthy: no heartbeat for", 0), 0u) << result.message;
+  // Not before its last beat (>= 300 ms after the start) plus the 500 ms timeout.
+  EXPECT_GE(result.detected_seconds - result.started_seconds, 0.8 - 0.05);
+  for (int r : {0, 2}) EXPECT_TRUE(result.exits[r].stopped) << r;
+  expect_no_survivors(dir, 3);
+  fs::remove_all(dir);
+}
+
+TEST(SupervisorTest, ARankIsAllowedItsStartupBeforeItsFirstBeat) {
+  // These workers never beat. With a first-beat allowance of 10 s they finish (after 400 ms)
+  // unharmed; held to the 100 ms heartbeat timeout they are failed for it.
+  const fs::path dir = fresh_dir("firstbeat");
+  SupervisorOptions o = fake_job(dir, 2, /*failing=*/-1, 0, /*delay_ms=*/400);
+  o.heartbeat_timeout = std::chrono::milliseconds(100);
+  o.first_beat = std::chrono::milliseconds(10'000);
+  EXPECT_TRUE(Supervisor(o).run().ok);
+  o.first_beat = std::chrono::milliseconds(0);  // = the heartbeat timeout
+  const SupervisorResult result = Supervisor(o).run();
+  EXPECT_FALSE(result.ok);
+  ASSERT_GE(result.failed_rank, 0);
+  EXPECT_NE(result.exits[result.failed_rank].unhealthy.find("no first heartbeat"), std::string::npos)
+      << result.message;
+  fs::remove_all(dir);
+}
+
+TEST(SupervisorTest, TheSilentRankIsTheCulpritNotTheRanksThatWaitedForIt) {
+  // Rank 1 beats once and freezes. After 3.2 s ranks 0 and 2 report a communication error and
+  // exit (their collective timed out waiting for it). Heartbeat timeout 4 s: beats every 1 s,
+  // silent after 3 s, so rank 1 (silent ~3.5 s) is named before its own heartbeat timeout.
+  const fs::path dir = fresh_dir("silent");
+  SupervisorOptions o = fake_job_mode(dir, 3, /*failing=*/1, /*code=*/1, /*delay_ms=*/3200, "silent");
+  o.heartbeat_timeout = std::chrono::milliseconds(4000);
+  const SupervisorResult result = Supervisor(o).run();
+  EXPECT_EQ(result.failed_rank, 1) << result.message;
+  EXPECT_TRUE(result.exits[1].silent);
+  EXPECT_NE(result.exits[1].unhealthy.find("while ranks 0, 2 failed on communication: it stopped responding"),
+            std::string::npos)
+      << result.exits[1].unhealthy;
+  EXPECT_TRUE(result.exits[0].error.value("comm", false));
+  EXPECT_EQ(result.exits[1].error.value("detector", ""), "collective-timeout");
+  expect_no_survivors(dir, 3);
+  fs::remove_all(dir);
+
+  // Without heartbeats the supervisor can only blame the earliest communication failure.
+  const fs::path dir2 = fresh_dir("silent_noheartbeat");
+  const SupervisorResult blind = Supervisor(fake_job_mode(dir2, 3, 1, 1, 300, "silent")).run();
+  EXPECT_TRUE(blind.failed_rank == 0 || blind.failed_rank == 2) << blind.message;
+  fs::remove_all(dir2);
 }
 
 TEST(SupervisorTest, ALaterAttemptKeepsTheEarlierAttemptsFiles) {
