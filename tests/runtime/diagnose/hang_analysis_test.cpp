@@ -92,6 +92,42 @@ TEST(HangAnalysis, ARankThatNeverReachedOrLeftNoDump) {
   EXPECT_TRUE(noted);
 }
 
+TEST(HangAnalysis, RanksStoppedWhileWaitingForAFrozenRankNameIt) {
+  // Rank 1 froze before step 5 and left nothing; the supervisor stopped ranks 0, 2, 3, which
+  // dumped while still in step 5's bucket 0 (started at 105, snapshot at 106.5: 1.5 s waited).
+  auto dumps = skipped_allreduce();
+  dumps.erase(dumps.begin() + 1);
+  for (auto& d : dumps) {
+    d.entries.back().state = comm::OpState::kStarted;
+    d.entries.back().end_seconds.reset();
+    d.dumped_seconds = 106.5;
+  }
+  dumps[1].entries.back().tag = "s5/grad.bucket0";  // rank 2 agrees here: no skip this time
+  const HangAnalysis a = analyze_dumps(dumps, 4);
+  ASSERT_TRUE(a.found);
+  const HangFinding& f = a.findings[0];
+  EXPECT_EQ(f.seq, 10u);
+  EXPECT_EQ(f.waited, (std::vector<int>{0, 2, 3}));
+  ASSERT_EQ(f.culprits.size(), 1u);
+  EXPECT_EQ(f.culprits[0].rank, 1);
+  EXPECT_TRUE(f.culprits[0].left_no_dump);
+  EXPECT_DOUBLE_EQ(f.waited_seconds, 1.5);
+  EXPECT_EQ(f.sentence,
+            "rank 1 left no dump and never reached all-reduce #10 (s5/grad.bucket0, 12.6 MB, group world); "
+            "ranks 0, 2, 3 waited 1.5 s");
+}
+
+TEST(HangAnalysis, OneWaiterIsARankNotRanks) {
+  auto dumps = skipped_allreduce();
+  dumps.resize(2);  // ranks 0 and 1 of a world of 2; rank 1 issued step 6's bucket at #10
+  for (auto& d : dumps) d.identity.world_size = d.identity.group_size = 2;
+  dumps[1].entries.back().tag = "s6/grad.bucket0";
+  const HangAnalysis a = analyze_dumps(dumps);
+  ASSERT_TRUE(a.found);
+  // Two ranks, one each way: the lower rank's call is the reference.
+  EXPECT_NE(a.findings[0].sentence.find("; rank 0 waited 30.0 s"), std::string::npos) << a.findings[0].sentence;
+}
+
 TEST(HangAnalysis, AHealthyRunHasNoFinding) {
   auto dumps = skipped_allreduce();
   for (auto& d : dumps) d.entries.pop_back();
@@ -120,9 +156,26 @@ TEST(HangAnalysis, ReadsDumpFilesFromARunDirectory) {
     r.dump(dir / "flight" / ("flight_recorder.world.rank" + std::to_string(d.identity.rank) + ".json"));
   }
   const HangAnalysis a = analyze_path(dir);
-  fs::remove_all(dir);
   ASSERT_TRUE(a.found);
   EXPECT_EQ(a.findings[0].culprits[0].rank, 2);
+
+  // After a restart the dumps live in attempt-<k>/flight: the latest attempt that has any is
+  // read, never mixed with another attempt's (attempt-0 here holds a healthy run's).
+  fs::rename(dir / "flight", dir / "attempt-1-tmp");
+  fs::create_directories(dir / "attempt-1");
+  fs::rename(dir / "attempt-1-tmp", dir / "attempt-1" / "flight");
+  fs::create_directories(dir / "attempt-0" / "flight");
+  auto healthy = skipped_allreduce();
+  for (auto& d : healthy) {
+    d.entries.pop_back();
+    comm::FlightRecorder r(d.identity, 64);
+    r.dump(dir / "attempt-0" / "flight" / ("flight_recorder.world.rank" + std::to_string(d.identity.rank) + ".json"));
+  }
+  const HangAnalysis later = analyze_path(dir);
+  ASSERT_TRUE(later.found);
+  EXPECT_EQ(later.findings[0].culprits[0].rank, 2);
+  EXPECT_EQ(later.notes.back(), "the dumps of attempt-1 (the latest attempt that left any)");
+  fs::remove_all(dir);
   EXPECT_THROW(analyze_path(dir), ConfigError);
 }
 

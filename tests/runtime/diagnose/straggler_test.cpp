@@ -65,6 +65,15 @@ TEST(Straggler, TwoRanksRelyOnTheRatio) {
   EXPECT_TRUE(detect_stragglers(run(4, 200, 2, 1.3)).stragglers.empty());
 }
 
+TEST(Straggler, AShortLastWindowJoinsThePreviousOne) {
+  // 45 steps in windows of 20: 20, 25 (the last 5 are too few for a median of their own).
+  EXPECT_EQ(detect_stragglers(run(4, 45, -1, 1.0)).windows, 2);
+  // 50 steps: 20, 20, 10 (half a window stands alone).
+  EXPECT_EQ(detect_stragglers(run(4, 50, -1, 1.0)).windows, 3);
+  // Fewer steps than a window: one window.
+  EXPECT_EQ(detect_stragglers(run(4, 7, -1, 1.0)).windows, 1);
+}
+
 TEST(Straggler, OneRankHasNothingToCompareWith) {
   EXPECT_TRUE(detect_stragglers(run(1, 50, 0, 5.0)).stragglers.empty());
 }

@@ -184,6 +184,25 @@ TEST_F(HangTest, ARepeatedHangDegradesToTheSurvivingRanksAndTheFallbackIsRecorde
   EXPECT_EQ(run.status, db::RunStatus::kCompleted);
 }
 
+TEST_F(HangTest, TheSingleWorkerBaselineRunsOnAHealthyDevice) {
+  // Rank 0 is the bad one this time: the single worker must be the other device (renumbered to
+  // rank 0), and the fault that names device 0 must not follow it, or it would hang again.
+  std::string out;
+  const ExitStatus st = train("single", 2,
+                              {"--fault", "hang:rank=0,step=4,attempts=0", "--heartbeat-timeout", "1",
+                               "--max-restarts", "4", "--max-same-failure", "1", "--fallback", "single"},
+                              out);
+  ASSERT_TRUE(st.ok()) << st.describe() << "\n" << out;
+  EXPECT_NE(out.find("fallback: hang of rank 0 happened 2 times (more than --max-same-failure 1): degrading to the "
+                     "named plan 'single-worker baseline' (--fallback single): one worker continues"),
+            std::string::npos)
+      << out;
+  const auto records = read_records(rank_records_path(dir_ / "single", 0));
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back().world, 1);
+  EXPECT_EQ(records.back().step, 7);
+}
+
 TEST_F(HangTest, WithFallbackStopARepeatedHangStopsAtTheLastKnownGoodCheckpoint) {
   std::string out;
   const ExitStatus st = train("stop", 2,

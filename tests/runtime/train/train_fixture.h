@@ -55,7 +55,7 @@ using CommWrapper = std::function<std::unique_ptr<comm::Communicator>(std::uniqu
 // Trains `steps` steps on `world` threads; returns each rank's result. Failures in a rank are
 // reported as test failures naming the rank.
 inline std::vector<RankRun> train_threads(int world, const TrainConfig& config, int steps,
-                                          const CommWrapper& wrap = {}) {
+                                          const CommWrapper& wrap = {}, const TrainerOptions& options = {}) {
   auto store = comm::make_in_process_store();
   std::vector<RankRun> out(world);
   std::mutex mu;
@@ -69,7 +69,7 @@ inline std::vector<RankRun> train_threads(int world, const TrainConfig& config, 
         go.timeout = kTestTimeout;
         std::unique_ptr<comm::Communicator> c = comm::make_gloo_communicator(store, r, world, go);
         if (wrap) c = wrap(std::move(c));
-        Trainer trainer(config, *c);
+        Trainer trainer(config, *c, options);
         for (int s = 0; s < steps; ++s) {
           out[r].records.push_back(trainer.step());
           if (s == 0) {
