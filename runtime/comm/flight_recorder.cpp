@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -146,8 +147,10 @@ std::string FlightRecorder::to_json() const {
 
 void FlightRecorder::dump(const std::filesystem::path& path) const {
   const std::string text = to_json();
+  // Unique per call: a failing op's own dump and a dump on SIGTERM may run at once in one process.
+  static std::atomic<std::uint64_t> calls{0};
   std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
+  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << text;

@@ -77,7 +77,7 @@ class FlightRecorder {
 
   FlightRecorderDump snapshot() const;
   std::string to_json() const;
-  // Atomic: writes `path`.tmp.<pid> then renames over `path`. Throws RuntimeError.
+  // Atomic: writes `path`.tmp.<pid>.<n> then renames over `path`. Throws RuntimeError.
   void dump(const std::filesystem::path& path) const;
   // Reads a dump written by dump(); throws RuntimeError (unreadable) or ConfigError (malformed).
   static FlightRecorderDump load(const std::filesystem::path& path);

@@ -332,7 +332,9 @@ SupervisorResult Supervisor::wait() {
     if (!torn_down && (!failed.empty() || stop)) {
       torn_down = true;
       // Let the workers that are failing too finish failing (and write their error records).
-      const auto settle_until = std::chrono::steady_clock::now() + options_.settle;
+      // Not after a health verdict alone: the others are waiting for that rank, not failing.
+      const bool health_only = std::all_of(failed.begin(), failed.end(), [&](int r) { return unhealthy_.count(r) > 0; });
+      const auto settle_until = std::chrono::steady_clock::now() + (health_only ? std::chrono::milliseconds(0) : options_.settle);
       while (!failed.empty() && ended < n && std::chrono::steady_clock::now() < settle_until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         for (size_t r = 0; r < n; ++r) {

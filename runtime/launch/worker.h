@@ -13,8 +13,9 @@
 //   resume        when <run_dir>/checkpoints holds a checkpoint, every rank loads the newest one
 //                 that verifies (train/trainer_checkpoint.h), whatever worker count wrote it
 //   train         TrainJob -> Trainer until job.steps steps in total; a checkpoint every
-//                 job.checkpoint_every steps and at the last step; faults (faults.h) on the first
-//                 attempt only; --dump-step files; the rank's events when a trace is wanted
+//                 job.checkpoint_every steps and at the last step; faults (faults.h) on the
+//                 attempts they name (the first by default); --dump-step files; the rank's
+//                 events when a trace is wanted
 //   report        JSON lines in <run_dir>/rank-<r>.jsonl, the supervisor's channel:
 //                   {"type": "started", "rank", "world", "attempt", "seconds"}   connected, built
 //                   {"type": "resume", "rank", "step", "resumed", "summary", "skipped", "seconds",
