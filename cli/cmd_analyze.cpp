@@ -21,10 +21,12 @@ void add_analyze_command(CLI::App& app) {
 
   CLI::App* hang = cmd->add_subcommand(
       "hang",
-      "Read every rank's flight-recorder dump in RUN_DIR (written when a collective times out) and name\n"
-      "the first collective sequence number where the ranks disagree: who skipped it or never reached\n"
-      "it, what they did instead, and how long the others waited. RUN_DIR may also be a simulator\n"
-      "result (parlab simulate --json with a stop fault).");
+      "Read every rank's flight-recorder dump in RUN_DIR (RUN_DIR/flight, written when a collective\n"
+      "times out or the supervisor stops a rank; after a restart, those of the latest attempt-<k>/) and\n"
+      "name the first collective sequence number where the ranks disagree: who skipped it or never\n"
+      "reached it, what they did instead, and how long the others waited. parlab train puts the same\n"
+      "sentence in its hang incidents. RUN_DIR may also be a simulator result (parlab simulate --json\n"
+      "with a stop fault).");
   hang->add_option("RUN_DIR", o->path, "Run directory, folder of dumps, or simulator JSON")->required();
   hang->add_flag("--json", o->json, "Machine-readable output");
   hang->callback([o] {
