@@ -37,11 +37,12 @@ std::string StragglerReport::summary() const {
 
 StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const StragglerOptions& o) {
   StragglerReport rep;
-  char method[256];
+  char method[384];
   std::snprintf(method, sizeof method,
-                "per-rank median compute over windows of %d steps; straggler when its modified z-score against the "
-                "other ranks exceeds %.1f and it is more than %.2fx their median",
-                o.window, o.z_threshold, o.ratio_threshold);
+                "per-rank median compute over windows of %d steps; flagged when its modified z-score against the "
+                "other ranks exceeds %.1f and it is more than %.2fx their median; a straggler when flagged in at least "
+                "%d windows and %.0f%% of them",
+                o.window, o.z_threshold, o.ratio_threshold, o.min_windows, 100 * o.min_window_fraction);
   rep.method = method;
   std::map<int64_t, std::map<int, const RankTiming*>> by_step;
   for (const auto& t : timings) by_step[t.step][t.rank] = &t;
@@ -97,6 +98,7 @@ StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const 
     }
   }
   for (auto& [rank, s] : flagged) {
+    if (s.windows_flagged < o.min_windows || s.windows_flagged < o.min_window_fraction * rep.windows) continue;
     char b[320];
     std::snprintf(b, sizeof b,
                   "rank %d is a straggler: its compute takes %.2fx the other ranks' median (%s vs %s per step, "

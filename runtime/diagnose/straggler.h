@@ -7,9 +7,11 @@
 // rank's median compute time m_r; for rank r, the median M and median absolute deviation MAD of
 // the OTHER ranks' medians; the modified z-score z = (m_r - M) / (1.4826 MAD) (Iglewicz and
 // Hoaglin 1993; 1.4826 makes MAD estimate a normal standard deviation), with the scale floored
-// at 5% of M so a very tight cluster does not turn a 1% wobble into an alarm. A rank is a
-// straggler when z > 3.5 AND m_r > 1.5 M: both an outlier and materially slower. With two ranks
-// there is one "other", MAD is 0 and the floor applies — the ratio test carries the decision.
+// at 5% of M so a very tight cluster does not turn a 1% wobble into an alarm. A rank is flagged
+// in a window when z > 3.5 AND m_r > 1.5 M: both an outlier and materially slower. With two
+// ranks there is one "other", MAD is 0 and the floor applies — the ratio test carries the
+// decision. It is a straggler when it is flagged persistently: in at least 2 windows and at
+// least half of them (a rank descheduled for one window on a shared machine is not one).
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -29,6 +31,8 @@ struct StragglerOptions {
   double z_threshold = 3.5;
   double ratio_threshold = 1.5;
   double scale_floor = 0.05;   // of M
+  int min_windows = 2;         // flagged in at least this many windows
+  double min_window_fraction = 0.5;  // and at least this fraction of the windows
 };
 
 struct Straggler {

@@ -107,14 +107,18 @@ Detector straggler(const DetectorSettings& s) {
   d.failure = "Straggler: one rank computes slowly";
   d.symptom = "The job trains, but every step takes as long as the slowest rank's compute; the other ranks show "
               "exposed communication (they wait at the all-reduce).";
-  d.fires = "Every " + std::to_string(o.window) + " steps, over that window: a rank whose median compute "
+  d.fires = "Over each window of " + std::to_string(o.window) + " steps, a rank is flagged when its median compute "
             "(forward + backward + optimizer) has a modified z-score above " + fixed(o.z_threshold, "%.1f") +
             " against the other ranks' medians AND is more than " + fixed(o.ratio_threshold, "%.2f") +
             "x their median (scale floored at " + fixed(100 * o.scale_floor, "%.0f") +
-            "% of the median, so a tight cluster does not alarm on a wobble). The end of each attempt repeats "
-            "the test over all its windows and records the incident.";
+            "% of the median, so a tight cluster does not alarm on a wobble). It is a straggler when flagged "
+            "persistently: in at least " + std::to_string(o.min_windows) + " windows and " +
+            fixed(100 * o.min_window_fraction, "%.0f") + "% of them. Checked at every window's end over the last " +
+            std::to_string(kStragglerRecentWindows) +
+            " windows (announced), and over all windows at the end of each attempt (recorded).";
   d.lab = "window " + std::to_string(o.window) + " steps, z > " + fixed(o.z_threshold, "%.1f") + ", ratio > " +
-          fixed(o.ratio_threshold, "%.2f") + "x";
+          fixed(o.ratio_threshold, "%.2f") + "x, in " + std::to_string(o.min_windows) + "+ windows and " +
+          fixed(100 * o.min_window_fraction, "%.0f") + "% of them";
   d.production = "the same statistic; windows of " + std::to_string(o.window) + " steps";
   d.owner = "The supervisor of parlab train announces it and records an incident (kind straggler) with its cost; "
             "the training on-call decides what to do with the node.";

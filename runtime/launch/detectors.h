@@ -53,6 +53,9 @@ std::chrono::milliseconds first_beat_allowance(std::chrono::milliseconds heartbe
 // Restarts after the same failure before the fallback plan.
 inline constexpr int kDefaultMaxSameFailure = 2;
 
+// During a run the straggler rule is checked over at most this many of the latest windows.
+inline constexpr int kStragglerRecentWindows = 10;
+
 // Detector ids as incidents name them.
 inline constexpr std::string_view kCollectiveTimeoutDetector = "collective-timeout";
 inline constexpr std::string_view kHeartbeatDetector = "heartbeat";

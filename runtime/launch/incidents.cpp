@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/diagnose/hang_analysis.h"
+#include "runtime/launch/detectors.h"
 #include "strategy/errors.h"
 #include "strategy/units.h"
 
@@ -78,9 +79,11 @@ void StragglerWatch::add(const train::StepRecord& r) {
 std::vector<std::string> StragglerWatch::on_step(int64_t completed, int64_t step) {
   const int window = options_.window;
   if (window <= 0 || completed <= 0 || completed % window != 0) return {};
+  // The persistence rule (straggler.h) over the latest windows.
+  const int64_t span = std::min<int64_t>(completed, int64_t{kStragglerRecentWindows} * window);
   std::vector<diagnose::RankTiming> last;
   for (const diagnose::RankTiming& t : timings_)
-    if (t.step > step - window && t.step <= step) last.push_back(t);
+    if (t.step > step - span && t.step <= step) last.push_back(t);
   std::vector<std::string> out;
   for (const diagnose::Straggler& s : diagnose::detect_stragglers(last, options_).stragglers)
     if (flagged_at_.emplace(s.rank, step).second) out.push_back(s.sentence);

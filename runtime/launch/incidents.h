@@ -37,7 +37,8 @@ class StragglerWatch {
   explicit StragglerWatch(diagnose::StragglerOptions options) : options_(options) {}
   void add(const train::StepRecord& record);
   // After a step every rank completed (`completed` steps in this attempt, `step` its number):
-  // the sentences of ranks newly flagged in the window that just closed.
+  // at each window's end, the sentences of ranks that newly became stragglers over the latest
+  // kStragglerRecentWindows windows (detectors.h).
   std::vector<std::string> on_step(int64_t completed, int64_t step);
   // Over every step of the attempt: one incident (kind straggler) per straggler, at the step it
   // was first flagged (or the attempt's last). Empty with fewer than one window of steps.

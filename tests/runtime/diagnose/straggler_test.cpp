@@ -74,6 +74,24 @@ TEST(Straggler, AShortLastWindowJoinsThePreviousOne) {
   EXPECT_EQ(detect_stragglers(run(4, 7, -1, 1.0)).windows, 1);
 }
 
+TEST(Straggler, OnlyAPersistentlySlowRankIsAStraggler) {
+  // Rank 3 three times slower in steps [from, to) only: one window of 20 is a blip (a rank
+  // descheduled for a while), six of ten windows are a straggler.
+  auto slowed = [](int from, int to) {
+    auto t = run(4, 200, -1, 1.0);
+    for (auto& x : t)
+      if (x.rank == 3 && x.step >= from && x.step < to) x.compute_seconds *= 3;
+    return t;
+  };
+  EXPECT_TRUE(detect_stragglers(slowed(40, 60)).stragglers.empty());
+  const auto rep = detect_stragglers(slowed(0, 120));
+  ASSERT_EQ(rep.stragglers.size(), 1u) << rep.summary();
+  EXPECT_EQ(rep.stragglers[0].rank, 3);
+  EXPECT_EQ(rep.stragglers[0].windows_flagged, 6);
+  // One window of steps can never show persistence.
+  EXPECT_TRUE(detect_stragglers(run(4, 20, 3, 3.0)).stragglers.empty());
+}
+
 TEST(Straggler, OneRankHasNothingToCompareWith) {
   EXPECT_TRUE(detect_stragglers(run(1, 50, 0, 5.0)).stragglers.empty());
 }

@@ -192,8 +192,9 @@ TEST(SupervisorTest, ARankThatStopsBeatingIsFailedAsAHang) {
   EXPECT_EQ(result.exits[1].error.value("detector", ""), "heartbeat");
   EXPECT_EQ(result.exits[1].error.value("kind", ""), "hang");
   EXPECT_EQ(result.message.rfind("rank 1 was unhealthy: no heartbeat for", 0), 0u) << result.message;
-  // Not before its last beat (>= 300 ms after the start) plus the 500 ms timeout.
-  EXPECT_GE(result.detected_seconds - result.started_seconds, 0.8 - 0.05);
+  // Not before its last beat (at least 250 ms after the start: it beats every 50 ms for 300 ms)
+  // plus the 500 ms timeout; less a little, as file times come from the kernel's coarse clock.
+  EXPECT_GE(result.detected_seconds - result.started_seconds, 0.7);
   for (int r : {0, 2}) EXPECT_TRUE(result.exits[r].stopped) << r;
   expect_no_survivors(dir, 3);
   fs::remove_all(dir);
