@@ -53,6 +53,8 @@ void run(const CalibrateOptions& o) {
            units::format_seconds(p.fitted_seconds), fmt::format("{:+.0f}%", 100 * (p.fitted_seconds / p.seconds - 1))});
   fmt::print("Gloo ring all-reduce on loopback, fitted to t = 2(n-1) a + 2(n-1)/n S/B: a = {:.1f} us, B = {:.2f} GB/s\n{}\n",
              c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9, a.str());
+  fmt::print("Communication costs CPU too: {:.2f} ns of CPU per byte a rank sends ({:.2f} GB/s per core).\n\n",
+             c.comm_cpu_seconds_per_byte * 1e9, 1e-9 / c.comm_cpu_seconds_per_byte);
   fmt::print("Wrote {} (the analytic model and the simulator load it for --cluster cpu-local)\n"
              "and a calibration row in {}.\n", path.string(), o.db);
 }

@@ -296,15 +296,29 @@ class Simulation {
     return schedules_.emplace(key, std::move(cs)).first->second;
   }
 
+  // Where communication costs CPU (loopback TCP on shared cores: cluster comm_cpu_seconds_per_byte),
+  // the sender's host also executes that work, on the same cores its ranks compute on, so the
+  // two slow each other down as they do on the real machine.
+  sg4::ExecPtr comm_cpu_work(int from, double bytes) {
+    const double flops = bytes * cluster_.comm_cpu_seconds_per_byte * platform_.flops_per_core();
+    if (!(flops > 0)) return nullptr;
+    return sg4::this_actor::exec_init(flops)->set_host(platform_.compute_host(from))->start();
+  }
+
   void run_schedule(const Schedule& s) {
     std::vector<sg4::CommPtr> comms;
+    std::vector<sg4::ExecPtr> cpu;
     for (int rep = 0; rep < s.repeat; ++rep)
       for (const ScheduleStep& step : s.steps) {
         comms.clear();
-        for (const auto& m : step.messages)
+        cpu.clear();
+        for (const auto& m : step.messages) {
           comms.push_back(sg4::Comm::sendto_async(platform_.source(m.from, m.to), platform_.destination(m.from, m.to),
                                                   uint64_t(std::llround(m.bytes))));
+          if (auto e = comm_cpu_work(m.from, m.bytes)) cpu.push_back(e);
+        }
         sg4::Comm::wait_all(comms);
+        for (auto& e : cpu) e->wait();
         messages_ += int64_t(comms.size());
         if (step.extra_seconds > 0) sg4::this_actor::sleep_for(step.extra_seconds);
       }
@@ -319,6 +333,7 @@ class Simulation {
     rec.start = sg4::Engine::get_clock();
     sg4::CommPtr comm = sg4::Comm::sendto_async(platform_.source(from, to), platform_.destination(from, to),
                                                 uint64_t(std::llround(op.bytes)));
+    if (auto e = comm_cpu_work(from, op.bytes)) background_cpu_.push_back(e);  // competes for the cores; nobody waits on it
     ++messages_;
     run_.sent_bytes[i] += op.bytes;
     channels_[{from, to}].push_back(comm);
@@ -367,6 +382,7 @@ class Simulation {
   std::map<std::tuple<int, int, double, int>, CachedSchedule> schedules_;
   std::map<std::pair<int, int>, std::deque<sg4::CommPtr>> channels_;
   RawRun run_;
+  std::vector<sg4::ExecPtr> background_cpu_;  // CPU work of sends, kept referenced until the run ends
   int64_t messages_ = 0, ops_done_ = 0, total_ops_ = 0;
   std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
 };

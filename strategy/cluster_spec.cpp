@@ -38,6 +38,8 @@ void validate(const ClusterSpec& c, const std::string& where) {
     throw ConfigError(where + ".devices_per_node", std::to_string(c.devices_per_node), "must be a positive integer");
   if (c.nics_per_node <= 0)
     throw ConfigError(where + ".nics_per_node", std::to_string(c.nics_per_node), "must be a positive integer");
+  if (c.comm_cpu_seconds_per_byte < 0 || std::isnan(c.comm_cpu_seconds_per_byte))
+    throw ConfigError(where + ".comm_cpu_ns_per_byte", std::to_string(c.comm_cpu_seconds_per_byte * 1e9), "must be >= 0");
   if (c.cores_per_node < 0)
     throw ConfigError(where + ".cores_per_node", std::to_string(c.cores_per_node), "must be >= 0 (0: one device per host)");
   positive("device.memory", c.device.memory_bytes);

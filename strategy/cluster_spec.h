@@ -39,6 +39,10 @@ struct ClusterSpec {
   // > 0 when the "devices" are worker processes sharing a host's CPU cores (cpu-local): the
   // simulator builds one multicore host per node and the cost model divides the cores.
   int cores_per_node = 0;
+  // CPU time a rank's process spends per byte it sends (kernel copies of loopback TCP, say). Zero
+  // where the network engine does the work (NVLink, RDMA NICs). On shared cores it competes with
+  // compute: `parlab calibrate` measures it for cpu-local.
+  double comm_cpu_seconds_per_byte = 0;
   bool calibrated = false;  // written by `parlab calibrate`
 
   int devices() const { return nodes * devices_per_node; }

@@ -185,6 +185,7 @@ class Walker {
     std::vector<int> call_index;
     std::vector<int> group_id;  // program group index -> walk-wide id
     double compute = 0, exposed = 0, forward = 0, backward = 0, optimizer = 0;
+    double comm_cpu = 0;  // CPU seconds its communication costs (shared-core hosts)
     double last_comm_collective_end = 0;
     double end = 0;
   };
@@ -223,6 +224,8 @@ class Walker {
       for (const auto& [r, t] : arrivals) start = std::max(start, t);
       const auto est = collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_);
       finish = start + est.seconds * op.count;
+      s.comm_cpu += bus_bandwidth_factor(collective_of(op.kind), g.size()) * op.bytes * op.count *
+                    cluster_.comm_cpu_seconds_per_byte;
       if (detail_)
         timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
                             g.size(), start, finish, est.seconds, std::string(to_string(est.algorithm))});
@@ -239,6 +242,7 @@ class Walker {
       ++recv_count_[{op.peer, prog.rank}];
     } else if (op.kind == OpKind::kSend) {
       sends_[{prog.rank, op.peer}].push_back(start);
+      s.comm_cpu += op.bytes * cluster_.comm_cpu_seconds_per_byte;
       finish = start + p2p_time(op.bytes, prog.rank, op.peer, cluster_);
     } else {
       finish = start + compute_time(op, cluster_, plan);
@@ -300,6 +304,7 @@ class Walker {
       r.bubble_seconds = std::max(0.0, out.step_seconds - r.compute_seconds - r.exposed_comm_seconds);
       out.ranks.push_back(r);
     }
+    apply_cpu_demand(out, plan);
     out.collectives = std::move(timings_);
     out.timeline = std::move(timeline_);
     out.bubble_fraction_of_ideal = plan.pp > 1 ? bubble_fraction_of_ideal(plan.pp, plan.v, plan.microbatches) : 0;
@@ -308,6 +313,31 @@ class Walker {
     for (const auto& r : out.ranks) bubble = std::max(bubble, r.bubble_seconds);
     out.walked_bubble_fraction = out.step_seconds > 0 ? bubble / out.step_seconds : 0;
     return out;
+  }
+
+  // Ranks that share a host's cores cannot finish a step faster than the CPU work they ask for
+  // allows: (compute at a full core's rate + the CPU their communication costs) summed over the
+  // node's ranks, divided by the cores they can use. On a GPU cluster (no shared cores) this never
+  // binds. When it does, the difference is communication's doing (it is the CPU that loopback
+  // TCP copies take from compute), so it is reported as exposed communication.
+  void apply_cpu_demand(StepEstimate& out, const Plan& plan) const {
+    if (!cluster_.shares_cores() || out.ranks.empty()) return;
+    const int ranks_on_node = std::max(1, cluster_.devices_per_node);
+    const int cores = cluster_.cores_per_node;
+    const double share = ranks_on_node > cores ? double(cores) / ranks_on_node : 1.0;
+    const double ranks_per_stage = double(plan.world()) / plan.pp;
+    double demand = 0;
+    for (size_t i = 0; i < states_.size(); ++i)
+      demand += (states_[i].compute * share + states_[i].comm_cpu) * ranks_per_stage;
+    demand /= std::max(1, cluster_.nodes);
+    const double bound = demand / std::min(cores, ranks_on_node);
+    if (bound <= out.step_seconds) return;
+    const double extra = bound - out.step_seconds;
+    out.step_seconds = bound;
+    for (auto& r : out.ranks) {
+      r.step_seconds = bound;
+      r.exposed_comm_seconds += extra;
+    }
   }
 
   const std::vector<StepProgram>& programs_;

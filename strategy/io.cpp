@@ -130,6 +130,7 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
   c.devices_per_node = int(r.integer("devices_per_node").value_or(1));
   c.nics_per_node = int(r.integer("nics_per_node").value_or(1));
   c.cores_per_node = int(r.integer("cores_per_node").value_or(0));
+  c.comm_cpu_seconds_per_byte = r.number("comm_cpu_ns_per_byte").value_or(0) * 1e-9;
   c.calibrated = r.boolean("calibrated").value_or(false);
   r.string("calibrated_at");
   r.string("machine");
@@ -147,7 +148,7 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
   }
   c.intra = read_link(r.table("intra"), source, "intra");
   c.inter = read_link(r.table("inter"), source, "inter");
-  r.reject_unknown("name, description, nodes, devices_per_node, nics_per_node, cores_per_node, calibrated, "
+  r.reject_unknown("name, description, nodes, devices_per_node, nics_per_node, cores_per_node, comm_cpu_ns_per_byte, calibrated, "
                    "calibrated_at, machine, [device], [intra], [inter]");
   validate(c, source);
   return c;
@@ -171,6 +172,7 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
   if (!c.description.empty()) o << "description = \"" << c.description << "\"\n";
   o << "nodes = " << c.nodes << "\ndevices_per_node = " << c.devices_per_node
     << "\nnics_per_node = " << c.nics_per_node << "\ncores_per_node = " << c.cores_per_node
+    << "\ncomm_cpu_ns_per_byte = " << num(c.comm_cpu_seconds_per_byte * 1e9)
     << "\ncalibrated = " << (c.calibrated ? "true" : "false") << "\n\n[device]\nname = \"" << c.device.name
     << "\"\nmemory_gb = " << num(c.device.memory_bytes / units::kGB)
     << "\npeak_tflops_fp32 = " << num(c.device.peak_flops_fp32 / units::kTera)
@@ -233,6 +235,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"devices_per_node", c.devices_per_node},
           {"devices", c.devices()},
           {"cores_per_node", c.cores_per_node},
+          {"comm_cpu_seconds_per_byte", c.comm_cpu_seconds_per_byte},
           {"calibrated", c.calibrated},
           {"device", {{"name", c.device.name},
                       {"memory_bytes", c.device.memory_bytes},

@@ -3,7 +3,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -165,6 +168,47 @@ std::vector<comm::CollectiveBenchRow> allreduce_bench(int n, const std::vector<d
   return rows[0];
 }
 
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// CPU time the communication itself costs per byte a rank sends: over loopback TCP the kernel
+// copies every byte (several times), on the same cores the ranks compute on. All `n` ranks run
+// in this process, so its CPU time covers them all: seconds / (iterations x n x 2(n-1)/n x S).
+double measure_comm_cpu_seconds_per_byte(int n, double bytes, int iters) {
+  auto store = comm::make_in_process_store();
+  std::vector<double> cpu(static_cast<size_t>(n), 0.0);
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  const size_t count = size_t(bytes / 4) / size_t(n) * size_t(n);
+  double cpu_before = 0, cpu_after = 0;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        comm::GlooOptions go;
+        go.timeout = std::chrono::seconds(60);
+        auto c = comm::make_gloo_communicator(store, r, n, go);
+        std::vector<float> buf(count, 1.0f);
+        c->all_reduce(buf)->wait();  // connect and warm up
+        c->barrier()->wait();
+        if (r == 0) cpu_before = process_cpu_seconds();
+        for (int i = 0; i < iters; ++i) c->all_reduce(buf)->wait();
+        c->barrier()->wait();
+        if (r == 0) cpu_after = process_cpu_seconds();
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) throw RuntimeError("calibrate: all-reduce CPU measurement failed: " + e);
+  const double sent = double(iters) * n * 2.0 * (n - 1) / n * double(count) * 4;
+  return (cpu_after - cpu_before) / sent;
+}
+
 // Least squares for t = x a + y / B with weights 1/t (relative error): returns {a, 1/B}.
 std::pair<double, double> fit_alpha_beta(const std::vector<AllReducePoint>& pts) {
   double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
@@ -201,6 +245,7 @@ nlohmann::json Calibration::to_json() const {
           {"flops_per_s", flops_per_s}, {"concurrency", conc}, {"optimizer_bytes_per_s", optimizer_bytes_per_s},
           {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"latency_seconds", latency_seconds},
           {"link_bytes_per_s", link_bytes_per_s}, {"fit_max_relative_error", fit_max_relative_error},
+          {"comm_cpu_seconds_per_byte", comm_cpu_seconds_per_byte},
           {"cluster", strategy::to_json(cluster)}};
 }
 
@@ -241,6 +286,8 @@ Calibration calibrate(const CalibrationOptions& o) {
     for (const auto& row : allreduce_bench(n, sizes, o.quick ? 3 : 5))
       c.allreduce.push_back({n, row.bytes, row.seconds, 0});
   }
+  say(o, "communication: CPU time per byte of Gloo traffic");
+  c.comm_cpu_seconds_per_byte = measure_comm_cpu_seconds_per_byte(2, o.quick ? 4e6 : 64e6, o.quick ? 2 : 4);
   const auto [a, beta] = fit_alpha_beta(c.allreduce);
   c.latency_seconds = a;
   c.link_bytes_per_s = 1.0 / beta;
@@ -262,6 +309,7 @@ Calibration calibrate(const CalibrationOptions& o) {
   cl.intra.bytes_per_s = c.link_bytes_per_s;
   cl.intra.latency_seconds = c.latency_seconds;
   cl.inter = cl.intra;
+  cl.comm_cpu_seconds_per_byte = c.comm_cpu_seconds_per_byte;
   cl.calibrated = true;
   c.cluster = cl;
   return c;
@@ -281,10 +329,10 @@ fs::path write_calibrated_cluster(const Calibration& c, const fs::path& results_
                   "Compute: lab-mlp forward+backward at %.1f GFLOP/s per process alone.\n"
                   "Memory: the AdamW update moves %.2f GB/s (memcpy: %.2f GB/s).\n"
                   "Links: Gloo ring all-reduce on loopback fitted to a = %.1f us per step, B = %.2f GB/s\n"
-                  "(largest relative error of the fit %.0f%%).",
+                  "(largest relative error of the fit %.0f%%); %.2f ns of CPU per byte sent.",
                   c.machine.c_str(), c.created_at.c_str(), c.cluster.cores_per_node, c.flops_per_s / 1e9,
                   c.optimizer_bytes_per_s / 1e9, c.memcpy_bytes_per_s / 1e9, c.latency_seconds * 1e6,
-                  c.link_bytes_per_s / 1e9, 100 * c.fit_max_relative_error);
+                  c.link_bytes_per_s / 1e9, 100 * c.fit_max_relative_error, c.comm_cpu_seconds_per_byte * 1e9);
     std::string text = strategy::cluster_to_toml(c.cluster, line);
     // Where and when, as top-level keys (before the first table).
     const size_t tables = text.find("\n[device]");

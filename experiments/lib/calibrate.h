@@ -53,6 +53,7 @@ struct Calibration {
   double latency_seconds = 0;   // fitted per ring step
   double link_bytes_per_s = 0;  // fitted
   double fit_max_relative_error = 0;
+  double comm_cpu_seconds_per_byte = 0;  // CPU time per byte a rank sends (all its threads)
   strategy::ClusterSpec cluster;  // the calibrated cpu-local
   nlohmann::json to_json() const;
 };

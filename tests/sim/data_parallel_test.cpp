@@ -135,5 +135,24 @@ TEST(CpuLocal, FourRanksOnTwoCoresComputeAtHalfSpeed) {
   EXPECT_NEAR(seconds[1], 2 * forward_flops / core, 1e-9 * seconds[1]);
 }
 
+// Over loopback TCP every byte sent costs CPU on the cores the ranks compute on. Two ranks on two
+// cores: a step cannot take less than the CPU work of both ranks (their compute plus their
+// communication's CPU) spread over the two cores.
+TEST(CpuLocal, CommunicationCpuCompetesWithCompute) {
+  auto cluster = strategy::load_cluster("cpu-local");
+  const auto model = strategy::load_model("lab-mlp");
+  const auto plan = resolved("dp=2", model, cluster, 2);
+  SimOptions o;
+  o.warmup_steps = 0;
+  const auto free_comm = simulate_plan(model, plan, cluster, o);
+  cluster.comm_cpu_seconds_per_byte = 2e-9;  // 0.5 GB/s of copying per core
+  const auto costly = simulate_plan(model, plan, cluster, o);
+  // Each rank sends 2 (n-1)/n x the gradient bytes = all of them for n = 2 (fp32: 4 per parameter).
+  const double comm_cpu = model.total_params() * 4 * 2e-9;
+  const double compute = free_comm.ranks[0].compute_seconds;  // one core each: the full-core time
+  EXPECT_GE(costly.step_seconds, (2 * compute + 2 * comm_cpu) / 2 * (1 - 1e-6));
+  EXPECT_GT(costly.step_seconds, free_comm.step_seconds + 0.5 * comm_cpu);
+}
+
 }  // namespace
 }  // namespace parlab::sim

@@ -92,6 +92,35 @@ TEST(CostModel, ComputeIsTheRooflineAndSharedCoresDivideIt) {
   EXPECT_DOUBLE_EQ(rank_flops_per_s(two, p), two.device.peak_flops_fp32);
 }
 
+// Ranks sharing cores: the step is at least the CPU work of every rank of the node (compute at a
+// full core's rate plus the CPU their traffic costs) over the cores they can use.
+TEST(CostModel, SharedCoresBoundTheStepByCpuDemand) {
+  ClusterSpec c = with_world(load_cluster("cpu-local"), 4);  // 4 ranks, 2 cores
+  c.device.peak_flops_fp32 = 50e9;
+  c.intra.bytes_per_s = 1e12;  // the link itself is no bottleneck here
+  c.intra.latency_seconds = 0;
+  c.comm_cpu_seconds_per_byte = 1e-9;
+  const ModelSpec m = load_model("lab-mlp");
+  const Plan p = resolve(parse_plan("gbs=256"), m, 4);
+  const StepEstimate with_cost = estimate_step(m, p, c);
+  c.comm_cpu_seconds_per_byte = 0;
+  const StepEstimate free_comm = estimate_step(m, p, c);
+  // Per rank: compute at half a core (walked) = full-core seconds x 2; traffic 2 (3/4) x 4 bytes
+  // per parameter of fp32 gradients. Bound = 4 ranks x (compute / 2 + traffic x 1 ns) / 2 cores.
+  const double compute_full_core = free_comm.ranks[0].compute_seconds / 2;
+  const double traffic = 2.0 * 3 / 4 * m.total_params() * 4;
+  const double bound = 4 * (compute_full_core + traffic * 1e-9) / 2;
+  EXPECT_NEAR(with_cost.step_seconds, bound, 1e-9 * bound);
+  EXPECT_GT(with_cost.step_seconds, free_comm.step_seconds);
+  // The difference is communication's: it shows up as exposed communication, not compute.
+  EXPECT_DOUBLE_EQ(with_cost.ranks[0].compute_seconds, free_comm.ranks[0].compute_seconds);
+  EXPECT_NEAR(with_cost.ranks[0].exposed_comm_seconds - free_comm.ranks[0].exposed_comm_seconds,
+              with_cost.step_seconds - free_comm.step_seconds, 1e-9);
+  // A GPU cluster has no shared cores: the bound never applies.
+  const ClusterSpec gpu = with_world(load_cluster("dgx-a100"), 4);
+  EXPECT_FALSE(gpu.shares_cores());
+}
+
 TEST(CostModel, BubbleClosedForms) {
   EXPECT_DOUBLE_EQ(bubble_fraction_of_ideal(4, 1, 8), 3.0 / 8);
   EXPECT_DOUBLE_EQ(bubble_fraction_of_total(4, 1, 8), 3.0 / 11);
