@@ -81,13 +81,15 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source) {
   m.classes = r.integer("classes").value_or(0);
   m.param_count = r.number("params").value_or(0);
   m.default_microbatch = r.integer("microbatch").value_or(1);
+  m.default_lr = r.number("lr").value_or(0);
+  if (m.default_lr < 0) r.fail("lr", std::to_string(m.default_lr), "must be > 0");
   if (auto prec = r.string("precision")) {
     if (*prec == "fp32") m.default_precision = Precision::kFp32;
     else if (*prec == "mixed") m.default_precision = Precision::kMixed;
     else r.fail("precision", *prec, "must be fp32 or mixed");
   }
   r.reject_unknown("name, description, kind, layers, hidden, heads, kv_heads, ffn, seq_len, vocab, "
-                   "gated_mlp, biases, learned_positions, tied_embeddings, classes, params, microbatch, precision");
+                   "gated_mlp, biases, learned_positions, tied_embeddings, classes, params, microbatch, precision, lr");
   validate(m, source);
   return m;
 }

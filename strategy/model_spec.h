@@ -79,6 +79,7 @@ struct ModelSpec {
   // Training defaults carried by the preset (lab-mlp trains fp32 with microbatch 64).
   int64_t default_microbatch = 1;
   Precision default_precision = Precision::kMixed;
+  double default_lr = 0;  // 0: the optimizer's own default (AdamW 1e-3)
 
   // Tokens one sample contributes: seq_len for a transformer, 1 for the MLP.
   int64_t tokens_per_sample() const;

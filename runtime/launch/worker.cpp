@@ -100,7 +100,10 @@ train::TrainConfig make_train_config(const TrainJob& job, int world) {
     plan_text += (plan_text.empty() ? "" : ",") + std::string("optimizer=") + job.optimizer;
   }
   c.plan = train::resolve_train_plan(c.model, plan_text, world, strategy::load_cluster(job.cluster));
-  c.optimizer = train::optimizer_config(c.plan.optimizer, job.lr, job.momentum, job.weight_decay);
+  // The job's --lr, else the model preset's AdamW default (lab-mlp: 2e-4), else the optimizer's.
+  const double preset_lr = c.plan.optimizer == strategy::OptimizerKind::kAdam ? c.model.default_lr : 0;
+  c.optimizer = train::optimizer_config(c.plan.optimizer, job.lr > 0 ? job.lr : preset_lr, job.momentum,
+                                        job.weight_decay);
   c.data_size = job.data_size > 0 ? job.data_size : 64 * c.plan.global_batch;
   c.seed = job.seed;
   c.comm_timeout = job.comm_timeout;

@@ -74,11 +74,17 @@ std::span<const float> LabMlp::grad(std::string_view name) const {
 
 void LabMlp::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
+// PyTorch nn.Linear's U(-1/sqrt(fan_in), 1/sqrt(fan_in)), except the layer that writes into the
+// residual stream (fc2): it is scaled by 1/sqrt(L), as GPT-2 scales its residual projections, so
+// the stream's variance stays bounded with depth. Without it the 8-block preset's residual stream
+// grows block after block and AdamW at its usual 1e-3 diverges within a few steps.
 void LabMlp::init_params(uint64_t seed) {
   const compute::CounterRng rng(seed, compute::RngStream::kParamInit);
+  const double residual_scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, shape().blocks)));
   for (const ParamTensor& t : layout_.tensors()) {
     if (!owned_.contains(t.range())) continue;
-    const double bound = 1.0 / std::sqrt(static_cast<double>(t.fan_in));
+    const bool residual_output = t.name.find(".fc2.") != std::string::npos;
+    const double bound = (residual_output ? residual_scale : 1.0) / std::sqrt(static_cast<double>(t.fan_in));
     float* p = params_.data() + (t.offset - owned_.begin);
     for (int64_t j = 0; j < t.numel; ++j) {
       const uint64_t counter = static_cast<uint64_t>(t.offset + j);

@@ -310,7 +310,9 @@ TEST(LabMlpTest, InitIsSeededBoundedAndIndependentOfTheSplit) {
   EXPECT_TRUE(std::ranges::equal(a.params(), b.params()));
   EXPECT_FALSE(std::ranges::equal(a.params(), c.params()));
   for (const ParamTensor& t : a.layout().tensors()) {
-    const float bound = 1.0f / std::sqrt(static_cast<float>(t.fan_in));
+    // U(+-1/sqrt(fan_in)) as nn.Linear, the residual-stream writer fc2 scaled by 1/sqrt(L) (L = 2).
+    const bool residual = t.name.find(".fc2.") != std::string::npos;
+    const float bound = (residual ? 1.0f / std::sqrt(2.0f) : 1.0f) / std::sqrt(static_cast<float>(t.fan_in));
     float lo = 1.0f, hi = -1.0f;
     for (int64_t j = 0; j < t.numel; ++j) {
       lo = std::min(lo, a.params()[t.offset + j]);
