@@ -267,4 +267,40 @@ std::string flight_recorder_file_name(const std::string& group, int world_rank) 
   return "flight_recorder." + group + ".rank" + std::to_string(world_rank) + ".json";
 }
 
+void join_rendezvous(Store& store, int rank, int size, std::chrono::milliseconds timeout, const std::string& what) {
+  const std::string mine = "joined/" + std::to_string(rank);
+  auto refuse = [&](const std::string& why) {
+    throw RendezvousError(what + ": rank " + std::to_string(rank) +
+                              " already joined this attempt; restart with a new attempt (" +
+                              why + ")",
+                          false);
+  };
+  if (store.check({mine})) refuse("its key is in the store");
+  try {
+    store.set(mine, {'1'});
+  } catch (const StoreError& e) {
+    refuse(e.what());
+  }
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("joined/" + std::to_string(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const StoreTimeout&) {
+    std::string missing;
+    int n_missing = 0;
+    for (int r = 0; r < size; ++r) {
+      if (!store.check({keys[static_cast<std::size_t>(r)]})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        ++n_missing;
+      }
+    }
+    throw RendezvousError(what + " did not complete within " +
+                              units::format_seconds(std::chrono::duration<double>(timeout).count()) + ": " +
+                              (n_missing == 1 ? "rank " : "ranks ") + missing + " of " +
+                              std::to_string(size) + " never joined",
+                          true);
+  }
+}
+
+
 }  // namespace parlab::comm

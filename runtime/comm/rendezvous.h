@@ -54,6 +54,13 @@ std::shared_ptr<Store> make_file_store(const std::filesystem::path& dir);
 // A map in this process, for ranks that are threads.
 std::shared_ptr<Store> make_in_process_store();
 // Every key of `store` seen through the returned store is "<prefix>/<key>".
+// Every rank of a group announces itself ("joined/<rank>"), then waits for all; on timeout the
+// RendezvousError names the ranks that never came. A key that already exists means a process of
+// this attempt joined as this rank before (a restart that reused the attempt): refused, since
+// its stale addresses would be read. Shared by the Gloo and NCCL backends; `store` is scoped to
+// the group and attempt by the caller.
+void join_rendezvous(Store& store, int rank, int size, std::chrono::milliseconds timeout, const std::string& what);
+
 std::shared_ptr<Store> make_prefixed_store(std::shared_ptr<Store> store, std::string prefix);
 
 // Launcher variables of this process.

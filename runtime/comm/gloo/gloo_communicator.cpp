@@ -75,48 +75,10 @@ std::string group_scope(const GlooOptions& o, const std::string& group) {
   return "parlab/attempt." + std::to_string(o.attempt) + "/" + group;
 }
 
-// Every rank announces itself, then waits for all; on timeout names the ranks that never came.
-// A key that already exists means a process of this attempt joined as this rank before (a
-// restart that reused the attempt): refused, since its stale addresses would be read.
-void join(Store& store, int rank, int size, Millis timeout, const std::string& what) {
-  const std::string mine = "joined/" + std::to_string(rank);
-  auto refuse = [&](const std::string& why) {
-    throw RendezvousError(what + ": rank " + std::to_string(rank) +
-                              " already joined this attempt; restart with a new attempt (" +
-                              why + ")",
-                          false);
-  };
-  if (store.check({mine})) refuse("its key is in the store");
-  try {
-    store.set(mine, {'1'});
-  } catch (const StoreError& e) {
-    refuse(e.what());
-  }
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back("joined/" + std::to_string(r));
-  try {
-    store.wait(keys, timeout);
-  } catch (const StoreTimeout&) {
-    std::string missing;
-    int n_missing = 0;
-    for (int r = 0; r < size; ++r) {
-      if (!store.check({keys[static_cast<std::size_t>(r)]})) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        ++n_missing;
-      }
-    }
-    throw RendezvousError(what + " did not complete within " +
-                              units::format_seconds(to_seconds(timeout)) + ": " +
-                              (n_missing == 1 ? "rank " : "ranks ") + missing + " of " +
-                              std::to_string(size) + " never joined",
-                          true);
-  }
-}
-
 // Connects this rank into a full mesh of `size` ranks through `store`.
 std::shared_ptr<gloo::Context> connect(const GlooWorld& world, Store& store, int rank, int size,
                                        const std::string& what) {
-  join(store, rank, size, world.options.timeout, what);
+  join_rendezvous(store, rank, size, world.options.timeout, what);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(world.options.timeout);
   try {

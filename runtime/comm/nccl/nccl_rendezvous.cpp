@@ -19,38 +19,6 @@ double to_seconds(Millis t) { return std::chrono::duration<double>(t).count(); }
 
 const char kUniqueIdKey[] = "unique_id";
 
-// Every rank announces itself, then waits for all; on timeout names the ranks that never came.
-// (The same protocol as the Gloo backend's join; a key that already exists means this attempt
-// already had a process with this rank: refused, since its stale unique id would be read.)
-void join(Store& store, int rank, int size, Millis timeout, const std::string& what) {
-  const std::string mine = "joined/" + std::to_string(rank);
-  if (store.check({mine})) {
-    throw RendezvousError(what + ": rank " + std::to_string(rank) +
-                              " already joined this attempt; restart with a new attempt",
-                          false);
-  }
-  store.set(mine, {'1'});
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back("joined/" + std::to_string(r));
-  try {
-    store.wait(keys, timeout);
-  } catch (const StoreTimeout&) {
-    std::string missing;
-    int n_missing = 0;
-    for (int r = 0; r < size; ++r) {
-      if (!store.check({keys[static_cast<std::size_t>(r)]})) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        ++n_missing;
-      }
-    }
-    throw RendezvousError(what + " did not complete within " +
-                              units::format_seconds(to_seconds(timeout)) + ": " +
-                              (n_missing == 1 ? "rank " : "ranks ") + missing + " of " +
-                              std::to_string(size) + " never joined",
-                          true);
-  }
-}
-
 ncclUniqueId exchange_unique_id(Store& store, int rank, Millis timeout, const std::string& what) {
   ncclUniqueId id{};
   if (rank == 0) {
@@ -85,7 +53,7 @@ std::string group_scope(const NcclOptions& o, const std::string& group) {
 ncclComm_t connect(const NcclWorld& world, Store& store, int rank, int size,
                    const std::string& what) {
   const Millis timeout = world.options.timeout;
-  join(store, rank, size, timeout, what);
+  join_rendezvous(store, rank, size, timeout, what);
   const ncclUniqueId id = exchange_unique_id(store, rank, timeout, what);
   compute::cuda::DeviceGuard guard(world.device);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
