@@ -13,7 +13,9 @@
 #include "runtime/launch/kill_resume_proof.h"
 #include "runtime/launch/run_recorder.h"
 #include "runtime/launch/run_training.h"
+#include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
+#include "runtime/train/telemetry.h"
 #include "strategy/errors.h"
 #include "strategy/text_table.h"
 
@@ -122,9 +124,14 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   const int world = req.plan.world();
   auto spec = job_spec(ctx, req.model, req.plan.to_string(), world, req.steps + 1, req.seed,
                        "measured-" + std::to_string(world) + "w");
+  spec.job.trace = true;  // per-op events, for the measured timeline beside the simulated one
   const launch::TrainOutcome out = train_recorded(ctx, spec, "measured, " + std::to_string(world) + " worker" + (world > 1 ? "s" : ""));
   MeasureResult r;
   r.run = ctx.outcome->runs.back();
+  const auto trace = spec.job.run_dir / "trace.json";
+  train::write_measured_trace(trace.string(), launch::read_run_events(spec.job.run_dir, world),
+                              ctx.spec.name + " measured, " + std::to_string(world) + " workers");
+  ctx.store.set_run_param(r.run, "trace", trace.string());
   r.step_seconds = mean_step_seconds(out);
   // The comparison's step time: the mean over the measured steps (the warm-up step left out).
   ctx.store.set_run_metric(r.run, "step_seconds", r.step_seconds);

@@ -27,6 +27,14 @@ RunnerOptions options(const Scratch& s) {
   return o;
 }
 
+// The trace file a run recorded (empty path when none: file_size then throws and fails the test).
+fs::path trace_of(db::ResultsStore& store, db::RunId id) {
+  for (const auto& [k, v] : store.run_params(id))
+    if (k == "trace") return v;
+  ADD_FAILURE() << "run " << id << " recorded no trace";
+  return {};
+}
+
 const std::string kModel = std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml";
 
 }  // namespace
@@ -52,12 +60,15 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
     switch (run->kind) {
       case db::RunKind::kMeasured:
         ++measured;
+        // The measured timeline was written where the run says (Chrome trace JSON).
+        EXPECT_GT(fs::file_size(trace_of(store, id)), 100u);
         // 1 warm-up + 3 measured steps, one row per rank and step.
         EXPECT_EQ(int(timings.size()), 4 * run->world_size) << "run " << id;
         for (const auto& t : timings) EXPECT_TRUE(t.loss.has_value());
         break;
       case db::RunKind::kSimulated:
         ++simulated;
+        EXPECT_GT(fs::file_size(trace_of(store, id)), 100u);
         EXPECT_EQ(int(timings.size()), run->world_size);  // every simulated rank, one step
         break;
       case db::RunKind::kAnalytic:
