@@ -11,6 +11,7 @@
 #include "cli/common.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
+#include "strategy/key_values.h"
 #include "strategy/ledger.h"
 #include "strategy/planner.h"
 #include "strategy/step_program.h"
@@ -38,16 +39,11 @@ std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB);
 strategy::RuleInputs parse_ledger_gb(const std::string& text, double device_gb) {
   strategy::RuleInputs in;
   bool seen[5] = {};
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    pos = comma + 1;
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos)
-      throw ConfigError("--ledger-gb", item, "expected key=GB pairs: params, grads, optimizer, activations, largest-layer");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+  for (const strategy::KeyValue& kv : strategy::split_key_values(text)) {
+    if (!kv.has_equals)
+      throw ConfigError("--ledger-gb", kv.item, "expected key=GB pairs: params, grads, optimizer, activations, largest-layer");
+    const std::string& key = kv.key;
+    const std::string& value = kv.value;
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
     if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v))

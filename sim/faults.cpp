@@ -1,5 +1,7 @@
 #include "sim/faults.h"
 
+#include "strategy/key_values.h"
+
 #include <fmt/core.h>
 
 #include <cmath>
@@ -14,11 +16,6 @@ namespace {
 
 constexpr const char* kKinds = "slow, degrade-link, stop";
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
-}
 
 FaultKind parse_kind(const std::string& field, const std::string& text) {
   if (text == "slow") return FaultKind::kSlow;
@@ -93,21 +90,15 @@ std::string_view to_string(FaultKind kind) {
 }
 
 Fault parse_fault(std::string_view spec) {
-  const std::string text = trim(spec);
+  const std::string text = strategy::trim(spec);
   const size_t colon = text.find(':');
   if (colon == std::string::npos)
     throw ConfigError("--fault", text, std::string("expected kind:key=value,... with kind one of ") + kKinds);
-  const FaultKind kind = parse_kind("--fault", trim(std::string_view(text).substr(0, colon)));
+  const FaultKind kind = parse_kind("--fault", strategy::trim(std::string_view(text).substr(0, colon)));
   std::map<std::string, std::string> kv;
-  std::string_view rest = std::string_view(text).substr(colon + 1);
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string item = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) throw ConfigError("--fault " + std::string(to_string(kind)), item, "expected key=value");
-    kv[trim(std::string_view(item).substr(0, eq))] = trim(std::string_view(item).substr(eq + 1));
+  for (const strategy::KeyValue& item : strategy::split_key_values(std::string_view(text).substr(colon + 1))) {
+    if (!item.has_equals) throw ConfigError("--fault " + std::string(to_string(kind)), item.item, "expected key=value");
+    kv[item.key] = item.value;
   }
   return build(kind, kv, "--fault " + std::string(to_string(kind)));
 }

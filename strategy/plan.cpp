@@ -6,6 +6,7 @@
 
 #include "strategy/cluster_spec.h"
 #include "strategy/errors.h"
+#include "strategy/key_values.h"
 #include "strategy/model_spec.h"
 
 namespace parlab::strategy {
@@ -14,13 +15,6 @@ namespace {
 constexpr const char* kKeys =
     "dp, tp, pp, zero, mb, microbatches, gbs, schedule, v, recompute, sp, precision, optimizer, "
     "bucket_mb";
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 int64_t parse_int(const std::string& key, const std::string& v, int64_t min) {
   int64_t out = 0;
@@ -139,17 +133,11 @@ std::vector<int> pp_group(const Plan& p, int rank) {
 }
 
 Plan parse_plan(std::string_view text, Plan plan) {
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string item = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos)
-      throw ConfigError("plan", item, "expected key=value pairs separated by commas (keys: " + std::string(kKeys) + ")");
-    const std::string key = trim(item.substr(0, eq));
-    const std::string v = trim(item.substr(eq + 1));
+  for (const KeyValue& kv : split_key_values(text)) {
+    if (!kv.has_equals)
+      throw ConfigError("plan", kv.item, "expected key=value pairs separated by commas (keys: " + std::string(kKeys) + ")");
+    const std::string& key = kv.key;
+    const std::string& v = kv.value;
     if (v.empty()) throw ConfigError("plan." + key, "(empty)", "needs a value");
     if (!plan.was_given(key)) plan.given.push_back(key);
     if (key == "dp") plan.dp = int(parse_int(key, v, 1));

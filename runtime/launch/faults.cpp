@@ -1,5 +1,7 @@
 #include "runtime/launch/faults.h"
 
+#include "strategy/key_values.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -104,18 +106,14 @@ FaultSpec parse_fault(std::string_view text) {
                             join(optional);
 
   std::map<std::string, std::string> values;
-  std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos || eq == 0) throw fail("'" + std::string(item) + "' is not key=value (" + takes + ")");
-    const std::string key(item.substr(0, eq));
+  const std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
+  for (const strategy::KeyValue& item : strategy::split_key_values(rest)) {
+    if (!item.has_equals) throw fail("'" + item.item + "' is not key=value (" + takes + ")");
+    const std::string& key = item.key;
     const bool known = std::count(info->required.begin(), info->required.end(), key) > 0 ||
                        std::count(optional.begin(), optional.end(), key) > 0;
     if (!known) throw fail("unknown key '" + key + "' (" + takes + ")");
-    if (!values.emplace(key, std::string(item.substr(eq + 1))).second) throw fail("key '" + key + "' given twice");
+    if (!values.emplace(key, item.value).second) throw fail("key '" + key + "' given twice");
   }
   for (const std::string& k : info->required)
     if (!values.count(k)) throw fail("missing key '" + k + "' (" + takes + ")");
