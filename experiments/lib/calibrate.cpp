@@ -6,7 +6,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -144,11 +143,10 @@ double measure_memcpy_bytes_per_s() {
   return double(bytes) / median(times);
 }
 
-// Gloo ring all-reduce among `n` ranks (threads of this process, each with its own Gloo
-// context and sockets, as separate processes would have).
-std::vector<comm::CollectiveBenchRow> allreduce_bench(int n, const std::vector<double>& sizes, int iters) {
+// Runs `body` on `n` ranks: threads of this process, each with its own Gloo context and sockets
+// over loopback, as separate processes would have. The first rank's error is rethrown.
+void on_ranks(int n, const std::function<void(comm::Communicator&, int rank)>& body) {
   auto store = comm::make_in_process_store();
-  std::vector<std::vector<comm::CollectiveBenchRow>> rows(static_cast<size_t>(n));
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -157,15 +155,23 @@ std::vector<comm::CollectiveBenchRow> allreduce_bench(int n, const std::vector<d
         comm::GlooOptions go;
         go.timeout = std::chrono::seconds(60);
         auto c = comm::make_gloo_communicator(store, r, n, go);
-        rows[size_t(r)] = comm::run_collective_bench(*c, strategy::CollectiveOp::kAllReduce, sizes, 2, iters);
+        body(*c, r);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
       }
     });
   for (auto& t : threads) t.join();
   for (const auto& e : errors)
-    if (!e.empty()) throw RuntimeError("calibrate: all-reduce benchmark failed: " + e);
-  return rows[0];
+    if (!e.empty()) throw RuntimeError("calibrate: Gloo measurement failed: " + e);
+}
+
+std::vector<comm::CollectiveBenchRow> allreduce_bench(int n, const std::vector<double>& sizes, int iters) {
+  std::vector<comm::CollectiveBenchRow> rows;
+  on_ranks(n, [&](comm::Communicator& c, int r) {
+    auto mine = comm::run_collective_bench(c, strategy::CollectiveOp::kAllReduce, sizes, 2, iters);
+    if (r == 0) rows = std::move(mine);
+  });
+  return rows;
 }
 
 double process_cpu_seconds() {
@@ -178,33 +184,17 @@ double process_cpu_seconds() {
 // copies every byte (several times), on the same cores the ranks compute on. All `n` ranks run
 // in this process, so its CPU time covers them all: seconds / (iterations x n x 2(n-1)/n x S).
 double measure_comm_cpu_seconds_per_byte(int n, double bytes, int iters) {
-  auto store = comm::make_in_process_store();
-  std::vector<double> cpu(static_cast<size_t>(n), 0.0);
-  std::vector<std::string> errors(static_cast<size_t>(n));
   const size_t count = size_t(bytes / 4) / size_t(n) * size_t(n);
   double cpu_before = 0, cpu_after = 0;
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        comm::GlooOptions go;
-        go.timeout = std::chrono::seconds(60);
-        auto c = comm::make_gloo_communicator(store, r, n, go);
-        std::vector<float> buf(count, 1.0f);
-        c->all_reduce(buf)->wait();  // connect and warm up
-        c->barrier()->wait();
-        if (r == 0) cpu_before = process_cpu_seconds();
-        for (int i = 0; i < iters; ++i) c->all_reduce(buf)->wait();
-        c->barrier()->wait();
-        if (r == 0) cpu_after = process_cpu_seconds();
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (!e.empty()) throw RuntimeError("calibrate: all-reduce CPU measurement failed: " + e);
+  on_ranks(n, [&](comm::Communicator& c, int r) {
+    std::vector<float> buf(count, 1.0f);
+    c.all_reduce(buf)->wait();  // connect and warm up
+    c.barrier()->wait();
+    if (r == 0) cpu_before = process_cpu_seconds();
+    for (int i = 0; i < iters; ++i) c.all_reduce(buf)->wait();
+    c.barrier()->wait();
+    if (r == 0) cpu_after = process_cpu_seconds();
+  });
   const double sent = double(iters) * n * 2.0 * (n - 1) / n * double(count) * 4;
   return (cpu_after - cpu_before) / sent;
 }
