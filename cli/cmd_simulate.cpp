@@ -51,8 +51,11 @@ sim::AlgorithmChoice parse_algorithm(const std::string& text) {
 }
 
 std::string secs(double s) { return fmt::format("{:.6f}", s); }
+// Times below a microsecond (the tables' resolution) are rounding residue of sums, not a
+// quantity: a ratio of two of them would be noise (0 s vs 0 s printed as "3.000").
 std::string ratio(double sim, double analytic) {
-  if (analytic <= 0) return sim <= 0 ? "-" : "inf";
+  constexpr double kResolution = 1e-6;
+  if (analytic < kResolution) return sim < kResolution ? "-" : "inf";
   return fmt::format("{:.3f}", sim / analytic);
 }
 

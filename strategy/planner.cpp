@@ -194,11 +194,19 @@ SplitComparison compare(const Search& s, const Candidate& chosen, Plan next, con
   cmp.compute_saved_seconds = rest_a - rest_b;
   cmp.step_seconds = other.walked->step_seconds;
   const bool better = cmp.step_seconds < chosen.walked->step_seconds;
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%s %s %s of exposed communication per step and %s %s of compute and bubble: %s",
-                label.c_str(), cmp.comm_added_seconds >= 0 ? "adds" : "removes",
-                secs(std::fabs(cmp.comm_added_seconds)).c_str(), cmp.compute_saved_seconds >= 0 ? "saves" : "costs",
-                secs(std::fabs(cmp.compute_saved_seconds)).c_str(),
+  // With the world fixed, a larger split shrinks DP by the same factor: every rank still computes
+  // 1/world of the step's FLOPs, so the split saves (almost) no compute -- it buys memory, and
+  // costs communication. Say so rather than print a residue of microseconds as "saves".
+  const bool same_compute = std::fabs(cmp.compute_saved_seconds) < 0.01 * rest_a;
+  const std::string compute_part =
+      same_compute ? std::string("saves no compute (the world is fixed: DP shrinks as the split grows, so each rank "
+                                 "computes as much as before)")
+                   : std::string(cmp.compute_saved_seconds >= 0 ? "saves " : "costs ") +
+                         secs(std::fabs(cmp.compute_saved_seconds)) + " of compute and bubble";
+  char buf[640];
+  std::snprintf(buf, sizeof buf, "%s %s %s of exposed communication per step and %s: %s", label.c_str(),
+                cmp.comm_added_seconds >= 0 ? "adds" : "removes", secs(std::fabs(cmp.comm_added_seconds)).c_str(),
+                compute_part.c_str(),
                 better ? ("faster (" + secs(cmp.step_seconds) + " per step)").c_str() : stop_word.c_str());
   cmp.sentence = buf;
   return cmp;
@@ -366,7 +374,26 @@ PlanReport search_plans(const ModelSpec& m, const ClusterSpec& c, const PlannerO
       p.tp = tp, p.pp = pp, p.dp = 0;
       if (pp == 1) p.schedule = Schedule::k1F1B, p.v = 1;
       if (tp == 1) p.sequence_parallel = false;
-      report.neighbours.push_back(compare(s, best, p, label, stop));
+      SplitComparison cmp = compare(s, best, p, label, stop);
+      if (!cmp.possible) {
+        // The literal neighbour (same microbatching, ZeRO stage, recompute) may break the global
+        // batch or the memory budget where another variant of the same split works: compare
+        // with the fastest fitting plan of that split instead, and say which it is.
+        const auto alt = std::find_if(fitting.begin(), fitting.end(), [&](const Candidate& x) {
+          return x.plan.tp == tp && x.plan.pp == pp;
+        });
+        if (alt != fitting.end()) {
+          const Plan& a = alt->plan;
+          const std::string variant = "mb " + std::to_string(a.microbatch) + " x" + std::to_string(a.microbatches) +
+                                      ", ZeRO-" + std::to_string(a.zero) + ", recompute " + std::string(to_string(a.recompute));
+          SplitComparison other = compare(s, best, a, label + " (its fastest fitting variant: " + variant + ")", stop);
+          if (other.possible) {
+            other.label = label;
+            cmp = other;
+          }
+        }
+      }
+      report.neighbours.push_back(cmp);
     };
     if (report.world / (b.tp * b.pp) >= 2) {
       neighbour(b.tp * 2, b.pp, "TP " + std::to_string(b.tp) + "->" + std::to_string(b.tp * 2), "stop at TP " + std::to_string(b.tp));
