@@ -19,7 +19,7 @@ namespace {
 fs::path find_experiment(const std::string& name) {
   const fs::path direct(name);
   if (fs::exists(direct)) return direct;
-  for (const fs::path dir : {fs::path("experiments"), fs::path(PARLAB_SOURCE_DIR) / "experiments"}) {
+  for (const fs::path& dir : {fs::path("experiments"), fs::path(PARLAB_SOURCE_DIR) / "experiments"}) {
     const fs::path p = dir / (name + (name.ends_with(".toml") ? "" : ".toml"));
     if (fs::exists(p)) return p;
   }

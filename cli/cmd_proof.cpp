@@ -26,6 +26,7 @@ void run_kill_resume(ProofCliOptions& o) {
   p.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000));
   // Deterministic by default: the trials follow from the inputs; --fault-seed explores others.
   p.fault_seed = o.fault_seed.value_or(p.job.seed + 1);
+  launch::check_proof_options(p);
   if (!o.json) {
     p.on_note = [](const std::string& line) { fmt::print("{}\n", line); std::fflush(stdout); };
     fmt::print("Kill-and-resume proof: {} workers, {} steps, checkpoint every {}, {} trial(s), fault seed {}{}\n",

@@ -1,6 +1,7 @@
 // parlab scaling: the all-reduce scaling lab. Add workers to a data-parallel job and see what
 // is delivered after ring communication and stragglers (strategy/scaling_lab.h has the model,
 // its symbols and a hand-checked two-worker example).
+#include <cmath>
 #include <fmt/core.h>
 
 #include <sstream>
@@ -75,6 +76,16 @@ void add_scaling_command(CLI::App& app) {
   cmd->add_option("--workers", o->workers, "Worker counts W, comma-separated")->capture_default_str();
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([o] {
+    // Checked here in the units the user typed; the lab checks its SI inputs again.
+    auto check = [](const char* flag, double v, bool zero_ok) {
+      if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0))
+        throw ConfigError(flag, fmt::format("{}", v), zero_ok ? "must be >= 0" : "must be a positive number");
+    };
+    check("--compute-ms", o->compute_ms, false);
+    check("--overhead-ms", o->overhead_ms, true);
+    check("--link", o->link_gbps, false);
+    check("--latency-us", o->latency_us, true);
+    check("--straggler", o->straggler, true);
     strategy::ScalingLabInputs in;
     in.compute_seconds = o->compute_ms / 1e3;
     in.overhead_seconds = o->overhead_ms / 1e3;

@@ -20,12 +20,17 @@
 #include "runtime/launch/run_training.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/worker.h"
+#include "runtime/train/trainer.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
 #include "strategy/units.h"
 
 namespace parlab::cli {
 namespace {
+
+// Workers on one machine: every one is a process with its own Gloo sockets and BLAS thread; past
+// this many a single host only thrashes (calibration takes the same bound).
+constexpr int kMaxNproc = 64;
 
 struct TrainOptions {
   launch::TrainJobSpec spec;
@@ -217,6 +222,8 @@ void run_supervised(TrainOptions o) {
   // Resolve everything here first: a bad flag or an unsupported plan fails before any process.
   spec.job = launch::pinned_job(spec.job, spec.nproc);
   const train::TrainConfig config = launch::make_train_config(spec.job, spec.nproc);
+  train::check_runtime_supports(config.model, config.plan);
+  launch::check_faults(launch::parse_faults(spec.job.faults), spec.nproc, spec.job.steps, spec.job.checkpoint_every);
   if (!o.json) print_header(config, spec);
 
   std::optional<db::ResultsStore> store;
@@ -309,7 +316,7 @@ void add_train_command(CLI::App& app) {
       "Hangs and stragglers: detectors, thresholds, mitigations and fallbacks are in `parlab runbook`.");
   launch::TrainJob& j = o->spec.job;
   j.checkpoint_every = 50;
-  cmd->add_option("--nproc,-n", o->nproc, "Worker processes to start on this machine (default 1)");
+  auto* nproc = cmd->add_option("--nproc,-n", o->nproc, "Worker processes to start on this machine (default 1)");
   cmd->add_option("--model,-m", j.model, "Model preset or TOML file (kind = \"mlp\")")->capture_default_str();
   cmd->add_option("--cluster,-c", j.cluster, "Cluster preset or TOML file the plan is validated against")
       ->capture_default_str();
@@ -361,7 +368,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--fail-rank", j.fail_rank)->group("");
   cmd->add_option("--fail-step", j.fail_step)->group("");
   cmd->add_option("--fail-code", j.fail_code)->group("");
-  cmd->callback([o] {
+  cmd->callback([o, nproc] {
     if (!(o->timeout_seconds > 0))
       throw ConfigError("--timeout", fmt::format("{}", o->timeout_seconds), "must be a positive number of seconds");
     o->spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));
@@ -370,6 +377,8 @@ void add_train_command(CLI::App& app) {
                         "must be a number of seconds >= 0 (0: no heartbeat)");
     o->spec.job.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->heartbeat_seconds * 1000));
     o->spec.fallback = launch::parse_fallback(o->fallback);
+    if (nproc->count() > 0 && (o->nproc < 1 || o->nproc > kMaxNproc))
+      throw ConfigError("--nproc", std::to_string(o->nproc), "must be between 1 and " + std::to_string(kMaxNproc));
     (void)launch::parse_faults(o->spec.job.faults);  // a malformed --fault fails before anything starts
     if (o->worker || (o->nproc == 0 && launch::launched_as_worker())) {
       if (!o->trace.empty()) o->spec.job.trace = true;

@@ -22,7 +22,8 @@ void add_plan_inputs(CLI::App* cmd, PlanInputs& in, bool model_required) {
                   "Cluster preset (" + fmt::format("{}", fmt::join(strategy::cluster_preset_names(), ", ")) +
                       ") or a TOML file")
       ->capture_default_str();
-  cmd->add_option("--world,-n", in.world, "Number of devices (default: dp*tp*pp of --plan, else the cluster's)");
+  cmd->add_option("--world,-n", in.world, "Number of devices (default: dp*tp*pp of --plan, else the cluster's)")
+      ->each([&in](const std::string&) { in.world_given = true; });
   cmd->add_option("--plan,-p", in.plan,
                   "Plan as key=value pairs: dp, tp, pp, zero (0-3), mb, microbatches, gbs, "
                   "schedule (gpipe|1f1b|interleaved), v, recompute (none|selective|full), sp (on|off), "
@@ -37,10 +38,11 @@ Resolved load_inputs(const PlanInputs& in) {
   else throw ConfigError("--model", "(missing)", "give --model NAME|FILE or --params COUNT");
   const strategy::ClusterSpec base = strategy::load_cluster(in.cluster);
   const strategy::Plan parsed = strategy::parse_plan(in.plan);
+  if (in.world_given && in.world < 1)
+    throw ConfigError("--world", std::to_string(in.world), "must be a positive number of devices");
   int world = in.world;
   if (world == 0 && parsed.dp > 0) world = parsed.dp * parsed.tp * parsed.pp;
   if (world == 0) world = base.devices();
-  if (in.world < 0) throw ConfigError("--world", std::to_string(in.world), "must be a positive number of devices");
   r.cluster = strategy::with_world(base, world);
   r.world = world;
   r.plan = parsed;

@@ -18,6 +18,7 @@ struct PlanInputs {
   double params = 0;  // --params: a bare parameter count instead of --model
   std::string cluster = "dgx-a100";
   int world = 0;      // 0: from --plan (dp*tp*pp) when dp is given, else the cluster's devices
+  bool world_given = false;  // --world was on the command line (then it must be >= 1)
   std::string plan;   // key=value list
 };
 

@@ -1,6 +1,7 @@
 #include "strategy/scaling_lab.h"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "strategy/errors.h"
@@ -14,21 +15,28 @@ double scaling_step_seconds(const ScalingLabInputs& in, int w) {
 }
 
 std::vector<ScalingRow> scaling_lab(const ScalingLabInputs& in) {
-  auto positive = [](const char* field, double v) {
-    if (!(v > 0) || !std::isfinite(v)) throw ConfigError(field, std::to_string(v), "must be a positive number");
+  // Fields in SI units, named as in ScalingLabInputs (front ends check their own flags first,
+  // in the units their users typed).
+  auto text = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
   };
-  auto non_negative = [](const char* field, double v) {
-    if (!(v >= 0) || !std::isfinite(v)) throw ConfigError(field, std::to_string(v), "must be >= 0");
+  auto positive = [&](const char* field, double v) {
+    if (!(v > 0) || !std::isfinite(v)) throw ConfigError(field, text(v), "must be a positive number");
   };
-  positive("--compute-ms", in.compute_seconds);
-  positive("--link-gbps", in.link_bytes_per_s);
-  non_negative("--bytes", in.bytes);
-  non_negative("--latency-us", in.latency_seconds);
-  non_negative("--overhead-ms", in.overhead_seconds);
-  non_negative("--straggler", in.straggler_fraction);
-  if (in.workers.empty()) throw ConfigError("--workers", "(empty)", "give worker counts, e.g. 1,2,4,8,16");
+  auto non_negative = [&](const char* field, double v) {
+    if (!(v >= 0) || !std::isfinite(v)) throw ConfigError(field, text(v), "must be >= 0");
+  };
+  positive("scaling.compute_seconds", in.compute_seconds);
+  positive("scaling.link_bytes_per_s", in.link_bytes_per_s);
+  non_negative("scaling.bytes", in.bytes);
+  non_negative("scaling.latency_seconds", in.latency_seconds);
+  non_negative("scaling.overhead_seconds", in.overhead_seconds);
+  non_negative("scaling.straggler_fraction", in.straggler_fraction);
+  if (in.workers.empty()) throw ConfigError("scaling.workers", "(empty)", "give worker counts, e.g. 1,2,4,8,16");
   for (int w : in.workers)
-    if (w < 1) throw ConfigError("--workers", std::to_string(w), "worker counts must be >= 1");
+    if (w < 1) throw ConfigError("scaling.workers", std::to_string(w), "worker counts must be >= 1");
   const double t1 = scaling_step_seconds(in, 1);
   std::vector<ScalingRow> rows;
   for (int w : in.workers) {

@@ -168,13 +168,18 @@ FaultSpec draw_trial_fault(uint64_t seed, int trial, int nproc, int64_t steps, i
   return f;
 }
 
-ProofReport run_kill_resume_proof(const ProofOptions& o) {
+void check_proof_options(const ProofOptions& o) {
+  if (o.nproc < 1) throw ConfigError("--nproc", std::to_string(o.nproc), "must be at least 1 worker");
   if (o.trials < 1) throw ConfigError("--trials", std::to_string(o.trials), "must be at least 1");
   if (o.checkpoint_every < 1)
     throw ConfigError("--checkpoint-every", std::to_string(o.checkpoint_every), "must be at least 1: a resume needs checkpoints");
   if (o.job.steps < 2) throw ConfigError("--steps", std::to_string(o.job.steps), "must be at least 2 to kill a job in the middle");
   if (o.shrink && o.nproc < 2) throw ConfigError("--nproc", std::to_string(o.nproc), "must be at least 2 to lose a rank (--shrink)");
   if (!(o.tolerance >= 0)) throw ConfigError("--tolerance", std::to_string(o.tolerance), "must be >= 0");
+}
+
+ProofReport run_kill_resume_proof(const ProofOptions& o) {
+  check_proof_options(o);
 
   ProofReport report;
   report.nproc = o.nproc;

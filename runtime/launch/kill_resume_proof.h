@@ -90,6 +90,9 @@ struct ProofReport {
 
 // Runs the reference and every trial (see above). Throws ConfigError on bad options; a trial that
 // fails is reported, not thrown.
+// Throws ConfigError naming the first bad option (run_kill_resume_proof calls it first too), so a
+// front end can refuse bad input before it prints or starts anything.
+void check_proof_options(const ProofOptions& options);
 ProofReport run_kill_resume_proof(const ProofOptions& options);
 
 // The proof as a results-database row ("kill_resume_bitwise", or "kill_resume_elastic" with

@@ -1,6 +1,9 @@
 // `parlab plan` end to end: the seed's worked example and clear errors for bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/support/subprocess.h"
@@ -71,6 +74,8 @@ TEST(PlanCli, BadInputIsOneClearLineAndNonZero) {
       {{"plan", "--ledger-gb", "params=28,grads=-1,optimizer=56,activations=18,largest-layer=6", "--device-gb", "80"}, "grads"},
       {{"plan", "--ledger-gb", "params=28,grads=28,optimizer=56,activations=18,largest-layer=6", "--device-gb", "0"}, "--device-gb"},
       {{"plan", "--model", "gpt-175b", "--world", "12"}, "world"},
+      {{"plan", "--model", "gpt-175b", "--world", "0"}, "--world = 0"},
+      {{"simulate", "--model", "gpt-22b", "--world", "-8"}, "--world = -8"},
   };
   for (const auto& c : cases) {
     const auto r = parlab(c.args);
@@ -80,6 +85,29 @@ TEST(PlanCli, BadInputIsOneClearLineAndNonZero) {
     // One line: the message and its newline.
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+TEST(PlanCli, OtherCommandsNameTheFlagAndTheValueTheUserTyped) {
+  // The value in the message is the one on the command line (ms stays ms), and nothing starts:
+  // no banner on stdout, no worker process, no run directory.
+  const std::string run_dir = ::testing::TempDir() + "/never-created";
+  struct Case { std::vector<std::string> args; std::string must_mention; };
+  const std::vector<Case> cases = {
+      {{"scaling", "--compute-ms", "-1"}, "--compute-ms = -1:"},
+      {{"scaling", "--link", "0"}, "--link = 0:"},
+      {{"train", "--nproc", "0", "--run-dir", run_dir}, "--nproc = 0:"},
+      {{"train", "--nproc", "2", "--steps", "3", "--run-dir", run_dir, "--fault", "kill:rank=5,step=1"}, "rank 5"},
+      {{"train", "--nproc", "2", "--plan", "tp=2", "--run-dir", run_dir}, "not implemented by the runtime"},
+      {{"proof", "kill-resume", "--nproc", "0", "--work-dir", run_dir}, "--nproc = 0:"},
+  };
+  for (const auto& c : cases) {
+    const auto r = parlab(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.must_mention << ": " << r.err;
+    EXPECT_NE(r.err.find(c.must_mention), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.out, "") << c.must_mention;
+  }
+  EXPECT_FALSE(std::filesystem::exists(run_dir));
 }
 
 TEST(PlanCli, TomlWithUnknownKeyIsRejected) {
