@@ -27,7 +27,7 @@ struct Case {
   std::string model;
   int world;
   std::string plan;
-  std::string fault;  // optional
+  std::string fault{};  // optional
 };
 
 strategy::Plan resolved(const strategy::ModelSpec& m, const strategy::ClusterSpec& c, int world, const std::string& text) {

@@ -42,8 +42,8 @@ struct Segment {
   int64_t until = 0;
   bool resume = false;
   bool save = false;
-  fs::path root;
-  checkpoint::SaveHook hook;
+  fs::path root{};
+  checkpoint::SaveHook hook{};
 };
 
 std::map<std::string, std::vector<float>> tensors_of(const Trainer& t) {
