@@ -44,10 +44,10 @@ std::string_view to_string(OpKind k) {
     case OpKind::kForward: return "forward";
     case OpKind::kBackward: return "backward";
     case OpKind::kOptimizer: return "optimizer";
-    case OpKind::kAllReduce: return "all-reduce";
-    case OpKind::kReduceScatter: return "reduce-scatter";
-    case OpKind::kAllGather: return "all-gather";
-    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kAllReduce:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllGather:
+    case OpKind::kBroadcast: return to_string(collective_of(k));  // one spelling: collectives.cpp
     case OpKind::kSend: return "send";
     case OpKind::kRecv: return "recv";
   }

@@ -3,18 +3,21 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "strategy/collectives.h"
 #include "strategy/units.h"
 
 namespace parlab::comm {
 
 // ---- op names and errors ----
 
+// Collectives are spelled as the step programs spell them (strategy/collectives.cpp), so a flight
+// recorder's entries and a program's ops name the same call the same way.
 std::string_view to_string(OpKind op) {
   switch (op) {
-    case OpKind::kAllReduce: return "all-reduce";
-    case OpKind::kReduceScatter: return "reduce-scatter";
-    case OpKind::kAllGather: return "all-gather";
-    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kAllReduce: return strategy::to_string(strategy::CollectiveOp::kAllReduce);
+    case OpKind::kReduceScatter: return strategy::to_string(strategy::CollectiveOp::kReduceScatter);
+    case OpKind::kAllGather: return strategy::to_string(strategy::CollectiveOp::kAllGather);
+    case OpKind::kBroadcast: return strategy::to_string(strategy::CollectiveOp::kBroadcast);
     case OpKind::kSend: return "send";
     case OpKind::kRecv: return "recv";
     case OpKind::kBarrier: return "barrier";

@@ -313,8 +313,8 @@ SupervisorResult Supervisor::wait() {
   std::vector<bool> seen(n, false);
   size_t ended = 0;
   bool torn_down = false;
-  while (ended < n) {
-    std::vector<int> failed;
+  // Collects the workers that exited since the last call; the abnormal ones go to `failed`.
+  auto poll_exits = [&](std::vector<int>& failed) {
     for (size_t r = 0; r < n; ++r) {
       if (seen[r]) continue;
       if (auto s = children_[r].poll()) {
@@ -324,6 +324,10 @@ SupervisorResult Supervisor::wait() {
         if (!s->ok()) failed.push_back(static_cast<int>(r));
       }
     }
+  };
+  while (ended < n) {
+    std::vector<int> failed;
+    poll_exits(failed);
     pump_records();  // after the polls: a dead worker's last lines are all there
     check_health(seen, failed);
     if (!failed.empty() && result.detected_seconds == 0) result.detected_seconds = comm::wall_clock_seconds();
@@ -337,15 +341,7 @@ SupervisorResult Supervisor::wait() {
       const auto settle_until = std::chrono::steady_clock::now() + (health_only ? std::chrono::milliseconds(0) : options_.settle);
       while (!failed.empty() && ended < n && std::chrono::steady_clock::now() < settle_until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        for (size_t r = 0; r < n; ++r) {
-          if (seen[r]) continue;
-          if (auto s = children_[r].poll()) {
-            seen[r] = true;
-            ++ended;
-            result.exits[r].status = *s;
-            if (!s->ok()) failed.push_back(static_cast<int>(r));
-          }
-        }
+        poll_exits(failed);
       }
       pump_records();
       // Candidates: every rank that failed by itself, and every rank that reported an error
