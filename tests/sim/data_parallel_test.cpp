@@ -10,13 +10,9 @@
 namespace parlab::sim {
 namespace {
 
-using strategy::OpKind;
+using testing::resolved;
 
-strategy::Plan resolved(const std::string& text, const strategy::ModelSpec& m, const strategy::ClusterSpec& c, int world) {
-  strategy::Plan p = strategy::resolve(strategy::parse_plan(text), m, world);
-  strategy::validate(p, m, strategy::with_world(c, world));
-  return p;
-}
+using strategy::OpKind;
 
 // The same programs with every gradient all-reduce waiting for the last backward op: DDP
 // without overlap.

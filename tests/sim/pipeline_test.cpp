@@ -11,11 +11,7 @@
 namespace parlab::sim {
 namespace {
 
-strategy::Plan resolved(const std::string& text, const strategy::ModelSpec& m, const strategy::ClusterSpec& c, int world) {
-  strategy::Plan p = strategy::resolve(strategy::parse_plan(text), m, world);
-  strategy::validate(p, m, strategy::with_world(c, world));
-  return p;
-}
+using testing::resolved;
 
 const trace::Event* find_last(const std::vector<trace::Event>& events, int rank, const std::string& prefix) {
   const trace::Event* best = nullptr;

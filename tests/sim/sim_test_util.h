@@ -3,8 +3,18 @@
 #include <string>
 
 #include "strategy/io.h"
+#include "strategy/model_spec.h"
+#include "strategy/plan.h"
 
 namespace parlab::sim::testing {
+
+// A plan from its text, resolved for `world` devices and validated on `c` sized to that world.
+inline strategy::Plan resolved(const std::string& text, const strategy::ModelSpec& m, const strategy::ClusterSpec& c,
+                               int world) {
+  strategy::Plan p = strategy::resolve(strategy::parse_plan(text), m, world);
+  strategy::validate(p, m, strategy::with_world(c, world));
+  return p;
+}
 
 // `devices` devices on one switch (and `nodes` nodes with one 10 GB/s NIC per device): every
 // device link B = 10 GB/s each way with a = 10 us; devices compute 1 TFLOP/s.

@@ -15,33 +15,12 @@
 
 #include "runtime/checkpoint/coordinator.h"
 #include "runtime/checkpoint/state.h"
+#include "tests/support/scratch_dir.h"
 
 namespace parlab::checkpoint::testing {
 
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = "parlab-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    if (info) name += std::string("-") + info->name();
-    for (char& c : name) {
-      if (c == '/') c = '_';
-    }
-    path_ = std::filesystem::temp_directory_path() / name;
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+// A fresh directory per test, removed at scope exit (tests/support/scratch_dir.h).
+using parlab::testing::ScratchDir;
 
 // Element i of tensor t is a value no other element of any tensor shares (including a negative
 // zero and a subnormal), so a misplaced element cannot compare equal by accident.

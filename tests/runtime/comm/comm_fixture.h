@@ -34,13 +34,11 @@ inline CollectiveOptions op_options(std::string tag = "") {
   return o;
 }
 
-// Runs `body(rank, comm)` on `n` threads over a fresh in-process store; rethrows the first
-// failure as a test failure naming its rank. `sync` lets ranks line up after their ops, so no
-// rank tears down its communicator while a peer still uses it.
-inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body,
-                      GlooOptions options = test_options(),
-                      std::shared_ptr<Store> store = nullptr) {
-  if (!store) store = make_in_process_store();
+// Runs `body(rank, sync)` on `n` threads and reports an exception in a rank as a test failure
+// naming the rank. A body that finishes calls sync.arrive_and_wait() while its communicator is
+// still alive, so no rank tears one down while a peer still uses it; a rank that throws drops
+// out of the barrier instead.
+inline void run_rank_threads(int n, const std::function<void(int, std::barrier<>&)>& body) {
   std::mutex mu;
   std::vector<std::string> failures;
   std::barrier sync(n);
@@ -48,9 +46,7 @@ inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = make_gloo_communicator(store, r, n, options);
-        body(r, *comm);
-        sync.arrive_and_wait();
+        body(r, sync);
       } catch (const std::exception& e) {
         std::lock_guard lock(mu);
         failures.push_back("rank " + std::to_string(r) + ": " + e.what());
@@ -60,6 +56,18 @@ inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body
   }
   for (auto& t : threads) t.join();
   for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Runs `body(rank, comm)` on `n` threads over a fresh in-process store (run_rank_threads).
+inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body,
+                      GlooOptions options = test_options(),
+                      std::shared_ptr<Store> store = nullptr) {
+  if (!store) store = make_in_process_store();
+  run_rank_threads(n, [&](int r, std::barrier<>& sync) {
+    auto comm = make_gloo_communicator(store, r, n, options);
+    body(r, *comm);
+    sync.arrive_and_wait();
+  });
 }
 
 // Largest |a[i] - b[i]|, for failure messages.

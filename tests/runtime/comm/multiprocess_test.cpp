@@ -1,15 +1,13 @@
 // Real processes: N copies of comm_worker meet through a file store in a temp dir (or through
 // torchrun-style variables and rank 0's TCP store), all-reduce, and write what they got.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "tests/runtime/comm/child_process.h"
+#include "tests/support/ports.h"
 
 namespace parlab::comm {
 namespace {
@@ -66,16 +64,7 @@ TEST(MultiProcess, FileStoreFourRanks) { run_file_store_job(4); }
 // torchrun conventions: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, rank 0 hosts the TCP store.
 TEST(MultiProcess, TorchrunVariablesAndTcpStore) {
   constexpr int n = 3;
-  // A free port: bind port 0, read it, release it for rank 0 to bind.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const std::string port = std::to_string(ntohs(addr.sin_port));
-  ::close(fd);
+  const std::string port = std::to_string(parlab::testing::unused_loopback_port());  // rank 0 binds it
 
   const auto dir = fresh_dir("torchrun");
   std::vector<testing::ChildProcess> workers;

@@ -12,6 +12,7 @@
 
 #include "tests/runtime/comm/child_process.h"
 #include "tests/runtime/comm/comm_fixture.h"
+#include "tests/support/ports.h"
 
 namespace parlab::comm {
 namespace {
@@ -57,16 +58,7 @@ TEST(TcpStore, WaitTimesOutNamingMissingKeys) {
 }
 
 TEST(TcpStore, ClientWithoutServerTimesOut) {
-  // Find a port nobody listens on: bind, read it, close.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
+  const int port = parlab::testing::unused_loopback_port();
   EXPECT_THROW(TcpStore("127.0.0.1", port, std::chrono::milliseconds(200)), StoreTimeout);
 }
 

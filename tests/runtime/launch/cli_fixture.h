@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "runtime/launch/process.h"
+#include "runtime/launch/worker.h"
+#include "runtime/train/trainer_checkpoint.h"
 #include "runtime/train/telemetry.h"
 
 namespace parlab::launch {
@@ -55,6 +57,14 @@ class CliTest : public ::testing::Test {
     ss << in.rdbuf();
     out = ss.str();
     return status ? *status : p.terminate(std::chrono::milliseconds(0));
+  }
+
+  // The final-state hash a run under dir_ wrote (parameters and optimizer state), or a text
+  // that cannot equal one when the run wrote none.
+  std::string final_hash(const std::string& run) const {
+    std::ifstream in(final_state_path(dir_ / run));
+    if (!in) return "(no final state in " + run + ")";
+    return train::StateFingerprint::from_json(nlohmann::json::parse(in)).combined_hex();
   }
 
   // Processes still alive whose command line mentions our run directory.

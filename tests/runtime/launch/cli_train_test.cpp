@@ -4,9 +4,6 @@
 // dumped inputs are the dataset's samples, and the dumped (all-reduced) gradients equal a plain
 // single-process LabMlp pass over the same global batch.
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,6 +20,7 @@
 #include "runtime/train/data.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/telemetry.h"
+#include "tests/support/ports.h"
 
 namespace parlab::launch {
 namespace {
@@ -132,25 +130,12 @@ TEST_F(CliTrainTest, AFailingWorkerStopsTheRunAndIsNamed) {
   EXPECT_TRUE(survivors().empty()) << survivors().front();
 }
 
-// A port nobody listens on right now (the kernel's pick for a socket we close at once).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 TEST_F(CliTrainTest, ManualLaunchWithTorchrunAndSlurmVariables) {
   // What torchrun or srun does: start one `parlab train` per rank with launcher variables and no
   // --nproc; rank 0 hosts the TCP store at MASTER_ADDR:MASTER_PORT. Rank 0 speaks torchrun,
   // rank 1 Slurm: both conventions meet in one job.
   const fs::path run = dir_ / "manual";
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(parlab::testing::unused_loopback_port());
   const std::vector<std::string> args = {bin_, "train", "--model", (dir_ / "tiny.toml").string(), "--plan",
                                          "gbs=8,mb=4", "--steps", "2", "--run-dir", run.string(), "--timeout", "20"};
   ChildProcess r0(args, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},

@@ -28,11 +28,6 @@ class FaultToleranceTest : public CliTest {
     args.insert(args.end(), extra.begin(), extra.end());
     return parlab(args, out);
   }
-  std::string final_hash(const std::string& run) {
-    std::ifstream in(final_state_path(dir_ / run));
-    if (!in) return "(no final state in " + run + ")";
-    return train::StateFingerprint::from_json(nlohmann::json::parse(in)).combined_hex();
-  }
   // The uninterrupted run every other run must match.
   std::string reference_hash() {
     std::string out;

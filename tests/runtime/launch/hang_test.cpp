@@ -38,11 +38,6 @@ class HangTest : public CliTest {
     args.insert(args.end(), extra.begin(), extra.end());
     return parlab(args, out);
   }
-  std::string final_hash(const std::string& run) {
-    std::ifstream in(final_state_path(dir_ / run));
-    if (!in) return "(no final state in " + run + ")";
-    return train::StateFingerprint::from_json(nlohmann::json::parse(in)).combined_hex();
-  }
   // The line of `out` that starts with `prefix`, without it ("" when there is none).
   static std::string line_after(const std::string& out, const std::string& prefix) {
     std::istringstream in(out);

@@ -8,15 +8,14 @@
 #include <cmath>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/train/trainer.h"
 #include "strategy/io.h"
+#include "tests/runtime/comm/comm_fixture.h"
 
 namespace parlab::train::testing {
 
@@ -58,37 +57,23 @@ inline std::vector<RankRun> train_threads(int world, const TrainConfig& config, 
                                           const CommWrapper& wrap = {}, const TrainerOptions& options = {}) {
   auto store = comm::make_in_process_store();
   std::vector<RankRun> out(world);
-  std::mutex mu;
-  std::vector<std::string> failures;
-  std::barrier sync(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        comm::GlooOptions go;
-        go.timeout = kTestTimeout;
-        std::unique_ptr<comm::Communicator> c = comm::make_gloo_communicator(store, r, world, go);
-        if (wrap) c = wrap(std::move(c));
-        Trainer trainer(config, *c, options);
-        for (int s = 0; s < steps; ++s) {
-          out[r].records.push_back(trainer.step());
-          if (s == 0) {
-            const auto g = trainer.state().model.grads();
-            out[r].grads_step0.assign(g.begin(), g.end());
-          }
-        }
-        const auto p = trainer.state().model.params();
-        out[r].params.assign(p.begin(), p.end());
-        sync.arrive_and_wait();  // nobody tears down a communicator a peer still reads
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
-        sync.arrive_and_drop();
+  comm::testing::run_rank_threads(world, [&](int r, std::barrier<>& sync) {
+    comm::GlooOptions go;
+    go.timeout = kTestTimeout;
+    std::unique_ptr<comm::Communicator> c = comm::make_gloo_communicator(store, r, world, go);
+    if (wrap) c = wrap(std::move(c));
+    Trainer trainer(config, *c, options);
+    for (int s = 0; s < steps; ++s) {
+      out[r].records.push_back(trainer.step());
+      if (s == 0) {
+        const auto g = trainer.state().model.grads();
+        out[r].grads_step0.assign(g.begin(), g.end());
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& f : failures) ADD_FAILURE() << f;
+    }
+    const auto p = trainer.state().model.params();
+    out[r].params.assign(p.begin(), p.end());
+    sync.arrive_and_wait();  // nobody tears down a communicator a peer still reads
+  });
   return out;
 }
 
