@@ -1,4 +1,4 @@
--- parlab results database: the current schema, version 2.
+-- parlab results database: the current schema, version 3.
 --
 -- This file is what applying every step in db/migrations/ to an empty file produces (a test
 -- checks it). Existing databases are upgraded by those steps, never by this file; it is here to
@@ -156,4 +156,28 @@ CREATE INDEX proofs_by_run ON proofs(run_id, id);
 CREATE INDEX proofs_by_experiment ON proofs(experiment_id, id);
 CREATE INDEX calibrations_by_machine ON calibrations(machine, created_at, id);
 
-PRAGMA user_version = 2;
+-- ---- v3 -------------------------------------------------------------------------------------
+
+CREATE TABLE predictions (
+  id             INTEGER PRIMARY KEY,
+  run_id         INTEGER REFERENCES runs(id) ON DELETE SET NULL,  -- the run that revealed it
+  experiment_id  INTEGER REFERENCES experiments(id) ON DELETE SET NULL,
+  learner        TEXT NOT NULL DEFAULT '',
+  quantity       TEXT NOT NULL CHECK (quantity <> ''),            -- 'speedup', 'step_seconds', ...
+  source         TEXT NOT NULL DEFAULT 'simulated'
+                 CHECK (source IN ('analytic', 'simulated', 'measured')),
+  model          TEXT NOT NULL DEFAULT '',
+  cluster        TEXT NOT NULL DEFAULT '',
+  plan           TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(plan)),
+  world_size     INTEGER NOT NULL CHECK (world_size >= 1),
+  predicted      REAL NOT NULL,
+  reason         TEXT NOT NULL DEFAULT '',
+  predicted_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  revealed       REAL,
+  revealed_at    TEXT,
+  CHECK ((revealed IS NULL) = (revealed_at IS NULL))
+);
+
+CREATE INDEX predictions_by_run ON predictions(run_id, id);
+
+PRAGMA user_version = 3;

@@ -18,7 +18,7 @@ namespace {
 using testing::ScratchDir;
 
 // The version this code must reach: v1 (base tables) + v2 (calibrations, metrics, indexes).
-constexpr int kExpectedVersion = 2;
+constexpr int kExpectedVersion = 3;
 
 // Whitespace- and comment-insensitive text of one CREATE statement.
 std::string normalize_sql(std::string sql) {
@@ -83,6 +83,8 @@ TEST(Migrate, MigrationsAreNumberedInOrder) {
   EXPECT_EQ(steps[0].name, "0001_base");
   EXPECT_EQ(steps[1].version, 2);
   EXPECT_EQ(steps[1].name, "0002_calibrations_metrics_indexes");
+  EXPECT_EQ(steps[2].version, 3);
+  EXPECT_EQ(steps[2].name, "0003_predictions");
 }
 
 TEST(Migrate, SchemaSqlEqualsTheResultOfAllMigrations) {
