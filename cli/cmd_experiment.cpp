@@ -10,6 +10,7 @@
 #include "experiments/lib/runner.h"
 #include "strategy/errors.h"
 #include "strategy/units.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::cli {
 namespace fs = std::filesystem;

@@ -5,6 +5,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include "parlab/source_dir.h"
 
 namespace parlab::db {
 

@@ -8,6 +8,7 @@
 #include "experiments/lib/compare.h"
 #include "experiments/lib/runner.h"
 #include "tests/support/subprocess.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::experiments {
 namespace fs = std::filesystem;

@@ -6,6 +6,7 @@
 #include "experiments/lib/calibrate.h"
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::experiments {
 

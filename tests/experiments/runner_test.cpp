@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "experiments/lib/runner.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::experiments {
 namespace {

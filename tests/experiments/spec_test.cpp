@@ -5,6 +5,7 @@
 
 #include "experiments/lib/spec.h"
 #include "strategy/errors.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::experiments {
 namespace {

@@ -6,6 +6,7 @@
 #include "strategy/cost_model.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::strategy {
 namespace {

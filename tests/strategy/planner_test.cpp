@@ -8,6 +8,7 @@
 #include "strategy/planner.h"
 #include "strategy/errors.h"
 #include "strategy/scaling_lab.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::strategy {
 namespace {

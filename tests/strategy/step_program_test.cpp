@@ -7,6 +7,7 @@
 #include "strategy/consistency.h"
 #include "strategy/io.h"
 #include "strategy/step_program.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::strategy {
 namespace {

@@ -1,6 +1,7 @@
 #include "runtime/compute/cuda/cuda_check.h"
 
 #include <cstring>
+#include "parlab/source_dir.h"
 
 namespace parlab::compute::cuda {
 

@@ -10,6 +10,7 @@
 #include "runtime/compute/cuda/device.h"
 #include "runtime/compute/cuda/memory.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::compute::cuda {
 namespace {

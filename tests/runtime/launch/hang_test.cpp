@@ -19,6 +19,7 @@
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/worker.h"
 #include "runtime/train/trainer_checkpoint.h"
+#include "parlab/source_dir.h"
 
 namespace parlab::launch {
 namespace {
