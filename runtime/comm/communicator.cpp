@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "runtime/comm/flight_recorder.h"
 #include "strategy/collectives.h"
 #include "strategy/units.h"
 
@@ -102,16 +103,32 @@ double Work::seconds() const {
   return std::chrono::duration<double>(end_ - start_).count();
 }
 
+std::optional<double> Work::started_at() const {
+  std::lock_guard lock(mu_);
+  return started_at_;
+}
+
+std::optional<double> Work::finished_at() const {
+  std::lock_guard lock(mu_);
+  return finished_at_;
+}
+
 void Work::start() {
+  const double wall = wall_clock_seconds();
   std::lock_guard lock(mu_);
   start_ = std::chrono::steady_clock::now();
+  started_at_ = wall;
 }
 
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard lock(mu_);
     end_ = std::chrono::steady_clock::now();
-    if (start_ == std::chrono::steady_clock::time_point{}) start_ = end_;  // never started
+    finished_at_ = wall_clock_seconds();
+    if (start_ == std::chrono::steady_clock::time_point{}) {  // never started
+      start_ = end_;
+      started_at_ = finished_at_;
+    }
     error_ = std::move(error);
     done_ = true;
   }
@@ -173,6 +190,43 @@ std::shared_ptr<Work> Communicator::broadcast(std::span<float> buf, int root,
   return run_broadcast(buf, root, o);
 }
 
+void Communicator::check_counts(std::span<const int64_t> counts, std::size_t elements,
+                                const char* what) const {
+  if (counts.size() != static_cast<std::size_t>(size()))
+    bad_shape(std::string(what) + ".counts entries", counts.size(),
+              "must be one count per rank of group " + group_name() + " (" + std::to_string(size()) + ")");
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    if (c < 0) bad_shape(std::string(what) + ".counts", 0, "counts must not be negative");
+    total += c;
+  }
+  if (static_cast<std::size_t>(total) != elements)
+    bad_shape(std::string(what) + " elements", elements,
+              "must be the sum of counts (" + std::to_string(total) + ", group " + group_name() + ")");
+}
+
+std::shared_ptr<Work> Communicator::reduce_scatter_v(std::span<const float> input,
+                                                     std::span<const int64_t> counts,
+                                                     std::span<float> output,
+                                                     const CollectiveOptions& o) {
+  check_counts(counts, input.size(), "reduce_scatter_v.input");
+  if (output.size() != static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]))
+    bad_shape("reduce_scatter_v.output elements", output.size(),
+              "must be this rank's count " + std::to_string(counts[static_cast<std::size_t>(rank())]));
+  return run_reduce_scatter_v(input, counts, output, o);
+}
+
+std::shared_ptr<Work> Communicator::all_gather_v(std::span<const float> input,
+                                                 std::span<float> output,
+                                                 std::span<const int64_t> counts,
+                                                 const CollectiveOptions& o) {
+  check_counts(counts, output.size(), "all_gather_v.output");
+  if (input.size() != static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]))
+    bad_shape("all_gather_v.input elements", input.size(),
+              "must be this rank's count " + std::to_string(counts[static_cast<std::size_t>(rank())]));
+  return run_all_gather_v(input, output, counts, o);
+}
+
 std::shared_ptr<Work> Communicator::send(std::span<const float> buf, int peer,
                                          const CollectiveOptions& o) {
   check_peer(peer, "send.peer");
@@ -232,6 +286,17 @@ std::shared_ptr<Work> Communicator::run_all_gather(std::span<const float>, std::
 std::shared_ptr<Work> Communicator::run_broadcast(std::span<float>, int,
                                                   const CollectiveOptions&) {
   unsupported(to_string(OpKind::kBroadcast));
+}
+std::shared_ptr<Work> Communicator::run_reduce_scatter_v(std::span<const float>,
+                                                         std::span<const int64_t>,
+                                                         std::span<float>,
+                                                         const CollectiveOptions&) {
+  unsupported(std::string(to_string(OpKind::kReduceScatter)) + " with uneven counts");
+}
+std::shared_ptr<Work> Communicator::run_all_gather_v(std::span<const float>, std::span<float>,
+                                                     std::span<const int64_t>,
+                                                     const CollectiveOptions&) {
+  unsupported(std::string(to_string(OpKind::kAllGather)) + " with uneven counts");
 }
 std::shared_ptr<Work> Communicator::run_send(std::span<const float>, int,
                                              const CollectiveOptions&) {

@@ -19,6 +19,13 @@
 //   reduce_scatter(in[n*c], out[c])  out[i] <- sum over ranks of in[rank*c + i]
 //   all_gather(in[c], out[n*c])      out[r*c + i] <- in[i] of rank r
 //   broadcast(buf, root)             buf <- buf of root
+//   reduce_scatter_v(in, counts, out) uneven: rank r's chunk is counts[r] elements at
+//                                    offset counts[0] + ... + counts[r-1] of in; out holds
+//                                    counts[rank()] elements and may alias that chunk of in
+//   all_gather_v(in, out, counts)    out[offset_r + i] <- in[i] of rank r (in: counts[rank()]
+//                                    elements; it may alias its own chunk of out)
+// The v forms are what ZeRO needs: a bucket or a layer cut at the rank's shard boundaries gives
+// chunks of different sizes (some empty), and padding would move bytes the program does not.
 //   send(buf, peer) / recv(buf, peer): one message between two group ranks
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +33,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +80,11 @@ class Work {
   virtual bool succeeded() const;
   // Seconds the op ran on the communication thread (start to end); 0 until completed.
   virtual double seconds() const;
+  // Wall-clock stamps (seconds since the Unix epoch, the flight recorder's clock) of when the
+  // communication thread started and ended the op, as c10d's WorkInfo carries them: callers that
+  // time ops read them here instead of re-matching flight-recorder entries. Empty until then.
+  std::optional<double> started_at() const;
+  std::optional<double> finished_at() const;
   const OpInfo& info() const { return info_; }
 
   // Backend side.
@@ -85,6 +98,7 @@ class Work {
   bool done_ = false;
   std::exception_ptr error_;
   std::chrono::steady_clock::time_point start_{}, end_{};
+  std::optional<double> started_at_, finished_at_;
 };
 
 class Communicator {
@@ -108,6 +122,12 @@ class Communicator {
                                    const CollectiveOptions& opts = {});
   std::shared_ptr<Work> broadcast(std::span<float> buf, int root,
                                   const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> reduce_scatter_v(std::span<const float> input,
+                                         std::span<const int64_t> counts, std::span<float> output,
+                                         const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> all_gather_v(std::span<const float> input, std::span<float> output,
+                                     std::span<const int64_t> counts,
+                                     const CollectiveOptions& opts = {});
   std::shared_ptr<Work> send(std::span<const float> buf, int peer,
                              const CollectiveOptions& opts = {});
   std::shared_ptr<Work> recv(std::span<float> buf, int peer, const CollectiveOptions& opts = {});
@@ -133,6 +153,15 @@ class Communicator {
                                                const CollectiveOptions& o);
   virtual std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root,
                                               const CollectiveOptions& o);
+  // `counts` is copied by the backend before the call returns.
+  virtual std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> input,
+                                                     std::span<const int64_t> counts,
+                                                     std::span<float> output,
+                                                     const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_all_gather_v(std::span<const float> input,
+                                                 std::span<float> output,
+                                                 std::span<const int64_t> counts,
+                                                 const CollectiveOptions& o);
   virtual std::shared_ptr<Work> run_send(std::span<const float> buf, int peer,
                                          const CollectiveOptions& o);
   virtual std::shared_ptr<Work> run_recv(std::span<float> buf, int peer,
@@ -145,6 +174,7 @@ class Communicator {
 
  private:
   void check_peer(int peer, const char* what) const;
+  void check_counts(std::span<const int64_t> counts, std::size_t elements, const char* what) const;
 };
 
 }  // namespace parlab::comm

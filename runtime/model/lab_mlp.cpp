@@ -22,7 +22,16 @@ constexpr int kTensorsPerBlock = 4;
 LabMlp::LabMlp(const MlpShape& shape, uint64_t seed) : LabMlp(shape, seed, 0, shape.num_layers()) {}
 
 LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer)
-    : layout_(shape), first_layer_(first_layer), end_layer_(end_layer) {
+    : LabMlp(shape, seed, first_layer, end_layer, ModelStorage{}) {}
+
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage)
+    : layout_(shape),
+      first_layer_(first_layer),
+      end_layer_(end_layer),
+      storage_(storage),
+      params_(counted_vector<float>(storage.account, MemoryCategory::kParameters)),
+      grads_(counted_vector<float>(storage.account, MemoryCategory::kGradients)),
+      scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)) {
   if (first_layer < 0 || end_layer > layout_.num_layers() || first_layer >= end_layer) {
     throw ConfigError(
         "stage layers", "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
@@ -30,9 +39,51 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
   }
   compute::pin_blas_to_one_thread();
   owned_ = layout_.layers_range(first_layer, end_layer);
-  params_.assign(owned_.numel(), 0.0f);
-  grads_.assign(owned_.numel(), 0.0f);
+  param_at_.assign(layout_.tensors().size(), nullptr);
+  grad_at_.assign(layout_.tensors().size(), nullptr);
+  if (storage_.params) {
+    params_.assign(owned_.numel(), 0.0f);
+    bind_params(owned_, params_);
+  }
+  if (storage_.grads) {
+    grads_.assign(owned_.numel(), 0.0f);
+    bind_grads(owned_, grads_);
+  }
   init_params(seed);
+}
+
+void LabMlp::bind(std::vector<float*>& where, FlatRange range, std::span<float> storage, const char* what) {
+  if (!owned_.contains(range))
+    throw RuntimeError(std::string("bind ") + what + ": range [" + std::to_string(range.begin) + ", " +
+                       std::to_string(range.end) + ") lies outside the owned layers");
+  if (!storage.empty() && static_cast<int64_t>(storage.size()) != range.numel())
+    throw RuntimeError(std::string("bind ") + what + ": " + std::to_string(storage.size()) +
+                       " elements for a range of " + std::to_string(range.numel()));
+  for (size_t i = 0; i < layout_.tensors().size(); ++i) {
+    const ParamTensor& t = layout_.tensors()[i];
+    if (t.offset + t.numel <= range.begin || t.offset >= range.end) continue;
+    if (!range.contains(t.range()))
+      throw RuntimeError(std::string("bind ") + what + ": range [" + std::to_string(range.begin) + ", " +
+                         std::to_string(range.end) + ") cuts tensor " + t.name);
+    where[i] = storage.empty() ? nullptr : storage.data() + (t.offset - range.begin);
+  }
+}
+
+void LabMlp::bind_params(FlatRange range, std::span<float> storage) { bind(param_at_, range, storage, "parameters"); }
+void LabMlp::bind_grads(FlatRange range, std::span<float> storage) { bind(grad_at_, range, storage, "gradients"); }
+
+const float* LabMlp::tensor(const ParamTensor& t) const {
+  const float* p = param_at_[index_of(t)];
+  if (p == nullptr)
+    throw RuntimeError("parameters of " + t.name + " are not resident (a ZeRO-3 layer is gathered before it computes)");
+  return p;
+}
+
+float* LabMlp::tensor_grad(const ParamTensor& t) {
+  float* g = grad_at_[index_of(t)];
+  if (g == nullptr)
+    throw RuntimeError("no gradient buffer is bound for " + t.name + " (a ZeRO-2/3 bucket is bound before its backward)");
+  return g;
 }
 
 void LabMlp::check_owned(int layer) const {
@@ -49,25 +100,38 @@ const ParamTensor& LabMlp::tensor_of(int layer, int which) const {
 FlatRange LabMlp::local_range(std::string_view name) const {
   const ParamTensor& t = layout_.find(name);
   check_owned(t.layer);
+
   return {t.offset - owned_.begin, t.offset - owned_.begin + t.numel};
 }
 
+namespace {
+void require_held(bool held, std::string_view name, const char* what) {
+  if (!held)
+    throw RuntimeError("tensor " + std::string(name) + ": this model holds no full copy of its " + what +
+                       " (ZeRO shards them; read the rank's shard)");
+}
+}  // namespace
+
 std::span<float> LabMlp::param(std::string_view name) {
+  require_held(storage_.params, name, "parameters");
   const FlatRange r = local_range(name);
   return std::span<float>(params_).subspan(r.begin, r.numel());
 }
 
 std::span<const float> LabMlp::param(std::string_view name) const {
+  require_held(storage_.params, name, "parameters");
   const FlatRange r = local_range(name);
   return std::span<const float>(params_).subspan(r.begin, r.numel());
 }
 
 std::span<float> LabMlp::grad(std::string_view name) {
+  require_held(storage_.grads, name, "gradients");
   const FlatRange r = local_range(name);
   return std::span<float>(grads_).subspan(r.begin, r.numel());
 }
 
 std::span<const float> LabMlp::grad(std::string_view name) const {
+  require_held(storage_.grads, name, "gradients");
   const FlatRange r = local_range(name);
   return std::span<const float>(grads_).subspan(r.begin, r.numel());
 }
@@ -79,17 +143,23 @@ void LabMlp::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 // the stream's variance stays bounded with depth. Without it the 8-block preset's residual stream
 // grows block after block and AdamW at its usual 1e-3 diverges within a few steps.
 void LabMlp::init_params(uint64_t seed) {
+  if (storage_.params) init_values(layout_, seed, owned_, params_);
+}
+
+void LabMlp::init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out) {
+  if (static_cast<int64_t>(out.size()) != range.numel())
+    throw RuntimeError("init_values: " + std::to_string(out.size()) + " elements for a range of " +
+                       std::to_string(range.numel()));
   const compute::CounterRng rng(seed, compute::RngStream::kParamInit);
-  const double residual_scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, shape().blocks)));
-  for (const ParamTensor& t : layout_.tensors()) {
-    if (!owned_.contains(t.range())) continue;
+  const double residual_scale =
+      1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, layout.shape().blocks)));
+  for (const ParamTensor& t : layout.tensors()) {
+    const int64_t begin = std::max(t.offset, range.begin), end = std::min(t.offset + t.numel, range.end);
+    if (begin >= end) continue;
     const bool residual_output = t.name.find(".fc2.") != std::string::npos;
     const double bound = (residual_output ? residual_scale : 1.0) / std::sqrt(static_cast<double>(t.fan_in));
-    float* p = params_.data() + (t.offset - owned_.begin);
-    for (int64_t j = 0; j < t.numel; ++j) {
-      const uint64_t counter = static_cast<uint64_t>(t.offset + j);
-      p[j] = static_cast<float>((2.0 * rng.uniform(counter) - 1.0) * bound);
-    }
+    for (int64_t j = begin; j < end; ++j)
+      out[j - range.begin] = static_cast<float>((2.0 * rng.uniform(static_cast<uint64_t>(j)) - 1.0) * bound);
   }
 }
 
@@ -207,7 +277,9 @@ void LabMlp::block_backward(int i, MicrobatchState& mb) {
   cpu::linear_backward(dx.data(), tensor_grad(w1), tensor_grad(tensor_of(i, kFc1Bias)), dpost,
                        mb.activation(i).data(), tensor(w1), B, h, f);
   // Release what only this backward needed; the boundary tensors stay for the executor.
-  saved = MicrobatchState::BlockSaved{};
+  release_storage(saved.pre);
+  release_storage(saved.post);
+  saved.present = false;
 }
 
 double LabMlp::step_matmul_flops(const MlpShape& shape, int64_t batch) {

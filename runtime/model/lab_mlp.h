@@ -14,6 +14,13 @@
 // mb.loss_scale() = 1/global_batch, so a plain SUM over microbatches and ranks is the gradient of
 // the global mean loss.
 // Not thread-safe: one LabMlp per rank (backward uses a scratch buffer held by the model).
+//
+// Where the numbers live: each tensor's values and gradient are reached through a binding (a
+// pointer per tensor). A replica binds every tensor into its own flat buffers. A ZeRO rank holds
+// less (ModelStorage): without parameters (ZeRO-3) the executor binds a layer to the buffer it
+// all-gathered just before the layer computes and unbinds it after; without gradients
+// (ZeRO-2/3) it binds them to the bucket buffers the reduce-scatter reads. Computing on an
+// unbound tensor throws, so a gathered layer freed too early is an error, not garbage.
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -24,6 +31,13 @@
 
 namespace parlab::model {
 
+// What a LabMlp allocates for its layers, and where it charges the bytes.
+struct ModelStorage {
+  bool params = true;  // a full copy of the owned layers' parameters (false: ZeRO-3)
+  bool grads = true;   // and of their gradients (false: ZeRO-2 and 3)
+  MemoryAccount* account = nullptr;  // parameters, gradients and backward scratch (temporary)
+};
+
 class LabMlp {
  public:
   // The whole network, initialised from `seed`.
@@ -32,6 +46,8 @@ class LabMlp {
   // same values the whole network would have there. Throws ConfigError on an empty or
   // out-of-range span.
   LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer);
+  // The same holding only what `storage` asks for (unbound tensors must be bound before use).
+  LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage);
 
   const MlpShape& shape() const { return layout_.shape(); }
   const ParamLayout& layout() const { return layout_; }
@@ -41,7 +57,10 @@ class LabMlp {
   // Flat range held by this object.
   FlatRange owned_range() const { return owned_; }
 
-  // Owned part of the flat buffers: element i is flat offset owned_range().begin + i.
+  // Owned part of the flat buffers: element i is flat offset owned_range().begin + i. Empty
+  // when the storage holds no parameters (or gradients).
+  bool holds_params() const { return storage_.params; }
+  bool holds_grads() const { return storage_.grads; }
   std::span<float> params() { return params_; }
   std::span<const float> params() const { return params_; }
   std::span<float> grads() { return grads_; }
@@ -53,6 +72,16 @@ class LabMlp {
   std::span<const float> grad(std::string_view name) const;
 
   void zero_grads();
+
+  // Binds the tensors of flat `range` (whole tensors of owned layers) to `storage`
+  // (range.numel() elements, element i = flat offset range.begin + i); an empty span unbinds
+  // them. Throws RuntimeError on a range that cuts a tensor or leaves the owned layers.
+  void bind_params(FlatRange range, std::span<float> storage);
+  void bind_grads(FlatRange range, std::span<float> storage);
+
+  // The initial values of flat elements [range.begin, range.end) into `out`: what init_params
+  // writes there, so a ZeRO-3 shard is initialised without the whole model ever existing.
+  static void init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out);
   // PyTorch-like init: each element of a tensor whose linear map has n inputs is
   // uniform(-1/sqrt(n), 1/sqrt(n)), drawn from CounterRng(seed, kParamInit) at its GLOBAL flat
   // offset, so the values do not depend on the stage split, shard or world size.
@@ -82,10 +111,10 @@ class LabMlp {
   void check_owned(int layer) const;
   // Owned elements of a named tensor, as offsets into params_ / grads_.
   FlatRange local_range(std::string_view name) const;
-  const float* tensor(const ParamTensor& t) const {
-    return params_.data() + (t.offset - owned_.begin);
-  }
-  float* tensor_grad(const ParamTensor& t) { return grads_.data() + (t.offset - owned_.begin); }
+  size_t index_of(const ParamTensor& t) const { return static_cast<size_t>(&t - layout_.tensors().data()); }
+  const float* tensor(const ParamTensor& t) const;
+  float* tensor_grad(const ParamTensor& t);
+  void bind(std::vector<float*>& where, FlatRange range, std::span<float> storage, const char* what);
   const ParamTensor& tensor_of(int layer, int which) const;
   void block_forward(int i, MicrobatchState& mb) const;
   void head_forward(MicrobatchState& mb) const;
@@ -96,8 +125,10 @@ class LabMlp {
   int first_layer_ = 0;
   int end_layer_ = 0;
   FlatRange owned_;
-  std::vector<float> params_, grads_;
-  std::vector<float> scratch_;  // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
+  ModelStorage storage_;
+  CountedVector<float> params_, grads_;
+  CountedVector<float> scratch_;  // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
+  std::vector<float*> param_at_, grad_at_;  // per tensor (layout order): its binding, or null
 };
 
 }  // namespace parlab::model

@@ -7,8 +7,15 @@
 
 namespace parlab::model {
 
-MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch)
-    : shape_(shape), batch_(batch), global_batch_(global_batch) {
+MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch,
+                                 MemoryAccount* account)
+    : shape_(shape),
+      batch_(batch),
+      global_batch_(global_batch),
+      labels_(counted_vector<int32_t>(account, MemoryCategory::kActivations)),
+      logits_(counted_vector<float>(account, MemoryCategory::kActivations)),
+      probs_(counted_vector<float>(account, MemoryCategory::kActivations)),
+      losses_(counted_vector<float>(account, MemoryCategory::kActivations)) {
   shape_.validate();
   if (batch < 0) throw ConfigError("microbatch", std::to_string(batch), "must be >= 0");
   if (global_batch < 1 || global_batch < batch) {
@@ -19,11 +26,30 @@ MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t g
   loss_scale_ = static_cast<float>(1.0 / static_cast<double>(global_batch));
   labels_.assign(batch, 0);
   const size_t boundaries = static_cast<size_t>(shape_.blocks) + 1;
-  acts_.resize(boundaries);
-  dacts_.resize(boundaries);
+  for (size_t l = 0; l < boundaries; ++l) {
+    acts_.push_back(counted_vector<float>(account, MemoryCategory::kActivations));
+    dacts_.push_back(counted_vector<float>(account, MemoryCategory::kActivations));
+  }
   has_act_.assign(boundaries, 0);
   has_dact_.assign(boundaries, 0);
-  saved_.resize(shape_.blocks);
+  for (int64_t i = 0; i < shape_.blocks; ++i)
+    saved_.push_back(BlockSaved{counted_vector<float>(account, MemoryCategory::kActivations),
+                                counted_vector<float>(account, MemoryCategory::kActivations), false});
+}
+
+void MicrobatchState::release_activations() {
+  for (size_t l = 0; l < acts_.size(); ++l) {
+    release_storage(acts_[l]);
+    release_storage(dacts_[l]);
+    has_act_[l] = has_dact_[l] = 0;
+  }
+  for (BlockSaved& s : saved_) {
+    release_storage(s.pre);
+    release_storage(s.post);
+    s.present = false;
+  }
+  release_storage(probs_);
+  head_saved_ = false;
 }
 
 void MicrobatchState::check_boundary(int l) const {

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/model/memory_account.h"
 #include "runtime/model/param_layout.h"
 
 namespace parlab::model {
@@ -21,7 +22,9 @@ class MicrobatchState {
   // `batch` samples (0 is legal: every layer is then a no-op) out of a global batch of
   // `global_batch` samples over all microbatches and data-parallel ranks of this step.
   // Throws ConfigError unless 0 <= batch and 1 <= global_batch and batch <= global_batch.
-  MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch);
+  // With an account, every buffer is charged to its activations category.
+  MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch,
+                  MemoryAccount* account = nullptr);
 
   int64_t batch() const { return batch_; }
   int64_t global_batch() const { return global_batch_; }
@@ -49,13 +52,18 @@ class MicrobatchState {
   // Bytes this state holds right now (boundary tensors, saved activations, labels, head
   // outputs): the measured counterpart of the memory ledger's activation term.
   int64_t allocated_bytes() const;
+  // Frees the boundary tensors, saved activations and probabilities once the microbatch's last
+  // backward ran (the executor calls it, so accumulation over microbatches holds one
+  // microbatch's activations at a time, as the ledger assumes). Labels, logits and losses stay
+  // for loss_sum() and correct().
+  void release_activations();
 
  private:
   friend class LabMlp;
   // What block i saves in its forward for its backward; freed by its backward.
   struct BlockSaved {
-    std::vector<float> pre;   // (B, f) fc1 output, the GELU input
-    std::vector<float> post;  // (B, f) GELU output, the fc2 input
+    CountedVector<float> pre;   // (B, f) fc1 output, the GELU input
+    CountedVector<float> post;  // (B, f) GELU output, the fc2 input
     bool present = false;
   };
 
@@ -65,11 +73,11 @@ class MicrobatchState {
   int64_t batch_ = 0;
   int64_t global_batch_ = 1;
   float loss_scale_ = 1.0f;
-  std::vector<int32_t> labels_;
-  std::vector<std::vector<float>> acts_, dacts_;  // L + 1 each
+  CountedVector<int32_t> labels_;
+  std::vector<CountedVector<float>> acts_, dacts_;  // L + 1 each
   std::vector<char> has_act_, has_dact_;
-  std::vector<BlockSaved> saved_;               // L
-  std::vector<float> logits_, probs_, losses_;  // head: (B, C), (B, C), (B)
+  std::vector<BlockSaved> saved_;                 // L
+  CountedVector<float> logits_, probs_, losses_;  // head: (B, C), (B, C), (B)
   bool head_saved_ = false;
 };
 

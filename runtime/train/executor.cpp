@@ -1,8 +1,6 @@
 #include "runtime/train/executor.h"
 
-#include <map>
 #include <thread>
-#include <tuple>
 
 #include "runtime/comm/flight_recorder.h"
 #include "strategy/errors.h"
@@ -31,6 +29,9 @@ Executor::Handler Executor::handler_for(OpKind kind) {
     case OpKind::kBackward: return &Executor::run_backward;
     case OpKind::kOptimizer: return &Executor::run_optimizer;
     case OpKind::kAllReduce: return &Executor::issue_all_reduce;
+    case OpKind::kReduceScatter: return &Executor::issue_reduce_scatter;
+    case OpKind::kAllGather: return &Executor::issue_all_gather;
+    case OpKind::kBroadcast: return &Executor::issue_broadcast;
     default: return nullptr;
   }
 }
@@ -52,10 +53,18 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
       return "";
     }
     case OpKind::kReduceScatter:
-      return "reduce-scatter (ZeRO-1/2 gradient sharding) is not implemented by the runtime yet";
     case OpKind::kAllGather:
-      return "all-gather (ZeRO parameter gathering) is not implemented by the runtime yet";
-    case OpKind::kBroadcast: return "broadcast is not implemented by the runtime yet";
+    case OpKind::kBroadcast: {
+      const strategy::Group& g = program.group_of(op);
+      const std::string what(strategy::to_string(op.kind));
+      if (g.kind != strategy::GroupKind::kDP)
+        return what + " over a " + std::string(strategy::to_string(g.kind)) +
+               " group is not implemented by the runtime yet (it shards data-parallel state only)";
+      if (op.flat_end <= op.flat_begin)
+        return "a " + what + " without a flat range [flat_begin, flat_end) has nothing to move";
+      if (op.count != 1) return "back-to-back calls (count > 1) are not implemented by the runtime yet";
+      return "";
+    }
     case OpKind::kSend:
     case OpKind::kRecv:
       return "pipeline send/recv is not implemented by the runtime yet (pipeline parallelism "
@@ -64,14 +73,47 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
   return "unknown op kind";
 }
 
+namespace {
+
+int effective_zero(const strategy::StepProgram& p) { return p.plan.dp > 1 ? p.plan.zero : 0; }
+
+model::FlatRange program_optimizer_range(const strategy::StepProgram& p, const model::LabMlp& m) {
+  for (const Op& op : p.ops)
+    if (op.kind == OpKind::kOptimizer) return {op.flat_begin, op.flat_end};
+  return m.owned_range();
+}
+
+}  // namespace
+
 Executor::Executor(const strategy::StepProgram& program, model::LabMlp& model,
                    Optimizer& optimizer, std::vector<comm::Communicator*> comms,
                    ExecutorOptions options)
     : program_(program),
       model_(model),
       optimizer_(optimizer),
+      own_shards_(std::make_unique<ModelShards>(model, effective_zero(program),
+                                                program_optimizer_range(program, model), 0, nullptr)),
+      shards_(*own_shards_),
       comms_(std::move(comms)),
       options_(std::move(options)) {
+  check_and_plan();
+}
+
+Executor::Executor(const strategy::StepProgram& program, model::LabMlp& model,
+                   Optimizer& optimizer, ModelShards& shards, std::vector<comm::Communicator*> comms,
+                   ExecutorOptions options)
+    : program_(program),
+      model_(model),
+      optimizer_(optimizer),
+      shards_(shards),
+      comms_(std::move(comms)),
+      options_(std::move(options)) {
+  check_and_plan();
+}
+
+Executor::~Executor() = default;
+
+void Executor::check_and_plan() {
   if (comms_.size() != program_.groups.size())
     throw ConfigError("executor.comms", std::to_string(comms_.size()),
                       "must give one communicator slot per program group (" +
@@ -117,6 +159,14 @@ Executor::Executor(const strategy::StepProgram& program, model::LabMlp& model,
                           "its members must be the group's ranks, in order");
     }
   }
+  if (shards_.zero() != effective_zero(program_))
+    throw ConfigError("ZeRO stage of the shards", std::to_string(shards_.zero()),
+                      "must be the program's (" + std::to_string(effective_zero(program_)) + ")");
+  if (!(shards_.shard() == optimizer_.range()))
+    throw ConfigError("ZeRO shard", std::to_string(shards_.shard().begin) + ".." + std::to_string(shards_.shard().end),
+                      "must be the optimizer's range");
+  flat_elements_ = owned.numel();
+  plan_zero_buffers();
 }
 
 // ---- one step ----
@@ -131,7 +181,9 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
   issued_.clear();
   issued_index_.assign(program_.ops.size(), -1);
   last_comm_stream_op_ = -1;
-  model_.zero_grads();
+  buffers_.clear();
+  pending_reduce_scatters_.clear();
+  shards_.zero_grads();
 
   try {
     for (const Op& op : program_.ops) {
@@ -139,6 +191,7 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
       (this->*handler_for(op.kind))(op);
     }
     drain();
+    unbind_all();  // every buffer of the step was retired or freed; nothing may point at them
   } catch (...) {
     // Do not leave ops in flight over buffers the caller may free; their own timeouts bound this.
     for (Issued& i : issued_) {
@@ -147,6 +200,7 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
       } catch (...) {
       }
     }
+    unbind_all();
     throw;
   }
   collect_comm_events();
@@ -163,6 +217,7 @@ void Executor::wait_work(int op_id) {
   const double t1 = now();
   i.observed_done_seconds = t1;
   result_.exposed_comm_seconds += t1 - t0;
+  retire_reduce_scatter(op_id);
 }
 
 void Executor::wait_for_deps(const Op& op) {
@@ -220,26 +275,30 @@ double Executor::slowed(double start, double end) const {
 
 void Executor::run_forward(const Op& op) {
   model::MicrobatchState& mb = mbs_[op.microbatch];
+  before_compute(op);
   const double t0 = now();
   for (int l = op.layers.begin; l < op.layers.end; ++l) model_.forward_layer(l, mb);
   const double t1 = slowed(t0, now());
   result_.forward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
+  after_compute(op);
 }
 
 void Executor::run_backward(const Op& op) {
   model::MicrobatchState& mb = mbs_[op.microbatch];
+  before_compute(op);
   const double t0 = now();
   for (int l = op.layers.end - 1; l >= op.layers.begin; --l) model_.backward_layer(l, mb);
   const double t1 = slowed(t0, now());
   result_.backward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
+  after_compute(op);
 }
 
 void Executor::run_optimizer(const Op& op) {
-  const int64_t base = model_.owned_range().begin, n = op.flat_end - op.flat_begin;
-  std::span<float> params = model_.params().subspan(op.flat_begin - base, n);
-  std::span<const float> grads = model_.grads().subspan(op.flat_begin - base, n);
+  // The shard's parameters and reduced gradients, wherever the stage keeps them (shards.h).
+  std::span<float> params = shards_.params();
+  std::span<const float> grads = shards_.grads();
   if (options_.before_optimizer) options_.before_optimizer(op, params, grads);
   const double t0 = now();
   optimizer_.step(params, grads);
@@ -249,16 +308,24 @@ void Executor::run_optimizer(const Op& op) {
 }
 
 void Executor::issue_all_reduce(const Op& op) {
-  // The injected skip: nothing is issued, so nothing is waited for (issued_index_ stays -1).
-  if (step_ == options_.faults.skip_collectives_step) return;
+  if (skipped(op)) return;
   comm::Communicator& c = comm_of(op);
+  record_issue(op, c, c.all_reduce(grad_range(op), collective_options(op)));
+}
+
+// The injected skip: nothing is issued, so nothing is waited for (issued_index_ stays -1).
+bool Executor::skipped(const Op&) const { return step_ == options_.faults.skip_collectives_step; }
+
+comm::CollectiveOptions Executor::collective_options(const Op& op) const {
   comm::CollectiveOptions o;
   o.timeout = options_.comm_timeout;
   o.tag = "s" + std::to_string(step_) + "/" + op.tag;
-  const double t = now();
-  std::shared_ptr<comm::Work> work = c.all_reduce(grad_range(op), o);
+  return o;
+}
+
+void Executor::record_issue(const Op& op, comm::Communicator& c, std::shared_ptr<comm::Work> work) {
   issued_index_[op.id] = static_cast<int>(issued_.size());
-  issued_.push_back(Issued{op.id, std::move(work), &c, t, -1});
+  issued_.push_back(Issued{op.id, std::move(work), &c, now(), -1});
   if (op.stream == Stream::kComm) {
     last_comm_stream_op_ = op.id;
   } else {
@@ -266,21 +333,13 @@ void Executor::issue_all_reduce(const Op& op) {
   }
 }
 
-// Collective intervals come from each communicator's flight recorder: it stamps when the comm
-// thread actually started and ended the op, which the main thread cannot see.
+// Collective intervals are the Work's own stamps: when the communication thread started and
+// ended the op, which the main thread cannot see (c10d's WorkInfo). An op that never started
+// keeps the main thread's view (issued .. observed done).
 void Executor::collect_comm_events() {
-  using Key = std::tuple<int, std::uint64_t, int>;  // op kind, seq, peer
-  std::map<const comm::Communicator*, std::map<Key, comm::FlightRecord>> seen;
   for (const Issued& i : issued_) {
     result_.comm_seconds += i.work->seconds();
-    if (seen.count(i.comm)) continue;
-    auto& records = seen[i.comm];
-    for (comm::FlightRecord& r : i.comm->flight_recorder().snapshot().entries)
-      records[Key{static_cast<int>(r.op), r.seq, r.peer}] = std::move(r);
-  }
-  for (const Issued& i : issued_) {
     const Op& op = program_.ops[i.op_id];
-    const comm::OpInfo& info = i.work->info();
     OpEvent e;
     e.rank = program_.rank;
     e.step = step_;
@@ -290,14 +349,8 @@ void Executor::collect_comm_events() {
     e.tag = op.tag;
     e.group = program_.group_of(op).name;
     e.bytes = op.bytes;
-    e.start_seconds = i.issued_seconds;
-    e.end_seconds = i.observed_done_seconds;
-    const auto& records = seen[i.comm];
-    const auto it = records.find(Key{static_cast<int>(info.op), info.seq, info.peer});
-    if (it != records.end() && it->second.start_seconds && it->second.end_seconds) {
-      e.start_seconds = *it->second.start_seconds;
-      e.end_seconds = *it->second.end_seconds;
-    }
+    e.start_seconds = i.work->started_at().value_or(i.issued_seconds);
+    e.end_seconds = i.work->finished_at().value_or(i.observed_done_seconds);
     result_.events.push_back(std::move(e));
   }
 }

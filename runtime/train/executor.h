@@ -16,19 +16,35 @@
 // different communicators the second waits for the first (the stream is one queue).
 // At the end of run() every issued op has completed on this rank.
 //
-// Ops are dispatched through a table keyed by OpKind. What the runtime cannot execute yet (ZeRO
-// reduce-scatter/all-gather, tensor-parallel collectives, pipeline send/recv, model chunks it does
-// not hold) is refused when the Executor is built, with an UnsupportedOp naming the op, so a
-// plan fails before step 0 rather than mid-step. Adding a strategy means adding handlers.
+// Ops are dispatched through a table keyed by OpKind. What the runtime cannot execute yet
+// (tensor-parallel collectives, pipeline send/recv, model chunks it does not hold) is refused
+// when the Executor is built, with an UnsupportedOp naming the op, so a plan fails before step 0
+// rather than mid-step. Adding a strategy means adding handlers (and their reasons).
 //
 // Gradient buffer: run() zeroes it, backward ops accumulate into it, bucket all-reduces SUM it in
 // place (the loss scale 1/global_batch makes the sum the gradient of the global mean loss).
+//
+// ZeRO (shards.h says what a rank keeps; executor_zero.cpp has the handlers):
+//   reduce-scatter  stage 1: the bucket of the model's gradients, in place (the rank's chunk
+//                   lands where it was). Stage 2/3: the bucket buffer the backward wrote; its
+//                   reduced chunk is added to the gradient shard and the buffer freed as soon as
+//                   the main thread sees the op complete (polled after every compute op, and in
+//                   any wait for it). Bucket buffers are made (zeroed) and bound to the model
+//                   right before the first backward op that writes into them.
+//   all-gather      stage 1/2: a bucket of the updated parameters, in place in the model's copy.
+//                   Stage 3: a layer, from the shards into a buffer made when the gather is
+//                   issued; the compute op that depends on it binds it, runs, then unbinds and
+//                   frees it: a layer's parameters exist only between its gather and its use.
+//   broadcast       the parameters [flat_begin, flat_end) from the group's first rank (the
+//                   program has no root field; the simulator's chain starts there too).
+// A microbatch's activations are released after its last backward op.
 //
 // Collective tags carry the step: step 5's bucket 3 is issued as "s5/grad.bucket3", so a flight
 // recorder (and the hang analyzer reading it) says which step's collective a rank was in, and
 // ranks that disagree on it never pair up (the Gloo backend derives its slot from the tag).
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -36,7 +52,9 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/model/lab_mlp.h"
+#include "runtime/model/memory_account.h"
 #include "runtime/train/optimizer.h"
+#include "runtime/train/shards.h"
 #include "runtime/train/telemetry.h"
 #include "strategy/step_program.h"
 
@@ -71,6 +89,9 @@ struct ExecutorOptions {
   std::function<void(const strategy::Op& op, std::span<const float> params,
                      std::span<const float> grads)>
       before_optimizer;
+  // Where the executor's temporary buffers (gathered layers, gradient buckets) are charged; null:
+  // uncounted. Microbatch states are charged by whoever builds them.
+  model::MemoryAccount* account = nullptr;
 };
 
 // What one run() measured (the trainer adds data loading and idle time).
@@ -91,6 +112,11 @@ class Executor {
   // Throws UnsupportedOp or ConfigError (mismatched communicators, ranges, microbatch counts).
   Executor(const strategy::StepProgram& program, model::LabMlp& model, Optimizer& optimizer,
            std::vector<comm::Communicator*> comms, ExecutorOptions options = {});
+  // The same for a sharded rank: `shards` (borrowed) is what it keeps between steps; the
+  // optimizer covers shards.shard(). The constructor above makes its own shards for stages 0-1.
+  Executor(const strategy::StepProgram& program, model::LabMlp& model, Optimizer& optimizer,
+           ModelShards& shards, std::vector<comm::Communicator*> comms, ExecutorOptions options = {});
+  ~Executor();
 
   // Runs every op of the program once (one optimizer step). microbatches.size() must equal the
   // plan's microbatches; each state holds its inputs and labels. `step` only labels the events.
@@ -114,6 +140,24 @@ class Executor {
   void run_backward(const strategy::Op& op);
   void run_optimizer(const strategy::Op& op);
   void issue_all_reduce(const strategy::Op& op);
+  void issue_reduce_scatter(const strategy::Op& op);
+  void issue_all_gather(const strategy::Op& op);
+  void issue_broadcast(const strategy::Op& op);
+
+  void check_and_plan();
+  // ZeRO bookkeeping (executor_zero.cpp).
+  void plan_zero_buffers();
+  void unbind_all();
+  void before_compute(const strategy::Op& op);
+  void after_compute(const strategy::Op& op);
+  void retire_reduce_scatter(int op_id);
+  void poll_reduce_scatters();
+  std::span<float> make_buffer(int op_id, int64_t elements);
+  void free_buffer(int op_id);
+  std::vector<int64_t> counts_of(const strategy::Op& op) const;
+  void record_issue(const strategy::Op& op, comm::Communicator& c, std::shared_ptr<comm::Work> work);
+  comm::CollectiveOptions collective_options(const strategy::Op& op) const;
+  bool skipped(const strategy::Op& op) const;
 
   void wait_for_deps(const strategy::Op& op);
   void wait_work(int op_id);
@@ -136,8 +180,16 @@ class Executor {
   const strategy::StepProgram& program_;
   model::LabMlp& model_;
   Optimizer& optimizer_;
+  std::unique_ptr<ModelShards> own_shards_;  // stages 0-1 when the caller gave none
+  ModelShards& shards_;
   std::vector<comm::Communicator*> comms_;
   ExecutorOptions options_;
+  int64_t flat_elements_ = 0;  // the local flat buffer the shards cut (strategy::local_param_layout)
+
+  // From the program, once: per compute op, the ZeRO-3 gathers it consumes and (backward) the
+  // stage-2/3 reduce-scatters whose buckets it writes; per microbatch, its last compute op.
+  std::vector<std::vector<int>> gathers_of_, buckets_of_;
+  std::vector<int> last_op_of_mb_;
 
   // Per run().
   std::span<model::MicrobatchState> mbs_;
@@ -146,6 +198,9 @@ class Executor {
   std::vector<Issued> issued_;
   int last_comm_stream_op_ = -1;
   ExecResult result_;
+  std::map<int, model::CountedVector<float>> buffers_;  // by the op id that owns them
+  std::vector<int> pending_reduce_scatters_;            // stage 2/3: issued, not yet retired
+  std::map<int64_t, int> grad_binding_;  // bucket flat begin -> the reduce-scatter whose buffer is bound
 };
 
 }  // namespace parlab::train

@@ -33,10 +33,11 @@ void require_range(model::FlatRange range) {
 
 // ---- Optimizer ------------------------------------------------------------------------------
 
-std::vector<float>& Optimizer::add_buffer(const std::string& name) {
-  std::vector<float>& buffer = buffers_[name];
-  buffer.assign(range_.numel(), 0.0f);
-  return buffer;
+model::CountedVector<float>& Optimizer::add_buffer(const std::string& name) {
+  auto [it, inserted] =
+      buffers_.emplace(name, model::counted_vector<float>(account_, model::MemoryCategory::kOptimizer));
+  it->second.assign(range_.numel(), 0.0f);
+  return it->second;
 }
 
 void Optimizer::step(std::span<float> params, std::span<const float> grads) {
@@ -51,7 +52,9 @@ void Optimizer::step(std::span<float> params, std::span<const float> grads) {
 }
 
 OptimizerState Optimizer::state() const {
-  return OptimizerState{std::string(kind()), range_, buffers_, {{"step", steps_}}};
+  std::map<std::string, std::vector<float>> copies;
+  for (const auto& [name, values] : buffers_) copies[name].assign(values.begin(), values.end());
+  return OptimizerState{std::string(kind()), range_, std::move(copies), {{"step", steps_}}};
 }
 
 void Optimizer::load_state(const OptimizerState& state) {
@@ -79,7 +82,7 @@ void Optimizer::load_state(const OptimizerState& state) {
     throw RuntimeError(what + "missing or negative scalar 'step'");
   }
   // Copy element-wise into the existing buffers so derived classes' references stay valid.
-  for (const auto& [name, values] : state.buffers) buffers_[name] = values;
+  for (const auto& [name, values] : state.buffers) buffers_.at(name).assign(values.begin(), values.end());
   steps_ = step->second;
 }
 
@@ -108,7 +111,8 @@ void Optimizer::set_steps(int64_t steps) {
 
 // ---- SGD ------------------------------------------------------------------------------------
 
-Sgd::Sgd(const SgdConfig& config, model::FlatRange range) : Optimizer(range), config_(config) {
+Sgd::Sgd(const SgdConfig& config, model::FlatRange range, model::MemoryAccount* account)
+    : Optimizer(range, account), config_(config) {
   require_range(range);
   require_at_least("optimizer.lr", config.lr, 0.0);
   require_at_least("optimizer.momentum", config.momentum, 0.0);
@@ -139,8 +143,8 @@ void Sgd::update(float* p, const float* g, int64_t n) {
 
 // ---- AdamW ----------------------------------------------------------------------------------
 
-AdamW::AdamW(const AdamWConfig& config, model::FlatRange range)
-    : Optimizer(range), config_(config) {
+AdamW::AdamW(const AdamWConfig& config, model::FlatRange range, model::MemoryAccount* account)
+    : Optimizer(range, account), config_(config) {
   require_range(range);
   require_at_least("optimizer.lr", config.lr, 0.0);
   require_fraction("optimizer.beta1", config.beta1);
@@ -178,9 +182,10 @@ void AdamW::update(float* p, const float* g, int64_t n) {
 
 // ---- helpers --------------------------------------------------------------------------------
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, model::FlatRange range) {
-  if (const auto* sgd = std::get_if<SgdConfig>(&config)) return std::make_unique<Sgd>(*sgd, range);
-  return std::make_unique<AdamW>(std::get<AdamWConfig>(config), range);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, model::FlatRange range,
+                                          model::MemoryAccount* account) {
+  if (const auto* sgd = std::get_if<SgdConfig>(&config)) return std::make_unique<Sgd>(*sgd, range, account);
+  return std::make_unique<AdamW>(std::get<AdamWConfig>(config), range, account);
 }
 
 std::vector<NamedStateSlice> per_parameter_state(const OptimizerState& state,

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/model/memory_account.h"
 #include "runtime/model/param_layout.h"
 
 namespace parlab::train {
@@ -85,22 +86,24 @@ class Optimizer {
   void set_steps(int64_t steps);
 
  protected:
-  explicit Optimizer(model::FlatRange range) : range_(range) {}
+  // State buffers are charged to `account`'s optimizer category (null: uncounted).
+  Optimizer(model::FlatRange range, model::MemoryAccount* account) : range_(range), account_(account) {}
   // Updates n elements; steps_ already counts this step.
   virtual void update(float* p, const float* g, int64_t n) = 0;
   // Adds a named state buffer of range().numel() zeros; the reference stays valid (map node).
-  std::vector<float>& add_buffer(const std::string& name);
+  model::CountedVector<float>& add_buffer(const std::string& name);
 
   int64_t steps_ = 0;
 
  private:
   model::FlatRange range_;
-  std::map<std::string, std::vector<float>> buffers_;
+  model::MemoryAccount* account_ = nullptr;
+  std::map<std::string, model::CountedVector<float>> buffers_;
 };
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(const SgdConfig& config, model::FlatRange range);
+  Sgd(const SgdConfig& config, model::FlatRange range, model::MemoryAccount* account = nullptr);
   std::string_view kind() const override { return "sgd"; }
   double lr() const override { return config_.lr; }
   void set_lr(double lr) override { config_.lr = lr; }
@@ -109,12 +112,12 @@ class Sgd final : public Optimizer {
   void update(float* p, const float* g, int64_t n) override;
 
   SgdConfig config_;
-  std::vector<float>* momentum_buffer_ = nullptr;  // null when momentum == 0 (PyTorch: None)
+  model::CountedVector<float>* momentum_buffer_ = nullptr;  // null when momentum == 0 (PyTorch: None)
 };
 
 class AdamW final : public Optimizer {
  public:
-  AdamW(const AdamWConfig& config, model::FlatRange range);
+  AdamW(const AdamWConfig& config, model::FlatRange range, model::MemoryAccount* account = nullptr);
   std::string_view kind() const override { return "adamw"; }
   double lr() const override { return config_.lr; }
   void set_lr(double lr) override { config_.lr = lr; }
@@ -123,12 +126,13 @@ class AdamW final : public Optimizer {
   void update(float* p, const float* g, int64_t n) override;
 
   AdamWConfig config_;
-  std::vector<float>* exp_avg_ = nullptr;
-  std::vector<float>* exp_avg_sq_ = nullptr;
+  model::CountedVector<float>* exp_avg_ = nullptr;
+  model::CountedVector<float>* exp_avg_sq_ = nullptr;
 };
 
 // Validates the config (ConfigError naming e.g. "optimizer.lr") and builds the optimizer.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, model::FlatRange range);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, model::FlatRange range,
+                                          model::MemoryAccount* account = nullptr);
 
 // A state buffer cut at parameter boundaries: the part of `param`'s state inside state.range.
 struct NamedStateSlice {

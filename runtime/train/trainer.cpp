@@ -36,10 +36,15 @@ model::FlatRange optimizer_range(const strategy::StepProgram& program) {
   return {found->flat_begin, found->flat_end};
 }
 
-// The model this rank computes: today always every layer (pipeline stages are refused above).
-model::LabMlp build_model(const strategy::ModelSpec& spec, uint64_t seed) {
+int zero_stage(const strategy::Plan& plan) { return plan.dp > 1 ? plan.zero : 0; }
+
+// The model this rank computes: today always every layer (pipeline stages are refused above),
+// holding what its ZeRO stage keeps.
+model::LabMlp build_model(const strategy::ModelSpec& spec, const strategy::Plan& plan, uint64_t seed,
+                          model::MemoryAccount* account) {
   compute::pin_blas_to_one_thread();
-  return model::LabMlp(mlp_shape(spec), seed);
+  const model::MlpShape shape = mlp_shape(spec);
+  return model::LabMlp(shape, seed, 0, shape.num_layers(), storage_for_stage(zero_stage(plan), account));
 }
 
 std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank, int world,
@@ -88,6 +93,16 @@ strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_
 
 void check_runtime_supports(const strategy::ModelSpec& model, const strategy::Plan& plan) {
   (void)mlp_shape(model);
+  // Whole strategies first, named by their plan key: the per-op refusals below are for programs
+  // a supported strategy writes in a way the runtime cannot follow yet.
+  if (plan.tp > 1)
+    throw ConfigError("plan.tp", std::to_string(plan.tp),
+                      "must be 1 for `parlab train`: the runtime trains data parallelism (DDP, ZeRO-1/2/3) "
+                      "only; tensor parallelism can be planned and simulated, not trained yet");
+  if (plan.pp > 1)
+    throw ConfigError("plan.pp", std::to_string(plan.pp),
+                      "must be 1 for `parlab train`: the runtime trains data parallelism (DDP, ZeRO-1/2/3) "
+                      "only; pipeline parallelism can be planned and simulated, not trained yet");
   for (int r = 0; r < plan.world(); ++r)
     check_program(strategy::build_step(model, plan, r, strategy::BuildOptions{.per_layer_ops = true}));
 }
@@ -118,8 +133,8 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
                             .size = config_.data_size,
                             .width = config_.model.hidden,
                             .classes = config_.model.classes}),
-      state_{0, (check_program(program_), build_model(config_.model, config_.seed)),
-             make_optimizer(config_.optimizer, optimizer_range(program_)),
+      state_{0, (check_program(program_), build_model(config_.model, config_.plan, config_.seed, &memory_)),
+             make_optimizer(config_.optimizer, optimizer_range(program_), &memory_),
              ElasticSampler(SamplerConfig{.seed = config_.seed,
                                           .dataset_size = config_.data_size,
                                           .global_batch = config_.plan.global_batch}),
@@ -144,11 +159,21 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
       comms[i] = owned_comms_.back().get();
     }
   }
+  for (size_t i = 0; i < program_.groups.size(); ++i)
+    if (program_.groups[i].kind == strategy::GroupKind::kDP && program_.groups[i].size() == config_.plan.dp)
+      dp_comm_ = comms[i];
+  if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
+  state_.shards = std::make_unique<ModelShards>(state_.model, zero_stage(config_.plan), optimizer_range(program_),
+                                                config_.seed, &memory_);
   ExecutorOptions eo;
   eo.comm_timeout = config_.comm_timeout;
   eo.faults = options_.faults;
-  executor_ = std::make_unique<Executor>(program_, state_.model, *state_.optimizer, std::move(comms), eo);
+  eo.account = &memory_;
+  executor_ = std::make_unique<Executor>(program_, state_.model, *state_.optimizer, *state_.shards,
+                                         std::move(comms), eo);
 }
+
+comm::Communicator& Trainer::dp_comm() const { return *dp_comm_; }
 
 Trainer::~Trainer() = default;
 
@@ -169,7 +194,7 @@ std::vector<model::MicrobatchState> Trainer::load_microbatches(
   for (int k = 0; k < m; ++k) {
     const RankSlice s = rank_slice(static_cast<int64_t>(mine.size()), k, m);
     indices[k].assign(mine.begin() + s.begin, mine.begin() + s.begin + s.count);
-    mbs.emplace_back(shape, s.count, batch.size);
+    mbs.emplace_back(shape, s.count, batch.size, &memory_);
     data_.fill(indices[k], mbs.back());
   }
   return mbs;

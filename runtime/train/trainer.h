@@ -28,6 +28,7 @@
 #include "runtime/train/executor.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/sampler.h"
+#include "runtime/train/shards.h"
 #include "runtime/train/telemetry.h"
 #include "strategy/cluster_spec.h"
 #include "strategy/model_spec.h"
@@ -70,12 +71,15 @@ OptimizerConfig optimizer_config(strategy::OptimizerKind kind, double lr = 0, do
 // it whole. Random numbers have no hidden state: every one is CounterRng(seed, stream, counter)
 // with the counter derived from the sample index, the flat parameter offset or the epoch, so
 // (seed, sampler state) is the whole RNG state.
+// Under ZeRO the model holds only what its stage keeps (shards.h) and `shards` the rank's
+// shard of parameters and gradients; the optimizer covers shards->shard().
 struct TrainerState {
   int64_t step = 0;  // optimizer steps taken
   model::LabMlp model;
   std::unique_ptr<Optimizer> optimizer;
   ElasticSampler sampler;
   uint64_t seed = 0;
+  std::unique_ptr<ModelShards> shards = nullptr;
 };
 
 struct TrainerOptions {
@@ -109,6 +113,13 @@ class Trainer {
   TrainerState& state() { return state_; }
   int rank() const { return world_.rank(); }
   int dp_rank() const { return dp_rank_; }
+  // The bytes this rank holds, by category, counted by the accounting allocator (model,
+  // optimizer, executor buffers and microbatch states all charge it).
+  const model::MemoryAccount& memory() const { return memory_; }
+  model::MemoryAccount& memory() { return memory_; }
+  // The communicator of the data-parallel group (the world's for pure data parallelism): the
+  // group over which the ZeRO shards are cut.
+  comm::Communicator& dp_comm() const;
   // Every communicator the trainer's ops use (the world's and the groups split off it), e.g. to
   // dump all their flight recorders when the rank fails or is stopped.
   std::vector<const comm::Communicator*> communicators() const;
@@ -119,12 +130,14 @@ class Trainer {
 
   TrainConfig config_;
   comm::Communicator& world_;
+  model::MemoryAccount memory_;  // before state_: the state's buffers charge it
   TrainerOptions options_;
   strategy::StepProgram program_;
   int dp_rank_ = 0;
   SyntheticDataset data_;
   TrainerState state_;
   std::vector<std::unique_ptr<comm::Communicator>> owned_comms_;
+  comm::Communicator* dp_comm_ = nullptr;
   std::unique_ptr<Executor> executor_;
 };
 

@@ -16,15 +16,27 @@
 // (n-1)/n traffic its bus-bandwidth factor assumes. Chunk c (of n) is summed as
 //   x[c+n] + (... + (x[c+2] + x[c+1]))    (ranks mod n; x[r] = rank r's input chunk c)
 // which is a fixed order but not the all-reduce's: reduce-scatter + all-gather need not match an
-// all-reduce bit for bit.
+// all-reduce bit for bit. Chunks may differ in size (ZeRO cuts buckets at shard boundaries), and
+// an empty chunk is neither sent nor received, on both sides alike.
+//
+// Build once, run many (as Gloo's algorithms allocate and register in their constructors): the
+// ring ops keep their scratch and registered buffers in a RingState, one per communicator, used
+// only by its op thread. A ZeRO step reduce-scatters the same bucket spans every step, so their
+// registrations are reused step after step instead of being made and torn down per call.
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace gloo {
 class Context;
+namespace transport {
+class UnboundBuffer;
 }
+}  // namespace gloo
 
 namespace parlab::comm::gloo_backend {
 
@@ -32,8 +44,42 @@ using Millis = std::chrono::milliseconds;
 
 void all_reduce(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf,
                 std::uint32_t tag, Millis timeout);
-void reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> input,
-                    std::span<float> output, std::uint32_t tag, Millis timeout);
+class RingState {
+ public:
+  explicit RingState(std::shared_ptr<gloo::Context> ctx);
+  ~RingState();
+  RingState(const RingState&) = delete;
+  RingState& operator=(const RingState&) = delete;
+
+  // Rank r's chunk is counts[r] elements at offset counts[0] + ... + counts[r-1] of `input`;
+  // `output` (counts[rank] elements) may alias that chunk.
+  void reduce_scatter(std::span<const float> input, std::span<const int64_t> counts,
+                      std::span<float> output, std::uint32_t tag, Millis timeout);
+  // Rank r's `input` (counts[r] elements) lands at its offset in every rank's `output`; the
+  // input may alias its own chunk of the output.
+  void all_gather(std::span<const float> input, std::span<float> output,
+                  std::span<const int64_t> counts, std::uint32_t tag, Millis timeout);
+
+  // Calls that had to register a new buffer (for tests of the reuse).
+  std::uint64_t registrations() const { return registrations_; }
+
+ private:
+  gloo::transport::UnboundBuffer& registered(const float* data, std::size_t elements);
+  void reserve_scratch(std::size_t elements);
+
+  std::shared_ptr<gloo::Context> ctx_;
+  std::vector<float> partial_, inbox_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> partial_buf_, inbox_buf_;
+  // Registrations of caller buffers by (address, elements), oldest first; bounded.
+  struct Entry {
+    const float* data = nullptr;
+    std::size_t elements = 0;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  };
+  std::deque<Entry> cache_;
+  std::uint64_t registrations_ = 0;
+};
+
 void all_gather(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> input,
                 std::span<float> output, std::uint32_t tag, Millis timeout);
 void broadcast(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int root,

@@ -102,6 +102,7 @@ class GlooCommunicator final : public Communicator {
         context_(std::move(context)),
         group_(std::move(group)),
         members_(std::move(members)),
+        ring_(std::make_shared<gloo_backend::RingState>(context_)),
         recorder_(RecorderIdentity{"gloo", group_, world_->world_rank, world_->world_size,
                                    context_->rank, context_->size},
                   world_->options.flight_recorder_capacity),
@@ -123,10 +124,20 @@ class GlooCommunicator final : public Communicator {
   }
   std::shared_ptr<Work> run_reduce_scatter(std::span<const float> in, std::span<float> out,
                                            const CollectiveOptions& o) override {
+    const std::vector<int64_t> counts(static_cast<std::size_t>(size()), static_cast<int64_t>(out.size()));
+    return run_reduce_scatter_v(in, counts, out, o);
+  }
+  std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
+                                             std::span<float> out, const CollectiveOptions& o) override {
     return collective(OpKind::kReduceScatter, bytes(in.size()), o,
-                      [ctx = context_, in, out](std::uint32_t tag, Millis t) {
-                        gloo_backend::reduce_scatter(ctx, in, out, tag, t);
-                      });
+                      [ring = ring_, in, c = std::vector<int64_t>(counts.begin(), counts.end()), out](
+                          std::uint32_t tag, Millis t) { ring->reduce_scatter(in, c, out, tag, t); });
+  }
+  std::shared_ptr<Work> run_all_gather_v(std::span<const float> in, std::span<float> out,
+                                         std::span<const int64_t> counts, const CollectiveOptions& o) override {
+    return collective(OpKind::kAllGather, bytes(out.size()), o,
+                      [ring = ring_, in, out, c = std::vector<int64_t>(counts.begin(), counts.end())](
+                          std::uint32_t tag, Millis t) { ring->all_gather(in, out, c, tag, t); });
   }
   std::shared_ptr<Work> run_all_gather(std::span<const float> in, std::span<float> out,
                                        const CollectiveOptions& o) override {
@@ -232,6 +243,8 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::Context> context_;
   const std::string group_;
   const std::vector<int> members_;
+  // Scratch and registrations of the ring ops, reused by every call (touched by the op thread only).
+  std::shared_ptr<gloo_backend::RingState> ring_;
   FlightRecorder recorder_;
   std::mutex issue_mu_;  // sequence numbers are taken in queue order
   std::uint64_t next_seq_ = 0;

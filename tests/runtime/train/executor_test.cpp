@@ -214,21 +214,36 @@ TEST(ExecutorTest, LocalLayoutIsTheModelsParamLayout) {
   EXPECT_EQ(layout.numel(), 2 * 4192 + 132);
 }
 
-TEST(ExecutorTest, UnsupportedOpsFailBeforeTheFirstStepNamingTheOp) {
-  const TrainConfig cfg = tiny_config("gbs=16,mb=4,zero=1", 2, 64);
-  try {
-    check_runtime_supports(cfg.model, cfg.plan);
-    FAIL() << "ZeRO-1 should be refused by this runtime";
-  } catch (const UnsupportedOp& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("reduce-scatter"), std::string::npos) << m;
-    EXPECT_NE(m.find("grad.bucket0"), std::string::npos) << m;
+TEST(ExecutorTest, UnsupportedPlansFailBeforeTheFirstStepNamingTheKeyAndTheOp) {
+  // A whole strategy the runtime cannot train is refused by its plan key, before any process.
+  for (const auto& [plan, key] : {std::pair{"gbs=16,mb=4,tp=2", "plan.tp"}, std::pair{"gbs=16,mb=4,pp=2", "plan.pp"}}) {
+    const TrainConfig cfg = tiny_config(plan, 2, 64);
+    try {
+      check_runtime_supports(cfg.model, cfg.plan);
+      FAIL() << plan << " should be refused by this runtime";
+    } catch (const ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(key), std::string::npos) << m;
+      EXPECT_NE(m.find("data parallelism"), std::string::npos) << m;
+    }
   }
-  // The trainer refuses it the same way, on every rank, before touching the communicator.
+  // Underneath, the dispatch table names the op it has no handler for.
+  const TrainConfig tp = tiny_config("gbs=16,mb=4,tp=2", 2, 64);
+  const strategy::StepProgram p = strategy::build_step(tp.model, tp.plan, 0, {.per_layer_ops = true});
+  int refused = 0;
+  for (const strategy::Op& op : p.ops) {
+    const std::string why = Executor::unsupported_reason(p, op);
+    if (why.empty()) continue;
+    ++refused;
+    EXPECT_NE(why.find("tensor-parallel"), std::string::npos) << strategy::describe(p, op) << ": " << why;
+  }
+  EXPECT_GT(refused, 0);
+  // ZeRO is supported: dp = 1 has nothing to shard; a plan for 2 on a world of 1 is refused.
   std::unique_ptr<comm::Communicator> solo =
       comm::make_gloo_communicator(comm::make_in_process_store(), 0, 1, {});
-  const TrainConfig one = tiny_config("gbs=16,mb=4,zero=1", 1, 64);
-  EXPECT_NO_THROW(Trainer(one, *solo));  // dp = 1: nothing to shard, plain program
+  EXPECT_NO_THROW(check_runtime_supports(tiny_config("gbs=16,mb=4,zero=3", 2, 64).model,
+                                         tiny_config("gbs=16,mb=4,zero=3", 2, 64).plan));
+  EXPECT_NO_THROW(Trainer(tiny_config("gbs=16,mb=4,zero=3", 1, 64), *solo));
   EXPECT_THROW(Trainer(tiny_config("gbs=16,mb=4", 2, 64), *solo), ConfigError);  // world 1, plan for 2
 }
 

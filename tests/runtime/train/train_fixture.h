@@ -13,6 +13,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/rendezvous.h"
+#include "runtime/train/export.h"
 #include "runtime/train/trainer.h"
 #include "strategy/io.h"
 #include "tests/runtime/comm/comm_fixture.h"
@@ -43,10 +44,18 @@ inline TrainConfig tiny_config(const std::string& plan, int world, int64_t data_
 }
 
 struct RankRun {
-  std::vector<float> params;       // after the last step
-  std::vector<float> grads_step0;  // what the optimizer applied in step 0 (reduced, scaled)
+  std::vector<float> params;       // after the last step: the whole model (gathered under ZeRO-3)
+  std::vector<float> grads_step0;  // what the optimizer applied in step 0 (reduced, scaled):
+                                   // the rank's shard of the flat gradient under ZeRO
+  model::FlatRange shard;          // flat range of grads_step0 (everything without ZeRO)
   std::vector<StepRecord> records;
+  model::MemoryUsage memory;       // the accounting allocator's peaks over the run
 };
+
+// The part of a whole-model vector a shard covers.
+inline std::vector<float> slice(const std::vector<float>& all, model::FlatRange r) {
+  return {all.begin() + r.begin, all.begin() + r.end};
+}
 
 // Optional: wraps a rank's real communicator (e.g. to delay its ops) before the trainer sees it.
 using CommWrapper = std::function<std::unique_ptr<comm::Communicator>(std::unique_ptr<comm::Communicator>)>;
@@ -66,12 +75,13 @@ inline std::vector<RankRun> train_threads(int world, const TrainConfig& config, 
     for (int s = 0; s < steps; ++s) {
       out[r].records.push_back(trainer.step());
       if (s == 0) {
-        const auto g = trainer.state().model.grads();
+        const auto g = trainer.state().shards->grads();
         out[r].grads_step0.assign(g.begin(), g.end());
+        out[r].shard = trainer.state().shards->shard();
       }
     }
-    const auto p = trainer.state().model.params();
-    out[r].params.assign(p.begin(), p.end());
+    out[r].memory = trainer.memory().usage();
+    out[r].params = gather_full_params(trainer);
     sync.arrive_and_wait();  // nobody tears down a communicator a peer still reads
   });
   return out;

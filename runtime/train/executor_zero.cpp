@@ -1,0 +1,216 @@
+// The Executor's ZeRO handlers: reduce-scatter, all-gather and broadcast, and the buffers they
+// need (executor.h describes the life of each buffer; shards.h what a rank keeps).
+#include <algorithm>
+#include <numeric>
+
+#include "runtime/comm/flight_recorder.h"
+#include "runtime/train/executor.h"
+#include "strategy/errors.h"
+
+namespace parlab::train {
+namespace {
+
+using strategy::Op;
+using strategy::OpKind;
+
+double now() { return comm::wall_clock_seconds(); }
+
+bool intersects(model::FlatRange a, model::FlatRange b) { return a.begin < b.end && b.begin < a.end; }
+
+model::FlatRange range_of(const Op& op) { return {op.flat_begin, op.flat_end}; }
+
+}  // namespace
+
+void Executor::plan_zero_buffers() {
+  const size_t n = program_.ops.size();
+  gathers_of_.assign(n, {});
+  buckets_of_.assign(n, {});
+  last_op_of_mb_.assign(static_cast<size_t>(std::max<int64_t>(program_.plan.microbatches, 0)), -1);
+  const int zero = shards_.zero();
+  std::vector<int> consumers(n, 0);
+  for (const Op& op : program_.ops) {
+    if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) {
+      last_op_of_mb_.at(op.microbatch) = op.id;
+      if (zero >= 3)
+        for (int d : op.deps)
+          if (program_.ops[d].kind == OpKind::kAllGather) {
+            gathers_of_[op.id].push_back(d);
+            ++consumers[d];
+          }
+    }
+    if (zero >= 2 && op.kind == OpKind::kReduceScatter) {
+      // The backward ops of this microbatch that write into the bucket (they precede it).
+      bool written = false;
+      for (int b = 0; b < op.id; ++b) {
+        const Op& bw = program_.ops[b];
+        if (bw.kind != OpKind::kBackward || bw.microbatch != op.microbatch) continue;
+        if (!intersects(model_.layout().layers_range(bw.layers.begin, bw.layers.end), range_of(op))) continue;
+        buckets_of_[b].push_back(op.id);
+        written = true;
+      }
+      if (!written)
+        throw ConfigError("program op " + std::to_string(op.id), strategy::describe(program_, op),
+                          "a ZeRO-2/3 reduce-scatter needs an earlier backward op that writes its bucket");
+    }
+    if (op.is_collective() && op.kind != OpKind::kAllReduce && zero >= 1) {
+      const comm::Communicator& c = *comms_.at(op.group);
+      const model::FlatRange mine = zero_shard(flat_elements_, c.size(), c.rank());
+      if (!(mine == shards_.shard()))
+        throw ConfigError("ZeRO shard of rank " + std::to_string(program_.rank),
+                          std::to_string(shards_.shard().begin) + ".." + std::to_string(shards_.shard().end),
+                          "group " + c.group_name() + " rank " + std::to_string(c.rank()) + " owns " +
+                              std::to_string(mine.begin) + ".." + std::to_string(mine.end));
+    }
+  }
+  if (zero >= 3)
+    for (const Op& op : program_.ops)
+      if (op.kind == OpKind::kAllGather && consumers[op.id] != 1)
+        throw ConfigError("program op " + std::to_string(op.id), strategy::describe(program_, op),
+                          "a ZeRO-3 gather must feed exactly one compute op (it is freed after it)");
+}
+
+std::span<float> Executor::make_buffer(int op_id, int64_t elements) {
+  auto [it, inserted] = buffers_.emplace(
+      op_id, model::counted_vector<float>(options_.account, model::MemoryCategory::kTemporary,
+                                          static_cast<size_t>(elements)));
+  if (!inserted) throw RuntimeError("executor: op " + std::to_string(op_id) + " already has a buffer");
+  return it->second;
+}
+
+void Executor::free_buffer(int op_id) { buffers_.erase(op_id); }
+
+void Executor::unbind_all() {
+  if (shards_.zero() >= 2) model_.bind_grads(model_.owned_range(), {});
+  if (shards_.zero() >= 3) model_.bind_params(model_.owned_range(), {});
+  buffers_.clear();
+  grad_binding_.clear();
+}
+
+std::vector<int64_t> Executor::counts_of(const Op& op) const {
+  return shard_counts(range_of(op), flat_elements_, comm_of(op).size());
+}
+
+namespace {
+// Where this rank's chunk of an op's range starts, and how long it is.
+struct Chunk {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+Chunk my_chunk(const Op& op, const std::vector<int64_t>& counts, int rank) {
+  const int64_t before = std::accumulate(counts.begin(), counts.begin() + rank, int64_t{0});
+  return {op.flat_begin + before, counts[static_cast<size_t>(rank)]};
+}
+}  // namespace
+
+void Executor::before_compute(const Op& op) {
+  poll_reduce_scatters();
+  for (int g : gathers_of_[op.id]) model_.bind_params(range_of(program_.ops[g]), buffers_.at(g));
+  for (int rs : buckets_of_[op.id]) {
+    if (buffers_.count(rs)) continue;
+    const Op& bucket = program_.ops[rs];
+    model_.bind_grads(range_of(bucket), make_buffer(rs, bucket.flat_end - bucket.flat_begin));
+    grad_binding_[bucket.flat_begin] = rs;
+  }
+}
+
+void Executor::after_compute(const Op& op) {
+  for (int g : gathers_of_[op.id]) {
+    model_.bind_params(range_of(program_.ops[g]), {});
+    free_buffer(g);
+  }
+  if (op.microbatch >= 0 && last_op_of_mb_.at(op.microbatch) == op.id) mbs_[op.microbatch].release_activations();
+  poll_reduce_scatters();
+}
+
+void Executor::issue_reduce_scatter(const Op& op) {
+  comm::Communicator& c = comm_of(op);
+  const std::vector<int64_t> counts = counts_of(op);
+  const Chunk mine = my_chunk(op, counts, c.rank());
+  if (shards_.zero() <= 1) {
+    // Stage 1: the model's whole gradient bucket, reduced in place.
+    if (skipped(op)) return;
+    const std::span<float> bucket = grad_range(op);
+    record_issue(op, c, c.reduce_scatter_v(bucket, counts, bucket.subspan(mine.begin - op.flat_begin, mine.count),
+                                           collective_options(op)));
+    return;
+  }
+  const auto it = buffers_.find(op.id);
+  if (it == buffers_.end())
+    throw RuntimeError("executor: no backward wrote the bucket of " + strategy::describe(program_, op));
+  const std::span<float> bucket = it->second;
+  if (skipped(op)) {
+    // Nothing issued: the rank keeps its own, unreduced chunk (the fault's lesson).
+    pending_reduce_scatters_.push_back(op.id);
+    retire_reduce_scatter(op.id);
+    return;
+  }
+  record_issue(op, c, c.reduce_scatter_v(bucket, counts, bucket.subspan(mine.begin - op.flat_begin, mine.count),
+                                         collective_options(op)));
+  pending_reduce_scatters_.push_back(op.id);
+}
+
+void Executor::retire_reduce_scatter(int op_id) {
+  const auto pending = std::find(pending_reduce_scatters_.begin(), pending_reduce_scatters_.end(), op_id);
+  if (pending == pending_reduce_scatters_.end()) return;
+  pending_reduce_scatters_.erase(pending);
+  const Op& op = program_.ops[op_id];
+  if (const int idx = issued_index_[op_id]; idx >= 0) issued_[idx].work->wait();  // rethrows a failure
+  const std::vector<int64_t> counts = counts_of(op);
+  const Chunk mine = my_chunk(op, counts, comm_of(op).rank());
+  const std::span<const float> reduced =
+      std::span<const float>(buffers_.at(op_id)).subspan(mine.begin - op.flat_begin, mine.count);
+  // Microbatches accumulate into the shard (the first adds onto zeros: an exact copy).
+  float* shard = shards_.grads().data() + (mine.begin - shards_.shard().begin);
+  for (int64_t i = 0; i < mine.count; ++i) shard[i] += reduced[i];
+  if (const auto b = grad_binding_.find(op.flat_begin); b != grad_binding_.end() && b->second == op_id) {
+    model_.bind_grads(range_of(op), {});
+    grad_binding_.erase(b);
+  }
+  free_buffer(op_id);
+}
+
+void Executor::poll_reduce_scatters() {
+  for (size_t k = 0; k < pending_reduce_scatters_.size();) {
+    const int id = pending_reduce_scatters_[k];
+    Issued& i = issued_[issued_index_[id]];
+    if (!i.work->completed()) {
+      ++k;
+      continue;
+    }
+    if (i.observed_done_seconds < 0) i.observed_done_seconds = now();
+    retire_reduce_scatter(id);  // removes entry k
+  }
+}
+
+void Executor::issue_all_gather(const Op& op) {
+  comm::Communicator& c = comm_of(op);
+  const std::vector<int64_t> counts = counts_of(op);
+  const Chunk mine = my_chunk(op, counts, c.rank());
+  if (shards_.zero() >= 3) {
+    // A layer, from every rank's shard into a buffer that lives until its one consumer ran.
+    // Never skipped by the fault: no rank can compute a layer it does not have.
+    const std::span<float> layer = make_buffer(op.id, op.flat_end - op.flat_begin);
+    const std::span<const float> in =
+        std::span<const float>(shards_.params()).subspan(mine.begin - shards_.shard().begin, mine.count);
+    record_issue(op, c, c.all_gather_v(in, layer, counts, collective_options(op)));
+    return;
+  }
+  if (skipped(op)) return;
+  // Stages 1-2: the updated shard's part of the bucket, gathered in place in the model's copy.
+  const std::span<float> bucket = model_.params().subspan(op.flat_begin - model_.owned_range().begin,
+                                                          op.flat_end - op.flat_begin);
+  record_issue(op, c, c.all_gather_v(bucket.subspan(mine.begin - op.flat_begin, mine.count), bucket, counts,
+                                     collective_options(op)));
+}
+
+void Executor::issue_broadcast(const Op& op) {
+  if (skipped(op)) return;
+  comm::Communicator& c = comm_of(op);
+  if (!model_.holds_params())
+    throw UnsupportedOp("cannot broadcast " + strategy::describe(program_, op) + ": this rank holds only a shard");
+  const std::span<float> range = model_.params().subspan(op.flat_begin - model_.owned_range().begin,
+                                                         op.flat_end - op.flat_begin);
+  record_issue(op, c, c.broadcast(range, 0, collective_options(op)));
+}
+
+}  // namespace parlab::train

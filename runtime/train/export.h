@@ -1,0 +1,29 @@
+#pragma once
+// The whole model out of its shards: for `parlab train --export FILE.safetensors`, for tests
+// that compare a sharded run with one worker, and for anything else that needs every weight.
+//
+// Under ZeRO-3 no rank holds the whole model: gather_full_params all-gathers the shards over
+// the data-parallel group (a collective: every member calls it). Every other stage already
+// holds a replica, which is copied.
+//
+// The exported file is safetensors with every parameter under its PyTorch name and shape
+// ("blocks.0.fc1.weight" (f, h), ..., "head.bias" (C)): the state_dict of
+//   nn.Module(blocks = ModuleList([Block(fc1 = Linear(h, f), fc2 = Linear(f, h))] * L),
+//             head = Linear(h, C))
+// so `model.load_state_dict(safetensors.torch.load_file(FILE))` loads it. Metadata records the
+// format, the step, the plan and the model shape.
+#include <filesystem>
+#include <vector>
+
+#include "runtime/train/trainer.h"
+
+namespace parlab::train {
+
+// Collective over trainer.dp_comm(): the model's flat parameters, in layout order.
+std::vector<float> gather_full_params(Trainer& trainer);
+
+// Collective over trainer.dp_comm(): gathers, then the group's rank 0 writes `file` (atomically:
+// a temporary beside it, renamed). Returns the bytes written (0 on other ranks).
+uint64_t export_safetensors(Trainer& trainer, const std::filesystem::path& file);
+
+}  // namespace parlab::train

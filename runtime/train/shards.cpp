@@ -1,0 +1,67 @@
+#include "runtime/train/shards.h"
+
+#include <algorithm>
+#include <string>
+
+#include "strategy/errors.h"
+
+namespace parlab::train {
+
+model::FlatRange zero_shard(int64_t n, int dp, int r) { return {n * r / dp, n * (r + 1) / dp}; }
+
+std::vector<int64_t> shard_counts(model::FlatRange range, int64_t n, int dp) {
+  std::vector<int64_t> counts(static_cast<size_t>(dp));
+  for (int r = 0; r < dp; ++r) {
+    const model::FlatRange s = zero_shard(n, dp, r);
+    counts[r] = std::max<int64_t>(0, std::min(s.end, range.end) - std::max(s.begin, range.begin));
+  }
+  return counts;
+}
+
+model::ModelStorage storage_for_stage(int zero, model::MemoryAccount* account) {
+  return model::ModelStorage{.params = zero < 3, .grads = zero < 2, .account = account};
+}
+
+ModelShards::ModelShards(model::LabMlp& model, int zero, model::FlatRange shard, uint64_t seed,
+                         model::MemoryAccount* account)
+    : model_(model),
+      zero_(zero),
+      shard_(shard),
+      params_(model::counted_vector<float>(account, model::MemoryCategory::kParameters)),
+      grads_(model::counted_vector<float>(account, model::MemoryCategory::kGradients)) {
+  const model::ModelStorage want = storage_for_stage(zero, nullptr);
+  if (model.holds_params() != want.params || model.holds_grads() != want.grads)
+    throw ConfigError("model storage", std::string(model.holds_params() ? "parameters" : "no parameters") +
+                                           ", " + (model.holds_grads() ? "gradients" : "no gradients"),
+                      "ZeRO stage " + std::to_string(zero) + " needs " + (want.params ? "parameters" : "no parameters") +
+                          ", " + (want.grads ? "gradients" : "no gradients"));
+  if (!model.owned_range().contains(shard))
+    throw ConfigError("ZeRO shard", std::to_string(shard.begin) + ".." + std::to_string(shard.end),
+                      "must lie within the model's flat range");
+  if (zero >= 3) {
+    params_.assign(shard.numel(), 0.0f);
+    model::LabMlp::init_values(model.layout(), seed, shard, params_);
+  }
+  if (zero >= 2) grads_.assign(shard.numel(), 0.0f);
+}
+
+std::span<float> ModelShards::params() {
+  if (zero_ >= 3) return params_;
+  return model_.params().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
+}
+
+std::span<const float> ModelShards::params() const { return const_cast<ModelShards*>(this)->params(); }
+
+std::span<float> ModelShards::grads() {
+  if (zero_ >= 2) return grads_;
+  return model_.grads().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
+}
+
+std::span<const float> ModelShards::grads() const { return const_cast<ModelShards*>(this)->grads(); }
+
+void ModelShards::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  model_.zero_grads();
+}
+
+}  // namespace parlab::train

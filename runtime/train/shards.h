@@ -1,0 +1,58 @@
+#pragma once
+// What a ZeRO rank keeps of the model between steps (Rajbhandari et al., SC'20).
+//
+// The flat parameter buffer of n elements is cut into dp contiguous shards, rank r owning
+//   shard_r = [n r / dp, n (r + 1) / dp)            (strategy/gen/data_parallel.cpp cuts the
+//                                                    optimizer's range the same way)
+// and the rank keeps, beside the optimizer state of its shard (stage 1, always):
+//   stage 1  a full copy of the parameters and of the gradients (the model's own buffers);
+//   stage 2  the full parameters, but only the reduced gradients of its shard (this object's
+//            buffer); the model's gradients are bound to bucket buffers during backward;
+//   stage 3  only its shard of the parameters too (this object's buffer); the model computes on
+//            layers the executor all-gathers just before they run.
+// A world (or DP group) of one has no ZeRO ops in its program: stage 0, everything replicated.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/model/lab_mlp.h"
+#include "runtime/model/memory_account.h"
+
+namespace parlab::train {
+
+// shard_r above.
+model::FlatRange zero_shard(int64_t n, int dp, int r);
+// How many elements of `range` each rank's shard holds: the counts of the range's
+// reduce-scatter and all-gather (some may be 0).
+std::vector<int64_t> shard_counts(model::FlatRange range, int64_t n, int dp);
+
+// What the model must hold for a ZeRO stage (stage 0 and 1: everything).
+model::ModelStorage storage_for_stage(int zero, model::MemoryAccount* account);
+
+class ModelShards {
+ public:
+  // `model` is borrowed and must hold what storage_for_stage(zero) says; `shard` is this rank's
+  // range of the model's flat buffer (the whole model for stage 0). A stage-3 shard is
+  // initialised from `seed` to the values the whole model would have there. Throws ConfigError
+  // when the model's storage does not match the stage.
+  ModelShards(model::LabMlp& model, int zero, model::FlatRange shard, uint64_t seed,
+              model::MemoryAccount* account);
+
+  int zero() const { return zero_; }
+  model::FlatRange shard() const { return shard_; }
+  // The shard's parameters: stage 3's own buffer, else a view of the model's copy.
+  std::span<float> params();
+  std::span<const float> params() const;
+  // The shard's reduced gradients: stage 2/3's own buffer, else a view of the model's.
+  std::span<float> grads();
+  std::span<const float> grads() const;
+  void zero_grads();
+
+ private:
+  model::LabMlp& model_;
+  int zero_ = 0;
+  model::FlatRange shard_;
+  model::CountedVector<float> params_, grads_;
+};
+
+}  // namespace parlab::train
