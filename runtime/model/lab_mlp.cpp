@@ -276,7 +276,10 @@ void LabMlp::block_backward(int i, MicrobatchState& mb) {
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
   cpu::linear_backward(dx.data(), tensor_grad(w1), tensor_grad(tensor_of(i, kFc1Bias)), dpost,
                        mb.activation(i).data(), tensor(w1), B, h, f);
-  // Release what only this backward needed; the boundary tensors stay for the executor.
+  // Release what only this backward needed: the saved activations and the upstream gradient,
+  // now consumed. dactivation(i) (what a pipeline stage would send) stays for the executor.
+  release_storage(mb.dacts_[i + 1]);
+  mb.has_dact_[i + 1] = 0;
   release_storage(saved.pre);
   release_storage(saved.post);
   saved.present = false;

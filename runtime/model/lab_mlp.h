@@ -95,7 +95,8 @@ class LabMlp {
   void forward_layer(int layer, MicrobatchState& mb) const;
   // Head: dactivation(L) = dlogits @ head.weight with dlogits = loss_scale (probs - onehot).
   // Block l: dactivation(l) = dactivation(l+1) + (fc1 o gelu o fc2 path)^T dactivation(l+1).
-  // Parameter gradients += ; the layer's saved activations are released. Throws RuntimeError if
+  // Parameter gradients += ; the layer's saved activations and (block) the consumed upstream
+  // gradient dactivation(l+1) are released. Throws RuntimeError if
   // forward_layer(l) has not run since (or the upstream gradient is missing).
   void backward_layer(int layer, MicrobatchState& mb);
 

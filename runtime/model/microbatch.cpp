@@ -28,7 +28,9 @@ MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t g
   const size_t boundaries = static_cast<size_t>(shape_.blocks) + 1;
   for (size_t l = 0; l < boundaries; ++l) {
     acts_.push_back(counted_vector<float>(account, MemoryCategory::kActivations));
-    dacts_.push_back(counted_vector<float>(account, MemoryCategory::kActivations));
+    // Activation gradients are the backward's transient buffers (the running layer's input and
+    // output gradient), not what the forward saves: temporary, as the ledger counts them.
+    dacts_.push_back(counted_vector<float>(account, MemoryCategory::kTemporary));
   }
   has_act_.assign(boundaries, 0);
   has_dact_.assign(boundaries, 0);

@@ -107,6 +107,60 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(info.param)) + "_" + name(std::get<2>(info.param));
     });
 
+// Uneven chunks, as ZeRO cuts a bucket at shard boundaries: rank q's chunk has counts[q]
+// elements (some 0). reduce_scatter_v: input[j] = r + 1 + j, so rank q's out[i] =
+// n(n+1)/2 + n(offset_q + i); all_gather_v: rank r's in[i] = offset_r + i, so the gathered
+// buffer is 0, 1, 2, ... Both run in place (output aliasing the rank's own chunk) and not.
+class UnevenCollectives : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(UnevenCollectives, MatchClosedForm) {
+  const auto [n, in_place] = GetParam();
+  std::vector<int64_t> counts;
+  for (int q = 0; q < n; ++q) counts.push_back(q == 1 ? 0 : 3 + 5 * q);  // rank 1 owns nothing
+  std::vector<std::size_t> offset(n + 1, 0);
+  for (int q = 0; q < n; ++q) offset[q + 1] = offset[q] + static_cast<std::size_t>(counts[q]);
+  const std::size_t total = offset[n];
+  run_ranks(n, [&, n = n, in_place = in_place](int r, Communicator& comm) {
+    for (int round = 0; round < 2; ++round) {  // a second call reuses the first one's buffers
+      std::vector<float> in(total), out_own(static_cast<std::size_t>(counts[r]));
+      for (std::size_t j = 0; j < total; ++j) in[j] = static_cast<float>(r + 1 + j);
+      std::span<float> out = in_place ? std::span<float>(in).subspan(offset[r], counts[r]) : std::span<float>(out_own);
+      comm.reduce_scatter_v(in, counts, out, op_options("rsv"))->wait();
+      for (std::size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(out[i], static_cast<float>(n * (n + 1) / 2 + n * (offset[r] + i))) << "rank " << r << " element " << i;
+
+      std::vector<float> gathered(total, -1.0f), mine(static_cast<std::size_t>(counts[r]));
+      for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(offset[r] + i);
+      if (in_place) std::copy(mine.begin(), mine.end(), gathered.begin() + offset[r]);
+      std::span<const float> src = in_place ? std::span<const float>(gathered).subspan(offset[r], counts[r])
+                                            : std::span<const float>(mine);
+      comm.all_gather_v(src, gathered, counts, op_options("agv"))->wait();
+      for (std::size_t j = 0; j < total; ++j) ASSERT_EQ(gathered[j], static_cast<float>(j)) << "rank " << r;
+    }
+    // The recorder counts what the program counts: the whole bucket's bytes for both.
+    for (const auto& e : comm.flight_recorder().snapshot().entries) {
+      EXPECT_EQ(e.state, OpState::kCompleted);
+      EXPECT_EQ(e.bytes, static_cast<double>(total * sizeof(float))) << to_string(e.op);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldTimesInPlace, UnevenCollectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_in_place" : "_copy");
+                         });
+
+TEST(UnevenCollectivesShape, CountsMustCoverTheBuffer) {
+  run_ranks(2, [](int, Communicator& comm) {
+    std::vector<float> in(5), out(2);
+    const std::vector<int64_t> wrong_total = {2, 2}, wrong_ranks = {5};
+    EXPECT_THROW(comm.reduce_scatter_v(in, wrong_total, out), ConfigError);
+    EXPECT_THROW(comm.all_gather_v(out, in, wrong_ranks), ConfigError);
+  });
+}
+
 // A barrier lets no rank through before every rank arrived.
 TEST(Barrier, NoRankPassesEarly) {
   constexpr int n = 4;

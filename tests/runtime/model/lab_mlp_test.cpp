@@ -327,17 +327,27 @@ TEST(LabMlpTest, InitIsSeededBoundedAndIndependentOfTheSplit) {
 }
 
 TEST(LabMlpTest, MicrobatchMemoryIsAccountedAndReleased) {
-  LabMlp model(kTiny, 13);
+  MemoryAccount account;
+  LabMlp model(kTiny, 13, 0, kTiny.num_layers(), ModelStorage{.account = &account});
+  EXPECT_EQ(account.current(MemoryCategory::kParameters), model.layout().numel() * 4);
+  EXPECT_EQ(account.current(MemoryCategory::kGradients), model.layout().numel() * 4);
   const int64_t B = 4;  // h 6, f 10, L 2, C 3
-  MicrobatchState mb = model.new_microbatch(B, B);
+  MicrobatchState mb(kTiny, B, B, &account);
   fill_inputs(mb, 9);
   model.forward(mb);
   // labels 4 ints + activations 3 x (4 x 6) + saved 2 blocks x 2 x (4 x 10) + logits and probs
   // 2 x (4 x 3) + losses 4 = 4 + 72 + 160 + 24 + 4 = 264 four-byte values
   EXPECT_EQ(mb.allocated_bytes(), 264 * 4);
+  EXPECT_EQ(account.current(MemoryCategory::kActivations), 264 * 4);
   model.backward(mb);
-  // saved activations released (-160), dactivation 0..2 added (+72): 176 values
-  EXPECT_EQ(mb.allocated_bytes(), 176 * 4);
+  // saved activations released (-160); of the activation gradients only dactivation(0) (+24)
+  // remains, each upstream one freed by the backward that consumed it: 128 values
+  EXPECT_EQ(mb.allocated_bytes(), 128 * 4);
+  // Temporary at its peak: two activation gradients (the running block's input and output, 24
+  // each) and the backward scratch growing from dlogits (4 x 3) to dgelu (4 x 10).
+  EXPECT_LE(account.peak(MemoryCategory::kTemporary), (2 * 24 + 12 + 40) * 4);
+  mb.release_activations();
+  EXPECT_EQ(account.current(MemoryCategory::kActivations), (4 + 12 + 4) * 4);  // labels, logits, losses
 }
 
 TEST(LabMlpTest, StepFlopsCount) {
