@@ -20,6 +20,7 @@
 #include "runtime/launch/run_training.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/worker.h"
+#include "runtime/train/memory_report.h"
 #include "runtime/train/trainer.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
@@ -153,6 +154,33 @@ void print_rank_table(const std::vector<launch::RankSummary>& rows, int attempts
              attempts > 1 ? " of the last attempt" : "", t.str());
 }
 
+// Measured peak per category beside the ledger's prediction for the plan, one row per rank.
+void print_memory_table(const std::vector<train::MemoryReport>& reports) {
+  if (reports.empty()) return;
+  std::vector<std::string> head = {"rank"};
+  for (int i = 0; i < model::kMemoryCategories; ++i)
+    head.push_back(std::string(model::to_string(static_cast<model::MemoryCategory>(i))));
+  head.push_back("total");
+  head.push_back("resident");
+  Table t(head);
+  for (const train::MemoryReport& m : reports) {
+    std::vector<std::string> row = {std::to_string(m.rank)};
+    for (int i = 0; i < model::kMemoryCategories; ++i) {
+      const auto c = static_cast<model::MemoryCategory>(i);
+      const auto d = m.deviation(c);
+      row.push_back(fmt::format("{} / {}{}", units::format_bytes(static_cast<double>(m.measured(c))),
+                                units::format_bytes(m.ledger(c)), d ? fmt::format(" ({:+.0f}%)", 100 * *d) : ""));
+    }
+    row.push_back(fmt::format("{} / {}", units::format_bytes(static_cast<double>(m.measured_peak_total_bytes)),
+                              units::format_bytes(m.ledger_total_bytes)));
+    row.push_back(m.resident_peak_bytes > 0 ? units::format_bytes(static_cast<double>(m.resident_peak_bytes)) : "-");
+    t.add(row);
+  }
+  fmt::print("\nPer-rank peak memory (measured by the accounting allocator / the memory ledger's prediction; "
+             "resident = the process's peak RSS)\n{}",
+             t.str());
+}
+
 void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& spec) {
   if (!o.incidents.empty()) {
     Table t({"attempt", "rank", "what", "at step", "resumed", "lost", "detect", "teardown", "restart", "load",
@@ -209,6 +237,10 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
   if (o.final_state) j["final_state_xxh3_64"] = o.final_state->combined_hex();
   if (o.last_good_checkpoint) j["last_good_checkpoint"] = o.last_good_checkpoint->string();
   if (o.young_daly) j["young_daly_interval_seconds"] = o.young_daly->interval_seconds;
+  nlohmann::json memory = nlohmann::json::array();
+  for (const train::MemoryReport& m : o.memory) memory.push_back(m.to_json());
+  j["memory"] = memory;
+  if (o.exported) j["export"] = {{"path", o.exported->string()}, {"bytes", o.exported_bytes}};
   if (o.fallback)
     j["fallback"] = {{"plan", std::string(launch::fallback_plan(o.fallback->plan).flag)}, {"reason", o.fallback->reason},
                      {"world_after", o.fallback->world_after}, {"message", o.fallback->message}};
@@ -265,7 +297,11 @@ void run_supervised(TrainOptions o) {
     print_json(summary_json(out));
   } else {
     if (!out.rank_table.empty() && !out.steps.empty()) print_rank_table(out.rank_table, out.attempts);
+    print_memory_table(out.memory);
     print_summary(out, spec);
+    if (out.exported)
+      fmt::print("Export   {} ({}; the full model, PyTorch names)\n", out.exported->string(),
+                 units::format_bytes(static_cast<double>(out.exported_bytes)));
     if (recorder) fmt::print("Recorded run {} in {}\n", recorder->run(), o.db);
   }
   if (!out.ok) {
@@ -302,6 +338,7 @@ void add_train_command(CLI::App& app) {
       "  parlab train --nproc 2 --model lab-mlp --steps 20\n"
       "  parlab train --nproc 4 --model tiny.toml --plan gbs=64,mb=8,bucket_mb=1 --trace run.json\n"
       "  parlab train --nproc 2 --dump-step dump/      # step 0 tensors as safetensors, per rank\n"
+      "  parlab train --nproc 4 --plan zero=3 --export model.safetensors   # ZeRO-3, the full model out\n"
       "  parlab train --nproc 2 --steps 40 --checkpoint-every 5 --max-restarts 2 --fault kill:rank=1,step=7\n"
       "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
       "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault skip-allreduce:rank=2,step=7\n"
@@ -342,6 +379,12 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--fresh", o->spec.fresh, "Delete the run dir's checkpoints and start from step 0");
   cmd->add_option("--db", o->db, "Record the run (steps, checkpoints, incidents) in this results database");
+  cmd->add_option("--export", j.export_file,
+                  "Write the final full model, gathered from every shard, as safetensors with PyTorch tensor names")
+      ->check([](const std::string& v) {
+        return v.size() > 12 && v.substr(v.size() - 12) == ".safetensors" ? std::string()
+                                                                           : std::string("must end in .safetensors");
+      });
   cmd->add_option("--dump-step", j.dump_dir, "Write step 0's inputs, weights and reduced gradients as safetensors here");
   cmd->add_option("--trace", o->trace, "Write the measured timeline as a Chrome trace");
   cmd->add_option("--timeout", o->timeout_seconds,

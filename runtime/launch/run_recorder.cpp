@@ -1,5 +1,6 @@
 #include "runtime/launch/run_recorder.h"
 
+#include <map>
 #include <numeric>
 
 #include "strategy/io.h"
@@ -149,6 +150,27 @@ void RunRecorder::add_fallback(const FallbackReport& f) {
                                    {"fallback_world", std::to_string(f.world_after)}});
 }
 
+// memory.rank<r>.<category>.peak_bytes / .ledger_bytes, memory.rank<r>.total.peak_bytes and
+// memory.rank<r>.resident_peak_bytes, plus memory.max.<category>.peak_bytes over the ranks (what
+// `parlab compare` and the splits experiment read).
+void RunRecorder::record_memory(const std::vector<train::MemoryReport>& reports) {
+  std::map<std::string, double> worst;
+  for (const train::MemoryReport& m : reports) {
+    const std::string rank = "memory.rank" + std::to_string(m.rank) + ".";
+    for (int i = 0; i < model::kMemoryCategories; ++i) {
+      const std::string cat(model::to_string(static_cast<model::MemoryCategory>(i)));
+      store_->set_run_metric(run_, rank + cat + ".peak_bytes", static_cast<double>(m.measured_peak_bytes[i]));
+      store_->set_run_metric(run_, rank + cat + ".ledger_bytes", m.ledger_bytes[i]);
+      worst[cat] = std::max(worst[cat], static_cast<double>(m.measured_peak_bytes[i]));
+    }
+    store_->set_run_metric(run_, rank + "total.peak_bytes", static_cast<double>(m.measured_peak_total_bytes));
+    store_->set_run_metric(run_, rank + "resident_peak_bytes", static_cast<double>(m.resident_peak_bytes));
+    worst["total"] = std::max(worst["total"], static_cast<double>(m.measured_peak_total_bytes));
+    worst["resident"] = std::max(worst["resident"], static_cast<double>(m.resident_peak_bytes));
+  }
+  for (const auto& [cat, v] : worst) store_->set_run_metric(run_, "memory.max." + cat + ".peak_bytes", v);
+}
+
 void RunRecorder::finish(const TrainOutcome& o) {
   flush();
   auto metric = [&](const char* key, double v) { store_->set_run_metric(run_, key, v); };
@@ -181,6 +203,7 @@ void RunRecorder::finish(const TrainOutcome& o) {
   if (timed > 0) metric("restart_total_seconds", restart / timed);
   metric("steps_lost", lost);
   if (o.final_state) store_->set_run_param(run_, "final_state_xxh3_64", o.final_state->combined_hex());
+  record_memory(o.memory);
   const db::RunStatus status = o.ok ? db::RunStatus::kCompleted
                                : o.interrupted ? db::RunStatus::kKilled
                                                : db::RunStatus::kFailed;

@@ -18,6 +18,7 @@
 //   run_metrics   steps_completed, attempts, restarts, final_world, wall_seconds, step_seconds,
 //                 samples_per_s, checkpoint_seconds, young_daly_interval_seconds/_steps,
 //                 restart_total_seconds (mean), steps_lost
+//                 memory.rank<r>.<category>.peak_bytes / .ledger_bytes (and total, resident)
 //   status        completed / failed / killed (interrupted), notes = the failure message
 // Destroyed without finish(), the run is marked failed (an exception in the caller).
 //
@@ -66,6 +67,7 @@ class RunRecorder {
   void finish(const TrainOutcome& outcome);
 
  private:
+  void record_memory(const std::vector<train::MemoryReport>& reports);
   db::ResultsStore* store_;
   db::RunId run_;
   bool finished_ = false;

@@ -210,6 +210,14 @@ void JobRunner::on_message(AttemptLog& log, const json& j) {
     }
   } else if (type == "final") {
     log.final_state = train::StateFingerprint::from_json(j.at("state"));
+  } else if (type == "memory") {
+    train::MemoryReport m = train::MemoryReport::from_json(j.at("report"));
+    std::erase_if(out_.memory, [&](const train::MemoryReport& x) { return x.rank == m.rank; });
+    out_.memory.push_back(std::move(m));
+    std::sort(out_.memory.begin(), out_.memory.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  } else if (type == "export") {
+    out_.exported = std::filesystem::path(j.value("path", ""));
+    out_.exported_bytes = j.value("bytes", uint64_t{0});
   } else if (type == "error") {
     log.fatal = log.fatal || j.value("fatal", false);
   }

@@ -56,6 +56,7 @@
 #include "runtime/launch/process.h"
 #include "runtime/launch/progress.h"
 #include "runtime/launch/worker.h"
+#include "runtime/train/memory_report.h"
 #include "runtime/train/trainer_checkpoint.h"
 
 namespace parlab::launch {
@@ -169,6 +170,9 @@ struct TrainOutcome {
   std::optional<train::StateFingerprint> final_state;
   std::optional<YoungDaly> young_daly;  // when a checkpoint was written
   std::optional<FallbackReport> fallback;  // when the job degraded (or stopped) after repeats
+  std::vector<train::MemoryReport> memory;  // per rank of the last attempt, by rank (when it ended)
+  std::optional<std::filesystem::path> exported;  // --export's file, once written
+  uint64_t exported_bytes = 0;
   double wall_seconds = 0;             // first spawn to the end
 };
 

@@ -15,6 +15,8 @@
 #include "runtime/launch/liveness.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
+#include "runtime/train/export.h"
+#include "runtime/train/memory_report.h"
 #include "runtime/train/trainer_checkpoint.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
@@ -253,7 +255,7 @@ nlohmann::json to_json(const TrainJob& j) {
           {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"fail_rank", j.fail_rank},
           {"fail_step", j.fail_step}, {"fail_code", j.fail_code}, {"checkpoint_every", j.checkpoint_every},
           {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples},
-          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}};
+          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}, {"export_file", j.export_file.string()}};
 }
 
 TrainJob train_job_from_json(const nlohmann::json& j) {
@@ -294,6 +296,9 @@ TrainJob train_job_from_json(const nlohmann::json& j) {
     int64_t heartbeat_ms = 0;
     get("heartbeat_timeout_ms", heartbeat_ms);
     t.heartbeat_timeout = std::chrono::milliseconds(heartbeat_ms);
+    std::string export_file;
+    get("export_file", export_file);
+    t.export_file = export_file;
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError("train job." + key, j.contains(key) ? j.at(key).dump() : "(missing)", e.what());
   }
@@ -371,8 +376,15 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
     report_resume(out, train::resume_trainer(trainer, checkpoint::LoadOptions(checkpoint_root(job.run_dir)), coord),
                   load_start);
     train_loop(job, trainer, coord, out, faults, live);
+    if (!job.export_file.empty()) {
+      const uint64_t bytes = train::export_safetensors(trainer, job.export_file);
+      if (out.rank == 0) out.line({{"type", "export"}, {"path", job.export_file.string()}, {"bytes", bytes}});
+    }
+    out.line({{"type", "memory"},
+              {"report", train::memory_report(trainer, strategy::load_cluster(job.cluster)).to_json()}});
+    // Collective under ZeRO (the shards are gathered): every rank computes it, rank 0 reports it.
+    const train::StateFingerprint fp = train::state_fingerprint(trainer);
     if (out.rank == 0) {
-      const train::StateFingerprint fp = train::state_fingerprint(trainer);
       out.line({{"type", "final"}, {"state", fp.to_json()}});
       std::ofstream(final_state_path(job.run_dir)) << fp.to_json().dump(2) << '\n';
     }

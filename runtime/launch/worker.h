@@ -25,6 +25,9 @@
 //                    "timings", "seconds"}                   rank 0, each committed checkpoint
 //                   {"type": "fault", "kind", "rank", "step", "seconds", ...}  just before a fault
 //                   {"type": "final", "state": StateFingerprint}   rank 0, at the end
+//                   {"type": "memory", "report": MemoryReport}      every rank, at the end: peak
+//                    bytes by category beside the ledger (train/memory_report.h)
+//                   {"type": "export", "path", "bytes"}             rank 0, after --export
 //                   {"type": "error", "rank", "comm", "seconds", "message"}    on failure, last;
 //                    a collective timeout adds "kind": "hang", "detector", "op", "seq", "group",
 //                    "tag", "bytes", "collective", "timeout_seconds"
@@ -95,6 +98,8 @@ struct TrainJob {
   int keep_last = 3;
   std::vector<std::string> faults;  // --fault values (faults.h), ranks of the current attempt
   bool record_samples = false;      // dataset indices in every step record
+  // --export: the final full model (gathered from every shard) as safetensors; empty: none.
+  std::filesystem::path export_file;
 };
 
 // The job as JSON and back (the supervisor hands it to its workers as <run_dir>/job.json).

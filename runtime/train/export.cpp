@@ -7,8 +7,8 @@
 
 namespace parlab::train {
 
-std::vector<float> gather_full_params(Trainer& trainer) {
-  TrainerState& s = trainer.state();
+std::vector<float> gather_full_params(const Trainer& trainer) {
+  const TrainerState& s = trainer.state();
   const model::LabMlp& m = s.model;
   if (s.shards->zero() < 3) {
     const auto p = m.params();
@@ -25,7 +25,7 @@ std::vector<float> gather_full_params(Trainer& trainer) {
   return full;
 }
 
-uint64_t export_safetensors(Trainer& trainer, const std::filesystem::path& file) {
+uint64_t export_safetensors(const Trainer& trainer, const std::filesystem::path& file) {
   const std::vector<float> full = gather_full_params(trainer);
   if (trainer.dp_comm().rank() != 0) return 0;
   const model::MlpShape sh = trainer.state().model.shape();

@@ -20,10 +20,10 @@
 namespace parlab::train {
 
 // Collective over trainer.dp_comm(): the model's flat parameters, in layout order.
-std::vector<float> gather_full_params(Trainer& trainer);
+std::vector<float> gather_full_params(const Trainer& trainer);
 
 // Collective over trainer.dp_comm(): gathers, then the group's rank 0 writes `file` (atomically:
 // a temporary beside it, renamed). Returns the bytes written (0 on other ranks).
-uint64_t export_safetensors(Trainer& trainer, const std::filesystem::path& file);
+uint64_t export_safetensors(const Trainer& trainer, const std::filesystem::path& file);
 
 }  // namespace parlab::train

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "parlab/version.h"
+#include "runtime/train/export.h"
 #include "strategy/io.h"
 
 namespace parlab::train {
@@ -14,37 +16,86 @@ using nlohmann::json;
 constexpr const char* kFormat = "parlab-trainer-state";
 constexpr int kFormatVersion = 1;
 
-// One tensor of the trainer's state as a flat view, in checkpoint order.
+
+// Part of one tensor of the trainer's state, as a flat view: elements [first, first + data.size())
+// of the tensor `name` (global shape `shape`), in checkpoint order.
 struct StateView {
   std::string name;
   std::vector<int64_t> shape;
   std::span<const float> data;
+  int64_t first = 0;
 };
 
-void require_whole_optimizer(const Trainer& t) {
-  const model::FlatRange owned = t.state().model.owned_range();
-  if (!(t.state().optimizer->range() == owned) || owned.begin != 0 ||
-      owned.end != t.state().model.layout().numel())
-    throw UnsupportedOp("checkpointing a sharded optimizer or a pipeline stage is not implemented yet: rank " +
-                        std::to_string(t.rank()) + "'s optimizer covers [" +
-                        std::to_string(t.state().optimizer->range().begin) + ", " +
-                        std::to_string(t.state().optimizer->range().end) + ") of the model's " +
-                        std::to_string(t.state().model.layout().numel()) + " parameters");
+// The part of a flat buffer covering flat range `have` that falls inside tensor `p`, as a view
+// of `values` (element 0 = flat offset have.begin); empty when they do not meet.
+template <typename T>
+std::span<T> piece(std::span<T> values, model::FlatRange have, const model::ParamTensor& p, int64_t& first) {
+  const int64_t lo = std::max(have.begin, p.offset), hi = std::min(have.end, p.offset + p.numel);
+  if (lo >= hi) return {};
+  first = lo - p.offset;
+  return values.subspan(static_cast<size_t>(lo - have.begin), static_cast<size_t>(hi - lo));
 }
 
-// Parameters in layout order, then each parameter's optimizer buffers (buffer names sorted).
-std::vector<StateView> state_views(const Trainer& t) {
-  require_whole_optimizer(t);
+// What this rank keeps, in checkpoint order: parameters in layout order, then each parameter's
+// optimizer buffers (buffer names sorted). A replica holds whole tensors; a ZeRO rank the pieces
+// of them inside its shard (ZeRO-1/2 hold every parameter, but the shard's pieces are theirs
+// to save). The optimizer always covers its own range.
+std::vector<StateView> state_views(const Trainer& t, bool shard_only) {
   const model::LabMlp& m = t.state().model;
   const Optimizer& opt = *t.state().optimizer;
+  const ModelShards& shards = *t.state().shards;
+  const bool sharded = shards.zero() >= 1;
   std::vector<StateView> views;
-  for (const model::ParamTensor& p : m.layout().tensors()) views.push_back({p.name, p.shape, m.param(p.name)});
+  for (const model::ParamTensor& p : m.layout().tensors()) {
+    int64_t first = 0;
+    if (shards.zero() >= 3 || (sharded && shard_only)) {
+      const std::span<const float> v = piece(shards.params(), shards.shard(), p, first);
+      if (!v.empty()) views.push_back({p.name, p.shape, v, first});
+    } else {
+      views.push_back({p.name, p.shape, m.param(p.name), 0});
+    }
+  }
   for (const model::ParamTensor& p : m.layout().tensors())
-    for (const std::string& b : opt.buffer_names())
-      views.push_back({p.name + "." + b, p.shape,
-                       opt.buffer(b).subspan(static_cast<size_t>(p.offset - opt.range().begin),
-                                             static_cast<size_t>(p.numel))});
+    for (const std::string& b : opt.buffer_names()) {
+      int64_t first = 0;
+      const std::span<const float> v = piece(opt.buffer(b), opt.range(), p, first);
+      if (!v.empty()) views.push_back({p.name + "." + b, p.shape, v, first});
+    }
   return views;
+}
+
+// The whole state on every rank of the DP group (a collective under ZeRO: the shards are
+// all-gathered), for fingerprints that do not depend on how the state is sharded.
+struct FullState {
+  std::vector<std::pair<std::string, std::vector<float>>> tensors;  // checkpoint order
+};
+FullState gather_full_state(const Trainer& t) {
+  const model::LabMlp& m = t.state().model;
+  const Optimizer& opt = *t.state().optimizer;
+  const ModelShards& shards = *t.state().shards;
+  FullState out;
+  const std::vector<float> params = gather_full_params(t);
+  const int64_t n = m.layout().numel();
+  std::map<std::string, std::vector<float>> buffers;
+  for (const std::string& b : opt.buffer_names()) {
+    std::vector<float>& full = buffers[b];
+    if (shards.zero() == 0) {
+      full.assign(opt.buffer(b).begin(), opt.buffer(b).end());
+      continue;
+    }
+    full.resize(static_cast<size_t>(n));
+    comm::CollectiveOptions o;
+    o.timeout = t.config().comm_timeout;
+    o.tag = "fingerprint." + b;
+    t.dp_comm().all_gather_v(opt.buffer(b), full, shard_counts({0, n}, n, t.dp_comm().size()), o)->wait();
+  }
+  for (const model::ParamTensor& p : m.layout().tensors())
+    out.tensors.emplace_back(p.name, std::vector<float>(params.begin() + p.offset, params.begin() + p.offset + p.numel));
+  for (const model::ParamTensor& p : m.layout().tensors())
+    for (const auto& [b, full] : buffers)
+      out.tensors.emplace_back(p.name + "." + b,
+                               std::vector<float>(full.begin() + p.offset, full.begin() + p.offset + p.numel));
+  return out;
 }
 
 json optimizer_config_json(const OptimizerConfig& c) {
@@ -126,6 +177,19 @@ std::vector<std::string> CommCoordinator::all_gather(const std::string& mine) {
 
 // ---- save -------------------------------------------------------------------------------------
 
+namespace {
+// Names of the state's tensors in checkpoint order. A sharded save's manifest lists tensors as
+// the ranks' pieces arrive, so fingerprints of a checkpoint follow this list instead.
+json tensor_order(const Trainer& t) {
+  json names = json::array();
+  const model::LabMlp& m = t.state().model;
+  for (const model::ParamTensor& p : m.layout().tensors()) names.push_back(p.name);
+  for (const model::ParamTensor& p : m.layout().tensors())
+    for (const std::string& b : t.state().optimizer->buffer_names()) names.push_back(p.name + "." + b);
+  return names;
+}
+}  // namespace
+
 json trainer_metadata(const Trainer& t) {
   const TrainConfig& c = t.config();
   const TrainerState& s = t.state();
@@ -150,11 +214,18 @@ json trainer_metadata(const Trainer& t) {
           {"plan", plan},
           {"plan_hash", checkpoint::json_fingerprint(plan)},
           {"world_size", t.program().plan.world()},
+          {"tensor_order", tensor_order(t)},
           {"software_version", kVersion}};
 }
 
 std::vector<checkpoint::TensorSlice> trainer_slices(const Trainer& t, int world, int rank) {
-  const std::vector<StateView> views = state_views(t);
+  if (t.state().shards->zero() >= 1) {
+    // ZeRO: each rank saves the pieces of its own shard; together they tile every tensor.
+    std::vector<checkpoint::TensorSlice> out;
+    for (const StateView& v : state_views(t, true)) out.push_back({v.name, v.shape, v.first, v.data});
+    return out;
+  }
+  const std::vector<StateView> views = state_views(t, false);
   int64_t total = 0;
   for (const StateView& v : views) total += static_cast<int64_t>(v.data.size());
   const checkpoint::ElementRange mine = checkpoint::even_range(total, world, rank);
@@ -190,17 +261,26 @@ ResumeResult resume_trainer(Trainer& t, const checkpoint::LoadOptions& options, 
   TrainerState& s = t.state();
   if (s.step != 0 || s.optimizer->steps() != 0)
     throw RuntimeError("resume_trainer needs a fresh trainer; this one has taken " + std::to_string(s.step) + " steps");
+  // Every rank asks for what it keeps, whoever wrote the checkpoint and however it was sharded:
+  // that is the resharding (zero=3 on 4 workers resumes as zero=1 on 2, as DDP, as 1 worker).
   std::vector<checkpoint::ReadRequest> into;
-  {
-    require_whole_optimizer(t);
-    for (const model::ParamTensor& p : s.model.layout().tensors()) into.push_back({p.name, 0, s.model.param(p.name)});
-    Optimizer& opt = *s.optimizer;
-    for (const model::ParamTensor& p : s.model.layout().tensors())
-      for (const std::string& b : opt.buffer_names())
-        into.push_back({p.name + "." + b, 0,
-                        opt.mutable_buffer(b).subspan(static_cast<size_t>(p.offset - opt.range().begin),
-                                                      static_cast<size_t>(p.numel))});
+  ModelShards& shards = *s.shards;
+  Optimizer& opt = *s.optimizer;
+  for (const model::ParamTensor& p : s.model.layout().tensors()) {
+    if (shards.zero() >= 3) {
+      int64_t first = 0;
+      const std::span<float> v = piece(shards.params(), shards.shard(), p, first);
+      if (!v.empty()) into.push_back({p.name, first, v});
+    } else {
+      into.push_back({p.name, 0, s.model.param(p.name)});
+    }
   }
+  for (const model::ParamTensor& p : s.model.layout().tensors())
+    for (const std::string& b : opt.buffer_names()) {
+      int64_t first = 0;
+      const std::span<float> v = piece(opt.mutable_buffer(b), opt.range(), p, first);
+      if (!v.empty()) into.push_back({p.name + "." + b, first, v});
+    }
   ResumeResult r;
   r.load = checkpoint::load_checkpoint(options, coord, into);
   if (!r.load.checkpoint) {
@@ -208,6 +288,8 @@ ResumeResult resume_trainer(Trainer& t, const checkpoint::LoadOptions& options, 
     // the fresh state (seeded weights, zero optimizer state), exactly what the constructor made.
     if (!r.load.skipped.empty()) {
       s.model.init_params(t.config().seed);
+      if (shards.zero() >= 3)
+        model::LabMlp::init_values(s.model.layout(), t.config().seed, shards.shard(), shards.params());
       for (const std::string& b : s.optimizer->buffer_names()) {
         const std::span<float> v = s.optimizer->mutable_buffer(b);
         std::fill(v.begin(), v.end(), 0.0f);
@@ -271,7 +353,11 @@ StateFingerprint state_fingerprint(const Trainer& t) {
   f.step = t.state().step;
   f.optimizer_step = t.state().optimizer->steps();
   f.sampler = t.state().sampler.state();
-  for (const StateView& v : state_views(t)) f.tensors.emplace_back(v.name, hash_floats(v.data));
+  if (t.state().shards->zero() == 0) {
+    for (const StateView& v : state_views(t, false)) f.tensors.emplace_back(v.name, hash_floats(v.data));
+  } else {
+    for (const auto& [name, data] : gather_full_state(t).tensors) f.tensors.emplace_back(name, hash_floats(data));
+  }
   f.combined = combine(f.step, f.optimizer_step, f.sampler, f.tensors);
   return f;
 }
@@ -287,7 +373,17 @@ StateFingerprint state_fingerprint(const checkpoint::TrainingState& state) {
     throw ConfigError("checkpoint metadata", state.metadata.dump().substr(0, 120),
                       std::string("is not a trainer's: ") + e.what());
   }
-  for (const checkpoint::Tensor& t : state.tensors) f.tensors.emplace_back(t.name, hash_floats(t.data));
+  std::vector<const checkpoint::Tensor*> ordered;
+  if (state.metadata.contains("tensor_order")) {
+    for (const json& name : state.metadata.at("tensor_order")) {
+      const checkpoint::Tensor* t = state.find(name.get<std::string>());
+      if (t == nullptr) throw ConfigError("checkpoint tensor", name.get<std::string>(), "is listed but missing");
+      ordered.push_back(t);
+    }
+  } else {
+    for (const checkpoint::Tensor& t : state.tensors) ordered.push_back(&t);
+  }
+  for (const checkpoint::Tensor* t : ordered) f.tensors.emplace_back(t->name, hash_floats(t->data));
   f.combined = combine(f.step, f.optimizer_step, f.sampler, f.tensors);
   return f;
 }

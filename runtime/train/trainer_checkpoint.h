@@ -21,9 +21,13 @@
 // DDP: every rank holds the whole state, so rank r writes only its share
 // checkpoint::even_range(total, W, r) of the concatenated flat state (tensors in the order above,
 // cut at tensor boundaries): W files written in parallel, each 1/W of the bytes.
-// Resume: every rank reads the whole state (a replica) from however many files hold it, so a
-// checkpoint written by N workers loads into M (the elastic sampler keeps the sample order; the
-// plan's global batch stays fixed, its accumulation steps change).
+// ZeRO: rank r writes the pieces of every tensor inside its shard (train/shards.h), parameters
+// and optimizer state alike; the files hold the same global tensors as a DDP checkpoint.
+// Resume: every rank reads what it keeps (a replica reads everything, a ZeRO rank its shard)
+// from however many files hold it, so a checkpoint written by N workers with one split loads
+// into M workers with another (zero=3 on 4 resumes as zero=1 on 2, as DDP, as one worker; the
+// elastic sampler keeps the sample order; the plan's global batch stays fixed, its accumulation
+// steps change).
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -65,7 +69,8 @@ class CheckpointMismatch : public ConfigError {
 nlohmann::json trainer_metadata(const Trainer& trainer);
 
 // Rank `rank` of `world`'s share of the trainer's state (borrows the trainer's buffers; valid
-// until the next step()). Throws UnsupportedOp when the optimizer holds only a shard (ZeRO).
+// until the next step()). Under ZeRO each rank saves the pieces of every tensor inside its shard
+// (parameters and optimizer state), whatever `world`.
 std::vector<checkpoint::TensorSlice> trainer_slices(const Trainer& trainer, int world, int rank);
 
 // Collective over `coord` (the trainer's world): saves the state after trainer.state().step.
@@ -103,6 +108,8 @@ struct StateFingerprint {
   nlohmann::json to_json() const;
   static StateFingerprint from_json(const nlohmann::json& j);  // throws ConfigError
 };
+// Under ZeRO a collective over the trainer's DP group (the shards are gathered first), so the
+// fingerprint of a state does not depend on how it is sharded: every rank must call it.
 StateFingerprint state_fingerprint(const Trainer& trainer);
 
 // The same fingerprint computed from a checkpoint's tensors and metadata (a resumed run's final
