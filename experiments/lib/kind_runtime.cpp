@@ -139,44 +139,71 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   return r;
 }
 
+namespace {
+
+// One trained configuration of an equivalence experiment: its run dir and loss curve.
+struct EquivalenceRun {
+  fs::path dir;
+  std::vector<double> losses;
+};
+
+// Joins a plan's keys onto the base plan ("gbs=128" + "zero=3"): later keys win.
+std::string with_keys(const std::string& base, const std::string& extra) {
+  if (base.empty()) return extra;
+  if (extra.empty()) return base;
+  return base + "," + extra;
+}
+
+EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const std::string& plan, int w,
+                                 const std::string& label) {
+  auto spec = job_spec(ctx, t.model, plan, w, t.steps, t.seed, label);
+  if (t.data_size > 0) spec.job.data_size = t.data_size;
+  spec.job.dump_dir = spec.job.run_dir / "dump";
+  spec.job.checkpoint_every = t.steps;  // one checkpoint: the final weights to compare
+  const auto out = train_recorded(ctx, spec, (plan.empty() ? "" : plan + ", ") + std::to_string(w) + " worker" + (w > 1 ? "s" : ""));
+  EquivalenceRun r{spec.job.run_dir, {}};
+  for (const auto& s : out.steps) r.losses.push_back(s.loss);
+  return r;
+}
+
+}  // namespace
+
 void run_equivalence(Context& ctx, const EquivalenceTask& t) {
-  std::map<int, fs::path> runs;
-  std::map<int, std::vector<double>> losses;
-  for (int w : t.workers) {
-    std::string plan = t.plan;
-    auto spec = job_spec(ctx, t.model, plan, w, t.steps, t.seed, "equivalence-" + std::to_string(w) + "w");
-    if (t.data_size > 0) spec.job.data_size = t.data_size;
-    spec.job.dump_dir = spec.job.run_dir / "dump";
-    spec.job.checkpoint_every = t.steps;  // one checkpoint: the final weights to compare
-    const auto out = train_recorded(ctx, spec, std::to_string(w) + " worker" + (w > 1 ? "s" : ""));
-    runs[w] = spec.job.run_dir;
-    for (const auto& s : out.steps) losses[w].push_back(s.loss);
-  }
-  const int ref = t.workers.front();
-  // Gradients of step 0 as the optimizer applied them (reduced over ranks; rank 0's copy).
-  const auto ref_grads = read_safetensors(train::dump_dir_for_rank(runs[ref] / "dump", 0, ref) / "grads.safetensors");
+  const int ref_workers = t.workers.front();
+  const EquivalenceRun ref = train_equivalence(ctx, t, t.plan, ref_workers, "equivalence-" + std::to_string(ref_workers) + "w");
+  // Gradients of step 0 as the optimizer applied them (reduced over ranks, gathered under ZeRO;
+  // rank 0's copy).
+  const auto ref_grads = read_safetensors(train::dump_dir_for_rank(ref.dir / "dump", 0, ref_workers) / "grads.safetensors");
   std::vector<std::string> names;
   for (const auto& [n, v] : ref_grads) names.push_back(n);
-  const auto ref_weights = final_weights(runs[ref], names);
+  const auto ref_weights = final_weights(ref.dir, names);
+  const std::vector<std::string> plans = t.plans.empty() ? std::vector<std::string>{""} : t.plans;
 
-  TextTable table({"workers", "gradients (step 0)", "worst tensor", "weights (step " + std::to_string(t.steps) + ")",
+  TextTable table({"plan", "workers", "gradients (step 0)", "worst tensor", "weights (step " + std::to_string(t.steps) + ")",
                    "loss curve", "within " + sci(t.tolerance) + "?"});
   nlohmann::json evidence = nlohmann::json::object();
   bool all = true;
   double worst_all = 0;
-  for (int w : t.workers) {
-    if (w == ref) continue;
-    const auto g = compare_tensors(read_safetensors(train::dump_dir_for_rank(runs[w] / "dump", 0, w) / "grads.safetensors"), ref_grads);
-    const auto p = compare_tensors(final_weights(runs[w], names), ref_weights);
-    double loss = 0;
-    for (size_t i = 0; i < losses[w].size() && i < losses[ref].size(); ++i)
-      loss = std::max(loss, std::fabs(losses[w][i] - losses[ref][i]) / std::max(1e-12, std::fabs(losses[ref][i])));
-    const bool ok = g.worst <= t.tolerance && p.worst <= t.tolerance && loss <= t.tolerance;
-    all = all && ok;
-    worst_all = std::max({worst_all, g.worst, p.worst, loss});
-    table.add({std::to_string(w), sci(g.worst), g.tensor, sci(p.worst), sci(loss), ok ? "yes" : "NO"});
-    evidence[std::to_string(w)] = {{"grad_relative_difference", g.worst}, {"grad_worst_tensor", g.tensor},
-                                   {"weight_relative_difference", p.worst}, {"loss_relative_difference", loss}};
+  for (size_t k = 0; k < plans.size(); ++k) {
+    const std::string plan = with_keys(t.plan, plans[k]);
+    for (int w : t.workers) {
+      if (w == ref_workers) continue;
+      const std::string label = "equivalence-" + (plans.size() > 1 ? "p" + std::to_string(k) + "-" : "") + std::to_string(w) + "w";
+      const EquivalenceRun run = train_equivalence(ctx, t, plan, w, label);
+      const auto g = compare_tensors(read_safetensors(train::dump_dir_for_rank(run.dir / "dump", 0, w) / "grads.safetensors"), ref_grads);
+      const auto p = compare_tensors(final_weights(run.dir, names), ref_weights);
+      double loss = 0;
+      for (size_t i = 0; i < run.losses.size() && i < ref.losses.size(); ++i)
+        loss = std::max(loss, std::fabs(run.losses[i] - ref.losses[i]) / std::max(1e-12, std::fabs(ref.losses[i])));
+      const bool ok = g.worst <= t.tolerance && p.worst <= t.tolerance && loss <= t.tolerance;
+      all = all && ok;
+      worst_all = std::max({worst_all, g.worst, p.worst, loss});
+      const std::string shown = plans[k].empty() ? (t.plan.empty() ? "(default)" : t.plan) : plans[k];
+      table.add({shown, std::to_string(w), sci(g.worst), g.tensor, sci(p.worst), sci(loss), ok ? "yes" : "NO"});
+      evidence[shown + "@" + std::to_string(w)] = {{"plan", plan}, {"workers", w},
+                                                   {"grad_relative_difference", g.worst}, {"grad_worst_tensor", g.tensor},
+                                                   {"weight_relative_difference", p.worst}, {"loss_relative_difference", loss}};
+    }
   }
   char headline[200];
   std::snprintf(headline, sizeof headline, "%s: largest relative difference to 1 worker %.2e (tolerance %.0e)",
@@ -185,7 +212,8 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
   proof.experiment = ctx.experiment;
   proof.run = ctx.outcome->runs.front();
   proof.kind = "equivalence";
-  proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"workers", t.workers}, {"steps", t.steps}, {"tolerance", t.tolerance}, {"seed", t.seed}};
+  proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"plans", t.plans}, {"workers", t.workers}, {"steps", t.steps},
+                  {"tolerance", t.tolerance}, {"seed", t.seed}};
   proof.result = headline;
   proof.passed = all;
   proof.evidence = evidence;

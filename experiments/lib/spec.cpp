@@ -112,13 +112,22 @@ EquivalenceTask parse_equivalence(TableReader& r) {
   EquivalenceTask t;
   t.model = r.string("model").value_or(t.model);
   t.plan = r.string("plan").value_or("");
+  if (const toml::node* n = r.find("plans")) {
+    const toml::array* a = n->as_array();
+    if (!a || a->empty()) r.fail("plans", TableReader::describe(*n), "must be a non-empty array of plan strings");
+    for (const auto& e : *a) {
+      const auto v = e.value_exact<std::string>();
+      if (!v) r.fail("plans", TableReader::describe(e), "each entry must be a plan string, e.g. \"zero=3\"");
+      t.plans.push_back(*v);
+    }
+  }
   t.workers = int_list(r, "workers", t.workers);
   t.steps = positive_int(r, "steps", t.steps);
   t.tolerance = positive(r, "tolerance", t.tolerance);
   t.data_size = r.integer("data_size").value_or(0);
   if (t.data_size < 0) r.fail("data_size", std::to_string(t.data_size), "must be >= 0 (0: automatic)");
   t.seed = uint64_t(r.integer("seed").value_or(1));
-  r.reject_unknown("model, plan, workers, steps, tolerance, data_size, seed");
+  r.reject_unknown("model, plan, plans, workers, steps, tolerance, data_size, seed");
   if (t.workers.front() != 1) r.fail("workers", std::to_string(t.workers.front()), "must start with 1 (the reference)");
   return t;
 }
@@ -161,7 +170,7 @@ const Kind kKinds[] = {
     {"scaling", "model, cluster, plan, workers, steps, sources, seed", [](TableReader& r) -> Task { return parse_scaling(r); }},
     {"scaling_lab", "compute_ms, overhead_ms, bytes, link_gb_per_s, latency_us, straggler, workers",
      [](TableReader& r) -> Task { return parse_scaling_lab(r); }},
-    {"equivalence", "model, plan, workers, steps, tolerance, data_size, seed",
+    {"equivalence", "model, plan, plans, workers, steps, tolerance, data_size, seed",
      [](TableReader& r) -> Task { return parse_equivalence(r); }},
     {"kill_resume", "model, plan, nproc, steps, trials, checkpoint_every, seed",
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},

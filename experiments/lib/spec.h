@@ -48,6 +48,9 @@ struct ScalingLabTask {
 struct EquivalenceTask {
   std::string model = "lab-mlp";
   std::string plan;
+  // Plans compared with one worker under `plan` (ZeRO-1/2/3, ...); empty: `plan` alone. Each is
+  // trained on every worker count but 1.
+  std::vector<std::string> plans;
   std::vector<int> workers = {1, 2, 4};
   int steps = 20;
   double tolerance = 1e-4;  // relative, on gradients and weights

@@ -25,7 +25,8 @@ std::vector<float> gather_full_params(const Trainer& trainer) {
   return full;
 }
 
-uint64_t export_safetensors(const Trainer& trainer, const std::filesystem::path& file) {
+uint64_t export_safetensors(const Trainer& trainer, const std::filesystem::path& target) {
+  const std::filesystem::path file = std::filesystem::absolute(target);
   const std::vector<float> full = gather_full_params(trainer);
   if (trainer.dp_comm().rank() != 0) return 0;
   const model::MlpShape sh = trainer.state().model.shape();

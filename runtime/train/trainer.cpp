@@ -216,8 +216,25 @@ StepRecord Trainer::step() {
                                               std::span<const float> grads) {
       const double w0 = now();
       const model::ParamLayout& layout = state_.model.layout();
-      write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, op.flat_begin, params, meta);
-      write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, op.flat_begin, grads, meta);
+      if (state_.shards->zero() >= 1) {
+        // A ZeRO rank holds a shard: gather both so the files hold whole tensors, as a
+        // replica's do. Every rank reaches its optimizer op at the same point of the program,
+        // so these collectives pair up (the parameter all-gathers come after it).
+        const int64_t n = layout.numel();
+        const std::vector<int64_t> counts = shard_counts({0, n}, n, dp_comm_->size());
+        comm::CollectiveOptions o;
+        o.timeout = config_.comm_timeout;
+        std::vector<float> all_params(static_cast<size_t>(n)), all_grads(static_cast<size_t>(n));
+        o.tag = "dump.weights";
+        dp_comm_->all_gather_v(params, all_params, counts, o)->wait();
+        o.tag = "dump.grads";
+        dp_comm_->all_gather_v(grads, all_grads, counts, o)->wait();
+        write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, 0, all_params, meta);
+        write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, 0, all_grads, meta);
+      } else {
+        write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, op.flat_begin, params, meta);
+        write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, op.flat_begin, grads, meta);
+      }
       dump_seconds += now() - w0;
     });
     dump_seconds += now() - t1;
