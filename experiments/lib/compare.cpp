@@ -6,6 +6,7 @@
 
 #include "strategy/errors.h"
 #include "strategy/text_table.h"
+#include "strategy/units.h"
 
 namespace parlab::experiments {
 namespace {
@@ -34,15 +35,28 @@ std::string speedup(const std::optional<double>& t, const std::optional<double>&
 }  // namespace
 
 std::string Comparison::table() const {
-  TextTable t({"workers", "gbs", "measured", "speedup", "simulated", "speedup", "error", "analytic", "speedup", "error"});
+  bool splits = false;
+  for (const auto& r : rows) splits = splits || r.zero != rows.front().zero;
+  std::vector<std::string> head = {"workers", "gbs", "measured", "speedup", "simulated", "speedup", "error", "analytic", "speedup", "error"};
+  if (splits) {
+    head.insert(head.begin() + 1, "split");
+    head.push_back("peak mem/rank");
+  }
+  TextTable t(head);
   if (rows.empty()) return t.str();
   const CompareRow& r1 = rows.front();
   for (const auto& r : rows) {
     char gbs[32];
     std::snprintf(gbs, sizeof gbs, "%.0f", r.global_batch);
-    t.add({std::to_string(r.world), gbs, ms(r.measured), speedup(r.measured, r1.measured, r.global_batch, r1.global_batch),
-           ms(r.simulated), speedup(r.simulated, r1.simulated, r.global_batch, r1.global_batch), rel(r.simulated, r.measured),
-           ms(r.analytic), speedup(r.analytic, r1.analytic, r.global_batch, r1.global_batch), rel(r.analytic, r.measured)});
+    std::vector<std::string> line = {
+        std::to_string(r.world), gbs, ms(r.measured), speedup(r.measured, r1.measured, r.global_batch, r1.global_batch),
+        ms(r.simulated), speedup(r.simulated, r1.simulated, r.global_batch, r1.global_batch), rel(r.simulated, r.measured),
+        ms(r.analytic), speedup(r.analytic, r1.analytic, r.global_batch, r1.global_batch), rel(r.analytic, r.measured)};
+    if (splits) {
+      line.insert(line.begin() + 1, r.zero == 0 ? "DDP" : "ZeRO-" + std::to_string(r.zero));
+      line.push_back(r.measured_peak_bytes ? units::format_bytes(*r.measured_peak_bytes) : "-");
+    }
+    t.add(line);
   }
   return t.str();
 }
@@ -52,14 +66,19 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
   if (!exp) throw ConfigError("--experiment", name, "not in the database (parlab experiment list shows what is)");
   Comparison c;
   c.experiment = name;
-  std::map<int, CompareRow> rows;
+  std::map<std::pair<int, int>, CompareRow> rows;  // (world, zero)
   for (const auto& run : store.runs_of_experiment(exp->id)) {  // oldest first: later runs win
     if (run.status != db::RunStatus::kCompleted) continue;
     const auto metrics = store.run_metrics(run.id);
     const auto it = metrics.find("step_seconds");
     if (it == metrics.end()) continue;
-    CompareRow& r = rows[run.world_size];
+    const int zero = run.plan.contains("zero") ? run.plan["zero"].get<int>() : 0;
+    CompareRow& r = rows[{run.world_size, zero}];
     r.world = run.world_size;
+    r.zero = zero;
+    if (const auto peak = metrics.find("memory.max.total.peak_bytes");
+        peak != metrics.end() && run.kind == db::RunKind::kMeasured)
+      r.measured_peak_bytes = peak->second;
     if (run.plan.contains("gbs")) r.global_batch = run.plan["gbs"].get<double>();
     switch (run.kind) {
       case db::RunKind::kMeasured: r.measured = it->second, r.measured_run = run.id; break;

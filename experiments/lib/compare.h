@@ -1,7 +1,8 @@
 #pragma once
-// Simulated vs measured, from the database: for each worker count of an experiment, the latest
-// completed measured run's step time beside the latest simulated and analytic ones, their
-// speedups and each prediction's relative error.
+// Simulated vs measured, from the database: for each worker count (and ZeRO stage) of an
+// experiment, the latest completed measured run's step time beside the latest simulated and
+// analytic ones, their speedups and each prediction's relative error; with several ZeRO stages
+// also the split and the measured peak memory per rank.
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,14 +13,16 @@ namespace parlab::experiments {
 
 struct CompareRow {
   int world = 0;
+  int zero = 0;  // the plan's ZeRO stage: rows of one world differ by it (the splits experiment)
   double global_batch = 0;
+  std::optional<double> measured_peak_bytes;  // the measured run's largest per-rank peak (memory.max.total)
   std::optional<double> measured, simulated, analytic;  // step seconds
   std::optional<db::RunId> measured_run, simulated_run, analytic_run;
 };
 
 struct Comparison {
   std::string experiment;
-  std::vector<CompareRow> rows;  // by world size
+  std::vector<CompareRow> rows;  // by world size, then ZeRO stage
   // Largest |prediction / measured - 1| over the rows that have both; nullopt without any.
   std::optional<double> worst_simulated_error, worst_analytic_error;
   std::string table() const;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "experiments/lib/measure.h"
 #include "experiments/lib/record.h"
@@ -16,6 +17,7 @@
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
 #include "runtime/train/telemetry.h"
+#include "strategy/collectives.h"
 #include "strategy/errors.h"
 #include "strategy/text_table.h"
 
@@ -112,6 +114,23 @@ std::map<std::string, std::vector<float>> final_weights(const fs::path& run_dir,
   return out;
 }
 
+// Bytes each rank's collectives put on the wire per step, from its recorded events.
+std::vector<double> wire_bytes_per_step(const std::vector<train::OpEvent>& events, const strategy::Plan& plan, int world) {
+  std::vector<double> bytes(static_cast<size_t>(world), 0.0);
+  std::vector<std::set<int64_t>> steps(static_cast<size_t>(world));
+  for (const train::OpEvent& e : events) {
+    if (e.rank < 0 || e.rank >= world || e.stream != "comm") continue;
+    const auto op = strategy::parse_collective_op(e.op);
+    if (!op) continue;
+    // Every collective of the data-parallel runtime spans its DP group (dp ranks).
+    bytes[e.rank] += e.bytes * strategy::bus_bandwidth_factor(*op, plan.dp);
+    steps[e.rank].insert(e.step);
+  }
+  for (int r = 0; r < world; ++r)
+    if (!steps[r].empty()) bytes[r] /= double(steps[r].size());
+  return bytes;
+}
+
 std::string sci(double x) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2e", x);
@@ -133,6 +152,9 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
                               ctx.spec.name + " measured, " + std::to_string(world) + " workers");
   ctx.store.set_run_param(r.run, "trace", trace.string());
   r.step_seconds = mean_step_seconds(out);
+  r.memory = out.memory;
+  for (const launch::RankSummary& rs : out.rank_table) r.exposed_comm_seconds += rs.mean.exposed_comm_seconds / out.rank_table.size();
+  r.wire_bytes_per_step = wire_bytes_per_step(launch::read_run_events(spec.job.run_dir, world), req.plan, world);
   // The comparison's step time: the mean over the measured steps (the warm-up step left out).
   ctx.store.set_run_metric(r.run, "step_seconds", r.step_seconds);
   ctx.store.set_run_param(r.run, "step_seconds_definition", "mean over steps 1.. (step 0 is a warm-up)");

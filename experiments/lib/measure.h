@@ -3,8 +3,10 @@
 // recorded in the results database.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "experiments/lib/runner.h"
+#include "runtime/train/memory_report.h"
 #include "strategy/plan.h"
 
 namespace parlab::experiments {
@@ -21,6 +23,12 @@ struct MeasureRequest {
 struct MeasureResult {
   double step_seconds = 0;  // mean over the measured steps (the first is a warm-up)
   db::RunId run = 0;
+  double exposed_comm_seconds = 0;  // per step, the mean over ranks (step 0 left out)
+  // Per rank, the bytes its collectives put on the wire per step: each recorded call's bytes
+  // (nccl-tests convention) times its bus-bandwidth factor (strategy/collectives.h), so an
+  // all-reduce of S counts 2(n-1)/n S, a reduce-scatter or all-gather (n-1)/n S.
+  std::vector<double> wire_bytes_per_step;
+  std::vector<train::MemoryReport> memory;  // per rank: peaks by category beside the ledger
 };
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& request);

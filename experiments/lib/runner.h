@@ -56,6 +56,7 @@ void run_scaling_lab(Context& ctx, const ScalingLabTask& task);
 void run_equivalence(Context& ctx, const EquivalenceTask& task);
 void run_kill_resume(Context& ctx, const KillResumeTask& task);
 void run_planner(Context& ctx, const PlannerTask& task);
+void run_splits(Context& ctx, const SplitsTask& task);
 
 }  // namespace parlab::experiments
 

@@ -132,6 +132,28 @@ EquivalenceTask parse_equivalence(TableReader& r) {
   return t;
 }
 
+SplitsTask parse_splits(TableReader& r) {
+  SplitsTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.cluster = r.string("cluster").value_or(t.cluster);
+  t.workers = positive_int(r, "workers", t.workers);
+  if (const toml::node* n = r.find("plans")) {
+    const toml::array* a = n->as_array();
+    if (!a || a->empty()) r.fail("plans", TableReader::describe(*n), "must be a non-empty array of plan strings");
+    t.plans.clear();
+    for (const auto& e : *a) {
+      const auto v = e.value_exact<std::string>();
+      if (!v) r.fail("plans", TableReader::describe(e), "each entry must be a plan string, e.g. \"zero=3\"");
+      t.plans.push_back(*v);
+    }
+  }
+  t.steps = positive_int(r, "steps", t.steps);
+  t.sources = source_list(r, "sources", t.sources);
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, cluster, workers, plans, steps, sources, seed");
+  return t;
+}
+
 KillResumeTask parse_kill_resume(TableReader& r) {
   KillResumeTask t;
   t.model = r.string("model").value_or(t.model);
@@ -175,6 +197,7 @@ const Kind kKinds[] = {
     {"kill_resume", "model, plan, nproc, steps, trials, checkpoint_every, seed",
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},
     {"planner", "model, cluster, world, gbs, top, simulate_top", [](TableReader& r) -> Task { return parse_planner(r); }},
+    {"splits", "model, cluster, workers, plans, steps, sources, seed", [](TableReader& r) -> Task { return parse_splits(r); }},
 };
 
 }  // namespace

@@ -39,6 +39,19 @@ struct ScalingTask {
   uint64_t seed = 1;
 };
 
+// One model on a fixed worker count under several splits (DDP, ZeRO-1/2/3): step time, exposed
+// communication, memory per rank by category and bytes on the wire, analytic, simulated and
+// measured side by side.
+struct SplitsTask {
+  std::string model = "lab-mlp";
+  std::string cluster = "cpu-local";
+  int workers = 4;
+  std::vector<std::string> plans = {"zero=0", "zero=1", "zero=2", "zero=3"};
+  int steps = 4;  // measured and simulated steps (after one warm-up)
+  std::vector<Source> sources = {Source::kAnalytic, Source::kSimulated, Source::kMeasured};
+  uint64_t seed = 1;
+};
+
 // The all-reduce scaling lab.
 struct ScalingLabTask {
   strategy::ScalingLabInputs inputs;
@@ -79,7 +92,8 @@ struct PlannerTask {
   int simulate_top = 0;
 };
 
-using Task = std::variant<LedgerTask, ScalingTask, ScalingLabTask, EquivalenceTask, KillResumeTask, PlannerTask>;
+using Task = std::variant<LedgerTask, ScalingTask, ScalingLabTask, EquivalenceTask, KillResumeTask, PlannerTask,
+                          SplitsTask>;
 
 struct ExperimentSpec {
   std::string name;

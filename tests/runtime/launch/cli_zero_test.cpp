@@ -3,7 +3,8 @@
 //     after 12 steps, read by an independent safetensors reader and loaded into a PyTorch
 //     module with load_state_dict(strict=True) (tests/runtime/launch/data/load_export.py);
 //   - `--json` carries every rank's measured memory beside the ledger's prediction;
-//   - a ZeRO-3 checkpoint written by 4 workers resumes as DDP on 2 and as 1 worker.
+//   - a ZeRO-3 checkpoint written by 4 workers resumes as DDP on 2 and as 1 worker;
+//   - the kill-and-resume proof passes with zero=3 (bit-identical to the uninterrupted run).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -95,6 +96,17 @@ TEST_F(CliZeroTest, AZeroThreeCheckpointResumesAsDdpOnTwoAndAsOneWorker) {
     EXPECT_EQ(final_hash(name), saved) << name << ":\n" << out;
     EXPECT_NE(out.find("resumed from step 4"), std::string::npos) << out;
   }
+}
+
+TEST_F(CliZeroTest, TheKillResumeProofPassesWithZeroThree) {
+  std::string out;
+  const ExitStatus st = parlab({"proof", "kill-resume", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(),
+                                "--plan", "gbs=16,mb=4,zero=3", "--steps", "8", "--trials", "2",
+                                "--checkpoint-every", "3", "--work-dir", (dir_ / "proof").string(), "--fault-seed",
+                                "3", "--timeout", "20"},
+                               out);
+  ASSERT_TRUE(st.ok()) << out;
+  EXPECT_NE(out.find("2/2 trials bit-identical to the uninterrupted run"), std::string::npos) << out;
 }
 
 }  // namespace

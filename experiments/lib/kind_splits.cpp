@@ -1,0 +1,140 @@
+// kind = "splits": one model on a fixed number of workers under several data-parallel splits
+// (DDP, ZeRO-1/2/3). For each: the step time and exposed communication (analytic, simulated,
+// measured), the memory each rank holds by category (the ledger beside the accounting
+// allocator's measured peak and the process's resident peak), and the bytes each rank puts on
+// the wire per step (the step program's, analytic and simulated alike, beside the recorded
+// calls'). What a learner should see: ZeRO-3 divides model state by the world size and pays
+// about 1.5x DDP's traffic (3 parameter-sized collectives of (n-1)/n against DDP's 2).
+#include <cstdio>
+#include <map>
+
+#include "experiments/lib/measure.h"
+#include "experiments/lib/record.h"
+#include "experiments/lib/runner.h"
+#include "sim/simulate.h"
+#include "strategy/collectives.h"
+#include "strategy/cost_model.h"
+#include "strategy/io.h"
+#include "strategy/ledger.h"
+#include "strategy/step_program.h"
+#include "strategy/text_table.h"
+#include "strategy/units.h"
+
+namespace parlab::experiments {
+namespace {
+
+std::string ms(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", s * 1e3);
+  return b;
+}
+std::string mb(double bytes) { return units::format_bytes(bytes); }
+
+// Bytes rank 0's program puts on the wire per step (bus factor x bytes per call).
+double program_wire_bytes(const strategy::ModelSpec& model, const strategy::Plan& plan) {
+  const strategy::StepProgram p = strategy::build_step(model, plan, 0);
+  double bytes = 0;
+  for (const strategy::Op& op : p.ops)
+    if (op.is_collective())
+      bytes += op.bytes * op.count * strategy::bus_bandwidth_factor(strategy::collective_of(op.kind), p.group_of(op).size());
+  return bytes;
+}
+
+struct Row {
+  std::map<Source, double> step, exposed;
+  double program_wire = 0, measured_wire = -1;
+  strategy::MemoryLedger ledger;
+  std::optional<train::MemoryReport> measured;  // the rank with the largest measured total
+};
+
+}  // namespace
+
+void run_splits(Context& ctx, const SplitsTask& t) {
+  const strategy::ModelSpec model = strategy::load_model(resolve_ref(ctx, t.model));
+  const strategy::ClusterSpec cluster = strategy::with_world(strategy::load_cluster(resolve_ref(ctx, t.cluster)), t.workers);
+  std::vector<Row> rows;
+  for (const std::string& text : t.plans) {
+    strategy::Plan p = strategy::parse_plan(text);
+    if (!p.was_given("dp")) p.given.push_back("dp");
+    p.dp = t.workers / (p.tp * p.pp);
+    p = strategy::resolve(p, model, t.workers);
+    strategy::validate(p, model, cluster);
+    Row row;
+    row.ledger = strategy::worst_stage(strategy::ledger_per_stage(model, p, cluster));
+    row.program_wire = program_wire_bytes(model, p);
+    for (Source src : t.sources) {
+      ctx.progress("  " + text + ", " + std::string(to_string(src)) + " ...");
+      if (src == Source::kAnalytic) {
+        const auto e = strategy::estimate_step(model, p, cluster);
+        RunGuard run(ctx.store, new_run(ctx, db::RunKind::kAnalytic, t.model, t.cluster, p, t.seed), ctx.outcome);
+        record_estimate(ctx.store, run.id(), e);
+        run.complete();
+        row.step[src] = e.step_seconds;
+        row.exposed[src] = e.ranks.empty() ? 0 : e.ranks.front().exposed_comm_seconds;
+      } else if (src == Source::kSimulated) {
+        sim::SimOptions so;
+        so.steps = std::min(t.steps, 3);
+        const auto r = sim::simulate_plan(model, p, cluster, so);
+        RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, t.model, t.cluster, p, t.seed), ctx.outcome);
+        record_sim(ctx.store, run.id(), r);
+        run.complete();
+        row.step[src] = r.step_seconds;
+        row.exposed[src] = r.ranks.empty() ? 0 : r.ranks.front().exposed_comm_seconds;
+      } else {
+        MeasureRequest req{resolve_ref(ctx, t.model), p, t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
+        const MeasureResult m = measure_plan(ctx, req);
+        row.step[src] = m.step_seconds;
+        row.exposed[src] = m.exposed_comm_seconds;
+        double worst = 0;
+        for (double b : m.wire_bytes_per_step) worst = std::max(worst, b);
+        row.measured_wire = worst;
+        for (const train::MemoryReport& r : m.memory)
+          if (!row.measured || r.measured_peak_total_bytes > row.measured->measured_peak_total_bytes) row.measured = r;
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+
+  std::vector<std::string> head = {"plan"};
+  for (Source src : t.sources) head.push_back(std::string(to_string(src)) + " step");
+  for (Source src : t.sources) head.push_back(std::string(to_string(src)) + " exposed");
+  head.insert(head.end(), {"wire/rank (program)", "wire/rank (recorded)", "vs DDP"});
+  TextTable time(head);
+  const double ddp_wire = rows.front().program_wire;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::vector<std::string> line = {t.plans[i]};
+    for (Source src : t.sources) line.push_back(ms(r.step.at(src)));
+    for (Source src : t.sources) line.push_back(ms(r.exposed.at(src)));
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2fx", ddp_wire > 0 ? r.program_wire / ddp_wire : 0.0);
+    line.insert(line.end(), {mb(r.program_wire), r.measured_wire >= 0 ? mb(r.measured_wire) : "-", ratio});
+    time.add(line);
+  }
+  TextTable memory({"plan", "parameters", "gradients", "optimizer", "activations", "temporary", "total", "resident"});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const double ledger[] = {r.ledger.params_bytes, r.ledger.grads_bytes, r.ledger.optimizer_bytes,
+                             r.ledger.activations_bytes, r.ledger.temp_bytes};
+    std::vector<std::string> line = {t.plans[i]};
+    for (int c = 0; c < model::kMemoryCategories; ++c)
+      line.push_back((r.measured ? mb(double(r.measured->measured_peak_bytes[c])) + " / " : std::string()) + mb(ledger[c]));
+    line.push_back((r.measured ? mb(double(r.measured->measured_peak_total_bytes)) + " / " : std::string()) +
+                   mb(r.ledger.total_bytes()));
+    line.push_back(r.measured && r.measured->resident_peak_bytes > 0 ? mb(double(r.measured->resident_peak_bytes)) : "-");
+    memory.add(line);
+  }
+  ctx.outcome->report = "Time and traffic per step (" + std::to_string(t.workers) +
+                        " workers; wire bytes = bytes per call x bus factor, per rank):\n" + time.str() +
+                        "\nPeak memory per rank (measured by the accounting allocator / the ledger; resident = the "
+                        "process's peak RSS):\n" + memory.str();
+  char headline[240];
+  const Row& last = rows.back();
+  std::snprintf(headline, sizeof headline, "%s: model state %s per rank (DDP %s), traffic %.2fx DDP's", t.plans.back().c_str(),
+                mb(last.ledger.model_state_bytes()).c_str(), mb(rows.front().ledger.model_state_bytes()).c_str(),
+                ddp_wire > 0 ? last.program_wire / ddp_wire : 0.0);
+  ctx.outcome->headline = headline;
+  ctx.outcome->ok = true;
+}
+
+}  // namespace parlab::experiments
