@@ -97,12 +97,12 @@ void check_runtime_supports(const strategy::ModelSpec& model, const strategy::Pl
   // a supported strategy writes in a way the runtime cannot follow yet.
   if (plan.tp > 1)
     throw ConfigError("plan.tp", std::to_string(plan.tp),
-                      "must be 1 for `parlab train`: the runtime trains data parallelism (DDP, ZeRO-1/2/3) "
-                      "only; tensor parallelism can be planned and simulated, not trained yet");
+                      "must be 1 for training: tensor parallelism is not implemented by the runtime yet (it "
+                      "trains data parallelism: DDP, ZeRO-1/2/3); `parlab plan` and `parlab simulate` take it");
   if (plan.pp > 1)
     throw ConfigError("plan.pp", std::to_string(plan.pp),
-                      "must be 1 for `parlab train`: the runtime trains data parallelism (DDP, ZeRO-1/2/3) "
-                      "only; pipeline parallelism can be planned and simulated, not trained yet");
+                      "must be 1 for training: pipeline parallelism is not implemented by the runtime yet (it "
+                      "trains data parallelism: DDP, ZeRO-1/2/3); `parlab plan` and `parlab simulate` take it");
   for (int r = 0; r < plan.world(); ++r)
     check_program(strategy::build_step(model, plan, r, strategy::BuildOptions{.per_layer_ops = true}));
 }

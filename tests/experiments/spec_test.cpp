@@ -47,6 +47,18 @@ TEST(ExperimentSpec, ParsesAScalingExperiment) {
   EXPECT_EQ(t.cluster, "cpu-local");
 }
 
+TEST(ExperimentSpec, ParsesASplitsExperimentAndEquivalencePlans) {
+  const auto s = parse_experiment("name = \"s\"\nkind = \"splits\"\n[splits]\nmodel = \"m.toml\"\nworkers = 2\n"
+                                  "plans = [\"zero=0\", \"zero=3\"]\nsources = [\"analytic\"]\n",
+                                  "s.toml");
+  const auto& t = std::get<SplitsTask>(s.task);
+  EXPECT_EQ(t.workers, 2);
+  EXPECT_EQ(t.plans, (std::vector<std::string>{"zero=0", "zero=3"}));
+  EXPECT_EQ(t.sources, std::vector<Source>{Source::kAnalytic});
+  const auto e = parse_experiment("kind = \"equivalence\"\n[equivalence]\nplans = [\"\", \"zero=2\"]\n", "e.toml");
+  EXPECT_EQ(std::get<EquivalenceTask>(e.task).plans, (std::vector<std::string>{"", "zero=2"}));
+}
+
 TEST(ExperimentSpec, BadKeysAndValuesAreNamed) {
   EXPECT_EQ(field_of("kind = \"ledger\"\n[ledger]\nparams_gb=1\ngrads_gb=1\noptimizer_gb=1\nactivations_gb=1\n"
                      "largest_layer_gb=1\ndevice_gb=8\n"),
@@ -62,6 +74,9 @@ TEST(ExperimentSpec, BadKeysAndValuesAreNamed) {
   EXPECT_EQ(field_of("kind = \"equivalence\"\n[equivalence]\nworkers = [2, 4]\n"), "x.toml: equivalence.workers");
   EXPECT_EQ(field_of("kind = \"scaling_lab\"\n[scaling_lab]\ncompute_ms = 0\n"), "x.toml: scaling_lab.compute_ms");
   EXPECT_EQ(field_of("kind = \"planner\"\n[planner]\nsimulate_top = -2\n"), "x.toml: planner.simulate_top");
+  EXPECT_EQ(field_of("kind = \"splits\"\n[splits]\nplans = [3]\n"), "x.toml: splits.plans");
+  EXPECT_EQ(field_of("kind = \"splits\"\n[splits]\nworkers = 0\n"), "x.toml: splits.workers");
+  EXPECT_EQ(field_of("kind = \"equivalence\"\n[equivalence]\nplans = []\n"), "x.toml: equivalence.plans");
   EXPECT_EQ(field_of("kind = = 3\n").substr(0, 7), "x.toml:");
 }
 

@@ -247,6 +247,57 @@ TEST(ExecutorTest, UnsupportedPlansFailBeforeTheFirstStepNamingTheKeyAndTheOp) {
   EXPECT_THROW(Trainer(tiny_config("gbs=16,mb=4", 2, 64), *solo), ConfigError);  // world 1, plan for 2
 }
 
+// No generator writes a broadcast yet; the handler is there for the ones that will (initial
+// parameter sync). Appended to a DDP program, it gives every rank the first rank's parameters
+// of its range, and only of its range: the ranks start from different weights here.
+TEST(ExecutorTest, ABroadcastOpCopiesTheFirstRanksParametersOfItsRange) {
+  const TrainConfig cfg = tiny_config("gbs=16,mb=4", 2, 64);
+  const model::MlpShape shape = mlp_shape(cfg.model);
+  const model::ParamLayout layout(shape);
+  const model::FlatRange first = layout.layer_range(0);
+  auto store = comm::make_in_process_store();
+  std::vector<std::vector<float>> params(2);
+  comm::testing::run_rank_threads(2, [&](int r, std::barrier<>& sync) {
+    comm::GlooOptions go;
+    go.timeout = testing::kTestTimeout;
+    auto c = comm::make_gloo_communicator(store, r, 2, go);
+    strategy::StepProgram p = strategy::build_step(cfg.model, cfg.plan, r, {.per_layer_ops = true});
+    strategy::Op bc;
+    bc.id = static_cast<int>(p.ops.size());
+    bc.kind = strategy::OpKind::kBroadcast;
+    bc.stream = strategy::Stream::kComm;
+    for (const strategy::Op& op : p.ops)
+      if (op.kind == strategy::OpKind::kAllReduce) bc.group = op.group;
+    bc.flat_begin = first.begin;
+    bc.flat_end = first.end;
+    bc.bytes = double(first.numel()) * sizeof(float);
+    bc.tag = "param.broadcast";
+    bc.deps = {bc.id - 1};  // after the optimizer
+    p.ops.push_back(bc);
+    model::LabMlp m(shape, 100 + r);  // different weights on each rank
+    const auto opt = make_optimizer(SgdConfig{.lr = 0.1}, m.owned_range());
+    std::vector<comm::Communicator*> comms(p.groups.size(), nullptr);
+    comms.at(bc.group) = c.get();
+    Executor ex(p, m, *opt, comms);
+    std::vector<model::MicrobatchState> mbs;
+    for (int k = 0; k < cfg.plan.microbatches; ++k) {
+      mbs.emplace_back(shape, 4, 16);
+      std::span<float> x = mbs.back().activation(0);  // inputs: any values will do
+      for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
+    }
+    ex.run(mbs, 0);
+    params[r].assign(m.params().begin(), m.params().end());
+    sync.arrive_and_wait();
+  });
+  size_t same_in = 0, same_out = 0;
+  for (int64_t i = 0; i < layout.numel(); ++i) {
+    const bool same = params[0][i] == params[1][i];
+    (first.begin <= i && i < first.end ? same_in : same_out) += same ? 1 : 0;
+  }
+  EXPECT_EQ(same_in, size_t(first.numel())) << "layer 0 must be rank 0's on both ranks";
+  EXPECT_LT(same_out, size_t(layout.numel() - first.numel()) / 2) << "the rest must stay each rank's own";
+}
+
 TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
   const TrainConfig cfg = tiny_config("gbs=8,mb=4", 1, 64);
   const auto runs = train_threads(1, cfg, 2);

@@ -80,9 +80,15 @@ TEST_P(ZeroStageTest, EveryRankHoldsWhatTheLedgerPredicts) {
         << m.ledger(MemoryCategory::kActivations) << " B";
     // The sharded categories are a quarter of the model (up to one element of rounding).
     const int64_t quarter = n * 4 / 4;
-    if (zero >= 3) EXPECT_LE(m.measured(MemoryCategory::kParameters), quarter + 4);
-    if (zero >= 2) EXPECT_LE(m.measured(MemoryCategory::kGradients), quarter + 4);
-    if (zero >= 1) EXPECT_LE(m.measured(MemoryCategory::kOptimizer), 2 * (quarter + 4));
+    if (zero >= 3) {
+      EXPECT_LE(m.measured(MemoryCategory::kParameters), quarter + 4);
+    }
+    if (zero >= 2) {
+      EXPECT_LE(m.measured(MemoryCategory::kGradients), quarter + 4);
+    }
+    if (zero >= 1) {
+      EXPECT_LE(m.measured(MemoryCategory::kOptimizer), 2 * (quarter + 4));
+    }
     // Between steps nothing of the step's buffers remains but the backward scratch (B x f).
     EXPECT_LE(rr.temporary_now, 4 * 64 * int64_t(sizeof(float)));
   }
@@ -103,7 +109,9 @@ TEST_P(ZeroStageTest, RecordedBytesPerCollectiveEqualTheProgramsExactly) {
         if (op.is_collective()) expected[comm_kind(op.kind)] += kSteps * op.bytes * op.count;
       EXPECT_EQ(ranks[r].recorded_bytes, expected) << "zero=" << zero << ", " << world << " workers, rank " << r;
       const auto bytes = [&](comm::OpKind k) { return expected.count(k) ? expected.at(k) : 0.0; };
-      if (zero == 0) EXPECT_GT(bytes(comm::OpKind::kAllReduce), 0);
+      if (zero == 0) {
+        EXPECT_GT(bytes(comm::OpKind::kAllReduce), 0);
+      }
       if (zero >= 1) {
         EXPECT_GT(bytes(comm::OpKind::kReduceScatter), 0);
         EXPECT_GT(bytes(comm::OpKind::kAllGather), 0);
