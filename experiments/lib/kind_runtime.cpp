@@ -222,7 +222,9 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
       worst_all = std::max({worst_all, g.worst, p.worst, loss});
       const std::string shown = plans[k].empty() ? (t.plan.empty() ? "(default)" : t.plan) : plans[k];
       table.add({shown, std::to_string(w), sci(g.worst), g.tensor, sci(p.worst), sci(loss), ok ? "yes" : "NO"});
-      evidence[shown + "@" + std::to_string(w)] = {{"plan", plan}, {"workers", w},
+      // One plan: keyed by the worker count, as before plans existed; several: "plan@workers".
+      const std::string key = t.plans.empty() ? std::to_string(w) : shown + "@" + std::to_string(w);
+      evidence[key] = {{"plan", plan}, {"workers", w},
                                                    {"grad_relative_difference", g.worst}, {"grad_worst_tensor", g.tensor},
                                                    {"weight_relative_difference", p.worst}, {"loss_relative_difference", loss}};
     }

@@ -107,4 +107,23 @@ TEST(BatchEndToEnd, EquivalenceIsRecordedAsAPassedProof) {
   EXPECT_LE(ev.at("weight_relative_difference").get<double>(), 1e-4);
 }
 
+TEST(BatchEndToEnd, EquivalenceOverAListOfPlansComparesEachWithOneWorker) {
+  Scratch s;
+  auto store = db::ResultsStore::open(s.dir / "r.db");
+  const auto spec = parse_experiment("name = \"tiny_zero\"\nkind = \"equivalence\"\n[equivalence]\nmodel = \"" + kModel +
+                                         "\"\nplan = \"gbs=16\"\nplans = [\"zero=1\", \"zero=3\"]\nworkers = [1, 2]\n"
+                                         "steps = 3\ntolerance = 1e-4\n",
+                                     (s.dir / "z.toml").string());
+  const Outcome out = run_experiment(spec, store, options(s));
+  ASSERT_TRUE(out.ok) << out.error << "\n" << out.report;
+  const auto proofs = store.proofs_of_experiment(store.find_experiment("tiny_zero")->id);
+  ASSERT_EQ(proofs.size(), 1u);
+  EXPECT_TRUE(proofs[0].passed);
+  for (const char* key : {"zero=1@2", "zero=3@2"}) {
+    const auto& ev = proofs[0].evidence.at(key);
+    EXPECT_LE(ev.at("grad_relative_difference").get<double>(), 1e-4) << key;
+    EXPECT_LE(ev.at("weight_relative_difference").get<double>(), 1e-4) << key;
+  }
+}
+
 }  // namespace parlab::experiments
