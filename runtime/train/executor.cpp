@@ -63,6 +63,8 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
       if (op.flat_end <= op.flat_begin)
         return "a " + what + " without a flat range [flat_begin, flat_end) has nothing to move";
       if (op.count != 1) return "back-to-back calls (count > 1) are not implemented by the runtime yet";
+      if (op.kind == OpKind::kBroadcast && program.plan.zero >= 3 && program.plan.dp > 1)
+        return "a ZeRO-3 rank holds only its shard of the parameters: there is nothing whole to broadcast";
       return "";
     }
     case OpKind::kSend:

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli_fixture.h"
+#include "db/results_store.h"
 #include "parlab/source_dir.h"
 #include "runtime/launch/process.h"
 
@@ -34,7 +35,7 @@ TEST_F(CliZeroTest, ExportsOfZeroOneTwoThreeOnFourWorkersLoadIntoPyTorchAndMatch
     std::vector<std::string> args = {"train", "--nproc", std::to_string(nproc), "--model", model, "--plan", plan,
                                      "--steps", "12", "--checkpoint-every", "0", "--run-dir", (dir_ / name).string(),
                                      "--export", (dir_ / (name + ".safetensors")).string()};
-    if (json) args.push_back("--json");
+    if (json) args.insert(args.end(), {"--json", "--db", (dir_ / "runs.db").string()});
     const ExitStatus st = parlab(args, out);
     EXPECT_EQ(st.code, 0) << out;
     return (dir_ / (name + ".safetensors")).string();
@@ -56,6 +57,17 @@ TEST_F(CliZeroTest, ExportsOfZeroOneTwoThreeOnFourWorkersLoadIntoPyTorchAndMatch
       EXPECT_GT(m.at("resident_peak_bytes").get<double>(), 0);
     }
     EXPECT_EQ(j.at("export").at("path"), check.back());
+    // The results database holds the same figures as run metrics.
+    db::ResultsStore store = db::ResultsStore::open(dir_ / "runs.db");
+    const auto runs = store.list_runs(db::RunStatus::kCompleted);
+    ASSERT_EQ(runs.size(), 1u);
+    const auto metrics = store.run_metrics(runs[0].id);
+    for (int r = 0; r < 4; ++r) {
+      const std::string key = "memory.rank" + std::to_string(r) + ".parameters.";
+      ASSERT_TRUE(metrics.count(key + "peak_bytes") && metrics.count(key + "ledger_bytes")) << key;
+      EXPECT_NEAR(metrics.at(key + "peak_bytes"), metrics.at(key + "ledger_bytes"), 0.05 * metrics.at(key + "ledger_bytes"));
+    }
+    EXPECT_GT(metrics.at("memory.max.resident.peak_bytes"), 0);
   }
   check.insert(check.end(), {"--tol", "1e-4"});
   const fs::path log = dir_ / "python.log";
