@@ -197,6 +197,29 @@ TEST(Async, IssueReturnsBeforeCompletion) {
   });
 }
 
+// A Work carries its own wall-clock stamps (c10d's WorkInfo): when the op thread started and
+// ended it, so the executor no longer matches flight-recorder entries to find them.
+TEST(Async, WorkCarriesTheStartAndEndItsRecorderEntryHas) {
+  run_ranks(2, [&](int r, Communicator& comm) {
+    std::vector<float> buf(1 << 16, static_cast<float>(r + 1));
+    const double before = wall_clock_seconds();
+    auto work = comm.all_reduce(buf, op_options("stamped"));
+    work->wait();
+    const double after = wall_clock_seconds();
+    ASSERT_TRUE(work->started_at() && work->finished_at());
+    EXPECT_LE(before, *work->started_at());
+    EXPECT_LE(*work->started_at(), *work->finished_at());
+    EXPECT_LE(*work->finished_at(), after);
+    const auto entries = comm.flight_recorder().snapshot().entries;
+    ASSERT_EQ(entries.size(), 1u);
+    // The op thread stamps the recorder, then the Work, at each end of the op: the two
+    // intervals interleave in that order, whatever the machine's load.
+    EXPECT_LE(*entries[0].start_seconds, *work->started_at());
+    EXPECT_LE(*work->started_at(), *entries[0].end_seconds);
+    EXPECT_LE(*entries[0].end_seconds, *work->finished_at());
+  });
+}
+
 // Many ops in flight run in issue order: each result is right and sequence numbers follow the
 // issue order in the recorder.
 TEST(Async, QueuedOpsRunInIssueOrder) {
