@@ -380,11 +380,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--fresh", o->spec.fresh, "Delete the run dir's checkpoints and start from step 0");
   cmd->add_option("--db", o->db, "Record the run (steps, checkpoints, incidents) in this results database");
   cmd->add_option("--export", j.export_file,
-                  "Write the final full model, gathered from every shard, as safetensors with PyTorch tensor names")
-      ->check([](const std::string& v) {
-        return v.size() > 12 && v.substr(v.size() - 12) == ".safetensors" ? std::string()
-                                                                           : std::string("must end in .safetensors");
-      });
+                  "Write the final full model, gathered from every shard, as safetensors with PyTorch tensor names");
   cmd->add_option("--dump-step", j.dump_dir, "Write step 0's inputs, weights and reduced gradients as safetensors here");
   cmd->add_option("--trace", o->trace, "Write the measured timeline as a Chrome trace");
   cmd->add_option("--timeout", o->timeout_seconds,
@@ -423,6 +419,8 @@ void add_train_command(CLI::App& app) {
     if (nproc->count() > 0 && (o->nproc < 1 || o->nproc > kMaxNproc))
       throw ConfigError("--nproc", std::to_string(o->nproc), "must be between 1 and " + std::to_string(kMaxNproc));
     (void)launch::parse_faults(o->spec.job.faults);  // a malformed --fault fails before anything starts
+    if (const std::string e = o->spec.job.export_file.string(); !e.empty() && !e.ends_with(".safetensors"))
+      throw ConfigError("--export", e, "must name a .safetensors file (the format PyTorch's safetensors loads)");
     if (o->worker || (o->nproc == 0 && launch::launched_as_worker())) {
       if (!o->trace.empty()) o->spec.job.trace = true;
       run_worker(*o);

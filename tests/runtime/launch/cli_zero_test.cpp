@@ -110,6 +110,16 @@ TEST_F(CliZeroTest, AZeroThreeCheckpointResumesAsDdpOnTwoAndAsOneWorker) {
   }
 }
 
+TEST_F(CliZeroTest, AnExportThatIsNotSafetensorsFailsBeforeAnyWorkerStarts) {
+  std::string out;
+  const ExitStatus st = parlab({"train", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(), "--export",
+                                (dir_ / "model.bin").string(), "--run-dir", (dir_ / "run").string()},
+                               out);
+  EXPECT_EQ(st.code, 2) << out;
+  EXPECT_NE(out.find("--export"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+}
+
 TEST_F(CliZeroTest, TheKillResumeProofPassesWithZeroThree) {
   std::string out;
   const ExitStatus st = parlab({"proof", "kill-resume", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(),
