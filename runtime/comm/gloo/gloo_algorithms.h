@@ -92,3 +92,11 @@ void recv(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int p
           std::uint32_t tag, Millis timeout);
 
 }  // namespace parlab::comm::gloo_backend
+
+namespace parlab::comm {
+class Communicator;
+// How many caller buffers the Gloo communicator's ring ops have registered so far (a test of
+// build once, run many: repeating a call on the same buffers registers nothing new); 0 for a
+// communicator of another backend.
+std::uint64_t gloo_ring_registrations(const Communicator& communicator);
+}  // namespace parlab::comm

@@ -114,6 +114,8 @@ class GlooCommunicator final : public Communicator {
   const std::string& group_name() const override { return group_; }
   const std::vector<int>& world_ranks() const override { return members_; }
   const FlightRecorder& flight_recorder() const override { return recorder_; }
+  // Read between ops (the op thread is the only writer).
+  std::uint64_t ring_registrations() const { return ring_->registrations(); }
 
  protected:
   std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o) override {
@@ -272,6 +274,11 @@ std::shared_ptr<gloo::transport::Device> make_device(const GlooOptions& o) {
 }
 
 }  // namespace
+
+std::uint64_t gloo_ring_registrations(const Communicator& c) {
+  const auto* g = dynamic_cast<const GlooCommunicator*>(&c);
+  return g ? g->ring_registrations() : 0;
+}
 
 std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> store, int rank,
                                                      int size, const GlooOptions& options) {

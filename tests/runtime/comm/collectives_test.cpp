@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/comm/gloo/gloo_algorithms.h"
 #include "tests/runtime/comm/comm_fixture.h"
 
 namespace parlab::comm {
@@ -151,6 +152,20 @@ INSTANTIATE_TEST_SUITE_P(WorldTimesInPlace, UnevenCollectives,
                            return "n" + std::to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_in_place" : "_copy");
                          });
+
+// Build once, run many: the ring ops register a caller's buffer the first time they see it and
+// reuse the registration on every later call, as a ZeRO step reduce-scatters the same buckets.
+TEST(UnevenCollectivesReuse, RepeatedCallsOnTheSameBuffersRegisterNothingNew) {
+  run_ranks(3, [](int r, Communicator& comm) {
+    const std::vector<int64_t> counts = {4, 0, 5};
+    std::vector<float> bucket(9, 1.0f), shard(static_cast<size_t>(counts[r]));
+    comm.reduce_scatter_v(bucket, counts, shard, op_options("first"))->wait();
+    const std::uint64_t after_first = gloo_ring_registrations(comm);
+    EXPECT_GE(after_first, 1u);
+    for (int k = 0; k < 5; ++k) comm.reduce_scatter_v(bucket, counts, shard, op_options("again"))->wait();
+    EXPECT_EQ(gloo_ring_registrations(comm), after_first);
+  });
+}
 
 TEST(UnevenCollectivesShape, CountsMustCoverTheBuffer) {
   run_ranks(2, [](int, Communicator& comm) {
