@@ -89,10 +89,11 @@ std::string canonical_proof_text(const StoredProof& r) {
   return out;
 }
 
-std::string proof_digest(const StoredProof& r) {
-  const std::string text = canonical_proof_text(r);
-  return "xxh3_128:" + hex128(XXH3_128bits(text.data(), text.size()));
+std::string content_digest(std::string_view bytes) {
+  return "xxh3_128:" + hex128(XXH3_128bits(bytes.data(), bytes.size()));
 }
+
+std::string proof_digest(const StoredProof& r) { return content_digest(canonical_proof_text(r)); }
 
 const char* to_string(ChainStatus s) {
   switch (s) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/sqlite.h"
@@ -49,6 +50,9 @@ struct StoredProof {
   std::string software_version, binary_hash, machine;
   std::optional<std::string> prev_digest, digest;
 };
+
+// "xxh3_128:<hex>" of any bytes (what proofs use to pin an output, e.g. a simulation's JSON).
+std::string content_digest(std::string_view bytes);
 
 // The text a proof's digest covers (see above) and its digest.
 std::string canonical_proof_text(const StoredProof& row);

@@ -149,6 +149,40 @@ PlannerTask parse_planner(TableReader& r) {
   return t;
 }
 
+HangDrillTask parse_hang_drill(TableReader& r) {
+  HangDrillTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.plan = r.string("plan").value_or("");
+  t.nproc = positive_int(r, "nproc", t.nproc);
+  if (t.nproc < 2) r.fail("nproc", std::to_string(t.nproc), "must be at least 2: a hang needs a rank to wait for another");
+  t.steps = positive_int(r, "steps", t.steps);
+  t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
+  t.fault = r.string("fault").value_or(t.fault);
+  t.timeout_seconds = positive(r, "timeout_seconds", t.timeout_seconds);
+  t.max_same_failure = positive_int(r, "max_same_failure", t.max_same_failure);
+  t.fallback = r.string("fallback").value_or(t.fallback);
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed");
+  return t;
+}
+
+ElasticTask parse_elastic(TableReader& r) {
+  ElasticTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.plan = r.string("plan").value_or("");
+  t.nproc = positive_int(r, "nproc", t.nproc);
+  if (t.nproc < 2) r.fail("nproc", std::to_string(t.nproc), "must be at least 2 to lose a rank");
+  t.steps = positive_int(r, "steps", t.steps);
+  t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
+  t.lose_rank = int(r.integer("lose_rank").value_or(t.lose_rank));
+  if (t.lose_rank < 0 || t.lose_rank >= t.nproc) r.fail("lose_rank", std::to_string(t.lose_rank), "must be a rank in [0, nproc)");
+  t.lose_step = positive_int(r, "lose_step", t.lose_step);
+  if (t.lose_step >= t.steps) r.fail("lose_step", std::to_string(t.lose_step), "must be below steps (the job must go on after it)");
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, plan, nproc, steps, checkpoint_every, lose_rank, lose_step, seed");
+  return t;
+}
+
 struct Kind {
   const char* name;
   const char* keys;
@@ -166,6 +200,10 @@ const Kind kKinds[] = {
     {"kill_resume", "model, plan, nproc, steps, trials, checkpoint_every, seed",
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},
     {"planner", "model, cluster, world, gbs, top, simulate_top", [](TableReader& r) -> Task { return parse_planner(r); }},
+    {"hang_drill", "model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed",
+     [](TableReader& r) -> Task { return parse_hang_drill(r); }},
+    {"elastic", "model, plan, nproc, steps, checkpoint_every, lose_rank, lose_step, seed",
+     [](TableReader& r) -> Task { return parse_elastic(r); }},
 };
 
 }  // namespace
