@@ -111,16 +111,32 @@ void judge_equivalence(const Criterion& c, const Evidence& e, const GradeOptions
   note_untrusted(c, e, r);
   const auto proofs = e.trusted(c.proof, c.experiment);
   if (proofs.empty()) return set_missing(c, e, r);
-  // Data-driven: every split that was run is judged, the latest proof of each.
-  std::map<std::string, const Proof*> by_split;
-  for (const Proof* p : proofs) by_split[split_of(p->inputs.value("plan", std::string()))] = p;
+  // Data-driven: every split that was run is judged, the latest proof of each. A proof over
+  // several plans ("plans": [...]) with its evidence keyed by plan text counts once per plan.
+  struct Run {
+    const Proof* proof;
+    json evidence;
+    bool per_plan = false;  // judged from its own part of the evidence, not the proof's overall flag
+  };
+  std::map<std::string, Run> by_split;
+  for (const Proof* p : proofs) {
+    const json plans = p->inputs.value("plans", json());
+    bool keyed = plans.is_array() && !plans.empty();
+    if (keyed)
+      for (const json& plan : plans) keyed = keyed && plan.is_string() && p->evidence.contains(plan.get<std::string>());
+    if (keyed)
+      for (const json& plan : plans) by_split[split_of(plan.get<std::string>())] = {p, p->evidence[plan.get<std::string>()], true};
+    else
+      by_split[split_of(p->inputs.value("plan", std::string()))] = {p, p->evidence, false};
+  }
   const double limit = c.threshold("max_relative_difference");
   bool all = true;
-  for (const auto& [split, p] : by_split) {
-    const double worst = max_relative_difference(p->evidence);
-    Part part{split, p->row.passed && worst >= 0 && worst <= limit, "", {p->row.id}};
+  for (const auto& [split, run] : by_split) {
+    const Proof* p = run.proof;
+    const double worst = max_relative_difference(run.evidence);
+    Part part{split, worst >= 0 && worst <= limit && (run.per_plan || p->row.passed), "", {p->row.id}};
     std::string workers;
-    for (const auto& [k, v] : p->evidence.items())
+    for (const auto& [k, v] : run.evidence.items())
       if (v.is_object()) workers += (workers.empty() ? "" : ", ") + k;
     part.detail = worst < 0 ? "no relative differences recorded"
                             : fmt::format("largest relative difference {:.2e} (limit {:.0e}) on {} workers vs 1", worst, limit, workers);

@@ -48,7 +48,7 @@ void judge_determinism(const Criterion& c, const Evidence& e, const GradeOptions
   for (const Proof* p : proofs) {
     add_proof(r, *p);
     const std::string want = p->evidence.value("output_digest", std::string());
-    Part part{fmt::format("{} workers ({})", p->inputs.value("world", 0), p->inputs.value("plan", std::string())), false, "", {p->row.id}};
+    Part part{fmt::format("{} workers", p->inputs.value("world", 0)), false, "", {p->row.id}};
     try {
       const std::string got = resimulate(p->inputs);
       part.passed = got == want;

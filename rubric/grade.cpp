@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -40,6 +41,10 @@ CriterionResult judge(const Criterion& c, const Evidence& e, const GradeOptions&
   r.category = c.category;
   r.max_points = c.points;
   find_check(c.check)->judge(c, e, o, r);
+  for (auto* ids : {&r.proofs, &r.runs}) {
+    std::sort(ids->begin(), ids->end());
+    ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  }
   // No evidence, and the machine it is expected from cannot make it: blocked, not missing.
   if (r.status == Status::kMissing && c.requires_hardware == "gpu" && hardware != "gpu") {
     r.status = Status::kBlocked;
