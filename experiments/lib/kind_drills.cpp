@@ -75,10 +75,7 @@ class SampleLog {
 }  // namespace
 
 void run_hang_drill(Context& ctx, const HangDrillTask& t) {
-  const launch::FaultSpec fault = launch::parse_fault(t.fault);
-  if (fault.kind != launch::FaultKind::kSkipAllReduce && fault.kind != launch::FaultKind::kHang)
-    throw ConfigError(ctx.spec.file + ": hang_drill.fault", t.fault, "must be a skip-allreduce or hang fault");
-  if (fault.rank >= t.nproc) throw ConfigError(ctx.spec.file + ": hang_drill.fault", t.fault, "names a rank outside [0, nproc)");
+  const launch::FaultSpec fault = launch::parse_fault(t.fault);  // checked by the spec parser
   launch::TrainJobSpec spec = drill_spec(ctx, t.model, t.plan, t.nproc, t.steps, t.seed, "hang-drill");
   spec.job.checkpoint_every = t.checkpoint_every;
   spec.job.faults = {t.fault};

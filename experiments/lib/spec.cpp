@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/launch/detectors.h"
+#include "runtime/launch/faults.h"
 #include "strategy/errors.h"
 #include "strategy/toml_reader.h"
 
@@ -158,9 +160,24 @@ HangDrillTask parse_hang_drill(TableReader& r) {
   t.steps = positive_int(r, "steps", t.steps);
   t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
   t.fault = r.string("fault").value_or(t.fault);
+  // Checked here, before anything runs: a hang drill needs a rank that hangs the others.
+  launch::FaultSpec fault;
+  try {
+    fault = launch::parse_fault(t.fault);
+  } catch (const ConfigError& e) {
+    r.fail("fault", t.fault, e.allowed());
+  }
+  if (fault.kind != launch::FaultKind::kSkipAllReduce && fault.kind != launch::FaultKind::kHang)
+    r.fail("fault", t.fault, "must be a skip-allreduce or hang fault (launch/faults.h)");
+  if (fault.rank >= t.nproc) r.fail("fault", t.fault, "names a rank outside [0, nproc)");
   t.timeout_seconds = positive(r, "timeout_seconds", t.timeout_seconds);
   t.max_same_failure = positive_int(r, "max_same_failure", t.max_same_failure);
   t.fallback = r.string("fallback").value_or(t.fallback);
+  try {
+    launch::parse_fallback(t.fallback);
+  } catch (const ConfigError& e) {
+    r.fail("fallback", t.fallback, e.allowed());
+  }
   t.seed = uint64_t(r.integer("seed").value_or(1));
   r.reject_unknown("model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed");
   return t;
