@@ -35,6 +35,10 @@ inline Measurement within(std::string figure, double value, double want, double 
           note + (note.empty() ? "" : "; ") + fmt::format("within {:g}", tolerance)};
 }
 
+// A model reference recorded by an experiment: a preset name, or a file path relative to where
+// the experiment ran (usually the source tree). Tried as given, then under the source tree.
+std::string locate_model(const std::string& ref);
+
 inline void add_proof(CriterionResult& r, const Proof& p) {
   r.proofs.push_back(p.row.id);
   if (p.row.run_id) r.runs.push_back(*p.row.run_id);

@@ -12,6 +12,9 @@
 #include "sim/simulate.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
+#include "parlab/source_dir.h"
+
+#include <filesystem>
 
 namespace parlab::rubric {
 
@@ -21,9 +24,16 @@ namespace detail {
 
 // Re-runs a recorded simulation from its proof's inputs; the digest of its JSON output. Throws
 // ConfigError when the inputs cannot be rebuilt here (model file missing or changed).
+std::string locate_model(const std::string& ref) {
+  const bool path_like = ref.find('/') != std::string::npos || ref.ends_with(".toml");
+  if (!path_like || std::filesystem::path(ref).is_absolute() || std::filesystem::exists(ref)) return ref;
+  const std::filesystem::path in_source = std::filesystem::path(PARLAB_SOURCE_DIR) / ref;
+  return std::filesystem::exists(in_source) ? in_source.string() : ref;
+}
+
 std::string resimulate(const json& in) {
   const std::string model_ref = in.value("model", std::string());
-  const strategy::ModelSpec model = strategy::load_model(model_ref);
+  const strategy::ModelSpec model = strategy::load_model(locate_model(model_ref));
   if (db::content_digest(strategy::to_json(model).dump()) != in.value("model_digest", std::string()))
     throw ConfigError("model", model_ref, "is not the model the simulation was recorded with (its file changed)");
   const strategy::ClusterSpec cluster = strategy::parse_cluster_toml(in.value("cluster_toml", std::string()), "recorded cluster");

@@ -14,6 +14,7 @@
 namespace parlab::rubric {
 namespace detail {
 std::string resimulate(const nlohmann::json& inputs);  // checks_perf.cpp
+std::string locate_model(const std::string& ref);      // checks_perf.cpp
 }
 namespace {
 
@@ -30,6 +31,10 @@ void mark(CriterionResult& r, bool ok, const std::string& why) {
   r.integrity.push_back(std::string(ok ? "verified: " : "does not reproduce: ") + why);
   if (!ok) r.detail = "the grader's re-run disagrees with the recorded evidence: " + why;
 }
+
+// The re-run could not start here (a model file this machine lacks, no binary): said, and the
+// evidence keeps its verdict; only a re-run that disagrees takes points away.
+void cannot_rerun(CriterionResult& r, const std::string& why) { r.integrity.push_back("not re-run here: " + why); }
 
 void verify_seed(const Proof& p, CriterionResult& r) {
   const json& in = p.inputs;
@@ -56,19 +61,17 @@ void verify_simulation(const Proof& p, CriterionResult& r) {
     mark(r, a == b && a == p.evidence.value("output_digest", std::string()),
          fmt::format("proof #{}: simulated twice more, {}", p.row.id, a == b ? "identical" : "the two runs differ"));
   } catch (const Error& e) {
-    mark(r, false, fmt::format("proof #{}: {}", p.row.id, e.what()));
+    cannot_rerun(r, fmt::format("proof #{}: {}", p.row.id, e.what()));
   }
 }
 
 // The reference and trial 0 again, from the recorded inputs and the reference run's row.
 void verify_kill_resume(const Evidence& e, const Proof& p, const GradeOptions& o, CriterionResult& r) {
   const db::RunRecord* run = p.row.run_id ? e.run(*p.row.run_id) : nullptr;
-  if (!run || o.parlab_bin.empty()) {
-    mark(r, false, run ? "no parlab binary to start workers with" : "the proof names no reference run");
-    return;
-  }
+  if (!run) return mark(r, false, "the proof names no reference run to re-run");
+  if (o.parlab_bin.empty()) return cannot_rerun(r, "no parlab binary to start workers with");
   launch::ProofOptions po;
-  po.job.model = run->model;
+  po.job.model = detail::locate_model(run->model);
   po.job.cluster = run->cluster;
   po.job.seed = run->seed;
   po.job.steps = p.inputs.value("steps", 0);
@@ -94,6 +97,8 @@ void verify_kill_resume(const Evidence& e, const Proof& p, const GradeOptions& o
     const bool ok = rep.reference_hash == want_ref && !rep.trials.empty() && rep.trials[0].final_hash == want_trial;
     mark(r, ok, fmt::format("proof #{}: reference hash {} (recorded {}), trial 0 {} (recorded {})", p.row.id, rep.reference_hash,
                             want_ref, rep.trials.empty() ? "-" : rep.trials[0].final_hash, want_trial));
+  } catch (const ConfigError& err) {
+    cannot_rerun(r, fmt::format("proof #{}: {}", p.row.id, err.what()));
   } catch (const Error& err) {
     mark(r, false, fmt::format("proof #{}: the re-run failed: {}", p.row.id, err.what()));
   }

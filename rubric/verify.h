@@ -6,6 +6,7 @@
 //   kill_resume          the reference and the first trial of the recorded proof, from its
 //                        recorded inputs (model, plan, seed, steps, checkpoint interval, fault
 //                        seed): both final-state hashes must equal the recorded ones
+// A re-run that cannot start here (a model file this machine lacks) is said, not penalized.
 #include "rubric/evidence.h"
 #include "rubric/grade.h"
 

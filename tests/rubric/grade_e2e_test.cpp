@@ -281,6 +281,26 @@ TEST(GradeQuickstart, VerifyReRunsAKillResumeTrialAndTheSeedExample) {
     EXPECT_TRUE(*c.reproduced) << id << ": " << (c.integrity.empty() ? "" : c.integrity.back());
     EXPECT_GT(c.points, 0) << id;
   }
+
+  // A writer that went through the API (the row is chained) with consistent but invented hashes:
+  // the check alone cannot tell; the re-run can.
+  const fs::path forged = copy_of_fixture(dir, "forged.db");
+  {
+    auto store = db::ResultsStore::open(forged, {.sweep_stale_runs = false});
+    db::ProofRecord p;
+    for (const auto& x : store.list_proofs())
+      if (x.kind == "kill_resume_bitwise") p = x;
+    p.evidence["reference_hash"] = "0123456789abcdef";
+    for (auto& t : p.evidence["trials"]) t["final_hash"] = "0123456789abcdef";
+    store.add_proof(p);
+  }
+  EXPECT_EQ(get(grade_file(forged, default_rubric(), cpu()), "kill_resume").status, Status::kPassed);
+  const Report v = grade_file(forged, default_rubric(), o);
+  const CriterionResult& kr = get(v, "kill_resume");
+  ASSERT_TRUE(kr.reproduced.has_value());
+  EXPECT_FALSE(*kr.reproduced);
+  EXPECT_EQ(kr.points, 0);
+  EXPECT_NE(kr.integrity.back().find("does not reproduce"), std::string::npos) << kr.integrity.back();
 }
 
 TEST(GradeCli, HtmlHasTheChartsInlineAndABadRubricExitsTwoNamingTheField) {
