@@ -42,6 +42,9 @@ fs::path fixture_db() {
   ::flock(lock, LOCK_EX);
   if (!fs::exists(dir / "done")) {
     fs::remove(db);
+    // Databases of earlier binaries are of no use any more.
+    for (const auto& e : fs::directory_iterator(dir.parent_path()))
+      if (e.is_directory() && e.path().filename().string().rfind("quickstart-", 0) == 0 && e.path() != dir) fs::remove_all(e.path());
     const auto r = parlab::testing::run_process(
         {bin, "experiment", "run", (kSource / "experiments/seed_budget.toml").string(), (kSource / "experiments/allreduce_lab.toml").string(),
          (kData / "scaling_small.toml").string(), (kData / "equivalence_small.toml").string(), (kData / "kill_resume_small.toml").string(),
@@ -321,6 +324,21 @@ TEST(GradeCli, HtmlHasTheChartsInlineAndABadRubricExitsTwoNamingTheField) {
       {parlab::testing::parlab_bin(), "grade", "--db", db.string(), "--rubric", (dir / "bad.toml").string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("criterion[0] (kr).thresholds.min_trials = 'two': must be a number"), std::string::npos) << bad.err;
+
+  fs::create_directories(dir / "class");
+  fs::copy_file(db, dir / "class/ada.db");
+  fs::copy_file(db, dir / "class/bob.db");
+  const auto cls = parlab::testing::run_process(
+      {parlab::testing::parlab_bin(), "grade", "--class", (dir / "class").string(), "--out", (dir / "class-out").string()});
+  ASSERT_EQ(cls.exit_code, 0) << cls.err;
+  std::ifstream csv(dir / "class-out/class.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("learner,score,max_score,percent,passed,tampered,seed_example,", 0), 0u) << header;
+  int rows = 0;
+  while (std::getline(csv, line)) rows += !line.empty();
+  EXPECT_EQ(rows, 3);  // two learners and the pass-rate line
+  EXPECT_TRUE(fs::exists(dir / "class-out/class.html"));
 
   const auto missing = parlab::testing::run_process({parlab::testing::parlab_bin(), "grade", "--db", (dir / "nope.db").string()});
   EXPECT_EQ(missing.exit_code, 2);
