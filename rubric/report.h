@@ -18,6 +18,9 @@ std::string render_html(const Report& report, const Evidence& evidence);
 nlohmann::json to_json(const Report& report);
 nlohmann::json gradescope_json(const Report& report);
 
+// The chapter's measures as plain lines (decision utility, slice reliability, system latency).
+std::string measures_summary(const Measures& measures);
+
 // "12.3 ms", "1.20 s": the reports' durations.
 std::string seconds_text(double seconds);
 

@@ -70,6 +70,7 @@ json gradescope_json(const Report& r) {
                                    r.passed ? "passed" : "not passed");
   if (r.blocked_points > 0) output += fmt::format(" {:g} points blocked (hardware missing), not counted.", r.blocked_points);
   if (r.tampered > 0) output += fmt::format(" {} proof row(s) were changed after they were written and earn nothing.", r.tampered);
+  output += "\n\n" + measures_summary(r.measures);
   return {{"score", r.score}, {"execution_time", static_cast<int>(std::ceil(r.execution_seconds))}, {"output", output}, {"visibility", "visible"},
           {"stdout_visibility", "hidden"}, {"tests", tests}};
 }

@@ -57,6 +57,8 @@ std::string measures_lines(const Measures& m, const char* bullet) {
 
 }  // namespace
 
+std::string measures_summary(const Measures& m) { return measures_lines(m, ""); }
+
 std::string seconds_text(double s) { return s < 1 ? fmt::format("{:.1f} ms", s * 1e3) : fmt::format("{:.2f} s", s); }
 
 std::string render_text(const Report& r) {

@@ -131,6 +131,9 @@ TEST(GradeQuickstart, ScoresAtLeastThePassMarkWithAValidGradescopeResultsJson) {
   }
   EXPECT_DOUBLE_EQ(sum, j["score"].get<double>());
   EXPECT_GE(sum, 0.8 * max) << j.dump(2);
+  // The chapter's measures are in every report, this one included.
+  for (const char* m : {"decision utility", "slice reliability", "system latency"})
+    EXPECT_NE(j["output"].get<std::string>().find(m), std::string::npos) << m;
 
   // The same database through the library: which criteria carry it.
   const Report rep = grade_file(db, default_rubric(), cpu());
