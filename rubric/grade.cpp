@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "db/process_identity.h"
 #include "db/proof_chain.h"
 #include "parlab/version.h"
 #include "rubric/checks.h"
@@ -82,6 +83,7 @@ void summarize_chain(const Evidence& e, Report& report) {
   report.tampered = e.chain.count(db::ChainStatus::kTampered);
   report.unchained = e.chain.count(db::ChainStatus::kUnchained);
   report.gaps = e.chain.count(db::ChainStatus::kGap);
+  if (!e.proofs.empty()) report.chain_head = e.proofs.back().row.digest.value_or("");
   for (const Proof& p : e.proofs)
     if (p.chain != db::ChainStatus::kIntact)
       report.chain_findings.push_back(fmt::format("proof #{} ({}): {}: {}", p.row.id, p.row.kind, db::to_string(p.chain), p.chain_detail));
@@ -123,6 +125,7 @@ Report grade(db::ResultsStore& store, const Rubric& rubric, const GradeOptions& 
   report.graded_at = utc_now();
   report.grader_version = kVersion;
   report.grader_binary = db::this_process_provenance().binary_hash;
+  report.grader_host = db::host_name();
   report.hardware = o.hardware.empty() ? detect_hardware() : o.hardware;
   report.pass_mark = rubric.pass_mark;
   const Evidence e = read_evidence(store, o.accept_unchained);

@@ -75,6 +75,7 @@ struct Report {
   std::string graded_at;        // UTC ISO-8601
   std::string grader_version;   // parlab::kVersion
   std::string grader_binary;    // this grader's binary hash
+  std::string grader_host;      // where it was graded
   std::string db_digest;        // xxh3_128 of the database file as graded
   std::string hardware;
   std::vector<CriterionResult> criteria;
@@ -85,6 +86,9 @@ struct Report {
   // The proofs chain as found: counts and one line per problem.
   int proofs = 0, tampered = 0, unchained = 0, gaps = 0;
   std::vector<std::string> chain_findings;
+  // The last proof's digest: a later report of the same database with another head (or fewer
+  // proofs) means proofs were removed from its end, which the chain alone cannot show.
+  std::string chain_head;
   std::string software_versions, machines;  // of the proofs' writers
   Measures measures;
   double execution_seconds = 0;

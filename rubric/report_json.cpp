@@ -40,11 +40,11 @@ json to_json(const Report& r) {
   return {{"rubric", {{"name", r.rubric_name}, {"title", r.rubric_title}, {"source", r.rubric_source}}},
           {"db", {{"path", r.db_path}, {"digest", r.db_digest}}},
           {"graded_at", r.graded_at},
-          {"grader", {{"version", r.grader_version}, {"binary", r.grader_binary}, {"hardware", r.hardware}}},
+          {"grader", {{"version", r.grader_version}, {"binary", r.grader_binary}, {"host", r.grader_host}, {"hardware", r.hardware}}},
           {"score", r.score}, {"max_score", r.max_score}, {"percent", r.percent()}, {"pass_mark", r.pass_mark},
           {"passed", r.passed}, {"blocked_points", r.blocked_points},
           {"integrity", {{"proofs", r.proofs}, {"tampered", r.tampered}, {"unchained", r.unchained}, {"gaps", r.gaps},
-                         {"findings", r.chain_findings}, {"software_versions", r.software_versions}, {"machines", r.machines}}},
+                         {"findings", r.chain_findings}, {"chain_head", r.chain_head}, {"software_versions", r.software_versions}, {"machines", r.machines}}},
           {"criteria", criteria}, {"measures", measures}, {"execution_seconds", r.execution_seconds}};
 }
 
@@ -70,6 +70,8 @@ json gradescope_json(const Report& r) {
                                    r.passed ? "passed" : "not passed");
   if (r.blocked_points > 0) output += fmt::format(" {:g} points blocked (hardware missing), not counted.", r.blocked_points);
   if (r.tampered > 0) output += fmt::format(" {} proof row(s) were changed after they were written and earn nothing.", r.tampered);
+  output += fmt::format("\nGraded by parlab {} on {}; database {}; {} proofs, chain head {}.", r.grader_version, r.grader_host,
+                        r.db_digest.empty() ? "-" : r.db_digest, r.proofs, r.chain_head.empty() ? "-" : r.chain_head);
   output += "\n\n" + measures_summary(r.measures);
   return {{"score", r.score}, {"execution_time", static_cast<int>(std::ceil(r.execution_seconds))}, {"output", output}, {"visibility", "visible"},
           {"stdout_visibility", "hidden"}, {"tests", tests}};

@@ -83,6 +83,8 @@ std::string render_text(const Report& r) {
   out += fmt::format("\nEvidence integrity: {} proofs, {} tampered, {} unchained, {} gap(s); written by parlab {} on {}\n", r.proofs,
                      r.tampered, r.unchained, r.gaps, r.software_versions.empty() ? "-" : r.software_versions,
                      r.machines.empty() ? "-" : r.machines);
+  out += fmt::format("  database {}, chain head {}, graded on {}\n", r.db_digest.empty() ? "-" : r.db_digest,
+                     r.chain_head.empty() ? "-" : r.chain_head, r.grader_host);
   for (const std::string& f : r.chain_findings) out += "  ! " + f + "\n";
   return out;
 }

@@ -182,6 +182,16 @@ TEST(GradeQuickstart, DeletingOneProofRemovesExactlyThatCriterionsPointsAndGatin
   EXPECT_DOUBLE_EQ(before.score - after.score, get(before, "kill_resume").points);
   EXPECT_EQ(after.gaps, 1);
 
+  // The last proof gone leaves no gap: only the report's chain head (compared with an earlier
+  // report of the same database) shows it.
+  const fs::path tail = copy_of_fixture(dir, "no-last.db");
+  exec(tail, "DELETE FROM proofs WHERE id = (SELECT max(id) FROM proofs)");
+  const Report cut = grade_file(tail, rubric, cpu());
+  EXPECT_EQ(cut.gaps, 0);
+  EXPECT_EQ(cut.proofs, before.proofs - 1);
+  EXPECT_NE(cut.chain_head, before.chain_head);
+  EXPECT_FALSE(before.chain_head.empty());
+
   // The gate's proof gone: the gate and the performance criterion it gates lose their points,
   // though the performance evidence itself still passes.
   const fs::path gate = copy_of_fixture(dir, "no-equivalence.db");
