@@ -119,7 +119,7 @@ void add_grade_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Folder to write the report into (report.txt/.md/.html/.json, results.json); default stdout");
   cmd->add_flag("--verify", o->verify,
                 "Re-run the cheap checks (seed example, simulations, one kill-resume trial) and mark evidence that does not reproduce");
-  cmd->add_option("--hardware", o->hardware, "cpu | gpu: the machine the evidence is expected from (default: this one)")
+  cmd->add_option("--hardware", o->hardware, "cpu | gpu: the learner's machine (default: from the evidence; gpu when a run trained on CUDA)")
       ->check(CLI::IsMember({"cpu", "gpu"}));
   cmd->add_flag("--accept-unchained", o->accept_unchained, "Credit proofs written before schema v4 (they carry no digest)");
   cmd->add_flag("--list-checks", o->list_checks, "List the checks a rubric criterion may name, with their thresholds");

@@ -107,11 +107,12 @@ const CriterionResult* Report::find(const std::string& id) const {
   return nullptr;
 }
 
-std::string detect_hardware() {
-  std::error_code ec;
-  const std::filesystem::path gpus = "/proc/driver/nvidia/gpus";
-  if (std::filesystem::exists("/dev/nvidia0", ec)) return "gpu";
-  if (std::filesystem::is_directory(gpus, ec) && !std::filesystem::is_empty(gpus, ec)) return "gpu";
+std::string evidence_hardware(const Evidence& e) {
+  for (const db::RunRecord& r : e.runs) {
+    if (r.kind != db::RunKind::kMeasured || !e.params.count(r.id)) continue;
+    const auto& p = e.params.at(r.id);
+    if (p.count("device") && p.at("device") == "cuda") return "gpu";
+  }
   return "cpu";
 }
 
@@ -126,9 +127,9 @@ Report grade(db::ResultsStore& store, const Rubric& rubric, const GradeOptions& 
   report.grader_version = kVersion;
   report.grader_binary = db::this_process_provenance().binary_hash;
   report.grader_host = db::host_name();
-  report.hardware = o.hardware.empty() ? detect_hardware() : o.hardware;
   report.pass_mark = rubric.pass_mark;
   const Evidence e = read_evidence(store, o.accept_unchained);
+  report.hardware = o.hardware.empty() ? evidence_hardware(e) : o.hardware;
   report.software_versions = e.software_versions;
   report.machines = e.machines;
   summarize_chain(e, report);

@@ -61,7 +61,9 @@ struct CriterionResult {
 
 struct GradeOptions {
   bool accept_unchained = false;  // credit proofs written before schema v4 (no digest)
-  // Hardware of the machine the evidence is expected from; empty: detect this machine's.
+  // Hardware of the machine the evidence comes from; empty: read from the evidence ("gpu" when a
+  // measured run trained on a CUDA device, else "cpu"), not from the grading machine, whose GPU
+  // says nothing about the learner's.
   std::string hardware;           // "cpu" | "gpu"
   bool verify = false;            // re-run the cheap checks (verify.h)
   std::string parlab_bin;         // --verify's kill-resume trial starts workers of this binary
@@ -103,7 +105,7 @@ Report grade(db::ResultsStore& store, const Rubric& rubric, const GradeOptions& 
 // Opens `db_path` (without sweeping or migrating anything it does not need) and grades it.
 Report grade_file(const std::filesystem::path& db_path, const Rubric& rubric, const GradeOptions& options = {});
 
-// "gpu" when this machine has an NVIDIA device, else "cpu".
-std::string detect_hardware();
+// "gpu" when a measured run of the evidence trained on a CUDA device (run param device=cuda).
+std::string evidence_hardware(const Evidence& evidence);
 
 }  // namespace parlab::rubric

@@ -144,6 +144,9 @@ TEST(GradeQuickstart, ScoresAtLeastThePassMarkWithAValidGradescopeResultsJson) {
   EXPECT_EQ(get(rep, "gpu_efficiency").status, Status::kBlocked);
   EXPECT_DOUBLE_EQ(rep.blocked_points, 10);
   EXPECT_DOUBLE_EQ(rep.max_score, 100);  // blocked points are not counted
+  // Without --hardware the learner's machine is read from the evidence (no CUDA run: cpu),
+  // whatever the grading machine has.
+  EXPECT_EQ(grade_file(db, default_rubric(), {}).hardware, "cpu");
   EXPECT_EQ(rep.tampered, 0);
   EXPECT_EQ(rep.gaps, 0);
   // The measures: slices for the proofs run, step times for 1/2/4, a restart and a detection.
