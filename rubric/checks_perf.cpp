@@ -5,16 +5,15 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <filesystem>
 
+#include "parlab/source_dir.h"
 #include "rubric/check_util.h"
 #include "rubric/checks.h"
 #include "sim/result.h"
 #include "sim/simulate.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
-#include "parlab/source_dir.h"
-
-#include <filesystem>
 
 namespace parlab::rubric {
 
