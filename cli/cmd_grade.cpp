@@ -100,7 +100,7 @@ void add_grade_command(CLI::App& app) {
   auto o = std::make_shared<GradeCliOptions>();
   CLI::App* cmd = app.add_subcommand("grade", "Grade a results database against a rubric (default: the chapter's, rubric/parallelism.toml)");
   cmd->footer(
-      "Statuses: passed, failed, missing (no evidence), blocked (needs hardware this machine lacks;\n"
+      "Statuses: passed, failed, missing (no evidence), blocked (needs hardware the learner's machine lacks;\n"
       "reported apart, not counted). Performance points count only when their correctness gate passed.\n"
       "Only proof rows that still match their digest are credited: a row edited afterwards is reported\n"
       "as tampered and earns nothing.\n\n"

@@ -49,7 +49,7 @@ CriterionResult judge(const Criterion& c, const Evidence& e, const GradeOptions&
   // No evidence, and the machine it is expected from cannot make it: blocked, not missing.
   if (r.status == Status::kMissing && c.requires_hardware == "gpu" && hardware != "gpu") {
     r.status = Status::kBlocked;
-    r.detail = "needs a GPU, and this machine has none: reported apart, not counted";
+    r.detail = "needs a GPU, and the evidence comes from a machine without one: reported apart, not counted";
   }
   return r;
 }

@@ -6,8 +6,8 @@
 //   rubric::Report r = rubric::grade(store, rubric::default_rubric(), {});
 //   for (const auto& c : r.criteria) show(c.title, rubric::to_string(c.status), c.points, c.max_points);
 //
-// Statuses: passed, failed, missing (no evidence), blocked (needs hardware this machine lacks;
-// its points are reported apart and left out of the total). A performance criterion earns its
+// Statuses: passed, failed, missing (no evidence), blocked (needs hardware the learner's machine
+// lacks; its points are reported apart and left out of the total). A performance criterion earns its
 // points only when its gate (a correctness criterion) passed. Evidence is only credited when its
 // proof row still matches its digest: a tampered row earns nothing and is listed.
 #include <filesystem>
