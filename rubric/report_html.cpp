@@ -121,7 +121,7 @@ std::string render_html(const Report& r, const Evidence& e) {
   h += fmt::format("<h2 class=\"{}\">Score {:g}/{:g} = {:.1f}% — {}</h2>", r.passed ? "passed" : "failed", r.score, r.max_score, r.percent(),
                    r.passed ? "passed" : "not passed");
   h += fmt::format("<p>Pass mark {:.0f}%.{}</p>", 100 * r.pass_mark,
-                   r.blocked_points > 0 ? fmt::format(" {:g} points blocked (hardware this machine lacks), reported apart.", r.blocked_points) : "");
+                   r.blocked_points > 0 ? fmt::format(" {:g} points blocked (hardware the learner's machine lacks), reported apart.", r.blocked_points) : "");
   h += "<table><tr><th>criterion</th><th>status</th><th>points</th><th>evidence</th><th>value vs threshold</th><th>how to fix</th></tr>";
   for (const CriterionResult& c : r.criteria) {
     std::string values;

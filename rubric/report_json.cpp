@@ -68,7 +68,7 @@ json gradescope_json(const Report& r) {
   }
   std::string output = fmt::format("{:.1f}% of the available points (pass mark {:.0f}%): {}.", r.percent(), 100 * r.pass_mark,
                                    r.passed ? "passed" : "not passed");
-  if (r.blocked_points > 0) output += fmt::format(" {:g} points blocked (hardware missing), not counted.", r.blocked_points);
+  if (r.blocked_points > 0) output += fmt::format(" {:g} points blocked (hardware the learner's machine lacks), not counted.", r.blocked_points);
   if (r.tampered > 0) output += fmt::format(" {} proof row(s) were changed after they were written and earn nothing.", r.tampered);
   output += fmt::format("\nGraded by parlab {} on {}; database {}; {} proofs, chain head {}.", r.grader_version, r.grader_host,
                         r.db_digest.empty() ? "-" : r.db_digest, r.proofs, r.chain_head.empty() ? "-" : r.chain_head);

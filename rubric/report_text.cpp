@@ -70,7 +70,7 @@ std::string render_text(const Report& r) {
   out += t.str();
   out += fmt::format("\nScore {:g}/{:g} = {:.1f}% (pass mark {:.0f}%): {}", r.score, r.max_score, r.percent(), 100 * r.pass_mark,
                      r.passed ? "PASSED" : "NOT PASSED");
-  if (r.blocked_points > 0) out += fmt::format("; {:g} points blocked (hardware this machine lacks), not counted", r.blocked_points);
+  if (r.blocked_points > 0) out += fmt::format("; {:g} points blocked (hardware the learner's machine lacks), not counted", r.blocked_points);
   out += "\n\nDetails\n";
   for (const CriterionResult& c : r.criteria) {
     out += fmt::format("\n[{}] {} — {}\n", to_string(c.status), c.id, c.title);
