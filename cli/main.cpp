@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   parlab::cli::add_bench_command(app);
   parlab::cli::add_proof_command(app);
   parlab::cli::add_runbook_command(app);
+  parlab::cli::add_grade_command(app);
 
   try {
     app.parse(argc, argv);

@@ -2,6 +2,7 @@
 // run id. Each call commits on its own unless the caller holds a Transaction.
 #include <string>
 
+#include "db/proof_chain.h"
 #include "db/results_store.h"
 #include "db/store_detail.h"
 
@@ -118,13 +119,39 @@ void ResultsStore::set_run_metric(RunId run, std::string_view key, double value)
 }
 
 std::int64_t ResultsStore::add_proof(const ProofRecord& p) {
+  const ProofProvenance& who = this_process_provenance();
   return write_scope(*connection_, [&] {
-    Statement s = connection_->statement(
-        "INSERT INTO proofs(run_id, experiment_id, kind, inputs, result, passed, evidence) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id");
-    s.bind_all(p.run, p.experiment, p.kind, p.inputs.dump(), p.result, p.passed, p.evidence.dump())
-        .step_one();
-    return s.int64(0);
+    // Inside the write lock: the chain's tail cannot move between this read and the insert.
+    std::string previous;
+    {
+      Statement last = connection_->statement("SELECT digest FROM proofs ORDER BY id DESC LIMIT 1");
+      if (last.step()) previous = last.optional_text(0).value_or("");
+    }
+    StoredProof row;
+    row.run_id = p.run;
+    row.experiment_id = p.experiment;
+    row.kind = p.kind;
+    row.inputs = p.inputs.dump();
+    row.result = p.result;
+    row.passed = p.passed;
+    row.evidence = p.evidence.dump();
+    row.software_version = who.software_version;
+    row.binary_hash = who.binary_hash;
+    row.machine = who.machine;
+    row.prev_digest = previous;
+    {
+      Statement s = connection_->statement(
+          "INSERT INTO proofs(run_id, experiment_id, kind, inputs, result, passed, evidence, "
+          "software_version, binary_hash, machine, prev_digest) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, created_at");
+      s.bind_all(row.run_id, row.experiment_id, row.kind, row.inputs, row.result, row.passed, row.evidence,
+                 row.software_version, row.binary_hash, row.machine, previous)
+          .step_one();
+      row.id = s.int64(0);
+      row.created_at = s.text(1);
+    }
+    connection_->statement("UPDATE proofs SET digest = ? WHERE id = ?").bind_all(proof_digest(row), row.id).run();
+    return row.id;
   });
 }
 

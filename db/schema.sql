@@ -1,4 +1,4 @@
--- parlab results database: the current schema, version 3.
+-- parlab results database: the current schema, version 4.
 --
 -- This file is what applying every step in db/migrations/ to an empty file produces (a test
 -- checks it). Existing databases are upgraded by those steps, never by this file; it is here to
@@ -127,6 +127,12 @@ CREATE TABLE proofs (
   passed        INTEGER NOT NULL CHECK (passed IN (0, 1)),
   evidence      TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(evidence)),
   created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  -- v4 (0004_proof_chain.sql): who wrote the row and its place in the digest chain
+  software_version TEXT NOT NULL DEFAULT '',
+  binary_hash      TEXT NOT NULL DEFAULT '',
+  machine          TEXT NOT NULL DEFAULT '',
+  prev_digest      TEXT,
+  digest           TEXT,
   CHECK (run_id IS NOT NULL OR experiment_id IS NOT NULL)
 );
 
@@ -180,4 +186,9 @@ CREATE TABLE predictions (
 
 CREATE INDEX predictions_by_run ON predictions(run_id, id);
 
-PRAGMA user_version = 3;
+-- ---- v4 -------------------------------------------------------------------------------------
+
+-- The proofs table's provenance and digest columns (above, marked v4): see
+-- db/migrations/0004_proof_chain.sql and db/proof_chain.h.
+
+PRAGMA user_version = 4;

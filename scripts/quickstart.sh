@@ -17,10 +17,12 @@ echo "== Calibrating this machine (cached after the first time) =="
 
 echo
 echo "== The quickstart experiments =="
-"$parlab" experiment run seed_budget scaling_1_2_4 equivalence kill_resume --db "$db"
+"$parlab" experiment run seed_budget allreduce_lab scaling_1_2_4 equivalence kill_resume hang_fallback elastic_resume \
+  --db "$db"
 
 echo
 echo "== Simulated vs measured =="
 "$parlab" compare --experiment scaling_1_2_4 --db "$db"
 echo
-echo "Everything above is in $db: 'build/cli/parlab experiment list --db $db' lists it."
+echo "Everything above is in $db: 'build/cli/parlab experiment list --db $db' lists it,"
+echo "and 'build/cli/parlab grade --db $db' grades it against rubric/parallelism.toml."

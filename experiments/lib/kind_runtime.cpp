@@ -264,6 +264,8 @@ void run_kill_resume(Context& ctx, const KillResumeTask& t) {
   o.store = &ctx.store;
   o.experiment = ctx.experiment;
   const launch::ProofReport rep = launch::run_kill_resume_proof(o);
+  // The reference's final checkpoint is what every trial resumed towards: check it holds everything.
+  record_checkpoint_completeness(ctx, o.work_dir / "reference", t.steps, rep.reference_run);
   if (rep.reference_run) ctx.outcome->runs.push_back(*rep.reference_run);
   for (const auto& tr : rep.trials)
     if (tr.run) ctx.outcome->runs.push_back(*tr.run);

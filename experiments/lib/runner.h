@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,13 @@ void run_equivalence(Context& ctx, const EquivalenceTask& task);
 void run_kill_resume(Context& ctx, const KillResumeTask& task);
 void run_planner(Context& ctx, const PlannerTask& task);
 void run_splits(Context& ctx, const SplitsTask& task);
+void run_hang_drill(Context& ctx, const HangDrillTask& task);  // kind_drills.cpp
+void run_elastic(Context& ctx, const ElasticTask& task);       // kind_drills.cpp
+// The completeness of a run's final checkpoint as a proof row ("checkpoint_complete"): every
+// parameter with its optimizer buffers, the step, sampler, RNG and optimizer counters, verified
+// against the manifest's checksums (kind_drills.cpp).
+void record_checkpoint_completeness(Context& ctx, const std::filesystem::path& run_dir, int64_t steps,
+                                    std::optional<db::RunId> run);
 
 }  // namespace parlab::experiments
 

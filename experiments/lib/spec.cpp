@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/launch/detectors.h"
+#include "runtime/launch/faults.h"
 #include "strategy/errors.h"
 #include "strategy/toml_reader.h"
 
@@ -180,6 +182,55 @@ PlannerTask parse_planner(TableReader& r) {
   return t;
 }
 
+HangDrillTask parse_hang_drill(TableReader& r) {
+  HangDrillTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.plan = r.string("plan").value_or("");
+  t.nproc = positive_int(r, "nproc", t.nproc);
+  if (t.nproc < 2) r.fail("nproc", std::to_string(t.nproc), "must be at least 2: a hang needs a rank to wait for another");
+  t.steps = positive_int(r, "steps", t.steps);
+  t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
+  t.fault = r.string("fault").value_or(t.fault);
+  // Checked here, before anything runs: a hang drill needs a rank that hangs the others.
+  launch::FaultSpec fault;
+  try {
+    fault = launch::parse_fault(t.fault);
+  } catch (const ConfigError& e) {
+    r.fail("fault", t.fault, e.allowed());
+  }
+  if (fault.kind != launch::FaultKind::kSkipAllReduce && fault.kind != launch::FaultKind::kHang)
+    r.fail("fault", t.fault, "must be a skip-allreduce or hang fault (launch/faults.h)");
+  if (fault.rank >= t.nproc) r.fail("fault", t.fault, "names a rank outside [0, nproc)");
+  t.timeout_seconds = positive(r, "timeout_seconds", t.timeout_seconds);
+  t.max_same_failure = positive_int(r, "max_same_failure", t.max_same_failure);
+  t.fallback = r.string("fallback").value_or(t.fallback);
+  try {
+    launch::parse_fallback(t.fallback);
+  } catch (const ConfigError& e) {
+    r.fail("fallback", t.fallback, e.allowed());
+  }
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed");
+  return t;
+}
+
+ElasticTask parse_elastic(TableReader& r) {
+  ElasticTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.plan = r.string("plan").value_or("");
+  t.nproc = positive_int(r, "nproc", t.nproc);
+  if (t.nproc < 2) r.fail("nproc", std::to_string(t.nproc), "must be at least 2 to lose a rank");
+  t.steps = positive_int(r, "steps", t.steps);
+  t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
+  t.lose_rank = int(r.integer("lose_rank").value_or(t.lose_rank));
+  if (t.lose_rank < 0 || t.lose_rank >= t.nproc) r.fail("lose_rank", std::to_string(t.lose_rank), "must be a rank in [0, nproc)");
+  t.lose_step = positive_int(r, "lose_step", t.lose_step);
+  if (t.lose_step >= t.steps) r.fail("lose_step", std::to_string(t.lose_step), "must be below steps (the job must go on after it)");
+  t.seed = uint64_t(r.integer("seed").value_or(1));
+  r.reject_unknown("model, plan, nproc, steps, checkpoint_every, lose_rank, lose_step, seed");
+  return t;
+}
+
 struct Kind {
   const char* name;
   const char* keys;
@@ -198,6 +249,10 @@ const Kind kKinds[] = {
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},
     {"planner", "model, cluster, world, gbs, top, simulate_top", [](TableReader& r) -> Task { return parse_planner(r); }},
     {"splits", "model, cluster, workers, plans, steps, sources, seed", [](TableReader& r) -> Task { return parse_splits(r); }},
+    {"hang_drill", "model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed",
+     [](TableReader& r) -> Task { return parse_hang_drill(r); }},
+    {"elastic", "model, plan, nproc, steps, checkpoint_every, lose_rank, lose_step, seed",
+     [](TableReader& r) -> Task { return parse_elastic(r); }},
 };
 
 }  // namespace

@@ -92,8 +92,36 @@ struct PlannerTask {
   int simulate_top = 0;
 };
 
+// The hang drill: a rank that skips its all-reduces (or stops) on every attempt, so the detectors
+// must name it and, after --max-same-failure repeats, the job must degrade to the named fallback.
+struct HangDrillTask {
+  std::string model = "lab-mlp";
+  std::string plan;
+  int nproc = 2;
+  int steps = 8;
+  int checkpoint_every = 2;
+  std::string fault = "skip-allreduce:rank=1,step=3,attempts=0";  // launch/faults.h
+  double timeout_seconds = 2;  // collective and heartbeat timeout: how long a hang goes unseen
+  int max_same_failure = 1;
+  std::string fallback = "survivors";  // launch/detectors.h: stop, survivors, single
+  uint64_t seed = 1;
+};
+
+// Elastic sampling: a job that loses a rank resumes on fewer workers; every step must train the
+// same samples as the uninterrupted run (none skipped, none repeated).
+struct ElasticTask {
+  std::string model = "lab-mlp";
+  std::string plan;
+  int nproc = 2;
+  int steps = 12;
+  int checkpoint_every = 4;
+  int lose_rank = 1;
+  int lose_step = 6;
+  uint64_t seed = 1;
+};
+
 using Task = std::variant<LedgerTask, ScalingTask, ScalingLabTask, EquivalenceTask, KillResumeTask, PlannerTask,
-                          SplitsTask>;
+                          SplitsTask, HangDrillTask, ElasticTask>;
 
 struct ExperimentSpec {
   std::string name;

@@ -17,8 +17,9 @@ namespace {
 
 using testing::ScratchDir;
 
-// The version this code must reach: v1 (base tables) + v2 (calibrations, metrics, indexes).
-constexpr int kExpectedVersion = 3;
+// The version this code must reach: v1 (base tables) + v2 (calibrations, metrics, indexes) +
+// v3 (predictions) + v4 (the proofs digest chain).
+constexpr int kExpectedVersion = 4;
 
 // Whitespace- and comment-insensitive text of one CREATE statement.
 std::string normalize_sql(std::string sql) {
@@ -85,6 +86,8 @@ TEST(Migrate, MigrationsAreNumberedInOrder) {
   EXPECT_EQ(steps[1].name, "0002_calibrations_metrics_indexes");
   EXPECT_EQ(steps[2].version, 3);
   EXPECT_EQ(steps[2].name, "0003_predictions");
+  EXPECT_EQ(steps[3].version, 4);
+  EXPECT_EQ(steps[3].name, "0004_proof_chain");
 }
 
 TEST(Migrate, SchemaSqlEqualsTheResultOfAllMigrations) {

@@ -78,6 +78,13 @@ TEST(ExperimentSpec, BadKeysAndValuesAreNamed) {
   EXPECT_EQ(field_of("kind = \"splits\"\n[splits]\nworkers = 0\n"), "x.toml: splits.workers");
   EXPECT_EQ(field_of("kind = \"equivalence\"\n[equivalence]\nplans = []\n"), "x.toml: equivalence.plans");
   EXPECT_EQ(field_of("kind = = 3\n").substr(0, 7), "x.toml:");
+  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"kill:rank=1,step=3\"\n"), "x.toml: hang_drill.fault");
+  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"hang:rank=5,step=3\"\n"), "x.toml: hang_drill.fault");
+  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"hang:step=3\"\n"), "x.toml: hang_drill.fault");
+  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfallback = \"pray\"\n"), "x.toml: hang_drill.fallback");
+  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nnproc = 1\n"), "x.toml: hang_drill.nproc");
+  EXPECT_EQ(field_of("kind = \"elastic\"\n[elastic]\nlose_rank = 2\n"), "x.toml: elastic.lose_rank");
+  EXPECT_EQ(field_of("kind = \"elastic\"\n[elastic]\nsteps = 6\nlose_step = 6\n"), "x.toml: elastic.lose_step");
 }
 
 }  // namespace parlab::experiments
