@@ -50,6 +50,10 @@ std::string SetupInputs::plan_text() const {
 
 std::string SetupInputs::model_label() const { return trimmed(params).empty() ? model : "params=" + trimmed(params); }
 
+int max_workers(const strategy::ClusterSpec& cluster) {
+  return cluster.shares_cores() ? cluster.devices() : kMaxWorkers;
+}
+
 SetupResult resolve_setup(const SetupInputs& in) {
   SetupResult r;
   try {
@@ -70,9 +74,16 @@ SetupResult resolve_setup(const SetupInputs& in) {
     }
     if (trimmed(in.cluster).empty()) throw ConfigError("--cluster", "(empty)", "name a preset or a TOML file");
     r.base_cluster = strategy::load_cluster(trimmed(in.cluster));
-    if (in.workers < 1 || in.workers > r.base_cluster->devices())
+    if (in.workers < 1 || in.workers > max_workers(*r.base_cluster))
       throw ConfigError("workers", std::to_string(in.workers),
-                        "must be between 1 and the cluster's " + std::to_string(r.base_cluster->devices()) + " devices");
+                        "must be between 1 and " + std::to_string(max_workers(*r.base_cluster)) + " for cluster " +
+                            r.base_cluster->name);
+    // One value per field: a comma or '=' would smuggle further keys into the plan text.
+    for (const std::string& key : setup_plan_keys()) {
+      const std::string v = trimmed(in.value(key));
+      if (v.find_first_of(",=") != std::string::npos)
+        throw ConfigError("plan." + key, v, "must be a single value (no ',' or '=')");
+    }
     LabSetup s;
     s.inputs = in;
     s.model = *r.model;
@@ -105,7 +116,8 @@ strategy::Plan plan_at_workers(const LabSetup& setup, int workers, strategy::Clu
 std::vector<int> series_workers(const LabSetup& setup) {
   std::set<int> candidates;
   const int split = setup.plan.tp * setup.plan.pp;
-  for (int w = split; w <= setup.base_cluster.devices(); w *= 2) candidates.insert(w);
+  const int top = std::max(setup.world(), setup.base_cluster.devices());
+  for (int w = split; w <= top; w *= 2) candidates.insert(w);
   candidates.insert(setup.world());
   std::vector<int> out;
   for (int w : candidates) {

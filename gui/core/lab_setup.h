@@ -55,6 +55,12 @@ struct SetupResult {
   std::optional<strategy::ClusterSpec> base_cluster;
 };
 
+// The most workers the panel offers: a cluster of worker processes sharing this host's cores
+// (cpu-local) is the size its file says; any other cluster description is a node that is
+// repeated (strategy::with_world), up to kMaxWorkers devices.
+inline constexpr int kMaxWorkers = 4096;
+int max_workers(const strategy::ClusterSpec& cluster);
+
 // Never throws: every failure comes back as SetupError.
 SetupResult resolve_setup(const SetupInputs& in);
 
@@ -62,8 +68,9 @@ SetupResult resolve_setup(const SetupInputs& in);
 // workers / (tp * pp), everything else as given. Throws ConfigError when it does not apply.
 strategy::Plan plan_at_workers(const LabSetup& setup, int workers, strategy::ClusterSpec* cluster_out = nullptr);
 
-// Worker counts for the speedup series: powers of two from tp*pp up to the cluster size, and
-// the current world; only those where the split is valid.
+// Worker counts for the speedup series: powers of two from tp*pp up to the larger of the
+// current world and the cluster file's own size, and the current world; only those where the
+// split is valid.
 std::vector<int> series_workers(const LabSetup& setup);
 
 }  // namespace parlab::gui

@@ -16,8 +16,9 @@
 namespace parlab::gui {
 
 namespace {
-constexpr int kSteps = 12;  // short: two runs back to back
-}
+// Short (two runs back to back); the straggler detector needs two 20-step windows.
+int steps_for(FaultPanel::Fault f) { return f == FaultPanel::kSlowRank ? 60 : 12; }
+}  // namespace
 
 QString FaultPanel::fault_spec(Fault f, int steps) {
   const int at = steps / 2 + 1;
@@ -87,7 +88,7 @@ RunRequest FaultPanel::base_request() const {
     plan += (plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(setup_->plan.global_batch);
   r.plan = QString::fromStdString(plan);
   r.nproc = setup_->world();
-  r.steps = kSteps;
+  r.steps = steps_for(current_);
   r.checkpoint_every = 3;
   r.json = true;
   return r;
@@ -123,7 +124,7 @@ void FaultPanel::on_reference(const RunOutcome& o) {
   }
   RunRequest r = base_request();
   r.run_dir = runs_dir_of(options_) + "/fault-" + QDateTime::currentDateTimeUtc().toString("yyyyMMdd-hhmmss-zzz");
-  r.faults = {fault_spec(current_, kSteps)};
+  r.faults = {fault_spec(current_, steps_for(current_))};
   r.max_restarts = current_ == kSlowRank ? 0 : 1;
   if (current_ == kSkipAllreduce) r.timeout_seconds = 3;  // the watchdog's bound on a collective
   result_->setText(tr("2/2: the run with --fault %1 …").arg(r.faults.front()));
@@ -134,7 +135,7 @@ void FaultPanel::on_faulted(const RunOutcome& o) {
   busy_->setVisible(false);
   cancel_->setEnabled(false);
   start_->setEnabled(true);
-  QString text = tr("<b>--fault %1</b>: the job %2.<br>").arg(fault_spec(current_, kSteps).toHtmlEscaped(),
+  QString text = tr("<b>--fault %1</b>: the job %2.<br>").arg(fault_spec(current_, steps_for(current_)).toHtmlEscaped(),
                                                               o.ok ? tr("completed") : tr("did not complete (%1)").arg(o.message.toHtmlEscaped()));
   const QJsonArray incidents = o.json.value("incidents").toArray();
   if (incidents.isEmpty()) text += tr("No incident was detected.<br>");
@@ -151,6 +152,7 @@ void FaultPanel::on_faulted(const RunOutcome& o) {
                   .arg(i.value("resumed_step").toInt())
                   .arg(i.value("steps_lost").toInt())
                   .arg(i.value("restart_total_seconds").toDouble(), 0, 'f', 2);
+    if (i.contains("analysis")) text += "<br>" + i.value("analysis").toString().toHtmlEscaped();
     text += "<br><small>" + i.value("detail").toString().toHtmlEscaped() + "</small><br>";
   }
   const QString ref = reference_outcome_.final_hash, got = o.final_hash;

@@ -174,7 +174,7 @@ QWidget* SetupPanel::field(const std::string& key) const {
 
 QString SetupPanel::message_for(const std::string& key) const {
   const auto it = messages_.find(key);
-  return it == messages_.end() || !it->second->isVisible() ? QString() : it->second->text();
+  return it == messages_.end() || it->second->isHidden() ? QString() : it->second->text();
 }
 
 SetupInputs SetupPanel::inputs() const {
@@ -201,36 +201,41 @@ void SetupPanel::set_inputs(const SetupInputs& in) {
   resolve();
 }
 
-std::string SetupPanel::key_of_error_field(const std::string& field) {
+std::vector<std::string> SetupPanel::keys_of_error_field(const std::string& field) {
   if (field.rfind("plan.", 0) == 0) {
-    std::string k = field.substr(5);
-    if (const auto star = k.find('*'); star != std::string::npos) k = k.substr(0, star);  // tp*pp -> tp
-    if (k == "bucket_mb" || k == "optimizer") return "plan";
-    return k;
+    // A product ("tp*pp", "dp*tp*pp") names each of its factors.
+    std::vector<std::string> keys;
+    std::string rest = field.substr(5);
+    for (size_t star; (star = rest.find('*')) != std::string::npos; rest = rest.substr(star + 1)) keys.push_back(rest.substr(0, star));
+    keys.push_back(rest);
+    for (std::string& k : keys)
+      if (k == "bucket_mb" || k == "optimizer") k = "dp";  // keys the panel has no field for
+    return keys;
   }
-  if (field == "plan") return "plan";
-  if (field == "world" || field == "workers") return "workers";
-  if (field == "--params") return "params";
-  if (field == "--cluster" || field.rfind("cluster", 0) == 0) return "cluster";
-  return "model";  // --model, model.*, a TOML file's own keys
+  if (field == "plan") return {"dp"};
+  if (field == "world" || field == "workers") return {"workers"};
+  if (field.rfind("--params", 0) == 0) return {"params"};
+  if (field == "--cluster" || field.rfind("cluster", 0) == 0) return {"cluster"};
+  return {"model"};  // --model, model.*, a TOML file's own keys
 }
 
 void SetupPanel::show_error(const std::optional<SetupError>& e) {
   for (auto& [key, label] : messages_) label->setVisible(false);
   for (auto& [key, w] : fields_) w->setStyleSheet(QString());
   if (!e) return;
-  std::string key = key_of_error_field(e->field);
-  if (!messages_.count(key)) key = e->field.rfind("plan", 0) == 0 ? "dp" : "model";
-  messages_.at(key)->setText(q(e->message));
-  messages_.at(key)->setVisible(true);
-  fields_.at(key)->setStyleSheet("border: 1px solid #b00020;");
+  for (std::string key : keys_of_error_field(e->field)) {
+    if (!messages_.count(key)) key = "model";
+    messages_.at(key)->setText(q(e->message));
+    messages_.at(key)->setVisible(true);
+    fields_.at(key)->setStyleSheet("border: 1px solid #b00020;");
+  }
 }
 
 void SetupPanel::resolve() {
   if (loading_) return;
   const SetupResult r = resolve_setup(inputs());
   if (r.base_cluster) {
-    const int devices = r.base_cluster->devices();
+    const int devices = max_workers(*r.base_cluster);
     if (workers_->maximum() != devices && workers_->value() <= devices) {
       workers_->setMaximum(devices);
       workers_slider_->setMaximum(devices);

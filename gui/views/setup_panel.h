@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gui/core/lab_setup.h"
 
@@ -33,8 +34,8 @@ class SetupPanel : public QWidget {
   QWidget* field(const std::string& key) const;
   // The inline message under a field (empty when it has none).
   QString message_for(const std::string& key) const;
-  // The key of the input an error field names ("plan.tp*pp" -> "tp", "--model" -> "model").
-  static std::string key_of_error_field(const std::string& field);
+  // The inputs an error field names ("plan.tp*pp" -> tp and pp, "--model" -> model).
+  static std::vector<std::string> keys_of_error_field(const std::string& field);
 
  signals:
   void setup_changed(const parlab::gui::LabSetup& setup);

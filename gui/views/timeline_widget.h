@@ -5,6 +5,8 @@
 // shows an op's details.
 #include <QWidget>
 
+class QScrollArea;
+
 namespace parlab::gui {
 
 class TimelineModel;
@@ -14,7 +16,7 @@ class TimelineWidget : public QWidget {
  public:
   TimelineWidget(TimelineModel* model, QWidget* parent = nullptr);
   // Follows the width of the scroll area it is shown in (zoom 1 fits its viewport).
-  void follow(class QScrollArea* area);
+  void follow(QScrollArea* area);
   double zoom() const { return zoom_; }
   void set_zoom(double z);
   // The op under the mouse or chosen by keyboard: row of the model, -1 none.
@@ -43,7 +45,7 @@ class TimelineWidget : public QWidget {
   double zoom_ = 1.0;
   int current_ = -1;
   int viewport_width_ = 900;
-  class QScrollArea* area_ = nullptr;
+  QScrollArea* area_ = nullptr;
 };
 
 }  // namespace parlab::gui
