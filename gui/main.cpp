@@ -1,7 +1,7 @@
 // parlab-lab: the desktop lab. Pick a model and a cluster, vary workers and the split, see what
 // fits and what the split costs, predict, simulate, run for real on this machine, compare.
 //
-//   parlab-lab [--db results/parlab.db] [--model M] [--cluster C] [--workers N] [--plan k=v,...]
+//   parlab-lab [--db results/parlab.db] [--model M] [--cluster C] [--workers N] [--plan k=v,...] [--trace F]
 //   parlab-lab --screenshot DIR      every view to DIR/<view>.png, offscreen, then exit
 #include <QApplication>
 #include <QCommandLineParser>
@@ -10,6 +10,7 @@
 #include "gui/views/main_window.h"
 #include "gui/views/screenshot.h"
 #include "gui/views/setup_panel.h"
+#include "gui/views/timeline_view.h"
 #include <algorithm>
 
 using namespace parlab;
@@ -33,8 +34,9 @@ int main(int argc, char** argv) {
   QCommandLineOption workers({"workers", "w"}, "Workers to start with", "n");
   QCommandLineOption plan({"plan", "p"}, "Plan keys to start with, e.g. tp=2,zero=1", "k=v,...");
   QCommandLineOption parlab(QStringLiteral("parlab"), "The parlab binary real runs start (default: $PARLAB_BIN, beside this one, PATH)", "file");
+  QCommandLineOption trace(QStringLiteral("trace"), "A measured Chrome trace (parlab train --trace) to show in the timeline", "file");
   QCommandLineOption shot(QStringLiteral("screenshot"), "Render every view offscreen to DIR/<view>.png and exit", "dir");
-  args.addOptions({db, model, cluster, workers, plan, parlab, shot});
+  args.addOptions({db, model, cluster, workers, plan, parlab, trace, shot});
   args.process(app);
 
   gui::LabOptions options;
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "parlab-lab: %s\n", e->message.c_str());
     if (args.isSet(shot)) return 2;
   }
+  if (args.isSet(trace)) window.timeline_view()->load_measured(args.value(trace));
   if (args.isSet(shot)) return gui::take_screenshots(window, args.value(shot)) == 0 ? 0 : 1;
   window.resize(1440, 900);
   window.show();

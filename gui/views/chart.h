@@ -19,6 +19,7 @@ struct ChartSeries {
   // Lines and points: (x, y). Bars: y per category, x = the category's index.
   std::vector<QPointF> points;
   QColor color;  // invalid: the chart's palette
+  bool dashed = false;  // lines: told apart from a series drawn on top of it
 };
 
 struct ChartSpec {

@@ -45,7 +45,13 @@ void MemoryView::refresh() {
   double worst_total = -1;
   for (int r = 0; r < model_->rowCount(); ++r) {
     const bool fits = model_->index(r, MemoryModel::kFits).data(MemoryModel::kValueRole).toBool();
-    spec.categories << model_->row_label(r) + (fits ? "" : tr(" ✗ over"));
+    // Many bars: their numbers only (the axis title says rank or stage; the table has the labels).
+    const QString label = model_->rowCount() > 8
+                              ? QString::number(model_->index(r, model_->per_stage() ? MemoryModel::kStage : MemoryModel::kRank)
+                                                    .data(MemoryModel::kValueRole)
+                                                    .toInt())
+                              : model_->row_label(r);
+    spec.categories << label + (fits ? "" : tr(" ✗"));
     const double total = model_->index(r, MemoryModel::kTotal).data(MemoryModel::kValueRole).toDouble();
     if (total > worst_total) worst_total = total, worst = r;
   }

@@ -141,6 +141,12 @@ class QtChartsChart : public Chart {
       }
       xy->setName(s.name);
       if (s.color.isValid()) xy->setColor(s.color);
+      if (s.dashed) {
+        QPen pen = xy->pen();
+        pen.setStyle(Qt::DashLine);
+        pen.setWidth(3);
+        xy->setPen(pen);
+      }
       for (const QPointF& p : s.points) xy->append(p);
       chart->addSeries(xy);
       xy->attachAxis(x);

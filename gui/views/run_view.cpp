@@ -34,7 +34,7 @@ QString find_parlab() {
 
 QString runs_dir_of(const LabOptions& o) {
   if (!o.runs_dir.isEmpty()) return o.runs_dir;
-  return QFileInfo(o.db).absolutePath() + "/runs";
+  return QFileInfo(o.db).path() + "/runs";  // relative when the DB path is: runs start in our directory
 }
 
 std::optional<QString> why_not_runnable(const LabSetup& s) {
@@ -96,6 +96,10 @@ RunView::RunView(const LabOptions& options, QWidget* parent) : QWidget(parent), 
   faults_ = new FaultPanel(options_, this);
   layout->addWidget(faults_);
 
+  progress_->setRange(0, steps_field_->value());
+  connect(steps_field_, &QSpinBox::valueChanged, this, [this](int steps) {
+    if (!controller_->running()) progress_->setRange(0, steps);
+  });
   connect(run_, &QPushButton::clicked, this, &RunView::start_run);
   connect(cancel_, &QPushButton::clicked, this, &RunView::cancel);
   connect(controller_, &RunController::step_done, this, [this](int step, int steps, double loss, double seconds) {

@@ -174,6 +174,7 @@ void SpeedupView::refresh_chart() {
     s.name = l.name;
     s.kind = l.kind;
     s.color = l.color;
+    s.dashed = l.name == tr("analytic");  // the simulated curve often lies right on it
     for (int r = 0; r < model_->rowCount(); ++r)
       if (const auto v = model_->value(r, l.column[m])) s.points.emplace_back(model_->rows()[size_t(r)].workers, m == kStepTime ? *v * 1e3 : *v);
     if (!s.points.empty()) spec.series.push_back(s);

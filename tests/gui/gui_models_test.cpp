@@ -140,6 +140,7 @@ class GuiModelsTest : public QObject {
     const bool fits = strategy::worst_stage(strategy::ledger_per_stage(fit.model, fit.plan, fit.cluster)).fits();
     QVERIFY(fits);
     QVERIFY(lab.window->memory_model()->all_fit());
+    for (const QString& c : lab.window->memory_view()->panel()->chart()->spec().categories) QVERIFY2(!c.contains("✗"), qPrintable(c));
     QVERIFY(lab.window->memory_view()->fit_text().contains("fits"));
   }
 
