@@ -149,6 +149,9 @@ class GuiRunTest : public QObject {
     for (const auto& r : db::ResultsStore::open(lab.options.db.toStdString()).list_runs()) run = r;
     QVERIFY(run.has_value());
     QCOMPARE(run->status, db::RunStatus::kKilled);
+    // Marked by the supervisor's own orderly teardown, not left for the stale-run sweep.
+    QVERIFY2(run->notes.find("interrupted") != std::string::npos && run->notes.find("stale-run sweep") == std::string::npos,
+             run->notes.c_str());
     QVERIFY(!db::ResultsStore::open(lab.options.db.toStdString()).step_timings(run->id).empty());
     QVERIFY(rv->status().contains("killed"));
   }
