@@ -3,6 +3,10 @@
 // scaling-lab preset strategy::scaling_lab's; an over-capacity plan is marked as not fitting;
 // and every item model passes QAbstractItemModelTester while the lab changes it.
 #include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QTabWidget>
+#include <QTableView>
+#include <QToolButton>
 #include <QTest>
 
 #include "db/results_store.h"
@@ -188,6 +192,50 @@ class GuiModelsTest : public QObject {
     live.add(1, 1.2, 0.01);
     live.clear();
     w->memory_model()->clear();
+  }
+
+  void every_view_is_reachable_by_keyboard() {
+    Lab lab;
+    lab.window->show();
+    lab.window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(lab.window.get()));
+    QTabWidget* tabs = lab.window->tabs();
+    for (int i = tabs->count() - 1; i >= 0; --i) {
+      QTest::keyClick(lab.window.get(), Qt::Key(Qt::Key_1 + i), Qt::ControlModifier);
+      QCOMPARE(tabs->currentIndex(), i);
+    }
+    // A chart's table toggle is a keyboard-reachable button that shows the same model's numbers.
+    ChartPanel* p = lab.window->memory_view()->panel();
+    QVERIFY(p->table_toggle()->focusPolicy() & Qt::TabFocus);
+    QTest::keyClick(lab.window.get(), Qt::Key_1, Qt::ControlModifier);
+    p->table_toggle()->setFocus();
+    QTest::keyClick(p->table_toggle(), Qt::Key_Space);
+    QVERIFY(p->showing_table());
+    QCOMPARE(p->table()->model(), static_cast<QAbstractItemModel*>(lab.window->memory_model()));
+    QTest::keyClick(lab.window.get(), Qt::Key_L, Qt::ControlModifier);
+    QCOMPARE(QApplication::focusWidget(), lab.setup()->field("model"));
+  }
+
+  void opening_a_run_loads_its_plan_into_the_setup() {
+    Lab lab;
+    const Expected e = expected("lab-mlp", "cpu-local", 4, "tp=2,zero=1,gbs=256");
+    {
+      auto store = db::ResultsStore::open(lab.options.db.toStdString());
+      store.begin_run({.kind = db::RunKind::kMeasured, .model = "lab-mlp", .cluster = "cpu-local",
+                       .plan = strategy::to_json(e.plan), .world_size = 4});
+    }
+    lab.window->history_view()->reload();
+    lab.window->history_view()->kind_field()->setCurrentText("run");
+    QVERIFY(lab.window->history_view()->open_row(0));
+    QVERIFY2(!lab.setup()->error(), lab.setup()->error() ? lab.setup()->error()->message.c_str() : "");
+    const strategy::Plan& p = lab.setup()->setup()->plan;
+    QCOMPARE(lab.setup()->setup()->world(), 4);
+    QCOMPARE(p.tp, e.plan.tp);
+    QCOMPARE(p.dp, e.plan.dp);
+    QCOMPARE(p.zero, e.plan.zero);
+    QCOMPARE(p.global_batch, e.plan.global_batch);
+    QCOMPARE(p.to_string(), e.plan.to_string());
+    check_memory(lab, e);
   }
 };
 
