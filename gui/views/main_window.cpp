@@ -88,6 +88,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
     history_view_->reload();
     if (!trace.isEmpty()) timeline_view_->load_measured(trace);
   });
+  connect(run_view_, &RunView::calibrated, this, [this] { setup_->set_inputs(setup_->inputs()); });
   connect(run_view_->faults(), &FaultPanel::done, history_view_, &HistoryView::reload);
   connect(predict_view_, &PredictView::revealed, history_view_, &HistoryView::reload);
   connect(history_view_, &HistoryView::open_run, this, [this](const SetupInputs& in) {

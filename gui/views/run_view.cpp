@@ -8,6 +8,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
@@ -73,8 +74,14 @@ RunView::RunView(const LabOptions& options, QWidget* parent) : QWidget(parent), 
   progress_ = new QProgressBar(this);
   progress_->setFormat(tr("step %v of %m"));
   progress_->setValue(0);
+  calibrate_button_ = new QPushButton(tr("Ca&librate this machine"), this);
+  calibrate_button_->setToolTip(tr("parlab calibrate --quick: measure compute, memory bandwidth and loopback Gloo, and "
+                                   "write the calibrated cpu-local the setup reads"));
+  calibration_ = new QProcess(this);
+  calibration_->setProcessChannelMode(QProcess::MergedChannels);
   bar->addWidget(run_);
   bar->addWidget(cancel_);
+  bar->addWidget(calibrate_button_);
   bar->addWidget(progress_, 1);
   layout->addLayout(bar);
   status_ = new QLabel(this);
@@ -99,6 +106,19 @@ RunView::RunView(const LabOptions& options, QWidget* parent) : QWidget(parent), 
   progress_->setRange(0, steps_field_->value());
   connect(steps_field_, &QSpinBox::valueChanged, this, [this](int steps) {
     if (!controller_->running()) progress_->setRange(0, steps);
+  });
+  connect(calibrate_button_, &QPushButton::clicked, this, &RunView::calibrate);
+  connect(calibration_, &QProcess::readyRead, this, [this] {
+    for (const QByteArray& line : calibration_->readAll().split('\n'))
+      if (!line.isEmpty()) log_->appendPlainText(QString::fromUtf8(line));
+  });
+  connect(calibration_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus st) {
+    calibrate_button_->setEnabled(true);
+    cancel_->setEnabled(controller_->running());
+    const bool ok = st == QProcess::NormalExit && code == 0;
+    status_->setText(ok ? tr("Calibrated: cpu-local now holds this machine's measured figures.")
+                        : tr("Calibration did not finish (status %1); see the output above.").arg(code));
+    if (ok) emit calibrated();
   });
   connect(run_, &QPushButton::clicked, this, &RunView::start_run);
   connect(cancel_, &QPushButton::clicked, this, &RunView::cancel);
@@ -169,7 +189,22 @@ bool RunView::start_run() {
   return true;
 }
 
+bool RunView::calibrating() const { return calibration_->state() != QProcess::NotRunning; }
+
+void RunView::calibrate() {
+  if (calibrating() || controller_->running()) return;
+  log_->clear();
+  status_->setText(tr("Calibrating this machine (a minute or so) …"));
+  calibrate_button_->setEnabled(false);
+  cancel_->setEnabled(true);
+  calibration_->start(options_.parlab.isEmpty() ? find_parlab() : options_.parlab, {"calibrate", "--quick", "--db", options_.db});
+}
+
 void RunView::cancel() {
+  if (calibrating()) {
+    calibration_->terminate();
+    return;
+  }
   if (!controller_->running()) return;
   status_->setText(tr("Cancelling: stopping the workers …"));
   controller_->cancel();

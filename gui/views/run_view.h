@@ -10,6 +10,7 @@
 #include "gui/views/lab_options.h"
 
 class QLabel;
+class QProcess;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
@@ -36,11 +37,16 @@ class RunView : public QWidget {
   QString status() const;
   ChartPanel* loss_panel() const { return loss_panel_; }
   FaultPanel* faults() const { return faults_; }
+  // `parlab calibrate --quick` as a child process: measures this machine and writes the
+  // calibrated cpu-local, which the setup then reads (calibrated() is emitted on success).
+  void calibrate();
+  bool calibrating() const;
   // The request a run of the current setup would make.
   std::optional<RunRequest> request() const;
 
  signals:
   void run_finished(const parlab::gui::RunOutcome& outcome, const QString& trace);
+  void calibrated();
 
  private:
   void refresh_charts();
@@ -55,6 +61,8 @@ class RunView : public QWidget {
   QSpinBox* seed_field_;
   QPushButton* run_;
   QPushButton* cancel_;
+  QPushButton* calibrate_button_;
+  QProcess* calibration_;
   QProgressBar* progress_;
   QLabel* status_;
   ChartPanel* loss_panel_;
