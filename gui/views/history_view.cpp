@@ -60,6 +60,7 @@ HistoryView::HistoryView(HistoryModel* model, std::string db_path, QWidget* pare
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->setSortingEnabled(true);
+  table_->sortByColumn(-1, Qt::AscendingOrder);  // recorded order until a header is clicked
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->setAccessibleName(tr("history"));
