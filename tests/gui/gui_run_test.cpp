@@ -17,6 +17,7 @@
 #include "gui/core/lab_store.h"
 #include "gui/core/live_steps_model.h"
 #include "gui/core/speedup_model.h"
+#include "gui/core/timeline_model.h"
 #include "gui/views/chart.h"
 #include "gui/views/chart_panel.h"
 #include "gui/views/fault_panel.h"
@@ -102,6 +103,9 @@ class GuiRunTest : public QObject {
       QVERIFY2(run_to_end(lab), qPrintable(rv->status()));
       QCOMPARE(rv->progress()->value(), 6);       // the bar followed every step
       QCOMPARE(rv->steps_model()->rowCount(), 6);  // the live plot got every step
+      // The run's measured trace is shown beside the simulated timeline: one process per rank.
+      QCOMPARE(lab.window->measured_timeline()->ranks(), w);
+      QVERIFY(lab.window->measured_timeline()->rowCount() >= 6 * w);
     }
     // The DB, read here: two completed measured runs, with their recorded step times.
     auto store = db::ResultsStore::open(lab.options.db.toStdString());
