@@ -48,10 +48,11 @@ std::optional<db::RunRecord> run_with_run_dir(const std::string& db_path, const 
   return std::nullopt;
 }
 
-db::NewPrediction prediction_for(const LabSetup& setup, int workers, double predicted, const std::string& reason) {
+db::NewPrediction prediction_for(const LabSetup& setup, int workers, double predicted, const std::string& reason,
+                                 db::RunKind source) {
   db::NewPrediction p;
   p.quantity = "speedup";
-  p.source = db::RunKind::kSimulated;
+  p.source = source;
   p.model = setup.inputs.model_label();
   p.cluster = setup.inputs.cluster;
   p.plan = strategy::to_json(plan_at_workers(setup, workers));

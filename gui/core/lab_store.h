@@ -25,6 +25,7 @@ std::map<int, MeasuredPoint> measured_points(const std::string& db_path, const L
 // is found after it exits).
 std::optional<db::RunRecord> run_with_run_dir(const std::string& db_path, const std::string& run_dir);
 
-db::NewPrediction prediction_for(const LabSetup& setup, int workers, double predicted, const std::string& reason);
+db::NewPrediction prediction_for(const LabSetup& setup, int workers, double predicted, const std::string& reason,
+                                 db::RunKind source = db::RunKind::kSimulated);
 
 }  // namespace parlab::gui

@@ -53,7 +53,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   plan_view_ = new PlanView(candidates_, tabs_);
   speedup_view_ = new SpeedupView(speedup_, db, tabs_);
   timeline_view_ = new TimelineView(sim_timeline_, measured_timeline_, tabs_);
-  predict_view_ = new PredictView(db, speedup_, predictions_, tabs_);
+  predict_view_ = new PredictView(options, speedup_, predictions_, tabs_);
   run_view_ = new RunView(options, tabs_);
   history_view_ = new HistoryView(history_, db, tabs_);
   auto* progress = new QLabel(tr("Progress against the course rubric will appear here."), tabs_);
@@ -91,6 +91,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   connect(run_view_, &RunView::calibrated, this, [this] { setup_->set_inputs(setup_->inputs()); });
   connect(run_view_->faults(), &FaultPanel::done, history_view_, &HistoryView::reload);
   connect(predict_view_, &PredictView::revealed, history_view_, &HistoryView::reload);
+  connect(predict_view_, &PredictView::measured_runs_recorded, speedup_view_, &SpeedupView::refresh_measured);
   connect(history_view_, &HistoryView::open_run, this, [this](const SetupInputs& in) {
     setup_->set_inputs(in);
     statusBar()->showMessage(tr("Loaded the run's plan into the setup."));

@@ -148,25 +148,30 @@ void RunView::set_setup(const LabSetup& setup) {
   command_->setText(tr("Runs on this machine: <code>parlab %1</code>").arg(r->arguments().join(' ').toHtmlEscaped()));
 }
 
-std::optional<RunRequest> RunView::request() const {
-  if (!setup_ || why_not_runnable(*setup_)) return std::nullopt;
+RunRequest run_request_for(const LabSetup& setup, const LabOptions& options, int workers, int steps, int seed) {
   RunRequest r;
-  r.parlab = options_.parlab.isEmpty() ? find_parlab() : options_.parlab;
-  r.db = options_.db;
-  r.model = QString::fromStdString(setup_->inputs.model);
-  r.cluster = QString::fromStdString(setup_->inputs.cluster);
-  // Pin the global batch the analytic and simulated series use at this world, so the measured
-  // point compares like with like (the trainer's own default differs).
-  std::string plan = setup_->inputs.plan_text();
-  if (setup_->inputs.value("gbs").empty())
-    plan += (plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(setup_->plan.global_batch);
+  r.parlab = options.parlab.isEmpty() ? find_parlab() : options.parlab;
+  r.db = options.db;
+  r.model = QString::fromStdString(setup.inputs.model);
+  r.cluster = QString::fromStdString(setup.inputs.cluster);
+  SetupInputs in = setup.inputs;
+  in.set("dp", "");  // workers / (tp pp), as the series scale it
+  std::string plan = in.plan_text();
+  // The trainer's own default global batch differs from the planner's: pin the series' one.
+  if (in.value("gbs").empty())
+    plan += (plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(plan_at_workers(setup, workers).global_batch);
   r.plan = QString::fromStdString(plan);
-  r.nproc = setup_->world();
-  r.steps = steps_field_->value();
-  r.seed = seed_field_->value();
-  r.run_dir = runs_dir_of(options_) + "/lab-" + QDateTime::currentDateTimeUtc().toString("yyyyMMdd-hhmmss-zzz");
+  r.nproc = workers;
+  r.steps = steps;
+  r.seed = seed;
+  r.run_dir = runs_dir_of(options) + "/lab-" + QDateTime::currentDateTimeUtc().toString("yyyyMMdd-hhmmss-zzz");
   r.trace = r.run_dir + ".trace.json";
   return r;
+}
+
+std::optional<RunRequest> RunView::request() const {
+  if (!setup_ || why_not_runnable(*setup_)) return std::nullopt;
+  return run_request_for(*setup_, options_, setup_->world(), steps_field_->value(), seed_field_->value());
 }
 
 bool RunView::start_run() {

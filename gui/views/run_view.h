@@ -72,6 +72,11 @@ class RunView : public QWidget {
   QString trace_;
 };
 
+// `parlab train` for the setup's split at `workers` (dp derived, the global batch pinned to
+// the one the analytic and simulated series use there, so a measured point compares like with
+// like), with a fresh run directory under the lab's runs folder.
+RunRequest run_request_for(const LabSetup& setup, const LabOptions& options, int workers, int steps, int seed);
+
 // Whether the setup can run for real here, and why not.
 std::optional<QString> why_not_runnable(const LabSetup& setup);
 

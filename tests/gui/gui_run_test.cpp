@@ -21,6 +21,7 @@
 #include "gui/views/chart.h"
 #include "gui/views/chart_panel.h"
 #include "gui/views/fault_panel.h"
+#include "gui/views/predict_view.h"
 #include "gui/views/run_view.h"
 #include "gui/views/screenshot.h"
 #include "gui/views/speedup_view.h"
@@ -164,6 +165,30 @@ class GuiRunTest : public QObject {
              run->notes.c_str());
     QVERIFY(!db::ResultsStore::open(lab.options.db.toStdString()).step_timings(run->id).empty());
     QVERIFY(rv->status().contains("killed"));
+  }
+
+  void prediction_revealed_by_real_runs_lands_in_the_db() {
+    Lab lab;
+    lab.setup()->set_inputs(tiny(2));
+    PredictView* p = lab.window->predict_view();
+    p->set_reveal_by(PredictView::kRealRuns);
+    p->predicted_field()->setText("1.6");
+    p->reason_field()->setText("two processes, two cores");
+    QVERIFY2(p->commit(), qPrintable(p->message()));
+    QVERIFY(wait_until([&] { return !p->busy(); }, 90000));
+    auto store = db::ResultsStore::open(lab.options.db.toStdString());
+    std::map<int, db::RunRecord> runs;
+    for (const auto& r : store.list_runs()) runs[r.world_size] = r;
+    QCOMPARE(runs.size(), size_t(2));
+    auto speed = [&](int w) { return runs[w].plan.at("gbs").get<double>() / store.run_metrics(runs[w].id).at("step_seconds"); };
+    const auto all = store.list_predictions();
+    QCOMPARE(all.size(), size_t(1));
+    QCOMPARE(all.front().source, db::RunKind::kMeasured);
+    QCOMPARE(all.front().predicted, 1.6);
+    QVERIFY2(all.front().revealed.has_value(), qPrintable(p->result()));
+    QCOMPARE(*all.front().revealed, speed(2) / speed(1));
+    QCOMPARE(all.front().run.value_or(-1), runs[2].id);  // the run that revealed it
+    QVERIFY(all.front().predicted_at <= *all.front().revealed_at);
   }
 
   void killed_rank_is_detected_and_resumes_to_the_same_state() {
