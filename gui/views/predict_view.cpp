@@ -46,7 +46,7 @@ PredictView::PredictView(const LabOptions& options, SpeedupModel* speedup, Predi
   message_->setStyleSheet("color: #b00020;");
   message_->setWordWrap(true);
   layout->addWidget(message_);
-  commit_ = new QPushButton(tr("&Commit the prediction, then reveal the simulation"), this);
+  commit_ = new QPushButton(tr("&Commit the prediction, then reveal"), this);
   layout->addWidget(commit_);
   busy_ = new QProgressBar(this);
   busy_->setRange(0, 0);
@@ -88,7 +88,7 @@ void PredictView::set_setup(const LabSetup& setup) {
   baseline_ = ws.empty() ? setup.world() : ws.front();
   target_ = setup.world();
   question_->setText(tr("<b>%1</b> on <b>%2</b>, split %3.<br>What speedup will <b>%4 workers</b> reach over "
-                        "<b>%5</b> (throughput ratio, the simulator's answer)? Commit before you look.")
+                        "<b>%5</b> (a throughput ratio)? Commit before you look.")
                          .arg(QString::fromStdString(setup.model.name), QString::fromStdString(setup.cluster.name),
                               QString::fromStdString(setup.plan.short_name()))
                          .arg(target_)
