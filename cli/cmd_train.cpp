@@ -44,6 +44,7 @@ struct TrainOptions {
   std::string job_file;  // hidden: the supervisor's job for its workers
   bool worker = false;
   bool json = false;
+  bool every_step = false;  // a progress line per step even when stdout is not a terminal
 };
 
 // SIGINT/SIGTERM ask the running job to stop (its workers are torn down in order).
@@ -75,7 +76,8 @@ std::string ms(double seconds) { return fmt::format("{:.2f}", seconds * 1e3); }
 // A progress line on a terminal is rewritten in place; anything else printed ends it first.
 class Console {
  public:
-  explicit Console(bool quiet) : quiet_(quiet), tty_(::isatty(STDOUT_FILENO) && !quiet) {}
+  Console(bool quiet, bool every_step)
+      : quiet_(quiet), every_step_(every_step), tty_(::isatty(STDOUT_FILENO) && !quiet && !every_step) {}
   void line(const std::string& text) {
     if (quiet_) return;
     end_progress();
@@ -91,7 +93,7 @@ class Console {
       fmt::print("\r\033[K{}", text);
       std::fflush(stdout);
       open_ = true;
-    } else if ((s.step + 1) % every == 0 || s.step + 1 == steps || now - last_ > std::chrono::seconds(30)) {
+    } else if (every_step_ || (s.step + 1) % every == 0 || s.step + 1 == steps || now - last_ > std::chrono::seconds(30)) {
       fmt::print("{}\n", text);
       std::fflush(stdout);
       last_ = now;
@@ -103,7 +105,7 @@ class Console {
   }
 
  private:
-  bool quiet_, tty_, open_ = false;
+  bool quiet_, every_step_, tty_, open_ = false;
   std::chrono::steady_clock::time_point last_{};
 };
 
@@ -264,7 +266,7 @@ void run_supervised(TrainOptions o) {
     store.emplace(db::ResultsStore::open(o.db));
     recorder.emplace(launch::RunRecorder::begin(*store, spec));
   }
-  Console console(o.json);
+  Console console(o.json, o.every_step);
   launch::TrainCallbacks cb;
   cb.on_step = [&](const launch::StepSummary& s, int64_t steps) { console.progress(s, steps); };
   cb.on_note = [&](const std::string& line) { console.line(line); };
@@ -399,6 +401,8 @@ void add_train_command(CLI::App& app) {
     plans += fmt::format("{}{} ({})", plans.empty() ? "" : ", ", p.flag, p.name);
   cmd->add_option("--fallback", o->fallback, "What a repeated failure degrades to: " + plans)->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the run summary as JSON");
+  cmd->add_flag("--progress-every-step", o->every_step,
+                "One progress line per step, also when stdout is a pipe (programs that plot it live)");
   // Hidden: how the supervisor starts its workers, and fault injection for its tests.
   cmd->add_flag("--worker", o->worker)->group("");
   cmd->add_option("--job", o->job_file)->group("");

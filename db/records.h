@@ -158,4 +158,34 @@ struct CalibrationRecord {
   nlohmann::json json{};
 };
 
+// A learner's prediction made before a result was revealed (the desktop lab's "predict, then
+// reveal"; the rubric credits rows whose predicted_at precedes revealed_at).
+struct NewPrediction {
+  std::optional<RunId> run{};
+  std::optional<ExperimentId> experiment{};
+  std::string learner{};
+  std::string quantity = "speedup";  // what was predicted: "speedup", "step_seconds", ...
+  RunKind source = RunKind::kSimulated;  // what will reveal it
+  std::string model{}, cluster{};
+  nlohmann::json plan = nlohmann::json::object();
+  int world_size = 1;
+  double predicted = 0;
+  std::string reason{};  // the learner's sentence why
+};
+
+struct PredictionRecord {
+  std::int64_t id = 0;
+  std::optional<RunId> run{};
+  std::optional<ExperimentId> experiment{};
+  std::string learner{}, quantity{};
+  RunKind source = RunKind::kSimulated;
+  std::string model{}, cluster{};
+  nlohmann::json plan{};
+  int world_size = 1;
+  double predicted = 0;
+  std::string reason{}, predicted_at{};
+  std::optional<double> revealed{};
+  std::optional<std::string> revealed_at{};
+};
+
 }  // namespace parlab::db

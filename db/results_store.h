@@ -77,6 +77,11 @@ class ResultsStore {
   // A proof about a run, an experiment or both (at least one must be set).
   std::int64_t add_proof(const ProofRecord& proof);
   std::int64_t add_calibration(std::string_view machine, const nlohmann::json& calibration);
+  // A prediction committed before its result is shown (revealed stays NULL); returns its id.
+  std::int64_t add_prediction(const NewPrediction& prediction);
+  // The value that revealed it (and the run that produced it), stamped now. Throws DbError when
+  // the prediction does not exist or was already revealed: a reveal is written once.
+  void reveal_prediction(std::int64_t prediction, double revealed, std::optional<RunId> run = {});
 
   // ---- queries -----------------------------------------------------------------------------
   std::vector<ExperimentRecord> list_experiments();  // by name
@@ -94,6 +99,8 @@ class ResultsStore {
   std::vector<ProofRecord> proofs_of_run(RunId run);
   std::vector<ProofRecord> proofs_of_experiment(ExperimentId experiment);
   std::vector<ProofRecord> list_proofs();  // every proof, in order recorded
+  std::vector<PredictionRecord> list_predictions();  // in order made
+  std::optional<PredictionRecord> get_prediction(std::int64_t prediction);
   // The newest calibration of `machine`, or of any machine when none is named.
   std::optional<CalibrationRecord> latest_calibration(std::optional<std::string> machine = {});
 

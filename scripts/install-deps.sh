@@ -8,6 +8,7 @@ packages=(
   libsimgrid-dev            # the simulator (SimGrid S4U)
   libgloo-dev               # CPU collectives (Gloo, TCP transport)
   qt6-base-dev qt6-charts-dev  # the desktop lab
+  libqt6opengl6-dev         # find_package(Qt6 Charts) needs Qt6::OpenGL's CMake files on Debian 12
   libsqlite3-dev            # the results database
   libgtest-dev libgmock-dev # tests
   libopenblas-dev           # CPU GEMM (pthread flavour; pinned to one thread per rank)

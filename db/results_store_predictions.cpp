@@ -1,0 +1,77 @@
+// ResultsStore: the desktop lab's predictions (schema v3). A prediction is written when the
+// learner commits to it and revealed once, later: the order of the two timestamps is the
+// evidence that it was a prediction.
+#include <string>
+
+#include "db/results_store.h"
+#include "db/store_detail.h"
+
+namespace parlab::db {
+
+namespace {
+
+#define PARLAB_PREDICTION_COLUMNS                                                             \
+  "id, run_id, experiment_id, learner, quantity, source, model, cluster, plan, world_size, " \
+  "predicted, reason, predicted_at, revealed, revealed_at"
+
+PredictionRecord read_prediction(const Statement& s) {
+  PredictionRecord p;
+  p.id = s.int64(0);
+  p.run = s.optional_int64(1);
+  p.experiment = s.optional_int64(2);
+  p.learner = s.text(3);
+  p.quantity = s.text(4);
+  p.source = parse_run_kind(s.text(5), "predictions.source");
+  p.model = s.text(6);
+  p.cluster = s.text(7);
+  p.plan = detail::parse_json_column(s.text(8), "predictions.plan");
+  p.world_size = static_cast<int>(s.int64(9));
+  p.predicted = s.real(10);
+  p.reason = s.text(11);
+  p.predicted_at = s.text(12);
+  p.revealed = s.optional_real(13);
+  p.revealed_at = s.optional_text(14);
+  return p;
+}
+
+}  // namespace
+
+std::int64_t ResultsStore::add_prediction(const NewPrediction& p) {
+  return detail::write_scope(*connection_, [&] {
+    Statement s = connection_->statement(
+        "INSERT INTO predictions(run_id, experiment_id, learner, quantity, source, model, cluster, "
+        "plan, world_size, predicted, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
+    s.bind_all(p.run, p.experiment, p.learner, p.quantity, to_string(p.source), p.model, p.cluster,
+               p.plan.dump(), p.world_size, p.predicted, p.reason)
+        .step_one();
+    return s.int64(0);
+  });
+}
+
+void ResultsStore::reveal_prediction(std::int64_t prediction, double revealed, std::optional<RunId> run) {
+  detail::write_scope(*connection_, [&] {
+    connection_
+        ->statement("UPDATE predictions SET revealed = ?, revealed_at = " PARLAB_DB_NOW
+                    ", run_id = COALESCE(?, run_id) WHERE id = ? AND revealed IS NULL")
+        .bind_all(revealed, run, prediction)
+        .run();
+    if (connection_->changes() != 1)
+      throw DbError("reveal_prediction: no unrevealed prediction " + std::to_string(prediction), 0, 0);
+  });
+}
+
+std::vector<PredictionRecord> ResultsStore::list_predictions() {
+  Statement s = connection_->statement("SELECT " PARLAB_PREDICTION_COLUMNS " FROM predictions ORDER BY id");
+  std::vector<PredictionRecord> out;
+  while (s.step()) out.push_back(read_prediction(s));
+  return out;
+}
+
+std::optional<PredictionRecord> ResultsStore::get_prediction(std::int64_t prediction) {
+  Statement s = connection_->statement("SELECT " PARLAB_PREDICTION_COLUMNS " FROM predictions WHERE id = ?");
+  s.bind_all(prediction);
+  if (!s.step()) return std::nullopt;
+  return read_prediction(s);
+}
+
+}  // namespace parlab::db

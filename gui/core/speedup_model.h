@@ -1,0 +1,49 @@
+#pragma once
+// The speedup series as an item model: one row per worker count; step time, speedup and
+// efficiency of the analytic, simulated and measured sources; each prediction's error against
+// the measurement, and the learner's prediction with its error against the simulation.
+#include <QAbstractTableModel>
+#include <vector>
+
+#include "gui/core/speedup_series.h"
+
+namespace parlab::gui {
+
+class SpeedupModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column {
+    kWorkers,
+    kAnalyticStep, kAnalyticSpeedup, kAnalyticEfficiency,
+    kSimulatedStep, kSimulatedSpeedup, kSimulatedEfficiency,
+    kMeasuredStep, kMeasuredSpeedup, kMeasuredEfficiency,
+    kAnalyticError, kSimulatedError,
+    kPredicted, kPredictionError,
+    kColumns
+  };
+  static constexpr int kValueRole = Qt::UserRole + 1;  // the raw double (seconds, ratios)
+
+  explicit SpeedupModel(QObject* parent = nullptr);
+
+  void set_rows(std::vector<SpeedupPoint> rows);
+  // Fills one source at one worker count (a simulation finished, a measured run was found).
+  void set_step(int workers, SeriesSource source, double step_seconds, std::optional<long long> run = {});
+  void set_prediction(int workers, double speedup);
+  const std::vector<SpeedupPoint>& rows() const { return rows_; }
+  int row_of(int workers) const;  // -1 when absent
+
+  std::optional<double> value(int row, int column) const;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+ signals:
+  void changed();
+
+ private:
+  std::vector<SpeedupPoint> rows_;
+};
+
+}  // namespace parlab::gui

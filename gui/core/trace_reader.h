@@ -1,0 +1,19 @@
+#pragma once
+// Reads a Chrome trace written by sim/trace.cpp (simulated, or a measured run's --trace) back
+// into trace events, so the timeline draws both from the one schema.
+#include <string>
+#include <vector>
+
+#include "sim/trace.h"
+
+namespace parlab::gui {
+
+// Throws parlab::RuntimeError naming the file for unreadable or malformed input.
+std::vector<trace::Event> read_chrome_trace_file(const std::string& path);
+
+// The step boundaries of a timeline: [start, end) of step `index` (0-based) among `steps`
+// equal parts is not knowable from events alone, so the caller gives the step time.
+// Returns the events of the last full step of length `step_seconds` ending at the last event.
+std::vector<trace::Event> last_step(const std::vector<trace::Event>& events, double step_seconds);
+
+}  // namespace parlab::gui

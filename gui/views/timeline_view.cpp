@@ -1,0 +1,136 @@
+#include "gui/views/timeline_view.h"
+
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <numeric>
+
+#include "gui/core/simulation_job.h"
+#include "gui/core/timeline_model.h"
+#include "gui/core/trace_reader.h"
+#include "gui/views/chart_panel.h"
+#include "gui/views/timeline_widget.h"
+
+namespace parlab::gui {
+
+namespace {
+ChartPanel* timeline_panel(const QString& title, TimelineModel* model, TimelineWidget** widget, QWidget* parent) {
+  auto* panel = new ChartPanel(title, model, parent);
+  auto* area = new QScrollArea(panel);
+  *widget = new TimelineWidget(model, area);
+  area->setWidget(*widget);
+  (*widget)->follow(area);
+  area->setWidgetResizable(false);
+  area->setFocusPolicy(Qt::NoFocus);
+  panel->set_chart_widget(area);
+  return panel;
+}
+}  // namespace
+
+TimelineView::TimelineView(TimelineModel* simulated, TimelineModel* measured, QWidget* parent)
+    : QWidget(parent), simulated_(simulated), measured_(measured) {
+  job_ = new SimulationJob(this);
+  auto* layout = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout();
+  simulate_ = new QPushButton(tr("S&imulate one step"), this);
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setEnabled(false);
+  auto* load = new QPushButton(tr("&Load a measured trace…"), this);
+  busy_ = new QProgressBar(this);
+  busy_->setRange(0, 0);  // busy: the simulator reports no progress of its own yet
+  busy_->setVisible(false);
+  busy_->setMaximumWidth(160);
+  status_ = new QLabel(this);
+  bar->addWidget(simulate_);
+  bar->addWidget(cancel_);
+  bar->addWidget(busy_);
+  bar->addWidget(load);
+  bar->addWidget(status_, 1);
+  layout->addLayout(bar);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  sim_panel_ = timeline_panel(tr("Simulated step (Ctrl+wheel or +/- to zoom, hover or Left/Right for details)"),
+                              simulated, &sim_widget_, split);
+  measured_panel_ = timeline_panel(tr("Measured (a run's --trace)"), measured, &measured_widget_, split);
+  split->addWidget(sim_panel_);
+  split->addWidget(measured_panel_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  layout->addWidget(split, 1);
+  details_ = new QLabel(this);
+  details_->setWordWrap(true);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(details_);
+
+  connect(simulate_, &QPushButton::clicked, this, &TimelineView::simulate);
+  connect(cancel_, &QPushButton::clicked, this, &TimelineView::cancel);
+  connect(load, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open a Chrome trace"), QString(), "JSON (*.json)");
+    if (!f.isEmpty()) load_measured(f);
+  });
+  connect(job_, &SimulationJob::point_ready, this, &TimelineView::on_point);
+  connect(job_, &SimulationJob::finished, this, [this](bool cancelled) {
+    busy_->setVisible(false);
+    cancel_->setEnabled(false);
+    simulate_->setEnabled(true);
+    if (cancelled) status_->setText(tr("Simulation cancelled; its result was dropped."));
+  });
+  for (TimelineWidget* w : {sim_widget_, measured_widget_})
+    connect(w, &TimelineWidget::current_changed, this, [this](int, const QString& d) { details_->setText(d); });
+}
+
+QString TimelineView::status() const { return status_->text(); }
+
+void TimelineView::set_setup(const LabSetup& setup) {
+  setup_ = setup;
+  job_->cancel();
+  simulated_->clear();
+  status_->setText(setup.model.has_layers() ? tr("%1 on %2 ranks: press Simulate.")
+                                                  .arg(QString::fromStdString(setup.plan.short_name()))
+                                                  .arg(setup.world())
+                                            : tr("A bare parameter count has no step program to simulate."));
+  simulate_->setEnabled(setup.model.has_layers());
+}
+
+void TimelineView::simulate() {
+  if (!setup_ || !setup_->model.has_layers()) return;
+  busy_->setVisible(true);
+  cancel_->setEnabled(true);
+  simulate_->setEnabled(false);
+  status_->setText(tr("Simulating …"));
+  job_->start(*setup_, {setup_->world()}, true, 1);
+}
+
+void TimelineView::cancel() { job_->cancel(); }
+
+void TimelineView::on_point(const SimPoint& p) {
+  if (!p.error.empty()) {
+    status_->setText(tr("Simulation failed: %1").arg(QString::fromStdString(p.error)));
+    return;
+  }
+  // The last simulated step: the steps run back to back from t = 0 (warm-up first).
+  const auto& each = p.result.step_seconds_each;
+  const double from = each.empty() ? 0 : std::accumulate(each.begin(), each.end() - 1, 0.0);
+  const double to = each.empty() ? p.result.simulated_seconds : from + each.back();
+  simulated_->set_events(p.result.timeline, from, to + 1e-12);
+  status_->setText(tr("Simulated step: %1 ms on %2 ranks, %3 ops; largest rank bubble %4%")
+                       .arg(p.result.step_seconds * 1e3, 0, 'f', 3)
+                       .arg(p.workers)
+                       .arg(simulated_->rowCount())
+                       .arg(100 * p.result.walked_bubble_fraction, 0, 'f', 1));
+}
+
+void TimelineView::load_measured(const QString& path) {
+  try {
+    measured_->set_all(read_chrome_trace_file(path.toStdString()));
+  } catch (const std::exception& e) {
+    measured_->clear();
+    status_->setText(QString::fromUtf8(e.what()));
+  }
+}
+
+}  // namespace parlab::gui

@@ -1,0 +1,54 @@
+#pragma once
+// Timeline view: one simulated step per rank (sim::simulate_plan's timeline: the same events
+// the Chrome trace export writes) and, when a measured run wrote a trace, the measured
+// timeline beside it. Each has its table toggle; simulating runs off the UI thread.
+#include <QWidget>
+#include <optional>
+
+#include "gui/core/lab_setup.h"
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+
+namespace parlab::gui {
+
+class ChartPanel;
+class SimulationJob;
+class TimelineModel;
+class TimelineWidget;
+struct SimPoint;
+
+class TimelineView : public QWidget {
+  Q_OBJECT
+ public:
+  TimelineView(TimelineModel* simulated, TimelineModel* measured, QWidget* parent = nullptr);
+  void set_setup(const LabSetup& setup);
+  void simulate();
+  void cancel();
+  // A measured Chrome trace (a run's --trace file); an unreadable file shows why.
+  void load_measured(const QString& path);
+  SimulationJob* job() const { return job_; }
+  TimelineWidget* simulated_widget() const { return sim_widget_; }
+  ChartPanel* simulated_panel() const { return sim_panel_; }
+  QString status() const;
+
+ private:
+  void on_point(const SimPoint& p);
+
+  TimelineModel* simulated_;
+  TimelineModel* measured_;
+  std::optional<LabSetup> setup_;
+  SimulationJob* job_;
+  TimelineWidget* sim_widget_;
+  TimelineWidget* measured_widget_;
+  ChartPanel* sim_panel_;
+  ChartPanel* measured_panel_;
+  QPushButton* simulate_;
+  QPushButton* cancel_;
+  QProgressBar* busy_;
+  QLabel* status_;
+  QLabel* details_;
+};
+
+}  // namespace parlab::gui

@@ -1,0 +1,243 @@
+// The views show exactly what the libraries compute for the same inputs: the memory bars are
+// strategy::compute_ledger's, the analytic speedup series strategy::estimate_step's, the
+// scaling-lab preset strategy::scaling_lab's; an over-capacity plan is marked as not fitting;
+// and every item model passes QAbstractItemModelTester while the lab changes it.
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QTabWidget>
+#include <QTableView>
+#include <QToolButton>
+#include <QTest>
+
+#include "db/results_store.h"
+#include "gui/core/candidates_model.h"
+#include "gui/core/history_model.h"
+#include "gui/core/live_steps_model.h"
+#include "gui/core/memory_model.h"
+#include "gui/core/predictions_model.h"
+#include "gui/core/simulation_job.h"
+#include "gui/core/speedup_model.h"
+#include "gui/core/timeline_model.h"
+#include "gui/views/chart.h"
+#include "gui/views/chart_panel.h"
+#include "gui/views/history_view.h"
+#include "gui/views/memory_view.h"
+#include "gui/views/plan_view.h"
+#include "gui/views/screenshot.h"
+#include "gui/views/speedup_view.h"
+#include "gui/views/timeline_view.h"
+#include "gui_test_support.h"
+#include "strategy/cost_model.h"
+#include "strategy/ledger.h"
+#include "strategy/scaling_lab.h"
+
+using namespace parlab;
+using namespace parlab::gui;
+using namespace parlab::gui::test;
+
+namespace {
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// The memory chart against the library's ledger of every rank.
+void check_memory(Lab& lab, const Expected& e) {
+  const Chart* chart = lab.window->memory_view()->panel()->chart();
+  const MemoryModel* m = lab.window->memory_model();
+  QCOMPARE(m->rowCount(), e.plan.world());
+  const char* names[] = {"parameters", "gradients", "optimizer", "activations", "temporary"};
+  for (int r = 0; r < e.plan.world(); ++r) {
+    const strategy::MemoryLedger l = strategy::compute_ledger(e.model, e.plan, e.cluster, r);
+    const double want[] = {l.params_bytes, l.grads_bytes, l.optimizer_bytes, l.activations_bytes, l.temp_bytes};
+    for (int i = 0; i < 5; ++i) {
+      const ChartSeries* s = chart->series(names[i]);
+      QVERIFY2(s, names[i]);
+      QCOMPARE(s->points.at(size_t(r)).y(), want[i] / kGiB);
+      QCOMPARE(m->index(r, MemoryModel::kParams + i).data(MemoryModel::kValueRole).toDouble(), want[i]);
+    }
+    QCOMPARE(m->index(r, MemoryModel::kFits).data(MemoryModel::kValueRole).toBool(), l.fits());
+  }
+  QCOMPARE(*chart->spec().reference, e.cluster.device.memory_bytes / kGiB);
+}
+
+// The analytic speedup series against estimate_step at each worker count of cpu-local (1, 2, 4).
+void check_speedup(Lab& lab, const std::string& plan_text) {
+  const Chart* chart = lab.window->speedup_view()->panel()->chart();
+  const ChartSeries* s = chart->series("analytic");
+  QVERIFY(s);
+  const std::vector<int> workers = {1, 2, 4};
+  QCOMPARE(s->points.size(), workers.size());
+  std::vector<double> t, gbs;
+  for (int w : workers) {
+    const Expected e = expected_scaled("lab-mlp", "cpu-local", w, plan_text);
+    t.push_back(strategy::estimate_step(e.model, e.plan, e.cluster, false).step_seconds);
+    gbs.push_back(double(e.plan.global_batch));
+  }
+  for (size_t i = 0; i < workers.size(); ++i) {
+    QCOMPARE(s->points[i].x(), double(workers[i]));
+    QCOMPARE(s->points[i].y(), (gbs[i] / t[i]) / (gbs[0] / t[0]));
+    QCOMPARE(lab.window->speedup_model()->value(int(i), SpeedupModel::kAnalyticStep).value(), t[i]);
+  }
+}
+
+}  // namespace
+
+class GuiModelsTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void memory_and_speedup_follow_workers_and_split() {
+    Lab lab;
+    set_workers(lab.setup(), 4);
+    QVERIFY(!lab.setup()->error());
+    check_memory(lab, expected("lab-mlp", "cpu-local", 4, ""));
+    check_speedup(lab, "");
+    type_into(lab.setup(), "zero", "1");
+    QVERIFY2(!lab.setup()->error(), lab.setup()->error() ? lab.setup()->error()->message.c_str() : "");
+    check_memory(lab, expected("lab-mlp", "cpu-local", 4, "zero=1"));
+    check_speedup(lab, "zero=1");
+    type_into(lab.setup(), "gbs", "256");
+    check_memory(lab, expected("lab-mlp", "cpu-local", 4, "zero=1,gbs=256"));
+    check_speedup(lab, "zero=1,gbs=256");
+    set_workers(lab.setup(), 2);
+    check_memory(lab, expected("lab-mlp", "cpu-local", 2, "zero=1,gbs=256"));
+  }
+
+  void scaling_lab_preset_is_the_libraries() {
+    Lab lab;
+    lab.window->speedup_view()->set_preset(SpeedupView::kScalingLab);
+    const ChartSeries* s = lab.window->speedup_view()->panel()->chart()->series("analytic");
+    QVERIFY(s);
+    const auto rows = strategy::scaling_lab(strategy::ScalingLabInputs{});
+    QCOMPARE(s->points.size(), rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      QCOMPARE(s->points[i].x(), double(rows[i].workers));
+      QCOMPARE(s->points[i].y(), rows[i].speedup);
+    }
+    // The chapter's example: two workers reach about 1.9x.
+    QVERIFY(std::abs(s->points[1].y() - 1.914) < 0.01);
+  }
+
+  void over_capacity_plan_is_marked_not_fitting() {
+    Lab lab;
+    SetupInputs in;
+    in.model = "gpt-175b";
+    in.cluster = "dgx-a100";
+    in.workers = 8;
+    lab.setup()->set_inputs(in);
+    QVERIFY2(!lab.setup()->error(), lab.setup()->error() ? lab.setup()->error()->message.c_str() : "");
+    const Expected e = expected("gpt-175b", "dgx-a100", 8, "");
+    QVERIFY(!strategy::compute_ledger(e.model, e.plan, e.cluster, 0).fits());  // the library's verdict
+    check_memory(lab, e);
+    QVERIFY(!lab.window->memory_model()->all_fit());
+    for (const QString& c : lab.window->memory_view()->panel()->chart()->spec().categories) QVERIFY2(c.contains("✗"), qPrintable(c));
+    QVERIFY(lab.window->memory_view()->fit_text().contains("NOT fit"));
+    const strategy::RuleVerdict v = strategy::apply_rule(strategy::rule_inputs(e.model, e.plan, e.cluster));
+    QVERIFY(!v.ddp_fits);
+    QVERIFY(lab.window->memory_view()->verdict_text().contains(QString::fromStdString(v.blocker)));
+    // Split over 64 devices (8 nodes) with ZeRO-3 and full recompute: the library says it fits, and nothing is marked.
+    in.workers = 64;
+    in.set("zero", "3");
+    in.set("mb", "1");
+    in.set("recompute", "full");
+    lab.setup()->set_inputs(in);
+    QVERIFY2(!lab.setup()->error(), lab.setup()->error() ? lab.setup()->error()->message.c_str() : "");
+    const Expected fit = expected("gpt-175b", "dgx-a100", 64, "zero=3,mb=1,recompute=full");
+    QVERIFY(lab.window->memory_model()->per_stage());  // 64 ranks: one row per stage
+    const bool fits = strategy::worst_stage(strategy::ledger_per_stage(fit.model, fit.plan, fit.cluster)).fits();
+    QVERIFY(fits);
+    QVERIFY(lab.window->memory_model()->all_fit());
+    for (const QString& c : lab.window->memory_view()->panel()->chart()->spec().categories) QVERIFY2(!c.contains("✗"), qPrintable(c));
+    QVERIFY(lab.window->memory_view()->fit_text().contains("fits"));
+  }
+
+  void every_item_model_passes_the_tester() {
+    Lab lab;
+    using Mode = QAbstractItemModelTester::FailureReportingMode;
+    MainWindow* w = lab.window.get();
+    QAbstractItemModelTester t1(w->memory_model(), Mode::QtTest);
+    QAbstractItemModelTester t2(w->speedup_model(), Mode::QtTest);
+    QAbstractItemModelTester t3(w->candidates_model(), Mode::QtTest);
+    QAbstractItemModelTester t4(w->simulated_timeline(), Mode::QtTest);
+    QAbstractItemModelTester t5(w->measured_timeline(), Mode::QtTest);
+    QAbstractItemModelTester t6(w->history_model(), Mode::QtTest);
+    QAbstractItemModelTester t7(w->history_view()->filter(), Mode::QtTest);
+    QAbstractItemModelTester t8(w->predictions_model(), Mode::QtTest);
+    LiveStepsModel live;
+    QAbstractItemModelTester t9(&live, Mode::QtTest);
+
+    set_workers(lab.setup(), 4);
+    type_into(lab.setup(), "tp", "2");
+    QVERIFY(wait_until([&] { return !w->plan_view()->job()->running(); }, 60000));
+    QVERIFY(w->candidates_model()->rowCount() > 0);
+    w->speedup_view()->simulate();
+    QVERIFY(wait_until([&] { return !w->speedup_view()->job()->running(); }, 60000));
+    QVERIFY(w->speedup_model()->value(0, SpeedupModel::kSimulatedStep).has_value());
+    w->timeline_view()->simulate();
+    QVERIFY(wait_until([&] { return !w->timeline_view()->job()->running(); }, 60000));
+    QVERIFY(w->simulated_timeline()->rowCount() > 0);
+    {
+      auto store = db::ResultsStore::open(lab.options.db.toStdString());
+      const db::RunId run = store.begin_run({.kind = db::RunKind::kMeasured, .model = "lab-mlp", .cluster = "cpu-local"});
+      store.add_incident(run, {.kind = db::IncidentKind::kKilled, .rank = 1, .detail = "injected"});
+      store.mark_run_status(run, db::RunStatus::kKilled);
+      store.add_prediction({.model = "lab-mlp", .world_size = 2, .predicted = 1.7, .reason = "halves"});
+    }
+    w->history_view()->reload();
+    QCOMPARE(w->history_model()->rowCount(), 3);
+    w->history_view()->kind_field()->setCurrentText("run");
+    QCOMPARE(w->history_view()->filter()->rowCount(), 1);
+    w->history_view()->filter_field()->setText("nothing matches this");
+    QCOMPARE(w->history_view()->filter()->rowCount(), 0);
+    w->predictions_model()->load(lab.options.db.toStdString());
+    QCOMPARE(w->predictions_model()->rowCount(), 1);
+    live.add(0, 1.5, 0.01);
+    live.add(1, 1.2, 0.01);
+    live.clear();
+    w->memory_model()->clear();
+  }
+
+  void every_view_is_reachable_by_keyboard() {
+    Lab lab;
+    lab.window->show();
+    lab.window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(lab.window.get()));
+    QTabWidget* tabs = lab.window->tabs();
+    for (int i = tabs->count() - 1; i >= 0; --i) {
+      QTest::keyClick(lab.window.get(), Qt::Key(Qt::Key_1 + i), Qt::ControlModifier);
+      QCOMPARE(tabs->currentIndex(), i);
+    }
+    // A chart's table toggle is a keyboard-reachable button that shows the same model's numbers.
+    ChartPanel* p = lab.window->memory_view()->panel();
+    QVERIFY(p->table_toggle()->focusPolicy() & Qt::TabFocus);
+    QTest::keyClick(lab.window.get(), Qt::Key_1, Qt::ControlModifier);
+    p->table_toggle()->setFocus();
+    QTest::keyClick(p->table_toggle(), Qt::Key_Space);
+    QVERIFY(p->showing_table());
+    QCOMPARE(p->table()->model(), static_cast<QAbstractItemModel*>(lab.window->memory_model()));
+    QTest::keyClick(lab.window.get(), Qt::Key_L, Qt::ControlModifier);
+    QCOMPARE(QApplication::focusWidget(), lab.setup()->field("model"));
+  }
+
+  void opening_a_run_loads_its_plan_into_the_setup() {
+    Lab lab;
+    const Expected e = expected("lab-mlp", "cpu-local", 4, "tp=2,zero=1,gbs=256");
+    {
+      auto store = db::ResultsStore::open(lab.options.db.toStdString());
+      store.begin_run({.kind = db::RunKind::kMeasured, .model = "lab-mlp", .cluster = "cpu-local",
+                       .plan = strategy::to_json(e.plan), .world_size = 4});
+    }
+    lab.window->history_view()->reload();
+    lab.window->history_view()->kind_field()->setCurrentText("run");
+    QVERIFY(lab.window->history_view()->open_row(0));
+    QVERIFY2(!lab.setup()->error(), lab.setup()->error() ? lab.setup()->error()->message.c_str() : "");
+    const strategy::Plan& p = lab.setup()->setup()->plan;
+    QCOMPARE(lab.setup()->setup()->world(), 4);
+    QCOMPARE(p.tp, e.plan.tp);
+    QCOMPARE(p.dp, e.plan.dp);
+    QCOMPARE(p.zero, e.plan.zero);
+    QCOMPARE(p.global_batch, e.plan.global_batch);
+    QCOMPARE(p.to_string(), e.plan.to_string());
+    check_memory(lab, e);
+  }
+};
+
+QTEST_MAIN(GuiModelsTest)
+#include "gui_models_test.moc"
