@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "cli/common.h"
+#include "cli/sim_progress.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
 #include "strategy/key_values.h"
@@ -270,7 +271,10 @@ void run_search(const PlanOptions& o) {
     if (!o.json)
       fmt::print(stderr, "simulating candidate {} of {}: {} ({} ranks) ...\n", i + 1, std::min<size_t>(rep.top.size(), o.simulate),
                  rep.top[i].plan.short_name(), rep.top[i].plan.world());
-    simulated[i] = sim::simulate_plan(r.model, rep.top[i].plan, r.cluster, {});
+    SimProgressLine progress(fmt::format("simulating candidate {}", i + 1));
+    sim::SimOptions so;
+    if (!o.json) so.on_progress = progress.callback();
+    simulated[i] = sim::simulate_plan(r.model, rep.top[i].plan, r.cluster, so);
   }
   if (o.json) {
     nlohmann::json top = nlohmann::json::array();

@@ -29,8 +29,14 @@ SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, 
   ExecOptions eo;
   eo.steps = o.warmup_steps + o.steps;
   eo.schedule = {o.algorithm, o.coalesce_calls, o.merge_steps};
-  eo.progress = o.progress;
-  const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, o.faults, eo)); }));
+  eo.closed_form = o.closed_form;
+  IsolateOptions io{o.on_progress, o.cancel};
+  const RawRun run = deserialize(run_isolated(
+      [&](const ProgressFn& report) {
+        if (o.on_progress) eo.progress = report;
+        return serialize(execute(programs, cluster, o.faults, eo));
+      },
+      io));
 
   SummaryOptions so;
   so.warmup_steps = o.warmup_steps;
@@ -43,12 +49,16 @@ SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, 
 
 SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& plan,
                         const strategy::ClusterSpec& cluster, const SimOptions& o) {
-  return simulate_programs(build_programs(model, plan), model, cluster, o);
+  if (o.cancel && o.cancel->load()) throw SimulationCancelled();
+  if (o.on_progress) o.on_progress(0.0, "building " + std::to_string(plan.world()) + " step programs");
+  auto programs = build_programs(model, plan);
+  if (o.cancel && o.cancel->load()) throw SimulationCancelled();
+  return simulate_programs(programs, model, cluster, o);
 }
 
 CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, int ranks,
                                      const strategy::ClusterSpec& cluster_in, const ScheduleOptions& schedule,
-                                     const std::vector<Fault>& faults) {
+                                     const std::vector<Fault>& faults, bool closed_form) {
   if (ranks < 1) throw ConfigError("--ranks", std::to_string(ranks), "must be a positive number of ranks");
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw ConfigError("--bytes", std::to_string(bytes), "must be >= 0");
   const strategy::ClusterSpec cluster = strategy::with_world(cluster_in, ranks);
@@ -83,6 +93,7 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   ExecOptions eo;
   eo.steps = 1;
   eo.schedule = schedule;
+  eo.closed_form = closed_form;
   const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, faults, eo)); }));
 
   CollectiveResult out;
@@ -94,6 +105,7 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   out.channels = s.channels;
   out.seconds = run.records.at(0).at(0).end - run.records.at(0).at(0).start;
   out.messages = run.messages;
+  out.flows = run.flows;
   if (out.seconds > 0) {
     out.algbw_bytes_per_s = strategy::algbw_bytes_per_s(bytes, out.seconds);
     out.busbw_bytes_per_s = strategy::busbw_bytes_per_s(op, ranks, bytes, out.seconds);
