@@ -425,10 +425,15 @@ class Simulation {
     ++preempted_steps_;
     std::vector<double> left(t.bytes.size());  // -1: arrived before the preemption
     for (size_t m = 0; m < left.size(); ++m) {
-      const double elapsed = claim.at - start - t.latency[m];
-      const double moved = std::clamp(elapsed * t.bytes_per_s[m], 0.0, t.bytes[m]);
-      const bool arrived = elapsed >= 0 && t.bytes[m] - moved <= 1e-9 * t.bytes[m] + 0.5;
-      left[m] = arrived ? -1.0 : double(std::llround(t.bytes[m] - moved));
+      if (start + t.latency[m] + t.bytes[m] / t.bytes_per_s[m] <= claim.at) {
+        left[m] = -1;
+        continue;
+      }
+      // The flow starting now pays the route latency again; it carries what the message would
+      // still have to move after that latency had it stayed alone (the newcomer's flows are in
+      // their own latency meanwhile), so the hand-over costs no time.
+      const double moved = std::clamp((claim.at - start) * t.bytes_per_s[m], 0.0, t.bytes[m]);
+      left[m] = std::round(t.bytes[m] - moved);
     }
     flow_step(step, t, &left);
     release_preempted(claim);

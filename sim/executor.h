@@ -19,8 +19,10 @@
 // message and the executor waits that long instead of handing SimGrid one flow per message. It
 // claims the links while it runs; traffic that then wants one of them (a send, a collective step
 // run as flows) preempts it: what each message has left goes on as SimGrid flows, sharing the
-// links max-min fairly with the newcomer from then on (its latency is charged once more, so a
-// preempted step can come out up to one route latency late). SimGrid's cost per flow grows
+// links max-min fairly with the newcomer from then on. A flow pays its route latency when it
+// starts, so the hand-over credits each message with what it would have moved alone during that
+// latency: exact when the newcomer's latency is no shorter (its own flows move nothing before
+// it), otherwise off by at most the difference. SimGrid's cost per flow grows
 // with the flows in flight (docs/DESIGN.md), so plans whose groups share no links -- TP inside
 // the nodes, DP rings each through its own NIC -- simulate in a fraction of the time.
 //
