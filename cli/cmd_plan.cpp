@@ -266,15 +266,22 @@ void run_search(const PlanOptions& o) {
   if (!o.json) fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
   const auto rep = strategy::search_plans(r.model, r.cluster, po);
   // The simulated twin of the best K candidates (SimGrid; contention and topology included).
+  // Each in its own process, as many at once as there are cores.
   std::vector<std::optional<sim::SimResult>> simulated(rep.top.size());
+  std::vector<strategy::Plan> to_simulate;
   for (size_t i = 0; i < rep.top.size() && int(i) < o.simulate; ++i) {
     if (!o.json)
       fmt::print(stderr, "simulating candidate {} of {}: {} ({} ranks) ...\n", i + 1, std::min<size_t>(rep.top.size(), o.simulate),
                  rep.top[i].plan.short_name(), rep.top[i].plan.world());
-    SimProgressLine progress(fmt::format("simulating candidate {}", i + 1));
+    to_simulate.push_back(rep.top[i].plan);
+  }
+  if (!to_simulate.empty()) {
+    SimProgressLine progress("simulating");
     sim::SimOptions so;
     if (!o.json) so.on_progress = progress.callback();
-    simulated[i] = sim::simulate_plan(r.model, rep.top[i].plan, r.cluster, so);
+    auto results = sim::simulate_plans(r.model, to_simulate, r.cluster, so);
+    progress.done();
+    for (size_t i = 0; i < results.size(); ++i) simulated[i] = std::move(results[i]);
   }
   if (o.json) {
     nlohmann::json top = nlohmann::json::array();

@@ -73,9 +73,14 @@ void deliver(std::string& buf, const ProgressFn& on_progress) {
   if (fraction >= 0 && on_progress) on_progress(fraction, what);
 }
 
-}  // namespace
+// One simulating child as the parent sees it.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1, progress_fd = -1;  // result and progress pipes (read ends)
+  std::string bytes, progress;
+};
 
-std::string run_isolated(const std::function<std::string(const ProgressFn&)>& work, const IsolateOptions& options) {
+Child start_child(const std::function<std::string(const ProgressFn&)>& work) {
   int fds[2], pfds[2];
   if (::pipe(fds) != 0) throw RuntimeError(std::string("pipe() failed: ") + std::strerror(errno));
   if (::pipe(pfds) != 0) {
@@ -97,54 +102,110 @@ std::string run_isolated(const std::function<std::string(const ProgressFn&)>& wo
   }
   ::close(fds[1]);
   ::close(pfds[1]);
-  std::string bytes, progress;
-  char buf[1 << 16];
-  bool cancelled = false;
-  int progress_fd = pfds[0];
-  for (;;) {
-    if (options.cancel && options.cancel->load()) {
-      ::kill(pid, SIGKILL);
-      cancelled = true;
-      break;
-    }
-    pollfd p[2] = {{fds[0], POLLIN, 0}, {progress_fd, POLLIN, 0}};
-    const int ready = ::poll(p, progress_fd >= 0 ? 2 : 1, 50);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) break;
-    if (progress_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
-      const ssize_t k = ::read(progress_fd, buf, sizeof buf);
-      if (k > 0) {
-        progress.append(buf, size_t(k));
-        deliver(progress, options.on_progress);
-      } else if (k == 0 || errno != EINTR) {
-        ::close(progress_fd);
-        progress_fd = -1;
-      }
-    }
-    if (p[0].revents & (POLLIN | POLLHUP)) {
-      const ssize_t k = ::read(fds[0], buf, sizeof buf);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) break;
-      bytes.append(buf, size_t(k));
-    }
-  }
-  ::close(fds[0]);
-  if (progress_fd >= 0) ::close(progress_fd);
+  return {pid, fds[0], pfds[0], {}, {}};
+}
+
+// Reaps the child whose result pipe has closed and returns its result (or throws its error).
+std::string finish_child(Child& c) {
+  ::close(c.fd);
+  if (c.progress_fd >= 0) ::close(c.progress_fd);
   int status = 0;
   pid_t reaped = -1;
   do {
-    reaped = ::waitpid(pid, &status, 0);
+    reaped = ::waitpid(c.pid, &status, 0);
   } while (reaped < 0 && errno == EINTR);
-  if (cancelled) throw SimulationCancelled();
   // reaped < 0 (ECHILD): a SIGCHLD handler of the host program took the child; the bytes decide.
-  if (reaped == pid && WIFSIGNALED(status))
+  if (reaped == c.pid && WIFSIGNALED(status))
     throw RuntimeError("the simulation process was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
                        strsignal(WTERMSIG(status)) + ")");
-  if (bytes.empty())
+  if (c.bytes.empty())
     throw RuntimeError("the simulation process ended without a result" +
-                       (reaped == pid ? " (exit status " + std::to_string(WEXITSTATUS(status)) + ")" : std::string()));
-  if (bytes[0] == 'E') throw RuntimeError("simulation failed: " + bytes.substr(1));
-  return bytes.substr(1);
+                       (reaped == c.pid ? " (exit status " + std::to_string(WEXITSTATUS(status)) + ")" : std::string()));
+  if (c.bytes[0] == 'E') throw RuntimeError("simulation failed: " + c.bytes.substr(1));
+  return c.bytes.substr(1);
+}
+
+void kill_all(std::vector<Child>& running) {
+  for (auto& c : running) {
+    ::kill(c.pid, SIGKILL);
+    ::close(c.fd);
+    if (c.progress_fd >= 0) ::close(c.progress_fd);
+    int status = 0;
+    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  running.clear();
+}
+
+}  // namespace
+
+std::vector<std::string> run_isolated_all(const std::vector<std::function<std::string(const ProgressFn&)>>& works,
+                                          int parallel, const JobProgressFn& on_progress,
+                                          const std::atomic<bool>* cancel) {
+  std::vector<std::string> results(works.size());
+  std::vector<Child> running;
+  std::vector<size_t> job_of;  // parallel to running
+  size_t next = 0, done = 0;
+  char buf[1 << 16];
+  try {
+    while (done < works.size()) {
+      while (next < works.size() && int(running.size()) < std::max(1, parallel)) {
+        running.push_back(start_child(works[next]));
+        job_of.push_back(next++);
+      }
+      if (cancel && cancel->load()) {
+        kill_all(running);
+        throw SimulationCancelled();
+      }
+      std::vector<pollfd> p;
+      for (const auto& c : running) {
+        p.push_back({c.fd, POLLIN, 0});
+        p.push_back({c.progress_fd, short(c.progress_fd >= 0 ? POLLIN : 0), 0});
+      }
+      const int ready = ::poll(p.data(), nfds_t(p.size()), 50);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) throw RuntimeError(std::string("poll() failed: ") + std::strerror(errno));
+      for (size_t k = running.size(); k-- > 0;) {
+        Child& c = running[k];
+        if (c.progress_fd >= 0 && (p[2 * k + 1].revents & (POLLIN | POLLHUP))) {
+          const ssize_t n = ::read(c.progress_fd, buf, sizeof buf);
+          if (n > 0) {
+            c.progress.append(buf, size_t(n));
+            deliver(c.progress, [&](double f, std::string_view what) {
+              if (on_progress) on_progress(job_of[k], f, what);
+            });
+          } else if (n == 0 || errno != EINTR) {
+            ::close(c.progress_fd);
+            c.progress_fd = -1;
+          }
+        }
+        if (!(p[2 * k].revents & (POLLIN | POLLHUP))) continue;
+        const ssize_t n = ::read(c.fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n > 0) {
+          c.bytes.append(buf, size_t(n));
+          continue;
+        }
+        Child finished = std::move(c);
+        const size_t job = job_of[k];
+        running.erase(running.begin() + std::ptrdiff_t(k));
+        job_of.erase(job_of.begin() + std::ptrdiff_t(k));
+        results[job] = finish_child(finished);
+        ++done;
+      }
+    }
+  } catch (...) {
+    kill_all(running);
+    throw;
+  }
+  return results;
+}
+
+std::string run_isolated(const std::function<std::string(const ProgressFn&)>& work, const IsolateOptions& options) {
+  JobProgressFn progress;
+  if (options.on_progress)
+    progress = [&](size_t, double f, std::string_view what) { options.on_progress(f, what); };
+  return run_isolated_all({work}, 1, progress, options.cancel).front();
 }
 
 std::string run_isolated(const std::function<std::string()>& work) {

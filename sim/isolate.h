@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "strategy/errors.h"
 
@@ -38,5 +39,13 @@ struct IsolateOptions {
 std::string run_isolated(const std::function<std::string(const ProgressFn& report)>& work,
                          const IsolateOptions& options);
 std::string run_isolated(const std::function<std::string()>& work);
+
+// Several works, each in its own child, at most `parallel` at once (the machine's cores: the
+// children share nothing); results in the order of `works`. The first failure kills the others
+// and is thrown. on_progress gets the index of the work reporting.
+using JobProgressFn = std::function<void(size_t job, double fraction_done, std::string_view what)>;
+std::vector<std::string> run_isolated_all(const std::vector<std::function<std::string(const ProgressFn& report)>>& works,
+                                          int parallel, const JobProgressFn& on_progress = {},
+                                          const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace parlab::sim

@@ -74,6 +74,13 @@ struct SimOptions {
 SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& plan,
                         const strategy::ClusterSpec& cluster, const SimOptions& options = {});
 
+// Several plans (the planner's candidates), each simulated in its own process, up to `parallel`
+// at once (0: one per core): the results of simulate_plan, in the order of `plans`. Progress
+// reports the mean fraction over the plans; cancellation stops all of them.
+std::vector<SimResult> simulate_plans(const strategy::ModelSpec& model, const std::vector<strategy::Plan>& plans,
+                                      const strategy::ClusterSpec& cluster, const SimOptions& options = {},
+                                      int parallel = 0);
+
 // Simulates the given programs (one per rank of the world, programs[i].rank == i not required
 // but every group member must be present). For tests and what-ifs on hand-edited programs.
 SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
