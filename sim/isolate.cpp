@@ -141,7 +141,8 @@ void kill_all(std::vector<Child>& running) {
 
 std::vector<std::string> run_isolated_all(const std::vector<std::function<std::string(const ProgressFn&)>>& works,
                                           int parallel, const JobProgressFn& on_progress,
-                                          const std::atomic<bool>* cancel) {
+                                          const std::atomic<bool>* cancel,
+                                          const std::function<void(size_t job)>& before_start) {
   std::vector<std::string> results(works.size());
   std::vector<Child> running;
   std::vector<size_t> job_of;  // parallel to running
@@ -150,6 +151,7 @@ std::vector<std::string> run_isolated_all(const std::vector<std::function<std::s
   try {
     while (done < works.size()) {
       while (next < works.size() && int(running.size()) < std::max(1, parallel)) {
+        if (before_start) before_start(next);
         running.push_back(start_child(works[next]));
         job_of.push_back(next++);
       }

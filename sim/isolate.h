@@ -42,10 +42,13 @@ std::string run_isolated(const std::function<std::string()>& work);
 
 // Several works, each in its own child, at most `parallel` at once (the machine's cores: the
 // children share nothing); results in the order of `works`. The first failure kills the others
-// and is thrown. on_progress gets the index of the work reporting.
+// and is thrown. on_progress gets the index of the work reporting. before_start(k) runs in the
+// parent just before work k's child is forked (to build what only that child needs, while the
+// others already run).
 using JobProgressFn = std::function<void(size_t job, double fraction_done, std::string_view what)>;
 std::vector<std::string> run_isolated_all(const std::vector<std::function<std::string(const ProgressFn& report)>>& works,
                                           int parallel, const JobProgressFn& on_progress = {},
-                                          const std::atomic<bool>* cancel = nullptr);
+                                          const std::atomic<bool>* cancel = nullptr,
+                                          const std::function<void(size_t job)>& before_start = {});
 
 }  // namespace parlab::sim

@@ -82,16 +82,17 @@ SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& 
 std::vector<SimResult> simulate_plans(const strategy::ModelSpec& model, const std::vector<strategy::Plan>& plans,
                                       const strategy::ClusterSpec& cluster, const SimOptions& o, int parallel) {
   if (parallel <= 0) parallel = int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::vector<strategy::StepProgram>> programs;
-  std::vector<Prepared> prepared;
-  for (size_t k = 0; k < plans.size(); ++k) {
+  // Plan k's programs are built just before its process starts, while the earlier ones run.
+  std::vector<std::vector<strategy::StepProgram>> programs(plans.size());
+  std::vector<Prepared> prepared(plans.size());
+  auto build = [&](size_t k) {
     if (o.cancel && o.cancel->load()) throw SimulationCancelled();
     if (o.on_progress)
       o.on_progress(0.0, "building " + std::to_string(plans[k].world()) + " step programs of plan " +
                              std::to_string(k + 1) + " of " + std::to_string(plans.size()));
-    programs.push_back(build_programs(model, plans[k]));
-    prepared.push_back(prepare(programs.back(), cluster, o));
-  }
+    programs[k] = build_programs(model, plans[k]);
+    prepared[k] = prepare(programs[k], cluster, o);
+  };
   std::vector<std::function<std::string(const ProgressFn&)>> works;
   for (size_t k = 0; k < plans.size(); ++k) works.push_back(work(programs[k], prepared[k], o));
   // Progress: the mean over the plans, and the line of the one reporting.
@@ -104,7 +105,7 @@ std::vector<SimResult> simulate_plans(const strategy::ModelSpec& model, const st
       for (double x : fraction) mean += x / double(fraction.size());
       o.on_progress(mean, "plan " + std::to_string(job + 1) + ": " + std::string(what));
     };
-  const auto bytes = run_isolated_all(works, parallel, progress, o.cancel);
+  const auto bytes = run_isolated_all(works, parallel, progress, o.cancel, build);
   std::vector<SimResult> out;
   for (size_t k = 0; k < plans.size(); ++k) {
     out.push_back(summarize_run(programs[k], bytes[k], model, prepared[k], o));
