@@ -8,9 +8,9 @@
 //   3. Speed: one simulated step of small plans, of the planner's best three for gpt-175b on 1024
 //      GPUs (its pick, TP 8 x ZeRO-3 128: goal < 30 s) and of gpt-1t as TP 8 x PP 8 x DP 64 on 4096
 //      (goal < 60 s): wall seconds (median of --repeats) and CPU seconds of the simulating process
-//      (user + sys, less sensitive to a loaded machine), messages (every message of every
-//      collective algorithm and send), how many of them SimGrid carried as flows (the rest were
-//      in collective steps timed in closed form, sim/executor.h), and messages per wall second.
+//      and this one (user + sys, less sensitive to a loaded machine), messages (every message of
+//      every collective algorithm and send), how many of them SimGrid carried as flows (the rest
+//      were in collective steps timed in closed form, sim/executor.h), messages per wall second.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -149,11 +149,16 @@ void collective_sweep(const std::string& cluster_name) {
       "   latency steps, (n-1)/n of its bandwidth term).\n\n");
 }
 
-// CPU seconds (user + sys) of reaped children: the simulation runs in a child process.
-double children_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_CHILDREN, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+// CPU seconds (user + sys) of this process and its reaped children: the simulation runs in a
+// child, building the programs and summarising in this process.
+double cpu_seconds() {
+  double sum = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage u{};
+    getrusage(who, &u);
+    sum += double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  }
+  return sum;
 }
 
 double median(std::vector<double> v) {
@@ -178,11 +183,11 @@ void speed(const std::string& model_name, int world, const strategy::Plan& plan,
   std::vector<double> walls, cpus;
   sim::SimResult s;
   for (int k = 0; k < repeats; ++k) {
-    const double cpu0 = children_cpu_seconds();
+    const double cpu0 = cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     s = sim::simulate_plan(model, plan, cluster, o);
     walls.push_back(wall_since(t0));
-    cpus.push_back(children_cpu_seconds() - cpu0);
+    cpus.push_back(cpu_seconds() - cpu0);
   }
   const double wall = median(walls), cpu = median(cpus);
   const auto [lo, hi] = std::minmax_element(walls.begin(), walls.end());
