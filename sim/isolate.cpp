@@ -48,9 +48,9 @@ void write_progress(int fd, double fraction, std::string_view what) {
     out = "Eunknown exception in the simulation process";
   }
   if (progress_fd >= 0) ::close(progress_fd);
+  // No stdio here: another thread of the parent may have held a stream's lock when it forked.
   const bool ok = write_all(fd, out.data(), out.size());
   ::close(fd);
-  std::fflush(stderr);
   ::_exit(ok ? 0 : 3);
 }
 

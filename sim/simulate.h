@@ -65,7 +65,10 @@ struct SimOptions {
   // simulation does not wait for it, but its next report does.
   std::function<void(double fraction_done, std::string_view what)> on_progress;
   // Cancellation: when *cancel becomes true (any thread), the simulation stops within ~50 ms
-  // and simulate_* throws SimulationCancelled (sim/isolate.h). Must outlive the call.
+  // (while the step programs are being built -- a second or two for 4096 ranks -- once they
+  // are) and simulate_* throws SimulationCancelled (sim/isolate.h). Must outlive the call.
+  // simulate_* may run on a worker thread: the child it forks writes only to its pipes (no
+  // stdio stream another thread could have locked) and leaves with _exit.
   const std::atomic<bool>* cancel = nullptr;
 };
 
