@@ -363,7 +363,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--gbs", opts->gbs, "Global batch for the search (default: one sample per device)");
   cmd->add_option("--top", opts->top, "Candidates to show in a search")->capture_default_str();
   cmd->add_option("--program", opts->program_rank, "Print the step program of this rank (a fixed --plan)");
-  cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid and show both columns");
+  cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
   cmd->callback([opts] {
     if (!opts->ledger_gb.empty()) {
       if (!opts->in.model.empty() || opts->in.params > 0)
