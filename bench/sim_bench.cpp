@@ -5,11 +5,18 @@
 //      "why" column names the collectives whose simulated and analytic times differ most and the
 //      algorithms behind them (or the category of time, when it is not communication).
 //   2. Collectives: all-reduce across sizes and widths, simulated vs collective_time().
-//   3. Speed: wall seconds to simulate one step of a 64-rank plan and of gpt-175b with tp 8, pp 8,
-//      dp 16 (1024 ranks) on one core. Goal: the 1024-rank step in under 30 s.
+//   3. Speed: one simulated step of small plans, of the planner's best three for gpt-175b on 1024
+//      GPUs (its pick, TP 8 x ZeRO-3 128: goal < 30 s) and of gpt-1t as TP 8 x PP 8 x DP 64 on 4096
+//      (goal < 60 s): wall seconds (median of --repeats) and CPU seconds of the simulating process
+//      and this one (user + sys, less sensitive to a loaded machine), messages (every message of
+//      every collective algorithm and send), how many of them SimGrid carried as flows (the rest
+//      were in collective steps timed in closed form, sim/executor.h), messages per wall second.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -17,6 +24,7 @@
 #include "sim/simulate.h"
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
+#include "strategy/planner.h"
 #include "strategy/units.h"
 
 namespace {
@@ -141,21 +149,71 @@ void collective_sweep(const std::string& cluster_name) {
       "   latency steps, (n-1)/n of its bandwidth term).\n\n");
 }
 
-void speed(const std::string& model_name, int world, const std::string& text, bool exact, double goal_seconds) {
+// CPU seconds (user + sys) of this process and its reaped children: the simulation runs in a
+// child, building the programs and summarising in this process.
+double cpu_seconds() {
+  double sum = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage u{};
+    getrusage(who, &u);
+    sum += double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  }
+  return sum;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void speed_header() {
+  fmt::print("{:<9} {:>5}  {:<44} {:<9} {:>8} {:>7} {:>6} {:>10} {:>9} {:>10}  {}\n", "model", "world", "plan", "mode",
+             "wall s", "(range)", "CPU s", "messages", "flows", "msg/s", "goal");
+}
+
+void speed(const std::string& model_name, int world, const strategy::Plan& plan, const std::string& label, bool exact,
+           double goal_seconds, int repeats) {
   const auto model = strategy::load_model(model_name);
   const auto cluster = strategy::with_world(strategy::load_cluster("dgx-a100"), world);
-  const auto plan = resolved(model, cluster, world, text);
   sim::SimOptions o;
   o.warmup_steps = 0;
   o.steps = 1;
-  o.coalesce_calls = o.merge_steps = !exact;
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto s = sim::simulate_plan(model, plan, cluster, o);
-  const double wall = wall_since(t0);
-  fmt::print("{:<9} {:>5}  {:<44} {:<9} {:>8.2f} {:>10} {:>10} {:>9.0f}  {}\n", model_name, world, text,
-             exact ? "exact" : "coalesced", wall, s.messages, s.ops, double(s.messages) / wall,
-             goal_seconds > 0 ? fmt::format("goal < {:.0f} s: {}", goal_seconds, wall < goal_seconds ? "met" : "MISSED")
-                              : "");
+  o.coalesce_calls = o.merge_steps = o.closed_form = !exact;
+  std::vector<double> walls, cpus;
+  sim::SimResult s;
+  for (int k = 0; k < repeats; ++k) {
+    const double cpu0 = cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    s = sim::simulate_plan(model, plan, cluster, o);
+    walls.push_back(wall_since(t0));
+    cpus.push_back(cpu_seconds() - cpu0);
+  }
+  const double wall = median(walls), cpu = median(cpus);
+  const auto [lo, hi] = std::minmax_element(walls.begin(), walls.end());
+  fmt::print("{:<9} {:>5}  {:<44} {:<9} {:>8.2f} {:>7} {:>6.2f} {:>10} {:>9} {:>10.0f}  {}\n", model_name, world, label,
+             exact ? "exact" : "default", wall, repeats > 1 ? fmt::format("{:.1f}-{:.1f}", *lo, *hi) : "-", cpu,
+             s.messages, s.flows, double(s.messages) / wall,
+             goal_seconds > 0 ? fmt::format("< {:.0f} s: {}", goal_seconds, wall < goal_seconds ? "met" : "MISSED") : "");
+}
+
+void speed(const std::string& model_name, int world, const std::string& text, bool exact, double goal_seconds,
+           int repeats) {
+  const auto model = strategy::load_model(model_name);
+  const auto cluster = strategy::with_world(strategy::load_cluster("dgx-a100"), world);
+  speed(model_name, world, resolved(model, cluster, world, text), text, exact, goal_seconds, repeats);
+}
+
+// The planner's best `k` plans for `model_name` on `world` dgx-a100 GPUs, simulated one step each.
+void planner_top(const std::string& model_name, int world, int k, double goal_first, int repeats) {
+  const auto model = strategy::load_model(model_name);
+  const auto cluster = strategy::with_world(strategy::load_cluster("dgx-a100"), world);
+  strategy::PlannerOptions po;
+  po.top = k;
+  const auto report = strategy::search_plans(model, cluster, po);
+  for (size_t i = 0; i < report.top.size() && int(i) < k; ++i)
+    speed(model_name, world, report.top[i].plan, fmt::format("#{} {}", i + 1, report.top[i].plan.short_name()), false,
+          i == 0 ? goal_first : 0, repeats);
 }
 
 }  // namespace
@@ -164,45 +222,54 @@ int main(int argc, char** argv) {
   CLI::App app{"Simulator accuracy (vs the analytic model) and speed"};
   bool skip_big = false;
   int big_microbatches = 16;
-  app.add_flag("--skip-big", skip_big, "Skip the 1024-rank speed runs");
-  app.add_option("--big-microbatches", big_microbatches, "Microbatches of the 1024-rank gpt-175b plan")
+  int repeats = 1;
+  app.add_flag("--skip-big", skip_big, "Skip the 1024- and 4096-rank speed runs");
+  app.add_option("--big-microbatches", big_microbatches, "Microbatches of the 1024-rank TP 8 x PP 8 x DP 16 plan")
       ->capture_default_str();
+  app.add_option("--repeats", repeats, "Runs per speed row (the median is printed)")->capture_default_str()->check(CLI::PositiveNumber);
+  bool speed_only = false;
+  app.add_flag("--speed-only", speed_only, "Only section 3 (simulator speed)");
   CLI11_PARSE(app, argc, argv);
 
-  fmt::print("1. ");
-  accuracy_grid({{"gpt-22b", 16, "dp=16"},
-                 {"gpt-22b", 16, "dp=16,zero=1"},
-                 {"gpt-22b", 16, "dp=16,zero=3"},
-                 {"gpt-22b", 16, "tp=8,dp=2"},
-                 {"gpt-22b", 16, "tp=4,pp=4,microbatches=8"},
-                 {"gpt-22b", 16, "tp=4,pp=4,microbatches=8,schedule=interleaved"},
-                 {"gpt-22b", 64, "tp=8,pp=4,dp=2,microbatches=16,zero=1"},
-                 {"gpt-175b", 64, "tp=8,pp=8,microbatches=16"},
-                 {"llama2-7b", 128, "dp=128"},
-                 {"llama2-7b", 128, "dp=128,zero=3"},
-                 {"llama2-7b", 64, "tp=2,pp=2,dp=16,microbatches=4"},
-                 {"gpt-22b", 16, "dp=16", "slow:rank=3,factor=1.5"},
-                 {"gpt-22b", 16, "tp=4,pp=4,microbatches=8", "degrade-link:rank=5,factor=20"}},
-                "dgx-a100");
-  fmt::print("1b. ");
-  accuracy_grid({{"lab-mlp", 4, "dp=4"},
-                 {"lab-mlp", 4, "dp=2,pp=2,microbatches=4"},
-                 {"lab-mlp", 4, "pp=4,microbatches=4"},
-                 {"lab-mlp", 4, "pp=4,microbatches=16"},
-                 {"lab-mlp", 2, "dp=2"}},
-                "cpu-local");
-  collective_sweep("dgx-a100");
+  if (!speed_only) {
+    fmt::print("1. ");
+    accuracy_grid({{"gpt-22b", 16, "dp=16"},
+                   {"gpt-22b", 16, "dp=16,zero=1"},
+                   {"gpt-22b", 16, "dp=16,zero=3"},
+                   {"gpt-22b", 16, "tp=8,dp=2"},
+                   {"gpt-22b", 16, "tp=4,pp=4,microbatches=8"},
+                   {"gpt-22b", 16, "tp=4,pp=4,microbatches=8,schedule=interleaved"},
+                   {"gpt-22b", 64, "tp=8,pp=4,dp=2,microbatches=16,zero=1"},
+                   {"gpt-175b", 64, "tp=8,pp=8,microbatches=16"},
+                   {"llama2-7b", 128, "dp=128"},
+                   {"llama2-7b", 128, "dp=128,zero=3"},
+                   {"llama2-7b", 64, "tp=2,pp=2,dp=16,microbatches=4"},
+                   {"gpt-22b", 16, "dp=16", "slow:rank=3,factor=1.5"},
+                   {"gpt-22b", 16, "tp=4,pp=4,microbatches=8", "degrade-link:rank=5,factor=20"}},
+                  "dgx-a100");
+    fmt::print("1b. ");
+    accuracy_grid({{"lab-mlp", 4, "dp=4"},
+                   {"lab-mlp", 4, "dp=2,pp=2,microbatches=4"},
+                   {"lab-mlp", 4, "pp=4,microbatches=4"},
+                   {"lab-mlp", 4, "pp=4,microbatches=16"},
+                   {"lab-mlp", 2, "dp=2"}},
+                  "cpu-local");
+    collective_sweep("dgx-a100");
+  }
 
-  fmt::print("3. Simulator speed: wall seconds for one simulated step (one core), dgx-a100\n");
-  fmt::print("{:<9} {:>5}  {:<44} {:<9} {:>8} {:>10} {:>10} {:>9}\n", "model", "world", "plan", "mode", "wall s",
-             "messages", "ops", "msg/s");
-  speed("gpt-175b", 64, "tp=8,pp=8,microbatches=16", false, 0);
-  speed("gpt-175b", 64, "tp=8,pp=8,microbatches=16", true, 0);
-  speed("gpt-22b", 64, "dp=64", false, 0);
+  fmt::print("3. Simulator speed: one simulated step on dgx-a100 (the simulation runs on one core; wall: median of {}{})\n",
+             repeats, repeats > 1 ? " runs, (range)" : " run");
+  fmt::print("   default: coalesced calls, merged ring steps, lone collective steps in closed form; exact: every call,\n"
+             "   every step, every message a SimGrid flow. flows: the messages SimGrid carried.\n");
+  speed_header();
+  speed("gpt-175b", 64, "tp=8,pp=8,microbatches=16", false, 0, repeats);
+  speed("gpt-175b", 64, "tp=8,pp=8,microbatches=16", true, 0, repeats);
+  speed("gpt-22b", 64, "dp=64", false, 0, repeats);
   if (!skip_big) {
-    speed("gpt-175b", 1024, "tp=8,pp=8,dp=16", false, 30);
-    speed("gpt-175b", 1024, "tp=8,pp=8,dp=16,microbatches=" + std::to_string(big_microbatches), false, 30);
-    speed("gpt-175b", 1024, "tp=8,pp=8,dp=16", true, 30);
+    speed("gpt-175b", 1024, "tp=8,pp=8,dp=16,microbatches=" + std::to_string(big_microbatches), false, 0, repeats);
+    fmt::print("   the planner's best three for gpt-175b on 1024 GPUs (parlab plan --model gpt-175b --cluster dgx-a100 --world 1024):\n");
+    planner_top("gpt-175b", 1024, 3, 30, repeats);
+    speed("gpt-1t", 4096, "tp=8,pp=8,dp=64", false, 60, repeats);
   }
   return 0;
 }

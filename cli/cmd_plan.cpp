@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "cli/common.h"
+#include "cli/sim_progress.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
 #include "strategy/key_values.h"
@@ -265,12 +266,22 @@ void run_search(const PlanOptions& o) {
   if (!o.json) fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
   const auto rep = strategy::search_plans(r.model, r.cluster, po);
   // The simulated twin of the best K candidates (SimGrid; contention and topology included).
+  // Each in its own process, as many at once as there are cores.
   std::vector<std::optional<sim::SimResult>> simulated(rep.top.size());
+  std::vector<strategy::Plan> to_simulate;
   for (size_t i = 0; i < rep.top.size() && int(i) < o.simulate; ++i) {
     if (!o.json)
       fmt::print(stderr, "simulating candidate {} of {}: {} ({} ranks) ...\n", i + 1, std::min<size_t>(rep.top.size(), o.simulate),
                  rep.top[i].plan.short_name(), rep.top[i].plan.world());
-    simulated[i] = sim::simulate_plan(r.model, rep.top[i].plan, r.cluster, {});
+    to_simulate.push_back(rep.top[i].plan);
+  }
+  if (!to_simulate.empty()) {
+    SimProgressLine progress("simulating");
+    sim::SimOptions so;
+    if (!o.json) so.on_progress = progress.callback();
+    auto results = sim::simulate_plans(r.model, to_simulate, r.cluster, so);
+    progress.done();
+    for (size_t i = 0; i < results.size(); ++i) simulated[i] = std::move(results[i]);
   }
   if (o.json) {
     nlohmann::json top = nlohmann::json::array();
@@ -352,7 +363,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--gbs", opts->gbs, "Global batch for the search (default: one sample per device)");
   cmd->add_option("--top", opts->top, "Candidates to show in a search")->capture_default_str();
   cmd->add_option("--program", opts->program_rank, "Print the step program of this rank (a fixed --plan)");
-  cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid and show both columns");
+  cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
   cmd->callback([opts] {
     if (!opts->ledger_gb.empty()) {
       if (!opts->in.model.empty() || opts->in.params > 0)

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/common.h"
+#include "cli/sim_progress.h"
 #include "sim/simulate.h"
 #include "sim/trace.h"
 #include "strategy/consistency.h"
@@ -150,12 +151,13 @@ void run_simulate(const SimulateOptions& o) {
   for (const auto& f : o.faults) so.faults.push_back(sim::parse_fault(f));
   if (!o.fault_file.empty())
     for (const auto& f : sim::parse_faults_toml(read_text(o.fault_file), o.fault_file)) so.faults.push_back(f);
-  so.coalesce_calls = so.merge_steps = !o.exact;
+  so.coalesce_calls = so.merge_steps = so.closed_form = !o.exact;
   so.algorithm = parse_algorithm(o.algorithm);
   so.timeline = !o.trace.empty();
-  so.progress = r.world > 256;
-  if (so.progress) fmt::print(stderr, "parlab simulate: building {} step programs\n", r.world);
+  SimProgressLine progress("parlab simulate");
+  so.on_progress = progress.callback();
   const sim::SimResult s = sim::simulate_plan(r.model, r.plan, r.cluster, so);
+  progress.done();
 
   std::optional<strategy::StepEstimate> analytic;
   try {
@@ -228,8 +230,9 @@ void add_simulate_command(CLI::App& app) {
                   "tuner picks a tree), ring, tree, analytic (the tuner's choice exactly, hierarchical included)")
       ->capture_default_str();
   cmd->add_flag("--exact", opts->exact,
-                "Simulate every call of multi-call collectives and every step of their algorithms (slower;\n"
-                "finer under contention) instead of coalescing them");
+                "Simulate every call of multi-call collectives and every step of their algorithms, every\n"
+                "message as a SimGrid flow (slower; finer under contention) instead of coalescing them and\n"
+                "timing collectives that have their links to themselves in closed form");
   cmd->add_flag("--per-rank", opts->per_rank, "One table row per rank even for big worlds");
   cmd->add_flag("--json", opts->json, "Machine-readable output (the analytic model's keys, analytic under \"analytic\")");
 

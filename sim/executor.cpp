@@ -27,7 +27,8 @@ using strategy::Stream;
 namespace {
 
 // What a blocked stream actor waits for; whoever changes that state wakes it.
-enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective };
+// kClosedForm: the end of a collective step timed in closed form, or its preemption.
+enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective, kClosedForm };
 
 struct Rank {
   const StepProgram* prog = nullptr;
@@ -61,9 +62,28 @@ struct Arrival {
   OpRecord* record = nullptr;
 };
 
+// One schedule step as the closed form sees it.
+struct StepTiming {
+  std::vector<int> links;  // every link its messages cross (sorted, unique)
+  bool exclusive = true;   // no link carries two of its messages
+  std::vector<double> bytes, latency, bytes_per_s;  // per message: as SimGrid gets them, alone
+  double alone_seconds = 0;                          // its slowest message, alone
+};
+
 struct CachedSchedule {
   Schedule schedule;
-  std::vector<double> sent;  // per member position
+  std::vector<double> sent;       // per member position
+  std::vector<StepTiming> steps;  // parallel to schedule.steps
+  std::vector<int> links;         // union over the steps
+  bool exclusive = true;          // every step is
+};
+
+// A collective timed in closed form, holding its links until it ends or something preempts it.
+struct Claim {
+  int index = 0, stream = 0;  // the driving stream
+  const std::vector<int>* links = nullptr;
+  bool preempted = false;
+  double at = 0;  // when
 };
 
 class Simulation {
@@ -110,6 +130,10 @@ class Simulation {
       total_ops_ += int64_t(options.steps) * int64_t(p.ops.size());
     }
     memory_bytes_per_s_ = cluster.device.memory_bytes_per_s;
+    closed_form_ = options.closed_form && !(cluster.comm_cpu_seconds_per_byte > 0);
+    claim_of_.assign(size_t(layout_.link_count()), nullptr);
+    flows_on_.assign(size_t(layout_.link_count()), 0);
+    sends_on_.resize(size_t(layout_.link_count()));
   }
 
   void spawn() {
@@ -144,6 +168,9 @@ class Simulation {
       run_.pending.push_back(std::move(p));
     }
     run_.messages = messages_;
+    run_.flows = flows_;
+    run_.closed_form_steps = closed_form_steps_;
+    run_.preempted_steps = preempted_steps_;
     run_.ops = ops_done_;
     return std::move(run_);
   }
@@ -265,7 +292,7 @@ class Simulation {
     instances_.erase(key);
     const CachedSchedule& cs = schedule_for(gid, op);
     const double start = sg4::Engine::get_clock();
-    run_schedule(cs.schedule);
+    run_schedule(cs, i, st);
     const double end = sg4::Engine::get_clock();
     const auto& ranks = group_members_[gid];
     for (const Arrival& a : members) {
@@ -293,7 +320,31 @@ class Simulation {
     cs.schedule = collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, group_members_[gid],
                                       layout_, cluster_, options_.schedule);
     cs.sent = sent_bytes(cs.schedule, group_members_[gid]);
+    for (const ScheduleStep& step : cs.schedule.steps) {
+      cs.steps.push_back(step_timing(step));
+      cs.exclusive = cs.exclusive && cs.steps.back().exclusive;
+      cs.links.insert(cs.links.end(), cs.steps.back().links.begin(), cs.steps.back().links.end());
+    }
+    std::sort(cs.links.begin(), cs.links.end());
+    cs.links.erase(std::unique(cs.links.begin(), cs.links.end()), cs.links.end());
     return schedules_.emplace(key, std::move(cs)).first->second;
+  }
+
+  StepTiming step_timing(const ScheduleStep& step) const {
+    StepTiming t;
+    for (const auto& m : step.messages) {
+      const auto route = layout_.route(m.from, m.to);
+      t.links.insert(t.links.end(), route.begin(), route.end());
+      const double bytes = double(std::llround(m.bytes));
+      t.bytes.push_back(bytes);
+      t.latency.push_back(platform_.link_latency_seconds(route[0]) + platform_.link_latency_seconds(route[1]));
+      t.bytes_per_s.push_back(std::min(platform_.link_bytes_per_s(route[0]), platform_.link_bytes_per_s(route[1])));
+      t.alone_seconds = std::max(t.alone_seconds, platform_.alone_seconds(m.from, m.to, bytes));
+    }
+    std::sort(t.links.begin(), t.links.end());
+    t.exclusive = std::adjacent_find(t.links.begin(), t.links.end()) == t.links.end();
+    t.links.erase(std::unique(t.links.begin(), t.links.end()), t.links.end());
+    return t;
   }
 
   // Where communication costs CPU (loopback TCP on shared cores: cluster comm_cpu_seconds_per_byte),
@@ -305,23 +356,111 @@ class Simulation {
     return sg4::this_actor::exec_init(flops)->set_host(platform_.compute_host(from))->start();
   }
 
-  void run_schedule(const Schedule& s) {
-    std::vector<sg4::CommPtr> comms;
-    std::vector<sg4::ExecPtr> cpu;
+  // Step by step; in closed form while the collective has its links to itself (executor.h).
+  void run_schedule(const CachedSchedule& cs, int i, int st) {
+    const Schedule& s = cs.schedule;
+    Claim claim{i, st, &cs.links};
+    bool closed = closed_form_ && cs.exclusive && links_free(cs.links);
+    if (closed)
+      for (int l : cs.links) claim_of_[l] = &claim;
     for (int rep = 0; rep < s.repeat; ++rep)
-      for (const ScheduleStep& step : s.steps) {
-        comms.clear();
-        cpu.clear();
-        for (const auto& m : step.messages) {
-          comms.push_back(sg4::Comm::sendto_async(platform_.source(m.from, m.to), platform_.destination(m.from, m.to),
-                                                  uint64_t(std::llround(m.bytes))));
-          if (auto e = comm_cpu_work(m.from, m.bytes)) cpu.push_back(e);
-        }
-        sg4::Comm::wait_all(comms);
-        for (auto& e : cpu) e->wait();
-        messages_ += int64_t(comms.size());
+      for (size_t k = 0; k < s.steps.size(); ++k) {
+        const ScheduleStep& step = s.steps[k];
+        if (closed) closed = closed_form_step(claim, step, cs.steps[k]);
+        else flow_step(step, cs.steps[k]);
+        messages_ += int64_t(step.messages.size());
         if (step.extra_seconds > 0) sg4::this_actor::sleep_for(step.extra_seconds);
       }
+    if (closed && claim.preempted) release_preempted(claim);  // between steps or in the last one's latency sleep
+    else if (closed)
+      for (int l : cs.links) claim_of_[l] = nullptr;
+  }
+
+  // preempt() counted the claim's links as carrying flows until its driver has taken over.
+  void release_preempted(const Claim& claim) {
+    for (int l : *claim.links) --flows_on_[l];
+  }
+
+  // The step's messages as SimGrid flows; whoever held their links in closed form gives way.
+  void flow_step(const ScheduleStep& step, const StepTiming& t, const std::vector<double>* bytes = nullptr) {
+    for (int l : t.links) {
+      ++flows_on_[l];
+      if (claim_of_[l]) preempt(*claim_of_[l]);
+    }
+    std::vector<sg4::CommPtr> comms;
+    std::vector<sg4::ExecPtr> cpu;
+    for (size_t m = 0; m < step.messages.size(); ++m) {
+      const Message& msg = step.messages[m];
+      const double b = bytes ? (*bytes)[m] : t.bytes[m];
+      if (b < 0) continue;  // a preempted message that had already arrived
+      comms.push_back(sg4::Comm::sendto_async(platform_.source(msg.from, msg.to), platform_.destination(msg.from, msg.to),
+                                              uint64_t(b)));
+      if (auto e = comm_cpu_work(msg.from, b)) cpu.push_back(e);
+    }
+    sg4::Comm::wait_all(comms);
+    for (auto& e : cpu) e->wait();
+    flows_ += int64_t(comms.size());
+    for (int l : t.links) --flows_on_[l];
+  }
+
+  // Waits the step's closed-form time; true if it ran to its end alone. Preempted, what each
+  // message has left (it has moved at its lone rate since the step began) goes on as flows.
+  bool closed_form_step(Claim& claim, const ScheduleStep& step, const StepTiming& t) {
+    const double start = sg4::Engine::get_clock();
+    const double end = start + t.alone_seconds;
+    Rank& R = ranks_[claim.index];
+    const int st = claim.stream;
+    while (!claim.preempted) {
+      const double left = end - sg4::Engine::get_clock();
+      if (!(left > 0)) break;
+      R.wait[st] = Wait::kClosedForm;
+      const bool timed_out = R.sem[st]->acquire_timeout(left);
+      R.wait[st] = Wait::kNone;
+      if (timed_out) break;  // else preempted, or a stale release: look again
+    }
+    if (!claim.preempted) {
+      ++closed_form_steps_;
+      return true;
+    }
+    ++preempted_steps_;
+    std::vector<double> left(t.bytes.size());  // -1: arrived before the preemption
+    for (size_t m = 0; m < left.size(); ++m) {
+      if (start + t.latency[m] + t.bytes[m] / t.bytes_per_s[m] <= claim.at) {
+        left[m] = -1;
+        continue;
+      }
+      // The flow starting now pays the route latency again; it carries what the message would
+      // still have to move after that latency had it stayed alone (the newcomer's flows are in
+      // their own latency meanwhile), so the hand-over costs no time.
+      const double moved = std::clamp((claim.at - start) * t.bytes_per_s[m], 0.0, t.bytes[m]);
+      left[m] = std::round(t.bytes[m] - moved);
+    }
+    flow_step(step, t, &left);
+    release_preempted(claim);
+    return false;
+  }
+
+  // Traffic wants a link `claim` holds: the claim ends now; its links carry flows from here on
+  // (its driver takes them over when it wakes).
+  void preempt(Claim& claim) {
+    claim.preempted = true;
+    claim.at = sg4::Engine::get_clock();
+    for (int l : *claim.links) {
+      claim_of_[l] = nullptr;
+      ++flows_on_[l];
+    }
+    wake(claim.index, claim.stream, Wait::kClosedForm);
+  }
+
+  // Nothing uses the links: no claim, no collective flows, no send still on its way.
+  bool links_free(const std::vector<int>& links) {
+    for (int l : links) {
+      if (claim_of_[l] || flows_on_[l] > 0) return false;
+      auto& sends = sends_on_[l];
+      std::erase_if(sends, [](const sg4::CommPtr& c) { return !(c->get_remaining() > 0); });
+      if (!sends.empty()) return false;
+    }
+    return true;
   }
 
   // The message starts at once (it needs no matching receive: the receiver's buffer is there)
@@ -331,10 +470,19 @@ class Simulation {
     Rank& R = ranks_[i];
     const int from = R.prog->rank, to = op.peer;
     rec.start = sg4::Engine::get_clock();
+    for (int l : layout_.route(from, to))
+      if (claim_of_[l]) preempt(*claim_of_[l]);
     sg4::CommPtr comm = sg4::Comm::sendto_async(platform_.source(from, to), platform_.destination(from, to),
                                                 uint64_t(std::llround(op.bytes)));
+    if (closed_form_)
+      for (int l : layout_.route(from, to)) {
+        auto& sends = sends_on_[l];
+        if (sends.size() > 16) std::erase_if(sends, [](const sg4::CommPtr& c) { return !(c->get_remaining() > 0); });
+        sends.push_back(comm);
+      }
     if (auto e = comm_cpu_work(from, op.bytes)) background_cpu_.push_back(e);  // competes for the cores; nobody waits on it
     ++messages_;
+    ++flows_;
     run_.sent_bytes[i] += op.bytes;
     channels_[{from, to}].push_back(comm);
     R.pending_sends[st].push_back({comm, &rec});
@@ -358,13 +506,13 @@ class Simulation {
 
   void progress() {
     ++ops_done_;
-    if (!options_.progress || (ops_done_ & 0x3FF) != 0) return;
+    if (!options_.progress || (ops_done_ & 0xFF) != 0) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_print_ < std::chrono::seconds(2)) return;
+    if (now - last_print_ < std::chrono::milliseconds(200)) return;
     last_print_ = now;
-    fmt::print(stderr, "parlab simulate: {:.6f} s simulated, {} of {} ops ({:.0f}%), {} messages\n",
-               sg4::Engine::get_clock(), ops_done_, total_ops_, 100.0 * double(ops_done_) / double(total_ops_),
-               messages_);
+    options_.progress(double(ops_done_) / double(total_ops_),
+                      fmt::format("{:.6f} s simulated, {} of {} ops, {} messages ({} as SimGrid flows)",
+                                  sg4::Engine::get_clock(), ops_done_, total_ops_, messages_, flows_));
   }
 
   const std::vector<StepProgram>& programs_;
@@ -383,123 +531,15 @@ class Simulation {
   std::map<std::pair<int, int>, std::deque<sg4::CommPtr>> channels_;
   RawRun run_;
   std::vector<sg4::ExecPtr> background_cpu_;  // CPU work of sends, kept referenced until the run ends
-  int64_t messages_ = 0, ops_done_ = 0, total_ops_ = 0;
+  bool closed_form_ = false;
+  std::vector<Claim*> claim_of_;                   // per link: the closed-form collective holding it
+  std::vector<int> flows_on_;                      // per link: collective steps using it as flows
+  std::vector<std::vector<sg4::CommPtr>> sends_on_;  // per link: sends that may be on their way
+  int64_t messages_ = 0, flows_ = 0, closed_form_steps_ = 0, preempted_steps_ = 0, ops_done_ = 0, total_ops_ = 0;
   std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
 };
 
-// Plain bytes for the pipe between the simulating child and its parent (same binary, same
-// machine, so native layouts are fine).
-class Writer {
- public:
-  template <typename T>
-  void pod(const T& v) {
-    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  template <typename T>
-  void vec(const std::vector<T>& v) {
-    pod(uint64_t(v.size()));
-    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-  }
-  void str(const std::string& s) {
-    pod(uint64_t(s.size()));
-    out_ += s;
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& in) : in_(in) {}
-  template <typename T>
-  T pod() {
-    T v;
-    need(sizeof v);
-    std::memcpy(&v, in_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return v;
-  }
-  template <typename T>
-  std::vector<T> vec() {
-    const auto n = pod<uint64_t>();
-    need(n * sizeof(T));
-    std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), in_.data() + pos_, n * sizeof(T));
-    pos_ += n * sizeof(T);
-    return v;
-  }
-  std::string str() {
-    const auto n = pod<uint64_t>();
-    need(n);
-    std::string s = in_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
-
- private:
-  void need(size_t n) const {
-    if (pos_ + n > in_.size()) throw RuntimeError("simulation result truncated (the simulating process died?)");
-  }
-  const std::string& in_;
-  size_t pos_ = 0;
-};
-
 }  // namespace
-
-std::string serialize(const RawRun& r) {
-  Writer w;
-  w.pod(r.steps);
-  w.pod(uint64_t(r.records.size()));
-  for (size_t i = 0; i < r.records.size(); ++i) {
-    w.vec(r.records[i]);
-    w.vec(r.step_start[i]);
-  }
-  w.vec(r.sent_bytes);
-  w.vec(r.stopped);
-  w.vec(r.blocked);
-  w.pod(uint64_t(r.pending.size()));
-  for (const auto& p : r.pending) {
-    w.str(p.group);
-    w.pod(p.sequence);
-    w.vec(p.arrived);
-    w.vec(p.ops);
-    w.pod(p.mismatch);
-  }
-  w.pod(r.end_seconds);
-  w.pod(r.messages);
-  w.pod(r.ops);
-  return w.take();
-}
-
-RawRun deserialize(const std::string& bytes) {
-  Reader rd(bytes);
-  RawRun r;
-  r.steps = rd.pod<int>();
-  const auto n = rd.pod<uint64_t>();
-  for (uint64_t i = 0; i < n; ++i) {
-    r.records.push_back(rd.vec<OpRecord>());
-    r.step_start.push_back(rd.vec<double>());
-  }
-  r.sent_bytes = rd.vec<double>();
-  r.stopped = rd.vec<int>();
-  r.blocked = rd.vec<BlockedStream>();
-  const auto np = rd.pod<uint64_t>();
-  for (uint64_t i = 0; i < np; ++i) {
-    PendingCollective p;
-    p.group = rd.str();
-    p.sequence = rd.pod<int64_t>();
-    p.arrived = rd.vec<int>();
-    p.ops = rd.vec<int>();
-    p.mismatch = rd.pod<bool>();
-    r.pending.push_back(std::move(p));
-  }
-  r.end_seconds = rd.pod<double>();
-  r.messages = rd.pod<int64_t>();
-  r.ops = rd.pod<int64_t>();
-  return r;
-}
 
 RawRun execute(const std::vector<StepProgram>& programs, const strategy::ClusterSpec& cluster,
                const std::vector<Fault>& faults, const ExecOptions& options) {

@@ -13,11 +13,26 @@
 //   - steps follow each other per rank: a rank starts step s+1 once both its streams finished
 //     step s and its sends were delivered (no global barrier: pipeline stages drift as they do).
 //
+// A collective step whose links carry nothing else is timed in closed form (ExecOptions::
+// closed_form): alone on its links every message takes what SimGrid's model gives a lone flow,
+// route latency + bytes / narrowest link (Platform::alone_seconds), so the step takes its slowest
+// message and the executor waits that long instead of handing SimGrid one flow per message. It
+// claims the links while it runs; traffic that then wants one of them (a send, a collective step
+// run as flows) preempts it: what each message has left goes on as SimGrid flows, sharing the
+// links max-min fairly with the newcomer from then on. A flow pays its route latency when it
+// starts, so the hand-over credits each message with what it would have moved alone during that
+// latency: exact when the newcomer's latency is no shorter (its own flows move nothing before
+// it), otherwise off by at most the difference. SimGrid's cost per flow grows
+// with the flows in flight (docs/DESIGN.md), so plans whose groups share no links -- TP inside
+// the nodes, DP rings each through its own NIC -- simulate in a fraction of the time.
+//
 // When no actor can progress (a stopped rank, inconsistent programs), SimGrid ends the run; the
 // executor reports every blocked stream and every collective some members reached but others
 // never did.
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/faults.h"
@@ -30,7 +45,13 @@ namespace parlab::sim {
 struct ExecOptions {
   int steps = 2;                // simulated steps (warm-up included)
   ScheduleOptions schedule;
-  bool progress = false;        // a line on stderr every few wall seconds
+  // Time collective steps alone on their links in closed form (see above); false: every message
+  // is a SimGrid flow. Off where communication costs CPU (cpu-local): that work competes with
+  // compute on the cores, which only SimGrid's CPU model captures.
+  bool closed_form = true;
+  // Called from the simulation every ~0.2 wall seconds: the fraction of ops done and a line
+  // saying where the simulation is. Runs inside the simulating process (simulate.h relays it).
+  std::function<void(double fraction_done, std::string_view what)> progress;
 };
 
 // When one op ran, in simulated seconds. For a collective, `ready` is when this rank reached
@@ -69,7 +90,10 @@ struct RawRun {
   std::vector<BlockedStream> blocked;           // empty unless the run deadlocked
   std::vector<PendingCollective> pending;
   double end_seconds = 0;
-  int64_t messages = 0;
+  int64_t messages = 0;        // messages of collective algorithms and sends, however timed
+  int64_t flows = 0;           // of which SimGrid carried as flows
+  int64_t closed_form_steps = 0;  // collective steps timed in closed form to their end
+  int64_t preempted_steps = 0;    // closed-form steps other traffic turned into flows
   int64_t ops = 0;
   bool deadlock() const { return !blocked.empty(); }
 };

@@ -28,6 +28,13 @@ double Layout::bytes_per_s(int from, int to) const {
   return same_node(from, to) ? intra_bytes_per_s : nic_bytes_per_s;
 }
 
+std::array<int, 2> Layout::route(int from, int to) const {
+  if (same_node(from, to)) return {2 * from, 2 * to + 1};
+  const int nic_base = 2 * world;
+  return {nic_base + 2 * (node_of(from) * nic_links_per_node + nic_of(from)),
+          nic_base + 2 * (node_of(to) * nic_links_per_node + nic_of(to)) + 1};
+}
+
 Layout make_layout(const strategy::ClusterSpec& c, int world) {
   if (world <= 0 || world > c.devices())
     throw ConfigError("world", std::to_string(world),
@@ -69,6 +76,8 @@ Platform::Platform(const strategy::ClusterSpec& c, const Layout& layout, double 
   switch_ep_.resize(world);
   nic_ep_.resize(world);
   compute_.resize(world);
+  link_bytes_per_s_.assign(size_t(layout.link_count()), 0.0);
+  link_latency_seconds_.assign(size_t(layout.link_count()), 0.0);
 
   // NIC links per node, shared by the devices mapped to them.
   std::vector<sg4::Link*> nic_up(size_t(nodes) * layout.nic_links_per_node);
@@ -85,6 +94,8 @@ Platform::Platform(const strategy::ClusterSpec& c, const Layout& layout, double 
                       ->set_latency(layout.inter_latency_seconds)
                       ->seal();
       nic_down[i] = zone->create_link(name + ".down", layout.nic_bytes_per_s / slow)->set_latency(0)->seal();
+      record_link(2 * world + 2 * int(i), layout.nic_bytes_per_s / slow, layout.inter_latency_seconds);
+      record_link(2 * world + 2 * int(i) + 1, layout.nic_bytes_per_s / slow, 0);
     }
 
   std::vector<sg4::Host*> node_cpu;
@@ -104,6 +115,8 @@ Platform::Platform(const strategy::ClusterSpec& c, const Layout& layout, double 
                    ->seal();
     auto* down = zone->create_link(name + ".down", layout.intra_bytes_per_s / slow)->set_latency(0)->seal();
     attach(zone, ep, up, down);
+    record_link(2 * r, layout.intra_bytes_per_s / slow, layout.intra_latency_seconds);
+    record_link(2 * r + 1, layout.intra_bytes_per_s / slow, 0);
 
     sg4::Host* nic = zone->create_host(name + ".nic", device_flops_per_s)->seal();
     const size_t k = size_t(layout.node_of(r)) * layout.nic_links_per_node + layout.nic_of(r);
@@ -115,6 +128,17 @@ Platform::Platform(const strategy::ClusterSpec& c, const Layout& layout, double 
   }
   // The CPU hosts need no route: nothing is sent to or from them.
   zone->seal();
+}
+
+void Platform::record_link(int id, double bytes_per_s, double latency_seconds) {
+  link_bytes_per_s_[id] = bytes_per_s;
+  link_latency_seconds_[id] = latency_seconds;
+}
+
+double Platform::alone_seconds(int from, int to, double bytes) const {
+  const auto [up, down] = layout_.route(from, to);
+  return link_latency_seconds_[up] + link_latency_seconds_[down] +
+         bytes / std::min(link_bytes_per_s_[up], link_bytes_per_s_[down]);
 }
 
 sg4::Host* Platform::source(int from, int to) const {

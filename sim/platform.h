@@ -18,6 +18,7 @@
 // Every device has two network endpoints (hosts in one SimGrid star zone): "r<i>" for the
 // node switch and "r<i>.nic" for the network; the executor picks the pair that matches the
 // route, so no route ever mixes the two.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,13 @@ struct Layout {
   // Nominal a and B of the route from -> to (no contention, no faults).
   double latency_seconds(int from, int to) const;
   double bytes_per_s(int from, int to) const;
+
+  // Links as numbers, for the executor's bookkeeping of who uses which link: device r's NVLink
+  // up 2r and down 2r + 1; NIC k of node n up 2 world + 2 (n nic_links_per_node + k), down + 1.
+  int node_count() const { return (world + devices_per_node - 1) / devices_per_node; }
+  int link_count() const { return 2 * world + 2 * node_count() * nic_links_per_node; }
+  // The two links a message from -> to crosses: {the sender's up, the receiver's down}.
+  std::array<int, 2> route(int from, int to) const;
 };
 // `cluster` sized to the world (strategy::with_world); world <= cluster.devices().
 Layout make_layout(const strategy::ClusterSpec& cluster, int world);
@@ -77,10 +85,19 @@ class Platform {
   // seconds * flops_per_core() FLOPs.
   double flops_per_core() const { return flops_per_core_; }
   const Layout& layout() const { return layout_; }
+  // Link `id` (Layout::route) as built: faults applied.
+  double link_bytes_per_s(int id) const { return link_bytes_per_s_[id]; }
+  double link_latency_seconds(int id) const { return link_latency_seconds_[id]; }
+  // What SimGrid's network model (configure_engine) gives a message from -> to of `bytes` when
+  // nothing else uses its links: the route's latency plus bytes over its narrowest link.
+  double alone_seconds(int from, int to, double bytes) const;
 
  private:
+  void record_link(int id, double bytes_per_s, double latency_seconds);
+
   Layout layout_;
   double flops_per_core_ = 0;
+  std::vector<double> link_bytes_per_s_, link_latency_seconds_;
   std::vector<simgrid::s4u::Host*> switch_ep_, nic_ep_, compute_;
 };
 

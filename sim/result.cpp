@@ -237,6 +237,9 @@ SimResult summarize(const std::vector<StepProgram>& programs, const RawRun& run,
   SimResult out;
   out.warmup_steps = o.warmup_steps;
   out.messages = run.messages;
+  out.flows = run.flows;
+  out.closed_form_steps = run.closed_form_steps;
+  out.preempted_steps = run.preempted_steps;
   out.ops = run.ops;
   out.simulated_seconds = run.end_seconds;
   out.hang = hang_report(programs, run, o.faults);
@@ -394,6 +397,9 @@ nlohmann::json to_json(const SimResult& r) {
             {"measured_steps", r.measured_steps},
             {"step_seconds_each", r.step_seconds_each},
             {"messages", r.messages},
+            {"flows", r.flows},
+            {"closed_form_steps", r.closed_form_steps},
+            {"preempted_steps", r.preempted_steps},
             {"ops", r.ops},
             {"simulated_seconds", r.simulated_seconds}}},
           {"hang",

@@ -58,6 +58,9 @@ struct SimResult {
   std::vector<double> step_seconds_each;   // every completed simulated step, warm-up first
   std::vector<double> sent_bytes;          // per rank: bytes its links carried out, per step
   int64_t messages = 0;                    // simulated messages (all steps)
+  int64_t flows = 0;                       // of which SimGrid carried as flows (executor.h)
+  int64_t closed_form_steps = 0;           // collective steps timed in closed form
+  int64_t preempted_steps = 0;             // closed-form steps other traffic turned into flows
   int64_t ops = 0;                         // ops executed (all steps, all ranks)
   double simulated_seconds = 0;            // end of the whole run
   HangReport hang;

@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <cmath>
+#include <thread>
 
 #include "sim/executor.h"
 #include "sim/isolate.h"
@@ -16,39 +17,106 @@ std::vector<strategy::StepProgram> build_programs(const strategy::ModelSpec& mod
   return out;
 }
 
-SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
-                            const strategy::ClusterSpec& cluster_in, const SimOptions& o) {
-  if (programs.empty()) return {};
+namespace {
+
+// What a simulation of `programs` needs besides them: the cluster sized to their world and the
+// executor's options.
+struct Prepared {
+  strategy::ClusterSpec cluster;
+  ExecOptions exec;
+};
+
+Prepared prepare(const std::vector<strategy::StepProgram>& programs, const strategy::ClusterSpec& cluster_in,
+                 const SimOptions& o) {
   if (o.steps < 1) throw ConfigError("--steps", std::to_string(o.steps), "must be at least 1");
   if (o.warmup_steps < 0) throw ConfigError("--warmup", std::to_string(o.warmup_steps), "must be >= 0");
   const int world = programs.front().world;
-  const strategy::ClusterSpec cluster = strategy::with_world(cluster_in, world);
-  make_layout(cluster, world);  // throws on a world the cluster cannot hold
+  Prepared p{strategy::with_world(cluster_in, world), {}};
+  make_layout(p.cluster, world);  // throws on a world the cluster cannot hold
   validate(o.faults, world);
+  p.exec.steps = o.warmup_steps + o.steps;
+  p.exec.schedule = {o.algorithm, o.coalesce_calls, o.merge_steps};
+  p.exec.closed_form = o.closed_form;
+  return p;
+}
 
-  ExecOptions eo;
-  eo.steps = o.warmup_steps + o.steps;
-  eo.schedule = {o.algorithm, o.coalesce_calls, o.merge_steps};
-  eo.progress = o.progress;
-  const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, o.faults, eo)); }));
+// The child's work: the executor's raw run as bytes, progress through `report`.
+std::function<std::string(const ProgressFn&)> work(const std::vector<strategy::StepProgram>& programs,
+                                                   const Prepared& p, const SimOptions& o) {
+  return [&programs, &p, &o](const ProgressFn& report) {
+    ExecOptions eo = p.exec;
+    if (o.on_progress) eo.progress = report;
+    return serialize(execute(programs, p.cluster, o.faults, eo));
+  };
+}
 
+SimResult summarize_run(const std::vector<strategy::StepProgram>& programs, const std::string& bytes,
+                        const strategy::ModelSpec& model, const Prepared& p, const SimOptions& o) {
   SummaryOptions so;
   so.warmup_steps = o.warmup_steps;
   so.detail_ranks = o.detail_ranks;
   so.timeline = o.timeline;
-  so.schedule = eo.schedule;
+  so.schedule = p.exec.schedule;
   so.faults = o.faults;
-  return summarize(programs, run, model, cluster, so);
+  return summarize(programs, deserialize(bytes), model, p.cluster, so);
+}
+
+}  // namespace
+
+SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
+                            const strategy::ClusterSpec& cluster, const SimOptions& o) {
+  if (programs.empty()) return {};
+  const Prepared p = prepare(programs, cluster, o);
+  return summarize_run(programs, run_isolated(work(programs, p, o), {o.on_progress, o.cancel}), model, p, o);
 }
 
 SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& plan,
                         const strategy::ClusterSpec& cluster, const SimOptions& o) {
-  return simulate_programs(build_programs(model, plan), model, cluster, o);
+  if (o.cancel && o.cancel->load()) throw SimulationCancelled();
+  if (o.on_progress) o.on_progress(0.0, "building " + std::to_string(plan.world()) + " step programs");
+  auto programs = build_programs(model, plan);
+  if (o.cancel && o.cancel->load()) throw SimulationCancelled();
+  return simulate_programs(programs, model, cluster, o);
+}
+
+std::vector<SimResult> simulate_plans(const strategy::ModelSpec& model, const std::vector<strategy::Plan>& plans,
+                                      const strategy::ClusterSpec& cluster, const SimOptions& o, int parallel) {
+  if (parallel <= 0) parallel = int(std::max(1u, std::thread::hardware_concurrency()));
+  // Plan k's programs are built just before its process starts, while the earlier ones run.
+  std::vector<std::vector<strategy::StepProgram>> programs(plans.size());
+  std::vector<Prepared> prepared(plans.size());
+  auto build = [&](size_t k) {
+    if (o.cancel && o.cancel->load()) throw SimulationCancelled();
+    if (o.on_progress)
+      o.on_progress(0.0, "building " + std::to_string(plans[k].world()) + " step programs of plan " +
+                             std::to_string(k + 1) + " of " + std::to_string(plans.size()));
+    programs[k] = build_programs(model, plans[k]);
+    prepared[k] = prepare(programs[k], cluster, o);
+  };
+  std::vector<std::function<std::string(const ProgressFn&)>> works;
+  for (size_t k = 0; k < plans.size(); ++k) works.push_back(work(programs[k], prepared[k], o));
+  // Progress: the mean over the plans, and the line of the one reporting.
+  std::vector<double> fraction(plans.size(), 0.0);
+  JobProgressFn progress;
+  if (o.on_progress)
+    progress = [&](size_t job, double f, std::string_view what) {
+      fraction[job] = f;
+      double mean = 0;
+      for (double x : fraction) mean += x / double(fraction.size());
+      o.on_progress(mean, "plan " + std::to_string(job + 1) + ": " + std::string(what));
+    };
+  const auto bytes = run_isolated_all(works, parallel, progress, o.cancel, build);
+  std::vector<SimResult> out;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    out.push_back(summarize_run(programs[k], bytes[k], model, prepared[k], o));
+    programs[k].clear();
+  }
+  return out;
 }
 
 CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, int ranks,
                                      const strategy::ClusterSpec& cluster_in, const ScheduleOptions& schedule,
-                                     const std::vector<Fault>& faults) {
+                                     const std::vector<Fault>& faults, bool closed_form) {
   if (ranks < 1) throw ConfigError("--ranks", std::to_string(ranks), "must be a positive number of ranks");
   if (!(bytes >= 0) || !std::isfinite(bytes)) throw ConfigError("--bytes", std::to_string(bytes), "must be >= 0");
   const strategy::ClusterSpec cluster = strategy::with_world(cluster_in, ranks);
@@ -83,6 +151,7 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   ExecOptions eo;
   eo.steps = 1;
   eo.schedule = schedule;
+  eo.closed_form = closed_form;
   const RawRun run = deserialize(run_isolated([&] { return serialize(execute(programs, cluster, faults, eo)); }));
 
   CollectiveResult out;
@@ -94,6 +163,7 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   out.channels = s.channels;
   out.seconds = run.records.at(0).at(0).end - run.records.at(0).at(0).start;
   out.messages = run.messages;
+  out.flows = run.flows;
   if (out.seconds > 0) {
     out.algbw_bytes_per_s = strategy::algbw_bytes_per_s(bytes, out.seconds);
     out.busbw_bytes_per_s = strategy::busbw_bytes_per_s(op, ranks, bytes, out.seconds);
