@@ -2,6 +2,7 @@
 
 #include <QPromise>
 #include <QtConcurrent/QtConcurrent>
+#include <algorithm>
 
 #include "sim/simulate.h"
 
@@ -9,25 +10,35 @@ namespace parlab::gui {
 
 namespace {
 
-void run_points(QPromise<SimPoint>& promise, LabSetup setup, std::vector<int> workers, bool timeline, int steps) {
-  promise.setProgressRange(0, int(workers.size()));
-  int done = 0;
-  for (int w : workers) {
-    if (promise.isCanceled()) return;
+void run_points(QPromise<SimPoint>& promise, LabSetup setup, std::vector<int> workers, bool timeline, int steps,
+                std::shared_ptr<std::atomic<bool>> cancel) {
+  constexpr int kPer = SimulationJob::kPerPoint;
+  promise.setProgressRange(0, int(workers.size()) * kPer);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (promise.isCanceled() || cancel->load()) return;
+    const int base = int(i) * kPer;
     SimPoint p;
-    p.workers = w;
+    p.workers = workers[i];
     try {
       strategy::ClusterSpec cluster;
-      const strategy::Plan plan = plan_at_workers(setup, w, &cluster);
+      const strategy::Plan plan = plan_at_workers(setup, p.workers, &cluster);
       sim::SimOptions o;
       o.steps = steps;
       o.timeline = timeline;
+      o.cancel = cancel.get();
+      o.on_progress = [&](double fraction, std::string_view what) {
+        // QFutureInterface ignores values below the current one, so the bar never goes back.
+        const int within = std::clamp(int(fraction * kPer), 0, kPer - 1);
+        promise.setProgressValueAndText(base + within, QString::fromUtf8(what.data(), qsizetype(what.size())));
+      };
       p.result = sim::simulate_plan(setup.model, plan, cluster, o);
+    } catch (const sim::SimulationCancelled&) {
+      return;  // asked for: nothing to deliver, nothing to clean up (the child is gone)
     } catch (const std::exception& e) {
       p.error = e.what();
     }
     promise.addResult(std::move(p));
-    promise.setProgressValue(++done);
+    promise.setProgressValue(base + kPer);
   }
 }
 
@@ -36,14 +47,16 @@ void run_points(QPromise<SimPoint>& promise, LabSetup setup, std::vector<int> wo
 SimulationJob::SimulationJob(QObject* parent) : QObject(parent) {}
 
 SimulationJob::~SimulationJob() {
-  // The thread finishes its current simulation and stops; nothing it delivers reaches us.
+  // The simulation in flight stops; nothing it delivers reaches us.
+  if (cancel_flag_) cancel_flag_->store(true);
   if (watcher_) watcher_->future().cancel();
 }
 
 void SimulationJob::start(const LabSetup& setup, const std::vector<int>& workers, bool timeline, int steps) {
   cancel();
   running_ = true;
-  total_ = int(workers.size());
+  total_ = int(workers.size()) * kPerPoint;
+  cancel_flag_ = std::make_shared<std::atomic<bool>>(false);
   watcher_ = new QFutureWatcher<SimPoint>(this);
   QFutureWatcher<SimPoint>* w = watcher_;
   connect(w, &QFutureWatcher<SimPoint>::resultReadyAt, this, [this, w](int i) {
@@ -53,6 +66,9 @@ void SimulationJob::start(const LabSetup& setup, const std::vector<int>& workers
   connect(w, &QFutureWatcher<SimPoint>::progressValueChanged, this, [this, w](int v) {
     if (w == watcher_) emit progress(v, total_);
   });
+  connect(w, &QFutureWatcher<SimPoint>::progressTextChanged, this, [this, w](const QString& what) {
+    if (w == watcher_) emit activity(what);
+  });
   connect(w, &QFutureWatcher<SimPoint>::finished, this, [this, w] {
     if (w != watcher_) return;
     running_ = false;
@@ -60,7 +76,8 @@ void SimulationJob::start(const LabSetup& setup, const std::vector<int>& workers
     w->deleteLater();
     emit finished(false);
   });
-  w->setFuture(QtConcurrent::run(run_points, setup, workers, timeline, steps));
+  last_ = QtConcurrent::run(run_points, setup, workers, timeline, steps, cancel_flag_);
+  w->setFuture(last_);
   emit progress(0, total_);
 }
 
@@ -68,6 +85,7 @@ void SimulationJob::cancel() {
   if (!watcher_) return;
   QFutureWatcher<SimPoint>* w = watcher_;
   watcher_ = nullptr;
+  cancel_flag_->store(true);  // the simulation in flight stops (its child process is killed)
   w->future().cancel();
   // Deleted once its thread is done with the future; its signals are ignored from now on.
   connect(w, &QFutureWatcher<SimPoint>::finished, w, &QObject::deleteLater);

@@ -1,15 +1,15 @@
 #pragma once
 // Simulations off the UI thread: sim::simulate_plan for one or more worker counts of the
 // current setup, run by QtConcurrent, each result delivered through a QFutureWatcher signal as
-// it finishes. Cancel abandons what has not been delivered: the worker thread stops before the
-// next worker count, and a simulation already in flight (a child process, sim/isolate.h) runs
-// out in the background and its result is dropped.
+// it finishes. Cancel stops the simulation in flight (sim::SimOptions::cancel kills its child
+// process within ~50 ms) and drops everything not yet delivered.
 //
-// Progress is per worker count for now. When sim::SimOptions gets a progress callback, set it
-// in run_points() (simulation_job.cpp) and forward it with promise.setProgressValue(): the
-// watcher's progressValueChanged already drives the busy bar.
+// Progress is within each simulation too: kPerPoint units per worker count, filled from
+// sim::SimOptions::on_progress, so a single 4096-rank simulation moves its bar.
 #include <QFutureWatcher>
 #include <QObject>
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +27,7 @@ struct SimPoint {
 class SimulationJob : public QObject {
   Q_OBJECT
  public:
+  static constexpr int kPerPoint = 1000;  // progress units per worker count
   explicit SimulationJob(QObject* parent = nullptr);
   ~SimulationJob() override;
 
@@ -35,14 +36,21 @@ class SimulationJob : public QObject {
   void start(const LabSetup& setup, const std::vector<int>& workers, bool timeline, int steps = 2);
   void cancel();
   bool running() const { return running_; }
+  // True while the newest job's worker thread has not returned, including a cancelled one
+  // winding down (its simulation stops within ~50 ms of cancel()).
+  bool worker_busy() const { return last_.isRunning(); }
 
  signals:
   void point_ready(const parlab::gui::SimPoint& point);
+  // `done` of `total` progress units (kPerPoint per worker count), never decreasing within a job.
   void progress(int done, int total);
+  void activity(const QString& what);  // the simulator's own line ("0.8 s simulated, ...")
   void finished(bool cancelled);
 
  private:
   QFutureWatcher<SimPoint>* watcher_ = nullptr;
+  QFuture<SimPoint> last_;
+  std::shared_ptr<std::atomic<bool>> cancel_flag_;  // read by the simulation in flight
   bool running_ = false;
   int total_ = 0;
 };

@@ -60,7 +60,7 @@ SpeedupView::SpeedupView(SpeedupModel* model, std::string db_path, QWidget* pare
   connect(job_, &SimulationJob::progress, this, [this](int done, int total) {
     busy_->setRange(0, total);
     busy_->setValue(done);
-    busy_->setFormat(tr("%1 of %2 simulated").arg(done).arg(total));
+    busy_->setFormat(tr("%1 of %2 simulated").arg(done / SimulationJob::kPerPoint).arg(total / SimulationJob::kPerPoint));
   });
   connect(job_, &SimulationJob::finished, this, [this](bool cancelled) {
     busy_->setVisible(false);

@@ -42,7 +42,8 @@ TimelineView::TimelineView(TimelineModel* simulated, TimelineModel* measured, QW
   cancel_->setEnabled(false);
   auto* load = new QPushButton(tr("&Load a measured trace…"), this);
   busy_ = new QProgressBar(this);
-  busy_->setRange(0, 0);  // busy: the simulator reports no progress of its own yet
+  busy_->setRange(0, SimulationJob::kPerPoint);  // the simulator's own progress (ops executed)
+  busy_->setFormat(QStringLiteral("%p%"));
   busy_->setVisible(false);
   busy_->setMaximumWidth(160);
   status_ = new QLabel(this);
@@ -73,11 +74,16 @@ TimelineView::TimelineView(TimelineModel* simulated, TimelineModel* measured, QW
     if (!f.isEmpty()) load_measured(f);
   });
   connect(job_, &SimulationJob::point_ready, this, &TimelineView::on_point);
+  connect(job_, &SimulationJob::progress, this, [this](int done, int total) {
+    busy_->setRange(0, total);
+    busy_->setValue(done);
+  });
+  connect(job_, &SimulationJob::activity, this, [this](const QString& what) { status_->setText(tr("Simulating: %1").arg(what)); });
   connect(job_, &SimulationJob::finished, this, [this](bool cancelled) {
     busy_->setVisible(false);
     cancel_->setEnabled(false);
     simulate_->setEnabled(true);
-    if (cancelled) status_->setText(tr("Simulation cancelled; its result was dropped."));
+    if (cancelled) status_->setText(tr("Simulation cancelled."));
   });
   for (TimelineWidget* w : {sim_widget_, measured_widget_})
     connect(w, &TimelineWidget::current_changed, this, [this](int, const QString& d) { details_->setText(d); });
