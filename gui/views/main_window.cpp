@@ -11,6 +11,7 @@
 #include "gui/core/history_model.h"
 #include "gui/core/memory_model.h"
 #include "gui/core/predictions_model.h"
+#include "gui/core/rubric_model.h"
 #include "gui/core/speedup_model.h"
 #include "gui/core/timeline_model.h"
 #include "gui/views/fault_panel.h"
@@ -18,6 +19,7 @@
 #include "gui/views/memory_view.h"
 #include "gui/views/plan_view.h"
 #include "gui/views/predict_view.h"
+#include "gui/views/progress_view.h"
 #include "gui/views/run_view.h"
 #include "gui/views/setup_panel.h"
 #include "gui/views/speedup_view.h"
@@ -40,6 +42,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   measured_timeline_ = new TimelineModel(this);
   history_ = new HistoryModel(this);
   predictions_ = new PredictionsModel(this);
+  rubric_ = new RubricModel(this);
 
   auto* split = new QSplitter(this);
   setup_ = new SetupPanel();
@@ -56,8 +59,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   predict_view_ = new PredictView(options, speedup_, predictions_, tabs_);
   run_view_ = new RunView(options, tabs_);
   history_view_ = new HistoryView(history_, db, tabs_);
-  auto* progress = new QLabel(tr("Progress against the course rubric will appear here."), tabs_);
-  progress->setAlignment(Qt::AlignCenter);
+  progress_view_ = new ProgressView(rubric_, db, tabs_);
   tabs_->addTab(memory_view_, tr("&1 Memory"));
   tabs_->addTab(plan_view_, tr("&2 Plan"));
   tabs_->addTab(speedup_view_, tr("&3 Speedup"));
@@ -65,7 +67,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   tabs_->addTab(predict_view_, tr("&5 Predict"));
   tabs_->addTab(run_view_, tr("&6 Run"));
   tabs_->addTab(history_view_, tr("&7 History"));
-  tabs_->addTab(progress, tr("&8 Progress"));
+  tabs_->addTab(progress_view_, tr("&8 Progress"));
   split->addWidget(tabs_);
   split->setStretchFactor(1, 1);
   setCentralWidget(split);
@@ -86,11 +88,14 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   connect(run_view_, &RunView::run_finished, this, [this](const RunOutcome&, const QString& trace) {
     speedup_view_->refresh_measured();
     history_view_->reload();
+    progress_view_->refresh();
     if (!trace.isEmpty()) timeline_view_->load_measured(trace);
   });
   connect(run_view_, &RunView::calibrated, this, [this] { setup_->set_inputs(setup_->inputs()); });
   connect(run_view_->faults(), &FaultPanel::done, history_view_, &HistoryView::reload);
   connect(predict_view_, &PredictView::revealed, history_view_, &HistoryView::reload);
+  connect(predict_view_, &PredictView::revealed, progress_view_, &ProgressView::refresh);
+  connect(run_view_->faults(), &FaultPanel::done, progress_view_, &ProgressView::refresh);
   connect(predict_view_, &PredictView::measured_runs_recorded, speedup_view_, &SpeedupView::refresh_measured);
   connect(history_view_, &HistoryView::open_run, this, [this](const SetupInputs& in) {
     setup_->set_inputs(in);

@@ -19,6 +19,8 @@ class MemoryView;
 class PlanView;
 class PredictView;
 class PredictionsModel;
+class ProgressView;
+class RubricModel;
 class RunView;
 class SetupPanel;
 class SpeedupModel;
@@ -45,6 +47,7 @@ class MainWindow : public QMainWindow {
   PredictView* predict_view() const { return predict_view_; }
   RunView* run_view() const { return run_view_; }
   HistoryView* history_view() const { return history_view_; }
+  ProgressView* progress_view() const { return progress_view_; }
 
   MemoryModel* memory_model() const { return memory_; }
   SpeedupModel* speedup_model() const { return speedup_; }
@@ -53,6 +56,7 @@ class MainWindow : public QMainWindow {
   TimelineModel* measured_timeline() const { return measured_timeline_; }
   HistoryModel* history_model() const { return history_; }
   PredictionsModel* predictions_model() const { return predictions_; }
+  RubricModel* rubric_model() const { return rubric_; }
 
  private:
   void on_setup(const LabSetup& setup);
@@ -65,6 +69,7 @@ class MainWindow : public QMainWindow {
   TimelineModel* measured_timeline_;
   HistoryModel* history_;
   PredictionsModel* predictions_;
+  RubricModel* rubric_;
   SetupPanel* setup_;
   QTabWidget* tabs_;
   MemoryView* memory_view_;
@@ -74,6 +79,7 @@ class MainWindow : public QMainWindow {
   PredictView* predict_view_;
   RunView* run_view_;
   HistoryView* history_view_;
+  ProgressView* progress_view_;
 };
 
 }  // namespace parlab::gui

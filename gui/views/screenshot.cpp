@@ -12,9 +12,11 @@
 
 #include "gui/core/simulation_job.h"
 #include "gui/core/planner_job.h"
+#include "gui/core/rubric_model.h"
 #include "gui/views/main_window.h"
 #include "gui/views/plan_view.h"
 #include "gui/views/predict_view.h"
+#include "gui/views/progress_view.h"
 #include "gui/views/speedup_view.h"
 #include "gui/views/timeline_view.h"
 
@@ -42,6 +44,7 @@ int take_screenshots(MainWindow& w, const QString& dir, int width, int height) {
   wait_until([&] { return !w.speedup_view()->job()->running(); }, kWorkMs);
   w.timeline_view()->simulate();
   wait_until([&] { return !w.timeline_view()->job()->running(); }, kWorkMs);
+  wait_until([&] { return !w.progress_view()->job()->running(); }, kWorkMs);
   // The predict view as a learner sees it before committing (screenshots write nothing to the DB).
   w.predict_view()->predicted_field()->setText("1.8");
   w.predict_view()->reason_field()->setText("the all-reduce of the gradients is not hidden under the backward pass");
