@@ -32,8 +32,15 @@ ProgressView::ProgressView(RubricModel* model, std::string db_path, QWidget* par
   table_->setModel(model_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setWordWrap(true);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
+  // Titles, measurements and fixes are sentences: wrap them in columns of a fixed share
+  // rather than one line as wide as the longest.
+  QHeaderView* h = table_->horizontalHeader();
+  h->setSectionResizeMode(QHeaderView::Interactive);
+  h->setSectionResizeMode(RubricModel::kStatus, QHeaderView::ResizeToContents);
+  h->setSectionResizeMode(RubricModel::kPoints, QHeaderView::ResizeToContents);
+  h->setStretchLastSection(true);
+  h->resizeSection(RubricModel::kCriterion, 300);
+  h->resizeSection(RubricModel::kMeasured, 300);
   table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->setAccessibleName(tr("rubric criteria"));
   layout->addWidget(table_, 1);
