@@ -1,7 +1,5 @@
 #include "gui/core/rubric_model.h"
 
-#include <QBrush>
-#include <QColor>
 #include <QStringList>
 #include <QtConcurrent/QtConcurrent>
 
@@ -24,16 +22,6 @@ QString points_text(const rubric::CriterionResult& c) {
   // Blocked points are not part of the total: say so in the cell too.
   if (c.status == rubric::Status::kBlocked) return QObject::tr("(%1 blocked)").arg(num(c.max_points));
   return QStringLiteral("%1 / %2").arg(num(c.points), num(c.max_points));
-}
-
-QColor status_colour(rubric::Status s) {
-  switch (s) {
-    case rubric::Status::kPassed: return QColor(0x1b, 0x7f, 0x3b);
-    case rubric::Status::kFailed: return QColor(0xb0, 0x20, 0x20);
-    case rubric::Status::kMissing: return QColor(0x80, 0x60, 0x00);
-    case rubric::Status::kBlocked: return QColor(0x60, 0x60, 0x60);
-  }
-  return {};
 }
 
 }  // namespace
@@ -68,7 +56,6 @@ QVariant RubricModel::data(const QModelIndex& index, int role) const {
       default: return {};
     }
   }
-  if (role == Qt::ForegroundRole && index.column() == kStatus) return QBrush(status_colour(c.status));
   if (role == Qt::ToolTipRole) return QString::fromStdString(c.detail);
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
