@@ -1,12 +1,24 @@
 // parlab: choose, simulate and run distributed-training parallelism.
 #include <CLI/CLI.hpp>
-#include <fmt/core.h>
 
+#include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/common.h"
 #include "parlab/version.h"
 #include "strategy/errors.h"
+
+namespace {
+
+// The last word of a failed command. Plain stdio, because fmt::print throws when stderr cannot be
+// written (a full disk under a worker's log): the error would become std::terminate and SIGABRT.
+void print_error(const std::string& line) noexcept {
+  std::fputs(line.c_str(), stderr);
+  std::fputc('\n', stderr);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -32,10 +44,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const parlab::Error& e) {
-    fmt::print(stderr, "parlab: {}\n", e.what());
+    print_error(std::string("parlab: ") + e.what());
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "parlab: unexpected error: {}\n", e.what());
+    print_error(std::string("parlab: unexpected error: ") + e.what());
     return 1;
   }
   return 0;

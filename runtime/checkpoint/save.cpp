@@ -201,18 +201,15 @@ const char* save_phase_name(SavePhase phase) {
   return "unknown";
 }
 
-SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices,
-                           const json& metadata, Coordinator& coord) {
-  if (o.keep_last < 1) {
-    throw ConfigError("checkpoint.keep_last", std::to_string(o.keep_last), "must be >= 1");
-  }
-  if (step < 0) throw ConfigError("checkpoint step", std::to_string(step), "must be >= 0");
+namespace {
+
+// Phases 1-8 of a save into `tmp_dir`; throws on every rank when any rank fails.
+SaveResult save_phases(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices,
+                       const json& metadata, Coordinator& coord, const fs::path& tmp_dir) {
   const double start = now_seconds();
   SaveResult result;
   result.step = step;
   result.path = o.root / step_dir_name(step);
-  fs::path tmp_dir = result.path;
-  tmp_dir += ".tmp";
   SaveTimings& t = result.timings;
 
   // 1. prepare
@@ -265,6 +262,30 @@ SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const T
   for (const json& w : outcome["warnings"]) result.warnings.push_back(w.get<std::string>());
   t.total_seconds = now_seconds() - start;
   return result;
+}
+
+}  // namespace
+
+SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices,
+                           const json& metadata, Coordinator& coord) {
+  if (o.keep_last < 1) {
+    throw ConfigError("checkpoint.keep_last", std::to_string(o.keep_last), "must be >= 1");
+  }
+  if (step < 0) throw ConfigError("checkpoint step", std::to_string(step), "must be >= 0");
+  fs::path tmp_dir = o.root / step_dir_name(step);
+  tmp_dir += ".tmp";
+  try {
+    return save_phases(o, step, my_slices, metadata, coord, tmp_dir);
+  } catch (...) {
+    // A failed save leaves nothing behind: on a full disk the partial step-N.tmp would hold the
+    // very space the next attempt needs. Every rank has left the save by now (failures are
+    // raised on all ranks after the same exchange), so nobody is still writing into it.
+    if (coord.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(tmp_dir, ec);
+    }
+    throw;
+  }
 }
 
 SaveResult save_checkpoint(const SaveOptions& options, const TrainingState& state) {
