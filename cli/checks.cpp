@@ -57,11 +57,21 @@ void refuse_negative_unsigned(const CLI::App& cmd, const std::string& name) {
 void writable_directory(const std::string& flag, const fs::path& dir) {
   if (dir.empty()) throw ConfigError(flag, "\"\"", "must name a directory");
   std::error_code ec;
+  // The directories this check creates are removed again: a refused command leaves nothing.
+  fs::path first_new;
+  for (fs::path p = fs::absolute(dir, ec); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    first_new = p;
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(dir, ec);
   if (ec) throw ConfigError(flag, dir.string(), "cannot create it: " + ec.message());
-  if (!fs::is_directory(dir, ec)) throw ConfigError(flag, dir.string(), "is not a directory");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw ConfigError(flag, dir.string(), "is not writable: " + std::error_code(errno, std::generic_category()).message());
+  const bool is_dir = fs::is_directory(dir, ec);
+  const bool writable = ::access(dir.c_str(), W_OK | X_OK) == 0;
+  const int err = errno;
+  if (!first_new.empty()) fs::remove_all(first_new, ec);
+  if (!is_dir) throw ConfigError(flag, dir.string(), "is not a directory");
+  if (!writable)
+    throw ConfigError(flag, dir.string(), "is not writable: " + std::error_code(err, std::generic_category()).message());
 }
 
 void database_path(const std::string& flag, const std::string& path, bool must_exist) {

@@ -27,7 +27,8 @@ bool given(const CLI::App& cmd, const std::string& name);
 // CLI11 reads "-1" into an unsigned option as 2^64-1; call for every unsigned option that was given.
 void refuse_negative_unsigned(const CLI::App& cmd, const std::string& name);
 
-// A directory a command will write into: not empty, creatable (it is created) and writable.
+// A directory a command will write into: not empty, creatable and writable (what the check
+// creates it removes again).
 void writable_directory(const std::string& flag, const std::filesystem::path& dir);
 
 // A results database path: not empty, not a directory, and for `must_exist` an existing file;
