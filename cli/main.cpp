@@ -18,6 +18,33 @@ void print_error(const std::string& line) noexcept {
   std::fputc('\n', stderr);
 }
 
+// The names of `app`'s subcommands, comma-separated.
+std::string subcommand_names(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+  return names;
+}
+
+// CLI11's message as one line, made to name the command when the user typed one that does not
+// exist or left one out.
+std::string parse_error_line(const CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty())
+    return std::string("command = ") + argv[1] + ": no such command; one of " + subcommand_names(app) +
+           " (parlab --help)";
+  const CLI::App* deepest = &app;
+  std::string path = "parlab";
+  while (!deepest->get_subcommands().empty()) {
+    deepest = deepest->get_subcommands().front();
+    path += " " + deepest->get_name();
+  }
+  std::string line = e.what();
+  if (line == "A subcommand is required" && !subcommand_names(*deepest).empty())
+    return path + ": a subcommand is required; one of " + subcommand_names(*deepest) + " (" + path + " --help)";
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  return line + " (" + path + " --help)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,8 +68,19 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return app.exit(e);  // a command's own failure, already reported (its exit code)
+  } catch (const CLI::ParseError& e) {
+    // Bad input like any other: one line that says what is wrong, exit 2.
+    const std::string line = parse_error_line(app, argc, argv, e);
+    print_error(line.rfind("parlab", 0) == 0 ? line : "parlab: " + line);
+    return 2;
   } catch (const parlab::Error& e) {
     print_error(std::string("parlab: ") + e.what());
     return 2;
