@@ -3,9 +3,12 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <system_error>
 
+#include "db/db_error.h"
 #include "strategy/errors.h"
 
 namespace parlab::cli {
@@ -50,7 +53,11 @@ void refuse_negative_unsigned(const CLI::App& cmd, const std::string& name) {
   const CLI::Option* o = cmd.get_option_no_throw(name);
   if (o == nullptr) return;
   for (const std::string& s : o->results()) {
-    if (s.find('-') != std::string::npos) throw ConfigError(name, s, "must be an integer >= 0");
+    // strtoull wraps "-1" to 2^64-1 and clamps what is too big to 2^64-1; CLI11 takes both.
+    errno = 0;
+    (void)std::strtoull(s.c_str(), nullptr, 0);
+    if (s.find('-') != std::string::npos || errno == ERANGE)
+      throw ConfigError(name, s, "must be an integer from 0 to 18446744073709551615");
   }
 }
 
@@ -85,6 +92,47 @@ void database_path(const std::string& flag, const std::string& path, bool must_e
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
     throw ConfigError(flag, path, "its directory " + parent.string() + " does not exist");
+}
+
+namespace {
+
+// What a SQLite failure at open means for the user (primary result codes; the path is in the
+// flag's value, the SQL beside it would only distract).
+std::string sqlite_reason(const db::DbError& e) {
+  switch (e.code()) {
+    case 5: return "it is locked by another process (SQLITE_BUSY)";
+    case 8: return "it is read-only (SQLITE_READONLY)";
+    case 10: return "a disk I/O error (SQLITE_IOERR)";
+    case 11: return "it is damaged or truncated (SQLITE_CORRUPT)";
+    case 13: return "the disk is full (SQLITE_FULL)";
+    case 14: return "it cannot be opened (SQLITE_CANTOPEN)";
+    case 26: return "it is not a SQLite database (SQLITE_NOTADB)";
+    default: return e.what();
+  }
+}
+
+}  // namespace
+
+db::ResultsStore open_results(const std::string& flag, const std::string& path, bool read_only) {
+  database_path(flag, path, read_only);
+  if (!read_only) {
+    const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+    std::error_code ec;
+    const bool exists = fs::exists(path, ec);
+    if ((exists && ::access(path.c_str(), W_OK) != 0) || ::access(parent.c_str(), W_OK) != 0)
+      throw ConfigError(flag, path, "is read-only (" + std::error_code(errno, std::generic_category()).message() +
+                                        "); commands that only read it (experiment list, compare) still can");
+  }
+  try {
+    db::OpenOptions options;
+    options.read_only = read_only;
+    db::ResultsStore store = db::ResultsStore::open(path, options);
+    (void)store.list_experiments();  // a read, so a damaged file is found here and not mid-run
+    return store;
+  } catch (const db::DbError& e) {
+    throw ConfigError(flag, path, std::string(read_only ? "cannot be read" : "cannot be opened for writing") +
+                                      " as a results database: " + sqlite_reason(e));
+  }
 }
 
 }  // namespace parlab::cli

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "db/results_store.h"
+
 namespace parlab::cli {
 
 // A double as the user would read it back: "nan", "inf", "-1", "1e+308".
@@ -24,7 +26,7 @@ int64_t in_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi);
 
 // Whether `cmd`'s option `name` ("--lr") was on the command line.
 bool given(const CLI::App& cmd, const std::string& name);
-// CLI11 reads "-1" into an unsigned option as 2^64-1; call for every unsigned option that was given.
+// CLI11 reads "-1" (and anything above 2^64-1) into an unsigned option as 2^64-1: refuse both.
 void refuse_negative_unsigned(const CLI::App& cmd, const std::string& name);
 
 // A directory a command will write into: not empty, creatable and writable (what the check
@@ -34,5 +36,11 @@ void writable_directory(const std::string& flag, const std::filesystem::path& di
 // A results database path: not empty, not a directory, and for `must_exist` an existing file;
 // otherwise its parent directory must exist (a typo must not create directories).
 void database_path(const std::string& flag, const std::string& path, bool must_exist);
+
+// The results database `path` of `flag`, opened before any work: read-only for commands that only
+// read (a read-only file or disk still lists and compares). A file SQLite or parlab cannot use
+// (corrupt, truncated, not a database, newer schema, read-only for a writer) is refused as
+// ConfigError naming the flag, the path and the reason.
+db::ResultsStore open_results(const std::string& flag, const std::string& path, bool read_only);
 
 }  // namespace parlab::cli

@@ -267,14 +267,12 @@ void run_supervised(TrainOptions o) {
   check_train_config(config, spec);
   train::check_runtime_supports(config.model, config.plan);
   launch::check_faults(launch::parse_faults(spec.job.faults), spec.nproc, spec.job.steps, spec.job.checkpoint_every);
+  std::optional<db::ResultsStore> store;
+  if (!o.db.empty()) store.emplace(open_results("--db", o.db, /*read_only=*/false));
   if (!o.json) print_header(config, spec);
 
-  std::optional<db::ResultsStore> store;
   std::optional<launch::RunRecorder> recorder;
-  if (!o.db.empty()) {
-    store.emplace(db::ResultsStore::open(o.db));
-    recorder.emplace(launch::RunRecorder::begin(*store, spec));
-  }
+  if (store) recorder.emplace(launch::RunRecorder::begin(*store, spec));
   Console console(o.json);
   launch::TrainCallbacks cb;
   cb.on_step = [&](const launch::StepSummary& s, int64_t steps) { console.progress(s, steps); };
