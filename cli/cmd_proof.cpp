@@ -97,7 +97,7 @@ void add_proof_command(CLI::App& app) {
     seconds_flag("--timeout", o->timeout_seconds);
     refuse_negative_unsigned(*kr, "--seed");
     refuse_negative_unsigned(*kr, "--fault-seed");
-    at_least("--tolerance", o->proof.tolerance, 0);
+    at_least("--tolerance", o->proof.tolerance, 0, 1);
     if (given(*kr, "--data-size") && o->proof.job.data_size < 1)
       throw ConfigError("--data-size", std::to_string(o->proof.job.data_size), "must be at least one global batch of samples");
     if (given(*kr, "--work-dir")) writable_directory("--work-dir", o->proof.work_dir);

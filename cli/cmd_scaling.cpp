@@ -87,9 +87,11 @@ void add_scaling_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([o] {
     // Checked here in the units the user typed; the lab checks its SI inputs again.
+    // At most 1e9 of each unit (11 days of compute, 1e9 GB/s): beyond that the table is noise.
     auto check = [](const char* flag, double v, bool zero_ok) {
-      if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0))
-        throw ConfigError(flag, fmt::format("{}", v), zero_ok ? "must be >= 0" : "must be a positive number");
+      if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e9)
+        throw ConfigError(flag, fmt::format("{}", v),
+                          std::string(zero_ok ? "must be >= 0" : "must be a positive number") + " and at most 1e9");
     };
     check("--compute-ms", o->compute_ms, false);
     check("--overhead-ms", o->overhead_ms, true);

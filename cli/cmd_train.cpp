@@ -222,13 +222,13 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
 void check_train_flags(const CLI::App& cmd, const TrainOptions& o) {
   const launch::TrainJob& j = o.spec.job;
   refuse_negative_unsigned(cmd, "--seed");
-  if (given(cmd, "--lr")) positive("--lr", j.lr);
-  if (given(cmd, "--weight-decay")) at_least("--weight-decay", j.weight_decay, 0);
+  if (given(cmd, "--lr")) positive("--lr", j.lr, 1e3);
+  if (given(cmd, "--weight-decay")) at_least("--weight-decay", j.weight_decay, 0, 1e3);
   at_least("--momentum", j.momentum, 0, 0.999999);
   if (given(cmd, "--data-size") && j.data_size < 1)
     throw ConfigError("--data-size", std::to_string(j.data_size), "must be at least one global batch of samples");
   if (given(cmd, "--min-nproc")) in_range("--min-nproc", o.spec.min_nproc, 1, o.nproc > 0 ? o.nproc : 1);
-  positive("--mtbf-hours", o.spec.mtbf_hours);
+  positive("--mtbf-hours", o.spec.mtbf_hours, 1e9);
   seconds_flag("--timeout", o.timeout_seconds);
   seconds_flag("--heartbeat-timeout", o.heartbeat_seconds, /*zero_ok=*/true);
   if (!o.worker) writable_directory("--run-dir", j.run_dir);
