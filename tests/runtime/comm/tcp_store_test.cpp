@@ -13,6 +13,7 @@
 #include "tests/runtime/comm/child_process.h"
 #include "tests/runtime/comm/comm_fixture.h"
 #include "tests/support/ports.h"
+#include "tests/support/scratch_dir.h"
 
 namespace parlab::comm {
 namespace {
@@ -107,6 +108,32 @@ TEST(TcpStore, DrivesAGlooRendezvous) {
         EXPECT_EQ(buf[9], 3.0f);  // 0 + 1 + 2
       },
       testing::test_options(), store);
+}
+
+}  // namespace
+}  // namespace parlab::comm
+
+namespace parlab::comm {
+namespace {
+
+// Rendezvous values carry addresses and pointer-like bytes, and a key planted by someone else
+// can abort the job: the file store's directory is owner-only and so is every value file.
+TEST(FileStore, DirectoryAndValuesAreOwnerOnly) {
+  parlab::testing::ScratchDir dir;
+  const std::filesystem::path where = dir.path() / "rendezvous";
+  auto store = make_file_store(where);
+  store->set("rank-0", std::vector<char>{'a', 'b'});
+  namespace fs = std::filesystem;
+  const fs::perms others = fs::perms::group_all | fs::perms::others_all;
+  EXPECT_EQ(fs::status(where).permissions() & others, fs::perms::none);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(where)) {
+    if (!e.is_regular_file()) continue;
+    ++files;
+    EXPECT_EQ(e.status().permissions() & others, fs::perms::none) << e.path();
+  }
+  EXPECT_GE(files, 1);
+  EXPECT_EQ(store->get("rank-0"), (std::vector<char>{'a', 'b'}));
 }
 
 }  // namespace
