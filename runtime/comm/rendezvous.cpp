@@ -256,6 +256,7 @@ RendezvousEnv from_env(const Lookup& lookup) {
     env.master_addr = *addr;
   }
   env.master_port = read_int(lookup, "MASTER_PORT", 1, 65535, "[1, 65535]", false, 0);
+  if (auto token = lookup("PARLAB_STORE_TOKEN")) env.store_token = *token;
   if (!env.master_addr.empty() && env.master_port == 0) {
     throw ConfigError("MASTER_PORT", "<unset>",
                       "must be set (an integer in [1, 65535]) when MASTER_ADDR is");
