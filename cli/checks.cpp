@@ -75,7 +75,13 @@ void writable_directory(const std::string& flag, const fs::path& dir) {
   const bool is_dir = fs::is_directory(dir, ec);
   const bool writable = ::access(dir.c_str(), W_OK | X_OK) == 0;
   const int err = errno;
-  if (!first_new.empty()) fs::remove_all(first_new, ec);
+  // Only what is still empty, deepest first: another process may have started using the
+  // directory meanwhile (ranks of one job launched together), and its files must stay.
+  if (!first_new.empty()) {
+    for (fs::path p = fs::absolute(dir, ec); !p.empty(); p = p.parent_path()) {
+      if (!fs::remove(p, ec) || p == first_new || p == p.parent_path()) break;
+    }
+  }
   if (!is_dir) throw ConfigError(flag, dir.string(), "is not a directory");
   if (!writable)
     throw ConfigError(flag, dir.string(), "is not writable: " + std::error_code(err, std::generic_category()).message());

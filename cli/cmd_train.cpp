@@ -231,7 +231,8 @@ void check_train_flags(const CLI::App& cmd, const TrainOptions& o) {
   positive("--mtbf-hours", o.spec.mtbf_hours, 1e9);
   seconds_flag("--timeout", o.timeout_seconds);
   seconds_flag("--heartbeat-timeout", o.heartbeat_seconds, /*zero_ok=*/true);
-  if (!o.worker) writable_directory("--run-dir", j.run_dir);
+  // Workers (ours, or started by torchrun/srun) share the run dir and create it themselves.
+  if (!o.worker && !(o.nproc == 0 && launch::launched_as_worker())) writable_directory("--run-dir", j.run_dir);
   if (!o.db.empty() || given(cmd, "--db")) database_path("--db", o.db, false);
 }
 
