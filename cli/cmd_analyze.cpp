@@ -3,6 +3,7 @@
 // reads per-rank timings and names a rank whose compute is an outlier, with its cost.
 #include <fmt/core.h>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "runtime/diagnose/hang_analysis.h"
 #include "runtime/diagnose/straggler.h"
@@ -60,7 +61,7 @@ void add_analyze_command(CLI::App& app) {
   strag->add_flag("--json", o->json, "Machine-readable output");
   strag->callback([o] {
     diagnose::StragglerOptions so;
-    so.window = o->window;
+    so.window = static_cast<int>(in_range("--window", o->window, 1, 1'000'000));
     const auto rep = diagnose::detect_stragglers(diagnose::timings_from_run_dir(o->path), so);
     if (o->json) {
       nlohmann::json s = nlohmann::json::array();

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "runtime/comm/collective_bench.h"
 #include "runtime/comm/rendezvous.h"
@@ -91,10 +92,17 @@ std::vector<comm::CollectiveBenchRow> run_threads(strategy::CollectiveOp op, con
   return rows;
 }
 
-void run_bench_collective(const BenchCollectiveOptions& o) {
+// Ranks are threads of this process, each with its own Gloo context and sockets: past this many
+// one machine only thrashes (and thousands exhaust threads and descriptors).
+constexpr int kMaxBenchRanks = 64;
+
+void run_bench_collective(const CLI::App& cmd, const BenchCollectiveOptions& o) {
   const auto op = strategy::parse_collective_op(o.op);
   if (!op) throw ConfigError("--op", o.op, "one of allreduce, reducescatter, allgather, broadcast");
-  if (o.nproc < 1) throw ConfigError("--nproc", std::to_string(o.nproc), "must be at least 1 rank");
+  in_range("--nproc", o.nproc, 1, kMaxBenchRanks);
+  if (given(cmd, "--iters")) in_range("--iters", o.iters, 1, 1'000'000);
+  in_range("--warmup", o.warmup, 0, 1'000'000);
+  seconds_flag("--timeout", o.timeout_seconds);
   const std::vector<double> sizes = comm::parse_size_range(o.bytes, "--bytes");
   const std::vector<comm::CollectiveBenchRow> rows = run_threads(*op, sizes, o);
   const double largest = rows.empty() ? 0 : rows.back().bytes;
@@ -142,7 +150,7 @@ void add_bench_command(CLI::App& app) {
   coll->add_option("--timeout", o->timeout_seconds, "Per-op timeout, seconds")->capture_default_str();
   coll->add_flag("--json", o->json, "JSON rows with the fields of `parlab simulate collective`");
   coll->footer("Example:\n  parlab bench collective --op allreduce --bytes 1K..256M --nproc 2");
-  coll->callback([o] { run_bench_collective(*o); });
+  coll->callback([o, coll] { run_bench_collective(*coll, *o); });
 }
 
 }  // namespace parlab::cli

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "experiments/lib/calibrate.h"
@@ -28,13 +29,14 @@ void run(const CalibrateOptions& o) {
                (results / "clusters" / "cpu-local.toml").string());
     return;
   }
+  // The database is checked before seconds of measuring, not after.
+  auto store = open_results("--db", o.db, /*read_only=*/false);
   experiments::CalibrationOptions co;
   co.nproc = o.nproc;
   co.quick = o.quick;
   co.progress = [](const std::string& s) { fmt::print(stderr, "calibrate: {} ...\n", s); };
   const auto c = experiments::calibrate(co);
   const auto path = experiments::write_calibrated_cluster(c, results);
-  auto store = db::ResultsStore::open(o.db);
   store.add_calibration(c.machine, c.to_json());
   if (o.json) return print_json(c.to_json());
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "experiments/lib/compare.h"
@@ -25,8 +26,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--db", o->db, "Results database")->capture_default_str();
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([o] {
-    if (!std::filesystem::exists(o->db)) throw ConfigError("--db", o->db, "no such database (run an experiment first)");
-    auto store = db::ResultsStore::open(o->db);
+    auto store = open_results("--db", o->db, /*read_only=*/true);
     const auto c = experiments::compare_experiment(store, o->experiment);
     if (o->json) {
       nlohmann::json rows = nlohmann::json::array();

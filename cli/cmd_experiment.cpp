@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "experiments/lib/runner.h"
@@ -43,7 +44,7 @@ void run_batch(const ExperimentOptions& o) {
   // Parse everything first: a typo in the fourth file should not surface after three ran.
   std::vector<experiments::ExperimentSpec> specs;
   for (const auto& f : o.files) specs.push_back(experiments::load_experiment(find_experiment(f)));
-  auto store = db::ResultsStore::open(o.db);
+  auto store = open_results("--db", o.db, /*read_only=*/false);
   experiments::RunnerOptions ro;
   ro.parlab_bin = self_binary();
   ro.work_dir = fs::path(o.db).parent_path() / "runs";
@@ -76,8 +77,7 @@ void run_batch(const ExperimentOptions& o) {
 }
 
 void list_db(const ExperimentOptions& o) {
-  if (!fs::exists(o.db)) throw ConfigError("--db", o.db, "no such database (run an experiment first)");
-  auto store = db::ResultsStore::open(o.db);
+  auto store = open_results("--db", o.db, /*read_only=*/true);
   Table t({"experiment", "runs", "analytic", "simulated", "measured", "failed/killed", "proofs"});
   for (const auto& e : store.list_experiments()) {
     int kinds[3] = {0, 0, 0}, bad = 0;

@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <limits>
 #include <map>
 #include <optional>
 #include <cmath>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "cli/sim_progress.h"
 #include "strategy/errors.h"
@@ -40,7 +42,7 @@ std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB);
 strategy::RuleInputs parse_ledger_gb(const std::string& text, double device_gb) {
   strategy::RuleInputs in;
   bool seen[5] = {};
-  for (const strategy::KeyValue& kv : strategy::split_key_values(text)) {
+  for (const strategy::KeyValue& kv : strategy::split_key_values_strict(text, "--ledger-gb")) {
     if (!kv.has_equals)
       throw ConfigError("--ledger-gb", kv.item, "expected key=GB pairs: params, grads, optimizer, activations, largest-layer");
     const std::string& key = kv.key;
@@ -63,7 +65,7 @@ strategy::RuleInputs parse_ledger_gb(const std::string& text, double device_gb) 
   const char* names[] = {"params", "grads", "optimizer", "activations", "largest-layer"};
   for (int i = 0; i < 5; ++i)
     if (!seen[i]) throw ConfigError(std::string("--ledger-gb ") + names[i], "(missing)", "all five of params, grads, optimizer, activations, largest-layer are needed");
-  if (!(device_gb > 0)) throw ConfigError("--device-gb", fmt::format("{}", device_gb), "must be a positive number of GB");
+  positive("--device-gb", device_gb, 1e9);
   in.device_bytes = device_gb * units::kGB;
   return in;
 }
@@ -364,12 +366,13 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--top", opts->top, "Candidates to show in a search")->capture_default_str();
   cmd->add_option("--program", opts->program_rank, "Print the step program of this rank (a fixed --plan)");
   cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
-  cmd->callback([opts] {
+  cmd->callback([opts, cmd] {
     if (!opts->ledger_gb.empty()) {
-      if (!opts->in.model.empty() || opts->in.params > 0)
+      if (!opts->in.model.empty() || opts->in.params_given)
         throw ConfigError("--ledger-gb", opts->ledger_gb, "plans a hand ledger; drop --model/--params");
       return run_seed_ledger(*opts);
     }
+    if (given(*cmd, "--program")) in_range("--program", opts->program_rank, 0, std::numeric_limits<int>::max());
     if (opts->gbs < 0) throw ConfigError("--gbs", std::to_string(opts->gbs), "must be a positive number of samples");
     if (opts->top < 1) throw ConfigError("--top", std::to_string(opts->top), "must be >= 1");
     if (opts->simulate < 0) throw ConfigError("--simulate", std::to_string(opts->simulate), "must be >= 0");

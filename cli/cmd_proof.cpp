@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "runtime/launch/kill_resume_proof.h"
@@ -43,7 +44,7 @@ void run_kill_resume(ProofCliOptions& o) {
   }
   std::optional<db::ResultsStore> store;
   if (!o.db.empty()) {
-    store.emplace(db::ResultsStore::open(o.db));
+    store.emplace(open_results("--db", o.db, /*read_only=*/false));
     p.store = &*store;
   }
   const launch::ProofReport report = launch::run_kill_resume_proof(p);
@@ -92,9 +93,14 @@ void add_proof_command(CLI::App& app) {
   kr->add_option("--timeout", o->timeout_seconds, "Per-collective and rendezvous timeout, seconds")->capture_default_str();
   kr->add_option("--db", o->db, "Record the proof (and its reference run) in this results database");
   kr->add_flag("--json", o->json, "Print the report as JSON");
-  kr->callback([o] {
-    if (!(o->timeout_seconds > 0))
-      throw ConfigError("--timeout", fmt::format("{}", o->timeout_seconds), "must be a positive number of seconds");
+  kr->callback([o, kr] {
+    seconds_flag("--timeout", o->timeout_seconds);
+    refuse_negative_unsigned(*kr, "--seed");
+    refuse_negative_unsigned(*kr, "--fault-seed");
+    at_least("--tolerance", o->proof.tolerance, 0, 1);
+    if (given(*kr, "--data-size") && o->proof.job.data_size < 1)
+      throw ConfigError("--data-size", std::to_string(o->proof.job.data_size), "must be at least one global batch of samples");
+    if (given(*kr, "--work-dir")) writable_directory("--work-dir", o->proof.work_dir);
     run_kill_resume(*o);
   });
 }

@@ -1,6 +1,7 @@
 // parlab scaling: the all-reduce scaling lab. Add workers to a data-parallel job and see what
 // is delivered after ring communication and stragglers (strategy/scaling_lab.h has the model,
 // its symbols and a hand-checked two-worker example).
+#include <cerrno>
 #include <cmath>
 #include <fmt/core.h>
 
@@ -25,13 +26,19 @@ struct ScalingOptions {
   bool json = false;
 };
 
+constexpr long kMaxWorkers = 1 << 20;
+
 std::vector<int> parse_workers(const std::string& text) {
   std::vector<int> out;
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
     char* end = nullptr;
+    errno = 0;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || end != item.c_str() + item.size()) throw ConfigError("--workers", item, "must be a comma-separated list of integers");
+    // Checked before the narrowing to int: 99999999999 would wrap to 1215752191.
+    if (errno == ERANGE || v < 1 || v > kMaxWorkers)
+      throw ConfigError("--workers", item, "each count must be an integer from 1 to " + std::to_string(kMaxWorkers));
     out.push_back(int(v));
   }
   return out;
@@ -56,6 +63,9 @@ double parse_bytes(const std::string& field, const std::string& text) {
   else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
   else throw ConfigError(field, text, "unknown unit '" + unit + "'; use B, kB, MB, GB, K/KiB, M/MiB, G/GiB");
   if (!(v >= 0)) throw ConfigError(field, text, "must be >= 0");
+  // Far beyond any message or gradient, and low enough that times and bandwidths stay finite.
+  constexpr double kMostBytes = 1125899906842624.0;  // 1 PiB
+  if (!(v * scale <= kMostBytes)) throw ConfigError(field, text, "must be at most 1 PiB");
   return v * scale;
 }
 
@@ -77,9 +87,11 @@ void add_scaling_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([o] {
     // Checked here in the units the user typed; the lab checks its SI inputs again.
+    // At most 1e9 of each unit (11 days of compute, 1e9 GB/s): beyond that the table is noise.
     auto check = [](const char* flag, double v, bool zero_ok) {
-      if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0))
-        throw ConfigError(flag, fmt::format("{}", v), zero_ok ? "must be >= 0" : "must be a positive number");
+      if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0) || v > 1e9)
+        throw ConfigError(flag, fmt::format("{}", v),
+                          std::string(zero_ok ? "must be >= 0" : "must be a positive number") + " and at most 1e9");
     };
     check("--compute-ms", o->compute_ms, false);
     check("--overhead-ms", o->overhead_ms, true);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "runtime/launch/detectors.h"
@@ -24,6 +25,7 @@
 #include "runtime/train/trainer.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
+#include "strategy/ledger.h"
 #include "strategy/units.h"
 
 namespace parlab::cli {
@@ -249,6 +251,47 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
   return j;
 }
 
+// The flags whose libraries read 0 or -1 as "the default": a value typed by the user must be
+// checked here, where it is still known to have been typed, before any process starts.
+void check_train_flags(const CLI::App& cmd, const TrainOptions& o) {
+  const launch::TrainJob& j = o.spec.job;
+  refuse_negative_unsigned(cmd, "--seed");
+  if (given(cmd, "--lr")) positive("--lr", j.lr, 1e3);
+  if (given(cmd, "--weight-decay")) at_least("--weight-decay", j.weight_decay, 0, 1e3);
+  at_least("--momentum", j.momentum, 0, 0.999999);
+  if (given(cmd, "--data-size") && j.data_size < 1)
+    throw ConfigError("--data-size", std::to_string(j.data_size), "must be at least one global batch of samples");
+  if (given(cmd, "--min-nproc")) in_range("--min-nproc", o.spec.min_nproc, 1, o.nproc > 0 ? o.nproc : 1);
+  positive("--mtbf-hours", o.spec.mtbf_hours, 1e9);
+  seconds_flag("--timeout", o.timeout_seconds);
+  seconds_flag("--heartbeat-timeout", o.heartbeat_seconds, /*zero_ok=*/true);
+  // Workers (ours, or started by torchrun/srun) share the run dir and create it themselves.
+  if (!o.worker && !(o.nproc == 0 && launch::launched_as_worker())) writable_directory("--run-dir", j.run_dir);
+  if (!o.db.empty() || given(cmd, "--db")) database_path("--db", o.db, false);
+}
+
+// What the resolved job must satisfy beyond each flag alone: enough samples for one global batch,
+// and a plan whose every stage fits the cluster's device by the memory ledger (a worker would
+// otherwise die of std::bad_alloc after the launch).
+void check_train_config(const train::TrainConfig& c, const launch::TrainJobSpec& spec) {
+  if (c.data_size < c.plan.global_batch)
+    throw ConfigError("--data-size", std::to_string(c.data_size),
+                      "must be at least the global batch (" + std::to_string(c.plan.global_batch) + " samples)");
+  const strategy::ClusterSpec cluster = strategy::with_world(strategy::load_cluster(spec.job.cluster), spec.nproc);
+  const strategy::MemoryLedger worst = strategy::worst_stage(strategy::ledger_per_stage(c.model, c.plan, cluster));
+  if (!worst.fits())
+    throw ConfigError("--model", c.model.name,
+                      fmt::format("does not fit with plan {}: the memory ledger says stage {} needs {} per worker "
+                                  "(parameters {}, gradients {}, optimizer {}, activations {}) but a {} device holds "
+                                  "{}; see `parlab plan --model {} --cluster {} --world {}`",
+                                  c.plan.short_name(), worst.stage, units::format_bytes(worst.total_bytes()),
+                                  units::format_bytes(worst.params_bytes), units::format_bytes(worst.grads_bytes),
+                                  units::format_bytes(worst.optimizer_bytes),
+                                  units::format_bytes(worst.activations_bytes), cluster.name,
+                                  units::format_bytes(worst.device_bytes), spec.job.model, spec.job.cluster,
+                                  spec.nproc));
+}
+
 void run_supervised(TrainOptions o) {
   launch::TrainJobSpec& spec = o.spec;
   spec.nproc = o.nproc > 0 ? o.nproc : 1;
@@ -256,16 +299,15 @@ void run_supervised(TrainOptions o) {
   // Resolve everything here first: a bad flag or an unsupported plan fails before any process.
   spec.job = launch::pinned_job(spec.job, spec.nproc);
   const train::TrainConfig config = launch::make_train_config(spec.job, spec.nproc);
+  check_train_config(config, spec);
   train::check_runtime_supports(config.model, config.plan);
   launch::check_faults(launch::parse_faults(spec.job.faults), spec.nproc, spec.job.steps, spec.job.checkpoint_every);
+  std::optional<db::ResultsStore> store;
+  if (!o.db.empty()) store.emplace(open_results("--db", o.db, /*read_only=*/false));
   if (!o.json) print_header(config, spec);
 
-  std::optional<db::ResultsStore> store;
   std::optional<launch::RunRecorder> recorder;
-  if (!o.db.empty()) {
-    store.emplace(db::ResultsStore::open(o.db));
-    recorder.emplace(launch::RunRecorder::begin(*store, spec));
-  }
+  if (store) recorder.emplace(launch::RunRecorder::begin(*store, spec));
   Console console(o.json, o.every_step);
   launch::TrainCallbacks cb;
   cb.on_step = [&](const launch::StepSummary& s, int64_t steps) { console.progress(s, steps); };
@@ -411,13 +453,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--fail-rank", j.fail_rank)->group("");
   cmd->add_option("--fail-step", j.fail_step)->group("");
   cmd->add_option("--fail-code", j.fail_code)->group("");
-  cmd->callback([o, nproc] {
-    if (!(o->timeout_seconds > 0))
-      throw ConfigError("--timeout", fmt::format("{}", o->timeout_seconds), "must be a positive number of seconds");
+  cmd->callback([o, nproc, cmd] {
+    check_train_flags(*cmd, *o);
     o->spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));
-    if (!(o->heartbeat_seconds >= 0))
-      throw ConfigError("--heartbeat-timeout", fmt::format("{}", o->heartbeat_seconds),
-                        "must be a number of seconds >= 0 (0: no heartbeat)");
     o->spec.job.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->heartbeat_seconds * 1000));
     o->spec.fallback = launch::parse_fallback(o->fallback);
     if (nproc->count() > 0 && (o->nproc < 1 || o->nproc > kMaxNproc))

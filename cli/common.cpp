@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include "cli/checks.h"
+
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
@@ -14,7 +16,8 @@ void add_plan_inputs(CLI::App* cmd, PlanInputs& in, bool model_required) {
   auto* model = cmd->add_option("--model,-m", in.model,
                                 "Model preset (" + fmt::format("{}", fmt::join(strategy::model_preset_names(), ", ")) +
                                     ") or a TOML file");
-  auto* params = cmd->add_option("--params", in.params, "Plan a bare parameter count instead of a model (e.g. 7.5e9)");
+  auto* params = cmd->add_option("--params", in.params, "Plan a bare parameter count instead of a model (e.g. 7.5e9)")
+                     ->each([&in](const std::string&) { in.params_given = true; });
   model->excludes(params);
   params->excludes(model);
   (void)model_required;
@@ -32,9 +35,8 @@ void add_plan_inputs(CLI::App* cmd, PlanInputs& in, bool model_required) {
 
 Resolved load_inputs(const PlanInputs& in) {
   Resolved r;
-  if (in.params > 0) r.model = strategy::params_model(in.params);
+  if (in.params_given) r.model = strategy::params_model(positive("--params", in.params, 1e15));
   else if (!in.model.empty()) r.model = strategy::load_model(in.model);
-  else if (in.params < 0) throw ConfigError("--params", fmt::format("{}", in.params), "must be a positive number");
   else throw ConfigError("--model", "(missing)", "give --model NAME|FILE or --params COUNT");
   const strategy::ClusterSpec base = strategy::load_cluster(in.cluster);
   const strategy::Plan parsed = strategy::parse_plan(in.plan);

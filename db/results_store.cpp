@@ -23,11 +23,33 @@ nlohmann::json parse_json_column(const std::string& text, std::string_view where
 using detail::write_scope;
 
 ResultsStore ResultsStore::open(const std::filesystem::path& path, const OpenOptions& options) {
+  if (options.read_only) return open_read_only(path, options);
   auto connection = std::make_unique<Connection>(path, ConnectionOptions{options.busy_timeout});
   migrate(*connection);
   ResultsStore store(std::move(connection));
   if (options.sweep_stale_runs) store.sweep_stale_runs();
   return store;
+}
+
+ResultsStore ResultsStore::open_read_only(const std::filesystem::path& path, const OpenOptions& options) {
+  std::unique_ptr<Connection> connection;
+  int found = 0;
+  try {
+    connection = std::make_unique<Connection>(path, ConnectionOptions{options.busy_timeout, true});
+    found = connection->user_version();
+  } catch (const DbError& e) {
+    // A WAL database on read-only media: SQLite cannot create its -shm index, so read the file
+    // as immutable (nothing can write it there anyway).
+    if (e.code() != 14 /* SQLITE_CANTOPEN */) throw;
+    connection = std::make_unique<Connection>(path, ConnectionOptions{options.busy_timeout, true, true});
+    found = connection->user_version();
+  }
+  if (found != latest_schema_version())
+    throw SchemaError(path.string() + ": schema version " + std::to_string(found) + ", this parlab reads " +
+                          std::to_string(latest_schema_version()) +
+                          (found < latest_schema_version() ? " (open it once with a command that writes, to upgrade it)" : ""),
+                      0, 0);
+  return ResultsStore(std::move(connection));
 }
 
 ResultsStore::ResultsStore(std::unique_ptr<Connection> connection)

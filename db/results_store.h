@@ -36,6 +36,9 @@ struct OpenOptions {
   std::chrono::milliseconds busy_timeout{10'000};
   // Mark runs left 'running' by processes of this host that no longer exist as 'killed'.
   bool sweep_stale_runs = true;
+  // Only read (listing, comparing): the file must exist and be at the current schema version; it
+  // is neither migrated nor swept, so a read-only file or disk serves.
+  bool read_only = false;
 };
 
 class ResultsStore {
@@ -44,6 +47,10 @@ class ResultsStore {
   // and its parent directories and migrating it to the current schema. Throws DbError, or
   // SchemaError for a file from a newer parlab or not from parlab at all.
   static ResultsStore open(const std::filesystem::path& path, const OpenOptions& options = {});
+
+  // open() with options.read_only: no migration, no sweep, a WAL file on read-only media read as
+  // immutable.
+  static ResultsStore open_read_only(const std::filesystem::path& path, const OpenOptions& options);
 
   ResultsStore(ResultsStore&&) noexcept;
   ResultsStore& operator=(ResultsStore&&) noexcept;

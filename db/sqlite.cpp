@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -40,7 +41,11 @@ std::string shorten(std::string_view text) {
 
 void throw_sqlite_error(sqlite3* db, int rc, const char* what, const char* file, int line) {
   // Extended result codes are on, so rc is the extended code and its low byte the primary one.
-  std::string message = std::string(repo_relative(file)) + ":" + std::to_string(line) + ": " +
+  // The database's own path first: with several databases about, "file is not a database" alone
+  // does not say which.
+  const char* path = db ? sqlite3_db_filename(db, "main") : nullptr;
+  std::string message = (path && *path ? std::string(path) + ": " : std::string()) +
+                        std::string(repo_relative(file)) + ":" + std::to_string(line) + ": " +
                         shorten(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   throw DbError(std::move(message), rc & 0xff, rc);
 }
@@ -130,15 +135,30 @@ bool is_memory(const std::filesystem::path& path) { return path == ":memory:"; }
 
 Connection::Connection(const std::filesystem::path& path, const ConnectionOptions& options)
     : path_(path) {
-  if (!is_memory(path) && path.has_parent_path()) {
+  if (!is_memory(path) && path.has_parent_path() && !options.read_only) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) {
       throw DbError("cannot create the directory of " + path.string() + ": " + ec.message(), 0, 0);
     }
   }
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  std::string name = path.string();
+  int flags = options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  if (options.read_only && options.immutable) {
+    std::string uri = "file:";
+    for (const char c : name) {
+      if (c == '%' || c == '?' || c == '#') {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+        uri += hex;
+      } else {
+        uri += c;
+      }
+    }
+    name = uri + "?immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     const std::string message =
         "cannot open " + path.string() + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
@@ -151,7 +171,7 @@ Connection::Connection(const std::filesystem::path& path, const ConnectionOption
     PARLAB_SQLITE_CHECK(db_,
                         sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count())));
     exec_script("PRAGMA foreign_keys = ON");
-    if (!is_memory(path)) set_wal_mode(options.busy_timeout);
+    if (!is_memory(path) && !options.read_only) set_wal_mode(options.busy_timeout);
     // In WAL mode NORMAL loses nothing when a process dies; only a power cut can drop the last
     // commits. FULL would fsync every per-step commit of every worker.
     exec_script("PRAGMA synchronous = NORMAL");

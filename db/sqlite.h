@@ -30,6 +30,12 @@ struct ConnectionOptions {
   // How long a writer waits for another process's write transaction before failing with
   // "database is locked". Workers commit every step, so contention windows are short.
   std::chrono::milliseconds busy_timeout{10'000};
+  // Open an existing file for reading only: no file or directory is created, the journal mode
+  // is left as it is. A read-only file (or disk) can still be listed and compared.
+  bool read_only = false;
+  // With read_only: promise SQLite that nobody writes the file (SQLite's immutable=1), which is
+  // what lets it read a WAL database on read-only media, where it cannot create the -shm index.
+  bool immutable = false;
 };
 
 // A cached prepared statement lent out for one use. Rows come from step(); columns are 0-based,

@@ -24,6 +24,14 @@ std::string read_file(const fs::path& path) {
   return o.str();
 }
 
+// Upper bounds of file values: far beyond any real model or machine, low enough that the ledger's
+// and the cost model's products of them stay finite.
+constexpr int64_t kMaxLayers = 1 << 20;
+constexpr int64_t kMaxWidth = 1 << 24;
+constexpr int64_t kMaxCount = 1 << 20;
+constexpr double kMaxParams = 1e15;
+constexpr double kMaxRate = 1e9;  // GB, GB/s, TFLOP/s
+
 bool looks_like_path(std::string_view s) {
   return s.find('/') != std::string_view::npos || s.ends_with(".toml");
 }
@@ -41,6 +49,7 @@ T load_named(std::string_view name, const char* kind, const char* subdir,
   if (looks_like_path(name)) {
     const fs::path p{std::string(name)};
     if (!fs::exists(p)) throw ConfigError(kind, std::string(name), "no such file");
+    if (fs::is_directory(p)) throw ConfigError(kind, std::string(name), "is a directory; give a preset name or a TOML file");
     return parse(read_file(p), p.string());
   }
   const fs::path user = fs::path(results_dir()) / subdir / (std::string(name) + ".toml");
@@ -67,22 +76,22 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source) {
   else if (kind == "mlp") m.kind = ModelKind::kMlp;
   else if (kind == "params") m.kind = ModelKind::kParams;
   else r.fail("kind", kind, "must be transformer, mlp or params");
-  m.layers = r.integer("layers").value_or(0);
-  m.hidden = r.integer("hidden").value_or(0);
-  m.heads = r.integer("heads").value_or(0);
-  m.kv_heads = r.integer("kv_heads").value_or(0);
-  m.ffn = r.integer("ffn").value_or(m.kind == ModelKind::kTransformer ? 4 * m.hidden : 0);
-  m.seq_len = r.integer("seq_len").value_or(0);
-  m.vocab = r.integer("vocab").value_or(0);
+  // Bounds far above any real model, low enough that products of sizes stay finite in int64/double.
+  m.layers = r.integer("layers", 1, kMaxLayers).value_or(0);
+  m.hidden = r.integer("hidden", 1, kMaxWidth).value_or(0);
+  m.heads = r.integer("heads", 1, kMaxWidth).value_or(0);
+  m.kv_heads = r.integer("kv_heads", 0, kMaxWidth).value_or(0);
+  m.ffn = r.integer("ffn", 1, kMaxWidth).value_or(m.kind == ModelKind::kTransformer ? 4 * m.hidden : 0);
+  m.seq_len = r.integer("seq_len", 1, kMaxWidth).value_or(0);
+  m.vocab = r.integer("vocab", 1, kMaxWidth).value_or(0);
   m.gated_mlp = r.boolean("gated_mlp").value_or(false);
   m.biases = r.boolean("biases").value_or(true);
   m.learned_positions = r.boolean("learned_positions").value_or(true);
   m.tied_embeddings = r.boolean("tied_embeddings").value_or(true);
-  m.classes = r.integer("classes").value_or(0);
-  m.param_count = r.number("params").value_or(0);
-  m.default_microbatch = r.integer("microbatch").value_or(1);
-  m.default_lr = r.number("lr").value_or(0);
-  if (m.default_lr < 0) r.fail("lr", std::to_string(m.default_lr), "must be > 0");
+  m.classes = r.integer("classes", 1, kMaxWidth).value_or(0);
+  m.param_count = r.number("params", 0, kMaxParams, true).value_or(0);
+  m.default_microbatch = r.integer("microbatch", 1, kMaxWidth).value_or(1);
+  m.default_lr = r.number("lr", 0, 1e3, true).value_or(0);
   if (auto prec = r.string("precision")) {
     if (*prec == "fp32") m.default_precision = Precision::kFp32;
     else if (*prec == "mixed") m.default_precision = Precision::kMixed;
@@ -96,9 +105,16 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source) {
 
 namespace {
 
+// A device figure the cost model divides by: given, finite and > 0, named as the file names it.
+double required_positive(TableReader& r, std::string_view key) {
+  const auto v = r.number(key, 0, kMaxRate, true);
+  if (!v) r.fail(key, "(missing)", "required: a number > 0");
+  return *v;
+}
+
 double memory_bytes(TableReader& r) {
-  const auto gib = r.number("memory_gib");
-  const auto gb = r.number("memory_gb");
+  const auto gib = r.number("memory_gib", 0, kMaxRate, true);
+  const auto gb = r.number("memory_gb", 0, kMaxRate, true);
   if (gib && gb) r.fail("memory_gb", std::to_string(*gb), "give memory_gb or memory_gib, not both");
   if (gib) return *gib * units::kGiB;
   if (gb) return *gb * units::kGB;
@@ -110,12 +126,12 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
   TableReader r(*t, source, name + ".");
   LinkSpec l;
   l.kind = r.string("kind").value_or(name);
-  const auto gbyte = r.number("bandwidth_gb_per_s");
-  const auto gbit = r.number("bandwidth_gbit_per_s");
+  const auto gbyte = r.number("bandwidth_gb_per_s", 0, kMaxRate, true, /*inf_ok=*/true);
+  const auto gbit = r.number("bandwidth_gbit_per_s", 0, kMaxRate, true, /*inf_ok=*/true);
   if (gbyte && gbit) r.fail("bandwidth_gb_per_s", std::to_string(*gbyte), "give bandwidth_gb_per_s or bandwidth_gbit_per_s, not both");
   if (!gbyte && !gbit) r.fail("bandwidth_gb_per_s", "(missing)", "link bandwidth is required");
   l.bytes_per_s = gbyte ? *gbyte * units::kGB : *gbit * units::kGbit_per_s;
-  l.latency_seconds = r.number("latency_us").value_or(0) * 1e-6;
+  l.latency_seconds = r.number("latency_us", 0, 1e9, false).value_or(0) * 1e-6;
   r.reject_unknown("kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us");
   return l;
 }
@@ -125,14 +141,15 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
 ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source) {
   const toml::table root = parse_toml(text, source);
   TableReader r(root, source, "");
+  r.reject_unknown_tables({"device", "intra", "inter"}, "[device], [intra], [inter]");
   ClusterSpec c;
   c.name = r.string("name").value_or(fs::path(source).stem().string());
   c.description = r.string("description").value_or("");
-  c.nodes = int(r.integer("nodes").value_or(1));
-  c.devices_per_node = int(r.integer("devices_per_node").value_or(1));
-  c.nics_per_node = int(r.integer("nics_per_node").value_or(1));
-  c.cores_per_node = int(r.integer("cores_per_node").value_or(0));
-  c.comm_cpu_seconds_per_byte = r.number("comm_cpu_ns_per_byte").value_or(0) * 1e-9;
+  c.nodes = int(r.integer("nodes", 1, kMaxCount).value_or(1));
+  c.devices_per_node = int(r.integer("devices_per_node", 1, kMaxCount).value_or(1));
+  c.nics_per_node = int(r.integer("nics_per_node", 1, kMaxCount).value_or(1));
+  c.cores_per_node = int(r.integer("cores_per_node", 0, kMaxCount).value_or(0));
+  c.comm_cpu_seconds_per_byte = r.number("comm_cpu_ns_per_byte", 0, 1e9, false).value_or(0) * 1e-9;
   c.calibrated = r.boolean("calibrated").value_or(false);
   r.string("calibrated_at");
   r.string("machine");
@@ -142,10 +159,10 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
     TableReader d(*dev, source, "device.");
     c.device.name = d.string("name").value_or("device");
     c.device.memory_bytes = memory_bytes(d);
-    c.device.peak_flops_fp32 = d.number("peak_tflops_fp32").value_or(0) * units::kTera;
-    c.device.peak_flops_bf16 = d.number("peak_tflops_bf16").value_or(0) * units::kTera;
-    c.device.memory_bytes_per_s = d.number("memory_bandwidth_gb_per_s").value_or(0) * units::kGB;
-    c.device.gemm_efficiency = d.number("gemm_efficiency").value_or(1.0);
+    c.device.peak_flops_fp32 = required_positive(d, "peak_tflops_fp32") * units::kTera;
+    c.device.peak_flops_bf16 = required_positive(d, "peak_tflops_bf16") * units::kTera;
+    c.device.memory_bytes_per_s = required_positive(d, "memory_bandwidth_gb_per_s") * units::kGB;
+    c.device.gemm_efficiency = d.number("gemm_efficiency", 0, 1, true).value_or(1.0);
     d.reject_unknown("name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, gemm_efficiency");
   }
   c.intra = read_link(r.table("intra"), source, "intra");

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "strategy/errors.h"
+
 namespace parlab::strategy {
 
 inline std::string trim(std::string_view s) {
@@ -39,6 +41,32 @@ inline std::vector<KeyValue> split_key_values(std::string_view text) {
       kv.value = trim(std::string_view(item).substr(eq + 1));
     }
     out.push_back(std::move(kv));
+  }
+  return out;
+}
+
+// The same for user input named `field` ("plan", "--ledger-gb"): a blank item ("dp=2,,tp=1") or a
+// key given twice ("dp=1,dp=2", where the last would silently win) is a ConfigError.
+inline std::vector<KeyValue> split_key_values_strict(std::string_view text, const std::string& field) {
+  const std::string whole = trim(text);
+  if (whole.empty()) return {};
+  std::vector<KeyValue> out;
+  size_t begin = 0, index = 0;
+  for (;;) {
+    const size_t comma = whole.find(',', begin);
+    const std::string item = trim(std::string_view(whole).substr(begin, comma == std::string::npos ? comma : comma - begin));
+    ++index;
+    if (item.empty())
+      throw ConfigError(field, whole, "item " + std::to_string(index) + " is empty; write key=value pairs separated by single commas");
+    for (KeyValue& kv : split_key_values(item)) {
+      for (const KeyValue& seen : out) {
+        if (kv.has_equals && seen.key == kv.key)
+          throw ConfigError(field + "." + kv.key, seen.value + ", then " + kv.value, "given twice; give each key once");
+      }
+      out.push_back(std::move(kv));
+    }
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
   }
   return out;
 }

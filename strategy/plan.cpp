@@ -16,9 +16,15 @@ constexpr const char* kKeys =
     "dp, tp, pp, zero, mb, microbatches, gbs, schedule, v, recompute, sp, precision, optimizer, "
     "bucket_mb";
 
-int64_t parse_int(const std::string& key, const std::string& v, int64_t min) {
+// Degrees and batch sizes; a product of three degrees must still fit an int.
+constexpr int64_t kMaxDegree = 1 << 20;
+constexpr int64_t kMaxBatch = int64_t{1} << 40;
+
+int64_t parse_int(const std::string& key, const std::string& v, int64_t min, int64_t max) {
   int64_t out = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && p == v.data() + v.size() && out > max))
+    throw ConfigError("plan." + key, v, "must be at most " + std::to_string(max));
   if (ec != std::errc() || p != v.data() + v.size())
     throw ConfigError("plan." + key, v, "must be an integer");
   if (out < min)
@@ -133,23 +139,22 @@ std::vector<int> pp_group(const Plan& p, int rank) {
 }
 
 Plan parse_plan(std::string_view text, Plan plan) {
-  for (const KeyValue& kv : split_key_values(text)) {
+  for (const KeyValue& kv : split_key_values_strict(text, "plan")) {
     if (!kv.has_equals)
       throw ConfigError("plan", kv.item, "expected key=value pairs separated by commas (keys: " + std::string(kKeys) + ")");
     const std::string& key = kv.key;
     const std::string& v = kv.value;
     if (v.empty()) throw ConfigError("plan." + key, "(empty)", "needs a value");
     if (!plan.was_given(key)) plan.given.push_back(key);
-    if (key == "dp") plan.dp = int(parse_int(key, v, 1));
-    else if (key == "tp") plan.tp = int(parse_int(key, v, 1));
-    else if (key == "pp") plan.pp = int(parse_int(key, v, 1));
+    if (key == "dp") plan.dp = int(parse_int(key, v, 1, kMaxDegree));
+    else if (key == "tp") plan.tp = int(parse_int(key, v, 1, kMaxDegree));
+    else if (key == "pp") plan.pp = int(parse_int(key, v, 1, kMaxDegree));
     else if (key == "zero") {
-      plan.zero = int(parse_int(key, v, 0));
-      if (plan.zero > 3) throw ConfigError("plan.zero", v, "must be 0, 1, 2 or 3");
-    } else if (key == "mb") plan.microbatch = parse_int(key, v, 1);
-    else if (key == "microbatches") plan.microbatches = parse_int(key, v, 1);
-    else if (key == "gbs") plan.global_batch = parse_int(key, v, 1);
-    else if (key == "v") plan.v = int(parse_int(key, v, 1));
+      plan.zero = int(parse_int(key, v, 0, 3));
+    } else if (key == "mb") plan.microbatch = parse_int(key, v, 1, kMaxBatch);
+    else if (key == "microbatches") plan.microbatches = parse_int(key, v, 1, kMaxBatch);
+    else if (key == "gbs") plan.global_batch = parse_int(key, v, 1, kMaxBatch);
+    else if (key == "v") plan.v = int(parse_int(key, v, 1, kMaxDegree));
     else if (key == "schedule")
       plan.schedule = parse_enum<Schedule>(key, v, {{"gpipe", Schedule::kGPipe}, {"1f1b", Schedule::k1F1B}, {"interleaved", Schedule::kInterleaved}});
     else if (key == "recompute")

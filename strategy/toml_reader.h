@@ -3,6 +3,7 @@
 // keys rejected instead of silently ignored. Used by every parser of user files (models,
 // clusters, experiments).
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -48,11 +49,41 @@ class TableReader {
     if (auto v = n->value_exact<int64_t>()) return *v;
     fail(key, describe(*n), "must be an integer");
   }
+  // A finite number: TOML's nan and inf are refused (no key of ours means them) except through
+  // number_or_inf.
   std::optional<double> number(std::string_view key) {
+    const auto v = number_or_inf(key);
+    if (v && !std::isfinite(*v)) fail(key, describe(*find(key)), "must be a finite number");
+    return v;
+  }
+  std::optional<double> number_or_inf(std::string_view key) {
     const toml::node* n = find(key);
     if (!n) return std::nullopt;
-    if (auto v = n->value<double>()) return *v;
+    if (auto v = n->value<double>()) {
+      if (std::isnan(*v)) fail(key, describe(*n), "must be a number");
+      return *v;
+    }
     fail(key, describe(*n), "must be a number");
+  }
+  // An integer in [lo, hi]: sizes such as hidden = 9223372036854775807 would overflow every
+  // product computed from them.
+  std::optional<int64_t> integer(std::string_view key, int64_t lo, int64_t hi) {
+    const auto v = integer(key);
+    if (v && (*v < lo || *v > hi))
+      fail(key, std::to_string(*v), "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return v;
+  }
+  // A number in [lo, hi] (`lo` excluded when `lo_open`); `inf_ok` also lets +inf through (the
+  // ideal cluster's links).
+  std::optional<double> number(std::string_view key, double lo, double hi, bool lo_open, bool inf_ok = false) {
+    const auto v = inf_ok ? number_or_inf(key) : number(key);
+    if (!v || (inf_ok && std::isinf(*v) && *v > 0)) return v;
+    if (*v < lo || (lo_open && *v == lo) || *v > hi) {
+      std::ostringstream range;
+      range << "must be a number " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi << (inf_ok ? " (or inf)" : "");
+      fail(key, describe(*find(key)), range.str());
+    }
+    return v;
   }
   std::optional<std::string> string(std::string_view key) {
     const toml::node* n = find(key);
@@ -73,11 +104,21 @@ class TableReader {
     fail(key, describe(*n), "must be a table [" + field(key) + "]");
   }
 
+  // Throws for a sub-table not in `known`, before any required table is found missing: "[devise]"
+  // must be named as unknown, not reported as "[device] is required".
+  void reject_unknown_tables(const std::vector<std::string>& known, const std::string& allowed) const {
+    for (const auto& [k, v] : table_) {
+      if (v.is_table() && std::find(known.begin(), known.end(), k.str()) == known.end())
+        throw ConfigError(source_ + ": [" + field(k.str()) + "]", "(table)", "unknown table; allowed: " + allowed);
+    }
+  }
+
   // Throws for the first key nobody asked for.
   void reject_unknown(const std::string& allowed) const {
     for (const auto& [k, v] : table_) {
-      if (std::find(used_.begin(), used_.end(), k.str()) == used_.end())
-        fail(k.str(), describe(v), "unknown key; allowed: " + allowed);
+      if (std::find(used_.begin(), used_.end(), k.str()) != used_.end()) continue;
+      if (v.is_table()) throw ConfigError(source_ + ": [" + field(k.str()) + "]", "(table)", "unknown table; allowed: " + allowed);
+      fail(k.str(), describe(v), "unknown key; allowed: " + allowed);
     }
   }
 

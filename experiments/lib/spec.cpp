@@ -1,5 +1,6 @@
 #include "experiments/lib/spec.h"
 
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +14,9 @@ namespace {
 
 using strategy::TableReader;
 
+// Counts (workers, steps, trials) are ints; a bigger value would wrap when narrowed.
+constexpr int64_t kMaxCount = 1 << 30;
+
 std::vector<int> int_list(TableReader& r, std::string_view key, std::vector<int> fallback) {
   const toml::node* n = r.find(key);
   if (!n) return fallback;
@@ -21,7 +25,7 @@ std::vector<int> int_list(TableReader& r, std::string_view key, std::vector<int>
   std::vector<int> out;
   for (const auto& e : *a) {
     auto v = e.value_exact<int64_t>();
-    if (!v || *v < 1) r.fail(key, TableReader::describe(e), "must hold integers >= 1");
+    if (!v || *v < 1 || *v > kMaxCount) r.fail(key, TableReader::describe(e), "must hold integers from 1 to " + std::to_string(kMaxCount));
     out.push_back(int(*v));
   }
   return out;
@@ -46,7 +50,7 @@ std::vector<Source> source_list(TableReader& r, std::string_view key, std::vecto
 int positive_int(TableReader& r, std::string_view key, int fallback) {
   const auto v = r.integer(key);
   if (!v) return fallback;
-  if (*v < 1) r.fail(key, std::to_string(*v), "must be an integer >= 1");
+  if (*v < 1 || *v > kMaxCount) r.fail(key, std::to_string(*v), "must be an integer from 1 to " + std::to_string(kMaxCount));
   return int(*v);
 }
 
@@ -67,9 +71,9 @@ double positive(TableReader& r, std::string_view key, double fallback) {
 LedgerTask parse_ledger(TableReader& r) {
   LedgerTask t;
   auto required = [&](std::string_view key) {
-    const auto v = r.number(key);
+    // At most 1e12 GB: 1e308 would make the replica "inf GB" and still be recorded as a result.
+    const auto v = r.number(key, 0, 1e12, false);
     if (!v) r.fail(key, "(missing)", "required (GB)");
-    if (!(*v >= 0)) r.fail(key, std::to_string(*v), "must be >= 0");
     return *v;
   };
   t.params_gb = required("params_gb");
@@ -91,7 +95,7 @@ ScalingTask parse_scaling(TableReader& r) {
   t.workers = int_list(r, "workers", t.workers);
   t.steps = positive_int(r, "steps", t.steps);
   t.sources = source_list(r, "sources", t.sources);
-  t.seed = uint64_t(r.integer("seed").value_or(1));
+  t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
   r.reject_unknown("model, cluster, plan, workers, steps, sources, seed");
   return t;
 }
@@ -128,7 +132,7 @@ EquivalenceTask parse_equivalence(TableReader& r) {
   t.tolerance = positive(r, "tolerance", t.tolerance);
   t.data_size = r.integer("data_size").value_or(0);
   if (t.data_size < 0) r.fail("data_size", std::to_string(t.data_size), "must be >= 0 (0: automatic)");
-  t.seed = uint64_t(r.integer("seed").value_or(1));
+  t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
   r.reject_unknown("model, plan, plans, workers, steps, tolerance, data_size, seed");
   if (t.workers.front() != 1) r.fail("workers", std::to_string(t.workers.front()), "must start with 1 (the reference)");
   return t;
@@ -164,7 +168,7 @@ KillResumeTask parse_kill_resume(TableReader& r) {
   t.steps = positive_int(r, "steps", t.steps);
   t.trials = positive_int(r, "trials", t.trials);
   t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
-  t.seed = uint64_t(r.integer("seed").value_or(1));
+  t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
   r.reject_unknown("model, plan, nproc, steps, trials, checkpoint_every, seed");
   return t;
 }

@@ -1,6 +1,7 @@
 #include "runtime/checkpoint/load.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <system_error>
 
@@ -13,7 +14,26 @@ using nlohmann::json;
 
 namespace {
 
-// The manifest of `dir`, or the reason there is none.
+// `text` with every byte outside printable ASCII written as \xNN. A damaged manifest can hold any
+// bytes, and the JSON parser quotes the last ones it read: left raw, a non-UTF-8 byte in a
+// problem would make every later JSON message that carries the problem throw.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f) {
+      out += c;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02X", b);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// The manifest of `dir`, or the reason there is none. Whatever the file holds, an unreadable
+// manifest is a problem of this checkpoint (the caller falls back to an older one), never a throw.
 std::optional<Manifest> read_manifest(const fs::path& dir, std::vector<std::string>& problems) {
   const fs::path p = dir / kManifestFileName;
   std::error_code ec;
@@ -24,9 +44,11 @@ std::optional<Manifest> read_manifest(const fs::path& dir, std::vector<std::stri
   try {
     return Manifest::from_json(json::parse(read_small_file(p)));
   } catch (const json::exception& e) {
-    problems.push_back(std::string(kManifestFileName) + " is not valid JSON: " + e.what());
+    problems.push_back(std::string(kManifestFileName) + " is not valid JSON: " + printable(e.what()));
   } catch (const Error& e) {
-    problems.push_back(e.what());
+    problems.push_back(printable(e.what()));
+  } catch (const std::exception& e) {
+    problems.push_back(std::string(kManifestFileName) + " cannot be read: " + printable(e.what()));
   }
   return std::nullopt;
 }

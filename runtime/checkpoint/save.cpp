@@ -201,18 +201,27 @@ const char* save_phase_name(SavePhase phase) {
   return "unknown";
 }
 
-SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices,
-                           const json& metadata, Coordinator& coord) {
-  if (o.keep_last < 1) {
-    throw ConfigError("checkpoint.keep_last", std::to_string(o.keep_last), "must be >= 1");
-  }
-  if (step < 0) throw ConfigError("checkpoint step", std::to_string(step), "must be >= 0");
+namespace {
+
+// Phases 1-8 of a save into `tmp_dir`; throws on every rank when any rank fails.
+SaveResult save_phases(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices,
+                       const json& metadata, Coordinator& coord, const fs::path& tmp_dir) {
+  // A save a rank reports as failed leaves nothing behind: on a full disk the partial step-N.tmp
+  // would hold the very space the next attempt needs. Every rank has left the phase by then (the
+  // reports were exchanged), so nobody still writes into it. A save cut short by a crash (no
+  // report) is left as it is: the loader skips it as incomplete and the next save tidies it.
+  auto raise_failed = [&](const std::vector<json>& reports, const std::exception_ptr& mine, const char* phase) {
+    const bool failed = std::any_of(reports.begin(), reports.end(), [](const json& r) { return r.contains("error"); });
+    if (failed && coord.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(tmp_dir, ec);
+    }
+    raise_if_any_failed(reports, mine, phase);
+  };
   const double start = now_seconds();
   SaveResult result;
   result.step = step;
   result.path = o.root / step_dir_name(step);
-  fs::path tmp_dir = result.path;
-  tmp_dir += ".tmp";
   SaveTimings& t = result.timings;
 
   // 1. prepare
@@ -229,7 +238,7 @@ SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const T
       report = {{"error", e.what()}};
     }
   }
-  raise_if_any_failed(all_gather_json(coord, report), failure, "prepare");
+  raise_failed(all_gather_json(coord, report), failure, "prepare");
   t.prepare_seconds = now_seconds() - start;
 
   // 2-3. shards, then everyone learns every shard
@@ -243,7 +252,7 @@ SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const T
   const double t_gather = now_seconds();
   const std::vector<json> shards = all_gather_json(coord, report);
   t.gather_seconds = now_seconds() - t_gather;
-  raise_if_any_failed(shards, failure, "shard write");
+  raise_failed(shards, failure, "shard write");
 
   // 4-7. rank 0 commits; 8. everyone learns the outcome
   report = json::object();
@@ -256,7 +265,7 @@ SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const T
     }
   }
   const json outcome = all_gather_json(coord, report)[0];
-  raise_if_any_failed({outcome}, failure, "commit");
+  raise_failed({outcome}, failure, "commit");
   result.total_bytes = outcome["total_bytes"].get<uint64_t>();
   t.manifest_seconds = outcome["manifest_seconds"].get<double>();
   t.commit_seconds = outcome["commit_seconds"].get<double>();
@@ -265,6 +274,19 @@ SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const T
   for (const json& w : outcome["warnings"]) result.warnings.push_back(w.get<std::string>());
   t.total_seconds = now_seconds() - start;
   return result;
+}
+
+}  // namespace
+
+SaveResult save_checkpoint(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices,
+                           const json& metadata, Coordinator& coord) {
+  if (o.keep_last < 1) {
+    throw ConfigError("checkpoint.keep_last", std::to_string(o.keep_last), "must be >= 1");
+  }
+  if (step < 0) throw ConfigError("checkpoint step", std::to_string(step), "must be >= 0");
+  fs::path tmp_dir = o.root / step_dir_name(step);
+  tmp_dir += ".tmp";
+  return save_phases(o, step, my_slices, metadata, coord, tmp_dir);
 }
 
 SaveResult save_checkpoint(const SaveOptions& options, const TrainingState& state) {

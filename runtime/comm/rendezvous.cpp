@@ -49,6 +49,7 @@ class CheckableFileStore : public gloo::rendezvous::FileStore {
  public:
   using FileStore::FileStore;
   using FileStore::check;
+  using FileStore::objectPath;
 };
 
 class FileStore final : public Store {
@@ -62,6 +63,10 @@ class FileStore final : public Store {
     } catch (const std::exception& e) {
       throw StoreError("file store " + dir_ + ": cannot set " + key + ": " + e.what());
     }
+    // Values carry addresses and pointer-like bytes: owner only (the directory already is).
+    std::error_code ec;
+    std::filesystem::permissions(impl_.objectPath(key),
+                                 std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   }
   std::vector<char> get(const std::string& key) override {
     wait({key}, kDefaultTimeout);
@@ -91,6 +96,9 @@ class FileStore final : public Store {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw StoreError("file store: cannot create " + dir.string() + ": " + ec.message());
+    // Owner only, so no other user can read a rendezvous value or plant a key for the job.
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+    if (ec) throw StoreError("file store: cannot make " + dir.string() + " private: " + ec.message());
     return dir.string();
   }
   std::string dir_;
@@ -248,6 +256,7 @@ RendezvousEnv from_env(const Lookup& lookup) {
     env.master_addr = *addr;
   }
   env.master_port = read_int(lookup, "MASTER_PORT", 1, 65535, "[1, 65535]", false, 0);
+  if (auto token = lookup("PARLAB_STORE_TOKEN")) env.store_token = *token;
   if (!env.master_addr.empty() && env.master_port == 0) {
     throw ConfigError("MASTER_PORT", "<unset>",
                       "must be set (an integer in [1, 65535]) when MASTER_ADDR is");

@@ -71,6 +71,10 @@ struct RendezvousEnv {
   std::string master_addr;  // empty when not given (a file store needs none)
   int master_port = 0;      // 0 when not given
   std::string launcher;     // "torchrun" or "slurm"
+  // PARLAB_STORE_TOKEN: a per-job secret every TCP store request must carry (give every rank the
+  // same one, e.g. `export PARLAB_STORE_TOKEN=$(openssl rand -hex 16)` before torchrun); empty: the
+  // store accepts anyone who can reach MASTER_PORT.
+  std::string store_token;
 };
 
 // torchrun variables win over Slurm's. Throws ConfigError naming the missing or malformed

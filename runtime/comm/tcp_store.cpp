@@ -25,7 +25,11 @@ using Clock = std::chrono::steady_clock;
 
 enum Command : std::uint8_t { kSet = 1, kGet = 2, kCheck = 3 };
 enum Status : std::uint8_t { kOk = 0, kMissing = 1 };
-constexpr std::uint32_t kMaxFrameBytes = 64u << 20;
+// Rendezvous values are addresses of a few KB; these bounds keep a stranger (or a bug) from
+// growing rank 0 without limit.
+constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
+constexpr std::size_t kMaxBufferedBytes = 64u << 20;  // half-received frames, all clients together
+constexpr std::size_t kMaxStoredBytes = 256u << 20;   // keys and values
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -93,9 +97,26 @@ struct Client {
 
 using Map = std::unordered_map<std::string, std::vector<char>>;
 
+struct Served {
+  Map map;
+  std::size_t stored_bytes = 0;
+  std::size_t buffered_bytes = 0;  // sum of every client's `in`
+  std::string token;
+};
+
+// Compares without stopping at the first difference, so timing does not leak the token.
+bool same_token(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 // Executes one request; nullopt when it is malformed (the caller drops the client).
-std::optional<std::vector<char>> handle(Map& map, const char* payload, std::size_t n) {
+std::optional<std::vector<char>> handle(Served& served, const char* payload, std::size_t n) {
+  Map& map = served.map;
   Cursor c{payload, n};
+  std::string token;
+  if (!c.field(token) || !same_token(token, served.token)) return std::nullopt;
   std::uint8_t command = 0;
   if (!c.u8(command)) return std::nullopt;
   std::vector<char> reply;
@@ -103,6 +124,12 @@ std::optional<std::vector<char>> handle(Map& map, const char* payload, std::size
   switch (command) {
     case kSet:
       if (!c.field(key) || !c.field(value)) return std::nullopt;
+      {
+        const auto it = map.find(key);
+        const std::size_t old = it == map.end() ? 0 : key.size() + it->second.size();
+        if (served.stored_bytes - old + key.size() + value.size() > kMaxStoredBytes) return std::nullopt;
+        served.stored_bytes = served.stored_bytes - old + key.size() + value.size();
+      }
       map[key] = std::vector<char>(value.begin(), value.end());
       reply.push_back(static_cast<char>(kOk));
       return reply;
@@ -134,13 +161,13 @@ std::optional<std::vector<char>> handle(Map& map, const char* payload, std::size
 }
 
 // Parses every complete frame in `client.in`, queues replies; false drops the client.
-bool process_frames(Map& map, Client& client) {
+bool process_frames(Served& served, Client& client) {
   std::size_t used = 0;
   while (client.in.size() - used >= 4) {
     const std::uint32_t n = get_u32(client.in.data() + used);
     if (n > kMaxFrameBytes) return false;
     if (client.in.size() - used - 4 < n) break;
-    auto reply = handle(map, client.in.data() + used + 4, n);
+    auto reply = handle(served, client.in.data() + used + 4, n);
     if (!reply) return false;
     std::vector<char> frame;
     put_u32(frame, static_cast<std::uint32_t>(reply->size()));
@@ -149,17 +176,19 @@ bool process_frames(Map& map, Client& client) {
     used += 4 + n;
   }
   client.in.erase(0, used);
+  served.buffered_bytes -= used;
   return true;
 }
 
 // Reads what is available; false when the peer closed or failed.
-bool read_available(Client& client) {
+bool read_available(Served& served, Client& client) {
   char buf[65536];
   for (;;) {
     const ssize_t got = ::recv(client.fd, buf, sizeof buf, 0);
     if (got > 0) {
       client.in.append(buf, static_cast<std::size_t>(got));
-      if (client.in.size() > kMaxFrameBytes + 8) return false;
+      served.buffered_bytes += static_cast<std::size_t>(got);
+      if (client.in.size() > kMaxFrameBytes + 8 || served.buffered_bytes > kMaxBufferedBytes) return false;
       continue;
     }
     if (got == 0) return false;
@@ -270,7 +299,7 @@ std::string list_keys(const std::vector<std::string>& keys) {
 
 // ---- TcpStoreServer ----
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port) {
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string token) : token_(std::move(token)) {
   if (port < 0 || port > 65535) {
     throw ConfigError("MASTER_PORT", std::to_string(port), "must be in [0, 65535]");
   }
@@ -316,7 +345,8 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 void TcpStoreServer::serve() {
-  Map map;
+  Served served;
+  served.token = token_;
   std::vector<Client> clients;
   std::vector<pollfd> fds;
   for (;;) {
@@ -335,12 +365,13 @@ void TcpStoreServer::serve() {
       Client& c = clients[i];
       const short ev = fds[i + 2].revents;
       bool ok = true;
-      if (ev & (POLLIN | POLLHUP | POLLERR)) ok = read_available(c) && process_frames(map, c);
+      if (ev & (POLLIN | POLLHUP | POLLERR)) ok = read_available(served, c) && process_frames(served, c);
       if (ok && (ev & POLLNVAL)) ok = false;
       if (ok) ok = write_pending(c);
       if (ok) {
         alive.push_back(std::move(c));
       } else {
+        served.buffered_bytes -= c.in.size();  // what a dropped client had half-sent is freed
         ::close(c.fd);
       }
     }
@@ -359,8 +390,8 @@ void TcpStoreServer::serve() {
 
 // ---- TcpStore ----
 
-TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds connect_timeout)
-    : endpoint_(host + ":" + std::to_string(port)) {
+TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds connect_timeout, std::string token)
+    : endpoint_(host + ":" + std::to_string(port)), token_(std::move(token)) {
   if (port <= 0 || port > 65535) {
     throw ConfigError("MASTER_PORT", std::to_string(port), "must be in [1, 65535]");
   }
@@ -394,7 +425,8 @@ std::vector<char> TcpStore::request(const std::vector<char>& payload) {
   std::lock_guard lock(mu_);
   if (fd_ < 0) throw StoreError("tcp store " + endpoint_ + ": connection lost earlier");
   std::vector<char> frame;
-  put_u32(frame, static_cast<std::uint32_t>(payload.size()));
+  put_u32(frame, static_cast<std::uint32_t>(4 + token_.size() + payload.size()));
+  put_field(frame, token_.data(), token_.size());
   frame.insert(frame.end(), payload.begin(), payload.end());
   char header[4];
   std::vector<char> reply;
@@ -410,7 +442,8 @@ std::vector<char> TcpStore::request(const std::vector<char>& payload) {
   if (!ok) {
     ::close(fd_);
     fd_ = -1;
-    throw StoreError("tcp store " + endpoint_ + ": connection failed (server gone?)");
+    throw StoreError("tcp store " + endpoint_ + ": connection failed (server gone, or it refused the request: " +
+                     "a wrong PARLAB_STORE_TOKEN, or a value past its limits?)");
   }
   return reply;
 }
@@ -473,8 +506,8 @@ TcpRendezvous make_tcp_rendezvous(const RendezvousEnv& env, const std::string& b
     throw ConfigError("MASTER_PORT", "<unset>", "a free TCP port on rank 0's host, in [1, 65535]");
   }
   TcpRendezvous out;
-  if (env.rank == 0) out.server = std::make_unique<TcpStoreServer>(bind_host, env.master_port);
-  out.store = std::make_shared<TcpStore>(env.master_addr, env.master_port, connect_timeout);
+  if (env.rank == 0) out.server = std::make_unique<TcpStoreServer>(bind_host, env.master_port, env.store_token);
+  out.store = std::make_shared<TcpStore>(env.master_addr, env.master_port, connect_timeout, env.store_token);
   return out;
 }
 

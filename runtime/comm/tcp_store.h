@@ -4,13 +4,16 @@
 // TcpStore client, which is a gloo::rendezvous::Store and so can feed Gloo's connectFullMesh.
 //
 // Wire format: every message is a frame  [u32 payload bytes, big-endian][payload].
-//   request payload  = [u8 command][fields...]; a field is [u32 bytes][bytes]
+//   request payload  = [token field][u8 command][fields...]; a field is [u32 bytes][bytes]
 //     SET   key value        -> [u8 kOk]
 //     GET   key              -> [u8 kOk][value field]  or [u8 kMissing]
 //     CHECK u32 n, n keys    -> [u8 kOk] if every key exists, else [u8 kMissing]
 // The server is one thread polling every socket (poll(2)); it never blocks on a slow client, and
-// a malformed or oversized frame (> 64 MiB) closes only that client's connection. Keys are never
-// deleted: a job's keys are scoped by attempt (see rendezvous.h), so stale ones are harmless.
+// a malformed or oversized frame (> 16 MiB) closes only that client's connection. A request whose
+// token is not the job's closes the connection too, so nobody without the token reads or sets a
+// key. Memory is bounded: at most 64 MiB of half-received frames over all clients and 256 MiB of
+// stored values (a client that would pass either is dropped). Keys are never deleted: a job's keys
+// are scoped by attempt (see rendezvous.h), so stale ones are harmless.
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -27,7 +30,8 @@ class TcpStoreServer {
   // Binds `host`:`port` (port 0: the kernel picks one; see port()) and serves until destroyed.
   // Loopback by default; pass "0.0.0.0" or the host's address to serve other machines.
   // Throws StoreError if the address cannot be bound.
-  explicit TcpStoreServer(const std::string& host = "127.0.0.1", int port = 0);
+  // `token`: what every request must carry (empty: none).
+  explicit TcpStoreServer(const std::string& host = "127.0.0.1", int port = 0, std::string token = {});
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -39,6 +43,7 @@ class TcpStoreServer {
 
   int listen_fd_ = -1;
   int wake_fds_[2] = {-1, -1};  // a pipe: the destructor writes one byte to stop serve()
+  std::string token_;
   int port_ = 0;
   std::thread thread_;
 };
@@ -48,7 +53,7 @@ class TcpStore final : public Store {
   // Connects to host:port, retrying until `connect_timeout` (the server may start after us).
   // Throws StoreTimeout if it never answers.
   TcpStore(const std::string& host, int port,
-           std::chrono::milliseconds connect_timeout = kDefaultTimeout);
+           std::chrono::milliseconds connect_timeout = kDefaultTimeout, std::string token = {});
   ~TcpStore() override;
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -65,6 +70,7 @@ class TcpStore final : public Store {
   std::vector<char> request(const std::vector<char>& payload);
 
   std::string endpoint_;  // "host:port", for messages
+  std::string token_;     // sent with every request
   std::mutex mu_;         // one request at a time on the socket
   int fd_ = -1;
 };

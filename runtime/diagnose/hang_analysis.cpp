@@ -188,6 +188,22 @@ std::vector<fs::path> dump_files(const fs::path& dir) {
 }
 }  // namespace
 
+namespace {
+
+// One dump file, or a ConfigError naming it. The parser's message is cut to printable ASCII: it
+// quotes the bytes it last read, and a damaged file holds any bytes.
+comm::FlightRecorderDump load_dump(const fs::path& file, const std::string* text = nullptr) {
+  try {
+    return text ? comm::FlightRecorder::from_json(*text) : comm::FlightRecorder::load(file);
+  } catch (const Error& e) {
+    std::string why;
+    for (const char c : std::string(e.what())) why += (c >= 0x20 && c < 0x7f) ? c : '?';
+    throw ConfigError("dump", file.string(), "is not a readable flight-recorder dump (" + why + ")");
+  }
+}
+
+}  // namespace
+
 HangAnalysis analyze_run_dir(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw ConfigError("RUN_DIR", dir.string(), "is not a directory");
   std::vector<fs::path> files = dump_files(dir);
@@ -208,7 +224,7 @@ HangAnalysis analyze_run_dir(const fs::path& dir) {
     }
   }
   std::vector<comm::FlightRecorderDump> dumps;
-  for (const auto& f : files) dumps.push_back(comm::FlightRecorder::load(f));
+  for (const auto& f : files) dumps.push_back(load_dump(f));
   if (dumps.empty()) {
     // A simulator result saved in the directory works too.
     for (const char* name : {"sim.json", "simulate.json"})
@@ -271,7 +287,7 @@ HangAnalysis analyze_path(const fs::path& path) {
   text << in.rdbuf();
   const std::string s = text.str();
   if (s.find("\"hang\"") != std::string::npos) return analyze_sim_result(s);
-  return analyze_dumps({comm::FlightRecorder::from_json(s)});
+  return analyze_dumps({load_dump(path, &s)});
 }
 
 }  // namespace parlab::diagnose

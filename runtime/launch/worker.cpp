@@ -20,6 +20,7 @@
 #include "runtime/train/trainer_checkpoint.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
+#include "strategy/key_values.h"
 
 namespace parlab::launch {
 namespace {
@@ -99,7 +100,11 @@ train::TrainConfig make_train_config(const TrainJob& job, int world) {
   if (!job.optimizer.empty()) {
     if (job.optimizer != "adam" && job.optimizer != "sgd")
       throw ConfigError("--optimizer", job.optimizer, "one of adam, sgd");
-    plan_text += (plan_text.empty() ? "" : ",") + std::string("optimizer=") + job.optimizer;
+    // --optimizer overrides the plan's key, and a plan names each key once.
+    plan_text.clear();
+    for (const strategy::KeyValue& kv : strategy::split_key_values(job.plan))
+      if (kv.key != "optimizer") plan_text += kv.item + ",";
+    plan_text += "optimizer=" + job.optimizer;
   }
   c.plan = train::resolve_train_plan(c.model, plan_text, world, strategy::load_cluster(job.cluster));
   // The job's --lr, else the model preset's AdamW default (lab-mlp: 2e-4), else the optimizer's.

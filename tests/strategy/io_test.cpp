@@ -81,10 +81,46 @@ TEST(Toml, WrongTypesAndBadValuesNameTheKey) {
   const std::string base = "kind = \"mlp\"\nhidden = 8\nffn = 16\nclasses = 4\n";
   EXPECT_EQ(field_of(base + "layers = 2\n"), "(accepted)");
   EXPECT_EQ(field_of(base + "layers = \"two\"\n"), "m.toml: layers");
-  EXPECT_EQ(field_of(base + "layers = -2\n"), "m.toml.layers");
+  EXPECT_EQ(field_of(base + "layers = -2\n"), "m.toml: layers");
+  // Sizes whose products would overflow, and numbers that are not finite.
+  EXPECT_EQ(field_of("kind = \"mlp\"\nlayers = 2\nhidden = 9223372036854775807\nffn = 16\nclasses = 4\n"), "m.toml: hidden");
+  EXPECT_EQ(field_of(base + "layers = 2\nlr = nan\n"), "m.toml: lr");
+  EXPECT_EQ(field_of(base + "layers = 2\nlr = inf\n"), "m.toml: lr");
+  EXPECT_EQ(field_of(base + "layers = 2\n[extra]\nx = 1\n"), "m.toml: [extra]");
   EXPECT_EQ(field_of(base + "layers = 2\nkind = \"cnn\"\n").substr(0, 6), "m.toml");  // duplicate key: TOML error
   EXPECT_EQ(field_of("kind = \"cnn\"\n"), "m.toml: kind");
   EXPECT_EQ(field_of(base + "layers = 2\nprecision = \"fp8\"\n"), "m.toml: precision");
+}
+
+// Cluster values are checked where they are read, so an error names the key as the file spells it
+// (not the field it becomes: intra.bandwidth in bytes/s, device.peak_flops_fp32 in FLOP/s).
+TEST(Toml, ClusterErrorsNameTheFilesKeysAndUnknownTables) {
+  const std::string good =
+      "name = \"c\"\n[device]\nmemory_gb = 8\npeak_tflops_fp32 = 1\npeak_tflops_bf16 = 1\n"
+      "memory_bandwidth_gb_per_s = 1\n[intra]\nbandwidth_gb_per_s = 1\n[inter]\nbandwidth_gb_per_s = inf\n";
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_cluster_toml(text, "c.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  EXPECT_EQ(error_of(good), "(accepted)");  // inf link bandwidth: the ideal cluster
+  EXPECT_EQ(error_of(with("[intra]\nbandwidth_gb_per_s = 1", "[intra]\nbandwidth_gb_per_s = -2")),
+            "c.toml: intra.bandwidth_gb_per_s = -2: must be a number > 0 and <= 1e+09 (or inf)");
+  EXPECT_EQ(error_of(with("peak_tflops_fp32 = 1", "peak_tflops_fp32 = inf")),
+            "c.toml: device.peak_tflops_fp32 = inf: must be a finite number");
+  EXPECT_EQ(error_of(with("peak_tflops_fp32 = 1\n", "")), "c.toml: device.peak_tflops_fp32 = (missing): required: a number > 0");
+  EXPECT_EQ(error_of(with("[device]", "[devise]")),
+            "c.toml: [devise] = (table): unknown table; allowed: [device], [intra], [inter]");
+  EXPECT_EQ(error_of(with("name = \"c\"", "nodes = 99999999999")),
+            "c.toml: nodes = 99999999999: must be an integer from 1 to 1048576");
 }
 
 TEST(Toml, SyntaxErrorsSayWhere) {

@@ -69,6 +69,14 @@ TEST(Plan, MalformedInputNamesTheKey) {
   EXPECT_EQ(field_of("tp"), "plan");
   EXPECT_EQ(field_of("bucket_mb=0"), "plan.bucket_mb");
   EXPECT_EQ(field_of("mb="), "plan.mb");
+  // A key given twice would let the last silently win; a blank item is a typo.
+  EXPECT_EQ(field_of("dp=1,dp=2"), "plan.dp");
+  EXPECT_EQ(field_of("dp=2,,tp=1"), "plan");
+  EXPECT_EQ(field_of("dp=2,"), "plan");
+  EXPECT_EQ(field_of(" dp=2 , tp=1 "), "(accepted)");
+  // Degrees that would wrap when narrowed to int.
+  EXPECT_EQ(field_of("dp=99999999999"), "plan.dp");
+  EXPECT_EQ(field_of("dp=99999999999999999999999"), "plan.dp");
 }
 
 TEST(Plan, DefaultsFollowTheWorld) {

@@ -76,10 +76,10 @@ TEST_P(CrashDuringSave, LoadFindsACompleteCheckpoint) {
   } else {
     EXPECT_EQ(r.checkpoint->step(), 120) << r.summary();
     testing::expect_same_state(old_state, r.checkpoint->read_all());
-    ASSERT_EQ(r.skipped.size(), 1u) << r.summary();
-    EXPECT_EQ(r.skipped[0].step, 140);
-    EXPECT_NE(r.skipped[0].reason.find("incomplete"), std::string::npos) << r.skipped[0].reason;
-    EXPECT_NE(r.summary().find("skipped step 140"), std::string::npos) << r.summary();
+    // A save that fails by an exception removes its partial directory (a full disk must get its
+    // space back); the torn directory a killed process leaves is ChildProcessKilledMidWrite's.
+    EXPECT_TRUE(r.skipped.empty()) << r.summary();
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "step-000140.tmp"));
     EXPECT_EQ(pointer(dir.path(), "latest"), "step-000120\n");
   }
   if (cc.phase == SavePhase::kBeforePointerUpdate) {

@@ -151,12 +151,12 @@ TEST(ResumeFallbackTest, TornSaveAndCorruptByteFallBackToThePreviousGoodCheckpoi
   run_segment(kPlan2, {.world = 2, .until = 4, .resume = true, .save = true, .root = root, .hook = tear}, kData, opt,
               &errors);
   EXPECT_EQ(errors.size(), 2u) << "every rank leaves the failed save";
-  EXPECT_TRUE(fs::exists(root / "step-000004.tmp"));
+  // A save that fails by an exception (the real one: ENOSPC) removes its partial directory; a
+  // process killed mid-save leaves it, and the loader skips it (checkpoint crash tests).
+  EXPECT_FALSE(fs::exists(root / "step-000004.tmp"));
   auto r = run_segment(kPlan2, {.world = 2, .until = 6, .resume = true, .root = root}, kData, opt);
   EXPECT_EQ(r[0].resume.step, 2) << r[0].resume.summary();
-  ASSERT_EQ(r[0].resume.load.skipped.size(), 1u);
-  EXPECT_EQ(r[0].resume.load.skipped[0].step, 4);
-  EXPECT_NE(r[0].resume.summary().find("incomplete"), std::string::npos) << r[0].resume.summary();
+  EXPECT_TRUE(r[0].resume.load.skipped.empty()) << r[0].resume.summary();
   for (int k = 0; k < 2; ++k) expect_bit_identical(r[k], whole[k], "after the torn save, rank " + std::to_string(k));
 
   // Now save step 4 properly, flip one byte of rank 1's shard: the resume must skip it, say why,
