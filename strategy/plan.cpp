@@ -150,7 +150,9 @@ Plan parse_plan(std::string_view text, Plan plan) {
     else if (key == "tp") plan.tp = int(parse_int(key, v, 1, kMaxDegree));
     else if (key == "pp") plan.pp = int(parse_int(key, v, 1, kMaxDegree));
     else if (key == "zero") {
-      plan.zero = int(parse_int(key, v, 0, 3));
+      // Parsed wide so that 7 gets the stage list as its reason, not a bare upper bound.
+      plan.zero = int(parse_int(key, v, 0, kMaxDegree));
+      if (plan.zero > 3) throw ConfigError("plan.zero", v, "must be 0, 1, 2 or 3");
     } else if (key == "mb") plan.microbatch = parse_int(key, v, 1, kMaxBatch);
     else if (key == "microbatches") plan.microbatches = parse_int(key, v, 1, kMaxBatch);
     else if (key == "gbs") plan.global_batch = parse_int(key, v, 1, kMaxBatch);
