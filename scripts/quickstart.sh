@@ -10,6 +10,8 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 parlab="${PARLAB_BUILD_DIR:-$root/build}/cli/parlab"
 db="${PARLAB_DB:-results/parlab.db}"
 cd "$root"
+# parlab refuses a --db in a directory that does not exist (a typo must not create one).
+mkdir -p "$(dirname "$db")"
 
 echo
 echo "== Calibrating this machine (cached after the first time) =="
