@@ -4,10 +4,20 @@
 //   Y = X A, A = [A_1 ... A_t] (columns);  Z = Y B, B = [B_1; ...; B_t] (rows);  Z = sum_i Y_i B_i.
 // So a transformer block carries two all-reduces in forward (after attention, after the MLP)
 // and two in backward (the gradients of the replicated inputs); an MLP-only block one each way.
-// With sequence parallelism (Korthikanti et al. 2022) each all-reduce becomes a reduce-scatter
-// plus an all-gather of the same bytes: same traffic, but activations outside the TP regions
-// are split by t.
+// Full recompute replays each layer's forward inside its backward, collectives included
+// (Megatron's checkpointed function is the whole layer), so a backward then carries the
+// forward's collectives too; selective recompute replays only the attention core, which
+// communicates nothing.
+// With sequence parallelism (Korthikanti et al. 2022) each all-reduce becomes an all-gather
+// entering the tensor-parallel region and a reduce-scatter leaving it, in that order (g and g-bar
+// of their Figure 5): same traffic, but activations outside the TP regions are split by t.
 // The collectives are synchronous with the layer, so they sit on the compute stream.
+//
+// A coarse program (one compute op per chunk) and a per-layer one must make the same calls in
+// the same order (tests/strategy/one_program_test.cpp): all-reduces of a chunk are one op of
+// `count` calls, which expands to the per-layer sequence; the alternating all-gather /
+// reduce-scatter pairs cannot be counted that way, so they are written per layer, in the order
+// the slot visits its layers.
 #include "strategy/gen/builder.h"
 
 namespace parlab::strategy::gen {
@@ -16,34 +26,54 @@ namespace {
 class TensorParallel final : public Hooks {
  public:
   void after_compute(Builder& b, const Slot& slot, LayerRange range, int op_id) override {
-    int count = 0;
-    for (int i = range.begin; i < range.end; ++i)
-      count += slot.forward ? b.layers()[i].tp_collectives_forward : b.layers()[i].tp_collectives_backward;
-    if (count == 0) return;
-    const double bytes = tp_collective_bytes(b.model(), b.plan());
-    const std::string tag = std::string("tp.") + (slot.forward ? "fwd" : "bwd") + ".mb" +
-                            std::to_string(slot.microbatch) + "." +
-                            (range.size() == 1 ? layer_tag(b.layers()[range.begin]) : "c" + std::to_string(slot.chunk));
-    auto emit = [&](OpKind kind, const std::string& suffix) {
-      Op op;
-      op.kind = kind;
-      op.stream = Stream::kCompute;
-      op.group = b.group_index(GroupKind::kTP);
-      op.bytes = bytes;
-      op.count = count;
-      op.layers = range;
-      op.microbatch = slot.microbatch;
-      op.chunk = slot.chunk;
-      op.tag = tag + suffix;
-      op.deps = {op_id};
-      b.add(std::move(op));
-    };
     if (b.plan().sequence_parallel) {
-      emit(OpKind::kReduceScatter, ".rs");
-      emit(OpKind::kAllGather, ".ag");
-    } else {
-      emit(OpKind::kAllReduce, "");
+      if (slot.forward) {
+        for (int i = range.begin; i < range.end; ++i) emit_pairs(b, slot, i, op_id);
+      } else {
+        for (int i = range.end - 1; i >= range.begin; --i) emit_pairs(b, slot, i, op_id);
+      }
+      return;
     }
+    int count = 0;
+    for (int i = range.begin; i < range.end; ++i) count += calls(b, slot, i);
+    if (count > 0) emit(b, slot, OpKind::kAllReduce, range, count, tag(b, slot, range), op_id);
+  }
+
+ private:
+  // Collectives layer `i` makes in this slot.
+  static int calls(const Builder& b, const Slot& slot, int i) {
+    const LayerSpec& l = b.layers()[i];
+    if (slot.forward) return l.tp_collectives_forward;
+    return l.tp_collectives_backward + (b.plan().recompute == Recompute::kFull ? l.tp_collectives_forward : 0);
+  }
+
+  static std::string tag(const Builder& b, const Slot& slot, LayerRange range) {
+    return std::string("tp.") + (slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." +
+           (range.size() == 1 ? layer_tag(b.layers()[range.begin]) : "c" + std::to_string(slot.chunk));
+  }
+
+  static void emit_pairs(Builder& b, const Slot& slot, int i, int op_id) {
+    const std::string base = tag(b, slot, {i, i + 1});
+    for (int k = 0; k < calls(b, slot, i); ++k) {
+      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag", op_id);
+      emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, base + ".rs", op_id);
+    }
+  }
+
+  static void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag,
+                   int op_id) {
+    Op op;
+    op.kind = kind;
+    op.stream = Stream::kCompute;
+    op.group = b.group_index(GroupKind::kTP);
+    op.bytes = tp_collective_bytes(b.model(), b.plan());
+    op.count = count;
+    op.layers = layers;
+    op.microbatch = slot.microbatch;
+    op.chunk = slot.chunk;
+    op.tag = std::move(tag);
+    op.deps = {op_id};
+    b.add(std::move(op));
   }
 };
 
