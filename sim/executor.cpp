@@ -129,7 +129,6 @@ class Simulation {
       run_.records[i].assign(size_t(options.steps) * p.ops.size(), OpRecord{});
       total_ops_ += int64_t(options.steps) * int64_t(p.ops.size());
     }
-    memory_bytes_per_s_ = cluster.device.memory_bytes_per_s;
     closed_form_ = options.closed_form && !(cluster.comm_cpu_seconds_per_byte > 0);
     claim_of_.assign(size_t(layout_.link_count()), nullptr);
     flows_on_.assign(size_t(layout_.link_count()), 0);
@@ -267,9 +266,9 @@ class Simulation {
   void compute(int i, const Op& op, OpRecord& rec) {
     Rank& R = ranks_[i];
     rec.start = sg4::Engine::get_clock();
-    // The roofline as FLOPs at the host's speed: a bandwidth-bound op executes the FLOPs that
-    // its memory time would take at full speed.
-    double flops = std::max(op.flops, op.memory_bytes / memory_bytes_per_s_ * platform_.flops_per_core());
+    // The cost model's compute time (strategy::compute_seconds_alone) as FLOPs at the host's
+    // speed, so a shared multicore host divides it as it divides any exec.
+    double flops = strategy::compute_seconds_alone(op, cluster_, programs_.front().plan.precision) * platform_.flops_per_core();
     flops *= R.slowdown;
     if (flops > 0) sg4::this_actor::exec_init(flops)->set_host(R.compute_host)->wait();
     rec.end = sg4::Engine::get_clock();
@@ -520,7 +519,6 @@ class Simulation {
   ExecOptions options_;
   Layout layout_;
   Platform platform_;
-  double memory_bytes_per_s_ = 0;
   std::vector<int> index_of_;
   std::map<std::string, int> gid_of_;
   std::vector<std::string> group_names_;

@@ -45,7 +45,7 @@ Layout make_layout(const strategy::ClusterSpec& c, int world) {
   l.nic_links_per_node = std::max(1, std::min(c.nics_per_node, l.devices_per_node));
   l.intra_latency_seconds = c.intra.latency_seconds;
   l.inter_latency_seconds = c.inter.latency_seconds;
-  l.intra_bytes_per_s = finite(c.intra.bytes_per_s);
+  l.intra_bytes_per_s = finite(c.intra.achieved_bytes_per_s());  // what NCCL's protocols deliver
   l.nic_bytes_per_s = finite(c.node_network_bytes_per_s() / l.nic_links_per_node);
   return l;
 }

@@ -48,6 +48,12 @@ void validate(const ClusterSpec& c, const std::string& where) {
   positive("device.memory_bandwidth", c.device.memory_bytes_per_s);
   if (!(c.device.gemm_efficiency > 0 && c.device.gemm_efficiency <= 1))
     throw ConfigError(where + ".device.gemm_efficiency", std::to_string(c.device.gemm_efficiency), "must be in (0, 1]");
+  if (!(c.device.memory_efficiency > 0 && c.device.memory_efficiency <= 1))
+    throw ConfigError(where + ".device.memory_efficiency", std::to_string(c.device.memory_efficiency), "must be in (0, 1]");
+  for (const auto& [name, link] : {std::pair<const char*, const LinkSpec&>{"intra", c.intra}, {"inter", c.inter}})
+    if (!(link.protocol_efficiency > 0 && link.protocol_efficiency <= 1))
+      throw ConfigError(where + "." + name + ".protocol_efficiency", std::to_string(link.protocol_efficiency),
+                        "must be in (0, 1]");
   positive("intra.bandwidth", c.intra.bytes_per_s);
   positive("inter.bandwidth", c.inter.bytes_per_s);
   if (c.intra.latency_seconds < 0 || std::isnan(c.intra.latency_seconds))

@@ -16,15 +16,25 @@ struct DeviceSpec {
   double peak_flops_fp32 = 0;
   double peak_flops_bf16 = 0;  // also used for fp16
   double memory_bytes_per_s = 0;
-  // Fraction of peak that large GEMMs reach in practice (e.g. ~0.7 for bf16 on A100). The cost
-  // model's compute rate is peak x gemm_efficiency; calibration measures it on this machine.
+  // Fraction of peak that large GEMMs reach in practice: a measured quantity (the presets cite
+  // theirs). The cost model's compute rate is peak x gemm_efficiency; calibration measures it on
+  // this machine.
   double gemm_efficiency = 1.0;
+  // Fraction of memory_bytes_per_s that bandwidth-bound kernels (elementwise ops, norms, softmax,
+  // the optimizer) reach: a measured streaming bandwidth over the data-sheet figure.
+  double memory_efficiency = 1.0;
+  double achieved_memory_bytes_per_s() const { return memory_bytes_per_s * memory_efficiency; }
 };
 
 struct LinkSpec {
   std::string kind;          // "nvlink3", "hdr-ib", "loopback", "ideal", ...
-  double bytes_per_s = 0;    // one direction, one link; may be +inf (the `ideal` cluster)
+  double bytes_per_s = 0;    // line rate: one direction, one link; may be +inf (the `ideal` cluster)
   double latency_seconds = 0;
+  // Fraction of the line rate a collective library's protocols deliver (NCCL's headers, flags
+  // and chunking on NVLink: about 0.8, measured as nccl-tests' ring busbw over the line rate).
+  // Every transfer the cost model and the simulator time moves at achieved_bytes_per_s().
+  double protocol_efficiency = 1.0;
+  double achieved_bytes_per_s() const { return bytes_per_s * protocol_efficiency; }
 };
 
 struct ClusterSpec {
@@ -48,8 +58,8 @@ struct ClusterSpec {
   int devices() const { return nodes * devices_per_node; }
   // Achievable compute rate of one device for the given precision.
   double device_flops_per_s(Precision precision) const;
-  // Inter-node bandwidth of a whole node (all NICs).
-  double node_network_bytes_per_s() const { return inter.bytes_per_s * nics_per_node; }
+  // Inter-node bandwidth of a whole node (all NICs), as the collective library achieves it.
+  double node_network_bytes_per_s() const { return inter.achieved_bytes_per_s() * nics_per_node; }
   bool shares_cores() const { return cores_per_node > 0; }
 };
 

@@ -76,7 +76,7 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
     k = 0;
     for (const auto& [node, count] : per_node) k = std::max(k, count);
   }
-  const double a_i = c.intra.latency_seconds, b_i = c.intra.bytes_per_s;
+  const double a_i = c.intra.latency_seconds, b_i = c.intra.achieved_bytes_per_s();
   const double a_e = c.inter.latency_seconds, b_e = device_network_bytes_per_s(c);
   e.crosses_nodes = nodes > 1;
   if (nodes == 1) {
@@ -107,7 +107,7 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
 }
 
 double p2p_time(double bytes, int from, int to, const ClusterSpec& c) {
-  if (node_of(c, from) == node_of(c, to)) return c.intra.latency_seconds + transfer(bytes, c.intra.bytes_per_s);
+  if (node_of(c, from) == node_of(c, to)) return c.intra.latency_seconds + transfer(bytes, c.intra.achieved_bytes_per_s());
   return c.inter.latency_seconds + transfer(bytes, device_network_bytes_per_s(c));
 }
 
@@ -118,11 +118,20 @@ double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
   return rate;
 }
 
+double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision precision) {
+  const double rate = c.device_flops_per_s(precision);
+  const double mem_bw = c.device.achieved_memory_bytes_per_s();
+  // The optimizer is one fused, bandwidth-bound kernel: the roofline. A forward or backward is a
+  // sequence of kernels -- GEMMs at the GEMM rate, then elementwise ops, norms and softmax at
+  // the memory rate -- that do not overlap one another on a device, so their times add.
+  if (op.kind == OpKind::kOptimizer) return std::max(op.flops / rate, op.memory_bytes / mem_bw);
+  return op.flops / rate + op.memory_bytes / mem_bw;
+}
+
 double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan) {
-  double mem_bw = c.device.memory_bytes_per_s;
-  if (c.shares_cores() && c.devices_per_node > c.cores_per_node)
-    mem_bw *= double(c.cores_per_node) / c.devices_per_node;
-  return std::max(op.flops / rank_flops_per_s(c, plan), op.memory_bytes / mem_bw);
+  double t = compute_seconds_alone(op, c, plan.precision);
+  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) t *= double(c.devices_per_node) / c.cores_per_node;
+  return t;
 }
 
 double bubble_fraction_of_ideal(int pp, int v, int64_t m) {
@@ -190,84 +199,140 @@ class Walker {
     double end = 0;
   };
 
+  // When an op may start as far as its own rank is concerned: its stream is free and its
+  // dependencies have finished. `dep_is_comm`: the latest dependency is a communication-stream
+  // collective (the compute stream then waits for communication, which is exposed).
+  struct Readiness {
+    double at = 0;
+    double dep_end = 0;
+    bool dep_is_comm = false;
+  };
+  struct Interval {
+    double start = 0, finish = 0;
+  };
+
   // Tries to start the head op of one stream; returns true if it did.
   bool advance(int i, int stream, const Plan& plan) {
     State& s = states_[i];
     if (s.head[stream] >= s.queue[stream].size()) return false;
+    const Op& op = programs_[i].ops[s.queue[stream][s.head[stream]]];
+    Readiness ready;
+    if (!dependencies_done(i, stream, op, ready)) return false;
+    Interval when{ready.at, ready.at};
+    if (!place(i, op, plan, when)) return false;
+    account(s, stream, op, when, ready);
+    commit(i, stream, op, when);
+    return true;
+  }
+
+  bool dependencies_done(int i, int stream, const Op& op, Readiness& r) const {
+    const State& s = states_[i];
     const StepProgram& prog = programs_[i];
-    const Op& op = prog.ops[s.queue[stream][s.head[stream]]];
-    double ready = s.free_at[stream];
-    double dep_end = 0;
-    bool dep_is_comm = false;
     for (int d : op.deps) {
       if (s.finish[d] == kNotYet) return false;
-      if (s.finish[d] > dep_end) {
-        dep_end = s.finish[d];
+      if (s.finish[d] > r.dep_end) {
+        r.dep_end = s.finish[d];
         const Op& dop = prog.ops[d];
-        dep_is_comm = dop.stream == Stream::kComm && dop.is_collective();
+        r.dep_is_comm = dop.stream == Stream::kComm && dop.is_collective();
       }
     }
-    ready = std::max(ready, dep_end);
-
-    double start = ready, finish = ready;
-    if (op.is_collective()) {
-      const Group& g = prog.group_of(op);
-      const int gid = s.group_id[op.group];
-      auto& arrivals = rendezvous_[{gid, s.call_index[op.id]}];
-      if (!s.arrived[op.id]) {
-        arrivals.emplace_back(prog.rank, ready);
-        s.arrived[op.id] = true;
-      }
-      int walked_members = 0;
-      for (int member : g.ranks) walked_members += index_of_.count(member) ? 1 : 0;
-      if (int(arrivals.size()) < walked_members) return false;
-      for (const auto& [r, t] : arrivals) start = std::max(start, t);
-      const auto est = collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_);
-      finish = start + est.seconds * op.count;
-      s.comm_cpu += bus_bandwidth_factor(collective_of(op.kind), g.size()) * op.bytes * op.count *
-                    cluster_.comm_cpu_seconds_per_byte;
-      if (detail_)
-        timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
-                            g.size(), start, finish, est.seconds, std::string(to_string(est.algorithm))});
-    } else if (op.kind == OpKind::kRecv) {
-      auto& sent = sends_[{op.peer, prog.rank}];
-      const int k = recv_count_[{op.peer, prog.rank}];
-      const double wire = p2p_time(op.bytes, op.peer, prog.rank, cluster_);
-      if (index_of_.count(op.peer)) {
-        if (int(sent.size()) <= k) return false;
-        finish = std::max(start, sent[k] + wire);
-      } else {
-        finish = start + wire;  // the peer is not walked: assume it sends on time
-      }
-      ++recv_count_[{op.peer, prog.rank}];
-    } else if (op.kind == OpKind::kSend) {
-      sends_[{prog.rank, op.peer}].push_back(start);
-      s.comm_cpu += op.bytes * cluster_.comm_cpu_seconds_per_byte;
-      finish = start + p2p_time(op.bytes, prog.rank, op.peer, cluster_);
-    } else {
-      finish = start + compute_time(op, cluster_, plan);
-    }
-
-    // Account for the compute stream: its idle gap before this op, and what it then runs.
-    if (stream == 0) {
-      const double gap = start - s.free_at[0];
-      if (gap > 0 && dep_is_comm && dep_end >= start) s.exposed += gap;
-      if (op.is_compute()) {
-        s.compute += finish - start;
-        (op.kind == OpKind::kForward ? s.forward : op.kind == OpKind::kBackward ? s.backward : s.optimizer) += finish - start;
-      }
-      else if (op.is_collective()) s.exposed += finish - start;
-    } else if (op.is_collective()) {
-      s.last_comm_collective_end = std::max(s.last_comm_collective_end, finish);
-    }
-    s.start[op.id] = start;
-    s.finish[op.id] = finish;
-    if (detail_) timeline_.push_back({prog.rank, op.id, start, finish});
-    // Sends are asynchronous: the stream moves on at once.
-    s.free_at[stream] = op.kind == OpKind::kSend ? start : finish;
-    s.end = std::max(s.end, finish);
-    ++s.head[stream];
+    r.at = std::max(s.free_at[stream], r.dep_end);
     return true;
+  }
+
+  // Sets when `op` runs (w.start is its own readiness on entry); false if it must wait for
+  // another rank (a collective's members, a receive's message).
+  bool place(int i, const Op& op, const Plan& plan, Interval& w) {
+    if (op.is_collective()) return place_collective(i, op, w);
+    if (op.kind == OpKind::kRecv) return place_recv(i, op, w);
+    if (op.kind == OpKind::kSend) {
+      place_send(i, op, w);
+      return true;
+    }
+    w.finish = w.start + compute_time(op, cluster_, plan);
+    return true;
+  }
+
+  // A collective starts when every walked member of its group has reached it.
+  bool place_collective(int i, const Op& op, Interval& w) {
+    State& s = states_[i];
+    const StepProgram& prog = programs_[i];
+    const Group& g = prog.group_of(op);
+    auto& arrivals = rendezvous_[{s.group_id[op.group], s.call_index[op.id]}];
+    if (!s.arrived[op.id]) {
+      arrivals.emplace_back(prog.rank, w.start);
+      s.arrived[op.id] = true;
+    }
+    int walked_members = 0;
+    for (int member : g.ranks) walked_members += index_of_.count(member) ? 1 : 0;
+    if (int(arrivals.size()) < walked_members) return false;
+    for (const auto& [r, t] : arrivals) w.start = std::max(w.start, t);
+    const auto est = collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_);
+    w.finish = w.start + est.seconds * op.count;
+    s.comm_cpu += bus_bandwidth_factor(collective_of(op.kind), g.size()) * op.bytes * op.count *
+                  cluster_.comm_cpu_seconds_per_byte;
+    if (detail_)
+      timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
+                          g.size(), w.start, w.finish, est.seconds, std::string(to_string(est.algorithm))});
+    return true;
+  }
+
+  // Messages between a pair match in order; a receive ends when its message has arrived.
+  bool place_recv(int i, const Op& op, Interval& w) {
+    const int rank = programs_[i].rank;
+    auto& sent = sends_[{op.peer, rank}];
+    int& k = recv_count_[{op.peer, rank}];
+    const double wire = p2p_time(op.bytes, op.peer, rank, cluster_);
+    if (index_of_.count(op.peer)) {
+      if (int(sent.size()) <= k) return false;
+      w.finish = std::max(w.start, sent[k] + wire);
+    } else {
+      w.finish = w.start + wire;  // the peer is not walked: assume it sends on time
+    }
+    ++k;
+    return true;
+  }
+
+  void place_send(int i, const Op& op, Interval& w) {
+    const int rank = programs_[i].rank;
+    sends_[{rank, op.peer}].push_back(w.start);
+    states_[i].comm_cpu += op.bytes * cluster_.comm_cpu_seconds_per_byte;
+    w.finish = w.start + p2p_time(op.bytes, rank, op.peer, cluster_);
+  }
+
+  // The compute stream's books: its idle gap before the op when it waited for communication,
+  // and what the op itself is (compute by kind, or a synchronous collective: exposed).
+  static void account(State& s, int stream, const Op& op, const Interval& w, const Readiness& r) {
+    if (stream != 0) {
+      if (op.is_collective()) s.last_comm_collective_end = std::max(s.last_comm_collective_end, w.finish);
+      return;
+    }
+    const double gap = w.start - s.free_at[0];
+    if (gap > 0 && r.dep_is_comm && r.dep_end >= w.start) s.exposed += gap;
+    const double took = w.finish - w.start;
+    if (op.is_collective()) s.exposed += took;
+    if (!op.is_compute()) return;
+    s.compute += took;
+    compute_share(s, op.kind) += took;
+  }
+
+  static double& compute_share(State& s, OpKind kind) {
+    switch (kind) {
+      case OpKind::kForward: return s.forward;
+      case OpKind::kBackward: return s.backward;
+      default: return s.optimizer;
+    }
+  }
+
+  void commit(int i, int stream, const Op& op, const Interval& w) {
+    State& s = states_[i];
+    s.start[op.id] = w.start;
+    s.finish[op.id] = w.finish;
+    if (detail_) timeline_.push_back({programs_[i].rank, op.id, w.start, w.finish});
+    // Sends are asynchronous: the stream moves on at once.
+    s.free_at[stream] = op.kind == OpKind::kSend ? w.start : w.finish;
+    s.end = std::max(s.end, w.finish);
+    ++s.head[stream];
   }
 
   void check_finished() const {

@@ -46,7 +46,12 @@ double p2p_time(double bytes, int from, int to, const ClusterSpec& cluster);
 // Achievable compute rate of one rank: peak x efficiency, divided among ranks that share a
 // host's cores (cpu-local with more workers than cores).
 double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);
-// Duration of a compute op: the roofline max(FLOPs / rate, memory bytes / bandwidth).
+// Duration of a compute op on a device of its own: a forward or backward takes FLOPs / GEMM rate
+// + memory bytes / achieved memory bandwidth (its GEMMs and its bandwidth-bound kernels run one
+// after another); the optimizer, one fused kernel, the roofline max of the two. The simulator
+// times compute ops with this function too.
+double compute_seconds_alone(const Op& op, const ClusterSpec& cluster, Precision precision);
+// The same on this plan's share of a host whose cores more ranks share (cpu-local).
 double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan);
 
 // Per-rank result of the walk, in the same keys the simulator and the runtime report.

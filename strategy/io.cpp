@@ -132,7 +132,8 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
   if (!gbyte && !gbit) r.fail("bandwidth_gb_per_s", "(missing)", "link bandwidth is required");
   l.bytes_per_s = gbyte ? *gbyte * units::kGB : *gbit * units::kGbit_per_s;
   l.latency_seconds = r.number("latency_us", 0, 1e9, false).value_or(0) * 1e-6;
-  r.reject_unknown("kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us");
+  l.protocol_efficiency = r.number("protocol_efficiency", 0, 1, true).value_or(1.0);
+  r.reject_unknown("kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us, protocol_efficiency");
   return l;
 }
 
@@ -163,7 +164,9 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
     c.device.peak_flops_bf16 = required_positive(d, "peak_tflops_bf16") * units::kTera;
     c.device.memory_bytes_per_s = required_positive(d, "memory_bandwidth_gb_per_s") * units::kGB;
     c.device.gemm_efficiency = d.number("gemm_efficiency", 0, 1, true).value_or(1.0);
-    d.reject_unknown("name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, gemm_efficiency");
+    c.device.memory_efficiency = d.number("memory_efficiency", 0, 1, true).value_or(1.0);
+    d.reject_unknown("name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, "
+                     "gemm_efficiency, memory_efficiency");
   }
   c.intra = read_link(r.table("intra"), source, "intra");
   c.inter = read_link(r.table("inter"), source, "inter");
@@ -198,9 +201,11 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
     << "\npeak_tflops_bf16 = " << num(c.device.peak_flops_bf16 / units::kTera)
     << "\nmemory_bandwidth_gb_per_s = " << num(c.device.memory_bytes_per_s / units::kGB)
     << "\ngemm_efficiency = " << num(c.device.gemm_efficiency) << "\n";
+  if (c.device.memory_efficiency != 1.0) o << "memory_efficiency = " << num(c.device.memory_efficiency) << "\n";
   for (const auto& [name, l] : {std::pair{"intra", c.intra}, std::pair{"inter", c.inter}}) {
     o << "\n[" << name << "]\nkind = \"" << l.kind << "\"\nbandwidth_gb_per_s = " << num(l.bytes_per_s / units::kGB)
       << "\nlatency_us = " << num(l.latency_seconds * 1e6) << "\n";
+    if (l.protocol_efficiency != 1.0) o << "protocol_efficiency = " << num(l.protocol_efficiency) << "\n";
   }
   return o.str();
 }
@@ -261,9 +266,12 @@ nlohmann::json to_json(const ClusterSpec& c) {
                       {"peak_flops_fp32", c.device.peak_flops_fp32},
                       {"peak_flops_bf16", c.device.peak_flops_bf16},
                       {"memory_bytes_per_s", c.device.memory_bytes_per_s},
-                      {"gemm_efficiency", c.device.gemm_efficiency}}},
-          {"intra", {{"kind", c.intra.kind}, {"bytes_per_s", finite(c.intra.bytes_per_s)}, {"latency_seconds", c.intra.latency_seconds}}},
-          {"inter", {{"kind", c.inter.kind}, {"bytes_per_s", finite(c.inter.bytes_per_s)}, {"latency_seconds", c.inter.latency_seconds}, {"nics_per_node", c.nics_per_node}}}};
+                      {"gemm_efficiency", c.device.gemm_efficiency},
+                      {"memory_efficiency", c.device.memory_efficiency}}},
+          {"intra", {{"kind", c.intra.kind}, {"bytes_per_s", finite(c.intra.bytes_per_s)}, {"latency_seconds", c.intra.latency_seconds},
+                     {"protocol_efficiency", c.intra.protocol_efficiency}}},
+          {"inter", {{"kind", c.inter.kind}, {"bytes_per_s", finite(c.inter.bytes_per_s)}, {"latency_seconds", c.inter.latency_seconds},
+                     {"protocol_efficiency", c.inter.protocol_efficiency}, {"nics_per_node", c.nics_per_node}}}};
 }
 
 nlohmann::json to_json(const Plan& p) {

@@ -124,6 +124,13 @@ double forward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers
 double backward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers);
 double forward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
 double backward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
+// Bytes the bandwidth-bound kernels of one microbatch through `layers` move through device
+// memory on one rank (step_program.cpp derives them tensor by tensor from Megatron's kernels:
+// LayerNorm, bias-dropout-add, scale-mask-softmax, attention dropout, GeLU, the vocab-parallel
+// cross-entropy). GEMMs are not counted here: they are FLOPs. Zero for the lab MLP, whose
+// calibrated rate already includes its elementwise work.
+double forward_memory_bytes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
+double backward_memory_bytes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
 // One optimizer update per parameter: memory traffic and FLOPs. Adam reads parameters,
 // gradients and both moments and writes parameters and moments: 28 bytes in fp32 and in mixed
 // precision (fp32 master + bf16 copy, bf16 gradients); SGD with momentum moves 20. About 12

@@ -85,6 +85,8 @@ void Builder::emit_compute(const Slot& slot, LayerRange range, std::vector<int> 
   op.chunk = slot.chunk;
   op.phase = plan_.pp > 1 ? slot.phase : Phase::kNone;
   op.flops = slot.forward ? forward_flops(range) : backward_flops(range);
+  op.memory_bytes = slot.forward ? strategy::forward_memory_bytes(model_, layers_, plan_, range)
+                                 : strategy::backward_memory_bytes(model_, layers_, plan_, range);
   const std::string what = range.size() == 1 ? layer_tag(layers_[range.begin]) : "c" + std::to_string(slot.chunk);
   op.tag = std::string(slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." + what;
   std::sort(deps.begin(), deps.end());

@@ -27,9 +27,13 @@ TEST(Presets, ClusterFiguresFromTheirUnits) {
   EXPECT_DOUBLE_EQ(a.device.memory_bytes, 80 * units::kGiB);
   EXPECT_DOUBLE_EQ(a.inter.bytes_per_s, 25e9);  // 200 Gb/s HDR
   EXPECT_EQ(a.nics_per_node, 8);
-  EXPECT_DOUBLE_EQ(a.node_network_bytes_per_s(), 200e9);
+  // What NCCL achieves of the node's 8 x 25 GB/s: 0.94 of it (the preset's protocol_efficiency).
+  EXPECT_DOUBLE_EQ(a.node_network_bytes_per_s(), 200e9 * 0.94);
+  EXPECT_DOUBLE_EQ(a.intra.bytes_per_s, 300e9);
+  EXPECT_DOUBLE_EQ(a.intra.achieved_bytes_per_s(), 300e9 * 0.80);
   EXPECT_DOUBLE_EQ(a.intra.latency_seconds, 2e-6);
-  EXPECT_DOUBLE_EQ(a.device_flops_per_s(Precision::kMixed), 312e12 * 0.7);
+  EXPECT_DOUBLE_EQ(a.device_flops_per_s(Precision::kMixed), 312e12 * 0.859);
+  EXPECT_DOUBLE_EQ(a.device.achieved_memory_bytes_per_s(), 2039e9 * 0.88);
   EXPECT_DOUBLE_EQ(load_cluster("h200").device.memory_bytes, 141e9);
   const ClusterSpec ideal = load_cluster("ideal");
   EXPECT_TRUE(std::isinf(ideal.intra.bytes_per_s));
