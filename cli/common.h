@@ -56,6 +56,7 @@ void add_bench_command(CLI::App& app);
 void add_proof_command(CLI::App& app);
 void add_runbook_command(CLI::App& app);
 void add_grade_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
 
 // "64K", "25MB", "1GiB", "1e6" -> bytes. Throws ConfigError naming `field`.
 double parse_bytes(const std::string& field, const std::string& text);

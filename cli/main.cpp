@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   parlab::cli::add_proof_command(app);
   parlab::cli::add_runbook_command(app);
   parlab::cli::add_grade_command(app);
+  parlab::cli::add_validate_command(app);
   refuse_integer_overflow(app);
 
   try {

@@ -1,6 +1,7 @@
 #include "strategy/ledger.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "strategy/partition.h"
 
@@ -27,6 +28,21 @@ int inflight(const Plan& p, int stage) {
       return int(std::min<int64_t>(2 * (p.pp - stage - 1) + int64_t(p.v - 1) * p.pp + 1, m * p.v));
   }
   return 1;
+}
+
+// How many of the `total` in-flight chunk-forwards belong to each model chunk. Forward k of an
+// interleaved stage runs chunk (k mod p v) / p (Megatron's order, gen/schedule.cpp), so at the
+// first backward chunk 0 -- the one holding the embedding -- has run only about half of them
+// when v = 2, a third when v = 3. Charging every in-flight forward with the largest chunk
+// overstated the first stage by the embedding's share (4.8% for gpt-530b, one block per chunk).
+std::vector<int> inflight_per_chunk(const Plan& p, int total, size_t chunks) {
+  std::vector<int> n(chunks, 0);
+  if (chunks == 1 || p.schedule != Schedule::kInterleaved) {
+    n[0] = total;
+    return n;
+  }
+  for (int k = 0; k < total; ++k) ++n[size_t((k % (p.pp * p.v)) / p.pp)];
+  return n;
 }
 
 }  // namespace
@@ -102,7 +118,8 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
   }
 
   const auto chunks = stage_chunks(layers, p, L.stage);
-  double held = 0, largest_layer_held = 0, act_per_mb_chunk = 0;
+  double held = 0, largest_layer_held = 0;
+  std::vector<double> act_per_mb_chunk;
   for (const auto& range : chunks) {
     double chunk_act = 0;
     for (int i = range.begin; i < range.end; ++i) {
@@ -112,7 +129,7 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
       largest_layer_held = std::max(largest_layer_held, layer_held);
       chunk_act += activation_bytes(layers[i], m, p);
     }
-    act_per_mb_chunk = std::max(act_per_mb_chunk, chunk_act);
+    act_per_mb_chunk.push_back(chunk_act);
   }
   // Tied embeddings under pipeline parallelism: the last stage keeps its own copy of the token
   // embedding for the logits (Megatron), kept in sync by an all-reduce of its gradient.
@@ -125,7 +142,8 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
   L.optimizer_bytes = held * per.optimizer / (p.zero >= 1 ? dp : 1);
 
   L.inflight_microbatches = inflight(p, L.stage);
-  L.activations_bytes = act_per_mb_chunk * L.inflight_microbatches;
+  const auto per_chunk = inflight_per_chunk(p, L.inflight_microbatches, act_per_mb_chunk.size());
+  for (size_t c = 0; c < per_chunk.size(); ++c) L.activations_bytes += per_chunk[c] * act_per_mb_chunk[c];
 
   // Temporary buffers.
   //  - DDP and ZeRO-1/2: gradient buckets being reduced while the next fills (PyTorch DDP copies

@@ -117,7 +117,12 @@ TEST(Ledger, PipelineScheduleDecidesMicrobatchesInFlight) {
   // Warm-up on stage 0: 2 (pp - 1) + (v - 1) pp + 1 = 6 + 4 + 1 = 11 chunk-forwards of 6 blocks,
   // i.e. 66 = 48 (1 + 3/8) block-activations: the interleaving factor.
   EXPECT_EQ(is[0].inflight_microbatches, 11);
-  EXPECT_DOUBLE_EQ(11.0 * 6, 48 * (1 + 3.0 / 8));
+  // Forward k runs chunk (k mod 8) / 4: forwards 0-3 and 8-10 are chunk 0 (the embedding and
+  // blocks 1-6), 4-7 chunk 1 (6 blocks). So stage 0 holds 7 x 6 + 4 x 6 = 66 block-activations
+  // -- 48 (1 + 3/8), Korthikanti et al.'s interleaving factor -- and 7 embedding-activations.
+  const double iblock = activation_bytes(first_block(layers), inter.model, inter.plan);
+  const double iembed = activation_bytes(layers.front(), inter.model, inter.plan);
+  EXPECT_DOUBLE_EQ(is[0].activations_bytes, 48 * (1 + 3.0 / 8) * iblock + 7 * iembed);
 }
 
 TEST(Ledger, TensorParallelSplitsWeightsButNotNorms) {

@@ -1,0 +1,52 @@
+#pragma once
+// The GPU presets against published measurements: docs/validation.md is validation_markdown(),
+// `parlab validate` prints it, and a test regenerates it and compares it with the committed file,
+// so the document always shows what the code predicts today.
+//
+//   step time      the Megatron runs of Korthikanti et al. 2022, Table 5, predicted by the cost
+//                  model (the walk of the same step programs the simulator runs, with the same
+//                  compute and link times)
+//   all-reduce     the simulated 8-GPU NVLink ring all-reduce of dgx-a100 and dgx-h100 against
+//                  nccl-tests' figures, 1 MiB .. 8 GiB
+//   activations    the memory ledger against the paper's activation formulas (Table 2 and the
+//                  pipeline schedule's in-flight factor, Section 4.2.3)
+#include <string>
+#include <vector>
+
+namespace parlab::sim {
+
+struct StepTimeRow {
+  std::string model;  // preset name
+  std::string plan;   // plan text (Table 3's configuration)
+  int gpus = 0;
+  bool selective = false;  // "present work": sequence parallel + selective recompute; else full recompute
+  double paper_seconds = 0;
+  double predicted_seconds = 0;
+  double error() const { return predicted_seconds / paper_seconds - 1; }
+};
+
+struct BusbwRow {
+  std::string cluster;
+  double bytes = 0;
+  double simulated_busbw = 0;  // bytes/s
+  double analytic_busbw = 0;
+  double published_busbw = 0;  // 0: no published figure for this size
+  double error() const { return published_busbw > 0 ? simulated_busbw / published_busbw - 1 : 0; }
+};
+
+struct ActivationRow {
+  std::string model;
+  std::string variant;     // "tensor parallel" or "sequence parallel + selective"
+  double paper_bytes = 0;  // the paper's formula
+  double ledger_bytes = 0;
+  double error() const { return ledger_bytes / paper_bytes - 1; }
+};
+
+std::vector<StepTimeRow> table5_rows();
+std::vector<BusbwRow> busbw_rows();
+std::vector<ActivationRow> activation_rows();
+
+// docs/validation.md.
+std::string validation_markdown();
+
+}  // namespace parlab::sim
