@@ -122,10 +122,10 @@ void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec)
   fmt::print("         global batch {} = microbatch {} x {} microbatches x dp {}; {} synthetic samples\n",
              p.global_batch, p.microbatch, p.microbatches, p.dp, c.data_size);
   const bool sgd = std::holds_alternative<train::SgdConfig>(c.optimizer);
-  fmt::print("Train    {} steps, {} lr {:g}, seed {}, {} worker process(es), run dir {}\n", j.steps,
+  fmt::print("Train    {} steps, {} lr {:g}, seed {}, {} worker process(es) on {}, run dir {}\n", j.steps,
              sgd ? "SGD" : "AdamW",
              sgd ? std::get<train::SgdConfig>(c.optimizer).lr : std::get<train::AdamWConfig>(c.optimizer).lr,
-             j.seed, spec.nproc, j.run_dir.string());
+             j.seed, spec.nproc, j.device == "cuda" ? "GPUs (NCCL)" : "CPUs (Gloo)", j.run_dir.string());
   if (j.checkpoint_every > 0)
     fmt::print("Ckpt     every {} steps and at the last, in {} (keep last {}); max restarts {}, min workers {}\n",
                j.checkpoint_every, launch::checkpoint_root(j.run_dir).string(), j.keep_last, spec.max_restarts,
