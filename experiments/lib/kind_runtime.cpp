@@ -179,6 +179,7 @@ std::string with_keys(const std::string& base, const std::string& extra) {
 EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const std::string& plan, int w,
                                  const std::string& label) {
   auto spec = job_spec(ctx, t.model, plan, w, t.steps, t.seed, label);
+  spec.job.device = t.device;
   if (t.data_size > 0) spec.job.data_size = t.data_size;
   spec.job.dump_dir = spec.job.run_dir / "dump";
   spec.job.checkpoint_every = t.steps;  // one checkpoint: the final weights to compare
@@ -238,6 +239,7 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
   proof.kind = "equivalence";
   proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"plans", t.plans}, {"workers", t.workers}, {"steps", t.steps},
                   {"tolerance", t.tolerance}, {"seed", t.seed}};
+  if (t.device != "cpu") proof.inputs["device"] = t.device;  // cpu proofs keep their inputs as before
   proof.result = headline;
   proof.passed = all;
   proof.evidence = evidence;
@@ -254,6 +256,7 @@ void run_kill_resume(Context& ctx, const KillResumeTask& t) {
   o.job.plan = t.plan;
   o.job.steps = t.steps;
   o.job.seed = t.seed;
+  o.job.device = t.device;
   o.nproc = t.nproc;
   o.trials = t.trials;
   o.checkpoint_every = t.checkpoint_every;

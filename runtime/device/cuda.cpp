@@ -44,7 +44,7 @@ CudaRank open_cuda_rank(std::shared_ptr<comm::Store> store, int rank, int size, 
   no.timeout = options.timeout;
   no.attempt = options.attempt;
   no.dump_dir = options.dump_dir;
-  no.group_name = "world";
+  no.group_name = "nccl.world";  // beside the Gloo "world": flight-recorder dumps must not share a file name
   std::unique_ptr<comm::NcclCommunicator> nccl = comm::make_nccl_communicator(std::move(store), rank, size, r.device, no);
   comm::NcclCommunicator* raw = nccl.get();
   r.world = std::move(nccl);
