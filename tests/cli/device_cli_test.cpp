@@ -76,6 +76,18 @@ TEST(DeviceCli, CudaWithoutADeviceFailsAtOnceWithOneLineAndStartsNoWorker) {
   fs::remove_all(run_dir);
 }
 
+TEST(DeviceCli, TheKillResumeProofOnCudaIsRefusedTheSameWayWithoutADevice) {
+  if (device::unavailable_reason(device::Kind::kCuda).empty()) GTEST_SKIP() << "this machine has a CUDA device";
+  const fs::path work = fs::temp_directory_path() / ("parlab_device_proof_" + std::to_string(::getpid()));
+  const ProcessResult r = parlab({"proof", "kill-resume", "--device", "cuda", "--nproc", "1", "--steps", "4",
+                                  "--work-dir", work.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--device = cuda"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work / "reference")) << "a run started";
+  fs::remove_all(work);
+}
+
 TEST(DeviceCli, TheBinaryLinksNcclAndCublasExactlyWhenBuiltWithCuda) {
   const std::string libs = ldd_of(parlab_bin());
   ASSERT_NE(libs.find("libc.so"), std::string::npos) << "ldd did not run: " << libs;
