@@ -300,11 +300,15 @@ void Executor::run_backward(const Op& op) {
 void Executor::run_optimizer(const Op& op) {
   // The shard's parameters and reduced gradients, wherever the stage keeps them (shards.h), on
   // the host: a device model copies them across around the update (model.h).
-  const double t0 = now();
+  double t0 = now();
   model_.pull_grads(shards_.shard());
   std::span<float> params = shards_.params();
   std::span<const float> grads = shards_.grads();
-  if (options_.before_optimizer) options_.before_optimizer(op, params, grads);
+  if (options_.before_optimizer) {
+    const double h0 = now();
+    options_.before_optimizer(op, params, grads);
+    t0 += now() - h0;  // the dump's file writes are not optimizer time
+  }
   optimizer_.step(params, grads);
   model_.push_params(shards_.shard());
   const double t1 = slowed(t0, now());
