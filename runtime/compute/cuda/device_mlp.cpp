@@ -17,8 +17,8 @@ constexpr int kTensorsPerBlock = 4;
 
 // What one microbatch holds on the device, sized for max_batch. Boundary tensor l lives at
 // acts + l * max_batch * h (a fixed stride, so a smaller microbatch reuses the same storage).
-struct Slot {
-  Slot(const model::MlpShape& s, int64_t max_b)
+struct DeviceMlpSlot {
+  DeviceMlpSlot(const model::MlpShape& s, int64_t max_b)
       : acts(static_cast<size_t>((s.blocks + 1) * max_b * s.hidden)),
         dacts(acts.size()),
         pre(static_cast<size_t>(s.blocks * max_b * s.ffn)),
@@ -54,8 +54,8 @@ struct DeviceMlp::State {
   }
 
   const model::MlpShape& shape() const { return layout.shape(); }
-  Slot& cur() { return slots[static_cast<size_t>(current)]; }
-  const Slot& cur() const { return slots[static_cast<size_t>(current)]; }
+  DeviceMlpSlot& cur() { return slots[static_cast<size_t>(current)]; }
+  const DeviceMlpSlot& cur() const { return slots[static_cast<size_t>(current)]; }
   float* act(int l) const { return cur().acts.data() + l * max_batch * shape().hidden; }
   float* dact(int l) const { return cur().dacts.data() + l * max_batch * shape().hidden; }
   float* pre_of(int i) const { return cur().pre.data() + i * max_batch * shape().ffn; }
@@ -73,7 +73,7 @@ struct DeviceMlp::State {
   Stream stream;  // before blas: the handle is bound to it
   CublasHandle blas;
   DeviceBuffer<float> params, grads, scratch;
-  std::vector<Slot> slots;
+  std::vector<DeviceMlpSlot> slots;
   int current = 0;
 };
 
