@@ -11,6 +11,7 @@
 #include "experiments/lib/runner.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/device/device.h"
 #include "runtime/launch/kill_resume_proof.h"
 #include "runtime/launch/run_recorder.h"
 #include "runtime/launch/run_training.h"
@@ -192,6 +193,7 @@ EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const s
 }  // namespace
 
 void run_equivalence(Context& ctx, const EquivalenceTask& t) {
+  device::require_available(device::parse_kind(t.device, "device"));  // before any process starts
   const int ref_workers = t.workers.front();
   const EquivalenceRun ref = train_equivalence(ctx, t, t.plan, ref_workers, "equivalence-" + std::to_string(ref_workers) + "w");
   // Gradients of step 0 as the optimizer applied them (reduced over ranks, gathered under ZeRO;
@@ -251,6 +253,7 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
 }
 
 void run_kill_resume(Context& ctx, const KillResumeTask& t) {
+  device::require_available(device::parse_kind(t.device, "device"));  // before any process starts
   launch::ProofOptions o;
   o.job.model = resolve_ref(ctx, t.model);
   o.job.plan = t.plan;
