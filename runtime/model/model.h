@@ -66,6 +66,10 @@ class Model {
 
   virtual void forward_layer(int layer, MicrobatchState& mb) const = 0;
   virtual void backward_layer(int layer, MicrobatchState& mb) = 0;
+  // Returns once the layers' queued work is done (a device runs them asynchronously): the
+  // executor calls it at the end of each compute op, so op times are compute times on every
+  // device. The host computes synchronously: nothing to wait for.
+  virtual void synchronize() const {}
 
  protected:
   // Implementations decide whether they copy (LabMlp does; a device model does not).

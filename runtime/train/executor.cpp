@@ -280,6 +280,7 @@ void Executor::run_forward(const Op& op) {
   before_compute(op);
   const double t0 = now();
   for (int l = op.layers.begin; l < op.layers.end; ++l) model_.forward_layer(l, mb);
+  model_.synchronize();
   const double t1 = slowed(t0, now());
   result_.forward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
@@ -291,6 +292,7 @@ void Executor::run_backward(const Op& op) {
   before_compute(op);
   const double t0 = now();
   for (int l = op.layers.end - 1; l >= op.layers.begin; --l) model_.backward_layer(l, mb);
+  model_.synchronize();
   const double t1 = slowed(t0, now());
   result_.backward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);

@@ -45,6 +45,7 @@ class CudaModel final : public model::Model {
   void bind_grads(model::FlatRange range, std::span<float> storage) override;
   void forward_layer(int layer, model::MicrobatchState& mb) const override;
   void backward_layer(int layer, model::MicrobatchState& mb) override;
+  void synchronize() const override { device_->synchronize(); }
 
   DeviceMlp& device_mlp() { return *device_; }
   cudaStream_t stream() const { return device_->stream(); }
