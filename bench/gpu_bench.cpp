@@ -8,6 +8,12 @@
 //   sgemm     the step's 6 L + 3 cuBLAS sgemm calls alone (same M, N, K, transposes, beta = 1,
 //             distinct operands per call like the per-layer weights): the ceiling for the step.
 //             step / sgemm-alone shows what the non-GEMM kernels and launches cost.
+//   gemm      one large cuBLAS sgemm (8192^3, fp32, default math: no TF32): the fp32 GEMM rate
+//             this GPU reaches in this run, the denominator of the MFU figures below.
+//   train     the whole training step of `parlab train --device cuda` (Trainer on a CudaModel,
+//             NCCL world of one, AdamW on the host copies, lab-mlp preset, one microbatch of B):
+//             wall-clock median of steps after warm-up. MFU = step matmul FLOPs / step time /
+//             the gemm rate above (goal >= 50%); the forward+backward alone gets the same ratio.
 //   memcpy    device-to-device copy of 1 GiB (read + write = 2 x bytes moved) against the peak
 //             DRAM bandwidth; host<->device over pinned memory.
 // Times come from CUDA events on the model's stream (device time, no host jitter); each figure
@@ -22,11 +28,15 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/rendezvous.h"
 #include "runtime/compute/counter_rng.h"
 #include "runtime/compute/cuda/device.h"
 #include "runtime/compute/cuda/device_mlp.h"
 #include "runtime/compute/cuda/kernels.h"
+#include "runtime/device/device.h"
 #include "runtime/model/param_layout.h"
+#include "runtime/train/trainer.h"
+#include "strategy/io.h"
 
 namespace {
 
@@ -164,6 +174,71 @@ json bench_model(const cuda::DeviceInfo& dev, const MlpShape& shape, int64_t B, 
           {"step_vs_sgemm", step_vs_sgemm}};
 }
 
+// The fp32 GEMM rate of this device in this run: one square sgemm large enough to fill it.
+double bench_gemm_rate(const cuda::DeviceInfo& dev, int reps) {
+  cuda::DeviceGuard guard(dev.index);
+  cuda::Stream stream;
+  cuda::CublasHandle blas(stream.get());
+  const int n = 8192;
+  const std::size_t elems = static_cast<std::size_t>(n) * n;
+  cuda::DeviceBuffer<float> a(elems), b(elems), c(elems);
+  a.zero(stream.get());
+  b.zero(stream.get());
+  c.zero(stream.get());
+  const float one = 1.0f, zero = 0.0f;
+  const double seconds = median_seconds(stream.get(), reps, 2, [&] {
+    PARLAB_CUBLAS_CHECK(cublasSgemm(blas.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.data(), n, b.data(), n,
+                                    &zero, c.data(), n));
+  });
+  const double rate = 2.0 * n * double(n) * n / seconds;
+  const double peak = dev.fp32_peak_flops_per_s();
+  std::printf("\ncuBLAS sgemm %d^3 (fp32, no TF32)  %8.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak\n", n,
+              seconds * 1e3, rate / 1e12, peak > 0 ? 100 * rate / peak : 0.0);
+  return rate;
+}
+
+// The training step of `parlab train --device cuda` on one GPU, its MFU against `gemm_rate`.
+json bench_train_step(const cuda::DeviceInfo& dev, int64_t B, int steps, double gemm_rate) {
+  namespace train = parlab::train;
+  train::TrainConfig config;
+  config.model = parlab::strategy::load_model("lab-mlp");
+  const std::string plan = "gbs=" + std::to_string(B) + ",mb=" + std::to_string(B);
+  config.plan = train::resolve_train_plan(config.model, plan, 1, parlab::strategy::load_cluster("cpu-local"));
+  config.optimizer = train::AdamWConfig{.lr = 2e-4};
+  config.data_size = 4 * B;
+  config.seed = 1;
+  auto store = parlab::comm::make_in_process_store();
+  auto world = parlab::comm::make_gloo_communicator(store, 0, 1, parlab::comm::GlooOptions{});
+  parlab::device::CudaRankOptions o;
+  parlab::device::CudaRank gpu = parlab::device::open_cuda_rank(store, 0, 1, dev.index, o);
+  train::TrainerOptions to;
+  to.record_events = false;
+  to.collectives = gpu.world.get();
+  to.make_device_model = gpu.make_model;
+  train::Trainer trainer(config, *world, to);
+  for (int i = 0; i < 2; ++i) trainer.step();  // warm-up: cuBLAS heuristics, NCCL setup, page faults
+  std::vector<double> total, optimizer;
+  for (int i = 0; i < steps; ++i) {
+    const train::StepRecord r = trainer.step();
+    total.push_back(r.times.step_seconds);
+    optimizer.push_back(r.times.optimizer_seconds);
+  }
+  std::ranges::sort(total);
+  std::ranges::sort(optimizer);
+  const double step = total[total.size() / 2], opt = optimizer[optimizer.size() / 2];
+  const double flops = cuda::DeviceMlp::step_matmul_flops(parlab::model::lab_mlp_preset(), B);
+  const double mfu = flops / step / gemm_rate;
+  std::printf("\ntraining step on the GPU (parlab train --device cuda, lab-mlp, 1 GPU, microbatch %lld, AdamW)\n",
+              (long long)B);
+  std::printf("  step %8.3f ms (median of %d; range %.3f .. %.3f ms)  %7.2f TFLOP/s\n", step * 1e3, steps,
+              total.front() * 1e3, total.back() * 1e3, flops / step / 1e12);
+  std::printf("  MFU vs this run's cuBLAS sgemm rate: %5.1f%% (goal >= 50%%): %s\n", 100 * mfu, verdict(mfu >= 0.5));
+  std::printf("  of which the optimizer op (gradients to the host, AdamW there, weights back): %.3f ms\n", opt * 1e3);
+  return {{"batch", B},        {"steps", steps},     {"step_seconds", step},   {"step_seconds_min", total.front()},
+          {"step_seconds_max", total.back()}, {"optimizer_seconds", opt}, {"step_flops", flops},
+          {"mfu_vs_cublas", mfu}};
+}
+
 json bench_memcpy(const cuda::DeviceInfo& dev, int reps) {
   cuda::DeviceGuard guard(dev.index);
   cuda::Stream stream;
@@ -209,12 +284,13 @@ json bench_memcpy(const cuda::DeviceInfo& dev, int reps) {
 
 int main(int argc, char** argv) {
   CLI::App app{"lab-mlp forward+backward, sgemm and memcpy on one GPU vs the device's peaks"};
-  int device = 0, reps = 5;
+  int device = 0, reps = 5, train_steps = 10;
   std::vector<int64_t> batches{64, 1024};
   std::string json_path;
   app.add_option("--device", device, "CUDA device ordinal");
   app.add_option("--batch", batches, "microbatch sizes")->expected(1, 8);
   app.add_option("--reps", reps, "timed repetitions per figure (median reported)");
+  app.add_option("--train-steps", train_steps, "timed training steps per microbatch size (median reported)");
   app.add_option("--json", json_path, "also write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
 
@@ -245,7 +321,24 @@ int main(int argc, char** argv) {
                   {"fp32_peak_flops_per_s", dev.fp32_peak_flops_per_s()},
                   {"memory_peak_bytes_per_s", dev.memory_peak_bytes_per_s()}}}};
     const MlpShape shape = parlab::model::lab_mlp_preset();
-    for (int64_t B : batches) out["lab_mlp"].push_back(bench_model(dev, shape, B, reps));
+    const double gemm_rate = bench_gemm_rate(dev, reps);
+    out["cublas_sgemm_flops_per_s"] = gemm_rate;
+    for (int64_t B : batches) {
+      json m = bench_model(dev, shape, B, reps);
+      const double mfu = m["step_flops_per_s"].get<double>() / gemm_rate;
+      std::printf("  forward+backward MFU vs this run's cuBLAS sgemm rate: %5.1f%% (goal >= 50%%): %s\n", 100 * mfu,
+                  verdict(mfu >= 0.5));
+      m["mfu_vs_cublas"] = mfu;
+      out["lab_mlp"].push_back(m);
+    }
+    for (int64_t B : batches) {
+      try {
+        out["train_step"].push_back(bench_train_step(dev, B, train_steps, gemm_rate));
+      } catch (const std::exception& e) {  // the other figures still count
+        std::printf("\ntraining step at microbatch %lld FAILED: %s\n", (long long)B, e.what());
+        out["train_step"].push_back({{"batch", B}, {"error", e.what()}});
+      }
+    }
     out["memcpy"] = bench_memcpy(dev, reps);
     if (!json_path.empty()) {
       std::ofstream(json_path) << out.dump(2) << "\n";

@@ -8,6 +8,7 @@
 #include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
+#include "runtime/device/device.h"
 #include "runtime/launch/kill_resume_proof.h"
 #include "strategy/errors.h"
 
@@ -87,6 +88,7 @@ void add_proof_command(CLI::App& app) {
   kr->add_option("--fault-seed", o->fault_seed, "Seed of the random faults (default: --seed + 1); printed for replay");
   kr->add_option("--optimizer", j.optimizer, "adam | sgd")->check(CLI::IsMember({"adam", "sgd"}));
   kr->add_option("--data-size", j.data_size, "Synthetic dataset samples");
+  kr->add_option("--device", j.device, "cpu | cuda (each worker binds LOCAL_RANK's GPU; DDP)")->capture_default_str();
   kr->add_flag("--shrink", o->proof.shrink, "Lose a rank instead (elastic restart with nproc - 1 workers)");
   kr->add_option("--tolerance", o->proof.tolerance, "--shrink: largest relative difference allowed")->capture_default_str();
   kr->add_option("--work-dir", o->proof.work_dir, "Run directories of the reference and the trials")->capture_default_str();
@@ -101,6 +103,7 @@ void add_proof_command(CLI::App& app) {
     if (given(*kr, "--data-size") && o->proof.job.data_size < 1)
       throw ConfigError("--data-size", std::to_string(o->proof.job.data_size), "must be at least one global batch of samples");
     if (given(*kr, "--work-dir")) writable_directory("--work-dir", o->proof.work_dir);
+    device::require_available(device::parse_kind(o->proof.job.device));
     run_kill_resume(*o);
   });
 }

@@ -14,6 +14,7 @@
 #include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
+#include "runtime/device/device.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/progress.h"
@@ -121,10 +122,10 @@ void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec)
   fmt::print("         global batch {} = microbatch {} x {} microbatches x dp {}; {} synthetic samples\n",
              p.global_batch, p.microbatch, p.microbatches, p.dp, c.data_size);
   const bool sgd = std::holds_alternative<train::SgdConfig>(c.optimizer);
-  fmt::print("Train    {} steps, {} lr {:g}, seed {}, {} worker process(es), run dir {}\n", j.steps,
+  fmt::print("Train    {} steps, {} lr {:g}, seed {}, {} worker process(es) on {}, run dir {}\n", j.steps,
              sgd ? "SGD" : "AdamW",
              sgd ? std::get<train::SgdConfig>(c.optimizer).lr : std::get<train::AdamWConfig>(c.optimizer).lr,
-             j.seed, spec.nproc, j.run_dir.string());
+             j.seed, spec.nproc, j.device == "cuda" ? "GPUs (NCCL)" : "CPUs (Gloo)", j.run_dir.string());
   if (j.checkpoint_every > 0)
     fmt::print("Ckpt     every {} steps and at the last, in {} (keep last {}); max restarts {}, min workers {}\n",
                j.checkpoint_every, launch::checkpoint_root(j.run_dir).string(), j.keep_last, spec.max_restarts,
@@ -268,6 +269,8 @@ void check_train_flags(const CLI::App& cmd, const TrainOptions& o) {
   // Workers (ours, or started by torchrun/srun) share the run dir and create it themselves.
   if (!o.worker && !(o.nproc == 0 && launch::launched_as_worker())) writable_directory("--run-dir", j.run_dir);
   if (!o.db.empty() || given(cmd, "--db")) database_path("--db", o.db, false);
+  // At once, before any process: no CUDA device (or a build without CUDA) is one line, exit 2.
+  device::require_available(device::parse_kind(j.device));
 }
 
 // What the resolved job must satisfy beyond each flag alone: enough samples for one global batch,
@@ -301,6 +304,7 @@ void run_supervised(TrainOptions o) {
   const train::TrainConfig config = launch::make_train_config(spec.job, spec.nproc);
   check_train_config(config, spec);
   train::check_runtime_supports(config.model, config.plan);
+  device::check_plan(device::parse_kind(spec.job.device), config.plan);
   launch::check_faults(launch::parse_faults(spec.job.faults), spec.nproc, spec.job.steps, spec.job.checkpoint_every);
   std::optional<db::ResultsStore> store;
   if (!o.db.empty()) store.emplace(open_results("--db", o.db, /*read_only=*/false));
@@ -418,6 +422,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--max-restarts", o->spec.max_restarts, "Restarts from the latest good checkpoint after a failure")
       ->capture_default_str();
   cmd->add_option("--min-nproc", o->spec.min_nproc, "Fewest workers to continue with after a lost device (default --nproc)");
+  cmd->add_option("--device", j.device,
+                  "cpu (Gloo, host) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; DDP)")
+      ->capture_default_str();
   cmd->add_option("--fault", j.faults, "Inject a fault (repeatable): see below");
   cmd->add_option("--mtbf-hours", o->spec.mtbf_hours, "Per-device MTBF for the Young/Daly checkpoint interval")
       ->capture_default_str();

@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # The GPU check: one prepared run on a machine with an NVIDIA GPU (written for one H200 and 16
-# cores; it must finish well inside 10 minutes).
-#   1. configure a FRESH build with the GPU backend required (-DPARLAB_CUDA=ON) for sm_90;
-#   2. build only what the GPU tests and the bench need (test_gpu, bench_gpu);
-#   3. run the GPU tests (ctest -L gpu: every kernel against the CPU kernels, the whole lab-mlp
-#      against the CPU LabMlp, bit-identical reruns, NCCL on device buffers, the timeout+abort
-#      path), verbose, so the log holds every printed max-difference;
-#   4. run bench_gpu (lab-mlp step at microbatch 64 and 1024 vs fp32 peak, sgemm alone, memcpy).
-# Figures go to $OUT when it is set: bench_gpu.json, bench_gpu.log, ctest_gpu.log (+ JUnit XML),
-# build.log, device.txt and summary.txt. Each step has its own time limit, so a hang in one still
-# leaves the logs of the others.
-# Exit status: 0 all GPU tests passed; 1 a step failed; 3 no usable GPU (tests skipped).
+# cores; every step has its own time limit and together they stay under 8 minutes).
+#   1. configure a FRESH build with the GPU backend required (-DPARLAB_CUDA=ON) for Hopper
+#      (-DCMAKE_CUDA_ARCHITECTURES=90);
+#   2. build what the checks need: parlab, test_gpu, test_gpu_train, test_cli_device, bench_gpu;
+#   3. the GPU tests (ctest -L gpu: every kernel against the CPU kernels, DeviceMlp against LabMlp,
+#      NCCL on device buffers, timeout + ncclCommAbort, the GPU trainer against the CPU trainer,
+#      bit-identical GPU resume, device-independent checkpoints) and test_cli_device (parlab
+#      links NCCL and cuBLAS, --help lists --device), verbose, so every max-difference is logged;
+#   4. equivalence: `parlab train --device cuda` on 1 GPU against `parlab train --device cpu` of
+#      the same seed (lab-mlp, 8 AdamW steps at global batch 64), final weights exported and
+#      compared tensor by tensor. Tolerance 1e-4 (max |gpu - cpu| / max |cpu| per tensor): both
+#      sides are fp32 -- cuBLAS runs in its default math mode, NO TF32 -- so only the summation
+#      order differs. (TF32 would round GEMM inputs to 10 mantissa bits: ~1e-3 after one step.)
+#   5. kill-and-resume on the GPU: `parlab proof kill-resume --device cuda --nproc 1` (a rank
+#      SIGKILLed at random, sometimes mid-checkpoint, restarted from the last good checkpoint):
+#      the final parameters and optimizer state must be bit-identical to the uninterrupted run;
+#   6. bench_gpu: the cuBLAS sgemm rate of this run, the lab-mlp forward+backward and the whole
+#      `--device cuda` training step as MFU against it (goal >= 50%), memcpy rates.
+# Figures go to $OUT when it is set: summary.txt (every figure), bench_gpu.json/.log,
+# ctest_gpu.log (+ JUnit XML), equivalence.txt, kill_resume.json/.log, train_*.log, build.log,
+# device.txt.
+# Exit status: 0 everything passed; 1 a step failed; 3 no usable GPU (tests skipped).
 # Environment: PARLAB_GPU_BUILD_DIR (default build-gpu-check, wiped first), CUDA_ARCH (90),
 # PARLAB_TEST_JOBS (8).
 set -uo pipefail
@@ -26,7 +37,8 @@ export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"            # NCCL's own words in the log
 
 start=$(date +%s)
 say() { printf '[gpu-check %4ds] %s\n' "$(( $(date +%s) - start ))" "$*" | tee -a "$logdir/summary.txt"; }
-fail() { say "FAILED: $*"; exit 1; }
+fail() { say "FAILED: $*"; failed=1; }
+failed=0
 
 rm -rf "$build"
 mkdir -p "$build" "$logdir"
@@ -43,41 +55,104 @@ say "device: $(command -v nvidia-smi > /dev/null && nvidia-smi -L 2>&1 | head -n
 
 # 1. Configure: GPU backend required, the Qt lab left out (not needed here).
 say "configure $build (CUDA arch $arch)"
-timeout 120 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+timeout 60 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPARLAB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DPARLAB_BUILD_GUI=OFF \
-  > "$logdir/build.log" 2>&1 || { tail -n 30 "$logdir/build.log"; fail "configure (see build.log)"; }
+  > "$logdir/build.log" 2>&1 || { tail -n 30 "$logdir/build.log"; fail "configure (see build.log)"; exit 1; }
 grep -m1 "parlab: CUDA" "$logdir/build.log" | tee -a "$logdir/summary.txt"
 
-# 2. Build only the GPU tests and the bench.
-say "build test_gpu bench_gpu with $jobs jobs"
-timeout 300 ninja -C "$build" -j "$jobs" test_gpu bench_gpu >> "$logdir/build.log" 2>&1 ||
-  { tail -n 40 "$logdir/build.log"; fail "build (see build.log)"; }
+# 2. Build only what the checks need.
+say "build parlab test_gpu test_gpu_train test_cli_device bench_gpu with $jobs jobs"
+timeout 210 ninja -C "$build" -j "$jobs" parlab test_gpu test_gpu_train test_cli_device bench_gpu \
+  >> "$logdir/build.log" 2>&1 || { tail -n 40 "$logdir/build.log"; fail "build (see build.log)"; exit 1; }
 say "built"
+parlab="$build/cli/parlab"
+ldd "$parlab" | grep -E "libnccl|libcublas\.|libcudart" | sed 's/^\s*/  links /' | tee -a "$logdir/summary.txt"
 
 # 3. The GPU tests, one process per test (a test that poisons its CUDA context cannot hurt the
-#    next), verbose so every printed difference lands in the log.
-say "ctest -L gpu -j $test_jobs"
-timeout 150 ctest --test-dir "$build" -L gpu -j "$test_jobs" --timeout 90 -V \
+#    next), verbose so every printed difference lands in the log; the CLI device tests beside.
+say "ctest -L gpu -j $test_jobs, then ctest -R DeviceCli"
+timeout 75 ctest --test-dir "$build" -L gpu -j "$test_jobs" --timeout 60 -V \
   --output-junit "$logdir/ctest_gpu.xml" > "$logdir/ctest_gpu.log" 2>&1
 tests_rc=$?
+timeout 30 ctest --test-dir "$build" -R DeviceCli --timeout 25 -V >> "$logdir/ctest_gpu.log" 2>&1 || tests_rc=1
 grep -E "tests passed|tests failed|Total Test time" "$logdir/ctest_gpu.log" | tee -a "$logdir/summary.txt"
-grep -E "max rel diff|bit-identical" "$logdir/ctest_gpu.log" | sed 's/^[0-9]*: //' | sort -u \
+grep -E "max diff|max rel diff|bit-identical" "$logdir/ctest_gpu.log" | sed 's/^[0-9]*: //' | sort -u \
   >> "$logdir/summary.txt"
+grep -E "\*\*\*Failed|SKIPPED" "$logdir/ctest_gpu.log" | sed 's/^[0-9]*: //' | sort -u | head -n 20 >> "$logdir/summary.txt"
 if grep -q "no CUDA device" "$logdir/ctest_gpu.log"; then
   say "$(grep -m1 -o 'no CUDA device: .*' "$logdir/ctest_gpu.log")"
 fi
+[ "$tests_rc" -eq 0 ] || fail "GPU tests (ctest rc $tests_rc; see ctest_gpu.log)"
 
-# 4. The bench (never fails on timing; prints its goals).
-say "bench_gpu"
-timeout 90 "$build/bench/bench_gpu" --json "$logdir/bench_gpu.json" > "$logdir/bench_gpu.log" 2>&1
-bench_rc=$?
-cat "$logdir/bench_gpu.log"
-cat "$logdir/bench_gpu.log" >> "$logdir/summary.txt"
-
-if grep -q "^no CUDA device" "$logdir/bench_gpu.log"; then
+# No device: nothing below can run; say so (the bench prints the reason) and stop.
+if timeout 20 "$build/bench/bench_gpu" --batch 64 --reps 1 --train-steps 1 2>&1 | grep -q "^no CUDA device"; then
   say "no usable GPU on this machine: the GPU tests were skipped (exit 3)"
   exit 3
 fi
-[ "$tests_rc" -eq 0 ] || fail "GPU tests (ctest rc $tests_rc; see ctest_gpu.log)"
+
+# 4. One GPU against the CPU, same seed: final weights exported and compared per tensor.
+say "equivalence: parlab train --device cuda vs --device cpu (lab-mlp, 8 steps, gbs 64, seed 3)"
+train_args=(train --model lab-mlp --plan gbs=64 --steps 8 --seed 3 --fresh)
+timeout 40 "$parlab" "${train_args[@]}" --device cuda --run-dir "$build/runs/gpu" \
+  --export "$build/runs/gpu.safetensors" > "$logdir/train_gpu.log" 2>&1 || fail "GPU training (see train_gpu.log)"
+timeout 60 "$parlab" "${train_args[@]}" --device cpu --run-dir "$build/runs/cpu" \
+  --export "$build/runs/cpu.safetensors" > "$logdir/train_cpu.log" 2>&1 || fail "CPU training (see train_cpu.log)"
+for side in gpu cpu; do
+  grep -E "^step [0-9]+/" "$logdir/train_$side.log" | tail -n 1 | sed "s/^/  $side: /" | tee -a "$logdir/summary.txt"
+done
+if command -v python3 > /dev/null; then
+  python3 - "$build/runs/gpu.safetensors" "$build/runs/cpu.safetensors" 1e-4 > "$logdir/equivalence.txt" 2>&1 <<'PY'
+# max |gpu - cpu| / max |cpu| per tensor of two safetensors files (F32 only, standard library).
+import json, struct, sys
+def load(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__": continue
+        a, b = t["data_offsets"]
+        out[name] = struct.unpack("<%df" % ((b - a) // 4), data[a:b])
+    return out
+gpu, cpu, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+worst, worst_name = 0.0, ""
+assert gpu.keys() == cpu.keys(), "different tensors"
+for name in sorted(cpu):
+    ref = cpu[name]
+    scale = max(abs(x) for x in ref) or 1.0
+    d = max(abs(x - y) for x, y in zip(gpu[name], ref)) / scale
+    if d > worst: worst, worst_name = d, name
+    print("%-28s max|gpu-cpu|/max|cpu| %.3e" % (name, d))
+print("worst %s: %.3e (tolerance %.0e, fp32 both sides, no TF32): %s" % (worst_name, worst, tol, "PASS" if worst <= tol else "FAIL"))
+sys.exit(0 if worst <= tol else 1)
+PY
+  eq_rc=$?
+  tail -n 1 "$logdir/equivalence.txt" | sed 's/^/  equivalence: /' | tee -a "$logdir/summary.txt"
+  [ "$eq_rc" -eq 0 ] || fail "GPU weights differ from the CPU run beyond the tolerance (see equivalence.txt)"
+else
+  say "python3 not found: the exported weights are in $build/runs/*.safetensors, not compared"
+fi
+
+# 5. Kill and resume on the GPU: bit-identical to the uninterrupted run.
+say "kill-and-resume on the GPU (lab-mlp-small, 12 steps, checkpoint every 4, 2 trials)"
+timeout 90 "$parlab" proof kill-resume --device cuda --nproc 1 --model "$root/experiments/models/lab-mlp-small.toml" \
+  --steps 12 --checkpoint-every 4 --trials 2 --seed 5 --work-dir "$build/runs/proof" --json \
+  > "$logdir/kill_resume.json" 2> "$logdir/kill_resume.log"
+kr_rc=$?
+grep -o '"headline": *"[^"]*"' "$logdir/kill_resume.json" | sed 's/"headline": */  /' | tee -a "$logdir/summary.txt"
+[ "$kr_rc" -eq 0 ] || fail "kill-and-resume on the GPU (rc $kr_rc; see kill_resume.json/.log)"
+
+# 6. The bench (never fails on timing; prints its goals).
+say "bench_gpu"
+timeout 75 "$build/bench/bench_gpu" --json "$logdir/bench_gpu.json" > "$logdir/bench_gpu.log" 2>&1
+bench_rc=$?
+cat "$logdir/bench_gpu.log"
+cat "$logdir/bench_gpu.log" >> "$logdir/summary.txt"
 [ "$bench_rc" -eq 0 ] || fail "bench_gpu (rc $bench_rc; see bench_gpu.log)"
-say "all GPU tests passed; figures in $logdir"
+
+if [ "$failed" -ne 0 ]; then
+  say "some checks FAILED (above); figures in $logdir"
+  exit 1
+fi
+say "all GPU checks passed; figures in $logdir"

@@ -11,6 +11,7 @@
 #include "experiments/lib/runner.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/device/device.h"
 #include "runtime/launch/kill_resume_proof.h"
 #include "runtime/launch/run_recorder.h"
 #include "runtime/launch/run_training.h"
@@ -179,6 +180,7 @@ std::string with_keys(const std::string& base, const std::string& extra) {
 EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const std::string& plan, int w,
                                  const std::string& label) {
   auto spec = job_spec(ctx, t.model, plan, w, t.steps, t.seed, label);
+  spec.job.device = t.device;
   if (t.data_size > 0) spec.job.data_size = t.data_size;
   spec.job.dump_dir = spec.job.run_dir / "dump";
   spec.job.checkpoint_every = t.steps;  // one checkpoint: the final weights to compare
@@ -191,6 +193,7 @@ EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const s
 }  // namespace
 
 void run_equivalence(Context& ctx, const EquivalenceTask& t) {
+  device::require_available(device::parse_kind(t.device, "device"));  // before any process starts
   const int ref_workers = t.workers.front();
   const EquivalenceRun ref = train_equivalence(ctx, t, t.plan, ref_workers, "equivalence-" + std::to_string(ref_workers) + "w");
   // Gradients of step 0 as the optimizer applied them (reduced over ranks, gathered under ZeRO;
@@ -238,6 +241,7 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
   proof.kind = "equivalence";
   proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"plans", t.plans}, {"workers", t.workers}, {"steps", t.steps},
                   {"tolerance", t.tolerance}, {"seed", t.seed}};
+  if (t.device != "cpu") proof.inputs["device"] = t.device;  // cpu proofs keep their inputs as before
   proof.result = headline;
   proof.passed = all;
   proof.evidence = evidence;
@@ -249,11 +253,13 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
 }
 
 void run_kill_resume(Context& ctx, const KillResumeTask& t) {
+  device::require_available(device::parse_kind(t.device, "device"));  // before any process starts
   launch::ProofOptions o;
   o.job.model = resolve_ref(ctx, t.model);
   o.job.plan = t.plan;
   o.job.steps = t.steps;
   o.job.seed = t.seed;
+  o.job.device = t.device;
   o.nproc = t.nproc;
   o.trials = t.trials;
   o.checkpoint_every = t.checkpoint_every;

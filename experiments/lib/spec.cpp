@@ -114,6 +114,13 @@ ScalingLabTask parse_scaling_lab(TableReader& r) {
   return t;
 }
 
+// `device = "cpu" | "cuda"`: where the measured runs train (parlab train --device).
+std::string device_key(TableReader& r) {
+  const std::string d = r.string("device").value_or("cpu");
+  if (d != "cpu" && d != "cuda") r.fail("device", "\"" + d + "\"", "one of \"cpu\", \"cuda\"");
+  return d;
+}
+
 EquivalenceTask parse_equivalence(TableReader& r) {
   EquivalenceTask t;
   t.model = r.string("model").value_or(t.model);
@@ -133,7 +140,8 @@ EquivalenceTask parse_equivalence(TableReader& r) {
   t.data_size = r.integer("data_size").value_or(0);
   if (t.data_size < 0) r.fail("data_size", std::to_string(t.data_size), "must be >= 0 (0: automatic)");
   t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
-  r.reject_unknown("model, plan, plans, workers, steps, tolerance, data_size, seed");
+  t.device = device_key(r);
+  r.reject_unknown("model, plan, plans, workers, steps, tolerance, data_size, seed, device");
   if (t.workers.front() != 1) r.fail("workers", std::to_string(t.workers.front()), "must start with 1 (the reference)");
   return t;
 }
@@ -169,7 +177,8 @@ KillResumeTask parse_kill_resume(TableReader& r) {
   t.trials = positive_int(r, "trials", t.trials);
   t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
   t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
-  r.reject_unknown("model, plan, nproc, steps, trials, checkpoint_every, seed");
+  t.device = device_key(r);
+  r.reject_unknown("model, plan, nproc, steps, trials, checkpoint_every, seed, device");
   return t;
 }
 
@@ -247,9 +256,9 @@ const Kind kKinds[] = {
     {"scaling", "model, cluster, plan, workers, steps, sources, seed", [](TableReader& r) -> Task { return parse_scaling(r); }},
     {"scaling_lab", "compute_ms, overhead_ms, bytes, link_gb_per_s, latency_us, straggler, workers",
      [](TableReader& r) -> Task { return parse_scaling_lab(r); }},
-    {"equivalence", "model, plan, plans, workers, steps, tolerance, data_size, seed",
+    {"equivalence", "model, plan, plans, workers, steps, tolerance, data_size, seed, device",
      [](TableReader& r) -> Task { return parse_equivalence(r); }},
-    {"kill_resume", "model, plan, nproc, steps, trials, checkpoint_every, seed",
+    {"kill_resume", "model, plan, nproc, steps, trials, checkpoint_every, seed, device",
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},
     {"planner", "model, cluster, world, gbs, top, simulate_top", [](TableReader& r) -> Task { return parse_planner(r); }},
     {"splits", "model, cluster, workers, plans, steps, sources, seed", [](TableReader& r) -> Task { return parse_splits(r); }},

@@ -69,6 +69,7 @@ struct EquivalenceTask {
   double tolerance = 1e-4;  // relative, on gradients and weights
   int64_t data_size = 0;    // 0: several epochs of the global batch
   uint64_t seed = 1;
+  std::string device = "cpu";  // "cpu" | "cuda" (parlab train --device)
 };
 
 // The kill-and-resume proof, recorded as evidence.
@@ -80,6 +81,7 @@ struct KillResumeTask {
   int trials = 2;
   int checkpoint_every = 5;
   uint64_t seed = 1;
+  std::string device = "cpu";  // "cpu" | "cuda" (parlab train --device)
 };
 
 // The planner on a large model, its top candidates also simulated.

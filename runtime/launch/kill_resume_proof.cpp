@@ -184,6 +184,7 @@ ProofReport run_kill_resume_proof(const ProofOptions& o) {
   ProofReport report;
   report.nproc = o.nproc;
   report.steps = o.job.steps;
+  report.device = o.job.device;
   report.fault_seed = o.fault_seed;
   report.shrink = o.shrink;
   report.tolerance = o.tolerance;
@@ -242,8 +243,10 @@ std::string ProofReport::headline() const {
 }
 
 json ProofReport::inputs() const {
-  return {{"nproc", nproc}, {"steps", steps}, {"fault_seed", fault_seed}, {"shrink", shrink},
-          {"tolerance", tolerance}, {"trials", trials.size()}, {"work_dir", work_dir.string()}};
+  json j = {{"nproc", nproc}, {"steps", steps}, {"fault_seed", fault_seed}, {"shrink", shrink},
+            {"tolerance", tolerance}, {"trials", trials.size()}, {"work_dir", work_dir.string()}};
+  if (device != "cpu") j["device"] = device;  // cpu proofs keep their inputs as before
+  return j;
 }
 
 json ProofReport::evidence() const {

@@ -70,6 +70,7 @@ struct ProofReport {
   bool passed = false;
   int nproc = 0;
   int64_t steps = 0;
+  std::string device = "cpu";  // where the runs trained (TrainJob::device)
   uint64_t fault_seed = 0;
   bool shrink = false;
   double tolerance = 0;

@@ -10,6 +10,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/device/device.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/liveness.h"
@@ -84,6 +85,7 @@ WorkerWorld connect_worker(const comm::GlooOptions& options) {
   }
   if (const char* ifname = env_or_null("GLOO_SOCKET_IFNAME")) o.interface = ifname;
   w.comm = comm::make_gloo_communicator(store, w.env.rank, w.env.world_size, o);
+  w.store = std::move(store);
   return w;
 }
 
@@ -260,7 +262,8 @@ nlohmann::json to_json(const TrainJob& j) {
           {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"fail_rank", j.fail_rank},
           {"fail_step", j.fail_step}, {"fail_code", j.fail_code}, {"checkpoint_every", j.checkpoint_every},
           {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples},
-          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}, {"export_file", j.export_file.string()}};
+          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}, {"export_file", j.export_file.string()},
+          {"device", j.device}};
 }
 
 TrainJob train_job_from_json(const nlohmann::json& j) {
@@ -298,6 +301,7 @@ TrainJob train_job_from_json(const nlohmann::json& j) {
     get("keep_last", t.keep_last);
     get("faults", t.faults);
     get("record_samples", t.record_samples);
+    get("device", t.device);
     int64_t heartbeat_ms = 0;
     get("heartbeat_timeout_ms", heartbeat_ms);
     t.heartbeat_timeout = std::chrono::milliseconds(heartbeat_ms);
@@ -371,6 +375,15 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   to.record_samples = job.record_samples;
   to.faults = trainer_faults(faults, rank);
   if (!job.dump_dir.empty()) to.dump_dir = train::dump_dir_for_rank(job.dump_dir, rank, world.comm->size());
+  // --device cuda: LOCAL_RANK's GPU computes, NCCL carries the program's collectives.
+  device::CudaRank gpu;
+  if (device::parse_kind(job.device) == device::Kind::kCuda) {
+    device::check_plan(device::Kind::kCuda, config.plan);
+    gpu = device::open_cuda_rank(world.store, rank, world.comm->size(), world.env.local_rank,
+                                 {.timeout = go.timeout, .attempt = attempt, .dump_dir = go.dump_dir});
+    to.collectives = gpu.world.get();
+    to.make_device_model = gpu.make_model;
+  }
   train::Trainer trainer(config, *world.comm, to);
   Watching watch_all(*live.dumper, trainer.communicators());
   Reporter out{sink, rank};

@@ -62,6 +62,7 @@ struct WorkerWorld {
   comm::RendezvousEnv env;
   comm::TcpRendezvous tcp;  // the TCP store (rank 0 also hosts its server); empty for a file store
   std::unique_ptr<comm::Communicator> comm;
+  std::shared_ptr<comm::Store> store;  // the rendezvous store (a --device cuda rank shares its NCCL id there)
 };
 // Reads the launcher variables and connects every rank (see above). Throws ConfigError on
 // missing/malformed variables, RendezvousError when ranks do not all arrive within the timeout.
@@ -100,6 +101,8 @@ struct TrainJob {
   bool record_samples = false;      // dataset indices in every step record
   // --export: the final full model (gathered from every shard) as safetensors; empty: none.
   std::filesystem::path export_file;
+  // --device: "cpu" (Gloo, host LabMlp) or "cuda" (LOCAL_RANK's GPU, NCCL; runtime/device).
+  std::string device = "cpu";
 };
 
 // The job as JSON and back (the supervisor hands it to its workers as <run_dir>/job.json).

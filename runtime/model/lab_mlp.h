@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "runtime/model/microbatch.h"
+#include "runtime/model/model.h"
 #include "runtime/model/param_layout.h"
 
 namespace parlab::model {
@@ -38,7 +39,9 @@ struct ModelStorage {
   MemoryAccount* account = nullptr;  // parameters, gradients and backward scratch (temporary)
 };
 
-class LabMlp {
+// The host implementation of model::Model (model.h): its compute buffers are its host buffers.
+// Methods that match Model's override them.
+class LabMlp : public Model {
  public:
   // The whole network, initialised from `seed`.
   LabMlp(const MlpShape& shape, uint64_t seed);
@@ -72,6 +75,13 @@ class LabMlp {
   std::span<const float> grad(std::string_view name) const;
 
   void zero_grads();
+
+  // model::Model on the host: the layers compute in the host buffers, nothing to copy.
+  std::string_view device_name() const override { return "cpu"; }
+  std::span<float> compute_params() override { return params(); }
+  std::span<float> compute_grads() override { return grads(); }
+  void pull_grads(FlatRange) override {}
+  void push_params(FlatRange) override {}
 
   // Binds the tensors of flat `range` (whole tensors of owned layers) to `storage`
   // (range.numel() elements, element i = flat offset range.begin + i); an empty span unbinds

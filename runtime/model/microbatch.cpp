@@ -89,6 +89,15 @@ bool MicrobatchState::has_dactivation(int l) const {
   return has_dact_[l] != 0;
 }
 
+void MicrobatchState::set_head_outputs(std::span<const float> logits, std::span<const float> losses) {
+  const int64_t C = shape_.classes;
+  if (static_cast<int64_t>(logits.size()) != batch_ * C || static_cast<int64_t>(losses.size()) != batch_)
+    throw RuntimeError("set_head_outputs: " + std::to_string(logits.size()) + " logits and " +
+                       std::to_string(losses.size()) + " losses for a microbatch of " + std::to_string(batch_));
+  logits_.assign(logits.begin(), logits.end());
+  losses_.assign(losses.begin(), losses.end());
+}
+
 double MicrobatchState::loss_sum() const {
   double sum = 0.0;
   for (float loss : losses_) sum += loss;

@@ -46,6 +46,9 @@ class MicrobatchState {
   std::span<const float> logits() const { return logits_; }
   std::span<const float> losses() const { return losses_; }
   double loss_sum() const;
+  // A device model's head forward (model.h): the logits (B, C) and losses (B) it computed, copied
+  // here so loss_sum() and correct() read the same on every device. Throws RuntimeError on sizes.
+  void set_head_outputs(std::span<const float> logits, std::span<const float> losses);
   // Number of samples whose largest logit is their label (ties count as wrong).
   int64_t correct() const;
 

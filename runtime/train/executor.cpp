@@ -79,7 +79,7 @@ namespace {
 
 int effective_zero(const strategy::StepProgram& p) { return p.plan.dp > 1 ? p.plan.zero : 0; }
 
-model::FlatRange program_optimizer_range(const strategy::StepProgram& p, const model::LabMlp& m) {
+model::FlatRange program_optimizer_range(const strategy::StepProgram& p, const model::Model& m) {
   for (const Op& op : p.ops)
     if (op.kind == OpKind::kOptimizer) return {op.flat_begin, op.flat_end};
   return m.owned_range();
@@ -87,7 +87,7 @@ model::FlatRange program_optimizer_range(const strategy::StepProgram& p, const m
 
 }  // namespace
 
-Executor::Executor(const strategy::StepProgram& program, model::LabMlp& model,
+Executor::Executor(const strategy::StepProgram& program, model::Model& model,
                    Optimizer& optimizer, std::vector<comm::Communicator*> comms,
                    ExecutorOptions options)
     : program_(program),
@@ -101,7 +101,7 @@ Executor::Executor(const strategy::StepProgram& program, model::LabMlp& model,
   check_and_plan();
 }
 
-Executor::Executor(const strategy::StepProgram& program, model::LabMlp& model,
+Executor::Executor(const strategy::StepProgram& program, model::Model& model,
                    Optimizer& optimizer, ModelShards& shards, std::vector<comm::Communicator*> comms,
                    ExecutorOptions options)
     : program_(program),
@@ -244,7 +244,7 @@ comm::Communicator& Executor::comm_of(const Op& op) const { return *comms_.at(op
 
 std::span<float> Executor::grad_range(const Op& op) {
   const int64_t base = model_.owned_range().begin;
-  return model_.grads().subspan(op.flat_begin - base, op.flat_end - op.flat_begin);
+  return model_.compute_grads().subspan(op.flat_begin - base, op.flat_end - op.flat_begin);
 }
 
 void Executor::add_compute_event(const Op& op, double start, double end) {
@@ -280,6 +280,7 @@ void Executor::run_forward(const Op& op) {
   before_compute(op);
   const double t0 = now();
   for (int l = op.layers.begin; l < op.layers.end; ++l) model_.forward_layer(l, mb);
+  model_.synchronize();
   const double t1 = slowed(t0, now());
   result_.forward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
@@ -291,6 +292,7 @@ void Executor::run_backward(const Op& op) {
   before_compute(op);
   const double t0 = now();
   for (int l = op.layers.end - 1; l >= op.layers.begin; --l) model_.backward_layer(l, mb);
+  model_.synchronize();
   const double t1 = slowed(t0, now());
   result_.backward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
@@ -298,12 +300,19 @@ void Executor::run_backward(const Op& op) {
 }
 
 void Executor::run_optimizer(const Op& op) {
-  // The shard's parameters and reduced gradients, wherever the stage keeps them (shards.h).
+  // The shard's parameters and reduced gradients, wherever the stage keeps them (shards.h), on
+  // the host: a device model copies them across around the update (model.h).
+  double t0 = now();
+  model_.pull_grads(shards_.shard());
   std::span<float> params = shards_.params();
   std::span<const float> grads = shards_.grads();
-  if (options_.before_optimizer) options_.before_optimizer(op, params, grads);
-  const double t0 = now();
+  if (options_.before_optimizer) {
+    const double h0 = now();
+    options_.before_optimizer(op, params, grads);
+    t0 += now() - h0;  // the dump's file writes are not optimizer time
+  }
   optimizer_.step(params, grads);
+  model_.push_params(shards_.shard());
   const double t1 = slowed(t0, now());
   result_.optimizer_seconds += t1 - t0;
   add_compute_event(op, t0, t1);

@@ -21,6 +21,10 @@
 // when the Executor is built, with an UnsupportedOp naming the op, so a plan fails before step 0
 // rather than mid-step. Adding a strategy means adding handlers (and their reasons).
 //
+// Device: the model's compute buffers (model.h) are what layers and collectives use; the optimizer
+// reads and updates the host buffers, so run_optimizer pulls the shard's gradients before it and
+// pushes the updated parameters after it (no-ops for the host LabMlp).
+//
 // Gradient buffer: run() zeroes it, backward ops accumulate into it, bucket all-reduces SUM it in
 // place (the loss scale 1/global_batch makes the sum the gradient of the global mean loss).
 //
@@ -51,7 +55,7 @@
 #include <vector>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/model/lab_mlp.h"
+#include "runtime/model/model.h"
 #include "runtime/model/memory_account.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/shards.h"
@@ -110,11 +114,11 @@ class Executor {
   // may be null for a group no supported op uses. The model must hold every layer the program
   // computes; the optimizer must cover exactly the optimizer op's range. Everything is borrowed.
   // Throws UnsupportedOp or ConfigError (mismatched communicators, ranges, microbatch counts).
-  Executor(const strategy::StepProgram& program, model::LabMlp& model, Optimizer& optimizer,
+  Executor(const strategy::StepProgram& program, model::Model& model, Optimizer& optimizer,
            std::vector<comm::Communicator*> comms, ExecutorOptions options = {});
   // The same for a sharded rank: `shards` (borrowed) is what it keeps between steps; the
   // optimizer covers shards.shard(). The constructor above makes its own shards for stages 0-1.
-  Executor(const strategy::StepProgram& program, model::LabMlp& model, Optimizer& optimizer,
+  Executor(const strategy::StepProgram& program, model::Model& model, Optimizer& optimizer,
            ModelShards& shards, std::vector<comm::Communicator*> comms, ExecutorOptions options = {});
   ~Executor();
 
@@ -178,7 +182,7 @@ class Executor {
   };
 
   const strategy::StepProgram& program_;
-  model::LabMlp& model_;
+  model::Model& model_;
   Optimizer& optimizer_;
   std::unique_ptr<ModelShards> own_shards_;  // stages 0-1 when the caller gave none
   ModelShards& shards_;

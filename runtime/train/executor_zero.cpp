@@ -197,7 +197,7 @@ void Executor::issue_all_gather(const Op& op) {
   }
   if (skipped(op)) return;
   // Stages 1-2: the updated shard's part of the bucket, gathered in place in the model's copy.
-  const std::span<float> bucket = model_.params().subspan(op.flat_begin - model_.owned_range().begin,
+  const std::span<float> bucket = model_.compute_params().subspan(op.flat_begin - model_.owned_range().begin,
                                                           op.flat_end - op.flat_begin);
   record_issue(op, c, c.all_gather_v(bucket.subspan(mine.begin - op.flat_begin, mine.count), bucket, counts,
                                      collective_options(op)));
@@ -208,7 +208,7 @@ void Executor::issue_broadcast(const Op& op) {
   comm::Communicator& c = comm_of(op);
   if (!model_.holds_params())
     throw UnsupportedOp("cannot broadcast " + strategy::describe(program_, op) + ": this rank holds only a shard");
-  const std::span<float> range = model_.params().subspan(op.flat_begin - model_.owned_range().begin,
+  const std::span<float> range = model_.compute_params().subspan(op.flat_begin - model_.owned_range().begin,
                                                          op.flat_end - op.flat_begin);
   record_issue(op, c, c.broadcast(range, 0, collective_options(op)));
 }

@@ -22,7 +22,7 @@ model::ModelStorage storage_for_stage(int zero, model::MemoryAccount* account) {
   return model::ModelStorage{.params = zero < 3, .grads = zero < 2, .account = account};
 }
 
-ModelShards::ModelShards(model::LabMlp& model, int zero, model::FlatRange shard, uint64_t seed,
+ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, uint64_t seed,
                          model::MemoryAccount* account)
     : model_(model),
       zero_(zero),

@@ -35,7 +35,7 @@ class ModelShards {
   // range of the model's flat buffer (the whole model for stage 0). A stage-3 shard is
   // initialised from `seed` to the values the whole model would have there. Throws ConfigError
   // when the model's storage does not match the stage.
-  ModelShards(model::LabMlp& model, int zero, model::FlatRange shard, uint64_t seed,
+  ModelShards(model::Model& model, int zero, model::FlatRange shard, uint64_t seed,
               model::MemoryAccount* account);
 
   int zero() const { return zero_; }
@@ -49,7 +49,7 @@ class ModelShards {
   void zero_grads();
 
  private:
-  model::LabMlp& model_;
+  model::Model& model_;
   int zero_ = 0;
   model::FlatRange shard_;
   model::CountedVector<float> params_, grads_;

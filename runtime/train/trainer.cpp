@@ -142,7 +142,36 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   if (world.size() != config_.plan.world())
     throw ConfigError("world size", std::to_string(world.size()),
                       "must equal the plan's dp*tp*pp (" + std::to_string(config_.plan.world()) + ")");
-  // A communicator for each group an op talks to: the world itself when the group is everybody,
+  // Host-memory communicators (dumps, exports and fingerprints gather over the DP group), and on
+  // a device the same groups over `collectives` for the step program.
+  std::vector<comm::Communicator*> comms = group_communicators(world);
+  for (size_t i = 0; i < program_.groups.size(); ++i)
+    if (program_.groups[i].kind == strategy::GroupKind::kDP && program_.groups[i].size() == config_.plan.dp)
+      dp_comm_ = comms[i];
+  if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
+  if ((options_.collectives == nullptr) != !options_.make_device_model)
+    throw ConfigError("trainer options", "collectives without a device model (or the reverse)",
+                      "a device run sets both");
+  if (options_.collectives) {
+    if (options_.collectives->world_ranks() != world.world_ranks())
+      throw ConfigError("trainer collectives", options_.collectives->group_name(), "must span the world's ranks");
+    // The model first: a device model may tell `collectives` which stream its groups wait for.
+    state_.device_model = options_.make_device_model(state_.model, config_.plan);
+    comms = group_communicators(*options_.collectives);
+  }
+  model::Model& compute = state_.compute_model();
+  state_.shards = std::make_unique<ModelShards>(compute, zero_stage(config_.plan), optimizer_range(program_),
+                                                config_.seed, &memory_);
+  ExecutorOptions eo;
+  eo.comm_timeout = config_.comm_timeout;
+  eo.faults = options_.faults;
+  eo.account = &memory_;
+  executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards,
+                                         std::move(comms), eo);
+}
+
+std::vector<comm::Communicator*> Trainer::group_communicators(comm::Communicator& base) {
+  // A communicator for each group an op talks to: `base` itself when the group is everybody,
   // else split off it (members only, in the program's group order, the same on every member).
   // Groups no op uses (the size-1 TP and PP groups of a DDP plan) get none.
   std::vector<bool> used(program_.groups.size(), false);
@@ -152,25 +181,18 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   for (size_t i = 0; i < program_.groups.size(); ++i) {
     const strategy::Group& g = program_.groups[i];
     if (!used[i]) continue;
-    if (g.ranks == world.world_ranks()) {
-      comms[i] = &world;
+    if (g.ranks == base.world_ranks()) {
+      comms[i] = &base;
     } else {
-      owned_comms_.push_back(world.split(g.ranks, g.name));
+      owned_comms_.push_back(base.split(g.ranks, g.name));
       comms[i] = owned_comms_.back().get();
     }
   }
-  for (size_t i = 0; i < program_.groups.size(); ++i)
-    if (program_.groups[i].kind == strategy::GroupKind::kDP && program_.groups[i].size() == config_.plan.dp)
-      dp_comm_ = comms[i];
-  if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
-  state_.shards = std::make_unique<ModelShards>(state_.model, zero_stage(config_.plan), optimizer_range(program_),
-                                                config_.seed, &memory_);
-  ExecutorOptions eo;
-  eo.comm_timeout = config_.comm_timeout;
-  eo.faults = options_.faults;
-  eo.account = &memory_;
-  executor_ = std::make_unique<Executor>(program_, state_.model, *state_.optimizer, *state_.shards,
-                                         std::move(comms), eo);
+  return comms;
+}
+
+void Trainer::host_state_changed() {
+  if (state_.device_model) state_.device_model->push_params(state_.model.owned_range());
 }
 
 comm::Communicator& Trainer::dp_comm() const { return *dp_comm_; }
@@ -179,6 +201,7 @@ Trainer::~Trainer() = default;
 
 std::vector<const comm::Communicator*> Trainer::communicators() const {
   std::vector<const comm::Communicator*> out = {&world_};
+  if (options_.collectives) out.push_back(options_.collectives);
   for (const auto& c : owned_comms_) out.push_back(c.get());
   return out;
 }

@@ -18,6 +18,7 @@
 // order, and microbatches accumulate in program order.
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -80,7 +81,17 @@ struct TrainerState {
   ElasticSampler sampler;
   uint64_t seed = 0;
   std::unique_ptr<ModelShards> shards = nullptr;
+  // On a device: the model that computes (model.h), whose host buffers are `model`'s, so
+  // checkpoints, exports and fingerprints read `model` on every device. Null on the CPU.
+  std::unique_ptr<model::Model> device_model = nullptr;
+  // What the executor runs: device_model, else model.
+  model::Model& compute_model() { return device_model ? *device_model : static_cast<model::Model&>(model); }
 };
+
+// Builds the model that computes on a device around the host model (whole network, full
+// parameters and gradients) for a plan; set by the launcher for --device cuda.
+using DeviceModelFactory =
+    std::function<std::unique_ptr<model::Model>(model::LabMlp& host, const strategy::Plan& plan)>;
 
 struct TrainerOptions {
   TelemetrySink* sink = nullptr;  // borrowed; receives every step's record
@@ -90,6 +101,12 @@ struct TrainerOptions {
   // gradients the optimizer applies here (dump.h; the caller picks the per-rank folder).
   std::filesystem::path dump_dir;
   InjectedFaults faults;  // skip-allreduce and slow (executor.h); none by default
+  // --device cuda: the step program computes on make_device_model(state.model, plan) and its
+  // collectives run on communicators split off `collectives` (an NCCL world over the same ranks),
+  // while `world` (Gloo, host memory) keeps checkpoints, dumps, exports and barriers. Both null:
+  // the CPU, everything on `world`. Borrowed.
+  DeviceModelFactory make_device_model;
+  comm::Communicator* collectives = nullptr;
 };
 
 class Trainer {
@@ -123,6 +140,9 @@ class Trainer {
   // Every communicator the trainer's ops use (the world's and the groups split off it), e.g. to
   // dump all their flight recorders when the rank fails or is stopped.
   std::vector<const comm::Communicator*> communicators() const;
+  // After the host parameters were written outside a step (a checkpoint load): copies them to the
+  // device model. A no-op on the CPU.
+  void host_state_changed();
 
  private:
   std::vector<model::MicrobatchState> load_microbatches(const GlobalBatch& batch,
@@ -136,6 +156,9 @@ class Trainer {
   int dp_rank_ = 0;
   SyntheticDataset data_;
   TrainerState state_;
+  // The program groups' communicators, split off `base` where a group is not all of it.
+  std::vector<comm::Communicator*> group_communicators(comm::Communicator& base);
+
   std::vector<std::unique_ptr<comm::Communicator>> owned_comms_;
   comm::Communicator* dp_comm_ = nullptr;
   std::unique_ptr<Executor> executor_;

@@ -295,6 +295,7 @@ ResumeResult resume_trainer(Trainer& t, const checkpoint::LoadOptions& options, 
         std::fill(v.begin(), v.end(), 0.0f);
       }
     }
+    t.host_state_changed();
     r.step = s.step;
     return r;
   }
@@ -306,6 +307,7 @@ ResumeResult resume_trainer(Trainer& t, const checkpoint::LoadOptions& options, 
   s.sampler = ElasticSampler(s.sampler.config(), position);
   s.optimizer->set_steps(meta.at("optimizer").at("step").get<int64_t>());
   s.step = ck.step();
+  t.host_state_changed();  // a device model computes on copies: give it the loaded weights
   r.resumed = true;
   r.step = s.step;
   r.written_by_world = ck.manifest().world_size;

@@ -87,4 +87,13 @@ TEST(ExperimentSpec, BadKeysAndValuesAreNamed) {
   EXPECT_EQ(field_of("kind = \"elastic\"\n[elastic]\nsteps = 6\nlose_step = 6\n"), "x.toml: elastic.lose_step");
 }
 
+TEST(ExperimentSpec, DeviceKeyOfMeasuredKinds) {
+  const auto k = parse_experiment("kind = \"kill_resume\"\n[kill_resume]\ndevice = \"cuda\"\n", "k.toml");
+  EXPECT_EQ(std::get<KillResumeTask>(k.task).device, "cuda");
+  const auto e = parse_experiment("kind = \"equivalence\"\n[equivalence]\n", "e.toml");
+  EXPECT_EQ(std::get<EquivalenceTask>(e.task).device, "cpu");
+  EXPECT_EQ(field_of("kind = \"equivalence\"\n[equivalence]\ndevice = \"tpu\"\n"), "x.toml: equivalence.device");
+  EXPECT_EQ(field_of("kind = \"kill_resume\"\n[kill_resume]\ndevice = \"gpu\"\n"), "x.toml: kill_resume.device");
+}
+
 }  // namespace parlab::experiments

@@ -15,20 +15,14 @@ constexpr int kHeadWeight = 0, kHeadBias = 1;
 constexpr int kTensorsPerBlock = 4;
 }  // namespace
 
-// Device buffers sized for max_batch. Boundary tensor l lives at acts + l * max_batch * h (a
-// fixed stride, so a smaller microbatch reuses the same storage).
-struct DeviceMlp::State {
-  State(const model::MlpShape& s, int64_t max_b)
-      : layout(s),
-        max_batch(max_b),
-        blas(stream.get()),
-        params(static_cast<size_t>(layout.numel())),
-        grads(static_cast<size_t>(layout.numel())),
-        acts(static_cast<size_t>((s.blocks + 1) * max_b * s.hidden)),
+// What one microbatch holds on the device, sized for max_batch. Boundary tensor l lives at
+// acts + l * max_batch * h (a fixed stride, so a smaller microbatch reuses the same storage).
+struct DeviceMlpSlot {
+  DeviceMlpSlot(const model::MlpShape& s, int64_t max_b)
+      : acts(static_cast<size_t>((s.blocks + 1) * max_b * s.hidden)),
         dacts(acts.size()),
         pre(static_cast<size_t>(s.blocks * max_b * s.ffn)),
         post(pre.size()),
-        scratch(static_cast<size_t>(max_b * std::max(s.ffn, s.classes))),
         logits(static_cast<size_t>(max_b * s.classes)),
         probs(logits.size()),
         losses(static_cast<size_t>(max_b)),
@@ -37,11 +31,35 @@ struct DeviceMlp::State {
         has_act(static_cast<size_t>(s.blocks + 1), 0),
         has_dact(static_cast<size_t>(s.blocks + 1), 0) {}
 
+  DeviceBuffer<float> acts, dacts, pre, post, logits, probs, losses;
+  DeviceBuffer<int32_t> labels;
+  int64_t batch = 0;
+  float loss_scale = 1.0f;
+  std::vector<char> saved, has_act, has_dact;
+  bool head_saved = false;
+};
+
+// Parameters, gradients and the backward scratch once; activations per slot. The members the
+// kernels read (acts, batch, ...) are the selected slot's.
+struct DeviceMlp::State {
+  State(const model::MlpShape& s, int64_t max_b, int slot_count)
+      : layout(s),
+        max_batch(max_b),
+        blas(stream.get()),
+        params(static_cast<size_t>(layout.numel())),
+        grads(static_cast<size_t>(layout.numel())),
+        scratch(static_cast<size_t>(max_b * std::max(s.ffn, s.classes))) {
+    slots.reserve(static_cast<size_t>(slot_count));
+    for (int k = 0; k < slot_count; ++k) slots.emplace_back(s, max_b);
+  }
+
   const model::MlpShape& shape() const { return layout.shape(); }
-  float* act(int l) const { return acts.data() + l * max_batch * shape().hidden; }
-  float* dact(int l) const { return dacts.data() + l * max_batch * shape().hidden; }
-  float* pre_of(int i) const { return pre.data() + i * max_batch * shape().ffn; }
-  float* post_of(int i) const { return post.data() + i * max_batch * shape().ffn; }
+  DeviceMlpSlot& cur() { return slots[static_cast<size_t>(current)]; }
+  const DeviceMlpSlot& cur() const { return slots[static_cast<size_t>(current)]; }
+  float* act(int l) const { return cur().acts.data() + l * max_batch * shape().hidden; }
+  float* dact(int l) const { return cur().dacts.data() + l * max_batch * shape().hidden; }
+  float* pre_of(int i) const { return cur().pre.data() + i * max_batch * shape().ffn; }
+  float* post_of(int i) const { return cur().post.data() + i * max_batch * shape().ffn; }
   const model::ParamTensor& tensor_of(int layer, int which) const {
     return layout.tensors()[static_cast<size_t>(layer) * kTensorsPerBlock + which];
   }
@@ -54,19 +72,17 @@ struct DeviceMlp::State {
   int64_t max_batch;
   Stream stream;  // before blas: the handle is bound to it
   CublasHandle blas;
-  DeviceBuffer<float> params, grads, acts, dacts, pre, post, scratch, logits, probs, losses;
-  DeviceBuffer<int32_t> labels;
-  int64_t batch = 0;
-  float loss_scale = 1.0f;
-  std::vector<char> saved, has_act, has_dact;
-  bool head_saved = false;
+  DeviceBuffer<float> params, grads, scratch;
+  std::vector<DeviceMlpSlot> slots;
+  int current = 0;
 };
 
 DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params,
-                     int64_t max_batch, int device)
+                     int64_t max_batch, int device, int slots)
     : device_(device) {
   shape.validate();
   if (max_batch < 1) throw ConfigError("max_batch", std::to_string(max_batch), "must be >= 1");
+  if (slots < 1) throw ConfigError("slots", std::to_string(slots), "must be >= 1");
   const model::ParamLayout layout(shape);
   if (static_cast<int64_t>(host_params.size()) != layout.numel()) {
     throw ConfigError("host_params elements", std::to_string(host_params.size()),
@@ -74,7 +90,7 @@ DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_p
                           " parameters (whole network)");
   }
   DeviceGuard guard(device);
-  state_ = std::make_unique<State>(shape, max_batch);
+  state_ = std::make_unique<State>(shape, max_batch, slots);
   state_->params.upload(host_params, state_->stream.get());
   state_->grads.zero(state_->stream.get());
   state_->stream.synchronize();
@@ -106,8 +122,16 @@ cudaStream_t DeviceMlp::stream() const { return state_->stream.get(); }
 const CublasHandle& DeviceMlp::blas() const { return state_->blas; }
 std::span<float> DeviceMlp::params() { return state_->params.span(); }
 std::span<float> DeviceMlp::grads() { return state_->grads.span(); }
-int64_t DeviceMlp::batch() const { return state_->batch; }
-float DeviceMlp::loss_scale() const { return state_->loss_scale; }
+int64_t DeviceMlp::batch() const { return state_->cur().batch; }
+float DeviceMlp::loss_scale() const { return state_->cur().loss_scale; }
+int DeviceMlp::slots() const { return static_cast<int>(state_->slots.size()); }
+int DeviceMlp::slot() const { return state_->current; }
+
+void DeviceMlp::select_slot(int slot) {
+  if (slot < 0 || slot >= slots())
+    throw RuntimeError("select_slot(" + std::to_string(slot) + "): slots are 0.." + std::to_string(slots() - 1));
+  state_->current = slot;
+}
 
 void DeviceMlp::upload_params(std::span<const float> host) {
   DeviceGuard guard(device_);
@@ -158,14 +182,14 @@ void DeviceMlp::set_microbatch(std::span<const float> x, std::span<const int32_t
   }
   DeviceGuard guard(device_);
   copy_to_device(s.act(0), x.data(), x.size_bytes(), stream());
-  copy_to_device(s.labels.data(), labels.data(), labels.size_bytes(), stream());
-  s.batch = B;
-  s.loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
-  std::fill(s.saved.begin(), s.saved.end(), 0);
-  std::fill(s.has_act.begin(), s.has_act.end(), 0);
-  std::fill(s.has_dact.begin(), s.has_dact.end(), 0);
-  s.has_act[0] = 1;
-  s.head_saved = false;
+  copy_to_device(s.cur().labels.data(), labels.data(), labels.size_bytes(), stream());
+  s.cur().batch = B;
+  s.cur().loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
+  std::fill(s.cur().saved.begin(), s.cur().saved.end(), 0);
+  std::fill(s.cur().has_act.begin(), s.cur().has_act.end(), 0);
+  std::fill(s.cur().has_dact.begin(), s.cur().has_dact.end(), 0);
+  s.cur().has_act[0] = 1;
+  s.cur().head_saved = false;
 }
 
 void DeviceMlp::forward_layer(int layer) {
@@ -175,20 +199,20 @@ void DeviceMlp::forward_layer(int layer) {
     throw RuntimeError("forward_layer(" + std::to_string(layer) + "): layers are 0.." +
                        std::to_string(L));
   }
-  if (!s.has_act[layer]) {
+  if (!s.cur().has_act[layer]) {
     throw RuntimeError("forward_layer(" + std::to_string(layer) + "): activation(" +
                        std::to_string(layer) + ") was never set");
   }
   DeviceGuard guard(device_);
-  const int64_t B = s.batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
+  const int64_t B = s.cur().batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
   const cudaStream_t st = stream();
   if (layer == L) {
     // logits (B, C) = head(x_L); probs, losses from the labels
-    linear_forward(s.blas, s.logits.data(), s.act(L), s.param(L, kHeadWeight),
+    linear_forward(s.blas, s.cur().logits.data(), s.act(L), s.param(L, kHeadWeight),
                    s.param(L, kHeadBias), B, h, C);
-    softmax_cross_entropy_forward(st, s.losses.data(), s.probs.data(), s.logits.data(),
-                                  s.labels.data(), B, C);
-    s.head_saved = true;
+    softmax_cross_entropy_forward(st, s.cur().losses.data(), s.cur().probs.data(), s.cur().logits.data(),
+                                  s.cur().labels.data(), B, C);
+    s.cur().head_saved = true;
     return;
   }
   const int i = layer;
@@ -199,8 +223,8 @@ void DeviceMlp::forward_layer(int layer) {
   linear_forward(s.blas, s.act(i + 1), s.post_of(i), s.param(i, kFc2Weight),
                  s.param(i, kFc2Bias), B, f, h);
   residual_forward(st, s.act(i + 1), s.act(i + 1), s.act(i), B * h);
-  s.saved[i] = 1;
-  s.has_act[i + 1] = 1;
+  s.cur().saved[i] = 1;
+  s.cur().has_act[i + 1] = 1;
 }
 
 void DeviceMlp::backward_layer(int layer) {
@@ -211,26 +235,26 @@ void DeviceMlp::backward_layer(int layer) {
                        std::to_string(L));
   }
   DeviceGuard guard(device_);
-  const int64_t B = s.batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
+  const int64_t B = s.cur().batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
   const cudaStream_t st = stream();
   if (layer == L) {
-    if (!s.head_saved) throw RuntimeError("backward_layer(head) before its forward_layer");
+    if (!s.cur().head_saved) throw RuntimeError("backward_layer(head) before its forward_layer");
     float* dlogits = s.scratch.data();  // (B, C)
-    softmax_cross_entropy_backward(st, dlogits, s.probs.data(), s.labels.data(), s.loss_scale, B,
+    softmax_cross_entropy_backward(st, dlogits, s.cur().probs.data(), s.cur().labels.data(), s.cur().loss_scale, B,
                                    C);
     // dactivation(L) is produced here, not accumulated from elsewhere: start from zero.
     zero_on_device(s.dact(L), static_cast<size_t>(B * h) * sizeof(float), st);
     linear_backward(s.blas, s.dact(L), s.grad(L, kHeadWeight), s.grad(L, kHeadBias), dlogits,
                     s.act(L), s.param(L, kHeadWeight), B, h, C);
-    s.head_saved = false;
-    s.has_dact[L] = 1;
+    s.cur().head_saved = false;
+    s.cur().has_dact[L] = 1;
     return;
   }
   const int i = layer;
-  if (!s.saved[i]) {
+  if (!s.cur().saved[i]) {
     throw RuntimeError("backward_layer(" + std::to_string(i) + ") before its forward_layer");
   }
-  if (!s.has_dact[i + 1]) {
+  if (!s.cur().has_dact[i + 1]) {
     throw RuntimeError("backward_layer(" + std::to_string(i) + "): upstream gradient dactivation(" +
                        std::to_string(i + 1) + ") was never set");
   }
@@ -247,8 +271,8 @@ void DeviceMlp::backward_layer(int layer) {
   // fc1: dx += dpre @ W1, dW1 += dpre^T @ x, db1 += sum dpre
   linear_backward(s.blas, s.dact(i), s.grad(i, kFc1Weight), s.grad(i, kFc1Bias), dpost, s.act(i),
                   s.param(i, kFc1Weight), B, h, f);
-  s.saved[i] = 0;
-  s.has_dact[i] = 1;
+  s.cur().saved[i] = 0;
+  s.cur().has_dact[i] = 1;
 }
 
 void DeviceMlp::forward() {
@@ -269,12 +293,12 @@ std::vector<float> download(const float* device_ptr, int64_t count, cudaStream_t
 
 std::vector<float> DeviceMlp::losses() const {
   DeviceGuard guard(device_);
-  return download(state_->losses.data(), state_->batch, stream());
+  return download(state_->cur().losses.data(), state_->cur().batch, stream());
 }
 
 std::vector<float> DeviceMlp::logits() const {
   DeviceGuard guard(device_);
-  return download(state_->logits.data(), state_->batch * shape().classes, stream());
+  return download(state_->cur().logits.data(), state_->cur().batch * shape().classes, stream());
 }
 
 double DeviceMlp::loss_sum() const {
@@ -286,13 +310,13 @@ double DeviceMlp::loss_sum() const {
 std::vector<float> DeviceMlp::activation(int l) const {
   if (l < 0 || l > shape().blocks) throw RuntimeError("activation(" + std::to_string(l) + ")");
   DeviceGuard guard(device_);
-  return download(state_->act(l), state_->batch * shape().hidden, stream());
+  return download(state_->act(l), state_->cur().batch * shape().hidden, stream());
 }
 
 std::vector<float> DeviceMlp::dactivation(int l) const {
   if (l < 0 || l > shape().blocks) throw RuntimeError("dactivation(" + std::to_string(l) + ")");
   DeviceGuard guard(device_);
-  return download(state_->dact(l), state_->batch * shape().hidden, stream());
+  return download(state_->dact(l), state_->cur().batch * shape().hidden, stream());
 }
 
 double DeviceMlp::step_matmul_flops(const model::MlpShape& shape, int64_t batch) {

@@ -9,8 +9,8 @@
 //
 // Everything runs on stream() of device(); params() and grads() are DEVICE memory, laid out like
 // LabMlp::params() (element i = flat offset i), ready to hand to an NcclCommunicator.
-// One microbatch of up to max_batch samples is held at a time (activations are preallocated for
-// max_batch: no allocation inside a step). Whole network only; pipeline stages are future work.
+// Up to `slots` microbatches of up to max_batch samples are held at a time (activations are
+// preallocated: no allocation inside a step). Whole network only; pipeline stages are future work.
 // Not thread-safe: one DeviceMlp per rank.
 #include <cuda_runtime_api.h>
 
@@ -29,8 +29,9 @@ class DeviceMlp {
   // Parameters copied from `host_params` (ParamLayout(shape).numel() floats, e.g.
   // LabMlp::params() of a whole network); gradients zero. Throws ConfigError on a bad shape,
   // parameter count or max_batch < 1, CudaError when the device cannot hold it.
+  // `slots` microbatches can be in flight at once (each its own activations; see select_slot).
   DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params, int64_t max_batch,
-            int device);
+            int device, int slots = 1);
   // Initialised like model::LabMlp(shape, seed): the same values bit for bit.
   static DeviceMlp from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch,
                              int device);
@@ -61,6 +62,13 @@ class DeviceMlp {
                       int64_t global_batch);
   int64_t batch() const;
   float loss_scale() const;
+
+  // Microbatch slots: set_microbatch, the per-layer steps and the host copies below act on the
+  // selected slot (0 at first), so a schedule that runs several forwards before their backwards
+  // (GPipe accumulation) keeps each microbatch's activations. Parameters and gradients are shared.
+  int slots() const;
+  int slot() const;
+  void select_slot(int slot);  // throws RuntimeError outside [0, slots())
 
   // Per-layer steps (see above). Throw RuntimeError when called out of order (no input, backward
   // before forward, missing upstream gradient), like LabMlp.

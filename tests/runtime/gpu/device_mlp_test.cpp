@@ -138,6 +138,35 @@ TEST(DeviceMlp, MicrobatchGradientsSumToTheFullBatch) {
   EXPECT_LT(d, 1e-5);
 }
 
+TEST(DeviceMlp, SlotsKeepEachMicrobatchSoForwardsMayRunBeforeTheirBackwards) {
+  PARLAB_REQUIRE_CUDA_DEVICES(1);
+  // GPipe order (F0 F1 B1 B0) on two slots gives the gradients of the sequential order on one
+  // slot (F0 B0 F1 B1): each slot kept its own activations.
+  const MlpShape shape{.hidden = 32, .ffn = 64, .blocks = 2, .classes = 5};
+  const Batch full = make_batch(shape, 32, 301);
+  const Batch first{{full.x.begin(), full.x.begin() + 16 * 32}, {full.labels.begin(), full.labels.begin() + 16}};
+  const Batch second{{full.x.begin() + 16 * 32, full.x.end()}, {full.labels.begin() + 16, full.labels.end()}};
+  DeviceMlp sequential = DeviceMlp::from_seed(shape, 5, 16, 0);
+  gpu_step(sequential, first, 32);
+  gpu_step(sequential, second, 32);
+  DeviceMlp piped(shape, LabMlp(shape, 5).params(), 16, 0, /*slots=*/2);
+  piped.select_slot(0);
+  piped.set_microbatch(first.x, first.labels, 32);
+  piped.forward();
+  piped.select_slot(1);
+  piped.set_microbatch(second.x, second.labels, 32);
+  piped.forward();
+  piped.backward();
+  piped.select_slot(0);
+  piped.backward();
+  // Only the order in which the two microbatches add onto the gradients differs (cuBLAS's beta = 1
+  // addition); a slot that shared activations would be off by O(1).
+  const double d = max_rel_diff(grads_of(piped), grads_of(sequential));
+  report("F0 F1 B1 B0 on two slots vs F0 B0 F1 B1", d, 1e-6);
+  EXPECT_LT(d, 1e-6);
+  EXPECT_THROW(piped.select_slot(2), RuntimeError);
+}
+
 TEST(DeviceMlp, RejectsBadInputOnTheHost) {
   PARLAB_REQUIRE_CUDA_DEVICES(1);
   const MlpShape shape{.hidden = 4, .ffn = 8, .blocks = 1, .classes = 3};

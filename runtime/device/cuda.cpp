@@ -1,0 +1,63 @@
+// The device layer of a build with the GPU backend: LOCAL_RANK's GPU, NCCL, the CudaModel.
+#include <algorithm>
+
+#include "runtime/comm/nccl/nccl_communicator.h"
+#include "runtime/compute/cuda/cuda_model.h"
+#include "runtime/compute/cuda/device.h"
+#include "runtime/device/device.h"
+#include "strategy/errors.h"
+
+namespace parlab::device {
+
+bool cuda_built() { return true; }
+
+std::string unavailable_reason(Kind kind) {
+  if (kind == Kind::kCpu) return "";
+  const compute::cuda::DeviceList list = compute::cuda::cuda_devices();
+  if (list.devices.empty()) return "no CUDA device on this machine (" + list.reason + "); use --device cpu";
+  return "";
+}
+
+namespace {
+
+// The largest microbatch a rank of `plan` computes: its share of the global batch cut into
+// `microbatches` pieces that differ by at most one (trainer.h).
+int64_t max_microbatch(const strategy::Plan& plan) {
+  const int64_t m = std::max<int64_t>(plan.microbatches, 1);
+  const int64_t per_rank = (plan.global_batch + plan.dp - 1) / plan.dp;
+  return std::max<int64_t>((per_rank + m - 1) / m, 1);
+}
+
+}  // namespace
+
+CudaRank open_cuda_rank(std::shared_ptr<comm::Store> store, int rank, int size, int local_rank,
+                        const CudaRankOptions& options) {
+  const compute::cuda::DeviceList list = compute::cuda::cuda_devices();
+  if (list.devices.empty()) throw ConfigError("--device", "cuda", unavailable_reason(Kind::kCuda));
+  if (local_rank < 0 || local_rank >= static_cast<int>(list.devices.size()))
+    throw ConfigError("LOCAL_RANK", std::to_string(local_rank),
+                      "names no GPU of this machine: one GPU per rank, " + std::to_string(list.devices.size()) +
+                          " visible (CUDA_VISIBLE_DEVICES selects them)");
+  CudaRank r;
+  r.device = local_rank;
+  comm::NcclOptions no;
+  no.timeout = options.timeout;
+  no.attempt = options.attempt;
+  no.dump_dir = options.dump_dir;
+  no.group_name = "nccl.world";  // beside the Gloo "world": flight-recorder dumps must not share a file name
+  std::unique_ptr<comm::NcclCommunicator> nccl = comm::make_nccl_communicator(std::move(store), rank, size, r.device, no);
+  comm::NcclCommunicator* raw = nccl.get();
+  r.world = std::move(nccl);
+  const int device = r.device;
+  // The trainer builds the model before it splits groups off the world: every communicator then
+  // waits for the model's stream, so a bucket is reduced only after its backward wrote it.
+  r.make_model = [raw, device](model::LabMlp& host, const strategy::Plan& plan) -> std::unique_ptr<model::Model> {
+    auto m = std::make_unique<compute::cuda::CudaModel>(host, max_microbatch(plan),
+                                                       static_cast<int>(std::max<int64_t>(plan.microbatches, 1)), device);
+    raw->set_compute_stream(m->stream());
+    return m;
+  };
+  return r;
+}
+
+}  // namespace parlab::device

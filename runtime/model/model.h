@@ -1,0 +1,83 @@
+#pragma once
+// model::Model: what the executor, the optimizer path and checkpoints need of the network one
+// rank computes, whichever device computes it. LabMlp (runtime/model/lab_mlp.h) computes on the
+// host; the CUDA model (runtime/compute/cuda/cuda_model.h) on one GPU. Both run the same step
+// program through train::Executor.
+//
+// Two places the numbers live:
+//   host buffers     params() / grads(): host memory, flat layout of owned_range() (element i =
+//                    flat offset owned_range().begin + i). The optimizer, ModelShards, checkpoints
+//                    and exports read and write only these, so a checkpoint is the same global
+//                    tensors whichever device wrote it, and a GPU run resumes on the CPU and back.
+//   compute buffers  compute_params() / compute_grads(): what the layers compute on and the
+//                    collectives move. For LabMlp they ARE the host buffers; for the CUDA model
+//                    they are device memory (handed to an NcclCommunicator, never dereferenced).
+// Between the two, explicit copies the executor places in the step program:
+//   pull_grads(range)   compute -> host, before the optimizer reads the reduced gradients;
+//   push_params(range)  host -> compute, after the optimizer (or a checkpoint load) changed them.
+// Both are no-ops when the buffers coincide. Outside a step the host parameters are the truth.
+//
+// The per-layer contract is LabMlp's: forward_layer(l, mb) for l ascending reads activation(l);
+// backward_layer(l, mb) descending ACCUMULATES layer l's gradients into the compute gradients
+// (microbatches sum; the head scales by mb.loss_scale()). On any device the head's forward leaves
+// logits and losses in `mb` (host), so loss_sum() and correct() read the same on every device.
+#include <span>
+#include <string_view>
+
+#include "runtime/model/microbatch.h"
+#include "runtime/model/param_layout.h"
+
+namespace parlab::model {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // "cpu", "cuda": where compute buffers live (a communicator must accept them).
+  virtual std::string_view device_name() const = 0;
+
+  virtual const ParamLayout& layout() const = 0;
+  const MlpShape& shape() const { return layout().shape(); }
+  virtual int first_layer() const = 0;
+  virtual int end_layer() const = 0;
+  bool owns_layer(int layer) const { return first_layer() <= layer && layer < end_layer(); }
+  virtual FlatRange owned_range() const = 0;
+
+  // Host buffers (see above); empty when the storage holds no full copy (ZeRO-2/3).
+  virtual bool holds_params() const = 0;
+  virtual bool holds_grads() const = 0;
+  virtual std::span<float> params() = 0;
+  virtual std::span<const float> params() const = 0;
+  virtual std::span<float> grads() = 0;
+  virtual std::span<const float> grads() const = 0;
+
+  // Compute buffers (device memory on a GPU), same layout as the host buffers.
+  virtual std::span<float> compute_params() = 0;
+  virtual std::span<float> compute_grads() = 0;
+  // Copies of flat `range` (inside owned_range()) between the two; no-ops on the host.
+  virtual void pull_grads(FlatRange range) = 0;
+  virtual void push_params(FlatRange range) = 0;
+
+  // Zeroes the compute gradients (the start of a step).
+  virtual void zero_grads() = 0;
+  // Binds the tensors of flat `range` to `storage` in compute memory (ZeRO-2/3; lab_mlp.h).
+  virtual void bind_params(FlatRange range, std::span<float> storage) = 0;
+  virtual void bind_grads(FlatRange range, std::span<float> storage) = 0;
+
+  virtual void forward_layer(int layer, MicrobatchState& mb) const = 0;
+  virtual void backward_layer(int layer, MicrobatchState& mb) = 0;
+  // Returns once the layers' queued work is done (a device runs them asynchronously): the
+  // executor calls it at the end of each compute op, so op times are compute times on every
+  // device. The host computes synchronously: nothing to wait for.
+  virtual void synchronize() const {}
+
+ protected:
+  // Implementations decide whether they copy (LabMlp does; a device model does not).
+  Model() = default;
+  Model(const Model&) = default;
+  Model(Model&&) = default;
+  Model& operator=(const Model&) = default;
+  Model& operator=(Model&&) = default;
+};
+
+}  // namespace parlab::model

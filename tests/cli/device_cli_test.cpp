@@ -1,0 +1,101 @@
+// `parlab train --device`: listed by --help; on a machine without a usable GPU (or in a build
+// without CUDA) `--device cuda` fails at once -- exit 2, one line that says which of the two it
+// is, no worker started, no hang; and the binary links NCCL and cuBLAS exactly when it was built
+// with the GPU backend.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "runtime/device/device.h"
+#include "tests/support/subprocess.h"
+
+namespace parlab::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+ProcessResult parlab(std::vector<std::string> args) {
+  args.insert(args.begin(), parlab_bin());
+  return run_process(args);
+}
+
+std::string ldd_of(const std::string& binary) {
+  std::string out;
+  FILE* p = ::popen(("ldd '" + binary + "' 2>&1").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+TEST(DeviceCli, TrainHelpListsTheDeviceFlagAndItsChoices) {
+  const ProcessResult r = parlab({"train", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("--device");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  EXPECT_NE(line.find("cpu"), std::string::npos) << line;
+  EXPECT_NE(line.find("cuda"), std::string::npos) << line;
+}
+
+TEST(DeviceCli, AnUnknownDeviceIsOneLineNamingTheFlag) {
+  const ProcessResult r = parlab({"train", "--device", "tpu", "--steps", "1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--device = tpu"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cpu, cuda"), std::string::npos) << r.err;
+}
+
+TEST(DeviceCli, CudaWithoutADeviceFailsAtOnceWithOneLineAndStartsNoWorker) {
+  const std::string why = device::unavailable_reason(device::Kind::kCuda);
+  if (why.empty()) GTEST_SKIP() << "this machine has a CUDA device: --device cuda runs here";
+  const fs::path run_dir = fs::temp_directory_path() / ("parlab_device_cli_" + std::to_string(::getpid()));
+  fs::remove_all(run_dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProcessResult r = parlab({"train", "--device", "cuda", "--nproc", "2", "--steps", "2", "--run-dir",
+                                  run_dir.string()});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--device = cuda"), std::string::npos) << r.err;
+  if (device::cuda_built()) {
+    EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  } else {
+    EXPECT_NE(r.err.find("built without the GPU backend"), std::string::npos) << r.err;
+  }
+  // Refused before any process: no worker wrote records (a rendezvous would have taken seconds).
+  EXPECT_FALSE(fs::exists(run_dir / "rank-0.jsonl"));
+  EXPECT_LT(seconds, 20.0);
+  fs::remove_all(run_dir);
+}
+
+TEST(DeviceCli, TheKillResumeProofOnCudaIsRefusedTheSameWayWithoutADevice) {
+  if (device::unavailable_reason(device::Kind::kCuda).empty()) GTEST_SKIP() << "this machine has a CUDA device";
+  const fs::path work = fs::temp_directory_path() / ("parlab_device_proof_" + std::to_string(::getpid()));
+  const ProcessResult r = parlab({"proof", "kill-resume", "--device", "cuda", "--nproc", "1", "--steps", "4",
+                                  "--work-dir", work.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--device = cuda"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work / "reference")) << "a run started";
+  fs::remove_all(work);
+}
+
+TEST(DeviceCli, TheBinaryLinksNcclAndCublasExactlyWhenBuiltWithCuda) {
+  const std::string libs = ldd_of(parlab_bin());
+  ASSERT_NE(libs.find("libc.so"), std::string::npos) << "ldd did not run: " << libs;
+  const bool nccl = libs.find("libnccl") != std::string::npos;
+  const bool cublas = libs.find("libcublas") != std::string::npos;
+  EXPECT_EQ(nccl, device::cuda_built()) << libs;
+  EXPECT_EQ(cublas, device::cuda_built()) << libs;
+}
+
+}  // namespace
+}  // namespace parlab::testing

@@ -1,0 +1,60 @@
+#pragma once
+// A host stand-in for a device model (runtime/model/model.h), for tests on machines without a
+// GPU: it computes on its OWN copy of the network (the "device" buffers) and exposes the host
+// LabMlp's buffers as its host side, exactly as the CUDA model does. Anything that reads or writes
+// host buffers without the executor's pull_grads/push_params (or the trainer's
+// host_state_changed after a checkpoint load) then sees stale numbers, and the test catches it.
+#include <algorithm>
+
+#include "runtime/model/lab_mlp.h"
+#include "runtime/model/model.h"
+#include "strategy/errors.h"
+
+namespace parlab::train::testing {
+
+class StagedModel final : public model::Model {
+ public:
+  // `host`: the whole network with full parameters and gradients (borrowed).
+  explicit StagedModel(model::LabMlp& host)
+      : host_(host), device_(host.shape(), /*seed=*/0) {
+    // The device starts from garbage (another seed) until the host's weights are pushed.
+    push_params(host_.owned_range());
+  }
+
+  std::string_view device_name() const override { return "staged"; }
+  const model::ParamLayout& layout() const override { return host_.layout(); }
+  int first_layer() const override { return host_.first_layer(); }
+  int end_layer() const override { return host_.end_layer(); }
+  model::FlatRange owned_range() const override { return host_.owned_range(); }
+  bool holds_params() const override { return true; }
+  bool holds_grads() const override { return true; }
+  std::span<float> params() override { return host_.params(); }
+  std::span<const float> params() const override { return host_.params(); }
+  std::span<float> grads() override { return host_.grads(); }
+  std::span<const float> grads() const override { return host_.grads(); }
+  std::span<float> compute_params() override { return device_.params(); }
+  std::span<float> compute_grads() override { return device_.grads(); }
+  void pull_grads(model::FlatRange r) override {
+    std::copy_n(device_.grads().begin() + r.begin, r.numel(), host_.grads().begin() + r.begin);
+    ++pulls;
+  }
+  void push_params(model::FlatRange r) override {
+    std::copy_n(host_.params().begin() + r.begin, r.numel(), device_.params().begin() + r.begin);
+    ++pushes;
+  }
+  void zero_grads() override { device_.zero_grads(); }
+  void bind_params(model::FlatRange, std::span<float>) override { refuse(); }
+  void bind_grads(model::FlatRange, std::span<float>) override { refuse(); }
+  void forward_layer(int layer, model::MicrobatchState& mb) const override { device_.forward_layer(layer, mb); }
+  void backward_layer(int layer, model::MicrobatchState& mb) override { device_.backward_layer(layer, mb); }
+
+  int pulls = 0, pushes = 0;
+
+ private:
+  [[noreturn]] static void refuse() { throw RuntimeError("the staged model holds whole replicas only"); }
+
+  model::LabMlp& host_;
+  model::LabMlp device_;
+};
+
+}  // namespace parlab::train::testing
