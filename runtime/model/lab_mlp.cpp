@@ -207,7 +207,7 @@ void LabMlp::block_forward(int i, MicrobatchState& mb) const {
   saved.post.resize(B * f);
   const float* x = mb.activation(i).data();  // (B, h)
   float* y = mb.activation(i + 1).data();    // (B, h)
-  // pre (B, f) = x @ W1^T + b1;  post = gelu(pre)
+  // pre (B, f) = x @ W1^T + b1 (the bias in the matmul's epilogue);  post = gelu(pre)
   cpu::linear_forward(saved.pre.data(), x, tensor(tensor_of(i, kFc1Weight)),
                       tensor(tensor_of(i, kFc1Bias)), B, h, f);
   cpu::gelu_forward(saved.post.data(), saved.pre.data(), B * f);
@@ -239,14 +239,14 @@ void LabMlp::head_backward(MicrobatchState& mb) {
   const int L = static_cast<int>(shape().blocks);
   scratch_.resize(B * C);
   float* dlogits = scratch_.data();  // (B, C)
-  cpu::softmax_cross_entropy_backward(dlogits, mb.probs_.data(), mb.labels_.data(), mb.loss_scale(),
-                                      B, C);
-  // dactivation(L) is produced here (not accumulated from elsewhere): start from zero.
+  cpu::softmax_cross_entropy_backward(dlogits, cpu::GradWrite::kOverwrite, mb.probs_.data(),
+                                      mb.labels_.data(), mb.loss_scale(), B, C);
+  // dactivation(L) starts here: the head's product writes it.
   std::span<float> dx = mb.dactivation(L);
-  std::fill(dx.begin(), dx.end(), 0.0f);
   const ParamTensor& w = tensor_of(L, kHeadWeight);
-  cpu::linear_backward(dx.data(), tensor_grad(w), tensor_grad(tensor_of(L, kHeadBias)), dlogits,
-                       mb.activation(L).data(), tensor(w), B, h, C);
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kOverwrite, tensor_grad(w),
+                       tensor_grad(tensor_of(L, kHeadBias)), dlogits, mb.activation(L).data(), tensor(w),
+                       B, h, C);
   mb.head_saved_ = false;
 }
 
@@ -261,20 +261,21 @@ void LabMlp::block_backward(int i, MicrobatchState& mb) {
   }
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   const float* dy = mb.dactivation(i + 1).data();  // (B, h)
-  // Residual branch: dx starts as dy; the fc path accumulates onto it below.
+  // Residual branch (the identity): dx = dy; the fc path accumulates onto it below.
   std::span<float> dx = mb.dactivation(i);
   std::copy(dy, dy + B * h, dx.begin());
   // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
-  scratch_.assign(B * f, 0.0f);
+  scratch_.resize(B * f);
   float* dpost = scratch_.data();
   const ParamTensor& w2 = tensor_of(i, kFc2Weight);
-  cpu::linear_backward(dpost, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)), dy,
-                       saved.post.data(), tensor(w2), B, f, h);
-  // gelu: dpre = dpost * gelu'(pre), in place
-  cpu::gelu_backward(dpost, saved.pre.data(), dpost, B * f);
-  // fc1: dx += dpre @ W1, dW1 += dpre^T @ x, db1 += sum dpre
+  cpu::linear_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)),
+                       dy, saved.post.data(), tensor(w2), B, f, h);
+  // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre) in place, db1 += sum dpre
+  cpu::gelu_bias_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(tensor_of(i, kFc1Bias)),
+                          saved.pre.data(), dpost, B, f);
+  // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward(dx.data(), tensor_grad(w1), tensor_grad(tensor_of(i, kFc1Bias)), dpost,
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), nullptr, dpost,
                        mb.activation(i).data(), tensor(w1), B, h, f);
   // Release what only this backward needed: the saved activations and the upstream gradient,
   // now consumed. dactivation(i) (what a pipeline stage would send) stays for the executor.
