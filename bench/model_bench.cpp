@@ -67,7 +67,7 @@ struct Gemm {
 
 void run_gemm(const Gemm& g, const float* a, const float* b, float* c) {
   // Through the kernels' matmul backend (oneDNN or OpenBLAS), as LabMlp runs it.
-  compute::cpu::gemm_f32({.M = g.M, .N = g.N, .K = g.K, .trans_a = g.ta == CblasTrans, .trans_b = g.tb == CblasTrans,
+  parlab::compute::cpu::gemm_f32({.M = g.M, .N = g.N, .K = g.K, .trans_a = g.ta == CblasTrans, .trans_b = g.tb == CblasTrans,
                           .accumulate = g.beta != 0.0f},
                          a, b, c);
 }
