@@ -31,7 +31,9 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
       storage_(storage),
       params_(counted_vector<float>(storage.account, MemoryCategory::kParameters)),
       grads_(counted_vector<float>(storage.account, MemoryCategory::kGradients)),
-      scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)) {
+      scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
+      forward_scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
+      scratch_bf16_(counted_vector<uint16_t>(storage.account, MemoryCategory::kTemporary)) {
   if (first_layer < 0 || end_layer > layout_.num_layers() || first_layer >= end_layer) {
     throw ConfigError(
         "stage layers", "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
@@ -69,7 +71,15 @@ void LabMlp::bind(std::vector<float*>& where, FlatRange range, std::span<float> 
   }
 }
 
-void LabMlp::bind_params(FlatRange range, std::span<float> storage) { bind(param_at_, range, storage, "parameters"); }
+void LabMlp::bind_params(FlatRange range, std::span<float> storage) {
+  bind(param_at_, range, storage, "parameters");
+  mark_bf16_stale();  // new values (a ZeRO-3 gather) or a new home: the bf16 copies are old
+  if (storage.empty() && !weights_bf16_.empty()) {
+    // Unbound (a ZeRO-3 layer after it computed): its bf16 copies go too, as the gathered values.
+    for (size_t t = 0; t < layout_.tensors().size(); ++t)
+      if (range.contains(layout_.tensors()[t].range())) release_storage(weights_bf16_[t]);
+  }
+}
 void LabMlp::bind_grads(FlatRange range, std::span<float> storage) { bind(grad_at_, range, storage, "gradients"); }
 
 const float* LabMlp::tensor(const ParamTensor& t) const {
@@ -114,6 +124,7 @@ void require_held(bool held, std::string_view name, const char* what) {
 
 std::span<float> LabMlp::param(std::string_view name) {
   require_held(storage_.params, name, "parameters");
+  mark_bf16_stale();  // the caller may write through the view
   const FlatRange r = local_range(name);
   return std::span<float>(params_).subspan(r.begin, r.numel());
 }
@@ -136,7 +147,10 @@ std::span<const float> LabMlp::grad(std::string_view name) const {
   return std::span<const float>(grads_).subspan(r.begin, r.numel());
 }
 
-void LabMlp::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void LabMlp::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  mark_bf16_stale();
+}
 
 // PyTorch nn.Linear's U(-1/sqrt(fan_in), 1/sqrt(fan_in)), except the layer that writes into the
 // residual stream (fc2): it is scaled by 1/sqrt(L), as GPT-2 scales its residual projections, so
@@ -201,6 +215,7 @@ void LabMlp::backward(MicrobatchState& mb) {
 }
 
 void LabMlp::block_forward(int i, MicrobatchState& mb) const {
+  if (mixed_) return block_forward_mixed(i, mb);
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   MicrobatchState::BlockSaved& saved = mb.saved_[i];
   saved.pre.resize(B * f);
@@ -259,6 +274,7 @@ void LabMlp::block_backward(int i, MicrobatchState& mb) {
     throw RuntimeError("backward_layer(" + std::to_string(i) + "): upstream gradient dactivation(" +
                        std::to_string(i + 1) + ") was never set");
   }
+  if (mixed_) return block_backward_mixed(i, mb);
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   const float* dy = mb.dactivation(i + 1).data();  // (B, h)
   // Residual branch (the identity): dx = dy; the fc path accumulates onto it below.
