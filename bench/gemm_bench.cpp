@@ -53,6 +53,8 @@ std::vector<Shape> lab_shapes(const std::vector<int64_t>& batches) {
       out.push_back({tag + " fwd", B, l.OC, l.C, false, true});
       out.push_back({tag + " dinp", B, l.C, l.OC, false, false});
       out.push_back({tag + " dW", l.OC, l.C, B, true, false});
+      // The same product with dout^T stored (OC, B): the layout a transposing bf16 conversion gives.
+      out.push_back({tag + " dW (A^T stored)", l.OC, l.C, B, false, false});
     }
   }
   return out;
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
               std::string(cpu::matmul_backend_name()).c_str(), bf16 ? "yes (AVX512-BF16)" : "no",
               load_average().c_str());
   std::printf("GFLOP/s: median [min..max] of %d runs; det = two runs gave identical bits\n\n", repeats);
-  std::printf("%-24s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K", "OpenBLAS",
+  std::printf("%-30s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K", "OpenBLAS",
               "BLIS", "oneDNN fp32", "oneDNN bf16");
 
   std::mt19937 gen(1);
@@ -152,7 +154,7 @@ int main(int argc, char** argv) {
         cells[l].gflops.push_back(flops * n / t / 1e9);
       }
     }
-    std::printf("%-24s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M),
+    std::printf("%-30s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M),
                 static_cast<long long>(s.N), static_cast<long long>(s.K));
     for (size_t l = 0; l < libs.size(); ++l) {
       if (l == 3 && !bf16) {
