@@ -29,7 +29,8 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
       first_layer_(first_layer),
       end_layer_(end_layer),
       storage_(storage),
-      params_(counted_vector<float>(storage.account, MemoryCategory::kParameters)),
+      params_(counted_vector<float>(storage.account, storage.mixed_precision ? MemoryCategory::kOptimizer
+                                                                             : MemoryCategory::kParameters)),
       grads_(counted_vector<float>(storage.account, MemoryCategory::kGradients)),
       scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
       forward_scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
@@ -52,6 +53,7 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
     bind_grads(owned_, grads_);
   }
   init_params(seed);
+  if (storage_.mixed_precision) set_mixed_precision(true);
 }
 
 void LabMlp::bind(std::vector<float*>& where, FlatRange range, std::span<float> storage, const char* what) {

@@ -36,6 +36,10 @@ struct ModelStorage {
   bool params = true;  // a full copy of the owned layers' parameters (false: ZeRO-3)
   bool grads = true;   // and of their gradients (false: ZeRO-2 and 3)
   MemoryAccount* account = nullptr;  // parameters, gradients and backward scratch (temporary)
+  // Mixed precision from the start (see set_mixed_precision). The fp32 parameter buffer is then
+  // the optimizer's master copy and is charged as optimizer state; the bf16 copies the matmuls
+  // read are the parameters, as the memory ledger counts them (2 + 12 bytes per parameter).
+  bool mixed_precision = false;
 };
 
 class LabMlp {

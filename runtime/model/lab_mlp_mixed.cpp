@@ -62,6 +62,12 @@ void LabMlp::block_forward_mixed(int i, MicrobatchState& mb) const {
                            tensor(tensor_of(i, kFc2Bias)), B, f, h);
   cpu::residual_forward(y, y, x, B * h);
   saved.present = true;
+  // The backward reads the bf16 copy only: the fp32 input goes now, as autocast frees it. The data
+  // (activation(0)) stays for its owner (loader, --dump-step).
+  if (i > 0) {
+    release_storage(mb.acts_[i]);
+    mb.has_act_[i] = 0;
+  }
 }
 
 void LabMlp::block_backward_mixed(int i, MicrobatchState& mb) {

@@ -45,9 +45,9 @@ model::LabMlp build_model(const strategy::ModelSpec& spec, const strategy::Plan&
                           model::MemoryAccount* account) {
   compute::pin_blas_to_one_thread();
   const model::MlpShape shape = mlp_shape(spec);
-  model::LabMlp m(shape, seed, 0, shape.num_layers(), storage_for_stage(zero_stage(plan), account));
-  m.set_mixed_precision(plan.precision == strategy::Precision::kMixed);
-  return m;
+  model::ModelStorage storage = storage_for_stage(zero_stage(plan), account);
+  storage.mixed_precision = plan.precision == strategy::Precision::kMixed;
+  return model::LabMlp(shape, seed, 0, shape.num_layers(), storage);
 }
 
 std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank, int world,
