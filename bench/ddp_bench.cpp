@@ -31,6 +31,7 @@
 
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
+#include "runtime/compute/cpu/matmul.h"
 #include "runtime/model/lab_mlp.h"
 #include "runtime/train/trainer.h"
 #include "strategy/io.h"
@@ -152,9 +153,10 @@ GemmTimes sgemm_seconds(const model::MlpShape& s, int64_t B, int reps) {
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < g.size(); ++i) {
       const Gemm& x = g[i];
-      const int64_t lda = x.ta == CblasNoTrans ? x.K : x.M, ldb = x.tb == CblasNoTrans ? x.N : x.K;
-      cblas_sgemm(CblasRowMajor, x.ta, x.tb, x.M, x.N, x.K, 1.0f, a[i].data(), lda, b[i].data(), ldb, 1.0f,
-                  c[i].data(), x.N);
+      // Through the kernels' matmul backend, as LabMlp runs it.
+      compute::cpu::gemm_f32({.M = x.M, .N = x.N, .K = x.K, .trans_a = x.ta == CblasTrans,
+                              .trans_b = x.tb == CblasTrans, .accumulate = true},
+                             a[i].data(), b[i].data(), c[i].data());
     }
     if (r > 0) {
       t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

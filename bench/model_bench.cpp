@@ -25,6 +25,7 @@
 
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/cpu/kernels.h"
+#include "runtime/compute/cpu/matmul.h"
 #include "runtime/model/lab_mlp.h"
 #include "runtime/train/data.h"
 
@@ -65,8 +66,10 @@ struct Gemm {
 };
 
 void run_gemm(const Gemm& g, const float* a, const float* b, float* c) {
-  const int64_t lda = g.ta == CblasNoTrans ? g.K : g.M, ldb = g.tb == CblasNoTrans ? g.N : g.K;
-  cblas_sgemm(CblasRowMajor, g.ta, g.tb, g.M, g.N, g.K, 1.0f, a, lda, b, ldb, g.beta, c, g.N);
+  // Through the kernels' matmul backend (oneDNN or OpenBLAS), as LabMlp runs it.
+  parlab::compute::cpu::gemm_f32({.M = g.M, .N = g.N, .K = g.K, .trans_a = g.ta == CblasTrans, .trans_b = g.tb == CblasTrans,
+                          .accumulate = g.beta != 0.0f},
+                         a, b, c);
 }
 
 // The calls LabMlp makes for one microbatch of B (see runtime/compute/cpu/linear.cpp).
@@ -168,7 +171,7 @@ int main(int argc, char** argv) {
   add("GELU fwd+bwd alone (x L)", [&] {
     for (int64_t l = 0; l < blocks; ++l) {
       cpu::gelu_forward(y.data(), x.data(), bf);
-      cpu::gelu_backward(y.data(), x.data(), dy.data(), bf);
+      cpu::gelu_backward(y.data(), cpu::GradWrite::kOverwrite, x.data(), dy.data(), bf);
     }
   });
   add("bias/residual/copies alone (x L)", [&] {

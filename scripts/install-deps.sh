@@ -12,6 +12,8 @@ packages=(
   libsqlite3-dev            # the results database
   libgtest-dev libgmock-dev # tests
   libopenblas-dev           # CPU GEMM (pthread flavour; pinned to one thread per rank)
+  libdnnl-dev               # oneDNN: the matmul backend (fp32 and bf16 mixed precision)
+  libblis-dev               # BLIS: measured beside them by bench_gemm
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libfmt-dev libspdlog-dev libxxhash-dev
   xvfb xauth                # headless GUI tests

@@ -29,9 +29,12 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
       first_layer_(first_layer),
       end_layer_(end_layer),
       storage_(storage),
-      params_(counted_vector<float>(storage.account, MemoryCategory::kParameters)),
+      params_(counted_vector<float>(storage.account, storage.mixed_precision ? MemoryCategory::kOptimizer
+                                                                             : MemoryCategory::kParameters)),
       grads_(counted_vector<float>(storage.account, MemoryCategory::kGradients)),
-      scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)) {
+      scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
+      forward_scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
+      scratch_bf16_(counted_vector<uint16_t>(storage.account, MemoryCategory::kTemporary)) {
   if (first_layer < 0 || end_layer > layout_.num_layers() || first_layer >= end_layer) {
     throw ConfigError(
         "stage layers", "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
@@ -50,6 +53,7 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
     bind_grads(owned_, grads_);
   }
   init_params(seed);
+  if (storage_.mixed_precision) set_mixed_precision(true);
 }
 
 void LabMlp::bind(std::vector<float*>& where, FlatRange range, std::span<float> storage, const char* what) {
@@ -69,7 +73,15 @@ void LabMlp::bind(std::vector<float*>& where, FlatRange range, std::span<float> 
   }
 }
 
-void LabMlp::bind_params(FlatRange range, std::span<float> storage) { bind(param_at_, range, storage, "parameters"); }
+void LabMlp::bind_params(FlatRange range, std::span<float> storage) {
+  bind(param_at_, range, storage, "parameters");
+  mark_bf16_stale();  // new values (a ZeRO-3 gather) or a new home: the bf16 copies are old
+  if (storage.empty() && !weights_bf16_.empty()) {
+    // Unbound (a ZeRO-3 layer after it computed): its bf16 copies go too, as the gathered values.
+    for (size_t t = 0; t < layout_.tensors().size(); ++t)
+      if (range.contains(layout_.tensors()[t].range())) release_storage(weights_bf16_[t]);
+  }
+}
 void LabMlp::bind_grads(FlatRange range, std::span<float> storage) { bind(grad_at_, range, storage, "gradients"); }
 
 const float* LabMlp::tensor(const ParamTensor& t) const {
@@ -114,6 +126,7 @@ void require_held(bool held, std::string_view name, const char* what) {
 
 std::span<float> LabMlp::param(std::string_view name) {
   require_held(storage_.params, name, "parameters");
+  mark_bf16_stale();  // the caller may write through the view
   const FlatRange r = local_range(name);
   return std::span<float>(params_).subspan(r.begin, r.numel());
 }
@@ -136,7 +149,10 @@ std::span<const float> LabMlp::grad(std::string_view name) const {
   return std::span<const float>(grads_).subspan(r.begin, r.numel());
 }
 
-void LabMlp::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void LabMlp::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  mark_bf16_stale();
+}
 
 // PyTorch nn.Linear's U(-1/sqrt(fan_in), 1/sqrt(fan_in)), except the layer that writes into the
 // residual stream (fc2): it is scaled by 1/sqrt(L), as GPT-2 scales its residual projections, so
@@ -201,13 +217,14 @@ void LabMlp::backward(MicrobatchState& mb) {
 }
 
 void LabMlp::block_forward(int i, MicrobatchState& mb) const {
+  if (mixed_) return block_forward_mixed(i, mb);
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   MicrobatchState::BlockSaved& saved = mb.saved_[i];
   saved.pre.resize(B * f);
   saved.post.resize(B * f);
   const float* x = mb.activation(i).data();  // (B, h)
   float* y = mb.activation(i + 1).data();    // (B, h)
-  // pre (B, f) = x @ W1^T + b1;  post = gelu(pre)
+  // pre (B, f) = x @ W1^T + b1 (the bias in the matmul's epilogue);  post = gelu(pre)
   cpu::linear_forward(saved.pre.data(), x, tensor(tensor_of(i, kFc1Weight)),
                       tensor(tensor_of(i, kFc1Bias)), B, h, f);
   cpu::gelu_forward(saved.post.data(), saved.pre.data(), B * f);
@@ -239,14 +256,14 @@ void LabMlp::head_backward(MicrobatchState& mb) {
   const int L = static_cast<int>(shape().blocks);
   scratch_.resize(B * C);
   float* dlogits = scratch_.data();  // (B, C)
-  cpu::softmax_cross_entropy_backward(dlogits, mb.probs_.data(), mb.labels_.data(), mb.loss_scale(),
-                                      B, C);
-  // dactivation(L) is produced here (not accumulated from elsewhere): start from zero.
+  cpu::softmax_cross_entropy_backward(dlogits, cpu::GradWrite::kOverwrite, mb.probs_.data(),
+                                      mb.labels_.data(), mb.loss_scale(), B, C);
+  // dactivation(L) starts here: the head's product writes it.
   std::span<float> dx = mb.dactivation(L);
-  std::fill(dx.begin(), dx.end(), 0.0f);
   const ParamTensor& w = tensor_of(L, kHeadWeight);
-  cpu::linear_backward(dx.data(), tensor_grad(w), tensor_grad(tensor_of(L, kHeadBias)), dlogits,
-                       mb.activation(L).data(), tensor(w), B, h, C);
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kOverwrite, tensor_grad(w),
+                       tensor_grad(tensor_of(L, kHeadBias)), dlogits, mb.activation(L).data(), tensor(w),
+                       B, h, C);
   mb.head_saved_ = false;
 }
 
@@ -259,22 +276,24 @@ void LabMlp::block_backward(int i, MicrobatchState& mb) {
     throw RuntimeError("backward_layer(" + std::to_string(i) + "): upstream gradient dactivation(" +
                        std::to_string(i + 1) + ") was never set");
   }
+  if (mixed_) return block_backward_mixed(i, mb);
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   const float* dy = mb.dactivation(i + 1).data();  // (B, h)
-  // Residual branch: dx starts as dy; the fc path accumulates onto it below.
+  // Residual branch (the identity): dx = dy; the fc path accumulates onto it below.
   std::span<float> dx = mb.dactivation(i);
   std::copy(dy, dy + B * h, dx.begin());
   // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
-  scratch_.assign(B * f, 0.0f);
+  scratch_.resize(B * f);
   float* dpost = scratch_.data();
   const ParamTensor& w2 = tensor_of(i, kFc2Weight);
-  cpu::linear_backward(dpost, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)), dy,
-                       saved.post.data(), tensor(w2), B, f, h);
-  // gelu: dpre = dpost * gelu'(pre), in place
-  cpu::gelu_backward(dpost, saved.pre.data(), dpost, B * f);
-  // fc1: dx += dpre @ W1, dW1 += dpre^T @ x, db1 += sum dpre
+  cpu::linear_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)),
+                       dy, saved.post.data(), tensor(w2), B, f, h);
+  // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre) in place, db1 += sum dpre
+  cpu::gelu_bias_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(tensor_of(i, kFc1Bias)),
+                          saved.pre.data(), dpost, B, f);
+  // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward(dx.data(), tensor_grad(w1), tensor_grad(tensor_of(i, kFc1Bias)), dpost,
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), nullptr, dpost,
                        mb.activation(i).data(), tensor(w1), B, h, f);
   // Release what only this backward needed: the saved activations and the upstream gradient,
   // now consumed. dactivation(i) (what a pipeline stage would send) stays for the executor.

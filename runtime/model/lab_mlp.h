@@ -37,6 +37,10 @@ struct ModelStorage {
   bool params = true;  // a full copy of the owned layers' parameters (false: ZeRO-3)
   bool grads = true;   // and of their gradients (false: ZeRO-2 and 3)
   MemoryAccount* account = nullptr;  // parameters, gradients and backward scratch (temporary)
+  // Mixed precision from the start (see set_mixed_precision). The fp32 parameter buffer is then
+  // the optimizer's master copy and is charged as optimizer state; the bf16 copies the matmuls
+  // read are the parameters, as the memory ledger counts them (2 + 12 bytes per parameter).
+  bool mixed_precision = false;
 };
 
 // The host implementation of model::Model (model.h): its compute buffers are its host buffers.
@@ -64,7 +68,11 @@ class LabMlp : public Model {
   // when the storage holds no parameters (or gradients).
   bool holds_params() const { return storage_.params; }
   bool holds_grads() const { return storage_.grads; }
-  std::span<float> params() { return params_; }
+  // (A writable view: under mixed precision the bf16 weight copies are then refreshed.)
+  std::span<float> params() {
+    mark_bf16_stale();
+    return params_;
+  }
   std::span<const float> params() const { return params_; }
   std::span<float> grads() { return grads_; }
   std::span<const float> grads() const { return grads_; }
@@ -74,6 +82,8 @@ class LabMlp : public Model {
   std::span<float> grad(std::string_view name);
   std::span<const float> grad(std::string_view name) const;
 
+  // zero_grads() starts a step; under mixed precision it also marks the bf16 weight copies stale
+  // (the optimizer has changed the fp32 master weights since the last forward).
   void zero_grads();
 
   // model::Model on the host: the layers compute in the host buffers, nothing to copy.
@@ -82,6 +92,14 @@ class LabMlp : public Model {
   std::span<float> compute_grads() override { return grads(); }
   void pull_grads(FlatRange) override {}
   void push_params(FlatRange) override {}
+
+  // Mixed precision (plan precision=mixed): the blocks' matmuls take bf16 inputs (weights, the
+  // saved activations and upstream gradients rounded to bf16) and accumulate in fp32; parameters,
+  // gradients, optimizer state, the residual stream and the head stay fp32. Each weight's bf16
+  // copy is made once per step, on its layer's first forward. Throws RuntimeError naming the
+  // reason where bf16 matmuls are unavailable (no AVX512-BF16, or built without oneDNN).
+  void set_mixed_precision(bool on);
+  bool mixed_precision() const { return mixed_; }
 
   // Binds the tensors of flat `range` (whole tensors of owned layers) to `storage`
   // (range.numel() elements, element i = flat offset range.begin + i); an empty span unbinds
@@ -131,6 +149,12 @@ class LabMlp : public Model {
   void head_forward(MicrobatchState& mb) const;
   void block_backward(int i, MicrobatchState& mb);
   void head_backward(MicrobatchState& mb);
+  // Mixed-precision blocks (lab_mlp_mixed.cpp).
+  void block_forward_mixed(int i, MicrobatchState& mb) const;
+  void block_backward_mixed(int i, MicrobatchState& mb);
+  // The bf16 copy of a weight tensor, rounded from its fp32 values when stale.
+  const uint16_t* weight_bf16(const ParamTensor& t) const;
+  void mark_bf16_stale() const;
 
   ParamLayout layout_;
   int first_layer_ = 0;
@@ -140,6 +164,13 @@ class LabMlp : public Model {
   CountedVector<float> params_, grads_;
   CountedVector<float> scratch_;  // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
   std::vector<float*> param_at_, grad_at_;  // per tensor (layout order): its binding, or null
+  bool mixed_ = false;
+  // Mixed precision: per tensor, its bf16 copy (weights only) and whether it is current; the
+  // forward (const) refreshes them, hence mutable. Charged as parameters.
+  mutable std::vector<CountedVector<uint16_t>> weights_bf16_;
+  mutable std::vector<char> bf16_fresh_;
+  mutable CountedVector<float> forward_scratch_;  // mixed forward: fc1's fp32 product (B, f)
+  CountedVector<uint16_t> scratch_bf16_;          // mixed backward: dy (B, h) and dpre (B, f) in bf16
 };
 
 }  // namespace parlab::model

@@ -36,7 +36,10 @@ MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t g
   has_dact_.assign(boundaries, 0);
   for (int64_t i = 0; i < shape_.blocks; ++i)
     saved_.push_back(BlockSaved{counted_vector<float>(account, MemoryCategory::kActivations),
-                                counted_vector<float>(account, MemoryCategory::kActivations), false});
+                                counted_vector<float>(account, MemoryCategory::kActivations), false,
+                                counted_vector<uint16_t>(account, MemoryCategory::kActivations),
+                                counted_vector<uint16_t>(account, MemoryCategory::kActivations),
+                                counted_vector<uint16_t>(account, MemoryCategory::kActivations)});
 }
 
 void MicrobatchState::release_activations() {
@@ -48,6 +51,9 @@ void MicrobatchState::release_activations() {
   for (BlockSaved& s : saved_) {
     release_storage(s.pre);
     release_storage(s.post);
+    release_storage(s.x16);
+    release_storage(s.pre16);
+    release_storage(s.post16);
     s.present = false;
   }
   release_storage(probs_);
@@ -112,7 +118,7 @@ int64_t MicrobatchState::allocated_bytes() const {
   int64_t total = bytes(labels_) + bytes(logits_) + bytes(probs_) + bytes(losses_);
   for (const auto& a : acts_) total += bytes(a);
   for (const auto& d : dacts_) total += bytes(d);
-  for (const BlockSaved& s : saved_) total += bytes(s.pre) + bytes(s.post);
+  for (const BlockSaved& s : saved_) total += bytes(s.pre) + bytes(s.post) + bytes(s.x16) + bytes(s.pre16) + bytes(s.post16);
   return total;
 }
 

@@ -68,6 +68,8 @@ class MicrobatchState {
     CountedVector<float> pre;   // (B, f) fc1 output, the GELU input
     CountedVector<float> post;  // (B, f) GELU output, the fc2 input
     bool present = false;
+    // Mixed precision saves these instead (bf16 bits): the block input, GELU input and output.
+    CountedVector<uint16_t> x16, pre16, post16;
   };
 
   void check_boundary(int l) const;

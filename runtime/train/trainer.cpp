@@ -4,6 +4,7 @@
 
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/compute/blas_threads.h"
+#include "runtime/compute/cpu/matmul.h"
 #include "runtime/train/dump.h"
 #include "strategy/errors.h"
 #include "strategy/step_program.h"
@@ -44,7 +45,9 @@ model::LabMlp build_model(const strategy::ModelSpec& spec, const strategy::Plan&
                           model::MemoryAccount* account) {
   compute::pin_blas_to_one_thread();
   const model::MlpShape shape = mlp_shape(spec);
-  return model::LabMlp(shape, seed, 0, shape.num_layers(), storage_for_stage(zero_stage(plan), account));
+  model::ModelStorage storage = storage_for_stage(zero_stage(plan), account);
+  storage.mixed_precision = plan.precision == strategy::Precision::kMixed;
+  return model::LabMlp(shape, seed, 0, shape.num_layers(), storage);
 }
 
 std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank, int world,
@@ -85,9 +88,10 @@ strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_
   }
   p = strategy::resolve(p, model, world);
   strategy::validate(p, model, strategy::with_world(cluster, world));
-  if (p.precision != strategy::Precision::kFp32)
-    throw ConfigError("plan.precision", std::string(strategy::to_string(p.precision)),
-                      "the CPU runtime trains in fp32 only");
+  if (p.precision == strategy::Precision::kMixed && !compute::cpu::bf16_supported())
+    throw ConfigError("plan.precision", "mixed",
+                      "needs bf16 matmuls, and " + std::string(compute::cpu::bf16_unsupported_reason()) +
+                          "; train with precision=fp32");
   return p;
 }
 

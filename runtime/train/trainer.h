@@ -55,8 +55,8 @@ int64_t default_global_batch(int64_t microbatch, int dp);
 
 // Plan text ("gbs=256,bucket_mb=4") for `world` workers: parsed, given the default global batch
 // above when it fixes neither gbs nor microbatches, resolved and validated against `cluster`
-// sized to the world. Refuses what the CPU runtime cannot train (mixed precision). Throws
-// ConfigError naming the field.
+// sized to the world. Refuses what the CPU runtime cannot train (precision=mixed where bf16
+// matmuls are unavailable, saying why). Throws ConfigError naming the field.
 strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text,
                                   int world, const strategy::ClusterSpec& cluster);
 

@@ -33,14 +33,16 @@ void softmax_cross_entropy_forward(float* losses, float* probs, const float* log
   }
 }
 
-void softmax_cross_entropy_backward(float* dlogits, const float* probs, const int32_t* labels,
-                                    float loss_scale, int64_t B, int64_t C) {
+void softmax_cross_entropy_backward(float* dlogits, GradWrite write, const float* probs,
+                                    const int32_t* labels, float loss_scale, int64_t B, int64_t C) {
+  const bool add = write == GradWrite::kAccumulate;
   for (int64_t b = 0; b < B; ++b) {
     const float* prow = probs + b * C;
     float* drow = dlogits + b * C;
     for (int64_t c = 0; c < C; ++c) {
       const float indicator = (c == labels[b]) ? 1.0f : 0.0f;
-      drow[c] = (prow[c] - indicator) * loss_scale;
+      const float d = (prow[c] - indicator) * loss_scale;
+      drow[c] = add ? drow[c] + d : d;
     }
   }
 }

@@ -1,0 +1,173 @@
+// bench_gemm: the lab network's matrix products on one thread, per library, so the kernel
+// backend is chosen by measurement. For every layer of lab-mlp and lab-mlp-small (fc1, fc2,
+// head) and every microbatch the experiments use, the three GEMMs of a linear layer:
+//   fwd    out (B, OC)  = inp (B, C) @ W^T        M = B,  N = OC, K = C
+//   dinp   dinp (B, C) += dout (B, OC) @ W        M = B,  N = C,  K = OC
+//   dW     dW (OC, C)  += dout^T @ inp            M = OC, N = C,  K = B
+// run by OpenBLAS (cblas_sgemm), BLIS (bli_sgemm), oneDNN (its matmul primitive, the code path
+// of PyTorch's CPU linear) in fp32, and oneDNN's matmul with bf16 inputs and fp32 accumulation
+// (what precision=mixed uses). Each cell is the median GFLOP/s over --repeats timed runs, with
+// the spread (min..max) beside it, libraries interleaved so load on a shared machine hits all.
+// `det` says whether two runs of the same product gave the same bits.
+//
+// Goal (printed, never asserted): the backend the runtime uses is the fastest deterministic
+// fp32 one on the shapes that dominate a step (lab-mlp fc1/fc2 at its microbatch).
+#include <blis.h>
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/compute/blas_threads.h"
+#include "runtime/compute/cpu/matmul.h"
+
+namespace {
+
+using namespace parlab;
+namespace cpu = compute::cpu;
+
+struct Shape {
+  std::string name;
+  int64_t M, N, K;
+  bool ta, tb;  // row-major op(A) (M, K), op(B) (K, N)
+};
+
+std::vector<Shape> lab_shapes(const std::vector<int64_t>& batches) {
+  struct Layer { const char* name; int64_t C, OC; };
+  const Layer layers[] = {{"mlp fc1", 1024, 4096}, {"mlp fc2", 4096, 1024}, {"mlp head", 1024, 16},
+                          {"small fc1", 256, 1024}, {"small fc2", 1024, 256}, {"small head", 256, 16}};
+  std::vector<Shape> out;
+  for (const Layer& l : layers) {
+    const bool small = std::string(l.name).starts_with("small");
+    for (int64_t B : batches) {
+      if (small != (B <= 32)) continue;  // lab-mlp trains at microbatch 64, lab-mlp-small at 32
+      const std::string tag = std::string(l.name) + " B=" + std::to_string(B);
+      out.push_back({tag + " fwd", B, l.OC, l.C, false, true});
+      out.push_back({tag + " dinp", B, l.C, l.OC, false, false});
+      out.push_back({tag + " dW", l.OC, l.C, B, true, false});
+      // The same product with dout^T stored (OC, B): the layout a transposing bf16 conversion gives.
+      out.push_back({tag + " dW (A^T stored)", l.OC, l.C, B, false, false});
+    }
+  }
+  return out;
+}
+
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Cell {
+  std::vector<double> gflops;
+  bool deterministic = true;
+  std::vector<float> first;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_gemm: lab-mlp GEMM shapes on one thread, OpenBLAS vs BLIS vs oneDNN (fp32) and oneDNN bf16"};
+  int repeats = 7;
+  double min_seconds = 0.05;
+  std::vector<int64_t> batches{64, 32};
+  app.add_option("--repeats", repeats, "timed runs per library and shape (median and spread)")->check(CLI::Range(1, 1000));
+  app.add_option("--min-seconds", min_seconds, "each timed run repeats the product for at least this long")
+      ->check(CLI::Range(0.001, 10.0));
+  app.add_option("--batches", batches, "microbatch sizes (lab-mlp uses 64, lab-mlp-small 32)");
+  CLI11_PARSE(app, argc, argv);
+
+  compute::pin_blas_to_one_thread();
+  bli_thread_set_num_threads(1);
+  const bool bf16 = cpu::bf16_supported();
+  std::printf("bench_gemm: one thread; backend in use: %s; bf16 matmul: %s; load %s\n",
+              std::string(cpu::matmul_backend_name()).c_str(), bf16 ? "yes (AVX512-BF16)" : "no",
+              load_average().c_str());
+  std::printf("GFLOP/s: median [min..max] of %d runs; det = two runs gave identical bits\n\n", repeats);
+  std::printf("%-30s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K", "OpenBLAS",
+              "BLIS", "oneDNN fp32", "oneDNN bf16");
+
+  std::mt19937 gen(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const Shape& s : lab_shapes(batches)) {
+    std::vector<float> A(s.M * s.K), B(s.K * s.N), C(s.M * s.N);
+    for (float& x : A) x = dist(gen);
+    for (float& x : B) x = dist(gen);
+    std::vector<uint16_t> Ab(A.size()), Bb(B.size());
+    cpu::to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
+    cpu::to_bf16(Bb.data(), B.data(), static_cast<int64_t>(B.size()));
+    const int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+    const cpu::GemmShape g{.M = s.M, .N = s.N, .K = s.K, .trans_a = s.ta, .trans_b = s.tb, .accumulate = false};
+    const double flops = 2.0 * s.M * s.N * s.K;
+
+    std::vector<std::function<void()>> libs{
+        [&] {
+          cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.M,
+                      s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), s.N);
+        },
+        [&] {
+          float one = 1.0f, zero = 0.0f;
+          // BLIS takes general strides: row-major (rs = ld, cs = 1).
+          bli_sgemm(s.ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.M,
+                    s.N, s.K, &one, A.data(), lda, 1, B.data(), ldb, 1, &zero, C.data(), s.N, 1);
+        },
+        [&] { cpu::onednn_gemm_f32(g, A.data(), B.data(), C.data()); },
+        [&] { if (bf16) cpu::onednn_gemm_bf16(g, Ab.data(), Bb.data(), C.data()); },
+    };
+    std::vector<Cell> cells(libs.size());
+    for (size_t l = 0; l < libs.size(); ++l) {  // warm-up (primitive creation) + determinism
+      for (int k = 0; k < 2; ++k) {
+        std::fill(C.begin(), C.end(), 0.0f);
+        libs[l]();
+        if (k == 0) cells[l].first = C;
+        else cells[l].deterministic = std::memcmp(C.data(), cells[l].first.data(), C.size() * 4) == 0;
+      }
+    }
+    for (int r = 0; r < repeats; ++r) {
+      for (size_t l = 0; l < libs.size(); ++l) {
+        int n = 0;
+        double t = 0;
+        while (t < min_seconds) {
+          t += seconds_of(libs[l]);
+          ++n;
+        }
+        cells[l].gflops.push_back(flops * n / t / 1e9);
+      }
+    }
+    std::printf("%-30s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M),
+                static_cast<long long>(s.N), static_cast<long long>(s.K));
+    for (size_t l = 0; l < libs.size(); ++l) {
+      if (l == 3 && !bf16) {
+        std::printf(" | %-22s", "n/a");
+        continue;
+      }
+      const auto [lo, hi] = std::minmax_element(cells[l].gflops.begin(), cells[l].gflops.end());
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%6.1f [%5.1f..%5.1f] %s", median(cells[l].gflops), *lo, *hi,
+                    cells[l].deterministic ? "det" : "NDET");
+      std::printf(" | %-22s", buf);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,46 @@
+#pragma once
+// The matrix products of the CPU kernels, behind one interface so the library is a build choice
+// made by measurement (bench/gemm_bench.cpp prints the table): oneDNN's matmul primitive when
+// CMake found it (the library PyTorch's CPU linear layers use; fastest on the lab shapes), else
+// OpenBLAS sgemm. Both run on the calling thread only (one thread per rank) and give the same
+// bits run to run for the same shapes: the kill-and-resume proof relies on it.
+//
+// bf16 products (precision=mixed) take bf16 inputs and accumulate in fp32 into an fp32 output;
+// they need oneDNN and a CPU with AVX512-BF16 (bf16_supported()), and throw RuntimeError elsewhere.
+#include <cstdint>
+#include <string_view>
+
+namespace parlab::compute::cpu {
+
+// Row-major C (M, N) = op(A) (M, K) @ op(B) (K, N) [+ C when accumulate] [+ bias (N) per row].
+// op(A) = A^T when trans_a (A stored (K, M)), op(B) = B^T when trans_b (B stored (N, K)).
+struct GemmShape {
+  int64_t M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  bool accumulate = false;
+};
+
+// fp32 through the build's backend. bias may be null.
+void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, const float* bias = nullptr);
+// bf16 inputs (raw bf16 bits), fp32 accumulation and output. bias (fp32) may be null.
+void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias = nullptr);
+
+// "oneDNN 2.6 matmul" or "OpenBLAS sgemm": what gemm_f32 runs.
+std::string_view matmul_backend_name();
+// True when gemm_bf16 runs here: built with oneDNN and the CPU has AVX512-BF16.
+bool bf16_supported();
+// One line saying why bf16 is not available (empty when it is).
+std::string_view bf16_unsupported_reason();
+
+// fp32 -> bf16 with round-to-nearest-even (what the hardware's vcvtneps2bf16 does), and back
+// (exact). n may be 0.
+void to_bf16(uint16_t* out, const float* in, int64_t n);
+void from_bf16(float* out, const uint16_t* in, int64_t n);
+
+// The individual backends, for bench_gemm and the backend tests (the runtime calls gemm_f32).
+void openblas_gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, const float* bias = nullptr);
+// Throw RuntimeError when parlab was built without oneDNN.
+void onednn_gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, const float* bias = nullptr);
+void onednn_gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias = nullptr);
+
+}  // namespace parlab::compute::cpu

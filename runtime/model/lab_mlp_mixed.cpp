@@ -1,0 +1,106 @@
+// lab-mlp blocks under mixed precision: bf16 matmul inputs, fp32 accumulation and fp32 master
+// weights (see LabMlp::set_mixed_precision). The head stays fp32: its matmuls are 1/500 of the
+// step, and the softmax cross-entropy reads its logits.
+#include <algorithm>
+#include <string>
+
+#include "runtime/compute/cpu/kernels.h"
+#include "runtime/compute/cpu/matmul.h"
+#include "runtime/model/lab_mlp.h"
+#include "strategy/errors.h"
+
+namespace parlab::model {
+namespace cpu = compute::cpu;
+
+namespace {
+constexpr int kFc1Weight = 0, kFc1Bias = 1, kFc2Weight = 2, kFc2Bias = 3;
+}  // namespace
+
+void LabMlp::set_mixed_precision(bool on) {
+  if (on && !cpu::bf16_supported())
+    throw RuntimeError("mixed precision needs bf16 matmuls: " + std::string(cpu::bf16_unsupported_reason()));
+  mixed_ = on;
+  if (weights_bf16_.empty()) {
+    for (size_t t = 0; t < layout_.tensors().size(); ++t)
+      weights_bf16_.push_back(counted_vector<uint16_t>(storage_.account, MemoryCategory::kParameters));
+  }
+  if (!on) {
+    for (auto& w : weights_bf16_) release_storage(w);
+  }
+  mark_bf16_stale();
+}
+
+void LabMlp::mark_bf16_stale() const { bf16_fresh_.assign(layout_.tensors().size(), 0); }
+
+const uint16_t* LabMlp::weight_bf16(const ParamTensor& t) const {
+  const size_t i = index_of(t);
+  CountedVector<uint16_t>& copy = weights_bf16_[i];
+  if (!bf16_fresh_[i]) {
+    copy.resize(t.numel);
+    cpu::to_bf16(copy.data(), tensor(t), t.numel);
+    bf16_fresh_[i] = 1;
+  }
+  return copy.data();
+}
+
+void LabMlp::block_forward_mixed(int i, MicrobatchState& mb) const {
+  const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
+  MicrobatchState::BlockSaved& saved = mb.saved_[i];
+  const float* x = mb.activation(i).data();  // (B, h) fp32 residual stream
+  float* y = mb.activation(i + 1).data();    // (B, h)
+  saved.x16.resize(B * h);
+  saved.pre16.resize(B * f);
+  saved.post16.resize(B * f);
+  forward_scratch_.resize(B * f);
+  // pre (B, f) = bf16(x) @ bf16(W1)^T + b1 in fp32; saved, with gelu(pre), in bf16
+  cpu::to_bf16(saved.x16.data(), x, B * h);
+  cpu::linear_forward_bf16(forward_scratch_.data(), saved.x16.data(), weight_bf16(tensor_of(i, kFc1Weight)),
+                           tensor(tensor_of(i, kFc1Bias)), B, h, f);
+  cpu::gelu_forward_bf16(saved.pre16.data(), saved.post16.data(), forward_scratch_.data(), B * f);
+  // y (B, h) = post @ bf16(W2)^T + b2 in fp32, then the residual y += x
+  cpu::linear_forward_bf16(y, saved.post16.data(), weight_bf16(tensor_of(i, kFc2Weight)),
+                           tensor(tensor_of(i, kFc2Bias)), B, f, h);
+  cpu::residual_forward(y, y, x, B * h);
+  saved.present = true;
+  // The backward reads the bf16 copy only: the fp32 input goes now, as autocast frees it. The data
+  // (activation(0)) stays for its owner (loader, --dump-step).
+  if (i > 0) {
+    release_storage(mb.acts_[i]);
+    mb.has_act_[i] = 0;
+  }
+}
+
+void LabMlp::block_backward_mixed(int i, MicrobatchState& mb) {
+  MicrobatchState::BlockSaved& saved = mb.saved_[i];
+  const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
+  const float* dy = mb.dactivation(i + 1).data();  // (B, h)
+  // Residual branch (the identity): dx = dy; the fc path accumulates onto it below.
+  std::span<float> dx = mb.dactivation(i);
+  std::copy(dy, dy + B * h, dx.begin());
+  scratch_.resize(B * f);
+  scratch_bf16_.resize(B * h + B * f);
+  uint16_t* dy16 = scratch_bf16_.data();
+  uint16_t* dpre16 = dy16 + B * h;
+  float* dpost = scratch_.data();
+  cpu::to_bf16(dy16, dy, B * h);
+  // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post (bf16 inputs, fp32 sums); db2 += sum dy in fp32
+  const ParamTensor& w2 = tensor_of(i, kFc2Weight);
+  cpu::linear_backward_bf16(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), dy16, saved.post16.data(),
+                            weight_bf16(w2), B, f, h);
+  cpu::bias_backward(tensor_grad(tensor_of(i, kFc2Bias)), dy, B, h);
+  // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre) to bf16, db1 += sum dpre in fp32
+  cpu::gelu_bias_backward_bf16(dpre16, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre16.data(), dpost, B, f);
+  // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
+  const ParamTensor& w1 = tensor_of(i, kFc1Weight);
+  cpu::linear_backward_bf16(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), dpre16, saved.x16.data(),
+                            weight_bf16(w1), B, h, f);
+  // As the fp32 block: release the saved activations and the consumed upstream gradient.
+  release_storage(mb.dacts_[i + 1]);
+  mb.has_dact_[i + 1] = 0;
+  release_storage(saved.x16);
+  release_storage(saved.pre16);
+  release_storage(saved.post16);
+  saved.present = false;
+}
+
+}  // namespace parlab::model

@@ -1,0 +1,199 @@
+// The matmul backends (oneDNN, OpenBLAS), bf16 conversion and products, and the fused bias+GELU
+// kernels, each against an independent computation: naive double loops, hand-worked bf16 bit
+// patterns, or the unfused kernels they replace (bit for bit).
+#include "runtime/compute/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/compute/blas_threads.h"
+#include "runtime/compute/counter_rng.h"
+#include "runtime/compute/cpu/kernels.h"
+
+namespace parlab::compute::cpu {
+namespace {
+
+std::vector<float> random_vector(int64_t n, uint64_t seed) {
+  const CounterRng rng(seed, RngStream::kDataInput);
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(rng.normal(i));
+  return v;
+}
+
+// C (+)= op(A) op(B) + bias in double, row-major, as matmul.h defines it.
+std::vector<double> naive(const GemmShape& s, const std::vector<float>& A, const std::vector<float>& B,
+                          const std::vector<float>& C0, const float* bias) {
+  std::vector<double> C(s.M * s.N);
+  for (int64_t m = 0; m < s.M; ++m)
+    for (int64_t n = 0; n < s.N; ++n) {
+      double acc = s.accumulate ? C0[m * s.N + n] : 0.0;
+      if (bias != nullptr) acc += bias[n];
+      for (int64_t k = 0; k < s.K; ++k) {
+        const double a = s.trans_a ? A[k * s.M + m] : A[m * s.K + k];
+        const double b = s.trans_b ? B[n * s.K + k] : B[k * s.N + n];
+        acc += a * b;
+      }
+      C[m * s.N + n] = acc;
+    }
+  return C;
+}
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1.0));
+  return worst;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<GemmShape> shapes() {
+  std::vector<GemmShape> out;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool acc : {false, true}) out.push_back({.M = 7, .N = 33, .K = 19, .trans_a = ta, .trans_b = tb, .accumulate = acc});
+  return out;
+}
+
+class MatmulTest : public ::testing::Test {
+ protected:
+  void SetUp() override { pin_blas_to_one_thread(); }
+};
+
+TEST_F(MatmulTest, EveryFp32BackendMatchesNaiveDoubleForEveryTransposeAndMode) {
+  using Fn = void (*)(const GemmShape&, const float*, const float*, float*, const float*);
+  std::vector<std::pair<const char*, Fn>> backends{{"openblas", openblas_gemm_f32}, {"gemm_f32", gemm_f32}};
+  if (matmul_backend_name() != "OpenBLAS sgemm") backends.push_back({"onednn", onednn_gemm_f32});
+  for (const auto& [name, fn] : backends)
+    for (const GemmShape& s : shapes())
+      for (bool with_bias : {false, true}) {
+        const auto A = random_vector(s.M * s.K, 1), B = random_vector(s.K * s.N, 2), bias = random_vector(s.N, 3);
+        const auto C0 = random_vector(s.M * s.N, 4);
+        std::vector<float> C = C0;
+        fn(s, A.data(), B.data(), C.data(), with_bias ? bias.data() : nullptr);
+        const auto want = naive(s, A, B, C0, with_bias ? bias.data() : nullptr);
+        EXPECT_LT(max_rel_diff(C, want), 1e-5) << name << " ta=" << s.trans_a << " tb=" << s.trans_b
+                                               << " acc=" << s.accumulate << " bias=" << with_bias;
+      }
+}
+
+TEST_F(MatmulTest, Fp32BackendGivesTheSameBitsRunToRunOnALabShape) {
+  // The kill-and-resume proof needs identical bits for identical inputs, wherever the buffers
+  // happen to live: run the same product on fresh copies and compare.
+  const GemmShape s{.M = 64, .N = 1024, .K = 256, .trans_a = false, .trans_b = true, .accumulate = true};
+  const auto A = random_vector(s.M * s.K, 5), B = random_vector(s.N * s.K, 6), C0 = random_vector(s.M * s.N, 7);
+  std::vector<float> first = C0;
+  gemm_f32(s, A.data(), B.data(), first.data());
+  for (int run = 0; run < 3; ++run) {
+    const std::vector<float> a2 = A, b2 = B;
+    std::vector<float> c2 = C0;
+    gemm_f32(s, a2.data(), b2.data(), c2.data());
+    EXPECT_TRUE(bitwise_equal(first, c2)) << "run " << run;
+  }
+}
+
+TEST_F(MatmulTest, Bf16RoundsToNearestEvenLikeTheHardware) {
+  // 1 = 0x3f800000. bf16 keeps 7 mantissa bits; the next value up is 1 + 2^-7 (0x3f81).
+  //   1 + 2^-8   is halfway: ties to even  -> 0x3f80
+  //   1 + 3*2^-8 is halfway between 0x3f81 and 0x3f82: ties to even -> 0x3f82
+  //   1 + 2^-8 + 2^-20 is above halfway    -> 0x3f81
+  const std::vector<float> in{1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.0f,
+                              std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::max()};
+  std::vector<uint16_t> out(in.size());
+  to_bf16(out.data(), in.data(), static_cast<int64_t>(in.size()));
+  EXPECT_EQ(out[0], 0x3f80);
+  EXPECT_EQ(out[1], 0x3f80);
+  EXPECT_EQ(out[2], 0x3f82);
+  EXPECT_EQ(out[3], 0x3f81);
+  EXPECT_EQ(out[4], 0xc000);
+  EXPECT_EQ(out[5], 0x7f80);
+  EXPECT_EQ(out[6] & 0x7fc0, 0x7fc0);  // still a NaN, not infinity
+  EXPECT_EQ(out[7], 0x7f80);           // FLT_MAX rounds up to infinity, as the hardware does
+  std::vector<float> back(in.size());
+  from_bf16(back.data(), out.data(), static_cast<int64_t>(out.size()));
+  EXPECT_EQ(back[2], 1.0f + 0x1p-6f);
+}
+
+TEST_F(MatmulTest, Bf16ProductAccumulatesInFp32OnRoundedInputs) {
+  if (!bf16_supported()) GTEST_SKIP() << bf16_unsupported_reason();
+  for (const GemmShape& s : shapes()) {
+    const auto A = random_vector(s.M * s.K, 8), B = random_vector(s.K * s.N, 9), bias = random_vector(s.N, 10);
+    const auto C0 = random_vector(s.M * s.N, 11);
+    std::vector<uint16_t> Ab(A.size()), Bb(B.size());
+    to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
+    to_bf16(Bb.data(), B.data(), static_cast<int64_t>(B.size()));
+    // Reference: the exact products of the rounded inputs, summed in double. With fp32
+    // accumulation the result is within fp32 rounding of it (a bf16 accumulator would be ~1e-2 off).
+    std::vector<float> Ar(A.size()), Br(B.size());
+    from_bf16(Ar.data(), Ab.data(), static_cast<int64_t>(Ab.size()));
+    from_bf16(Br.data(), Bb.data(), static_cast<int64_t>(Bb.size()));
+    std::vector<float> C = C0;
+    gemm_bf16(s, Ab.data(), Bb.data(), C.data(), bias.data());
+    EXPECT_LT(max_rel_diff(C, naive(s, Ar, Br, C0, bias.data())), 1e-5)
+        << "ta=" << s.trans_a << " tb=" << s.trans_b << " acc=" << s.accumulate;
+  }
+}
+
+TEST_F(MatmulTest, FusedGeluBiasBackwardGivesTheBitsOfTheUnfusedPair) {
+  const int64_t B = 5, N = 67;
+  auto pre = random_vector(B * N, 12);
+  for (float& v : pre) v *= 3.0f;
+  const auto dpost = random_vector(B * N, 13), db0 = random_vector(N, 14), dpre0 = random_vector(B * N, 15);
+  for (GradWrite w : {GradWrite::kOverwrite, GradWrite::kAccumulate}) {
+    std::vector<float> want = dpre0, want_db = db0, got = dpre0, got_db = db0;
+    std::vector<float> product(B * N);
+    gelu_backward(product.data(), GradWrite::kOverwrite, pre.data(), dpost.data(), B * N);
+    for (int64_t i = 0; i < B * N; ++i) want[i] = w == GradWrite::kAccumulate ? want[i] + product[i] : product[i];
+    bias_backward(want_db.data(), product.data(), B, N);
+    gelu_bias_backward(got.data(), w, got_db.data(), pre.data(), dpost.data(), B, N);
+    EXPECT_TRUE(bitwise_equal(got, want)) << (w == GradWrite::kAccumulate ? "accumulate" : "overwrite");
+    EXPECT_TRUE(bitwise_equal(got_db, want_db));
+  }
+}
+
+TEST_F(MatmulTest, Bf16GeluKernelsAreTheFp32OnesRounded) {
+  const int64_t B = 3, N = 41;
+  auto pre32 = random_vector(B * N, 16);
+  for (float& v : pre32) v *= 3.0f;
+  const auto dpost = random_vector(B * N, 17);
+  std::vector<uint16_t> pre(B * N), post(B * N);
+  gelu_forward_bf16(pre.data(), post.data(), pre32.data(), B * N);
+  std::vector<float> post32(B * N);
+  gelu_forward(post32.data(), pre32.data(), B * N);
+  std::vector<uint16_t> want_pre(B * N), want_post(B * N);
+  to_bf16(want_pre.data(), pre32.data(), B * N);
+  to_bf16(want_post.data(), post32.data(), B * N);
+  EXPECT_EQ(pre, want_pre);
+  EXPECT_EQ(post, want_post);
+  // Backward from the saved bf16 input: the fp32 fused kernel on the widened input, rounded.
+  std::vector<float> pre_wide(B * N), dpre32(B * N), db32(N, 0.5f), db(N, 0.5f);
+  from_bf16(pre_wide.data(), pre.data(), B * N);
+  gelu_bias_backward(dpre32.data(), GradWrite::kOverwrite, db32.data(), pre_wide.data(), dpost.data(), B, N);
+  std::vector<uint16_t> dpre(B * N), want_dpre(B * N);
+  gelu_bias_backward_bf16(dpre.data(), db.data(), pre.data(), dpost.data(), B, N);
+  to_bf16(want_dpre.data(), dpre32.data(), B * N);
+  EXPECT_EQ(dpre, want_dpre);
+  EXPECT_TRUE(bitwise_equal(db, db32));
+}
+
+TEST_F(MatmulTest, LinearBackwardOverwriteIgnoresWhatTheBufferHeld) {
+  const int64_t B = 4, C = 6, OC = 5;
+  const auto inp = random_vector(B * C, 18), w = random_vector(OC * C, 19), dout = random_vector(B * OC, 20);
+  std::vector<float> a(B * C, 1e6f), b(B * C, -3.0f), dw(OC * C, 0.0f), db(OC, 0.0f);
+  linear_backward(a.data(), GradWrite::kOverwrite, dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+  linear_backward(b.data(), GradWrite::kOverwrite, dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+  EXPECT_TRUE(bitwise_equal(a, b));
+  // and accumulate adds onto it
+  std::vector<float> c(B * C, 2.0f);
+  linear_backward(c.data(), GradWrite::kAccumulate, dw.data(), nullptr, dout.data(), inp.data(), w.data(), B, C, OC);
+  for (int64_t i = 0; i < B * C; ++i) EXPECT_NEAR(c[i], a[i] + 2.0f, 1e-5f);
+}
+
+}  // namespace
+}  // namespace parlab::compute::cpu
