@@ -24,6 +24,12 @@ std::string rel(const std::optional<double>& pred, const CompareRow& r) {
   return format_error(*pred, *r.measured) + (noise ? " ~" : "");
 }
 
+std::string format_cores(double cores) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f cores", cores);
+  return b;
+}
+
 std::string speedup_of(const std::optional<double>& t, const std::optional<double>& t1, double g, double g1) {
   if (!t || !t1) return "-";
   return format_speedup(speedup(*t1, *t, g1, g));
@@ -34,7 +40,7 @@ std::string speedup_of(const std::optional<double>& t, const std::optional<doubl
 std::string Comparison::table() const {
   bool splits = false;
   for (const auto& r : rows) splits = splits || r.zero != rows.front().zero;
-  std::vector<std::string> head = {"workers", "gbs", "measured", "speedup", "simulated", "speedup", "error", "analytic", "speedup", "error"};
+  std::vector<std::string> head = {"workers", "gbs", "measured", "speedup", "simulated", "speedup", "error", "analytic", "speedup", "error", "load"};
   if (splits) {
     head.insert(head.begin() + 1, "split");
     head.push_back("peak mem/rank");
@@ -49,7 +55,8 @@ std::string Comparison::table() const {
         std::to_string(r.world), gbs, ms(r.measured, r.measured_spread),
         r.measured_speedup ? format_speedup(*r.measured_speedup) : speedup_of(r.measured, r1.measured, r.global_batch, r1.global_batch),
         ms(r.simulated, {}), speedup_of(r.simulated, r1.simulated, r.global_batch, r1.global_batch), rel(r.simulated, r),
-        ms(r.analytic, {}), speedup_of(r.analytic, r1.analytic, r.global_batch, r1.global_batch), rel(r.analytic, r)};
+        ms(r.analytic, {}), speedup_of(r.analytic, r1.analytic, r.global_batch, r1.global_batch), rel(r.analytic, r),
+        r.measured_others_cores ? format_cores(*r.measured_others_cores) : "-"};
     if (splits) {
       line.insert(line.begin() + 1, r.zero == 0 ? "DDP" : "ZeRO-" + std::to_string(r.zero));
       line.push_back(r.measured_peak_bytes ? units::format_bytes(*r.measured_peak_bytes) : "-");
@@ -57,7 +64,8 @@ std::string Comparison::table() const {
     t.add(line);
   }
   return t.str() + "measured: median step +- half its interquartile range (or of its rounds); ~ marks an error within\n"
-                   "the measurement's +-, which cannot be told from noise\n";
+                   "the measurement's +-, which cannot be told from noise; load: cores other jobs used during the\n"
+                   "last measured run (above 0.3 the measurement is not of this machine alone)\n";
 }
 
 Comparison compare_experiment(db::ResultsStore& store, const std::string& name) {
@@ -90,6 +98,7 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
         r.measured_spread = metric("rounds.step_seconds_spread");
         if (!r.measured_spread) r.measured_spread = metric("step_seconds_spread");
         r.measured_speedup = metric("rounds.speedup_paired");
+        r.measured_others_cores = metric("machine.others_busy_cores");
         break;
       case db::RunKind::kSimulated: r.simulated = it->second, r.simulated_run = run.id; break;
       case db::RunKind::kAnalytic: r.analytic = it->second, r.analytic_run = run.id; break;

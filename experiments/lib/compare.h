@@ -22,6 +22,7 @@ struct CompareRow {
   // The measurement's spread (half the IQR of its steps, or of its rounds when larger) and, for
   // order-alternated rounds, the median of the paired speedups t1 / tW.
   std::optional<double> measured_spread, measured_speedup;
+  std::optional<double> measured_others_cores;  // CPU other jobs used during the measurement, in cores
   std::optional<db::RunId> measured_run, simulated_run, analytic_run;
 };
 

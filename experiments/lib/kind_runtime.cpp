@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "experiments/lib/calibrate_measure.h"
 #include "experiments/lib/measure.h"
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
@@ -145,7 +146,11 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   auto spec = job_spec(ctx, req.model, req.plan.to_string(), world, measured_steps + kWarmupSteps, req.seed,
                        "measured-" + std::to_string(world) + "w");
   spec.job.trace = true;  // per-op events, for the measured timeline beside the simulated one
+  const measure::CpuSample before = measure::sample_cpu();
   const launch::TrainOutcome out = train_recorded(ctx, spec, "measured, " + std::to_string(world) + " worker" + (world > 1 ? "s" : ""));
+  // What other jobs took from the machine meanwhile (the workers are this process's waited-for
+  // children, so their CPU is ours): a measurement under load is told apart from an error.
+  const double others = measure::others_busy_cores(before, measure::sample_cpu());
   MeasureResult r;
   r.run = ctx.outcome->runs.back();
   const auto trace = spec.job.run_dir / "trace.json";
@@ -164,6 +169,8 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   ctx.store.set_run_metric(r.run, "step_seconds", r.step_seconds);
   ctx.store.set_run_metric(r.run, "step_seconds_spread", r.step_spread_seconds);
   ctx.store.set_run_metric(r.run, "step_seconds_samples", r.steps_measured);
+  ctx.store.set_run_metric(r.run, "machine.others_busy_cores", others);
+  ctx.store.set_run_metric(r.run, "machine.loadavg", measure::loadavg_1min());
   ctx.store.set_run_param(r.run, "step_seconds_definition",
                           "median over steps " + std::to_string(kWarmupSteps) + ".." + std::to_string(measured_steps + kWarmupSteps - 1) +
                               " (steps before are warm-up); spread = (q75 - q25) / 2");
