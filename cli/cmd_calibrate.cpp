@@ -1,9 +1,7 @@
 // parlab calibrate: measure this machine and write the calibrated cpu-local cluster.
 #include <fmt/core.h>
 
-#include <cmath>
 #include <filesystem>
-#include <optional>
 
 #include "cli/checks.h"
 #include "cli/common.h"
@@ -16,10 +14,6 @@
 namespace parlab::cli {
 namespace {
 
-// `--if-needed` measures again when the last measured 1-worker step is this far from its
-// prediction: more than the lab's goal for the calibrated model (15%).
-constexpr double kStaleError = 0.15;
-
 struct CalibrateOptions {
   int nproc = 4;
   bool quick = false;
@@ -27,45 +21,6 @@ struct CalibrateOptions {
   bool json = false;
   std::string db = db::kDefaultDatabasePath;
 };
-
-// The last measured 1-worker step made under the current calibration, beside the prediction
-// recorded with it; nullopt when there is none.
-struct Check {
-  db::RunId run = 0;
-  double measured = 0, predicted = 0;
-};
-std::optional<Check> last_one_worker_check(db::ResultsStore& store, const std::string& calibrated_at) {
-  std::optional<Check> last;
-  for (const auto& run : store.list_runs(db::RunStatus::kCompleted)) {  // oldest first: later runs win
-    if (run.kind != db::RunKind::kMeasured || run.world_size != 1 || run.cluster != "cpu-local") continue;
-    const auto m = store.run_metrics(run.id);
-    const auto meas = m.find("step_seconds"), pred = m.find("predicted_step_seconds");
-    if (meas == m.end() || pred == m.end()) continue;
-    bool same = false;
-    for (const auto& [k, v] : store.run_params(run.id)) same = same || (k == "calibrated_at" && v == calibrated_at);
-    if (same) last = Check{run.id, meas->second, pred->second};
-  }
-  return last;
-}
-
-// Why `--if-needed` must measure again; empty when the cached calibration still serves.
-std::string why_recalibrate(const std::filesystem::path& results, const std::string& db_path) {
-  const auto stored = experiments::load_stored_calibration(results);
-  if (!experiments::calibrated_here(results)) {
-    if (!stored) return "there is no calibration of this machine yet";
-    if (!stored->trusted) return "the cached calibration was flagged: " + stored->warnings.front();
-    return "the cached calibration was made on " + stored->machine;
-  }
-  if (!std::filesystem::exists(db_path)) return "";
-  auto store = open_results("--db", db_path, /*read_only=*/true);
-  const auto check = last_one_worker_check(store, stored->created_at);
-  if (!check) return "";
-  const double error = check->predicted / check->measured - 1;
-  if (std::fabs(error) <= kStaleError) return "";
-  return fmt::format("it is stale: the last measured 1-worker step (run {}, {:.1f} ms) disagrees with its prediction "
-                     "({:.1f} ms) by {:+.1f}% (limit {:.0f}%)", check->run, check->measured * 1e3, check->predicted * 1e3,
-                     100 * error, 100 * kStaleError);
-}
 
 void print_warnings(const experiments::Calibration& c) {
   if (c.trusted()) return;
@@ -79,7 +34,13 @@ void print_warnings(const experiments::Calibration& c) {
 void run(const CalibrateOptions& o) {
   const std::filesystem::path results = strategy::results_dir();
   if (o.if_needed) {
-    const std::string why = why_recalibrate(results, o.db);
+    std::string why;
+    if (!std::filesystem::exists(o.db)) {
+      why = experiments::why_recalibrate(results, nullptr);
+    } else {
+      auto store = open_results("--db", o.db, /*read_only=*/true);
+      why = experiments::why_recalibrate(results, &store);
+    }
     if (why.empty()) {
       fmt::print("cpu-local is already calibrated on this machine ({}); `parlab calibrate` measures again.\n",
                  (results / "clusters" / "cpu-local.toml").string());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -382,6 +383,36 @@ bool calibrated_here(const fs::path& results_dir) {
   }
   const auto stored = load_stored_calibration(results_dir);
   return stored && stored->trusted && stored->machine == host_name();
+}
+
+std::string why_recalibrate(const fs::path& results, db::ResultsStore* store) {
+  const auto stored = load_stored_calibration(results);
+  if (!calibrated_here(results)) {
+    if (!stored) return "there is no calibration of this machine yet";
+    if (!stored->trusted) return "the cached calibration was flagged: " + stored->warnings.front();
+    return "the cached calibration was made on " + stored->machine;
+  }
+  if (!store) return "";
+  // The newest measured 1-worker step made under this calibration, beside its prediction.
+  std::optional<std::tuple<db::RunId, double, double>> last;
+  for (const auto& run : store->list_runs(db::RunStatus::kCompleted)) {  // oldest first: later runs win
+    if (run.kind != db::RunKind::kMeasured || run.world_size != 1 || run.cluster != "cpu-local") continue;
+    const auto m = store->run_metrics(run.id);
+    const auto meas = m.find("step_seconds"), pred = m.find("predicted_step_seconds");
+    if (meas == m.end() || pred == m.end()) continue;
+    for (const auto& [k, v] : store->run_params(run.id))
+      if (k == "calibrated_at" && v == stored->created_at) last = std::tuple{run.id, meas->second, pred->second};
+  }
+  if (!last) return "";
+  const auto [run, measured, predicted] = *last;
+  const double error = predicted / measured - 1;
+  if (std::fabs(error) <= kStaleCalibrationError) return "";
+  char b[300];
+  std::snprintf(b, sizeof b,
+                "it is stale: the last measured 1-worker step (run %lld, %.1f ms) disagrees with its prediction (%.1f ms) "
+                "by %+.1f%% (limit %.0f%%)",
+                (long long)run, measured * 1e3, predicted * 1e3, 100 * error, 100 * kStaleCalibrationError);
+  return b;
 }
 
 strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster, const RateGrid& grid, int64_t microbatch,

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "db/results_store.h"
 #include "strategy/cluster_spec.h"
 
 namespace parlab::experiments {
@@ -124,6 +125,15 @@ std::optional<StoredCalibration> load_stored_calibration(const std::filesystem::
 // True when <results>/clusters/cpu-local.toml exists, was calibrated on this machine and its
 // calibration was not flagged.
 bool calibrated_here(const std::filesystem::path& results_dir);
+
+// `calibrate --if-needed` measures again when the last measured 1-worker step under the current
+// calibration is this far from the prediction recorded with it (the lab's goal is 15%).
+inline constexpr double kStaleCalibrationError = 0.15;
+
+// Why the cached calibration in <results> cannot serve (none, another machine's, flagged, or
+// stale: the last measured 1-worker cpu-local run in `store` made under it disagrees with its
+// recorded prediction by more than kStaleCalibrationError); empty when it serves.
+std::string why_recalibrate(const std::filesystem::path& results_dir, db::ResultsStore* store);
 
 // The cluster a DDP workload is predicted on: a calibrated cpu-local's compute rate replaced by
 // the rate grid's at the workload's shape and microbatch; any other cluster unchanged.

@@ -158,6 +158,43 @@ TEST(Calibrate, UnderDeliberateLoadIsFlaggedAndNotCached) {
   EXPECT_EQ(stored->warnings, c.warnings);
 }
 
+// --if-needed: measure again with no calibration, a flagged one, or a stale one (its last
+// 1-worker measurement is more than 15% from the prediction made with it), and say why.
+TEST(Calibrate, IfNeededSaysWhyItMeasuresAgain) {
+  Results r;
+  EXPECT_NE(why_recalibrate(r.dir, nullptr).find("no calibration"), std::string::npos);
+  Calibration c;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  c.machine = host;
+  c.created_at = "2026-01-01T00:00:00Z";
+  c.cluster = strategy::load_cluster("cpu-local");
+  c.cluster.calibrated = true;
+  c.warnings = {"compute step times vary +-30% (limit 10%)"};
+  write_calibrated_cluster(c, r.dir);
+  EXPECT_NE(why_recalibrate(r.dir, nullptr).find("flagged: compute step times vary"), std::string::npos);
+  c.warnings.clear();
+  write_calibrated_cluster(c, r.dir);
+  EXPECT_EQ(why_recalibrate(r.dir, nullptr), "");
+
+  auto store = db::ResultsStore::open(":memory:");
+  auto measured = [&](double step, double predicted, const std::string& calibrated_at) {
+    const db::RunId id = store.begin_run({.kind = db::RunKind::kMeasured, .model = "lab-mlp", .cluster = "cpu-local"});
+    store.set_run_metric(id, "step_seconds", step);
+    store.set_run_metric(id, "predicted_step_seconds", predicted);
+    store.set_run_param(id, "calibrated_at", calibrated_at);
+    store.mark_run_status(id, db::RunStatus::kCompleted);
+  };
+  EXPECT_EQ(why_recalibrate(r.dir, &store), "");  // nothing measured yet
+  measured(1.0, 0.9, c.created_at);               // 10% off: within 15%
+  measured(1.0, 0.2, "2025-06-01T00:00:00Z");     // newer, but under an older calibration: says nothing of this one
+  EXPECT_EQ(why_recalibrate(r.dir, &store), "");
+  measured(1.0, 0.8, c.created_at);  // the newest: 20% off
+  const std::string why = why_recalibrate(r.dir, &store);
+  EXPECT_NE(why.find("stale"), std::string::npos) << why;
+  EXPECT_NE(why.find("-20.0%"), std::string::npos) << why;
+}
+
 TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   CalibrationOptions o;
   o.nproc = 2;
