@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/checkpoint/checkpoint.h"
+#include "strategy/stats.h"
 #include "strategy/units.h"
 
 namespace {
@@ -64,10 +65,7 @@ ck::TrainingState make_lab_mlp_state(int64_t hidden, int64_t ffn, int64_t blocks
   return s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using parlab::strategy::median;
 
 // write() in 16 MiB pieces + fsync of `bytes` bytes taken cyclically from the state's tensors.
 double raw_write_seconds(const fs::path& path, const ck::TrainingState& s, uint64_t bytes) {

@@ -28,6 +28,7 @@
 #include "runtime/compute/cpu/matmul.h"
 #include "runtime/model/lab_mlp.h"
 #include "runtime/train/data.h"
+#include "strategy/stats.h"
 
 namespace {
 
@@ -50,12 +51,8 @@ struct Job {
   std::function<void()> run;
   bool show_rate = false;
   std::vector<double> cpu, wall;
-  double median_cpu() const { return median(cpu); }
-  double median_wall() const { return median(wall); }
-  static double median(std::vector<double> v) {
-    std::ranges::sort(v);
-    return v[v.size() / 2];
-  }
+  double median_cpu() const { return parlab::strategy::median(cpu); }
+  double median_wall() const { return parlab::strategy::median(wall); }
 };
 
 // One sgemm call of the step: C (M, N) = op(A) op(B) + beta C, row-major.

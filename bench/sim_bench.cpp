@@ -25,6 +25,7 @@
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
 #include "strategy/planner.h"
+#include "strategy/stats.h"
 #include "strategy/units.h"
 
 namespace {
@@ -161,11 +162,7 @@ double cpu_seconds() {
   return sum;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using parlab::strategy::median;
 
 void speed_header() {
   fmt::print("{:<9} {:>5}  {:<44} {:<9} {:>8} {:>7} {:>6} {:>10} {:>9} {:>10}  {}\n", "model", "world", "plan", "mode",

@@ -22,12 +22,31 @@ struct CalibrateOptions {
   std::string db = db::kDefaultDatabasePath;
 };
 
+void print_warnings(const experiments::Calibration& c) {
+  if (c.trusted()) return;
+  fmt::print(stderr, "\nWARNING: this calibration is NOT trustworthy (measured {} time{}); it is written for inspection\n"
+                     "but not cached: `calibrate --if-needed` will measure again. Measure on a quieter machine.\n",
+             c.attempts, c.attempts > 1 ? "s" : "");
+  for (const auto& w : c.warnings) fmt::print(stderr, "  - {}\n", w);
+  fmt::print(stderr, "\n");
+}
+
 void run(const CalibrateOptions& o) {
   const std::filesystem::path results = strategy::results_dir();
-  if (o.if_needed && experiments::calibrated_here(results)) {
-    fmt::print("cpu-local is already calibrated on this machine ({}); `parlab calibrate` measures again.\n",
-               (results / "clusters" / "cpu-local.toml").string());
-    return;
+  if (o.if_needed) {
+    std::string why;
+    if (!std::filesystem::exists(o.db)) {
+      why = experiments::why_recalibrate(results, nullptr);
+    } else {
+      auto store = open_results("--db", o.db, /*read_only=*/true);
+      why = experiments::why_recalibrate(results, &store);
+    }
+    if (why.empty()) {
+      fmt::print("cpu-local is already calibrated on this machine ({}); `parlab calibrate` measures again.\n",
+                 (results / "clusters" / "cpu-local.toml").string());
+      return;
+    }
+    fmt::print(stderr, "calibrate: measuring because {}\n", why);
   }
   // The database is checked before seconds of measuring, not after.
   auto store = open_results("--db", o.db, /*read_only=*/false);
@@ -38,9 +57,21 @@ void run(const CalibrateOptions& o) {
   const auto c = experiments::calibrate(co);
   const auto path = experiments::write_calibrated_cluster(c, results);
   store.add_calibration(c.machine, c.to_json());
+  print_warnings(c);
   if (o.json) return print_json(c.to_json());
 
-  fmt::print("Calibration of {} ({} hardware threads), {}\n\n", c.machine, c.hardware_threads, c.created_at);
+  fmt::print("Calibration of {} ({} hardware threads), {}: {}\n", c.machine, c.hardware_threads, c.created_at,
+             c.trusted() ? "trusted" : "FLAGGED (see the warnings)");
+  fmt::print("Machine load: load average {:.1f} before, {:.1f} after; other processes used {:.2f} cores meanwhile.\n\n",
+             c.load.loadavg_before, c.load.loadavg_after, c.load.others_busy_cores);
+  fmt::print("Compute, 1 process alone: {:.1f} GFLOP/s +-{:.1f}% (median of repeated steps, +- half the interquartile range)\n",
+             c.flops_per_s / 1e9, 100 * c.flops_spread);
+  Table g({"microbatch", "hidden", "ffn", "GFLOP/s", "+-"});
+  for (const auto& p : c.grid.points)
+    g.add({std::to_string(p.microbatch), std::to_string(p.hidden), std::to_string(p.ffn), fmt::format("{:.1f}", p.flops_per_s / 1e9),
+           fmt::format("{:.1f}%", 100 * p.spread)});
+  fmt::print("The GEMM-rate model: experiments predict each workload's compute at the rate interpolated from this grid\n"
+             "(log rate, bilinear in log microbatch x log sqrt(hidden x ffn)):\n{}\n", g.str());
   Table t({"processes", "GFLOP/s each", "aggregate", "predicted", "error"});
   for (const auto& p : c.concurrency)
     t.add({std::to_string(p.processes), fmt::format("{:.1f}", p.flops_per_s_each / 1e9),
@@ -49,16 +80,20 @@ void run(const CalibrateOptions& o) {
   fmt::print("Compute: lab-mlp forward+backward, processes running at once\n{}\n", t.str());
   fmt::print("Memory: AdamW update {:.2f} GB/s, memcpy {:.2f} GB/s (one thread)\n\n", c.optimizer_bytes_per_s / 1e9,
              c.memcpy_bytes_per_s / 1e9);
-  Table a({"ranks", "bytes", "measured", "fitted", "error"});
+  Table a({"ranks", "bytes", "measured", "+-", "fitted", "error"});
   for (const auto& p : c.allreduce)
     a.add({std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_seconds(p.seconds),
-           units::format_seconds(p.fitted_seconds), fmt::format("{:+.0f}%", 100 * (p.fitted_seconds / p.seconds - 1))});
-  fmt::print("Gloo ring all-reduce on loopback, fitted to t = 2(n-1) a + 2(n-1)/n S/B: a = {:.1f} us, B = {:.2f} GB/s\n{}\n",
-             c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9, a.str());
+           fmt::format("{:.0f}%", 100 * p.spread), units::format_seconds(p.fitted_seconds),
+           fmt::format("{:+.0f}%", 100 * (p.fitted_seconds / p.seconds - 1))});
+  fmt::print("Gloo ring all-reduce on loopback, fitted to t = 2(n-1) a + 2(n-1)/n S/B: a = {:.1f} us, B = {:.2f} GB/s\n"
+             "(relative error of the fit: median {:.0f}%, largest {:.0f}%)\n{}\n",
+             c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error,
+             100 * c.fit_max_relative_error, a.str());
   fmt::print("Communication costs CPU too: {:.2f} ns of CPU per byte a rank sends ({:.2f} GB/s per core).\n\n",
              c.comm_cpu_seconds_per_byte * 1e9, 1e-9 / c.comm_cpu_seconds_per_byte);
   fmt::print("Wrote {} (the analytic model and the simulator load it for --cluster cpu-local)\n"
              "and a calibration row in {}.\n", path.string(), o.db);
+  if (!c.trusted()) fmt::print("The calibration is FLAGGED (warnings above): do not trust predictions made with it.\n");
 }
 
 }  // namespace
@@ -68,10 +103,15 @@ void add_calibrate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
       "Measure this machine (lab-mlp compute on 1..N processes, memory bandwidth, Gloo all-reduce on\n"
-      "loopback for 2..N ranks) and write the calibrated cpu-local cluster to results/clusters/.");
+      "loopback for 2..N ranks) and write the calibrated cpu-local cluster to results/clusters/.\n"
+      "Every figure is a median of repeats with its spread; the load of other processes is measured\n"
+      "meanwhile. A calibration with a large spread, fit error or load is measured again once, then\n"
+      "flagged loudly and not cached.");
   cmd->add_option("--nproc", o->nproc, "Most workers to measure together")->capture_default_str();
   cmd->add_flag("--quick", o->quick, "Fewer repetitions and sizes");
-  cmd->add_flag("--if-needed", o->if_needed, "Do nothing when this machine is already calibrated");
+  cmd->add_flag("--if-needed", o->if_needed,
+                "Measure only when needed: no trusted calibration of this machine yet, or the last measured\n"
+                "1-worker step (in --db) disagrees with its prediction by more than 15%; says why");
   cmd->add_option("--db", o->db, "Results database")->capture_default_str();
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([o] { run(*o); });

@@ -33,6 +33,9 @@ void add_compare_command(CLI::App& app) {
       for (const auto& r : c.rows) {
         nlohmann::json j{{"workers", r.world}, {"global_batch", r.global_batch}};
         if (r.measured) j["measured_step_seconds"] = *r.measured;
+        if (r.measured_spread) j["measured_spread_seconds"] = *r.measured_spread;
+        if (r.measured_speedup) j["measured_speedup_paired"] = *r.measured_speedup;
+        if (r.measured_others_cores) j["measured_others_busy_cores"] = *r.measured_others_cores;
         if (r.simulated) j["simulated_step_seconds"] = *r.simulated;
         if (r.analytic) j["analytic_step_seconds"] = *r.analytic;
         rows.push_back(j);

@@ -97,11 +97,6 @@ std::vector<SliceRow> slices(const Evidence& e) {
 
 }  // namespace
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 Measures compute_measures(const Evidence& e) {
   Measures m;

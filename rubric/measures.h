@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rubric/evidence.h"
+#include "strategy/stats.h"
 
 namespace parlab::rubric {
 
@@ -49,7 +50,7 @@ struct Measures {
 
 Measures compute_measures(const Evidence& evidence);
 
-// Median of a non-empty list (mean of the middle two for an even count).
-double median(std::vector<double> values);
+// Median of a list (mean of the middle two for an even count): the tree's one definition.
+using strategy::median;
 
 }  // namespace parlab::rubric

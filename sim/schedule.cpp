@@ -41,7 +41,7 @@ void ring(Schedule& s, CollectiveOp op, double bytes, const std::vector<int>& me
   ScheduleStep step;
   for (const auto& o : orders)
     for (int i = 0; i < n; ++i) step.messages.push_back({o[i], o[(i + 1) % n], bytes / (double(n) * channels)});
-  const int steps = op == CollectiveOp::kAllReduce ? 2 * (n - 1) : n - 1;
+  const int steps = strategy::ring_steps(op, n);  // the one ring definition (strategy/collectives.h)
   s.algorithm = "ring";
   s.channels = channels;
   s.steps.assign(steps, step);

@@ -13,6 +13,7 @@
 //     t = 2(n-1)/n * S / B  =>  factor 2(n-1)/n.
 //   - reduce-scatter, all-gather: every rank sends (n-1) chunks of S/n  =>  factor (n-1)/n.
 //   - broadcast (pipelined): the root's S bytes cross each link once  =>  factor 1.
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,25 @@ inline double bus_bandwidth_factor(CollectiveOp op, int n_ranks) {
     case CollectiveOp::kBroadcast: return 1.0;
   }
   return 0.0;
+}
+
+// Steps a ring takes: an all-reduce is a reduce-scatter then an all-gather, n-1 steps each; a
+// reduce-scatter, all-gather or (pipelined, chained) broadcast takes n-1.
+inline int ring_steps(CollectiveOp op, int n_ranks) {
+  if (n_ranks <= 1) return 0;
+  return op == CollectiveOp::kAllReduce ? 2 * (n_ranks - 1) : n_ranks - 1;
+}
+
+// The ring's alpha-beta time, the one definition the cost model, the scaling lab and the
+// calibration fit share: every step pays the latency a, and each link carries
+// bus_bandwidth_factor(op, n) x S bytes at B bytes/s:
+//   t = ring_steps(op, n) a + factor(op, n) S / B.
+// An infinite B (the `ideal` cluster) moves bytes for free.
+inline double ring_collective_seconds(CollectiveOp op, double bytes, int n_ranks, double latency_seconds,
+                                      double bytes_per_s) {
+  if (n_ranks <= 1) return 0;
+  const double link_bytes = bus_bandwidth_factor(op, n_ranks) * bytes;
+  return ring_steps(op, n_ranks) * latency_seconds + (std::isinf(bytes_per_s) ? 0.0 : link_bytes / bytes_per_s);
 }
 
 inline double algbw_bytes_per_s(double bytes, double seconds) { return bytes / seconds; }

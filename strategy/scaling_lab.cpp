@@ -4,14 +4,25 @@
 #include <sstream>
 #include <string>
 
+#include "strategy/collectives.h"
 #include "strategy/errors.h"
 
 namespace parlab::strategy {
+namespace {
+
+// The gradient all-reduce of one step: a ring over the w workers.
+double scaling_comm_seconds(const ScalingLabInputs& in, int w) {
+  return ring_collective_seconds(CollectiveOp::kAllReduce, in.bytes, w, in.latency_seconds, in.link_bytes_per_s);
+}
+
+double scaling_straggler_seconds(const ScalingLabInputs& in, int w) {
+  return in.straggler_fraction * in.compute_seconds * std::log2(double(w));
+}
+
+}  // namespace
 
 double scaling_step_seconds(const ScalingLabInputs& in, int w) {
-  const double ring = w > 1 ? 2.0 * (w - 1) * in.latency_seconds + 2.0 * (w - 1) / w * in.bytes / in.link_bytes_per_s : 0.0;
-  const double straggler = in.straggler_fraction * in.compute_seconds * std::log2(double(w));
-  return in.compute_seconds + in.overhead_seconds + ring + straggler;
+  return in.compute_seconds + in.overhead_seconds + scaling_comm_seconds(in, w) + scaling_straggler_seconds(in, w);
 }
 
 std::vector<ScalingRow> scaling_lab(const ScalingLabInputs& in) {
@@ -43,8 +54,8 @@ std::vector<ScalingRow> scaling_lab(const ScalingLabInputs& in) {
     ScalingRow r;
     r.workers = w;
     r.step_seconds = scaling_step_seconds(in, w);
-    r.comm_seconds = w > 1 ? 2.0 * (w - 1) * in.latency_seconds + 2.0 * (w - 1) / w * in.bytes / in.link_bytes_per_s : 0;
-    r.straggler_seconds = in.straggler_fraction * in.compute_seconds * std::log2(double(w));
+    r.comm_seconds = scaling_comm_seconds(in, w);
+    r.straggler_seconds = scaling_straggler_seconds(in, w);
     r.speedup = w * t1 / r.step_seconds;
     r.efficiency = t1 / r.step_seconds;
     r.samples_per_s_relative = r.speedup;

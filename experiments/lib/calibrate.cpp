@@ -1,26 +1,26 @@
 #include "experiments/lib/calibrate.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <time.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <ctime>
+#include <optional>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
-#include "runtime/comm/collective_bench.h"
-#include "runtime/comm/rendezvous.h"
-#include "runtime/model/lab_mlp.h"
-#include "runtime/train/optimizer.h"
+#include "experiments/lib/calibrate_measure.h"
+#include "runtime/train/trainer.h"
+#include "strategy/collectives.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
 #include "strategy/presets.h"
+#include "strategy/stats.h"
 #include "strategy/toml_reader.h"
 #include "strategy/units.h"
 
@@ -28,12 +28,16 @@ namespace parlab::experiments {
 namespace fs = std::filesystem;
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+// When a calibration is not to be trusted. A quiet 2-core machine repeats a compute step within
+// a few percent and fits the all-reduce within ~10% for messages of a gradient bucket's size; the
+// limits sit well above that and well below what a busy machine produces (another job on one of
+// two cores halves a process's rate at random moments: spreads of 20-50%, fit errors of 30-90%).
+constexpr double kMaxComputeSpread = 0.10;    // relative half-IQR of the step times
+constexpr double kMaxAllReduceSpread = 0.25;  // of one size's repeats
+constexpr double kMaxFitMedianError = 0.20;   // median |fitted / measured - 1| over all points
+constexpr double kMaxFitLargeError = 0.30;    // worst over points of >= 1 MB (gradient buckets)
+constexpr double kMaxOthersBusyCores = 0.3;   // CPU other jobs used meanwhile, in cores
+constexpr double kMinSharedAggregate = 0.75;  // measured / predicted aggregate, all cores busy
 
 std::string host_name() {
   char buf[256] = {};
@@ -48,249 +52,99 @@ std::string now_utc() {
   return buf;
 }
 
-model::MlpShape shape_of(const strategy::ModelSpec& m) {
-  return {.hidden = m.hidden, .ffn = m.ffn, .blocks = m.layers, .classes = m.classes};
-}
-
-// FLOP/s of lab-mlp forward + backward on this process's core: the median of `reps` timed steps
-// after one warm-up. The matmul FLOPs are the model's (what the cost model charges).
-double measure_step_flops(const strategy::ModelSpec& m, int reps) {
-  const auto shape = shape_of(m);
-  model::LabMlp net(shape, 1);
-  const int64_t b = m.default_microbatch;
-  const double flops = double(model::LabMlp::step_matmul_flops(shape, b));
-  std::vector<double> times;
-  for (int i = 0; i <= reps; ++i) {
-    auto mb = net.new_microbatch(b, b);
-    auto x = mb.activation(0);
-    for (size_t k = 0; k < x.size(); ++k) x[k] = float((k * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    auto labels = mb.labels();
-    for (size_t k = 0; k < labels.size(); ++k) labels[k] = int32_t(k % size_t(shape.classes));
-    const auto t0 = Clock::now();
-    net.forward(mb);
-    net.backward(mb);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (i > 0) times.push_back(s);  // the first step pays page faults
-  }
-  return flops / median(times);
-}
-
-// `k` processes measure at once (forked before this process starts any thread); returns each
-// one's FLOP/s. They start together on a pipe byte.
-std::vector<double> concurrent_step_flops(const strategy::ModelSpec& m, int k, int reps) {
-  int go[2], results[2];
-  if (::pipe(go) != 0 || ::pipe(results) != 0) throw RuntimeError("calibrate: pipe failed");
-  std::vector<pid_t> pids;
-  for (int i = 0; i < k; ++i) {
-    const pid_t pid = ::fork();
-    if (pid < 0) throw RuntimeError("calibrate: fork failed");
-    if (pid == 0) {
-      ::close(go[1]);
-      ::close(results[0]);
-      char c;
-      if (::read(go[0], &c, 1) != 1) ::_exit(2);
-      double f = 0;
-      try {
-        f = measure_step_flops(m, reps);
-      } catch (...) {
-        ::_exit(3);
-      }
-      if (::write(results[1], &f, sizeof f) != sizeof f) ::_exit(4);
-      ::_exit(0);
-    }
-    pids.push_back(pid);
-  }
-  ::close(go[0]);
-  ::close(results[1]);
-  const std::string start(size_t(k), 'g');
-  if (::write(go[1], start.data(), start.size()) != ssize_t(start.size())) throw RuntimeError("calibrate: start failed");
-  ::close(go[1]);
-  std::vector<double> out;
-  double f;
-  while (::read(results[0], &f, sizeof f) == ssize_t(sizeof f)) out.push_back(f);
-  ::close(results[0]);
-  for (pid_t p : pids) {
-    int status = 0;
-    ::waitpid(p, &status, 0);
-  }
-  if (int(out.size()) != k) throw RuntimeError("calibrate: a measuring process failed");
-  return out;
-}
-
-double measure_optimizer_bytes_per_s(const strategy::ModelSpec& m, int reps) {
-  const auto shape = shape_of(m);
-  model::LabMlp net(shape, 1);
-  auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::fill(net.grads().begin(), net.grads().end(), 1e-3f);
-  std::vector<double> times;
-  for (int i = 0; i <= reps; ++i) {
-    const auto t0 = Clock::now();
-    opt->step(net.params(), net.grads());
-    if (i > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return double(net.params().size()) * 28.0 / median(times);  // bytes moved per AdamW element
-}
-
-double measure_memcpy_bytes_per_s() {
-  const size_t bytes = size_t(256) << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  std::vector<double> times;
-  for (int i = 0; i < 4; ++i) {
-    const auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return double(bytes) / median(times);
-}
-
-// Runs `body` on `n` ranks: threads of this process, each with its own Gloo context and sockets
-// over loopback, as separate processes would have. The first rank's error is rethrown.
-void on_ranks(int n, const std::function<void(comm::Communicator&, int rank)>& body) {
-  auto store = comm::make_in_process_store();
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        comm::GlooOptions go;
-        go.timeout = std::chrono::seconds(60);
-        auto c = comm::make_gloo_communicator(store, r, n, go);
-        body(*c, r);
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (!e.empty()) throw RuntimeError("calibrate: Gloo measurement failed: " + e);
-}
-
-std::vector<comm::CollectiveBenchRow> allreduce_bench(int n, const std::vector<double>& sizes, int iters) {
-  std::vector<comm::CollectiveBenchRow> rows;
-  on_ranks(n, [&](comm::Communicator& c, int r) {
-    auto mine = comm::run_collective_bench(c, strategy::CollectiveOp::kAllReduce, sizes, 2, iters);
-    if (r == 0) rows = std::move(mine);
-  });
-  return rows;
-}
-
-double process_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-// CPU time the communication itself costs per byte a rank sends: over loopback TCP the kernel
-// copies every byte (several times), on the same cores the ranks compute on. All `n` ranks run
-// in this process, so its CPU time covers them all: seconds / (iterations x n x 2(n-1)/n x S).
-double measure_comm_cpu_seconds_per_byte(int n, double bytes, int iters) {
-  const size_t count = size_t(bytes / 4) / size_t(n) * size_t(n);
-  double cpu_before = 0, cpu_after = 0;
-  on_ranks(n, [&](comm::Communicator& c, int r) {
-    std::vector<float> buf(count, 1.0f);
-    c.all_reduce(buf)->wait();  // connect and warm up
-    c.barrier()->wait();
-    if (r == 0) cpu_before = process_cpu_seconds();
-    for (int i = 0; i < iters; ++i) c.all_reduce(buf)->wait();
-    c.barrier()->wait();
-    if (r == 0) cpu_after = process_cpu_seconds();
-  });
-  const double sent = double(iters) * n * 2.0 * (n - 1) / n * double(count) * 4;
-  return (cpu_after - cpu_before) / sent;
-}
-
-// Least squares for t = x a + y / B with weights 1/t (relative error): returns {a, 1/B}.
-std::pair<double, double> fit_alpha_beta(const std::vector<AllReducePoint>& pts) {
-  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
-  for (const auto& p : pts) {
-    const double w = 1.0 / (p.seconds * p.seconds);
-    const double x = 2.0 * (p.ranks - 1);
-    const double y = 2.0 * (p.ranks - 1) / p.ranks * p.bytes;
-    sxx += w * x * x, sxy += w * x * y, syy += w * y * y, sxt += w * x * p.seconds, syt += w * y * p.seconds;
-  }
-  const double det = sxx * syy - sxy * sxy;
-  if (!(std::fabs(det) > 0)) throw RuntimeError("calibrate: all-reduce fit is singular");
-  double a = (sxt * syy - syt * sxy) / det, beta = (sxx * syt - sxy * sxt) / det;
-  if (a < 0) {  // no measurable latency: fit the bandwidth alone
-    a = 0;
-    beta = syt / syy;
-  }
-  return {a, beta};
-}
-
 void say(const CalibrationOptions& o, const std::string& s) {
   if (o.progress) o.progress(s);
 }
 
-}  // namespace
-
-nlohmann::json Calibration::to_json() const {
-  nlohmann::json conc = nlohmann::json::array(), ar = nlohmann::json::array();
-  for (const auto& c : concurrency)
-    conc.push_back({{"processes", c.processes}, {"flops_per_s_each", c.flops_per_s_each},
-                    {"aggregate_flops_per_s", c.aggregate_flops_per_s}, {"predicted_aggregate", c.predicted_aggregate}});
-  for (const auto& a : allreduce)
-    ar.push_back({{"ranks", a.ranks}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"fitted_seconds", a.fitted_seconds}});
-  return {{"machine", machine}, {"created_at", created_at}, {"hardware_threads", hardware_threads},
-          {"flops_per_s", flops_per_s}, {"concurrency", conc}, {"optimizer_bytes_per_s", optimizer_bytes_per_s},
-          {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"latency_seconds", latency_seconds},
-          {"link_bytes_per_s", link_bytes_per_s}, {"fit_max_relative_error", fit_max_relative_error},
-          {"comm_cpu_seconds_per_byte", comm_cpu_seconds_per_byte},
-          {"cluster", strategy::to_json(cluster)}};
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f%%", 100 * x);
+  return b;
 }
 
-Calibration calibrate(const CalibrationOptions& o) {
-  if (o.nproc < 1 || o.nproc > 64)
-    throw ConfigError("--nproc", std::to_string(o.nproc), "must be between 1 and 64");
-  const strategy::ModelSpec m = strategy::load_model(o.model);
-  if (m.kind != strategy::ModelKind::kMlp) throw ConfigError("--model", o.model, "calibration runs the lab MLP");
-  Calibration c;
-  c.machine = host_name();
-  c.created_at = now_utc();
-  c.hardware_threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int reps = o.quick ? 1 : 3;
+model::MlpShape grid_shape(int64_t hidden, int64_t ffn, int blocks) {
+  strategy::ModelSpec m;
+  m.kind = strategy::ModelKind::kMlp;
+  m.hidden = hidden, m.ffn = ffn, m.layers = blocks, m.classes = 16;
+  return train::mlp_shape(m);
+}
 
-  // Compute, 1..N processes at once (forked before any thread of ours exists).
-  say(o, "compute: lab-mlp forward+backward, 1 process");
+// The GEMM-rate grid: every microbatch with every width, on one core.
+RateGrid measure_grid(const CalibrationOptions& o) {
+  const std::vector<int64_t> microbatches = o.quick ? std::vector<int64_t>{8, 32} : std::vector<int64_t>{8, 32, 128};
+  const std::vector<std::pair<int64_t, int64_t>> widths =
+      o.quick ? std::vector<std::pair<int64_t, int64_t>>{{64, 256}, {256, 1024}}
+              : std::vector<std::pair<int64_t, int64_t>>{{256, 1024}, {1024, 4096}};
+  RateGrid g;
+  for (const auto& [h, f] : widths)
+    for (int64_t b : microbatches) {
+      const auto shape = grid_shape(h, f, o.quick ? 1 : 2);
+      const auto spread = strategy::spread_of(measure::step_seconds(shape, b, o.quick ? 3 : 5));
+      g.points.push_back({b, h, f, model::LabMlp::step_matmul_flops(shape, b) / spread.median, spread.relative()});
+    }
+  return g;
+}
+
+void measure_compute(Calibration& c, const CalibrationOptions& o, const strategy::ModelSpec& m) {
+  const auto shape = train::mlp_shape(m);
+  const int64_t b = m.default_microbatch;
+  say(o, "compute: lab-mlp forward+backward, 1 process, " + std::to_string(m.hidden) + " wide at microbatch " + std::to_string(b));
+  const auto alone = strategy::spread_of(measure::step_seconds(shape, b, o.quick ? 3 : 7));
+  c.flops_per_s = model::LabMlp::step_matmul_flops(shape, b) / alone.median;
+  c.flops_spread = alone.relative();
+  say(o, "compute: the GEMM-rate grid (microbatch x width, 1 process)");
+  c.grid = measure_grid(o);
+  // 1..N processes at once (forked before any thread of ours exists).
   for (int k = 1; k <= o.nproc; ++k) {
-    if (k > 1) say(o, "compute: " + std::to_string(k) + " processes at once");
-    const auto each = concurrent_step_flops(m, k, reps);
+    say(o, "compute: " + std::to_string(k) + " process" + (k > 1 ? "es" : "") + " at once");
+    const auto each = measure::concurrent_step_flops(shape, b, k, o.quick ? 2 : 5);
     ConcurrencyPoint p;
     p.processes = k;
-    p.flops_per_s_each = median(each);
+    p.flops_per_s_each = strategy::median(each);
     for (double f : each) p.aggregate_flops_per_s += f;
     c.concurrency.push_back(p);
   }
-  c.flops_per_s = c.concurrency.front().flops_per_s_each;
   const int cores = std::min(c.hardware_threads, o.nproc);
   for (auto& p : c.concurrency) p.predicted_aggregate = c.flops_per_s * std::min(p.processes, cores);
+}
 
-  say(o, "memory: AdamW update and memcpy");
-  c.optimizer_bytes_per_s = measure_optimizer_bytes_per_s(m, reps);
-  c.memcpy_bytes_per_s = measure_memcpy_bytes_per_s();
-
-  // Collectives, 2..N ranks.
-  std::vector<double> sizes = o.quick ? std::vector<double>{16e3, 1e6, 16e6} : std::vector<double>{4e3, 64e3, 1e6, 16e6, 64e6};
+void measure_communication(Calibration& c, const CalibrationOptions& o) {
+  const std::vector<double> sizes = o.quick ? std::vector<double>{16e3, 1e6, 16e6} : std::vector<double>{4e3, 64e3, 1e6, 16e6, 64e6};
+  const int repeats = o.quick ? 2 : 3;
   for (int n = 2; n <= std::max(2, o.nproc); ++n) {
-    say(o, "communication: Gloo all-reduce on loopback, " + std::to_string(n) + " ranks");
-    for (const auto& row : allreduce_bench(n, sizes, o.quick ? 3 : 5))
-      c.allreduce.push_back({n, row.bytes, row.seconds, 0});
+    say(o, "communication: Gloo all-reduce on loopback, " + std::to_string(n) + " ranks, " + std::to_string(repeats) + " repeats");
+    std::vector<std::vector<double>> per_size(sizes.size());
+    for (int r = 0; r < repeats; ++r) {
+      const auto t = measure::allreduce_seconds(n, sizes, o.quick ? 3 : 5);
+      for (size_t i = 0; i < t.size(); ++i) per_size[i].push_back(t[i]);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const auto s = strategy::spread_of(per_size[i]);
+      // The bench moves whole fp32 elements, a multiple of n: the size it really moved.
+      const double moved = std::floor(sizes[i] / 4 / n) * n * 4;
+      c.allreduce.push_back({n, moved, s.median, s.relative(), 0});
+    }
   }
   say(o, "communication: CPU time per byte of Gloo traffic");
-  c.comm_cpu_seconds_per_byte = measure_comm_cpu_seconds_per_byte(2, o.quick ? 4e6 : 64e6, o.quick ? 2 : 4);
+  c.comm_cpu_seconds_per_byte = measure::comm_cpu_seconds_per_byte(2, o.quick ? 4e6 : 64e6, o.quick ? 2 : 4);
   const auto [a, beta] = fit_alpha_beta(c.allreduce);
   c.latency_seconds = a;
   c.link_bytes_per_s = 1.0 / beta;
+  std::vector<double> errors;
   for (auto& p : c.allreduce) {
-    p.fitted_seconds = 2.0 * (p.ranks - 1) * a + 2.0 * (p.ranks - 1) / p.ranks * p.bytes * beta;
-    c.fit_max_relative_error = std::max(c.fit_max_relative_error, std::fabs(p.fitted_seconds / p.seconds - 1));
+    p.fitted_seconds = strategy::ring_collective_seconds(strategy::CollectiveOp::kAllReduce, p.bytes, p.ranks, a, c.link_bytes_per_s);
+    errors.push_back(std::fabs(p.fitted_seconds / p.seconds - 1));
   }
+  c.fit_max_relative_error = *std::max_element(errors.begin(), errors.end());
+  c.fit_median_relative_error = strategy::median(errors);
+}
 
-  // The calibrated cluster: the preset's shape with measured figures. One "device" is one worker
-  // process; cores_per_node is what the workers really share.
+// The calibrated cluster: the preset's shape with measured figures. One "device" is one worker
+// process; cores_per_node is what the workers really share.
+strategy::ClusterSpec calibrated_cluster(const Calibration& c, int nproc) {
   strategy::ClusterSpec cl = strategy::parse_cluster_toml(std::string(*strategy::embedded_preset("clusters", "cpu-local")), "cpu-local");
   cl.description = "calibrated on " + c.machine + " at " + c.created_at;
-  cl.cores_per_node = cores;
+  cl.cores_per_node = std::min(c.hardware_threads, nproc);
   cl.device.peak_flops_fp32 = c.flops_per_s;
   cl.device.peak_flops_bf16 = c.flops_per_s;
   cl.device.gemm_efficiency = 1.0;
@@ -301,37 +155,218 @@ Calibration calibrate(const CalibrationOptions& o) {
   cl.inter = cl.intra;
   cl.comm_cpu_seconds_per_byte = c.comm_cpu_seconds_per_byte;
   cl.calibrated = true;
-  c.cluster = cl;
+  return cl;
+}
+
+Calibration calibrate_once(const CalibrationOptions& o, const strategy::ModelSpec& m) {
+  Calibration c;
+  c.machine = host_name();
+  c.created_at = now_utc();
+  c.hardware_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  c.load.loadavg_before = measure::loadavg_1min();
+  const measure::CpuSample before = measure::sample_cpu();
+
+  measure_compute(c, o, m);
+  say(o, "memory: AdamW update and memcpy");
+  const auto opt = strategy::spread_of(measure::optimizer_bytes_per_s(train::mlp_shape(m), o.quick ? 3 : 5));
+  c.optimizer_bytes_per_s = opt.median;
+  c.optimizer_spread = opt.relative();
+  c.memcpy_bytes_per_s = measure::memcpy_bytes_per_s();
+  measure_communication(c, o);
+
+  c.load.others_busy_cores = measure::others_busy_cores(before, measure::sample_cpu());
+  c.load.loadavg_after = measure::loadavg_1min();
+  c.cluster = calibrated_cluster(c, o.nproc);
+  c.warnings = calibration_warnings(c);
   return c;
 }
+
+}  // namespace
+
+std::pair<double, double> fit_alpha_beta(const std::vector<AllReducePoint>& pts) {
+  using strategy::CollectiveOp;
+  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
+  for (const auto& p : pts) {
+    const double w = 1.0 / (p.seconds * p.seconds);
+    const double x = strategy::ring_steps(CollectiveOp::kAllReduce, p.ranks);
+    const double y = strategy::bus_bandwidth_factor(CollectiveOp::kAllReduce, p.ranks) * p.bytes;
+    sxx += w * x * x, sxy += w * x * y, syy += w * y * y, sxt += w * x * p.seconds, syt += w * y * p.seconds;
+  }
+  const double det = sxx * syy - sxy * sxy;
+  if (!(std::fabs(det) > 1e-12 * sxx * syy)) throw RuntimeError("calibrate: all-reduce fit is singular");
+  double a = (sxt * syy - syt * sxy) / det, beta = (sxx * syt - sxy * sxt) / det;
+  if (a < 0) {  // no measurable latency: fit the bandwidth alone
+    a = 0;
+    beta = syt / syy;
+  }
+  return {a, beta};
+}
+
+double RateGrid::flops_per_s(int64_t microbatch, int64_t hidden, int64_t ffn) const {
+  if (points.empty()) throw RuntimeError("calibrate: the rate grid is empty");
+  auto width = [](double h, double f) { return std::sqrt(h * f); };
+  std::set<double> bs, ws;
+  for (const auto& p : points) bs.insert(double(p.microbatch)), ws.insert(width(double(p.hidden), double(p.ffn)));
+  auto rate_at = [&](double b, double w) {
+    for (const auto& p : points)
+      if (double(p.microbatch) == b && width(double(p.hidden), double(p.ffn)) == w) return p.flops_per_s;
+    throw RuntimeError("calibrate: the rate grid is not a full grid");
+  };
+  // The two grid values around x (both the nearest edge outside the grid) and x's weight
+  // between them, in log space.
+  auto bracket = [](const std::set<double>& axis, double x) {
+    auto hi = axis.lower_bound(x);
+    if (hi == axis.end()) return std::tuple{*axis.rbegin(), *axis.rbegin(), 0.0};
+    if (hi == axis.begin() || *hi == x) return std::tuple{*hi, *hi, 0.0};
+    auto lo = std::prev(hi);
+    return std::tuple{*lo, *hi, std::log(x / *lo) / std::log(*hi / *lo)};
+  };
+  const auto [b0, b1, tb] = bracket(bs, double(microbatch));
+  const auto [w0, w1, tw] = bracket(ws, width(double(hidden), double(ffn)));
+  const double l00 = std::log(rate_at(b0, w0)), l01 = std::log(rate_at(b0, w1));
+  const double l10 = std::log(rate_at(b1, w0)), l11 = std::log(rate_at(b1, w1));
+  return std::exp((1 - tb) * ((1 - tw) * l00 + tw * l01) + tb * ((1 - tw) * l10 + tw * l11));
+}
+
+std::vector<std::string> calibration_warnings(const Calibration& c) {
+  std::vector<std::string> w;
+  if (c.flops_spread > kMaxComputeSpread)
+    w.push_back("compute step times vary +-" + pct(c.flops_spread) + " (limit " + pct(kMaxComputeSpread) + ")");
+  for (const auto& p : c.grid.points)
+    if (p.spread > kMaxComputeSpread)
+      w.push_back("the rate grid's microbatch " + std::to_string(p.microbatch) + " x " + std::to_string(p.hidden) +
+                  " step varies +-" + pct(p.spread) + " (limit " + pct(kMaxComputeSpread) + ")");
+  for (const auto& p : c.concurrency)
+    if (p.processes == c.cluster.cores_per_node && p.processes > 1 &&
+        p.aggregate_flops_per_s < kMinSharedAggregate * p.predicted_aggregate)
+      w.push_back(std::to_string(p.processes) + " processes at once reached " +
+                  pct(p.aggregate_flops_per_s / p.predicted_aggregate) + " of " + std::to_string(p.processes) +
+                  " cores' worth: the cores were not free");
+  double large = 0;
+  for (const auto& p : c.allreduce) {
+    if (p.bytes >= 1e6) large = std::max(large, std::fabs(p.fitted_seconds / p.seconds - 1));
+    if (p.spread > kMaxAllReduceSpread)
+      w.push_back("all-reduce of " + units::format_bytes(p.bytes) + " on " + std::to_string(p.ranks) + " ranks varies +-" +
+                  pct(p.spread) + " (limit " + pct(kMaxAllReduceSpread) + ")");
+  }
+  if (c.fit_median_relative_error > kMaxFitMedianError)
+    w.push_back("the all-reduce fit is off by " + pct(c.fit_median_relative_error) + " at the median point (limit " +
+                pct(kMaxFitMedianError) + ")");
+  if (large > kMaxFitLargeError)
+    w.push_back("the all-reduce fit is off by " + pct(large) + " for a message of 1 MB or more (limit " +
+                pct(kMaxFitLargeError) + ")");
+  if (c.load.others_busy_cores > kMaxOthersBusyCores) {
+    char b[200];
+    std::snprintf(b, sizeof b, "other processes used %.2f of %d cores while calibration ran (limit %.2f; load average %.1f)",
+                  c.load.others_busy_cores, c.hardware_threads, kMaxOthersBusyCores, c.load.loadavg_after);
+    w.push_back(b);
+  }
+  return w;
+}
+
+Calibration calibrate(const CalibrationOptions& o) {
+  if (o.nproc < 1 || o.nproc > 64)
+    throw ConfigError("--nproc", std::to_string(o.nproc), "must be between 1 and 64");
+  if (o.attempts < 1) throw ConfigError("attempts", std::to_string(o.attempts), "must be >= 1");
+  const strategy::ModelSpec m = strategy::load_model(o.model);
+  if (m.kind != strategy::ModelKind::kMlp) throw ConfigError("--model", o.model, "calibration runs the lab MLP");
+  Calibration c;
+  for (int attempt = 1; attempt <= o.attempts; ++attempt) {
+    c = calibrate_once(o, m);
+    c.attempts = attempt;
+    if (c.trusted()) break;
+    if (attempt < o.attempts) {
+      say(o, "the calibration is not trustworthy (" + c.warnings.front() + "); measuring again");
+    }
+  }
+  return c;
+}
+
+nlohmann::json Calibration::to_json() const {
+  nlohmann::json conc = nlohmann::json::array(), ar = nlohmann::json::array(), grid_json = nlohmann::json::array();
+  for (const auto& c : concurrency)
+    conc.push_back({{"processes", c.processes}, {"flops_per_s_each", c.flops_per_s_each},
+                    {"aggregate_flops_per_s", c.aggregate_flops_per_s}, {"predicted_aggregate", c.predicted_aggregate}});
+  for (const auto& a : allreduce)
+    ar.push_back({{"ranks", a.ranks}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"spread", a.spread},
+                  {"fitted_seconds", a.fitted_seconds}});
+  for (const auto& p : grid.points)
+    grid_json.push_back({{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn},
+                         {"flops_per_s", p.flops_per_s}, {"spread", p.spread}});
+  return {{"machine", machine}, {"created_at", created_at}, {"hardware_threads", hardware_threads},
+          {"flops_per_s", flops_per_s}, {"flops_spread", flops_spread}, {"rate_grid", grid_json},
+          {"concurrency", conc}, {"optimizer_bytes_per_s", optimizer_bytes_per_s}, {"optimizer_spread", optimizer_spread},
+          {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"latency_seconds", latency_seconds},
+          {"link_bytes_per_s", link_bytes_per_s}, {"fit_max_relative_error", fit_max_relative_error},
+          {"fit_median_relative_error", fit_median_relative_error},
+          {"comm_cpu_seconds_per_byte", comm_cpu_seconds_per_byte},
+          {"load", {{"loadavg_before", load.loadavg_before}, {"loadavg_after", load.loadavg_after},
+                    {"others_busy_cores", load.others_busy_cores}}},
+          {"attempts", attempts}, {"trusted", trusted()}, {"warnings", warnings},
+          {"cluster", strategy::to_json(cluster)}};
+}
+
+namespace {
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw RuntimeError("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+fs::path stored_calibration_path(const fs::path& results_dir) { return results_dir / "clusters" / "cpu-local.calibration.json"; }
+
+}  // namespace
 
 fs::path write_calibrated_cluster(const Calibration& c, const fs::path& results_dir) {
   const fs::path dir = results_dir / "clusters";
   fs::create_directories(dir);
   const fs::path path = dir / "cpu-local.toml";
-  const fs::path tmp = dir / ("cpu-local.toml.tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp);
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "cpu-local, calibrated by `parlab calibrate` on %s at %s.\n"
-                  "One device = one worker process; %d cores shared (cores_per_node).\n"
-                  "Compute: lab-mlp forward+backward at %.1f GFLOP/s per process alone.\n"
-                  "Memory: the AdamW update moves %.2f GB/s (memcpy: %.2f GB/s).\n"
-                  "Links: Gloo ring all-reduce on loopback fitted to a = %.1f us per step, B = %.2f GB/s\n"
-                  "(largest relative error of the fit %.0f%%); %.2f ns of CPU per byte sent.",
-                  c.machine.c_str(), c.created_at.c_str(), c.cluster.cores_per_node, c.flops_per_s / 1e9,
-                  c.optimizer_bytes_per_s / 1e9, c.memcpy_bytes_per_s / 1e9, c.latency_seconds * 1e6,
-                  c.link_bytes_per_s / 1e9, 100 * c.fit_max_relative_error, c.comm_cpu_seconds_per_byte * 1e9);
-    std::string text = strategy::cluster_to_toml(c.cluster, line);
-    // Where and when, as top-level keys (before the first table).
-    const size_t tables = text.find("\n[device]");
-    text.insert(tables + 1, "machine = \"" + c.machine + "\"\ncalibrated_at = \"" + c.created_at + "\"\n");
-    out << text;
-    if (!out) throw RuntimeError("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
+  char line[640];
+  std::snprintf(line, sizeof line,
+                "cpu-local, calibrated by `parlab calibrate` on %s at %s%s.\n"
+                "One device = one worker process; %d cores shared (cores_per_node).\n"
+                "Compute: lab-mlp forward+backward at %.1f GFLOP/s (+-%.0f%%) per process alone; experiments\n"
+                "use the GEMM-rate grid in cpu-local.calibration.json at each workload's shape.\n"
+                "Memory: the AdamW update moves %.2f GB/s (memcpy: %.2f GB/s).\n"
+                "Links: Gloo ring all-reduce on loopback fitted to a = %.1f us per step, B = %.2f GB/s\n"
+                "(relative error of the fit: median %.0f%%, largest %.0f%%); %.2f ns of CPU per byte sent.\n"
+                "Other processes used %.2f cores meanwhile.",
+                c.machine.c_str(), c.created_at.c_str(), c.trusted() ? "" : " -- FLAGGED, not trusted", c.cluster.cores_per_node,
+                c.flops_per_s / 1e9, 100 * c.flops_spread, c.optimizer_bytes_per_s / 1e9, c.memcpy_bytes_per_s / 1e9,
+                c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error,
+                100 * c.fit_max_relative_error, c.comm_cpu_seconds_per_byte * 1e9, c.load.others_busy_cores);
+  std::string text = strategy::cluster_to_toml(c.cluster, line);
+  // Where and when, as top-level keys (before the first table).
+  const size_t tables = text.find("\n[device]");
+  text.insert(tables + 1, "machine = \"" + c.machine + "\"\ncalibrated_at = \"" + c.created_at + "\"\n");
+  // The details first: a reader of the TOML finds its calibration beside it.
+  write_atomically(stored_calibration_path(results_dir), c.to_json().dump(2) + "\n");
+  write_atomically(path, text);
   return path;
+}
+
+std::optional<StoredCalibration> load_stored_calibration(const fs::path& results_dir) {
+  std::ifstream in(stored_calibration_path(results_dir));
+  if (!in) return std::nullopt;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    StoredCalibration s;
+    s.machine = j.at("machine").get<std::string>();
+    s.created_at = j.at("created_at").get<std::string>();
+    s.trusted = j.at("trusted").get<bool>();
+    s.warnings = j.at("warnings").get<std::vector<std::string>>();
+    for (const auto& p : j.at("rate_grid"))
+      s.grid.points.push_back({p.at("microbatch").get<int64_t>(), p.at("hidden").get<int64_t>(), p.at("ffn").get<int64_t>(),
+                               p.at("flops_per_s").get<double>(), p.at("spread").get<double>()});
+    return s;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // unreadable: as if absent (calibrate again)
+  }
 }
 
 bool calibrated_here(const fs::path& results_dir) {
@@ -342,10 +377,52 @@ bool calibrated_here(const fs::path& results_dir) {
   text << in.rdbuf();
   try {
     const toml::table t = strategy::parse_toml(text.str(), path.string());
-    return t["calibrated"].value_or(false) && t["machine"].value_or(std::string()) == host_name();
+    if (!t["calibrated"].value_or(false) || t["machine"].value_or(std::string()) != host_name()) return false;
   } catch (const Error&) {
     return false;  // unreadable: calibrate again
   }
+  const auto stored = load_stored_calibration(results_dir);
+  return stored && stored->trusted && stored->machine == host_name();
+}
+
+std::string why_recalibrate(const fs::path& results, db::ResultsStore* store) {
+  const auto stored = load_stored_calibration(results);
+  if (!calibrated_here(results)) {
+    if (!stored) return "there is no calibration of this machine yet";
+    if (!stored->trusted) return "the cached calibration was flagged: " + stored->warnings.front();
+    return "the cached calibration was made on " + stored->machine;
+  }
+  if (!store) return "";
+  // The newest measured 1-worker step made under this calibration, beside its prediction.
+  std::optional<std::tuple<db::RunId, double, double>> last;
+  for (const auto& run : store->list_runs(db::RunStatus::kCompleted)) {  // oldest first: later runs win
+    if (run.kind != db::RunKind::kMeasured || run.world_size != 1 || run.cluster != "cpu-local") continue;
+    const auto m = store->run_metrics(run.id);
+    const auto meas = m.find("step_seconds"), pred = m.find("predicted_step_seconds");
+    if (meas == m.end() || pred == m.end()) continue;
+    for (const auto& [k, v] : store->run_params(run.id))
+      if (k == "calibrated_at" && v == stored->created_at) last = std::tuple{run.id, meas->second, pred->second};
+  }
+  if (!last) return "";
+  const auto [run, measured, predicted] = *last;
+  const double error = predicted / measured - 1;
+  if (std::fabs(error) <= kStaleCalibrationError) return "";
+  char b[300];
+  std::snprintf(b, sizeof b,
+                "it is stale: the last measured 1-worker step (run %lld, %.1f ms) disagrees with its prediction (%.1f ms) "
+                "by %+.1f%% (limit %.0f%%)",
+                (long long)run, measured * 1e3, predicted * 1e3, 100 * error, 100 * kStaleCalibrationError);
+  return b;
+}
+
+strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster, const RateGrid& grid, int64_t microbatch,
+                                           int64_t hidden, int64_t ffn) {
+  if (!cluster.calibrated || cluster.name != "cpu-local" || grid.empty() || microbatch <= 0 || hidden <= 0 || ffn <= 0)
+    return cluster;
+  strategy::ClusterSpec c = cluster;
+  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = grid.flops_per_s(microbatch, hidden, ffn);
+  c.device.gemm_efficiency = 1.0;
+  return c;
 }
 
 }  // namespace parlab::experiments

@@ -2,20 +2,27 @@
 // Calibration: "benchmark a small topology before scaling the job". Measures this machine the
 // way the lab uses it and writes the calibrated `cpu-local` cluster that the analytic model and
 // the simulator load (results/clusters/cpu-local.toml):
-//   - compute: lab-mlp forward + backward at its microbatch on one core (the FLOP rate the
-//     model's compute ops really get, GELU and bias adds included), then with 1..N processes
-//     at once, to see how many cores the workers really share;
+//   - compute: lab-mlp forward + backward (the training path's kernels) on one core, over a small
+//     grid of microbatch x width shapes -- the GEMM-rate model: a workload's compute rate is
+//     interpolated from the grid at its own shape, so predictions hold for shapes calibration did
+//     not run -- then with 1..N processes at once, to see how many cores the workers really share;
 //   - memory: the AdamW update over lab-mlp's parameters (bandwidth-bound: 28 bytes per
 //     parameter), and a single-thread memcpy for reference;
 //   - communication: Gloo ring all-reduce on loopback for 2..N ranks over a range of sizes,
-//     fitted to the ring's alpha-beta form t = 2(n-1) a + 2(n-1)/n S/B (least squares on the
-//     relative error, so small and large messages count alike).
+//     fitted to the ring's alpha-beta form (strategy::ring_collective_seconds; least squares on
+//     the relative error, so small and large messages count alike).
+// Every figure is the median of repeats and carries its spread. The load other jobs put on the
+// machine is measured during calibration; a calibration whose spread, fit error or foreign load
+// is too large is retried once and then flagged: written for inspection, but never treated as
+// cached (`--if-needed` measures again).
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "db/results_store.h"
 #include "strategy/cluster_spec.h"
 
 namespace parlab::experiments {
@@ -24,6 +31,7 @@ struct CalibrationOptions {
   int nproc = 4;      // most workers to measure together (compute and collectives)
   bool quick = false;  // fewer repetitions and sizes (tests)
   std::string model = "lab-mlp";
+  int attempts = 2;   // a flagged calibration is measured again this many times in all
   std::function<void(const std::string&)> progress;
 };
 
@@ -37,33 +45,99 @@ struct ConcurrencyPoint {
 struct AllReducePoint {
   int ranks = 0;
   double bytes = 0;
-  double seconds = 0;
+  double seconds = 0;         // median over repeats
+  double spread = 0;          // relative half-IQR over repeats
   double fitted_seconds = 0;
+};
+
+// One point of the GEMM-rate grid: lab-mlp forward+backward at (microbatch, hidden, ffn).
+struct ShapePoint {
+  int64_t microbatch = 0, hidden = 0, ffn = 0;
+  double flops_per_s = 0;  // matmul FLOPs / median step time
+  double spread = 0;       // relative half-IQR of the step times
+};
+
+// The GEMM-rate model: log-rate interpolated bilinearly over log(microbatch) x log(width), width
+// = sqrt(hidden x ffn) (the GEMMs' geometric mean size), clamped at the grid's edges.
+struct RateGrid {
+  std::vector<ShapePoint> points;  // a full grid: every microbatch with every width
+  bool empty() const { return points.empty(); }
+  double flops_per_s(int64_t microbatch, int64_t hidden, int64_t ffn) const;
+};
+
+// What else ran on the machine while calibration measured.
+struct MachineLoad {
+  double loadavg_before = 0, loadavg_after = 0;  // /proc/loadavg, 1 minute
+  double others_busy_cores = 0;  // CPU time of other processes / wall time (from /proc/stat)
 };
 
 struct Calibration {
   std::string machine;
   std::string created_at;
   int hardware_threads = 0;
-  double flops_per_s = 0;  // one process alone
+  double flops_per_s = 0;  // one process alone, the model's own shape
+  double flops_spread = 0;  // relative half-IQR of its step times
+  RateGrid grid;
   std::vector<ConcurrencyPoint> concurrency;
   double optimizer_bytes_per_s = 0;
+  double optimizer_spread = 0;
   double memcpy_bytes_per_s = 0;
   std::vector<AllReducePoint> allreduce;
   double latency_seconds = 0;   // fitted per ring step
   double link_bytes_per_s = 0;  // fitted
   double fit_max_relative_error = 0;
+  double fit_median_relative_error = 0;
   double comm_cpu_seconds_per_byte = 0;  // CPU time per byte a rank sends (all its threads)
+  MachineLoad load;
+  int attempts = 1;
+  // Why this calibration cannot be trusted (spread, fit error, load); empty when it can.
+  std::vector<std::string> warnings;
+  bool trusted() const { return warnings.empty(); }
   strategy::ClusterSpec cluster;  // the calibrated cpu-local
   nlohmann::json to_json() const;
 };
 
 Calibration calibrate(const CalibrationOptions& options);
 
-// Writes `cluster` as <results>/clusters/cpu-local.toml (atomically) and returns the path.
+// Least squares for the ring's t = steps(n) a + factor(n) S / B over all-reduce points, weighted
+// by 1/t^2 (relative error): returns {a, 1/B}. a < 0 falls back to a = 0 (bandwidth only).
+// Throws RuntimeError when the points cannot separate a from B.
+std::pair<double, double> fit_alpha_beta(const std::vector<AllReducePoint>& points);
+
+// The reasons a calibration with these figures is not to be trusted (empty: trusted).
+std::vector<std::string> calibration_warnings(const Calibration& c);
+
+// Writes `cluster` as <results>/clusters/cpu-local.toml (atomically) with the whole calibration
+// beside it (cpu-local.calibration.json: the rate grid, spreads, load, warnings); returns the
+// TOML's path.
 std::filesystem::path write_calibrated_cluster(const Calibration& c, const std::filesystem::path& results_dir);
 
-// True when <results>/clusters/cpu-local.toml exists and was calibrated on this machine.
+// The calibration stored beside <results>/clusters/cpu-local.toml, as much of it as later steps
+// need; nullopt when there is none or it is unreadable.
+struct StoredCalibration {
+  std::string machine, created_at;
+  bool trusted = false;
+  std::vector<std::string> warnings;
+  RateGrid grid;
+};
+std::optional<StoredCalibration> load_stored_calibration(const std::filesystem::path& results_dir);
+
+// True when <results>/clusters/cpu-local.toml exists, was calibrated on this machine and its
+// calibration was not flagged.
 bool calibrated_here(const std::filesystem::path& results_dir);
+
+// `calibrate --if-needed` measures again when the last measured 1-worker step under the current
+// calibration is this far from the prediction recorded with it (the lab's goal is 15%).
+inline constexpr double kStaleCalibrationError = 0.15;
+
+// Why the cached calibration in <results> cannot serve (none, another machine's, flagged, or
+// stale: the last measured 1-worker cpu-local run in `store` made under it disagrees with its
+// recorded prediction by more than kStaleCalibrationError); empty when it serves.
+std::string why_recalibrate(const std::filesystem::path& results_dir, db::ResultsStore* store);
+
+// The cluster a DDP workload is predicted on: a calibrated cpu-local's compute rate replaced by
+// the rate grid's at the workload's shape and microbatch; any other cluster unchanged.
+strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster, const RateGrid& grid, int64_t microbatch,
+                                           int64_t hidden, int64_t ffn);
 
 }  // namespace parlab::experiments

@@ -1,11 +1,13 @@
 // Experiment kinds that run the Gloo runtime: measured scaling points, the one-worker
 // equivalence test and the kill-and-resume proof. Every run goes through run_training (real
 // worker processes under the supervisor) and is recorded by RunRecorder.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
 
+#include "experiments/lib/calibrate_measure.h"
 #include "experiments/lib/measure.h"
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
@@ -65,14 +67,13 @@ launch::TrainOutcome train_recorded(Context& ctx, const launch::TrainJobSpec& sp
   return out;
 }
 
-// Mean step time without the first step (page faults, rendezvous, cold caches).
-double mean_step_seconds(const launch::TrainOutcome& out) {
-  double sum = 0;
-  int n = 0;
+// The measured step time: the median over the steps after the warm-up (page faults, rendezvous,
+// cold caches), with the spread of those steps, so a step that another job slowed moves neither.
+strategy::Spread measured_step_seconds(const launch::TrainOutcome& out) {
+  std::vector<double> v;
   for (const auto& s : out.steps)
-    if (s.step > 0) sum += s.step_seconds, ++n;
-  if (n == 0 && !out.steps.empty()) return out.steps.front().step_seconds;
-  return n ? sum / n : 0;
+    if (s.step >= kWarmupSteps) v.push_back(s.step_seconds);
+  return strategy::spread_of(v);
 }
 
 // Normwise relative difference ||a - b|| / ||b|| over every tensor the two have in common, and
@@ -142,23 +143,38 @@ std::string sci(double x) {
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   const int world = req.plan.world();
-  auto spec = job_spec(ctx, req.model, req.plan.to_string(), world, req.steps + 1, req.seed,
+  const int measured_steps = std::max(req.steps, kMinMeasuredSteps);
+  auto spec = job_spec(ctx, req.model, req.plan.to_string(), world, measured_steps + kWarmupSteps, req.seed,
                        "measured-" + std::to_string(world) + "w");
   spec.job.trace = true;  // per-op events, for the measured timeline beside the simulated one
+  const measure::CpuSample before = measure::sample_cpu();
   const launch::TrainOutcome out = train_recorded(ctx, spec, "measured, " + std::to_string(world) + " worker" + (world > 1 ? "s" : ""));
+  // What other jobs took from the machine meanwhile (the workers are this process's waited-for
+  // children, so their CPU is ours): a measurement under load is told apart from an error.
+  const double others = measure::others_busy_cores(before, measure::sample_cpu());
   MeasureResult r;
   r.run = ctx.outcome->runs.back();
   const auto trace = spec.job.run_dir / "trace.json";
   train::write_measured_trace(trace.string(), launch::read_run_events(spec.job.run_dir, world),
                               ctx.spec.name + " measured, " + std::to_string(world) + " workers");
   ctx.store.set_run_param(r.run, "trace", trace.string());
-  r.step_seconds = mean_step_seconds(out);
+  const strategy::Spread step = measured_step_seconds(out);
+  r.step_seconds = step.median;
+  r.step_spread_seconds = step.half_iqr;
+  r.steps_measured = step.n;
   r.memory = out.memory;
   for (const launch::RankSummary& rs : out.rank_table) r.exposed_comm_seconds += rs.mean.exposed_comm_seconds / out.rank_table.size();
   r.wire_bytes_per_step = wire_bytes_per_step(launch::read_run_events(spec.job.run_dir, world), req.plan, world);
-  // The comparison's step time: the mean over the measured steps (the warm-up step left out).
+  // The comparison's step time: the median over the measured steps (warm-up left out), and its
+  // spread (half the interquartile range), which `compare` shows as +-.
   ctx.store.set_run_metric(r.run, "step_seconds", r.step_seconds);
-  ctx.store.set_run_param(r.run, "step_seconds_definition", "mean over steps 1.. (step 0 is a warm-up)");
+  ctx.store.set_run_metric(r.run, "step_seconds_spread", r.step_spread_seconds);
+  ctx.store.set_run_metric(r.run, "step_seconds_samples", r.steps_measured);
+  ctx.store.set_run_metric(r.run, "machine.others_busy_cores", others);
+  ctx.store.set_run_metric(r.run, "machine.loadavg", measure::loadavg_1min());
+  ctx.store.set_run_param(r.run, "step_seconds_definition",
+                          "median over steps " + std::to_string(kWarmupSteps) + ".." + std::to_string(measured_steps + kWarmupSteps - 1) +
+                              " (steps before are warm-up); spread = (q75 - q25) / 2");
   return r;
 }
 

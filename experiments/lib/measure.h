@@ -8,20 +8,28 @@
 #include "experiments/lib/runner.h"
 #include "runtime/train/memory_report.h"
 #include "strategy/plan.h"
+#include "strategy/stats.h"
 
 namespace parlab::experiments {
+
+// Steps trained before the measured ones (page faults, rendezvous, cold caches), and the fewest
+// steps a measured step time is the median of.
+inline constexpr int kWarmupSteps = 1;
+inline constexpr int kMinMeasuredSteps = 5;
 
 struct MeasureRequest {
   std::string model;
   strategy::Plan plan;  // resolved; dp x tp x pp workers
-  int steps = 10;
+  int steps = 10;       // measured steps (at least kMinMeasuredSteps), after kWarmupSteps
   uint64_t seed = 1;
   std::filesystem::path work_dir;
   std::string parlab_bin;
 };
 
 struct MeasureResult {
-  double step_seconds = 0;  // mean over the measured steps (the first is a warm-up)
+  double step_seconds = 0;         // median over the measured steps (warm-up left out)
+  double step_spread_seconds = 0;  // half their interquartile range
+  int steps_measured = 0;
   db::RunId run = 0;
   double exposed_comm_seconds = 0;  // per step, the mean over ranks (step 0 left out)
   // Per rank, the bytes its collectives put on the wire per step: each recorded call's bytes

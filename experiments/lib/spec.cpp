@@ -96,7 +96,8 @@ ScalingTask parse_scaling(TableReader& r) {
   t.steps = positive_int(r, "steps", t.steps);
   t.sources = source_list(r, "sources", t.sources);
   t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
-  r.reject_unknown("model, cluster, plan, workers, steps, sources, seed");
+  t.rounds = int(r.integer("rounds", 1, 20).value_or(t.rounds));
+  r.reject_unknown("model, cluster, plan, workers, steps, sources, seed, rounds");
   return t;
 }
 

@@ -37,6 +37,10 @@ struct ScalingTask {
   int steps = 10;                // measured and simulated steps (after one warm-up)
   std::vector<Source> sources = {Source::kAnalytic, Source::kSimulated, Source::kMeasured};
   uint64_t seed = 1;
+  // Measured rounds over the worker counts, alternating their order (1,2,4 then 4,2,1, ...) so a
+  // machine that slows down or speeds up meanwhile does not favour one count; the measured
+  // speedup is the median of each round's paired ratio t1 / tW.
+  int rounds = 1;
 };
 
 // One model on a fixed worker count under several splits (DDP, ZeRO-1/2/3): step time, exposed

@@ -31,9 +31,15 @@ std::map<int, MeasuredPoint> measured_points(const std::string& db_path, const L
         plan_int(p, "mb") != at.microbatch || plan_int(p, "gbs") != at.global_batch)
       continue;
     const auto metrics = store.run_metrics(r.id);
-    const auto it = metrics.find("step_seconds");
-    if (it == metrics.end()) continue;
-    out[r.world_size] = {r.id, it->second, double(at.global_batch)};  // oldest first: the newest wins
+    auto metric = [&](const char* key) -> std::optional<double> {
+      const auto it = metrics.find(key);
+      return it == metrics.end() ? std::nullopt : std::optional<double>(it->second);
+    };
+    // As `parlab compare` reads it: over its rounds when the run closed a series of rounds.
+    const auto step = metric("rounds.step_seconds") ? metric("rounds.step_seconds") : metric("step_seconds");
+    if (!step) continue;
+    const auto spread = metric("rounds.step_seconds") ? metric("rounds.step_seconds_spread") : metric("step_seconds_spread");
+    out[r.world_size] = {r.id, *step, spread, double(at.global_batch)};  // oldest first: the newest wins
   }
   return out;
 }

@@ -13,7 +13,8 @@ namespace parlab::gui {
 
 struct MeasuredPoint {
   db::RunId run = 0;
-  double step_seconds = 0;  // the run's recorded step_seconds metric (mean over its steps)
+  double step_seconds = 0;  // the run's recorded step time (median of its steps, or over its rounds)
+  std::optional<double> spread_seconds;  // its spread (half the interquartile range), when recorded
   double global_batch = 0;
 };
 

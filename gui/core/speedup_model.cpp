@@ -17,11 +17,12 @@ int SpeedupModel::row_of(int workers) const {
   return -1;
 }
 
-void SpeedupModel::set_step(int workers, SeriesSource source, double step_seconds, std::optional<long long> run) {
+void SpeedupModel::set_step(int workers, SeriesSource source, double step_seconds, std::optional<long long> run,
+                            std::optional<double> spread_seconds) {
   const int r = row_of(workers);
   if (r < 0) return;
   rows_[size_t(r)].step_seconds[int(source)] = step_seconds;
-  if (source == SeriesSource::kMeasured) rows_[size_t(r)].measured_run = run;
+  if (source == SeriesSource::kMeasured) rows_[size_t(r)].measured_run = run, rows_[size_t(r)].measured_spread = spread_seconds;
   // A new first point of a source moves every speedup of that source: refresh the whole table.
   emit dataChanged(index(0, 0), index(rowCount() - 1, kColumns - 1));
   emit changed();
@@ -53,6 +54,11 @@ std::optional<double> SpeedupModel::value(int row, int column) const {
     case kMeasuredEfficiency: return efficiency_of(rows_, i, S::kMeasured);
     case kAnalyticError: return step_error(p, S::kAnalytic);
     case kSimulatedError: return step_error(p, S::kSimulated);
+    case kMeasuredSpread: {  // relative, comparable with the errors beside it
+      const auto m = p.step_seconds[int(S::kMeasured)];
+      if (!m || !p.measured_spread || !(*m > 0)) return std::nullopt;
+      return *p.measured_spread / *m;
+    }
     case kPredicted: return p.predicted_speedup;
     case kPredictionError: {
       const auto sim = speedup_of(rows_, i, S::kSimulated);
@@ -85,6 +91,7 @@ QVariant SpeedupModel::data(const QModelIndex& index, int role) const {
     case kAnalyticError:
     case kSimulatedError:
     case kPredictionError: return QString::asprintf("%+.1f%%", 100 * *v);
+    case kMeasuredSpread: return QString::asprintf("+-%.1f%%", 100 * *v);
     default: return QString::number(*v, 'f', 2);
   }
 }
@@ -94,7 +101,7 @@ QVariant SpeedupModel::headerData(int section, Qt::Orientation orientation, int 
   static const char* names[kColumns] = {"workers",         "analytic step",     "analytic speedup",  "analytic eff.",
                                         "simulated step",  "simulated speedup", "simulated eff.",    "measured step",
                                         "measured speedup", "measured eff.",    "analytic error",    "simulated error",
-                                        "your prediction", "prediction error"};
+                                        "measured +-",     "your prediction",   "prediction error"};
   return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();
 }
 

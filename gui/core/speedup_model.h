@@ -1,7 +1,8 @@
 #pragma once
 // The speedup series as an item model: one row per worker count; step time, speedup and
 // efficiency of the analytic, simulated and measured sources; each prediction's error against
-// the measurement, and the learner's prediction with its error against the simulation.
+// the measurement beside the measurement's own spread (an error inside it is noise), and the
+// learner's prediction with its error against the simulation.
 #include <QAbstractTableModel>
 #include <vector>
 
@@ -17,7 +18,7 @@ class SpeedupModel : public QAbstractTableModel {
     kAnalyticStep, kAnalyticSpeedup, kAnalyticEfficiency,
     kSimulatedStep, kSimulatedSpeedup, kSimulatedEfficiency,
     kMeasuredStep, kMeasuredSpeedup, kMeasuredEfficiency,
-    kAnalyticError, kSimulatedError,
+    kAnalyticError, kSimulatedError, kMeasuredSpread,
     kPredicted, kPredictionError,
     kColumns
   };
@@ -27,7 +28,8 @@ class SpeedupModel : public QAbstractTableModel {
 
   void set_rows(std::vector<SpeedupPoint> rows);
   // Fills one source at one worker count (a simulation finished, a measured run was found).
-  void set_step(int workers, SeriesSource source, double step_seconds, std::optional<long long> run = {});
+  void set_step(int workers, SeriesSource source, double step_seconds, std::optional<long long> run = {},
+                std::optional<double> spread_seconds = {});
   void set_prediction(int workers, double speedup);
   const std::vector<SpeedupPoint>& rows() const { return rows_; }
   int row_of(int workers) const;  // -1 when absent

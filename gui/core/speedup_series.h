@@ -24,6 +24,7 @@ struct SpeedupPoint {
   double global_batch = 0;
   std::optional<double> step_seconds[kSeriesSources];
   std::optional<long long> measured_run;  // the DB run a measured point came from
+  std::optional<double> measured_spread;  // the measurement's +- (seconds), beside each error
   std::optional<double> predicted_speedup;  // the learner's latest prediction at this W
 };
 

@@ -120,7 +120,7 @@ void SpeedupView::set_preset(Preset p) {
 void SpeedupView::refresh_measured() {
   if (!setup_ || preset_->currentIndex() != kCurrentSetup) return;
   try {
-    for (const auto& [w, m] : measured_points(db_path_, *setup_)) model_->set_step(w, SeriesSource::kMeasured, m.step_seconds, m.run);
+    for (const auto& [w, m] : measured_points(db_path_, *setup_)) model_->set_step(w, SeriesSource::kMeasured, m.step_seconds, m.run, m.spread_seconds);
   } catch (const std::exception& e) {
     note_->setText(tr("Measured points unavailable: %1").arg(QString::fromUtf8(e.what())));
   }

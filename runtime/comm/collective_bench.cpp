@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "strategy/stats.h"
 #include "strategy/units.h"
 
 namespace parlab::comm {
@@ -51,11 +52,7 @@ class BenchBuffers {
   std::vector<float> a_, b_;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+using strategy::median;
 
 }  // namespace
 

@@ -8,19 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "strategy/errors.h"
+#include "strategy/stats.h"
 #include "strategy/units.h"
 
 namespace parlab::diagnose {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t n = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + n, v.end());
-  const double hi = v[n];
-  if (v.size() % 2) return hi;
-  return (hi + *std::max_element(v.begin(), v.begin() + n)) / 2;
-}
+using strategy::median;
 
 }  // namespace
 

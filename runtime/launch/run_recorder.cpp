@@ -2,8 +2,10 @@
 
 #include <map>
 #include <numeric>
+#include <vector>
 
 #include "strategy/io.h"
+#include "strategy/stats.h"
 
 namespace parlab::launch {
 
@@ -182,7 +184,15 @@ void RunRecorder::finish(const TrainOutcome& o) {
   if (!o.steps.empty()) {
     double step = 0, samples = 0;
     for (const StepSummary& s : o.steps) step += s.step_seconds, samples += static_cast<double>(s.global_batch);
-    metric("step_seconds", step / static_cast<double>(o.steps.size()));
+    // The step time: the median over the steps after step 0 (a warm-up: first-touch allocation,
+    // connection set-up), with its spread, so one step slowed by another job moves neither.
+    std::vector<double> after_warmup;
+    for (const StepSummary& s : o.steps)
+      if (s.step > 0 || o.steps.size() == 1) after_warmup.push_back(s.step_seconds);
+    const strategy::Spread st = strategy::spread_of(after_warmup);
+    metric("step_seconds", st.median);
+    metric("step_seconds_spread", st.half_iqr);
+    metric("step_seconds_samples", st.n);
     if (step > 0) metric("samples_per_s", samples / step);
   }
   if (!o.checkpoints.empty()) {

@@ -3,7 +3,11 @@
 // and `compare` reads them back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
+#include <vector>
 
 #include "experiments/lib/compare.h"
 #include "experiments/lib/runner.h"
@@ -38,53 +42,94 @@ fs::path trace_of(db::ResultsStore& store, db::RunId id) {
 
 const std::string kModel = std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml";
 
+// The measured step of a run, recomputed here from its per-rank rows: each step lasts as long
+// as its slowest rank; steps after the warm-up step 0, five of them: the middle one, and half the
+// distance between the second and fourth as the spread.
+std::pair<double, double> median_and_spread_of_rows(db::ResultsStore& store, db::RunId id) {
+  std::map<int64_t, double> slowest;
+  for (const auto& t : store.step_timings(id))
+    if (t.step > 0) slowest[t.step] = std::max(slowest[t.step], t.step_seconds);
+  std::vector<double> v;
+  for (const auto& [step, s] : slowest) v.push_back(s);
+  EXPECT_EQ(v.size(), 5u);
+  if (v.size() != 5u) return {0, 0};
+  std::sort(v.begin(), v.end());
+  return {v[2], (v[3] - v[1]) / 2};
+}
+
 }  // namespace
 
 TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
   Scratch s;
   auto store = db::ResultsStore::open(s.dir / "r.db");
+  // steps = 3 asks for fewer than a median needs: five are measured anyway.
   const auto spec = parse_experiment("name = \"tiny_scaling\"\nkind = \"scaling\"\n[scaling]\nmodel = \"" + kModel +
                                          "\"\ncluster = \"cpu-local\"\nplan = \"gbs=16\"\nworkers = [1, 2]\nsteps = 3\n"
-                                         "sources = [\"measured\", \"simulated\", \"analytic\"]\n",
+                                         "rounds = 2\nsources = [\"measured\", \"simulated\", \"analytic\"]\n",
                                      (s.dir / "tiny_scaling.toml").string());
   const Outcome out = run_experiment(spec, store, options(s));
   ASSERT_TRUE(out.ok) << out.error;
-  ASSERT_EQ(out.runs.size(), 6u);  // 2 worker counts x 3 sources
-  int measured = 0, simulated = 0, analytic = 0;
+  ASSERT_EQ(out.runs.size(), 8u);  // 2 worker counts x (analytic + simulated + 2 measured rounds)
+  std::map<int, double> simulated, analytic;
+  std::map<int, std::vector<double>> measured;  // per worker count, in the order measured
+  std::vector<int> order;                        // worker counts of the measured runs, in order
+  std::map<int, db::RunId> last_measured;
   for (db::RunId id : out.runs) {
     const auto run = store.get_run(id);
     ASSERT_TRUE(run);
     EXPECT_EQ(run->status, db::RunStatus::kCompleted) << id;
     EXPECT_EQ(run->plan["gbs"], 16);
+    const auto metrics = store.run_metrics(id);
     const auto timings = store.step_timings(id);
-    EXPECT_GT(store.run_metrics(id).at("step_seconds"), 0);
     switch (run->kind) {
-      case db::RunKind::kMeasured:
-        ++measured;
-        // The measured timeline was written where the run says (Chrome trace JSON).
+      case db::RunKind::kMeasured: {
         EXPECT_GT(fs::file_size(trace_of(store, id)), 100u);
-        // 1 warm-up + 3 measured steps, one row per rank and step.
-        EXPECT_EQ(int(timings.size()), 4 * run->world_size) << "run " << id;
-        for (const auto& t : timings) EXPECT_TRUE(t.loss.has_value());
+        EXPECT_EQ(int(timings.size()), 6 * run->world_size) << "1 warm-up + 5 measured steps, one row per rank";
+        const auto [median, spread] = median_and_spread_of_rows(store, id);
+        EXPECT_DOUBLE_EQ(metrics.at("step_seconds"), median) << "run " << id;
+        EXPECT_DOUBLE_EQ(metrics.at("step_seconds_spread"), spread) << "run " << id;
+        EXPECT_GE(metrics.at("machine.others_busy_cores"), 0);
+        measured[run->world_size].push_back(median);
+        order.push_back(run->world_size);
+        last_measured[run->world_size] = id;
         break;
+      }
       case db::RunKind::kSimulated:
-        ++simulated;
-        EXPECT_GT(fs::file_size(trace_of(store, id)), 100u);
         EXPECT_EQ(int(timings.size()), run->world_size);  // every simulated rank, one step
+        simulated[run->world_size] = metrics.at("step_seconds");
         break;
       case db::RunKind::kAnalytic:
-        ++analytic;
         EXPECT_EQ(timings.size(), 1u);  // one representative rank per stage
+        analytic[run->world_size] = metrics.at("step_seconds");
         break;
     }
   }
-  EXPECT_EQ(measured, 2);
-  EXPECT_EQ(simulated, 2);
-  EXPECT_EQ(analytic, 2);
+  // Rounds alternate the order: 1, 2 then 2, 1.
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 2, 1}));
+  // Each measured run carries the analytic prediction it is judged by (calibrate --if-needed).
+  for (int w : {1, 2})
+    EXPECT_DOUBLE_EQ(store.run_metrics(last_measured[w]).at("predicted_step_seconds"), analytic[w]);
+
+  // compare reads back exactly these figures: over both rounds the median of two is their mean,
+  // the speedup the median (mean) of the two rounds' paired ratios, each error pred / meas - 1.
   const Comparison c = compare_experiment(store, "tiny_scaling");
   ASSERT_EQ(c.rows.size(), 2u);
-  EXPECT_TRUE(c.rows[1].measured && c.rows[1].simulated && c.rows[1].analytic);
-  EXPECT_TRUE(c.worst_simulated_error.has_value());
+  double worst = 0;
+  for (const CompareRow& r : c.rows) {
+    const double meas = (measured[r.world][0] + measured[r.world][1]) / 2;
+    ASSERT_TRUE(r.measured && r.simulated && r.analytic && r.measured_spread);
+    EXPECT_DOUBLE_EQ(*r.measured, meas) << r.world;
+    EXPECT_DOUBLE_EQ(*r.simulated, simulated[r.world]);
+    EXPECT_DOUBLE_EQ(*r.analytic, analytic[r.world]);
+    EXPECT_GE(*r.measured_spread, std::fabs(measured[r.world][0] - measured[r.world][1]) / 2 * 0.999);
+    worst = std::max({worst, std::fabs(simulated[r.world] / meas - 1), std::fabs(analytic[r.world] / meas - 1)});
+  }
+  const double paired = (measured[1][0] / measured[2][0] + measured[1][1] / measured[2][1]) / 2;
+  ASSERT_TRUE(c.rows[1].measured_speedup);
+  EXPECT_NEAR(*c.rows[1].measured_speedup, paired, 1e-12 * paired);
+  ASSERT_TRUE(c.worst_simulated_error && c.worst_analytic_error);
+  EXPECT_DOUBLE_EQ(std::max(*c.worst_simulated_error, *c.worst_analytic_error), worst);
+  EXPECT_NE(c.table().find(" +-"), std::string::npos);  // the spread beside the measurement
 }
 
 TEST(BatchEndToEnd, EquivalenceIsRecordedAsAPassedProof) {

@@ -133,6 +133,12 @@ class GuiRunTest : public QObject {
     const int row = lab.window->speedup_model()->row_of(2);
     const double analytic = lab.window->speedup_model()->value(row, SpeedupModel::kAnalyticStep).value();
     QCOMPARE(lab.window->speedup_model()->value(row, SpeedupModel::kAnalyticError).value(), analytic / step[2] - 1);
+    // ... beside the measurement's spread, relative, as recorded with the run.
+    double spread2 = -1;
+    for (const db::RunRecord& r : store.list_runs())
+      if (r.world_size == 2) spread2 = store.run_metrics(r.id).at("step_seconds_spread");
+    QVERIFY(spread2 >= 0);
+    QCOMPARE(lab.window->speedup_model()->value(row, SpeedupModel::kMeasuredSpread).value(), spread2 / step[2]);
   }
 
   void cancel_ends_the_workers_and_marks_the_run_killed() {

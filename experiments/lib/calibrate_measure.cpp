@@ -1,0 +1,205 @@
+#include "experiments/lib/calibrate_measure.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <time.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "runtime/comm/collective_bench.h"
+#include "runtime/comm/rendezvous.h"
+#include "runtime/train/optimizer.h"
+#include "strategy/collectives.h"
+#include "strategy/errors.h"
+
+namespace parlab::experiments::measure {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Runs `body` on `n` ranks: threads of this process, each with its own Gloo context and sockets
+// over loopback, as separate processes would have. The first rank's error is rethrown.
+void on_ranks(int n, const std::function<void(comm::Communicator&, int rank)>& body) {
+  auto store = comm::make_in_process_store();
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        comm::GlooOptions go;
+        go.timeout = std::chrono::seconds(60);
+        auto c = comm::make_gloo_communicator(store, r, n, go);
+        body(*c, r);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) throw RuntimeError("calibrate: Gloo measurement failed: " + e);
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+double seconds_of(const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); }
+
+}  // namespace
+
+std::vector<double> step_seconds(const model::MlpShape& shape, int64_t b, int reps) {
+  model::LabMlp net(shape, 1);
+  std::vector<double> times;
+  for (int i = 0; i <= reps; ++i) {
+    auto mb = net.new_microbatch(b, b);
+    auto x = mb.activation(0);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = float((k * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    auto labels = mb.labels();
+    for (size_t k = 0; k < labels.size(); ++k) labels[k] = int32_t(k % size_t(shape.classes));
+    const auto t0 = Clock::now();
+    net.forward(mb);
+    net.backward(mb);
+    if (i > 0) times.push_back(since(t0));  // the first step pays page faults
+  }
+  return times;
+}
+
+std::vector<double> concurrent_step_flops(const model::MlpShape& shape, int64_t microbatch, int k, int reps) {
+  const double flops = model::LabMlp::step_matmul_flops(shape, microbatch);
+  int go[2], results[2];
+  if (::pipe(go) != 0 || ::pipe(results) != 0) throw RuntimeError("calibrate: pipe failed");
+  std::vector<pid_t> pids;
+  for (int i = 0; i < k; ++i) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw RuntimeError("calibrate: fork failed");
+    if (pid == 0) {
+      ::close(go[1]);
+      ::close(results[0]);
+      char c;
+      if (::read(go[0], &c, 1) != 1) ::_exit(2);
+      double f = 0;
+      try {
+        f = flops / strategy::median(step_seconds(shape, microbatch, reps));
+      } catch (...) {
+        ::_exit(3);
+      }
+      if (::write(results[1], &f, sizeof f) != sizeof f) ::_exit(4);
+      ::_exit(0);
+    }
+    pids.push_back(pid);
+  }
+  ::close(go[0]);
+  ::close(results[1]);
+  // They start together on a pipe byte.
+  const std::string start(size_t(k), 'g');
+  if (::write(go[1], start.data(), start.size()) != ssize_t(start.size())) throw RuntimeError("calibrate: start failed");
+  ::close(go[1]);
+  std::vector<double> out;
+  double f;
+  while (::read(results[0], &f, sizeof f) == ssize_t(sizeof f)) out.push_back(f);
+  ::close(results[0]);
+  for (pid_t p : pids) {
+    int status = 0;
+    ::waitpid(p, &status, 0);
+  }
+  if (int(out.size()) != k) throw RuntimeError("calibrate: a measuring process failed");
+  return out;
+}
+
+std::vector<double> optimizer_bytes_per_s(const model::MlpShape& shape, int reps) {
+  model::LabMlp net(shape, 1);
+  auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
+  std::fill(net.grads().begin(), net.grads().end(), 1e-3f);
+  std::vector<double> rates;
+  for (int i = 0; i <= reps; ++i) {
+    const auto t0 = Clock::now();
+    opt->step(net.params(), net.grads());
+    const double s = since(t0);
+    if (i > 0) rates.push_back(double(net.params().size()) * 28.0 / s);  // bytes moved per AdamW element
+  }
+  return rates;
+}
+
+double memcpy_bytes_per_s() {
+  const size_t bytes = size_t(256) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> times;
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    times.push_back(since(t0));
+  }
+  return double(bytes) / strategy::median(times);
+}
+
+std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters) {
+  std::vector<double> out;
+  on_ranks(n, [&](comm::Communicator& c, int r) {
+    auto rows = comm::run_collective_bench(c, strategy::CollectiveOp::kAllReduce, sizes, 2, iters);
+    if (r == 0)
+      for (const auto& row : rows) out.push_back(row.seconds);
+  });
+  return out;
+}
+
+// Over loopback TCP the kernel copies every byte (several times), on the same cores the ranks
+// compute on. All `n` ranks run in this process, so its CPU time covers them all:
+// seconds / (iterations x n x factor(n) x S).
+double comm_cpu_seconds_per_byte(int n, double bytes, int iters) {
+  const size_t count = size_t(bytes / 4) / size_t(n) * size_t(n);
+  double cpu_before = 0, cpu_after = 0;
+  on_ranks(n, [&](comm::Communicator& c, int r) {
+    std::vector<float> buf(count, 1.0f);
+    c.all_reduce(buf)->wait();  // connect and warm up
+    c.barrier()->wait();
+    if (r == 0) cpu_before = process_cpu_seconds();
+    for (int i = 0; i < iters; ++i) c.all_reduce(buf)->wait();
+    c.barrier()->wait();
+    if (r == 0) cpu_after = process_cpu_seconds();
+  });
+  const double sent = double(iters) * n * strategy::bus_bandwidth_factor(strategy::CollectiveOp::kAllReduce, n) * double(count) * 4;
+  return (cpu_after - cpu_before) / sent;
+}
+
+CpuSample sample_cpu() {
+  CpuSample s;
+  s.wall = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  rusage self{}, children{};
+  ::getrusage(RUSAGE_SELF, &self);
+  ::getrusage(RUSAGE_CHILDREN, &children);
+  s.own = seconds_of(self.ru_utime) + seconds_of(self.ru_stime) + seconds_of(children.ru_utime) + seconds_of(children.ru_stime);
+  // First line of /proc/stat: cpu user nice system idle iowait irq softirq steal ... (ticks).
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  if (in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq && cpu == "cpu")
+    s.machine_busy = (user + nice + system + irq + softirq) / double(::sysconf(_SC_CLK_TCK));
+  return s;
+}
+
+double others_busy_cores(const CpuSample& before, const CpuSample& after) {
+  const double wall = after.wall - before.wall;
+  if (!(wall > 0) || after.machine_busy <= 0) return 0;
+  return std::max(0.0, (after.machine_busy - before.machine_busy) - (after.own - before.own)) / wall;
+}
+
+double loadavg_1min() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
+}  // namespace parlab::experiments::measure

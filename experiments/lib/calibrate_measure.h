@@ -1,0 +1,44 @@
+#pragma once
+// The measurements calibration is made of, each repeated and summarised by its median and
+// spread (strategy/stats.h). Internal to experiments/lib/calibrate.cpp.
+#include <vector>
+
+#include "experiments/lib/calibrate.h"
+#include "runtime/model/lab_mlp.h"
+#include "strategy/model_spec.h"
+#include "strategy/stats.h"
+
+namespace parlab::experiments::measure {
+
+// lab-mlp forward + backward of `microbatch` samples on this process's core, `reps` timed steps
+// after one warm-up (the first step pays page faults). Returns the step times in seconds.
+std::vector<double> step_seconds(const model::MlpShape& shape, int64_t microbatch, int reps);
+
+// `k` processes measure step_seconds at once (forked: call before this process starts any
+// thread); returns each one's FLOP/s (matmul FLOPs / its median step).
+std::vector<double> concurrent_step_flops(const model::MlpShape& shape, int64_t microbatch, int k, int reps);
+
+// The AdamW update over the shape's parameters, `reps` times: bytes moved per second for each.
+std::vector<double> optimizer_bytes_per_s(const model::MlpShape& shape, int reps);
+
+double memcpy_bytes_per_s();
+
+// Gloo ring all-reduce on loopback among `n` ranks (threads with their own contexts and
+// sockets): the median seconds of each size over `iters` iterations.
+std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters);
+
+// CPU time per byte a rank sends in a Gloo all-reduce of `bytes` among `n` ranks.
+double comm_cpu_seconds_per_byte(int n, double bytes, int iters);
+
+// CPU use of the whole machine and of this process (with its waited-for children), to tell the
+// load other jobs put on the machine while calibration ran.
+struct CpuSample {
+  double wall = 0, machine_busy = 0, own = 0;  // seconds
+};
+CpuSample sample_cpu();
+// Cores' worth of CPU that other processes used between two samples.
+double others_busy_cores(const CpuSample& before, const CpuSample& after);
+// /proc/loadavg's 1-minute average (0 where there is none).
+double loadavg_1min();
+
+}  // namespace parlab::experiments::measure

@@ -1,0 +1,47 @@
+#pragma once
+// How a prediction is set beside a measurement, written once for `compare`, the scaling
+// experiment's report and the desktop lab: step times in ms, a measurement's spread as +-, a
+// prediction's relative error, speedups.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace parlab::experiments {
+
+// prediction / measured - 1.
+inline double relative_error(double predicted, double measured) { return predicted / measured - 1; }
+
+inline std::string format_ms(double seconds) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", seconds * 1e3);
+  return b;
+}
+
+// "512.3 ms +-1.2%": the spread relative to the measurement, comparable with an error.
+inline std::string format_ms_spread(double seconds, double spread_seconds) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.1f ms +-%.1f%%", seconds * 1e3, seconds > 0 ? 100 * spread_seconds / seconds : 0.0);
+  return b;
+}
+
+inline std::string format_error(double predicted, double measured) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * relative_error(predicted, measured));
+  return b;
+}
+
+inline std::string format_speedup(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2fx", x);
+  return b;
+}
+
+// Throughput ratio at a fixed global batch: t1 / tW x gbs_W / gbs_1.
+inline double speedup(double t1, double tw, double gbs1, double gbsw) { return t1 / tw * (gbsw / gbs1); }
+
+// An error no larger than the measurement's own spread cannot be told from noise.
+inline bool within_noise(double predicted, double measured, double spread_seconds) {
+  return std::fabs(predicted - measured) <= spread_seconds;
+}
+
+}  // namespace parlab::experiments
