@@ -9,15 +9,15 @@ namespace parlab::train {
 
 namespace {
 
-// The whole network from every rank's local parameters (tensor-parallel slices of a pipeline
-// stage): a world all-gather of the local buffers, then each slice put where it belongs in the
-// whole network (the first data-parallel replica's copy; the others are equal).
-std::vector<float> gather_split_params(const Trainer& trainer) {
+bool split_model(const Trainer& trainer) { return trainer.config().plan.tp > 1 || trainer.config().plan.pp > 1; }
+
+}  // namespace
+
+// A world all-gather of the local buffers, then each slice put where it belongs in the whole
+// network (the first data-parallel replica's copy; the others are equal).
+std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const float> local, const std::string& tag) {
   const TrainConfig& cfg = trainer.config();
   const strategy::Plan& plan = cfg.plan;
-  const TrainerState& s = trainer.state();
-  if (s.shards->zero() >= 3)
-    throw UnsupportedOp("export: gathering ZeRO-3 shards of tensor- or pipeline-parallel ranks is not implemented");
   const model::MlpShape global_shape = mlp_shape(cfg.model);
   const model::ParamLayout global(global_shape);
   comm::Communicator& world = trainer.world_comm();
@@ -49,8 +49,8 @@ std::vector<float> gather_split_params(const Trainer& trainer) {
   std::vector<float> all(static_cast<size_t>(total));
   comm::CollectiveOptions o;
   o.timeout = cfg.comm_timeout;
-  o.tag = "export.params.s" + std::to_string(s.step);
-  world.all_gather_v(s.model.params(), all, counts, o)->wait();
+  o.tag = tag;
+  world.all_gather_v(local, all, counts, o)->wait();
   std::vector<float> full(static_cast<size_t>(global.numel()));
   int64_t at = 0;
   for (int r = 0; r < world.size(); ++r) {
@@ -67,12 +67,13 @@ std::vector<float> gather_split_params(const Trainer& trainer) {
   return full;
 }
 
-bool split_model(const Trainer& trainer) { return trainer.config().plan.tp > 1 || trainer.config().plan.pp > 1; }
-
-}  // namespace
-
 std::vector<float> gather_full_params(const Trainer& trainer) {
-  if (split_model(trainer)) return gather_split_params(trainer);
+  if (split_model(trainer)) {
+    if (trainer.state().shards->zero() >= 3)
+      throw UnsupportedOp("export: gathering ZeRO-3 shards of tensor- or pipeline-parallel ranks is not implemented");
+    return gather_split_buffer(trainer, trainer.state().model.params(),
+                               "export.params.s" + std::to_string(trainer.state().step));
+  }
   const TrainerState& s = trainer.state();
   const model::LabMlp& m = s.model;
   if (s.shards->zero() < 3) {

@@ -15,6 +15,8 @@
 // so `model.load_state_dict(safetensors.torch.load_file(FILE))` loads it. Metadata records the
 // format, the step, the plan and the model shape.
 #include <filesystem>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/train/trainer.h"
@@ -24,6 +26,11 @@ namespace parlab::train {
 // Collective over trainer.dp_comm() (the world's under tensor or pipeline parallelism): the
 // whole model's flat parameters, in the whole network's layout order.
 std::vector<float> gather_full_params(const Trainer& trainer);
+
+// Collective over the world of a tensor- or pipeline-parallel trainer: `local` is a buffer laid
+// out as the rank's whole local parameters (the model's flat buffer, or an optimizer buffer over
+// it); returns the same buffer for the whole network, in its layout order.
+std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const float> local, const std::string& tag);
 
 // Collective over trainer.dp_comm(): gathers, then the group's rank 0 writes `file` (atomically:
 // a temporary beside it, renamed). Returns the bytes written (0 on other ranks).

@@ -7,6 +7,7 @@
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/train/dump.h"
+#include "runtime/train/export.h"
 #include "strategy/errors.h"
 #include "strategy/step_program.h"
 
@@ -219,6 +220,8 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
     if (program_.groups[i].kind == strategy::GroupKind::kDP && program_.groups[i].size() == config_.plan.dp)
       dp_comm_ = comms[i];
   if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
+  for (size_t i = 0; i < program_.groups.size(); ++i)
+    if (program_.groups[i].kind == strategy::GroupKind::kTP && config_.plan.tp > 1) tp_comm_ = comms[i];
   // Pipeline paths: one communicator per direction and neighbour (executor.h says why).
   std::map<int, comm::Communicator*> send_comms, recv_comms;
   for (const auto& [from, to] : p2p_pairs(program_)) {
@@ -239,6 +242,11 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
 }
 
 comm::Communicator& Trainer::dp_comm() const { return *dp_comm_; }
+
+comm::Communicator& Trainer::tp_comm() const {
+  if (tp_comm_ == nullptr) throw RuntimeError("rank " + std::to_string(world_.rank()) + " has no tensor-parallel group");
+  return *tp_comm_;
+}
 
 Trainer::~Trainer() = default;
 
@@ -281,7 +289,26 @@ StepRecord Trainer::step() {
                                               std::span<const float> grads) {
       const double w0 = now();
       const model::ParamLayout& layout = state_.model.layout();
-      if (state_.shards->zero() >= 1) {
+      if (config_.plan.tp > 1 || config_.plan.pp > 1) {
+        // Slices of a stage: the whole network's tensors, gathered over the world (every rank
+        // reaches its one optimizer op, so the gathers pair up). Under ZeRO the reduced
+        // gradients are the shard's: the DP group gathers the rank's whole local buffer first.
+        std::vector<float> local_grads(grads.begin(), grads.end());
+        if (state_.shards->zero() >= 1) {
+          const int64_t n = state_.model.owned_range().numel();
+          std::vector<float> whole(static_cast<size_t>(n));
+          comm::CollectiveOptions o;
+          o.timeout = config_.comm_timeout;
+          o.tag = "dump.local_grads";
+          dp_comm_->all_gather_v(grads, whole, shard_counts({0, n}, n, dp_comm_->size()), o)->wait();
+          local_grads = std::move(whole);
+        }
+        const std::vector<float> all_params = gather_split_buffer(*this, state_.model.params(), "dump.weights");
+        const std::vector<float> all_grads = gather_split_buffer(*this, local_grads, "dump.grads");
+        const model::ParamLayout whole(mlp_shape(config_.model));
+        write_dump_tensors(options_.dump_dir / "weights.safetensors", whole, 0, all_params, meta);
+        write_dump_tensors(options_.dump_dir / "grads.safetensors", whole, 0, all_grads, meta);
+      } else if (state_.shards->zero() >= 1) {
         // A ZeRO rank holds a shard: gather both so the files hold whole tensors, as a
         // replica's do. Every rank reaches its optimizer op at the same point of the program,
         // so these collectives pair up (the parameter all-gathers come after it).

@@ -128,6 +128,8 @@ class Trainer {
   // The communicator of the data-parallel group (the world's for pure data parallelism): the
   // group over which the ZeRO shards are cut.
   comm::Communicator& dp_comm() const;
+  // The communicator of the tensor-parallel group (tp > 1 only).
+  comm::Communicator& tp_comm() const;
   // The communicator over every rank of the plan.
   comm::Communicator& world_comm() const { return world_; }
   // Every communicator the trainer's ops use (the world's and the groups split off it), e.g. to
@@ -148,6 +150,7 @@ class Trainer {
   TrainerState state_;
   std::vector<std::unique_ptr<comm::Communicator>> owned_comms_;
   comm::Communicator* dp_comm_ = nullptr;
+  comm::Communicator* tp_comm_ = nullptr;
   std::unique_ptr<Executor> executor_;
 };
 
