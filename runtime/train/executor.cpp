@@ -276,6 +276,7 @@ void Executor::add_compute_event(const Op& op, double start, double end) {
   e.tag = op.tag;
   e.start_seconds = start;
   e.end_seconds = end;
+  e.phase = std::string(strategy::to_string(op.phase));
   result_.events.push_back(std::move(e));
 }
 

@@ -366,7 +366,7 @@ StepRecord Trainer::step() {
     for (const std::vector<int64_t>& mb : indices) rec.sample_indices.insert(rec.sample_indices.end(), mb.begin(), mb.end());
   if (options_.record_events) {
     rec.events = std::move(r.events);
-    rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1});
+    rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1, ""});
   }
   ++state_.step;
   if (options_.sink) options_.sink->on_step(rec);
