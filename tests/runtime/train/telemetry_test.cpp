@@ -107,5 +107,25 @@ TEST(TelemetryTest, JsonlSinkWritesOneFlushedLinePerStep) {
   std::filesystem::remove_all(dir);
 }
 
+// The measured bubble of an idealised GPipe of p stages and m microbatches with equal slots:
+// stage s runs forward k in slot s + k and backward k in slot (m + p - 1) + (p - 1 - s) + k, so
+// each stage is busy 2m of 2(m + p - 1) slots: the bubble is (p - 1)/(m + p - 1) exactly.
+TEST(TelemetryTest, MeasuredBubbleOfAnIdealGPipeIsTheFormulas) {
+  const int p = 4, m = 8;
+  std::vector<OpEvent> events;
+  for (int64_t step : {0, 1})
+    for (int s = 0; s < p; ++s)
+      for (int k = 0; k < m; ++k) {
+        const double base = 1000.0 * static_cast<double>(step);
+        const double f = base + s + k, b = base + (m + p - 1) + (p - 1 - s) + k;
+        events.push_back(OpEvent{s, step, k, "compute", "forward", "", "", 0, f, f + 1, "warmup"});
+        events.push_back(OpEvent{s, step, m + k, "compute", "backward", "", "", 0, b, b + 1, "cooldown"});
+      }
+  const MeasuredBubble bubble = measured_bubble(events);
+  EXPECT_EQ(bubble.steps, 1);  // step 0 is the warm-up
+  EXPECT_NEAR(bubble.mean, double(p - 1) / (m + p - 1), 1e-12);
+  EXPECT_NEAR(bubble.max_rank, double(p - 1) / (m + p - 1), 1e-12);
+}
+
 }  // namespace
 }  // namespace parlab::train

@@ -12,8 +12,10 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/train/memory_report.h"
 #include "tests/runtime/train/train_fixture.h"
 
 namespace parlab::train {
@@ -34,11 +36,11 @@ strategy::ModelSpec deep_tiny_model() {
       "tiny4.toml");
 }
 
-TrainConfig config(const std::string& plan, int world) {
+TrainConfig config(const std::string& plan, int world, OptimizerConfig opt = SgdConfig{.lr = 0.1, .momentum = 0.9}) {
   TrainConfig c;
   c.model = deep_tiny_model();
   c.plan = resolve_train_plan(c.model, plan, world, strategy::load_cluster("cpu-local"));
-  c.optimizer = SgdConfig{.lr = 0.1, .momentum = 0.9};
+  c.optimizer = opt;
   c.data_size = 64;
   c.seed = 7;
   c.comm_timeout = testing::kTestTimeout;
@@ -128,6 +130,38 @@ TEST_P(SplitTest, RecordedBytesPerKindEqualTheProgramsExactly) {
   }
 }
 
+// Each rank holds what the memory ledger (an independent formula over the model spec and plan)
+// predicts for its stage and slice: parameters, gradients and optimizer state within 5%.
+// Activations are printed beside the ledger's (pipelines hold the warm-up microbatches).
+TEST_P(SplitTest, EveryRankHoldsWhatTheLedgerPredicts) {
+  const Split& s = GetParam();
+  // AdamW: the plan's optimizer, whose two moments the ledger counts.
+  const TrainConfig cfg = config("gbs=16,mb=4," + s.plan, s.world, AdamWConfig{.lr = 1e-2});
+  auto store = comm::make_in_process_store();
+  std::vector<MemoryReport> reports(s.world);
+  comm::testing::run_rank_threads(s.world, [&](int r, std::barrier<>& sync) {
+    comm::GlooOptions go;
+    go.timeout = testing::kTestTimeout;
+    std::unique_ptr<comm::Communicator> c = comm::make_gloo_communicator(store, r, s.world, go);
+    Trainer trainer(cfg, *c, {});
+    for (int k = 0; k < 2; ++k) trainer.step();
+    reports[r] = memory_report(trainer, strategy::load_cluster("cpu-local"));
+    sync.arrive_and_wait();
+  });
+  using model::MemoryCategory;
+  for (const MemoryReport& m : reports) {
+    std::printf("  %s rank %d: parameters %lld B (ledger %.0f), activations %lld B (ledger %.0f)\n", s.plan.c_str(),
+                m.rank, static_cast<long long>(m.measured(MemoryCategory::kParameters)),
+                m.ledger(MemoryCategory::kParameters), static_cast<long long>(m.measured(MemoryCategory::kActivations)),
+                m.ledger(MemoryCategory::kActivations));
+    for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer}) {
+      ASSERT_TRUE(m.deviation(c)) << model::to_string(c);
+      EXPECT_LE(std::abs(*m.deviation(c)), 0.05) << s.plan << " rank " << m.rank << " " << model::to_string(c)
+                                                  << ": measured " << m.measured(c) << " B, ledger " << m.ledger(c);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Splits, SplitTest,
                          ::testing::Values(Split{"tp=2", 2}, Split{"tp=4", 4}, Split{"tp=2,sp=on", 2},
                                            Split{"tp=4,sp=on", 4}, Split{"pp=2,schedule=gpipe", 2},
@@ -159,6 +193,25 @@ TEST(SplitModelTest, RanksHoldOnlyTheirSlices) {
   EXPECT_EQ(held[1], 2 * block_half);
   EXPECT_EQ(held[2], 2 * block_half + C * h + C);
   EXPECT_LT(held[0] + held[2], whole.numel());
+}
+
+// The measured trace marks each pipeline compute op with its schedule phase: stage 0 of a
+// 4-stage 1F1B runs 3 warm-up forwards, the last stage none (the program's counts).
+TEST(SplitModelTest, PipelineComputeEventsCarryTheirPhase) {
+  const TrainConfig cfg = config("gbs=32,mb=4,pp=4,schedule=1f1b", 4);
+  ASSERT_EQ(cfg.plan.microbatches, 8);
+  const auto runs = testing::train_threads(4, cfg, 1);
+  for (int r = 0; r < 4; ++r) {
+    // Microbatches per phase (the last stage runs two layers per microbatch: a block and the head).
+    std::map<std::string, std::set<std::string>> mbs;
+    for (const OpEvent& e : runs[r].records.at(0).events)
+      if (e.op == "forward") mbs[e.phase].insert(e.tag.substr(0, e.tag.find('.', 4)));
+    std::map<std::string, int> forwards;
+    for (const auto& [phase, set] : mbs) forwards[phase] = static_cast<int>(set.size());
+    EXPECT_EQ(forwards["warmup"], 4 - r - 1) << "stage " << r;
+    EXPECT_EQ(forwards["steady"], 8 - (4 - r - 1)) << "stage " << r;
+    EXPECT_EQ(forwards[""], 0) << "stage " << r;
+  }
 }
 
 }  // namespace
