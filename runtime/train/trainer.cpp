@@ -58,6 +58,10 @@ void check_strategy(const strategy::ModelSpec& spec, const strategy::Plan& plan)
     throw ConfigError("plan.sp", "on",
                       "must be off with pipeline parallelism for training: a stage would send only its rows of the "
                       "boundary and the next stage has no all-gather to rebuild them; `parlab simulate` takes it");
+  if (plan.tp > 1 && plan.dp > 1 && plan.zero >= 3)
+    throw ConfigError("plan.zero", std::to_string(plan.zero),
+                      "must be at most 2 with tensor parallelism for training (checkpoints and exports of ZeRO-3 "
+                      "shards of tensor-parallel slices are not implemented); `parlab simulate` takes it");
   if (plan.pp > 1 && plan.dp > 1 && plan.zero >= 1)
     throw ConfigError("plan.zero", std::to_string(plan.zero),
                       "must be 0 with pipeline parallelism for training (the runtime shards data-parallel state "
