@@ -397,7 +397,8 @@ void add_train_command(CLI::App& app) {
       "checkpoints resumes from the newest good one; --steps is the total to reach.\n"
       "Faults (repeatable --fault; the first attempt only, or the first K with attempts=K, 0: every attempt):\n"
       "  kill:rank=R,step=S | kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] |\n"
-      "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | hang:rank=R,step=S | slow:rank=R,factor=F[,step=S]\n"
+      "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | skip-send:rank=R,step=S | hang:rank=R,step=S |\n"
+      "  slow:rank=R,factor=F[,step=S]\n"
       "Hangs and stragglers: detectors, thresholds, mitigations and fallbacks are in `parlab runbook`.");
   launch::TrainJob& j = o->spec.job;
   j.checkpoint_every = 50;

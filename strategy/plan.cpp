@@ -245,9 +245,10 @@ void validate(const Plan& p, const ModelSpec& model, const ClusterSpec& cluster)
     throw ConfigError("plan.zero", num(p.zero), "stages 2 and 3 cannot be combined with pp > 1 (use zero <= 1)");
   if (p.sequence_parallel) {
     if (p.tp < 2) throw ConfigError("plan.sp", "on", "sequence parallel needs tp > 1");
-    if (model.kind != ModelKind::kTransformer)
-      throw ConfigError("plan.sp", "on", "sequence parallel applies to transformer models only");
-    if (model.seq_len % p.tp != 0)
+    // The lab MLP's "sequence" is its batch of samples: its rows split t ways outside the TP region.
+    if (model.kind != ModelKind::kTransformer && model.kind != ModelKind::kMlp)
+      throw ConfigError("plan.sp", "on", "sequence parallel applies to transformer and mlp models only");
+    if (model.kind == ModelKind::kTransformer && model.seq_len % p.tp != 0)
       throw ConfigError("plan.sp", "on", "tp (" + num(p.tp) + ") must divide seq_len (" + num(model.seq_len) + ")");
   }
   if (!(p.bucket_bytes > 0))

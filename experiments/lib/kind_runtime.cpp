@@ -121,11 +121,17 @@ std::vector<double> wire_bytes_per_step(const std::vector<train::OpEvent>& event
   std::vector<double> bytes(static_cast<size_t>(world), 0.0);
   std::vector<std::set<int64_t>> steps(static_cast<size_t>(world));
   for (const train::OpEvent& e : events) {
-    if (e.rank < 0 || e.rank >= world || e.stream != "comm") continue;
+    if (e.rank < 0 || e.rank >= world) continue;
+    if (e.op == "send") {  // a pipeline send: its bytes cross one link once
+      bytes[e.rank] += e.bytes;
+      steps[e.rank].insert(e.step);
+      continue;
+    }
     const auto op = strategy::parse_collective_op(e.op);
     if (!op) continue;
-    // Every collective of the data-parallel runtime spans its DP group (dp ranks).
-    bytes[e.rank] += e.bytes * strategy::bus_bandwidth_factor(*op, plan.dp);
+    // Tensor-parallel collectives (on the compute stream) span the TP group, the others the DP group.
+    const int n = e.group.rfind("tp.", 0) == 0 ? plan.tp : plan.dp;
+    bytes[e.rank] += e.bytes * strategy::bus_bandwidth_factor(*op, n);
     steps[e.rank].insert(e.step);
   }
   for (int r = 0; r < world; ++r)
@@ -164,7 +170,13 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   r.steps_measured = step.n;
   r.memory = out.memory;
   for (const launch::RankSummary& rs : out.rank_table) r.exposed_comm_seconds += rs.mean.exposed_comm_seconds / out.rank_table.size();
-  r.wire_bytes_per_step = wire_bytes_per_step(launch::read_run_events(spec.job.run_dir, world), req.plan, world);
+  const std::vector<train::OpEvent> events = launch::read_run_events(spec.job.run_dir, world);
+  r.wire_bytes_per_step = wire_bytes_per_step(events, req.plan, world);
+  if (req.plan.pp > 1) {
+    r.bubble = train::measured_bubble(events);
+    ctx.store.set_run_metric(r.run, "bubble_fraction_measured", r.bubble.mean);
+    ctx.store.set_run_metric(r.run, "bubble_fraction_measured_max_rank", r.bubble.max_rank);
+  }
   // The comparison's step time: the median over the measured steps (warm-up left out), and its
   // spread (half the interquartile range), which `compare` shows as +-.
   ctx.store.set_run_metric(r.run, "step_seconds", r.step_seconds);
@@ -227,8 +239,11 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
   double worst_all = 0;
   for (size_t k = 0; k < plans.size(); ++k) {
     const std::string plan = with_keys(t.plan, plans[k]);
+    const strategy::Plan split = strategy::parse_plan(plan);
     for (int w : t.workers) {
       if (w == ref_workers) continue;
+      // A model split needs whole tensor x pipeline groups: tp=2,pp=2 runs on 4 workers, not 2.
+      if (w % (split.tp * split.pp) != 0 || (split.was_given("dp") && w != split.dp * split.tp * split.pp)) continue;
       const std::string label = "equivalence-" + (plans.size() > 1 ? "p" + std::to_string(k) + "-" : "") + std::to_string(w) + "w";
       const EquivalenceRun run = train_equivalence(ctx, t, plan, w, label);
       const auto g = compare_tensors(read_safetensors(train::dump_dir_for_rank(run.dir / "dump", 0, w) / "grads.safetensors"), ref_grads);

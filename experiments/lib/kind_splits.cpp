@@ -1,10 +1,11 @@
-// kind = "splits": one model on a fixed number of workers under several data-parallel splits
-// (DDP, ZeRO-1/2/3). For each: the step time and exposed communication (analytic, simulated,
+// kind = "splits": one model on a fixed number of workers under several splits (DDP, ZeRO-1/2/3,
+// tensor and pipeline parallelism and their combinations). For each: the step time and exposed communication (analytic, simulated,
 // measured), the memory each rank holds by category (the ledger beside the accounting
 // allocator's measured peak and the process's resident peak), and the bytes each rank puts on
 // the wire per step (the step program's, analytic and simulated alike, beside the recorded
 // calls'). What a learner should see: ZeRO-3 divides model state by the world size and pays
 // about 1.5x DDP's traffic (3 parameter-sized collectives of (n-1)/n against DDP's 2).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -30,14 +31,23 @@ std::string ms(double s) {
 }
 std::string mb(double bytes) { return units::format_bytes(bytes); }
 
-// Bytes rank 0's program puts on the wire per step (bus factor x bytes per call).
-double program_wire_bytes(const strategy::ModelSpec& model, const strategy::Plan& plan) {
-  const strategy::StepProgram p = strategy::build_step(model, plan, 0);
+// Bytes the busiest rank's program puts on the wire per step (bus factor x bytes per call;
+// pipeline stages differ: a middle stage sends both ways).
+double program_wire_bytes(const strategy::ModelSpec& model, const strategy::Plan& plan);
+double rank_wire_bytes(const strategy::ModelSpec& model, const strategy::Plan& plan, int rank) {
+  const strategy::StepProgram p = strategy::build_step(model, plan, rank);
   double bytes = 0;
-  for (const strategy::Op& op : p.ops)
+  for (const strategy::Op& op : p.ops) {
     if (op.is_collective())
       bytes += op.bytes * op.count * strategy::bus_bandwidth_factor(strategy::collective_of(op.kind), p.group_of(op).size());
+    if (op.kind == strategy::OpKind::kSend) bytes += op.bytes * op.count;  // once over one link
+  }
   return bytes;
+}
+double program_wire_bytes(const strategy::ModelSpec& model, const strategy::Plan& plan) {
+  double worst = 0;
+  for (int r = 0; r < plan.world(); ++r) worst = std::max(worst, rank_wire_bytes(model, plan, r));
+  return worst;
 }
 
 struct Row {
@@ -45,7 +55,17 @@ struct Row {
   double program_wire = 0, measured_wire = -1;
   strategy::MemoryLedger ledger;
   std::optional<train::MemoryReport> measured;  // the rank with the largest measured total
+  // Pipelines: bubble fraction by the formula (p-1)/(v m + p-1), simulated (the largest rank's,
+  // walked over the step) and measured (mean over ranks, and the largest rank's).
+  double bubble_formula = -1, bubble_simulated = -1, bubble_measured = -1, bubble_measured_max = -1;
 };
+
+std::string fraction(double x) {
+  if (x < 0) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
+  return b;
+}
 
 }  // namespace
 
@@ -62,6 +82,7 @@ void run_splits(Context& ctx, const SplitsTask& t) {
     Row row;
     row.ledger = strategy::worst_stage(strategy::ledger_per_stage(model, p, cluster));
     row.program_wire = program_wire_bytes(model, p);
+    if (p.pp > 1) row.bubble_formula = strategy::bubble_fraction_of_total(p.pp, p.v, p.microbatches);
     for (Source src : t.sources) {
       ctx.progress("  " + text + ", " + std::string(to_string(src)) + " ...");
       if (src == Source::kAnalytic) {
@@ -80,11 +101,13 @@ void run_splits(Context& ctx, const SplitsTask& t) {
         run.complete();
         row.step[src] = r.step_seconds;
         row.exposed[src] = r.ranks.empty() ? 0 : r.ranks.front().exposed_comm_seconds;
+        if (p.pp > 1) row.bubble_simulated = r.walked_bubble_fraction;
       } else {
         MeasureRequest req{resolve_ref(ctx, t.model), p, t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
         const MeasureResult m = measure_plan(ctx, req);
         row.step[src] = m.step_seconds;
         row.exposed[src] = m.exposed_comm_seconds;
+        if (p.pp > 1) row.bubble_measured = m.bubble.mean, row.bubble_measured_max = m.bubble.max_rank;
         double worst = 0;
         for (double b : m.wire_bytes_per_step) worst = std::max(worst, b);
         row.measured_wire = worst;
@@ -111,6 +134,17 @@ void run_splits(Context& ctx, const SplitsTask& t) {
     line.insert(line.end(), {mb(r.program_wire), r.measured_wire >= 0 ? mb(r.measured_wire) : "-", ratio});
     time.add(line);
   }
+  TextTable bubble({"plan", "schedule", "formula (p-1)/(vm+p-1)", "simulated (largest rank)", "measured (mean of ranks)",
+                    "measured (largest rank)"});
+  bool any_pipeline = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (r.bubble_formula < 0) continue;
+    any_pipeline = true;
+    strategy::Plan p = strategy::parse_plan(t.plans[i]);
+    bubble.add({t.plans[i], std::string(strategy::to_string(p.schedule)), fraction(r.bubble_formula),
+                fraction(r.bubble_simulated), fraction(r.bubble_measured), fraction(r.bubble_measured_max)});
+  }
   TextTable memory({"plan", "parameters", "gradients", "optimizer", "activations", "temporary", "total", "resident"});
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -127,7 +161,9 @@ void run_splits(Context& ctx, const SplitsTask& t) {
   ctx.outcome->report = "Time and traffic per step (" + std::to_string(t.workers) +
                         " workers; wire bytes = bytes per call x bus factor, per rank):\n" + time.str() +
                         "\nPeak memory per rank (measured by the accounting allocator / the ledger; resident = the "
-                        "process's peak RSS):\n" + memory.str();
+                        "process's peak RSS):\n" + memory.str() +
+                        (any_pipeline ? "\nPipeline bubble (idle share of the step's pipeline span per rank):\n" + bubble.str()
+                                      : std::string());
   char headline[240];
   const Row& last = rows.back();
   std::snprintf(headline, sizeof headline, "%s: model state %s per rank (DDP %s), traffic %.2fx DDP's", t.plans.back().c_str(),

@@ -7,6 +7,7 @@
 
 #include "experiments/lib/runner.h"
 #include "runtime/train/memory_report.h"
+#include "runtime/train/telemetry.h"
 #include "strategy/plan.h"
 #include "strategy/stats.h"
 
@@ -37,6 +38,8 @@ struct MeasureResult {
   // all-reduce of S counts 2(n-1)/n S, a reduce-scatter or all-gather (n-1)/n S.
   std::vector<double> wire_bytes_per_step;
   std::vector<train::MemoryReport> memory;  // per rank: peaks by category beside the ledger
+  // Pipelines: the idle share of each step's pipeline span (train::measured_bubble).
+  train::MeasuredBubble bubble;
 };
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& request);

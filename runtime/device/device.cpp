@@ -18,6 +18,13 @@ void require_available(Kind kind) {
 }
 
 void check_plan(Kind kind, const strategy::Plan& plan) {
+  if (kind == Kind::kCuda && plan.tp > 1)
+    throw ConfigError("plan.tp", std::to_string(plan.tp),
+                      "must be 1 with --device cuda: the GPU runtime trains DDP so far (tensor parallelism runs on "
+                      "--device cpu)");
+  if (kind == Kind::kCuda && plan.pp > 1)
+    throw ConfigError("plan.pp", std::to_string(plan.pp),
+                      "must be 1 with --device cuda: the GPU runtime trains DDP so far (pipelines run on --device cpu)");
   if (kind == Kind::kCuda && plan.dp > 1 && plan.zero > 0)
     throw ConfigError("plan.zero", std::to_string(plan.zero),
                       "must be 0 with --device cuda: the GPU runtime trains DDP so far (ZeRO runs on --device cpu)");

@@ -54,6 +54,76 @@ strategy::Disagreement stuck_waiting_for(const ByRank& by_rank, uint64_t first, 
   return d;
 }
 
+// Pipeline sends and receives. Each direction of a neighbour pair has its own communicator
+// ("p2p.A>B": A only sends on it, B only receives), numbered from 0 on both sides. A receive
+// that never completed while the sender has no matching send (none at that number, or one with
+// another tag: a later step's) is a broken edge of the pipeline. The earliest such wait is where
+// the job went wrong (the later ones follow from it: a stage left waiting stops sending in
+// turn), and its sender is the culprit.
+std::optional<HangFinding> broken_pipeline_edge(const std::vector<comm::FlightRecorderDump>& dumps,
+                                                const std::map<std::pair<std::string, int>, double>& dumped_at,
+                                                double latest) {
+  struct Side {
+    int rank = -1;
+    std::map<uint64_t, const comm::FlightRecord*> ops;
+  };
+  std::map<std::string, std::pair<Side, Side>> edges;  // group -> (sender, receiver)
+  std::map<std::string, std::vector<int>> members;
+  for (const auto& d : dumps)
+    for (const auto& e : d.entries) {
+      if (e.op != comm::OpKind::kSend && e.op != comm::OpKind::kRecv) continue;
+      Side& side = e.op == comm::OpKind::kSend ? edges[d.identity.group].first : edges[d.identity.group].second;
+      side.rank = d.identity.rank;
+      side.ops[e.seq] = &e;
+    }
+  std::optional<HangFinding> best;
+  double best_start = 0;
+  for (const auto& [group, edge] : edges) {
+    const auto& [sender, receiver] = edge;
+    for (const auto& [seq, rec] : receiver.ops) {
+      if (ended(rec->state)) continue;
+      const auto sent = sender.ops.find(seq);
+      if (sent != sender.ops.end() && sent->second->tag == rec->tag) continue;  // delivered or in flight
+      const double start = rec->start_seconds.value_or(latest);
+      if (best && start >= best_start) break;
+      // The sender: from its records, else from the group's name ("p2p.<from>><to>").
+      int from = sender.rank;
+      if (from < 0) {
+        const size_t dot = group.find('.'), gt = group.find('>');
+        if (dot != std::string::npos && gt != std::string::npos) from = std::atoi(group.substr(dot + 1, gt - dot - 1).c_str());
+      }
+      HangFinding f;
+      f.group = group;
+      f.seq = seq;
+      f.op = "send";
+      f.bytes = rec->bytes;
+      f.tag = rec->tag;
+      f.waited = {receiver.rank};
+      const auto snap = dumped_at.find({group, receiver.rank});
+      const double until = snap != dumped_at.end() ? std::max(snap->second, latest) : latest;
+      f.waited_seconds = rec->end_seconds.value_or(until) - start;
+      Culprit c;
+      c.rank = from;
+      c.skipped = sent == sender.ops.end();
+      c.left_no_dump = sender.rank < 0;
+      if (sent != sender.ops.end()) {
+        c.instead = "it sent " + describe(*sent->second) + " there instead";
+      } else if (!sender.ops.empty()) {
+        c.instead = "its last was " + describe(*sender.ops.rbegin()->second);
+      }
+      f.culprits.push_back(c);
+      f.sentence = "rank " + std::to_string(from) + (c.left_no_dump ? " left no dump and never sent" : " never sent") +
+                   " send #" + std::to_string(seq) + " (" + f.tag + ", " + units::format_bytes(f.bytes) + ", group " +
+                   group + ") to rank " + std::to_string(receiver.rank) + (c.instead.empty() ? "" : ": " + c.instead) +
+                   "; rank " + std::to_string(receiver.rank) + " waited " + seconds(f.waited_seconds);
+      best = std::move(f);
+      best_start = start;
+      break;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::string HangAnalysis::summary() const {
@@ -168,6 +238,8 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
   // The world group's disagreement usually explains the others; order by the wait (longest first).
   std::stable_sort(out.findings.begin(), out.findings.end(),
                    [](const HangFinding& a, const HangFinding& b) { return a.waited_seconds > b.waited_seconds; });
+  // A pipeline edge that broke explains the collectives its stages then missed: it goes first.
+  if (auto edge = broken_pipeline_edge(dumps, dumped_at, latest)) out.findings.insert(out.findings.begin(), std::move(*edge));
   out.found = !out.findings.empty();
   return out;
 }

@@ -34,6 +34,7 @@ const std::vector<KindInfo>& kinds() {
       {FaultKind::kSkipAllReduce, "skip-allreduce", {"rank", "step"}, {}},
       {FaultKind::kHang, "hang", {"rank", "step"}, {}},
       {FaultKind::kSlow, "slow", {"rank", "factor"}, {"step"}},
+      {FaultKind::kSkipSend, "skip-send", {"rank", "step"}, {}},
   };
   return k;
 }
@@ -68,6 +69,7 @@ std::string FaultSpec::to_string() const {
     case FaultKind::kKill:
     case FaultKind::kLoseRank:
     case FaultKind::kSkipAllReduce:
+    case FaultKind::kSkipSend:
     case FaultKind::kHang:
       text = std::string(fault_kind_name(kind)) + ":" + r + "," + s;
       break;

@@ -20,6 +20,10 @@
 //                                            all-reduce #k is the next step's while every other
 //                                            rank's is step S's: they hang until the collective
 //                                            timeout (the chapter's failure mode)
+//   skip-send:rank=R,step=S                  pipeline stage R issues none of batch S's sends
+//                                            (activations forward, gradients backward) and
+//                                            computes on: the stage that waits for them times out
+//                                            in its receive, and the hang analysis names R
 //   hang:rank=R,step=S                       rank R stops responding before step S without dying:
 //                                            it sleeps outside any collective and its heartbeat
 //                                            stops (caught by the supervisor's heartbeat check)
@@ -45,10 +49,10 @@
 
 namespace parlab::launch {
 
-enum class FaultKind { kKill, kKillDuringCheckpoint, kCorruptCheckpoint, kLoseRank, kSkipAllReduce, kHang, kSlow };
+enum class FaultKind { kKill, kKillDuringCheckpoint, kCorruptCheckpoint, kLoseRank, kSkipAllReduce, kHang, kSlow, kSkipSend };
 
 // "kill", "kill-during-checkpoint", "corrupt-checkpoint", "lose-rank", "skip-allreduce", "hang",
-// "slow".
+// "slow", "skip-send".
 const char* fault_kind_name(FaultKind kind);
 
 struct FaultSpec {

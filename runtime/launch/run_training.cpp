@@ -43,7 +43,8 @@ struct AttemptLog {
 
 // Faults whose failure the detectors must find by themselves (the fault line only times them).
 bool is_hang_fault(const std::string& kind) {
-  return kind == fault_kind_name(FaultKind::kSkipAllReduce) || kind == fault_kind_name(FaultKind::kHang);
+  return kind == fault_kind_name(FaultKind::kSkipAllReduce) || kind == fault_kind_name(FaultKind::kHang) ||
+         kind == fault_kind_name(FaultKind::kSkipSend);
 }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }

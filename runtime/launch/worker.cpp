@@ -230,7 +230,7 @@ void train_loop(const TrainJob& job, train::Trainer& trainer, train::CommCoordin
         out.die(f, s, " before step " + std::to_string(s));
       if (f.kind == FaultKind::kHang && f.step == s) out.freeze(f, s, live);
       // The trainer skips the collectives itself (TrainerOptions::faults); this says when.
-      if (f.kind == FaultKind::kSkipAllReduce && f.step == s) out.fault(f, s);
+      if ((f.kind == FaultKind::kSkipAllReduce || f.kind == FaultKind::kSkipSend) && f.step == s) out.fault(f, s);
       if (f.kind == FaultKind::kSlow && s == std::max(f.step, first_step)) out.fault(f, s);
     }
     trainer.step();
@@ -346,6 +346,7 @@ train::InjectedFaults trainer_faults(const std::vector<FaultSpec>& faults, int r
   for (const FaultSpec& x : faults) {
     if (x.rank != rank) continue;
     if (x.kind == FaultKind::kSkipAllReduce) f.skip_collectives_step = x.step;
+    if (x.kind == FaultKind::kSkipSend) f.skip_send_step = x.step;
     if (x.kind == FaultKind::kSlow) {
       f.compute_slowdown = x.factor;
       f.slow_from_step = x.step;

@@ -25,23 +25,49 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
     : LabMlp(shape, seed, first_layer, end_layer, ModelStorage{}) {}
 
 LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage)
-    : layout_(shape),
-      first_layer_(first_layer),
-      end_layer_(end_layer),
+    : LabMlp(shape, seed, first_layer, end_layer, storage, TpSlice{}) {}
+
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage,
+               TpSlice tp)
+    : LabMlp(shape, seed, std::vector<LayerChunk>{{first_layer, end_layer}}, storage, tp) {}
+
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, std::vector<LayerChunk> chunks, ModelStorage storage,
+               TpSlice tp)
+    : layout_(tp_local_shape(shape, tp)),
+      first_layer_(chunks.empty() ? 0 : chunks.front().begin),
+      end_layer_(chunks.empty() ? 0 : chunks.back().end),
       storage_(storage),
       params_(counted_vector<float>(storage.account, storage.mixed_precision ? MemoryCategory::kOptimizer
                                                                              : MemoryCategory::kParameters)),
       grads_(counted_vector<float>(storage.account, MemoryCategory::kGradients)),
       scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
       forward_scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
-      scratch_bf16_(counted_vector<uint16_t>(storage.account, MemoryCategory::kTemporary)) {
-  if (first_layer < 0 || end_layer > layout_.num_layers() || first_layer >= end_layer) {
-    throw ConfigError(
-        "stage layers", "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
-        "must be a non-empty span within [0, " + std::to_string(layout_.num_layers()) + ")");
+      scratch_bf16_(counted_vector<uint16_t>(storage.account, MemoryCategory::kTemporary)),
+      tp_(tp),
+      chunks_(std::move(chunks)) {
+  if (chunks_.empty()) throw ConfigError("stage layers", "no chunk", "a model holds at least one span of layers");
+  int previous_end = 0;
+  for (const LayerChunk& c : chunks_) {
+    if (c.begin < previous_end || c.end > layout_.num_layers() || c.begin >= c.end) {
+      throw ConfigError(
+          "stage layers", "[" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ")",
+          "must be a non-empty span within [0, " + std::to_string(layout_.num_layers()) +
+              "), after the previous chunk");
+    }
+    previous_end = c.end;
   }
   compute::pin_blas_to_one_thread();
-  owned_ = layout_.layers_range(first_layer, end_layer);
+  if (tp_.size > 1) tp_zero_bias_.assign(static_cast<size_t>(layout_.shape().hidden), 0.0f);
+  // Positions: the chunks' tensors one after the other from the first chunk's offset.
+  pos_.assign(layout_.tensors().size(), -1);
+  owned_.begin = owned_.end = layout_.layer_range(chunks_.front().begin).begin;
+  for (const LayerChunk& c : chunks_)
+    for (size_t i = 0; i < layout_.tensors().size(); ++i) {
+      const ParamTensor& t = layout_.tensors()[i];
+      if (t.layer < c.begin || t.layer >= c.end) continue;
+      pos_[i] = owned_.end;
+      owned_.end += t.numel;
+    }
   param_at_.assign(layout_.tensors().size(), nullptr);
   grad_at_.assign(layout_.tensors().size(), nullptr);
   if (storage_.params) {
@@ -65,11 +91,12 @@ void LabMlp::bind(std::vector<float*>& where, FlatRange range, std::span<float> 
                        " elements for a range of " + std::to_string(range.numel()));
   for (size_t i = 0; i < layout_.tensors().size(); ++i) {
     const ParamTensor& t = layout_.tensors()[i];
-    if (t.offset + t.numel <= range.begin || t.offset >= range.end) continue;
-    if (!range.contains(t.range()))
+    const int64_t at = pos_[i];
+    if (at < 0 || at + t.numel <= range.begin || at >= range.end) continue;
+    if (!range.contains({at, at + t.numel}))
       throw RuntimeError(std::string("bind ") + what + ": range [" + std::to_string(range.begin) + ", " +
                          std::to_string(range.end) + ") cuts tensor " + t.name);
-    where[i] = storage.empty() ? nullptr : storage.data() + (t.offset - range.begin);
+    where[i] = storage.empty() ? nullptr : storage.data() + (at - range.begin);
   }
 }
 
@@ -113,7 +140,8 @@ FlatRange LabMlp::local_range(std::string_view name) const {
   const ParamTensor& t = layout_.find(name);
   check_owned(t.layer);
 
-  return {t.offset - owned_.begin, t.offset - owned_.begin + t.numel};
+  const int64_t at = pos_[index_of(t)] - owned_.begin;
+  return {at, at + t.numel};
 }
 
 namespace {
@@ -159,23 +187,41 @@ void LabMlp::zero_grads() {
 // the stream's variance stays bounded with depth. Without it the 8-block preset's residual stream
 // grows block after block and AdamW at its usual 1e-3 diverges within a few steps.
 void LabMlp::init_params(uint64_t seed) {
-  if (storage_.params) init_values(layout_, seed, owned_, params_);
+  if (!storage_.params) return;
+  if (chunks_.size() == 1) return init_values(layout_, seed, owned_, params_, tp_);
+  for (const ParamTensor& t : layout_.tensors())
+    if (const int64_t at = position(t); at >= 0)
+      init_values(layout_, seed, t.range(), std::span<float>(params_).subspan(at - owned_.begin, t.numel), tp_);
 }
 
-void LabMlp::init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out) {
+bool LabMlp::owns_layer(int layer) const {
+  for (const LayerChunk& c : chunks_)
+    if (c.begin <= layer && layer < c.end) return true;
+  return false;
+}
+
+void LabMlp::init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out,
+                         TpSlice tp) {
   if (static_cast<int64_t>(out.size()) != range.numel())
     throw RuntimeError("init_values: " + std::to_string(out.size()) + " elements for a range of " +
                        std::to_string(range.numel()));
   const compute::CounterRng rng(seed, compute::RngStream::kParamInit);
   const double residual_scale =
       1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, layout.shape().blocks)));
+  // A tensor-parallel slice draws each element at its position in the whole network.
+  const ParamLayout global(tp.size > 1 ? MlpShape{layout.shape().hidden, layout.shape().ffn * tp.size,
+                                                  layout.shape().blocks, layout.shape().classes}
+                                       : layout.shape());
   for (const ParamTensor& t : layout.tensors()) {
     const int64_t begin = std::max(t.offset, range.begin), end = std::min(t.offset + t.numel, range.end);
     if (begin >= end) continue;
+    const ParamTensor& g = tp.size > 1 ? global.find(t.name) : t;
     const bool residual_output = t.name.find(".fc2.") != std::string::npos;
-    const double bound = (residual_output ? residual_scale : 1.0) / std::sqrt(static_cast<double>(t.fan_in));
-    for (int64_t j = begin; j < end; ++j)
-      out[j - range.begin] = static_cast<float>((2.0 * rng.uniform(static_cast<uint64_t>(j)) - 1.0) * bound);
+    const double bound = (residual_output ? residual_scale : 1.0) / std::sqrt(static_cast<double>(g.fan_in));
+    for (int64_t j = begin; j < end; ++j) {
+      const int64_t at = tp.size > 1 ? tp_global_offset(t, g, j - t.offset, tp) : j;
+      out[j - range.begin] = static_cast<float>((2.0 * rng.uniform(static_cast<uint64_t>(at)) - 1.0) * bound);
+    }
   }
 }
 
@@ -208,15 +254,18 @@ void LabMlp::backward_layer(int layer, MicrobatchState& mb) {
 }
 
 double LabMlp::forward(MicrobatchState& mb) const {
-  for (int l = first_layer_; l < end_layer_; ++l) forward_layer(l, mb);
+  for (const LayerChunk& c : chunks_)
+    for (int l = c.begin; l < c.end; ++l) forward_layer(l, mb);
   return owns_layer(shape().blocks) ? mb.loss_sum() : 0.0;
 }
 
 void LabMlp::backward(MicrobatchState& mb) {
-  for (int l = end_layer_ - 1; l >= first_layer_; --l) backward_layer(l, mb);
+  for (auto c = chunks_.rbegin(); c != chunks_.rend(); ++c)
+    for (int l = c->end - 1; l >= c->begin; --l) backward_layer(l, mb);
 }
 
 void LabMlp::block_forward(int i, MicrobatchState& mb) const {
+  if (tp_.size > 1) return block_forward_tp(i, mb);
   if (mixed_) return block_forward_mixed(i, mb);
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   MicrobatchState::BlockSaved& saved = mb.saved_[i];
@@ -268,6 +317,7 @@ void LabMlp::head_backward(MicrobatchState& mb) {
 }
 
 void LabMlp::block_backward(int i, MicrobatchState& mb) {
+  if (tp_.size > 1) return block_backward_tp(i, mb);
   MicrobatchState::BlockSaved& saved = mb.saved_[i];
   if (!saved.present) {
     throw RuntimeError("backward_layer(" + std::to_string(i) + ") before its forward_layer");

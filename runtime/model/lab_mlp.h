@@ -55,12 +55,27 @@ class LabMlp : public Model {
   LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer);
   // The same holding only what `storage` asks for (unbound tensors must be bound before use).
   LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage);
+  // A tensor-parallel slice of layers [first_layer, end_layer) of the network `shape` (the whole
+  // network's shape): the model then has shape() = tp_local_shape(shape, tp), its flat buffer
+  // holds only the slices (in strategy::local_param_layout order), each element initialised to
+  // the whole network's value at its global position. Throws ConfigError unless tp.size divides
+  // shape.ffn.
+  LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage, TpSlice tp);
+  // Several chunks (ascending, disjoint, non-empty): the flat buffer holds their tensors one
+  // chunk after the other (strategy::local_param_layout's order), starting at the offset of the
+  // first chunk's first layer, so a single chunk keeps the layout's own offsets. Layers between
+  // chunks are not held.
+  LabMlp(const MlpShape& shape, uint64_t seed, std::vector<LayerChunk> chunks, ModelStorage storage, TpSlice tp);
 
   const MlpShape& shape() const { return layout_.shape(); }
   const ParamLayout& layout() const { return layout_; }
   int first_layer() const { return first_layer_; }
   int end_layer() const { return end_layer_; }
-  bool owns_layer(int layer) const { return first_layer_ <= layer && layer < end_layer_; }
+  bool owns_layer(int layer) const override;
+  const std::vector<LayerChunk>& chunks() const { return chunks_; }
+  // Where tensor `t` of layout() starts in this model's flat coordinates (owned_range()); -1
+  // when it is not held. The layout's own offset for a model of one chunk.
+  int64_t position(const ParamTensor& t) const { return pos_[index_of(t)]; }
   // Flat range held by this object.
   FlatRange owned_range() const { return owned_; }
 
@@ -109,7 +124,9 @@ class LabMlp : public Model {
 
   // The initial values of flat elements [range.begin, range.end) into `out`: what init_params
   // writes there, so a ZeRO-3 shard is initialised without the whole model ever existing.
-  static void init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out);
+  // `layout` is the model's own (local) layout; for a tensor-parallel slice `tp` says which.
+  static void init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out,
+                          TpSlice tp = {});
   // PyTorch-like init: each element of a tensor whose linear map has n inputs is
   // uniform(-1/sqrt(n), 1/sqrt(n)), drawn from CounterRng(seed, kParamInit) at its GLOBAL flat
   // offset, so the values do not depend on the stage split, shard or world size.
@@ -136,7 +153,27 @@ class LabMlp : public Model {
   // the whole network: 3 x [2 B (h f + f h) L + 2 B h C] (backward = 2x forward: dinp and dweight).
   static double step_matmul_flops(const MlpShape& shape, int64_t batch);
 
+  // ---- Tensor parallelism (lab_mlp_tp.cpp) ----
+  // Under a slice of size > 1 a block's forward_layer leaves the row-parallel PARTIAL sum
+  // post_local @ W2_local^T in activation(l+1) (no bias, no residual), and its backward_layer the
+  // partial dpre_local @ W1_local in dactivation(l) (no residual branch). The executor reduces
+  // them over the TP group (all-reduce, or reduce-scatter + all-gather with sequence
+  // parallelism) and calls the finish below on the rows it holds reduced.
+  TpSlice tp_slice() const override { return tp_; }
+  // The whole network's shape (shape() is the local one).
+  MlpShape global_shape() const;
+  // The local shape of a slice: ffn / tp.size.
+  static MlpShape tp_local_shape(const MlpShape& global, TpSlice tp);
+  // Flat offset in the whole network of element j of the local tensor `local`.
+  static int64_t tp_global_offset(const ParamTensor& local, const ParamTensor& global, int64_t j, TpSlice tp);
+  // activation(l+1)[rows] += fc2.bias + activation(l)[rows] (rows [row_begin, row_end)).
+  void tp_finish_forward(int layer, MicrobatchState& mb, int64_t row_begin, int64_t row_end) const override;
+  // dactivation(l)[rows] += dactivation(l+1)[rows]; then releases dactivation(l+1).
+  void tp_finish_backward(int layer, MicrobatchState& mb, int64_t row_begin, int64_t row_end) override;
+
  private:
+  void block_forward_tp(int i, MicrobatchState& mb) const;
+  void block_backward_tp(int i, MicrobatchState& mb);
   void check_owned(int layer) const;
   // Owned elements of a named tensor, as offsets into params_ / grads_.
   FlatRange local_range(std::string_view name) const;
@@ -171,6 +208,10 @@ class LabMlp : public Model {
   mutable std::vector<char> bf16_fresh_;
   mutable CountedVector<float> forward_scratch_;  // mixed forward: fc1's fp32 product (B, f)
   CountedVector<uint16_t> scratch_bf16_;          // mixed backward: dy (B, h) and dpre (B, f) in bf16
+  TpSlice tp_;
+  std::vector<LayerChunk> chunks_;
+  std::vector<int64_t> pos_;  // per tensor (layout order): its flat position here, or -1
+  std::vector<float> tp_zero_bias_;  // (h) zeros: fc2's partial sum takes its bias after the reduction
 };
 
 }  // namespace parlab::model

@@ -29,6 +29,21 @@
 
 namespace parlab::model {
 
+// Tensor parallelism (Megatron-LM): which of `size` slices of every block this model holds.
+// fc1 is column-parallel (rows [rank f/t, (rank+1) f/t) of fc1.weight and fc1.bias), fc2
+// row-parallel (the same columns of fc2.weight); fc2.bias and the head are replicated.
+struct TpSlice {
+  int rank = 0;
+  int size = 1;
+};
+
+// Layers [begin, end) of the network. A pipeline stage holds one such chunk, or several under
+// the interleaved schedule (stage s of p holds virtual stages s, s + p, ...).
+struct LayerChunk {
+  int begin = 0;
+  int end = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -66,6 +81,16 @@ class Model {
 
   virtual void forward_layer(int layer, MicrobatchState& mb) const = 0;
   virtual void backward_layer(int layer, MicrobatchState& mb) = 0;
+  // Whether layer `layer` is one this model holds (a pipeline stage holds some).
+  virtual bool owns_layer(int layer) const { return layer >= first_layer() && layer < end_layer(); }
+
+  // Tensor parallelism (lab_mlp.h says what a slice's layers leave for the executor to reduce).
+  // A model that does not implement slices holds the whole network: size 1, and the finishes
+  // are never called on it (the executor calls them only under a slice of size > 1).
+  virtual TpSlice tp_slice() const { return {}; }
+  virtual void tp_finish_forward(int layer, MicrobatchState& mb, int64_t row_begin, int64_t row_end) const;
+  virtual void tp_finish_backward(int layer, MicrobatchState& mb, int64_t row_begin, int64_t row_end);
+
   // Returns once the layers' queued work is done (a device runs them asynchronously): the
   // executor calls it at the end of each compute op, so op times are compute times on every
   // device. The host computes synchronously: nothing to wait for.

@@ -32,6 +32,8 @@ Executor::Handler Executor::handler_for(OpKind kind) {
     case OpKind::kReduceScatter: return &Executor::issue_reduce_scatter;
     case OpKind::kAllGather: return &Executor::issue_all_gather;
     case OpKind::kBroadcast: return &Executor::issue_broadcast;
+    case OpKind::kSend: return &Executor::issue_send;
+    case OpKind::kRecv: return &Executor::issue_recv;
     default: return nullptr;
   }
 }
@@ -43,8 +45,7 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
     case OpKind::kOptimizer: return "";
     case OpKind::kAllReduce: {
       const strategy::Group& g = program.group_of(op);
-      if (g.kind == strategy::GroupKind::kTP)
-        return "tensor-parallel all-reduce (activations) is not implemented by the runtime yet";
+      if (g.kind == strategy::GroupKind::kTP) return tp_unsupported_reason(program, op);
       if (g.kind == strategy::GroupKind::kEmbedding)
         return "the tied-embedding all-reduce is not implemented by the runtime yet";
       if (op.flat_end <= op.flat_begin)
@@ -57,6 +58,7 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
     case OpKind::kBroadcast: {
       const strategy::Group& g = program.group_of(op);
       const std::string what(strategy::to_string(op.kind));
+      if (g.kind == strategy::GroupKind::kTP && op.kind != OpKind::kBroadcast) return tp_unsupported_reason(program, op);
       if (g.kind != strategy::GroupKind::kDP)
         return what + " over a " + std::string(strategy::to_string(g.kind)) +
                " group is not implemented by the runtime yet (it shards data-parallel state only)";
@@ -69,8 +71,9 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
     }
     case OpKind::kSend:
     case OpKind::kRecv:
-      return "pipeline send/recv is not implemented by the runtime yet (pipeline parallelism "
-             "needs separate send and receive communicators, see runtime/comm/communicator.h)";
+      if (op.peer < 0 || op.peer >= program.world) return "a send/recv without a peer rank has nowhere to go";
+      if (op.peer == program.rank) return "a send/recv to itself (the interleaved wrap-around on one stage)";
+      return "";
   }
   return "unknown op kind";
 }
@@ -78,6 +81,21 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
 namespace {
 
 int effective_zero(const strategy::StepProgram& p) { return p.plan.dp > 1 ? p.plan.zero : 0; }
+
+}  // namespace
+
+// A TP collective reduces the boundary tensor of one block, right after its forward or
+// backward (strategy/gen/tensor.cpp writes them so under per-layer ops).
+std::string Executor::tp_unsupported_reason(const strategy::StepProgram& program, const Op& op) {
+  if (op.layers.size() != 1 || op.count != 1)
+    return "a tensor-parallel collective must follow one layer's compute (per-layer ops, count 1)";
+  if (op.deps.size() != 1 || op.deps[0] < 0 || op.deps[0] >= op.id ||
+      !program.ops[op.deps[0]].is_compute() || program.ops[op.deps[0]].kind == OpKind::kOptimizer)
+    return "a tensor-parallel collective must depend on exactly the forward or backward it reduces";
+  return "";
+}
+
+namespace {
 
 model::FlatRange program_optimizer_range(const strategy::StepProgram& p, const model::Model& m) {
   for (const Op& op : p.ops)
@@ -148,7 +166,7 @@ void Executor::check_and_plan() {
       throw ConfigError("optimizer range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
                         "lies outside the parameters this rank holds");
     if (op.is_collective()) {
-      if (!owned.contains({op.flat_begin, op.flat_end}))
+      if (!is_tp(op) && !owned.contains({op.flat_begin, op.flat_end}))
         throw ConfigError("bucket range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
                           where(program_, op) + " lies outside the gradients this rank holds");
       const comm::Communicator* c = comms_.at(op.group);
@@ -169,6 +187,7 @@ void Executor::check_and_plan() {
                       "must be the optimizer's range");
   flat_elements_ = owned.numel();
   plan_zero_buffers();
+  plan_p2p();
 }
 
 // ---- one step ----
@@ -257,6 +276,7 @@ void Executor::add_compute_event(const Op& op, double start, double end) {
   e.tag = op.tag;
   e.start_seconds = start;
   e.end_seconds = end;
+  e.phase = std::string(strategy::to_string(op.phase));
   result_.events.push_back(std::move(e));
 }
 
@@ -319,6 +339,7 @@ void Executor::run_optimizer(const Op& op) {
 }
 
 void Executor::issue_all_reduce(const Op& op) {
+  if (is_tp(op)) return run_tp_collective(op);
   if (skipped(op)) return;
   comm::Communicator& c = comm_of(op);
   record_issue(op, c, c.all_reduce(grad_range(op), collective_options(op)));
@@ -337,7 +358,9 @@ comm::CollectiveOptions Executor::collective_options(const Op& op) const {
 void Executor::record_issue(const Op& op, comm::Communicator& c, std::shared_ptr<comm::Work> work) {
   issued_index_[op.id] = static_cast<int>(issued_.size());
   issued_.push_back(Issued{op.id, std::move(work), &c, now(), -1});
-  if (op.stream == Stream::kComm) {
+  if (op.is_p2p()) {
+    // Its own queue (one communicator per direction and peer): waited for by its consumer.
+  } else if (op.stream == Stream::kComm) {
     last_comm_stream_op_ = op.id;
   } else {
     wait_work(op.id);  // compute-stream collectives are synchronous with the layer

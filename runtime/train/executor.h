@@ -16,8 +16,25 @@
 // different communicators the second waits for the first (the stream is one queue).
 // At the end of run() every issued op has completed on this rank.
 //
+// Tensor parallelism (executor_tp_pp.cpp): a TP-group collective sits on the compute stream
+// right after the layer's forward or backward, which left a partial sum in the layer's output
+// (activation(l+1)) or input gradient (dactivation(l)); the handler reduces it in place and
+// the model adds the replicated terms (lab_mlp.h, tp_finish_*). All-reduce: every row. With
+// sequence parallelism the reduce-scatter hands each rank its rows (the batch split t ways),
+// the model finishes those, and the all-gather that follows rebuilds every row.
+//
+// Pipeline parallelism: a send copies the boundary tensor the previous compute op produced
+// (activation(b) forward, dactivation(a) backward) and issues it on the communicator that
+// carries only this rank's sends to that peer; a recv writes into the tensor the next compute
+// op reads, on the communicator that carries only this rank's receives from that peer. Two
+// communicators per neighbour pair because a Gloo send completes only when the peer receives
+// and a communicator runs one op at a time: a send waiting for its receiver must never hold up
+// a receive queued behind it. Sends and recvs are not part of the comm-stream queue: the
+// compute op that needs a recv waits for it (its deps), and the step ends when all sends are
+// delivered.
+//
 // Ops are dispatched through a table keyed by OpKind. What the runtime cannot execute yet
-// (tensor-parallel collectives, pipeline send/recv, model chunks it does not hold) is refused
+// (the tied-embedding all-reduce, model chunks it does not hold) is refused
 // when the Executor is built, with an UnsupportedOp naming the op, so a plan fails before step 0
 // rather than mid-step. Adding a strategy means adding handlers (and their reasons).
 //
@@ -77,6 +94,9 @@ struct InjectedFaults {
   // skip-allreduce: at this step the rank runs every compute op but issues none of the step's
   // collectives (the optimizer applies its local gradients) and carries on with the next step.
   int64_t skip_collectives_step = -1;
+  // skip-send: at this step the rank issues none of its pipeline sends (it computes on); the
+  // stage waiting for them times out, and the hang analysis names this rank.
+  int64_t skip_send_step = -1;
   // slow: from `slow_from_step` on, every compute op takes `compute_slowdown` times its measured
   // time (the rank sleeps the difference inside the op, so the op's timing shows it).
   double compute_slowdown = 1;
@@ -96,6 +116,9 @@ struct ExecutorOptions {
   // Where the executor's temporary buffers (gathered layers, gradient buckets) are charged; null:
   // uncounted. Microbatch states are charged by whoever builds them.
   model::MemoryAccount* account = nullptr;
+  // Pipeline point-to-point paths, by the peer's world rank: the two-member communicator over
+  // which this rank only sends to the peer, and the one over which it only receives from it.
+  std::map<int, comm::Communicator*> send_comms, recv_comms;
 };
 
 // What one run() measured (the trainer adds data loading and idle time).
@@ -135,6 +158,7 @@ class Executor {
   // Empty when `op` can run here; otherwise why not ("ZeRO reduce-scatter is not implemented by
   // the runtime yet"). Used by the constructor; exposed so callers can list every refusal.
   static std::string unsupported_reason(const strategy::StepProgram& program, const strategy::Op& op);
+  static std::string tp_unsupported_reason(const strategy::StepProgram& program, const strategy::Op& op);
 
  private:
   using Handler = void (Executor::*)(const strategy::Op&);
@@ -147,6 +171,16 @@ class Executor {
   void issue_reduce_scatter(const strategy::Op& op);
   void issue_all_gather(const strategy::Op& op);
   void issue_broadcast(const strategy::Op& op);
+  // Tensor and pipeline parallelism (executor_tp_pp.cpp).
+  void issue_send(const strategy::Op& op);
+  void issue_recv(const strategy::Op& op);
+  void run_tp_collective(const strategy::Op& op);
+  bool is_tp(const strategy::Op& op) const;
+  bool is_dp_state_collective(const strategy::Op& op) const;
+  void plan_p2p();
+  comm::Communicator& p2p_comm(const strategy::Op& op) const;
+  // The boundary tensor a send or recv moves: its layer index and direction.
+  std::span<float> boundary_of(const strategy::Op& op, int layer);
 
   void check_and_plan();
   // ZeRO bookkeeping (executor_zero.cpp).
@@ -154,6 +188,8 @@ class Executor {
   void unbind_all();
   void before_compute(const strategy::Op& op);
   void after_compute(const strategy::Op& op);
+  // Frees the microbatch's activations when `op` is the last op that reads them.
+  void release_if_last(const strategy::Op& op);
   void retire_reduce_scatter(int op_id);
   void poll_reduce_scatters();
   std::span<float> make_buffer(int op_id, int64_t elements);
@@ -194,6 +230,8 @@ class Executor {
   // stage-2/3 reduce-scatters whose buckets it writes; per microbatch, its last compute op.
   std::vector<std::vector<int>> gathers_of_, buckets_of_;
   std::vector<int> last_op_of_mb_;
+  // Per send/recv op: the boundary index it moves (activation(l) or dactivation(l)).
+  std::vector<int> p2p_layer_;
 
   // Per run().
   std::span<model::MicrobatchState> mbs_;

@@ -29,6 +29,8 @@ void Executor::plan_zero_buffers() {
   const int zero = shards_.zero();
   std::vector<int> consumers(n, 0);
   for (const Op& op : program_.ops) {
+    // A send or a TP collective after a microbatch's last compute still reads its tensors.
+    if (op.kind == OpKind::kSend || is_tp(op)) last_op_of_mb_.at(op.microbatch) = op.id;
     if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) {
       last_op_of_mb_.at(op.microbatch) = op.id;
       if (zero >= 3)
@@ -38,7 +40,7 @@ void Executor::plan_zero_buffers() {
             ++consumers[d];
           }
     }
-    if (zero >= 2 && op.kind == OpKind::kReduceScatter) {
+    if (zero >= 2 && op.kind == OpKind::kReduceScatter && is_dp_state_collective(op)) {
       // The backward ops of this microbatch that write into the bucket (they precede it).
       bool written = false;
       for (int b = 0; b < op.id; ++b) {
@@ -52,7 +54,7 @@ void Executor::plan_zero_buffers() {
         throw ConfigError("program op " + std::to_string(op.id), strategy::describe(program_, op),
                           "a ZeRO-2/3 reduce-scatter needs an earlier backward op that writes its bucket");
     }
-    if (op.is_collective() && op.kind != OpKind::kAllReduce && zero >= 1) {
+    if (op.is_collective() && op.kind != OpKind::kAllReduce && zero >= 1 && is_dp_state_collective(op)) {
       const comm::Communicator& c = *comms_.at(op.group);
       const model::FlatRange mine = zero_shard(flat_elements_, c.size(), c.rank());
       if (!(mine == shards_.shard()))
@@ -64,7 +66,7 @@ void Executor::plan_zero_buffers() {
   }
   if (zero >= 3)
     for (const Op& op : program_.ops)
-      if (op.kind == OpKind::kAllGather && consumers[op.id] != 1)
+      if (op.kind == OpKind::kAllGather && is_dp_state_collective(op) && consumers[op.id] != 1)
         throw ConfigError("program op " + std::to_string(op.id), strategy::describe(program_, op),
                           "a ZeRO-3 gather must feed exactly one compute op (it is freed after it)");
 }
@@ -118,11 +120,16 @@ void Executor::after_compute(const Op& op) {
     model_.bind_params(range_of(program_.ops[g]), {});
     free_buffer(g);
   }
-  if (op.microbatch >= 0 && last_op_of_mb_.at(op.microbatch) == op.id) mbs_[op.microbatch].release_activations();
+  release_if_last(op);
   poll_reduce_scatters();
 }
 
+void Executor::release_if_last(const Op& op) {
+  if (op.microbatch >= 0 && last_op_of_mb_.at(op.microbatch) == op.id) mbs_[op.microbatch].release_activations();
+}
+
 void Executor::issue_reduce_scatter(const Op& op) {
+  if (is_tp(op)) return run_tp_collective(op);
   comm::Communicator& c = comm_of(op);
   const std::vector<int64_t> counts = counts_of(op);
   const Chunk mine = my_chunk(op, counts, c.rank());
@@ -183,6 +190,7 @@ void Executor::poll_reduce_scatters() {
 }
 
 void Executor::issue_all_gather(const Op& op) {
+  if (is_tp(op)) return run_tp_collective(op);
   comm::Communicator& c = comm_of(op);
   const std::vector<int64_t> counts = counts_of(op);
   const Chunk mine = my_chunk(op, counts, c.rank());

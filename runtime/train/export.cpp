@@ -7,7 +7,73 @@
 
 namespace parlab::train {
 
+namespace {
+
+bool split_model(const Trainer& trainer) { return trainer.config().plan.tp > 1 || trainer.config().plan.pp > 1; }
+
+}  // namespace
+
+// A world all-gather of the local buffers, then each slice put where it belongs in the whole
+// network (the first data-parallel replica's copy; the others are equal).
+std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const float> local, const std::string& tag) {
+  const TrainConfig& cfg = trainer.config();
+  const strategy::Plan& plan = cfg.plan;
+  const model::MlpShape global_shape = mlp_shape(cfg.model);
+  const model::ParamLayout global(global_shape);
+  comm::Communicator& world = trainer.world_comm();
+  // Each rank's local tensors in its buffer's order: chunk after chunk.
+  struct Part {
+    std::vector<const model::ParamTensor*> tensors;
+    model::TpSlice tp;
+  };
+  std::vector<model::ParamLayout> layouts;
+  layouts.reserve(static_cast<size_t>(world.size()));
+  std::vector<Part> parts;
+  std::vector<int64_t> counts;
+  for (int r = 0; r < world.size(); ++r) {
+    const model::TpSlice tp{strategy::coords_of(plan, r).tp, plan.tp};
+    layouts.emplace_back(model::LabMlp::tp_local_shape(global_shape, tp));
+    Part part{{}, tp};
+    int64_t n = 0;
+    for (const model::LayerChunk& c : stage_model_chunks(cfg.model, plan, r))
+      for (const model::ParamTensor& t : layouts.back().tensors())
+        if (t.layer >= c.begin && t.layer < c.end) {
+          part.tensors.push_back(&t);
+          n += t.numel;
+        }
+    counts.push_back(n);
+    parts.push_back(std::move(part));
+  }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  std::vector<float> all(static_cast<size_t>(total));
+  comm::CollectiveOptions o;
+  o.timeout = cfg.comm_timeout;
+  o.tag = tag;
+  world.all_gather_v(local, all, counts, o)->wait();
+  std::vector<float> full(static_cast<size_t>(global.numel()));
+  int64_t at = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    const Part& p = parts[r];
+    const bool first_replica = strategy::coords_of(plan, r).dp == 0;
+    for (const model::ParamTensor* t : p.tensors) {
+      if (first_replica) {
+        const model::ParamTensor& g = global.find(t->name);
+        for (int64_t j = 0; j < t->numel; ++j) full[model::LabMlp::tp_global_offset(*t, g, j, p.tp)] = all[at + j];
+      }
+      at += t->numel;
+    }
+  }
+  return full;
+}
+
 std::vector<float> gather_full_params(const Trainer& trainer) {
+  if (split_model(trainer)) {
+    if (trainer.state().shards->zero() >= 3)
+      throw UnsupportedOp("export: gathering ZeRO-3 shards of tensor- or pipeline-parallel ranks is not implemented");
+    return gather_split_buffer(trainer, trainer.state().model.params(),
+                               "export.params.s" + std::to_string(trainer.state().step));
+  }
   const TrainerState& s = trainer.state();
   const model::LabMlp& m = s.model;
   if (s.shards->zero() < 3) {
@@ -28,8 +94,9 @@ std::vector<float> gather_full_params(const Trainer& trainer) {
 uint64_t export_safetensors(const Trainer& trainer, const std::filesystem::path& target) {
   const std::filesystem::path file = std::filesystem::absolute(target);
   const std::vector<float> full = gather_full_params(trainer);
-  if (trainer.dp_comm().rank() != 0) return 0;
-  const model::MlpShape sh = trainer.state().model.shape();
+  const bool writer = split_model(trainer) ? trainer.world_comm().rank() == 0 : trainer.dp_comm().rank() == 0;
+  if (!writer) return 0;
+  const model::MlpShape sh = mlp_shape(trainer.config().model);
   const std::map<std::string, std::string> metadata = {
       {"format", "parlab-export"},
       {"step", std::to_string(trainer.state().step)},
@@ -38,7 +105,7 @@ uint64_t export_safetensors(const Trainer& trainer, const std::filesystem::path&
                     ",blocks=" + std::to_string(sh.blocks) + ",classes=" + std::to_string(sh.classes)}};
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
   const std::filesystem::path tmp = file.string() + ".tmp";
-  write_dump_tensors(tmp, trainer.state().model.layout(), 0, full, metadata);
+  write_dump_tensors(tmp, model::ParamLayout(sh), 0, full, metadata);
   std::error_code ec;
   std::filesystem::rename(tmp, file, ec);
   if (ec) throw RuntimeError("export: cannot rename " + tmp.string() + " to " + file.string() + ": " + ec.message());

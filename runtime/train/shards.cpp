@@ -40,7 +40,7 @@ ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, 
                       "must lie within the model's flat range");
   if (zero >= 3) {
     params_.assign(shard.numel(), 0.0f);
-    model::LabMlp::init_values(model.layout(), seed, shard, params_);
+    model::LabMlp::init_values(model.layout(), seed, shard, params_, model.tp_slice());
   }
   if (zero >= 2) grads_.assign(shard.numel(), 0.0f);
 }

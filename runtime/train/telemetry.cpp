@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "strategy/errors.h"
 
@@ -58,6 +59,7 @@ nlohmann::json to_json(const OpEvent& e) {
                       {"start_seconds", e.start_seconds}, {"end_seconds", e.end_seconds}};
   if (!e.group.empty()) j["group"] = e.group;
   if (e.bytes > 0) j["bytes"] = e.bytes;
+  if (!e.phase.empty()) j["phase"] = e.phase;
   return j;
 }
 
@@ -100,6 +102,7 @@ OpEvent op_event_from_json(const nlohmann::json& j) {
     e.tag = j.at("tag").get<std::string>();
     e.group = j.value("group", std::string());
     e.bytes = j.value("bytes", 0.0);
+    e.phase = j.value("phase", std::string());
     e.start_seconds = j.at("start_seconds").get<double>();
     e.end_seconds = j.at("end_seconds").get<double>();
     return e;
@@ -151,6 +154,7 @@ std::vector<trace::Event> to_trace_events(std::span<const OpEvent> events, doubl
     if (e.op_id >= 0) t.args.push_back({"op_id", std::to_string(e.op_id)});
     if (!e.group.empty()) t.args.push_back({"group", e.group});
     if (e.bytes > 0) t.args.push_back({"bytes", std::to_string(static_cast<int64_t>(e.bytes))});
+    if (!e.phase.empty()) t.args.push_back({"phase", e.phase});
     out.push_back(std::move(t));
   }
   return out;
@@ -162,6 +166,41 @@ void write_measured_trace(const std::string& path, std::span<const OpEvent> even
   for (const OpEvent& e : events) origin = std::min(origin, e.start_seconds);
   if (events.empty()) origin = 0;
   trace::write_chrome_trace_file(path, to_trace_events(events, origin), title);
+}
+
+MeasuredBubble measured_bubble(std::span<const OpEvent> events) {
+  struct Span {
+    double first = std::numeric_limits<double>::infinity(), last = -std::numeric_limits<double>::infinity();
+    std::map<int, double> busy;  // rank -> forward + backward seconds
+  };
+  std::map<int64_t, Span> steps;
+  for (const OpEvent& e : events) {
+    if (e.op != "forward" && e.op != "backward") continue;
+    Span& s = steps[e.step];
+    s.first = std::min(s.first, e.start_seconds);
+    s.last = std::max(s.last, e.end_seconds);
+    s.busy[e.rank] += e.end_seconds - e.start_seconds;
+  }
+  if (steps.size() > 1) steps.erase(steps.begin());  // the warm-up step
+  MeasuredBubble out;
+  std::map<int, double> per_rank;
+  int samples = 0;
+  double sum = 0;
+  for (const auto& [step, s] : steps) {
+    const double span = s.last - s.first;
+    if (!(span > 0)) continue;
+    ++out.steps;
+    for (const auto& [rank, busy] : s.busy) {
+      const double b = std::max(0.0, 1.0 - busy / span);
+      per_rank[rank] += b;
+      sum += b;
+      ++samples;
+    }
+  }
+  if (samples == 0) return out;
+  out.mean = sum / samples;
+  for (const auto& [rank, total] : per_rank) out.max_rank = std::max(out.max_rank, total / out.steps);
+  return out;
 }
 
 }  // namespace parlab::train

@@ -49,6 +49,7 @@ struct OpEvent {
   std::string group;   // collectives: "dp.0"
   double bytes = 0;    // collectives: bytes per call (nccl-tests convention)
   double start_seconds = 0, end_seconds = 0;  // wall clock, seconds since the Unix epoch
+  std::string phase;   // pipeline compute: "warmup", "steady" or "cooldown" (empty otherwise)
 };
 
 struct StepTimes {
@@ -141,5 +142,17 @@ std::vector<trace::Event> to_trace_events(std::span<const OpEvent> events, doubl
 // the earliest event. Throws RuntimeError when the file cannot be written.
 void write_measured_trace(const std::string& path, std::span<const OpEvent> events,
                           const std::string& title = "parlab train (measured)");
+
+// The pipeline bubble as measured: per step (step 0 left out when there are more), the pipeline
+// span T runs from the first forward of any rank to the last backward's end; a rank's bubble is
+// 1 - (its forward and backward time) / T, the idle share of the span. With equal stages that
+// is the formula's (p - 1)/(v m + p - 1) (Narayanan et al. 2021). Averaged over ranks and steps;
+// `max_rank` is the largest rank's mean. Zero when the events hold no forward or backward.
+struct MeasuredBubble {
+  double mean = 0;
+  double max_rank = 0;
+  int steps = 0;
+};
+MeasuredBubble measured_bubble(std::span<const OpEvent> events);
 
 }  // namespace parlab::train

@@ -1,11 +1,14 @@
 #include "runtime/train/trainer.h"
 
+#include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/cpu/matmul.h"
 #include "runtime/train/dump.h"
+#include "runtime/train/export.h"
 #include "strategy/errors.h"
 #include "strategy/step_program.h"
 
@@ -39,15 +42,71 @@ model::FlatRange optimizer_range(const strategy::StepProgram& program) {
 
 int zero_stage(const strategy::Plan& plan) { return plan.dp > 1 ? plan.zero : 0; }
 
-// The model this rank computes: today always every layer (pipeline stages are refused above),
-// holding what its ZeRO stage keeps.
-model::LabMlp build_model(const strategy::ModelSpec& spec, const strategy::Plan& plan, uint64_t seed,
+
+// The model this rank computes: its stage's layers, its tensor-parallel slice of them, holding
+// what its ZeRO stage keeps.
+model::LabMlp build_model(const strategy::ModelSpec& spec, const strategy::Plan& plan, int rank, uint64_t seed,
                           model::MemoryAccount* account) {
   compute::pin_blas_to_one_thread();
   const model::MlpShape shape = mlp_shape(spec);
   model::ModelStorage storage = storage_for_stage(zero_stage(plan), account);
   storage.mixed_precision = plan.precision == strategy::Precision::kMixed;
-  return model::LabMlp(shape, seed, 0, shape.num_layers(), storage);
+  return model::LabMlp(shape, seed, stage_model_chunks(spec, plan, rank), storage,
+                       model::TpSlice{strategy::coords_of(plan, rank).tp, plan.tp});
+}
+
+// What the runtime does not run yet, refused by plan key before anything is built.
+void check_strategy(const strategy::ModelSpec& spec, const strategy::Plan& plan) {
+  if (plan.pp > 1 && plan.sequence_parallel)
+    throw ConfigError("plan.sp", "on",
+                      "must be off with pipeline parallelism for training: a stage would send only its rows of the "
+                      "boundary and the next stage has no all-gather to rebuild them; `parlab simulate` takes it");
+  if (plan.tp > 1 && plan.dp > 1 && plan.zero >= 3)
+    throw ConfigError("plan.zero", std::to_string(plan.zero),
+                      "must be at most 2 with tensor parallelism for training (checkpoints and exports of ZeRO-3 "
+                      "shards of tensor-parallel slices are not implemented); `parlab simulate` takes it");
+  if (plan.tp > 1 && plan.precision == strategy::Precision::kMixed)
+    throw ConfigError("plan.precision", "mixed",
+                      "must be fp32 with tensor parallelism for training (the bf16 matmuls cover whole blocks, not "
+                      "tensor-parallel slices); `parlab simulate` takes it");
+  if (plan.pp > 1 && plan.dp > 1 && plan.zero >= 1)
+    throw ConfigError("plan.zero", std::to_string(plan.zero),
+                      "must be 0 with pipeline parallelism for training (the runtime shards data-parallel state "
+                      "of whole-model replicas only); `parlab plan` and `parlab simulate` take it");
+}
+
+// The rank's program with its flat ranges moved to the model's offsets: the generator counts a
+// stage's parameters from 0 (strategy::local_param_layout), a LabMlp holding layers [a, b) from
+// the offset of layer a in the (tensor-parallel local) network.
+strategy::StepProgram build_program(const strategy::ModelSpec& spec, const strategy::Plan& plan, int rank) {
+  check_strategy(spec, plan);
+  strategy::StepProgram p = strategy::build_step(spec, plan, rank, strategy::BuildOptions{.per_layer_ops = true});
+  const model::MlpShape local = model::LabMlp::tp_local_shape(mlp_shape(spec), {strategy::coords_of(plan, rank).tp, plan.tp});
+  const int64_t base = model::ParamLayout(local).layer_range(stage_layers(spec, plan, rank).begin).begin;
+  if (base != 0)
+    for (strategy::Op& op : p.ops)
+      if (op.flat_end > op.flat_begin || op.kind == strategy::OpKind::kOptimizer) {
+        op.flat_begin += base;
+        op.flat_end += base;
+      }
+  return p;
+}
+
+// Ordered pairs (from, to) of this rank's pipeline messages, in one order every rank agrees on
+// (by the lower rank, the higher, then the sender), so creating their communicators in it pairs
+// up without deadlock.
+std::vector<std::pair<int, int>> p2p_pairs(const strategy::StepProgram& program) {
+  std::vector<std::pair<int, int>> out;
+  for (const strategy::Op& op : program.ops) {
+    if (op.kind == strategy::OpKind::kSend) out.emplace_back(program.rank, op.peer);
+    if (op.kind == strategy::OpKind::kRecv) out.emplace_back(op.peer, program.rank);
+  }
+  auto key = [](const std::pair<int, int>& e) {
+    return std::tuple(std::min(e.first, e.second), std::max(e.first, e.second), e.first);
+  };
+  std::sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank, int world,
@@ -65,6 +124,19 @@ std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank,
 }
 
 }  // namespace
+
+std::vector<model::LayerChunk> stage_model_chunks(const strategy::ModelSpec& spec, const strategy::Plan& plan,
+                                                 int rank) {
+  std::vector<model::LayerChunk> out;
+  for (const strategy::LayerRange& c : strategy::stage_chunks(spec, plan, strategy::coords_of(plan, rank).pp))
+    if (c.size() > 0) out.push_back({c.begin, c.end});
+  return out;
+}
+
+strategy::LayerRange stage_layers(const strategy::ModelSpec& spec, const strategy::Plan& plan, int rank) {
+  const std::vector<strategy::LayerRange> chunks = strategy::stage_chunks(spec, plan, strategy::coords_of(plan, rank).pp);
+  return {chunks.front().begin, chunks.back().end};
+}
 
 model::MlpShape mlp_shape(const strategy::ModelSpec& m) {
   if (m.kind != strategy::ModelKind::kMlp)
@@ -99,16 +171,10 @@ void check_runtime_supports(const strategy::ModelSpec& model, const strategy::Pl
   (void)mlp_shape(model);
   // Whole strategies first, named by their plan key: the per-op refusals below are for programs
   // a supported strategy writes in a way the runtime cannot follow yet.
-  if (plan.tp > 1)
+  if (model.ffn % plan.tp != 0)
     throw ConfigError("plan.tp", std::to_string(plan.tp),
-                      "must be 1 for training: tensor parallelism is not implemented by the runtime yet (it "
-                      "trains data parallelism: DDP, ZeRO-1/2/3); `parlab plan` and `parlab simulate` take it");
-  if (plan.pp > 1)
-    throw ConfigError("plan.pp", std::to_string(plan.pp),
-                      "must be 1 for training: pipeline parallelism is not implemented by the runtime yet (it "
-                      "trains data parallelism: DDP, ZeRO-1/2/3); `parlab plan` and `parlab simulate` take it");
-  for (int r = 0; r < plan.world(); ++r)
-    check_program(strategy::build_step(model, plan, r, strategy::BuildOptions{.per_layer_ops = true}));
+                      "must divide the model's ffn (" + std::to_string(model.ffn) + "): fc1 and fc2 are split t ways");
+  for (int r = 0; r < plan.world(); ++r) check_program(build_program(model, plan, r));
 }
 
 OptimizerConfig optimizer_config(strategy::OptimizerKind kind, double lr, double momentum,
@@ -130,14 +196,13 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
     : config_(std::move(config)),
       world_(world),
       options_(std::move(options)),
-      program_(strategy::build_step(config_.model, config_.plan, world.rank(),
-                                    strategy::BuildOptions{.per_layer_ops = true})),
+      program_(build_program(config_.model, config_.plan, world.rank())),
       dp_rank_(strategy::coords_of(config_.plan, world.rank()).dp),
       data_(SyntheticConfig{.seed = config_.seed,
                             .size = config_.data_size,
                             .width = config_.model.hidden,
                             .classes = config_.model.classes}),
-      state_{0, (check_program(program_), build_model(config_.model, config_.plan, config_.seed, &memory_)),
+      state_{0, (check_program(program_), build_model(config_.model, config_.plan, world.rank(), config_.seed, &memory_)),
              make_optimizer(config_.optimizer, optimizer_range(program_), &memory_),
              ElasticSampler(SamplerConfig{.seed = config_.seed,
                                           .dataset_size = config_.data_size,
@@ -153,6 +218,15 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
     if (program_.groups[i].kind == strategy::GroupKind::kDP && program_.groups[i].size() == config_.plan.dp)
       dp_comm_ = comms[i];
   if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
+  for (size_t i = 0; i < program_.groups.size(); ++i)
+    if (program_.groups[i].kind == strategy::GroupKind::kTP && config_.plan.tp > 1) tp_comm_ = comms[i];
+  // Pipeline paths: one communicator per direction and neighbour (executor.h says why).
+  std::map<int, comm::Communicator*> send_comms, recv_comms;
+  for (const auto& [from, to] : p2p_pairs(program_)) {
+    owned_comms_.push_back(world.split({std::min(from, to), std::max(from, to)},
+                                       "p2p." + std::to_string(from) + ">" + std::to_string(to)));
+    (from == world.rank() ? send_comms[to] : recv_comms[from]) = owned_comms_.back().get();
+  }
   if ((options_.collectives == nullptr) != !options_.make_device_model)
     throw ConfigError("trainer options", "collectives without a device model (or the reverse)",
                       "a device run sets both");
@@ -170,6 +244,8 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   eo.comm_timeout = config_.comm_timeout;
   eo.faults = options_.faults;
   eo.account = &memory_;
+  eo.send_comms = std::move(send_comms);
+  eo.recv_comms = std::move(recv_comms);
   executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards,
                                          std::move(comms), eo);
 }
@@ -200,6 +276,11 @@ void Trainer::host_state_changed() {
 }
 
 comm::Communicator& Trainer::dp_comm() const { return *dp_comm_; }
+
+comm::Communicator& Trainer::tp_comm() const {
+  if (tp_comm_ == nullptr) throw RuntimeError("rank " + std::to_string(world_.rank()) + " has no tensor-parallel group");
+  return *tp_comm_;
+}
 
 Trainer::~Trainer() = default;
 
@@ -243,7 +324,26 @@ StepRecord Trainer::step() {
                                               std::span<const float> grads) {
       const double w0 = now();
       const model::ParamLayout& layout = state_.model.layout();
-      if (state_.shards->zero() >= 1) {
+      if (config_.plan.tp > 1 || config_.plan.pp > 1) {
+        // Slices of a stage: the whole network's tensors, gathered over the world (every rank
+        // reaches its one optimizer op, so the gathers pair up). Under ZeRO the reduced
+        // gradients are the shard's: the DP group gathers the rank's whole local buffer first.
+        std::vector<float> local_grads(grads.begin(), grads.end());
+        if (state_.shards->zero() >= 1) {
+          const int64_t n = state_.model.owned_range().numel();
+          std::vector<float> whole(static_cast<size_t>(n));
+          comm::CollectiveOptions o;
+          o.timeout = config_.comm_timeout;
+          o.tag = "dump.local_grads";
+          dp_comm_->all_gather_v(grads, whole, shard_counts({0, n}, n, dp_comm_->size()), o)->wait();
+          local_grads = std::move(whole);
+        }
+        const std::vector<float> all_params = gather_split_buffer(*this, state_.model.params(), "dump.weights");
+        const std::vector<float> all_grads = gather_split_buffer(*this, local_grads, "dump.grads");
+        const model::ParamLayout whole(mlp_shape(config_.model));
+        write_dump_tensors(options_.dump_dir / "weights.safetensors", whole, 0, all_params, meta);
+        write_dump_tensors(options_.dump_dir / "grads.safetensors", whole, 0, all_grads, meta);
+      } else if (state_.shards->zero() >= 1) {
         // A ZeRO rank holds a shard: gather both so the files hold whole tensors, as a
         // replica's do. Every rank reaches its optimizer op at the same point of the program,
         // so these collectives pair up (the parameter all-gathers come after it).
@@ -277,9 +377,14 @@ StepRecord Trainer::step() {
   rec.step = state_.step;
   rec.epoch = batch.epoch;
   rec.global_batch = batch.size;
-  for (const model::MicrobatchState& mb : mbs) {
-    rec.samples += mb.batch();
-    rec.loss_sum += mb.loss_sum();
+  // One rank per replica reports the loss and its samples (the last stage computes the loss;
+  // its tensor-parallel ranks compute the same one), so sums over ranks stay the global ones.
+  const strategy::RankCoords me = strategy::coords_of(config_.plan, world_.rank());
+  if (me.pp == config_.plan.pp - 1 && me.tp == 0) {
+    for (const model::MicrobatchState& mb : mbs) {
+      rec.samples += mb.batch();
+      rec.loss_sum += mb.loss_sum();
+    }
   }
   StepTimes& t = rec.times;
   t.data_seconds = t1 - t0;
@@ -296,7 +401,7 @@ StepRecord Trainer::step() {
     for (const std::vector<int64_t>& mb : indices) rec.sample_indices.insert(rec.sample_indices.end(), mb.begin(), mb.end());
   if (options_.record_events) {
     rec.events = std::move(r.events);
-    rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1});
+    rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1, ""});
   }
   ++state_.step;
   if (options_.sink) options_.sink->on_step(rec);

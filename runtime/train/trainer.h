@@ -33,6 +33,7 @@
 #include "runtime/train/telemetry.h"
 #include "strategy/cluster_spec.h"
 #include "strategy/model_spec.h"
+#include "strategy/partition.h"
 #include "strategy/plan.h"
 
 namespace parlab::train {
@@ -48,6 +49,13 @@ struct TrainConfig {
 
 // The lab network's shape from a ModelSpec; ConfigError unless model.kind is mlp.
 model::MlpShape mlp_shape(const strategy::ModelSpec& model);
+
+// The layers [begin, end) spanned by the model of `rank`: its pipeline stage's (the whole
+// network without pipeline parallelism).
+strategy::LayerRange stage_layers(const strategy::ModelSpec& model, const strategy::Plan& plan, int rank);
+// The chunks of layers that model holds (several under the interleaved schedule), in order.
+std::vector<model::LayerChunk> stage_model_chunks(const strategy::ModelSpec& model, const strategy::Plan& plan,
+                                                 int rank);
 
 // Global batch when the plan names neither gbs nor microbatches: mb x lcm(dp, 4), so 1, 2 and 4
 // workers train the same global batch (4 = the cpu-local preset's devices).
@@ -137,6 +145,10 @@ class Trainer {
   // The communicator of the data-parallel group (the world's for pure data parallelism): the
   // group over which the ZeRO shards are cut.
   comm::Communicator& dp_comm() const;
+  // The communicator of the tensor-parallel group (tp > 1 only).
+  comm::Communicator& tp_comm() const;
+  // The communicator over every rank of the plan.
+  comm::Communicator& world_comm() const { return world_; }
   // Every communicator the trainer's ops use (the world's and the groups split off it), e.g. to
   // dump all their flight recorders when the rank fails or is stopped.
   std::vector<const comm::Communicator*> communicators() const;
@@ -161,6 +173,7 @@ class Trainer {
 
   std::vector<std::unique_ptr<comm::Communicator>> owned_comms_;
   comm::Communicator* dp_comm_ = nullptr;
+  comm::Communicator* tp_comm_ = nullptr;
   std::unique_ptr<Executor> executor_;
 };
 

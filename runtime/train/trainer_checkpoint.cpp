@@ -6,6 +6,7 @@
 
 #include "parlab/version.h"
 #include "runtime/train/export.h"
+#include "runtime/train/trainer_checkpoint_split.h"
 #include "strategy/io.h"
 
 namespace parlab::train {
@@ -181,6 +182,7 @@ namespace {
 // Names of the state's tensors in checkpoint order. A sharded save's manifest lists tensors as
 // the ranks' pieces arrive, so fingerprints of a checkpoint follow this list instead.
 json tensor_order(const Trainer& t) {
+  if (split_checkpoint::applies(t)) return split_checkpoint::tensor_order(t);
   json names = json::array();
   const model::LabMlp& m = t.state().model;
   for (const model::ParamTensor& p : m.layout().tensors()) names.push_back(p.name);
@@ -219,6 +221,8 @@ json trainer_metadata(const Trainer& t) {
 }
 
 std::vector<checkpoint::TensorSlice> trainer_slices(const Trainer& t, int world, int rank) {
+  if (split_checkpoint::applies(t))
+    throw UnsupportedOp("trainer_slices: a tensor- or pipeline-parallel trainer's share is gathered by save_trainer");
   if (t.state().shards->zero() >= 1) {
     // ZeRO: each rank saves the pieces of its own shard; together they tile every tensor.
     std::vector<checkpoint::TensorSlice> out;
@@ -244,6 +248,10 @@ std::vector<checkpoint::TensorSlice> trainer_slices(const Trainer& t, int world,
 
 checkpoint::SaveResult save_trainer(const Trainer& t, const checkpoint::SaveOptions& options,
                                     checkpoint::Coordinator& coord) {
+  if (split_checkpoint::applies(t)) {
+    const split_checkpoint::SaveSet set = split_checkpoint::save_set(t);
+    return checkpoint::save_checkpoint(options, t.state().step, set.slices, trainer_metadata(t), coord);
+  }
   const std::vector<checkpoint::TensorSlice> slices = trainer_slices(t, coord.world_size(), coord.rank());
   return checkpoint::save_checkpoint(options, t.state().step, slices, trainer_metadata(t), coord);
 }
@@ -266,7 +274,10 @@ ResumeResult resume_trainer(Trainer& t, const checkpoint::LoadOptions& options, 
   std::vector<checkpoint::ReadRequest> into;
   ModelShards& shards = *s.shards;
   Optimizer& opt = *s.optimizer;
+  const bool split = split_checkpoint::applies(t);
+  if (split) into = split_checkpoint::requests(t);
   for (const model::ParamTensor& p : s.model.layout().tensors()) {
+    if (split) break;
     if (shards.zero() >= 3) {
       int64_t first = 0;
       const std::span<float> v = piece(shards.params(), shards.shard(), p, first);
@@ -277,6 +288,7 @@ ResumeResult resume_trainer(Trainer& t, const checkpoint::LoadOptions& options, 
   }
   for (const model::ParamTensor& p : s.model.layout().tensors())
     for (const std::string& b : opt.buffer_names()) {
+      if (split) break;
       int64_t first = 0;
       const std::span<float> v = piece(opt.mutable_buffer(b), opt.range(), p, first);
       if (!v.empty()) into.push_back({p.name + "." + b, first, v});
@@ -289,7 +301,8 @@ ResumeResult resume_trainer(Trainer& t, const checkpoint::LoadOptions& options, 
     if (!r.load.skipped.empty()) {
       s.model.init_params(t.config().seed);
       if (shards.zero() >= 3)
-        model::LabMlp::init_values(s.model.layout(), t.config().seed, shards.shard(), shards.params());
+        model::LabMlp::init_values(s.model.layout(), t.config().seed, shards.shard(), shards.params(),
+                                   s.model.tp_slice());
       for (const std::string& b : s.optimizer->buffer_names()) {
         const std::span<float> v = s.optimizer->mutable_buffer(b);
         std::fill(v.begin(), v.end(), 0.0f);
@@ -355,7 +368,9 @@ StateFingerprint state_fingerprint(const Trainer& t) {
   f.step = t.state().step;
   f.optimizer_step = t.state().optimizer->steps();
   f.sampler = t.state().sampler.state();
-  if (t.state().shards->zero() == 0) {
+  if (split_checkpoint::applies(t)) {
+    for (const auto& [name, data] : split_checkpoint::gather_full_state(t)) f.tensors.emplace_back(name, hash_floats(data));
+  } else if (t.state().shards->zero() == 0) {
     for (const StateView& v : state_views(t, false)) f.tensors.emplace_back(v.name, hash_floats(v.data));
   } else {
     for (const auto& [name, data] : gather_full_state(t).tensors) f.tensors.emplace_back(name, hash_floats(data));

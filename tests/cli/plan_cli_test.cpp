@@ -97,7 +97,7 @@ TEST(PlanCli, OtherCommandsNameTheFlagAndTheValueTheUserTyped) {
       {{"scaling", "--link", "0"}, "--link = 0:"},
       {{"train", "--nproc", "0", "--run-dir", run_dir}, "--nproc = 0:"},
       {{"train", "--nproc", "2", "--steps", "3", "--run-dir", run_dir, "--fault", "kill:rank=5,step=1"}, "rank 5"},
-      {{"train", "--nproc", "2", "--plan", "tp=2", "--run-dir", run_dir}, "not implemented by the runtime"},
+      {{"train", "--nproc", "4", "--plan", "pp=2,zero=1", "--run-dir", run_dir}, "with pipeline parallelism for training"},
       {{"proof", "kill-resume", "--nproc", "0", "--work-dir", run_dir}, "--nproc = 0:"},
   };
   for (const auto& c : cases) {

@@ -133,7 +133,7 @@ TEST(Plan, ValidationRules) {
   EXPECT_EQ(rejected_field("pp=2,zero=2", "gpt-175b", 8), "plan.zero");
   EXPECT_EQ(rejected_field("tp=8,sp=on", "gpt-175b", 8), "(accepted)");
   EXPECT_EQ(rejected_field("sp=on", "gpt-175b", 8), "plan.sp");                // needs tp > 1
-  EXPECT_EQ(rejected_field("tp=2,sp=on", "lab-mlp", 2), "plan.sp");            // transformer only
+  EXPECT_EQ(rejected_field("tp=2,sp=on", "lab-mlp", 2), "(accepted)");         // the MLP splits its batch rows
   EXPECT_EQ(rejected_field("mb=3,gbs=100", "gpt-175b", 8), "plan.gbs");        // 100 % 24
   EXPECT_EQ(rejected_field("mb=1,gbs=64,microbatches=3", "gpt-175b", 8), "plan.microbatches");
   EXPECT_EQ(rejected_field("tp=16", "gpt-175b", 8), "plan.tp*pp");             // 16 does not divide 8

@@ -27,8 +27,8 @@ StepRecord sample_record() {
   r.times = {.data_seconds = 0.001, .forward_seconds = 0.01, .backward_seconds = 0.02,
              .exposed_comm_seconds = 0.003, .optimizer_seconds = 0.004, .idle_seconds = 0.0005,
              .step_seconds = 0.0385, .comm_seconds = 0.012};
-  r.events.push_back(OpEvent{1, 7, 12, "comm", "all-reduce", "grad.bucket0", "dp.0", 4096, 100.5, 100.75});
-  r.events.push_back(OpEvent{1, 7, 3, "compute", "forward", "fwd.mb0.c0", "", 0, 100.25, 100.5});
+  r.events.push_back(OpEvent{1, 7, 12, "comm", "all-reduce", "grad.bucket0", "dp.0", 4096, 100.5, 100.75, ""});
+  r.events.push_back(OpEvent{1, 7, 3, "compute", "forward", "fwd.mb0.c0", "", 0, 100.25, 100.5, ""});
   return r;
 }
 
@@ -105,6 +105,26 @@ TEST(TelemetryTest, JsonlSinkWritesOneFlushedLinePerStep) {
     EXPECT_EQ(nlohmann::json::parse(line).size(), 2u);
   }
   std::filesystem::remove_all(dir);
+}
+
+// The measured bubble of an idealised GPipe of p stages and m microbatches with equal slots:
+// stage s runs forward k in slot s + k and backward k in slot (m + p - 1) + (p - 1 - s) + k, so
+// each stage is busy 2m of 2(m + p - 1) slots: the bubble is (p - 1)/(m + p - 1) exactly.
+TEST(TelemetryTest, MeasuredBubbleOfAnIdealGPipeIsTheFormulas) {
+  const int p = 4, m = 8;
+  std::vector<OpEvent> events;
+  for (int64_t step : {0, 1})
+    for (int s = 0; s < p; ++s)
+      for (int k = 0; k < m; ++k) {
+        const double base = 1000.0 * static_cast<double>(step);
+        const double f = base + s + k, b = base + (m + p - 1) + (p - 1 - s) + k;
+        events.push_back(OpEvent{s, step, k, "compute", "forward", "", "", 0, f, f + 1, "warmup"});
+        events.push_back(OpEvent{s, step, m + k, "compute", "backward", "", "", 0, b, b + 1, "cooldown"});
+      }
+  const MeasuredBubble bubble = measured_bubble(events);
+  EXPECT_EQ(bubble.steps, 1);  // step 0 is the warm-up
+  EXPECT_NEAR(bubble.mean, double(p - 1) / (m + p - 1), 1e-12);
+  EXPECT_NEAR(bubble.max_rank, double(p - 1) / (m + p - 1), 1e-12);
 }
 
 }  // namespace
