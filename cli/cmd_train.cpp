@@ -14,10 +14,10 @@
 #include "cli/checks.h"
 #include "cli/common.h"
 #include "db/results_store.h"
+#include "record/run_recorder.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/progress.h"
-#include "runtime/launch/run_recorder.h"
 #include "runtime/launch/run_training.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/worker.h"
@@ -306,8 +306,8 @@ void run_supervised(TrainOptions o) {
   if (!o.db.empty()) store.emplace(open_results("--db", o.db, /*read_only=*/false));
   if (!o.json) print_header(config, spec);
 
-  std::optional<launch::RunRecorder> recorder;
-  if (store) recorder.emplace(launch::RunRecorder::begin(*store, spec));
+  std::optional<record::RunRecorder> recorder;
+  if (store) recorder.emplace(record::RunRecorder::begin(*store, spec));
   Console console(o.json, o.every_step);
   launch::TrainCallbacks cb;
   cb.on_step = [&](const launch::StepSummary& s, int64_t steps) { console.progress(s, steps); };

@@ -1,11 +1,13 @@
-#include "runtime/launch/run_recorder.h"
+#include "record/run_recorder.h"
 
 #include <map>
 #include <numeric>
 
 #include "strategy/io.h"
 
-namespace parlab::launch {
+namespace parlab::record {
+
+using namespace launch;
 
 db::NewRun RunRecorder::new_run(const TrainJobSpec& spec, std::optional<db::ExperimentId> experiment) {
   const TrainJob job = pinned_job(spec.job, spec.nproc);
@@ -211,4 +213,4 @@ void RunRecorder::finish(const TrainOutcome& o) {
   finished_ = true;
 }
 
-}  // namespace parlab::launch
+}  // namespace parlab::record
