@@ -393,7 +393,8 @@ void add_train_command(CLI::App& app) {
       "checkpoints resumes from the newest good one; --steps is the total to reach.\n"
       "Faults (repeatable --fault; the first attempt only, or the first K with attempts=K, 0: every attempt):\n"
       "  kill:rank=R,step=S | kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] |\n"
-      "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | hang:rank=R,step=S | slow:rank=R,factor=F[,step=S]\n"
+      "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | hang:rank=R,step=S | slow:rank=R,factor=F[,step=S] |\n"
+      "  exit:rank=R,step=S[,code=C]\n"
       "Hangs and stragglers: detectors, thresholds, mitigations and fallbacks are in `parlab runbook`.");
   launch::TrainJob& j = o->spec.job;
   j.checkpoint_every = 50;
@@ -450,9 +451,6 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--job", o->job_file)->group("");
   cmd->add_flag("--trace-events", j.trace)->group("");
   cmd->add_flag("--record-samples", j.record_samples)->group("");
-  cmd->add_option("--fail-rank", j.fail_rank)->group("");
-  cmd->add_option("--fail-step", j.fail_step)->group("");
-  cmd->add_option("--fail-code", j.fail_code)->group("");
   cmd->callback([o, nproc, cmd] {
     check_train_flags(*cmd, *o);
     o->spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));
