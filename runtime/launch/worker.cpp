@@ -10,6 +10,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/comm/route.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/liveness.h"
@@ -80,6 +81,17 @@ WorkerWorld connect_worker(const comm::GlooOptions& options) {
     if (!local) {
       char host[256] = {};
       if (::gethostname(host, sizeof host - 1) == 0) o.hostname = host;
+      // A host name that resolves to loopback (containers, network namespaces) would be
+      // advertised to peers that cannot reach it: listen on the interface that routes to
+      // rank 0 instead, unless GLOO_SOCKET_IFNAME chooses.
+      if (!env_or_null("GLOO_SOCKET_IFNAME") && comm::resolves_to_loopback(o.hostname)) {
+        if (const auto ifname = comm::interface_towards(w.env.master_addr)) {
+          o.interface = *ifname;
+          std::fprintf(stderr, "rank %d: host name %s resolves to loopback; Gloo uses interface %s (the route to "
+                       "MASTER_ADDR %s; set GLOO_SOCKET_IFNAME to choose)\n", w.env.rank, o.hostname.c_str(),
+                       ifname->c_str(), w.env.master_addr.c_str());
+        }
+      }
     }
   }
   if (const char* ifname = env_or_null("GLOO_SOCKET_IFNAME")) o.interface = ifname;
