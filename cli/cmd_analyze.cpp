@@ -37,7 +37,7 @@ void add_analyze_command(CLI::App& app) {
       for (const auto& x : a.findings) {
         nlohmann::json culprits = nlohmann::json::array();
         for (const auto& c : x.culprits)
-          culprits.push_back({{"rank", c.rank}, {"skipped", c.skipped}, {"instead", c.instead}, {"left_no_dump", c.left_no_dump}});
+          culprits.push_back({{"rank", c.rank}, {"never_reached", c.never_reached}, {"instead", c.instead}, {"left_no_dump", c.left_no_dump}});
         f.push_back({{"group", x.group}, {"seq", x.seq}, {"op", x.op}, {"bytes", x.bytes}, {"tag", x.tag},
                      {"waited", x.waited}, {"waited_seconds", x.waited_seconds}, {"culprits", culprits},
                      {"sentence", x.sentence}});

@@ -117,7 +117,8 @@ void run_bench_collective(const CLI::App& cmd, const BenchCollectiveOptions& o) 
                      {"bytes", r.bytes},
                      {"seconds", r.seconds},
                      {"algbw_bytes_per_s", r.algbw_bytes_per_s},
-                     {"busbw_bytes_per_s", r.busbw_bytes_per_s}});
+                     {"busbw_bytes_per_s", r.busbw_bytes_per_s},
+                     {"wrong", r.wrong}});
     print_json({{"backend", "gloo"}, {"transport", "tcp loopback"}, {"rows", out},
                 {"memcpy_bytes", largest}, {"memcpy_bytes_per_s", memcpy_bytes_per_s}});
     return;

@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "runtime/device/device.h"
+#include "record/proof_recorder.h"
 #include "runtime/launch/kill_resume_proof.h"
 #include "strategy/errors.h"
 
@@ -44,9 +45,10 @@ void run_kill_resume(ProofCliOptions& o) {
                p.checkpoint_every, p.shrink ? " --min-nproc " + std::to_string(p.nproc - 1) : "");
   }
   std::optional<db::ResultsStore> store;
+  std::optional<record::ProofRecorder> recorder;
   if (!o.db.empty()) {
     store.emplace(open_results("--db", o.db, /*read_only=*/false));
-    p.store = &*store;
+    p.sink = &recorder.emplace(*store);
   }
   const launch::ProofReport report = launch::run_kill_resume_proof(p);
   if (report.proof_id && !o.json)

@@ -11,7 +11,7 @@
 #include "cli/common.h"
 #include "cli/sim_progress.h"
 #include "sim/simulate.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "strategy/consistency.h"
 #include "strategy/cost_model.h"
 #include "strategy/errors.h"

@@ -15,10 +15,10 @@
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "runtime/device/device.h"
+#include "record/run_recorder.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/progress.h"
-#include "runtime/launch/run_recorder.h"
 #include "runtime/launch/run_training.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/launch/worker.h"
@@ -310,8 +310,8 @@ void run_supervised(TrainOptions o) {
   if (!o.db.empty()) store.emplace(open_results("--db", o.db, /*read_only=*/false));
   if (!o.json) print_header(config, spec);
 
-  std::optional<launch::RunRecorder> recorder;
-  if (store) recorder.emplace(launch::RunRecorder::begin(*store, spec));
+  std::optional<record::RunRecorder> recorder;
+  if (store) recorder.emplace(record::RunRecorder::begin(*store, spec));
   Console console(o.json, o.every_step);
   launch::TrainCallbacks cb;
   cb.on_step = [&](const launch::StepSummary& s, int64_t steps) { console.progress(s, steps); };
@@ -398,7 +398,7 @@ void add_train_command(CLI::App& app) {
       "Faults (repeatable --fault; the first attempt only, or the first K with attempts=K, 0: every attempt):\n"
       "  kill:rank=R,step=S | kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] |\n"
       "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | skip-send:rank=R,step=S | hang:rank=R,step=S |\n"
-      "  slow:rank=R,factor=F[,step=S]\n"
+      "  slow:rank=R,factor=F[,step=S] | exit:rank=R,step=S[,code=C]\n"
       "Hangs and stragglers: detectors, thresholds, mitigations and fallbacks are in `parlab runbook`.");
   launch::TrainJob& j = o->spec.job;
   j.checkpoint_every = 50;
@@ -458,9 +458,6 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--job", o->job_file)->group("");
   cmd->add_flag("--trace-events", j.trace)->group("");
   cmd->add_flag("--record-samples", j.record_samples)->group("");
-  cmd->add_option("--fail-rank", j.fail_rank)->group("");
-  cmd->add_option("--fail-step", j.fail_step)->group("");
-  cmd->add_option("--fail-code", j.fail_code)->group("");
   cmd->callback([o, nproc, cmd] {
     check_train_flags(*cmd, *o);
     o->spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));

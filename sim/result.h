@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sim/executor.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "strategy/cost_model.h"
 
 namespace parlab::sim {

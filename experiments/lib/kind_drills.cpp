@@ -10,10 +10,10 @@
 
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
+#include "record/run_recorder.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
-#include "runtime/launch/run_recorder.h"
 #include "runtime/launch/run_training.h"
 #include "strategy/errors.h"
 #include "strategy/text_table.h"
@@ -41,7 +41,7 @@ launch::TrainJobSpec drill_spec(const Context& ctx, const std::string& model, co
 // Runs `spec` recorded as a measured run of the experiment; the callbacks' notes become progress.
 launch::TrainOutcome run_recorded(Context& ctx, const launch::TrainJobSpec& spec, launch::TrainCallbacks cb,
                                   db::RunId& run) {
-  launch::RunRecorder rec = launch::RunRecorder::begin(ctx.store, spec, ctx.experiment);
+  record::RunRecorder rec = record::RunRecorder::begin(ctx.store, spec, ctx.experiment);
   run = rec.run();
   ctx.outcome->runs.push_back(run);
   cb.recorder = &rec;

@@ -1,6 +1,6 @@
 // Experiment kinds that run the Gloo runtime: measured scaling points, the one-worker
 // equivalence test and the kill-and-resume proof. Every run goes through run_training (real
-// worker processes under the supervisor) and is recorded by RunRecorder.
+// worker processes under the supervisor) and is recorded by record::RunRecorder.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,11 +11,12 @@
 #include "experiments/lib/measure.h"
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
+#include "record/proof_recorder.h"
+#include "record/run_recorder.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/device/device.h"
 #include "runtime/launch/kill_resume_proof.h"
-#include "runtime/launch/run_recorder.h"
 #include "runtime/launch/run_training.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
@@ -49,7 +50,7 @@ launch::TrainJobSpec job_spec(const Context& ctx, const std::string& model, cons
 
 // Trains `spec` with progress lines, recorded as a measured run; throws if the job failed.
 launch::TrainOutcome train_recorded(Context& ctx, const launch::TrainJobSpec& spec, const std::string& what) {
-  launch::RunRecorder rec = launch::RunRecorder::begin(ctx.store, spec, ctx.experiment);
+  record::RunRecorder rec = record::RunRecorder::begin(ctx.store, spec, ctx.experiment);
   ctx.outcome->runs.push_back(rec.run());
   launch::TrainCallbacks cb;
   cb.recorder = &rec;
@@ -298,8 +299,8 @@ void run_kill_resume(Context& ctx, const KillResumeTask& t) {
   o.work_dir = run_dir(ctx, "proof");
   o.worker_command = worker_command(ctx);
   o.on_note = [&ctx](const std::string& s) { ctx.progress("  " + s); };
-  o.store = &ctx.store;
-  o.experiment = ctx.experiment;
+  record::ProofRecorder recorder(ctx.store, ctx.experiment);
+  o.sink = &recorder;
   const launch::ProofReport rep = launch::run_kill_resume_proof(o);
   // The reference's final checkpoint is what every trial resumed towards: check it holds everything.
   record_checkpoint_completeness(ctx, o.work_dir / "reference", t.steps, rep.reference_run);

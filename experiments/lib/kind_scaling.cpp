@@ -12,7 +12,7 @@
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
 #include "sim/simulate.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "strategy/io.h"
 #include "strategy/stats.h"
 #include "strategy/text_table.h"

@@ -1,11 +1,11 @@
 #pragma once
 // One simulated (or measured) step as an item model: the trace events the Chrome trace export
-// writes (sim/trace.h), one row per op, times relative to the step's start. The timeline
+// writes (trace/trace.h), one row per op, times relative to the step's start. The timeline
 // widget draws these rows; its "table" toggle shows them.
 #include <QAbstractTableModel>
 #include <vector>
 
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 namespace parlab::gui {
 

@@ -1,10 +1,10 @@
 #pragma once
-// Reads a Chrome trace written by sim/trace.cpp (simulated, or a measured run's --trace) back
+// Reads a Chrome trace written by trace/trace.cpp (simulated, or a measured run's --trace) back
 // into trace events, so the timeline draws both from the one schema.
 #include <string>
 #include <vector>
 
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 namespace parlab::gui {
 

@@ -12,24 +12,42 @@
 namespace parlab::comm {
 namespace {
 
-// Runs `op` once on buffers sized for `elements` (S / 4) and blocks until it is done.
+// What rank r puts in element i of the whole tensor: small integers, so every sum over ranks is
+// exact in fp32 and a result can be checked element by element (nccl-tests fills and checks the
+// same way). The rank term makes a collective that drops or repeats a rank's data visible.
+float fill_value(int rank, std::size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
+
+// The sum over n ranks of fill_value(r, i).
+float sum_value(int n, std::size_t i) {
+  return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
+}
+
+// Runs `op` on buffers sized for `elements` (S / 4): fill() writes this rank's inputs, run()
+// is the collective alone (what is timed), wrong() counts the output elements that differ from
+// what the collective must produce.
 class BenchBuffers {
  public:
-  BenchBuffers(strategy::CollectiveOp op, std::size_t elements, int n)
-      : op_(op), n_(static_cast<std::size_t>(n)) {
-    const std::size_t piece = elements / n_;
+  BenchBuffers(strategy::CollectiveOp op, std::size_t elements, int rank, int n)
+      : op_(op), rank_(rank), n_(n), piece_(elements / static_cast<std::size_t>(n)) {
     switch (op) {
       case strategy::CollectiveOp::kAllReduce:
-      case strategy::CollectiveOp::kBroadcast: a_.assign(elements, 1.0f); break;
+      case strategy::CollectiveOp::kBroadcast: a_.resize(elements); break;
       case strategy::CollectiveOp::kReduceScatter:
-        a_.assign(elements, 1.0f);
-        b_.assign(piece, 0.0f);
+        a_.resize(elements);
+        b_.resize(piece_);
         break;
       case strategy::CollectiveOp::kAllGather:
-        a_.assign(piece, 1.0f);
-        b_.assign(elements, 0.0f);
+        a_.resize(piece_);
+        b_.resize(elements);
         break;
     }
+  }
+
+  // All-reduce and broadcast work in place, so the input is rewritten before every run.
+  void fill() {
+    const std::size_t offset = op_ == strategy::CollectiveOp::kAllGather ? rank_index() * piece_ : 0;
+    for (std::size_t i = 0; i < a_.size(); ++i) a_[i] = fill_value(rank_, offset + i);
+    std::fill(b_.begin(), b_.end(), -1.0f);
   }
 
   void run(Communicator& comm, const CollectiveOptions& o) {
@@ -41,14 +59,31 @@ class BenchBuffers {
       case strategy::CollectiveOp::kAllGather: w = comm.all_gather(a_, b_, o); break;
     }
     w->wait();
-    // Keep all-reduce inputs from growing to inf over many iterations (would not change the
-    // time, but keeps the buffers honest if someone inspects them).
-    if (op_ == strategy::CollectiveOp::kAllReduce) std::fill(a_.begin(), a_.end(), 1.0f);
+  }
+
+  int64_t wrong() const {
+    int64_t bad = 0;
+    auto count = [&](const std::vector<float>& got, auto expected) {
+      for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] == expected(i) ? 0 : 1;
+    };
+    switch (op_) {
+      case strategy::CollectiveOp::kAllReduce: count(a_, [&](std::size_t i) { return sum_value(n_, i); }); break;
+      case strategy::CollectiveOp::kBroadcast: count(a_, [&](std::size_t i) { return fill_value(0, i); }); break;
+      case strategy::CollectiveOp::kReduceScatter:
+        count(b_, [&](std::size_t i) { return sum_value(n_, rank_index() * piece_ + i); });
+        break;
+      case strategy::CollectiveOp::kAllGather:
+        count(b_, [&](std::size_t i) { return fill_value(static_cast<int>(i / piece_), i); });
+        break;
+    }
+    return bad;
   }
 
  private:
+  std::size_t rank_index() const { return static_cast<std::size_t>(rank_); }
   strategy::CollectiveOp op_;
-  std::size_t n_;
+  int rank_, n_;
+  std::size_t piece_;
   std::vector<float> a_, b_;
 };
 
@@ -75,16 +110,27 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
                             std::to_string(n * sizeof(float)) + " B on " + std::to_string(n) +
                             " ranks)");
     }
-    BenchBuffers buffers(op, elements, n);
-    for (int i = 0; i < warmup; ++i) buffers.run(comm, options);
+    BenchBuffers buffers(op, elements, comm.rank(), n);
+    for (int i = 0; i < warmup; ++i) {
+      buffers.fill();
+      buffers.run(comm, options);
+    }
+    // Only the collective sits inside the timed interval: the refill before it and the check
+    // after it are outside (nccl-tests times the same way).
     std::vector<float> mine(static_cast<std::size_t>(iters));
+    int64_t wrong = 0;
     for (int i = 0; i < iters; ++i) {
+      buffers.fill();
       comm.barrier(options)->wait();
       const auto t0 = std::chrono::steady_clock::now();
       buffers.run(comm, options);
       mine[static_cast<std::size_t>(i)] =
           std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
+      wrong += buffers.wrong();
     }
+    // Every rank reports its wrong elements; the row counts them over all ranks.
+    std::vector<float> wrong_mine = {static_cast<float>(wrong)}, wrong_all(static_cast<std::size_t>(n));
+    comm.all_gather(wrong_mine, wrong_all, options)->wait();
     // A collective is done when its slowest rank is: take the max over ranks per iteration.
     std::vector<float> all(mine.size() * static_cast<std::size_t>(n));
     comm.all_gather(mine, all, options)->wait();
@@ -97,6 +143,7 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
     CollectiveBenchRow row;
     row.bytes = static_cast<double>(elements * sizeof(float));
     row.seconds = median(slowest);
+    for (float w : wrong_all) row.wrong += static_cast<int64_t>(w);
     row.algbw_bytes_per_s = strategy::algbw_bytes_per_s(row.bytes, row.seconds);
     row.busbw_bytes_per_s = strategy::busbw_bytes_per_s(op, n, row.bytes, row.seconds);
     rows.push_back(row);
@@ -162,12 +209,13 @@ std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
                     std::to_string(strategy::bus_bandwidth_factor(op, n_ranks)).substr(0, 5) +
                     "; GB = 1e9 B)\n";
   char line[160];
-  std::snprintf(line, sizeof line, "%14s %12s %14s %14s\n", "size (B)", "time (us)",
-                "algbw (GB/s)", "busbw (GB/s)");
+  std::snprintf(line, sizeof line, "%14s %12s %14s %14s %8s\n", "size (B)", "time (us)",
+                "algbw (GB/s)", "busbw (GB/s)", "#wrong");
   out += line;
   for (const auto& r : rows) {
-    std::snprintf(line, sizeof line, "%14.0f %12.1f %14.3f %14.3f\n", r.bytes, r.seconds * 1e6,
-                  r.algbw_bytes_per_s / units::kGB, r.busbw_bytes_per_s / units::kGB);
+    std::snprintf(line, sizeof line, "%14.0f %12.1f %14.3f %14.3f %8lld\n", r.bytes, r.seconds * 1e6,
+                  r.algbw_bytes_per_s / units::kGB, r.busbw_bytes_per_s / units::kGB,
+                  static_cast<long long>(r.wrong));
     out += line;
   }
   return out;

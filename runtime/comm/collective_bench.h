@@ -3,9 +3,14 @@
 // `iters` timed runs; a row reports the median time and the bandwidths of strategy/collectives.h
 // (algbw = S / t, busbw = algbw * bus_bandwidth_factor(op, n); S is the whole tensor, as there).
 //
+// Each run's input is refilled with rank-dependent values before its timed interval and its
+// output checked after it; a row counts the wrong elements over all ranks and runs (#wrong, as
+// nccl-tests prints), so a fast but broken collective does not go unseen.
+//
 // Every member of the communicator calls it with the same arguments. Each timed run starts after
 // a barrier and its time is the slowest rank's (an all-gather of the per-rank times), so every
 // rank returns the same rows.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +25,7 @@ struct CollectiveBenchRow {
   double seconds = 0;  // median over iters of the slowest rank's time
   double algbw_bytes_per_s = 0;
   double busbw_bytes_per_s = 0;
+  int64_t wrong = 0;   // output elements that differ from the expected result, all ranks and iters
 };
 
 // Throws ConfigError for iters < 1, warmup < 0 or a size under one element per rank.
@@ -34,7 +40,7 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
 // KB, MB, GB are decimal. Throws ConfigError naming `field`.
 std::vector<double> parse_size_range(std::string_view text, const std::string& field = "sizes");
 
-// nccl-tests style table: size, time, algbw, busbw (decimal GB/s), one row per size.
+// nccl-tests style table: size, time, algbw, busbw (decimal GB/s), #wrong, one row per size.
 std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
                                     strategy::CollectiveOp op, int n_ranks);
 

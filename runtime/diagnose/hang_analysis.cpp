@@ -133,106 +133,141 @@ std::string HangAnalysis::summary() const {
   return out;
 }
 
-HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, int world_size) {
-  HangAnalysis out;
-  // group -> rank -> seq -> record (point-to-point ops have their own per-peer numbering and
-  // are left out of the group comparison).
-  std::map<std::string, std::map<int, std::map<uint64_t, const comm::FlightRecord*>>> groups;
+namespace {
+
+// The dumps indexed: group -> rank -> seq -> record (point-to-point ops have their own per-peer
+// numbering and are left out of the group comparison), with what is needed to time the waits.
+struct DumpIndex {
+  std::map<std::string, ByRank> groups;
   std::map<std::string, int> group_sizes;
   std::map<std::pair<std::string, int>, double> dumped_at;  // (group, rank) -> snapshot time
   std::set<int> ranks_seen;
-  double latest = 0;
+  double latest = 0;  // the last time any entry mentions
+};
+
+DumpIndex index_dumps(const std::vector<comm::FlightRecorderDump>& dumps, int& world_size, HangAnalysis& out) {
+  DumpIndex x;
   for (const auto& d : dumps) {
-    ranks_seen.insert(d.identity.rank);
-    if (d.dumped_seconds) dumped_at[{d.identity.group, d.identity.rank}] = *d.dumped_seconds;
+    x.ranks_seen.insert(d.identity.rank);
+    if (d.dumped_seconds) x.dumped_at[{d.identity.group, d.identity.rank}] = *d.dumped_seconds;
     world_size = std::max(world_size, d.identity.world_size);
-    group_sizes[d.identity.group] = std::max(group_sizes[d.identity.group], d.identity.group_size);
-    auto& by_seq = groups[d.identity.group][d.identity.rank];
+    x.group_sizes[d.identity.group] = std::max(x.group_sizes[d.identity.group], d.identity.group_size);
+    auto& by_seq = x.groups[d.identity.group][d.identity.rank];
     if (d.dropped > 0)
       out.notes.push_back("rank " + std::to_string(d.identity.rank) + " group " + d.identity.group + ": the ring dropped " +
                           std::to_string(d.dropped) + " older entries");
     for (const auto& e : d.entries) {
       if (comm::is_point_to_point(e.op)) continue;
       by_seq[e.seq] = &e;
-      latest = std::max({latest, e.start_seconds.value_or(0), e.end_seconds.value_or(0)});
+      x.latest = std::max({x.latest, e.start_seconds.value_or(0), e.end_seconds.value_or(0)});
     }
   }
-  out.notes.push_back("read " + std::to_string(dumps.size()) + " dumps from " + std::to_string(ranks_seen.size()) + " ranks");
+  out.notes.push_back("read " + std::to_string(dumps.size()) + " dumps from " + std::to_string(x.ranks_seen.size()) + " ranks");
   for (int r = 0; r < world_size; ++r)
-    if (!ranks_seen.count(r)) out.notes.push_back("rank " + std::to_string(r) + " left no flight-recorder dump");
+    if (!x.ranks_seen.count(r)) out.notes.push_back("rank " + std::to_string(r) + " left no flight-recorder dump");
+  return x;
+}
 
-  for (const auto& [group, by_rank] : groups) {
-    // Compare from the first sequence number every rank still holds.
-    uint64_t first = 0, last = 0;
-    bool any = false;
-    for (const auto& [rank, seqs] : by_rank) {
-      if (seqs.empty()) continue;
-      first = any ? std::max(first, seqs.begin()->first) : seqs.begin()->first;
-      last = any ? std::max(last, seqs.rbegin()->first) : seqs.rbegin()->first;
-      any = true;
+// Where one group's ranks first disagree, from the first sequence number every rank still holds
+// (`first` is set to it). Ranks of the world group that left no dump at all (known from its size)
+// are not compared call by call, their history being unknown; when the ranks with dumps agree
+// but some never completed an op, they waited there for a rank without a record (it froze or
+// died): that op is where the job stopped.
+strategy::Disagreement disagreement(const std::string& group, const ByRank& by_rank, int size, uint64_t& first,
+                                    std::vector<int>& no_dump) {
+  uint64_t last = 0;
+  bool any = false;
+  for (const auto& [rank, seqs] : by_rank) {
+    if (seqs.empty()) continue;
+    first = any ? std::max(first, seqs.begin()->first) : seqs.begin()->first;
+    last = any ? std::max(last, seqs.rbegin()->first) : seqs.rbegin()->first;
+    any = true;
+  }
+  if (!any) return {};
+  std::map<int, std::vector<strategy::CallRecord>> calls;
+  for (const auto& [rank, seqs] : by_rank) {
+    auto& v = calls[rank];
+    for (uint64_t s = first; s <= last; ++s) {
+      auto it = seqs.find(s);
+      if (it == seqs.end()) break;
+      v.push_back({std::string(comm::to_string(it->second->op)), it->second->bytes, it->second->tag});
     }
-    if (!any) continue;
-    std::map<int, std::vector<strategy::CallRecord>> calls;
-    for (const auto& [rank, seqs] : by_rank) {
-      auto& v = calls[rank];
-      for (uint64_t s = first; s <= last; ++s) {
-        auto it = seqs.find(s);
-        if (it == seqs.end()) break;
-        v.push_back({std::string(comm::to_string(it->second->op)), it->second->bytes, it->second->tag});
-      }
-    }
-    // Ranks of this group that left no dump at all: known from the group size when the group
-    // is the world. Their history is unknown, so they are not compared call by call.
-    const int size = group_sizes[group];
+  }
+  if (group == "world")
+    for (int r = 0; r < size; ++r)
+      if (!by_rank.count(r)) no_dump.push_back(r);
+  strategy::Disagreement d = strategy::first_disagreement(calls);
+  if (!d.found && !no_dump.empty()) d = stuck_waiting_for(by_rank, first, last, no_dump);
+  return d;
+}
+
+// The disagreement as a finding: the collective, who waited how long, and the culprits (those
+// that never reached it, then those that issued something else there).
+HangFinding make_finding(const std::string& group, const DumpIndex& x, const strategy::Disagreement& d, uint64_t first,
+                         const std::vector<int>& no_dump) {
+  const ByRank& by_rank = x.groups.at(group);
+  HangFinding f;
+  f.group = group;
+  f.seq = first + uint64_t(d.index);
+  f.op = d.reference.op;
+  f.bytes = d.reference.bytes;
+  f.tag = d.reference.tag;
+  f.waited = d.agreeing;
+  for (int r : d.agreeing) {
+    const auto* rec = by_rank.at(r).at(f.seq);
+    // Still waiting when the dump was taken (a rank stopped by the supervisor): it had waited
+    // until the snapshot.
+    const auto snap = x.dumped_at.find({group, r});
+    const double until = snap != x.dumped_at.end() ? std::max(snap->second, x.latest) : x.latest;
+    const double start = rec->start_seconds.value_or(until);
+    const double end = rec->end_seconds && ended(rec->state) ? *rec->end_seconds : rec->end_seconds.value_or(until);
+    f.waited_seconds = std::max(f.waited_seconds, end - start);
+  }
+  for (int r : d.missing) {
+    Culprit c;
+    c.rank = r;
+    c.never_reached = true;
+    c.left_no_dump = std::find(no_dump.begin(), no_dump.end(), r) != no_dump.end();
+    if (!c.left_no_dump && !by_rank.at(r).empty()) c.instead = "its last was " + describe(*by_rank.at(r).rbegin()->second);
+    f.culprits.push_back(c);
+  }
+  for (int r : d.different) {
+    Culprit c;
+    c.rank = r;
+    c.instead = "it issued " + describe(*by_rank.at(r).at(f.seq)) + " there instead";
+    f.culprits.push_back(c);
+  }
+  return f;
+}
+
+// "rank 2 skipped all-reduce #10 (tag, 12.6 MB, group world): it issued ... instead; ranks 0, 1,
+// 3 waited 30.0 s". A rank that issued another op there skipped this one; a rank whose record
+// ends before it never reached it.
+std::string sentence(const HangFinding& f) {
+  std::string who;
+  for (const auto& c : f.culprits) {
+    if (!who.empty()) who += "; ";
+    const char* what = c.left_no_dump ? " left no dump and never reached" : c.never_reached ? " never reached" : " skipped";
+    who += "rank " + std::to_string(c.rank) + what + " " + f.op + " #" + std::to_string(f.seq) + " (" + f.tag + ", " +
+           units::format_bytes(f.bytes) + ", group " + f.group + ")";
+    if (!c.instead.empty()) who += ": " + c.instead;
+  }
+  return who + "; " + (f.waited.size() == 1 ? "rank " : "ranks ") + strategy::join_ranks(f.waited) + " waited " +
+         seconds(f.waited_seconds);
+}
+
+}  // namespace
+
+HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, int world_size) {
+  HangAnalysis out;
+  const DumpIndex x = index_dumps(dumps, world_size, out);
+  for (const auto& [group, by_rank] : x.groups) {
+    uint64_t first = 0;
     std::vector<int> no_dump;
-    if (group == "world")
-      for (int r = 0; r < size; ++r)
-        if (!by_rank.count(r)) no_dump.push_back(r);
-    strategy::Disagreement d = strategy::first_disagreement(calls);
-    // The ranks with dumps agree, but some never completed an op: they waited there for a rank
-    // that left no record (it froze or died). That op is where the job stopped.
-    if (!d.found && !no_dump.empty()) d = stuck_waiting_for(by_rank, first, last, no_dump);
+    const strategy::Disagreement d = disagreement(group, by_rank, x.group_sizes.at(group), first, no_dump);
     if (!d.found) continue;
-    HangFinding f;
-    f.group = group;
-    f.seq = first + uint64_t(d.index);
-    f.op = d.reference.op;
-    f.bytes = d.reference.bytes;
-    f.tag = d.reference.tag;
-    f.waited = d.agreeing;
-    for (int r : d.agreeing) {
-      const auto* rec = by_rank.at(r).at(f.seq);
-      // Still waiting when the dump was taken (a rank stopped by the supervisor): it had waited
-      // until the snapshot.
-      const auto snap = dumped_at.find({group, r});
-      const double until = snap != dumped_at.end() ? std::max(snap->second, latest) : latest;
-      const double start = rec->start_seconds.value_or(until);
-      const double end = rec->end_seconds && ended(rec->state) ? *rec->end_seconds : rec->end_seconds.value_or(until);
-      f.waited_seconds = std::max(f.waited_seconds, end - start);
-    }
-    for (int r : d.missing) {
-      Culprit c;
-      c.rank = r;
-      c.skipped = true;
-      c.left_no_dump = std::find(no_dump.begin(), no_dump.end(), r) != no_dump.end();
-      if (!c.left_no_dump && !by_rank.at(r).empty()) c.instead = "its last was " + describe(*by_rank.at(r).rbegin()->second);
-      f.culprits.push_back(c);
-    }
-    for (int r : d.different) {
-      Culprit c;
-      c.rank = r;
-      c.instead = "it issued " + describe(*by_rank.at(r).at(f.seq)) + " there instead";
-      f.culprits.push_back(c);
-    }
-    std::string who;
-    for (const auto& c : f.culprits) {
-      if (!who.empty()) who += "; ";
-      who += "rank " + std::to_string(c.rank) + (c.left_no_dump ? " left no dump and never reached" : c.skipped ? " never reached" : " skipped") +
-             " " + f.op + " #" + std::to_string(f.seq) + " (" + f.tag + ", " + units::format_bytes(f.bytes) + ", group " + group + ")";
-      if (!c.instead.empty()) who += ": " + c.instead;
-    }
-    f.sentence = who + "; " + (f.waited.size() == 1 ? "rank " : "ranks ") + strategy::join_ranks(f.waited) + " waited " +
-                 seconds(f.waited_seconds);
+    HangFinding f = make_finding(group, x, d, first, no_dump);
+    f.sentence = sentence(f);
     out.findings.push_back(std::move(f));
   }
   // The world group's disagreement usually explains the others; order by the wait (longest first).

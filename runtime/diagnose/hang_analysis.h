@@ -18,7 +18,9 @@ namespace parlab::diagnose {
 
 struct Culprit {
   int rank = 0;
-  bool skipped = false;   // never issued the collective (its sequence ends before)
+  // Its record ends before the collective: it never reached it (hung or died on the way). When
+  // false, it issued another op at that sequence number: it skipped the collective.
+  bool never_reached = false;
   std::string instead;    // what it issued at that sequence number instead, or its last op
   bool left_no_dump = false;  // no flight-recorder file: the process died or never got here
 };

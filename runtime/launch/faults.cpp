@@ -35,6 +35,7 @@ const std::vector<KindInfo>& kinds() {
       {FaultKind::kHang, "hang", {"rank", "step"}, {}},
       {FaultKind::kSlow, "slow", {"rank", "factor"}, {"step"}},
       {FaultKind::kSkipSend, "skip-send", {"rank", "step"}, {}},
+      {FaultKind::kExit, "exit", {"rank", "step"}, {"code"}},
   };
   return k;
 }
@@ -78,6 +79,9 @@ std::string FaultSpec::to_string() const {
       break;
     case FaultKind::kCorruptCheckpoint:
       text = "corrupt-checkpoint:" + s + (shard != 0 ? ",shard=" + std::to_string(shard) : "");
+      break;
+    case FaultKind::kExit:
+      text = "exit:" + r + "," + s + (code != 3 ? ",code=" + std::to_string(code) : "");
       break;
     case FaultKind::kSlow: {
       char f[32];
@@ -142,6 +146,11 @@ FaultSpec parse_fault(std::string_view text) {
   }
   if (values.count("rank")) f.rank = static_cast<int>(integer("rank", 0));
   if (values.count("shard")) f.shard = static_cast<int>(integer("shard", 0));
+  if (values.count("code")) {
+    // 126 and up mean "not executable", "not found" and "killed by signal N" to a shell.
+    f.code = static_cast<int>(integer("code", 1));
+    if (f.code > 125) throw fail("key 'code' = '" + values.at("code") + "' must be an exit code in 1..125");
+  }
   if (values.count("phase")) {
     bool found = false;
     for (SavePhase p : kPhases)

@@ -29,6 +29,8 @@
 //                                            stops (caught by the supervisor's heartbeat check)
 //   slow:rank=R,factor=F[,step=S]            rank R is a straggler from step S (default 0): every
 //                                            compute op takes F times its measured time (F > 1)
+//   exit:rank=R,step=S[,code=C]              rank R fails before step S as a crashing worker does:
+//                                            an error record, then exit code C (default 3, 1..125)
 // Every kind also takes attempts=K: the fault fires on the job's first K attempts (0: on every
 // attempt, a persistent fault such as a bad node; what --max-same-failure is for).
 //
@@ -49,10 +51,10 @@
 
 namespace parlab::launch {
 
-enum class FaultKind { kKill, kKillDuringCheckpoint, kCorruptCheckpoint, kLoseRank, kSkipAllReduce, kHang, kSlow, kSkipSend };
+enum class FaultKind { kKill, kKillDuringCheckpoint, kCorruptCheckpoint, kLoseRank, kSkipAllReduce, kHang, kSlow, kSkipSend, kExit };
 
 // "kill", "kill-during-checkpoint", "corrupt-checkpoint", "lose-rank", "skip-allreduce", "hang",
-// "slow", "skip-send".
+// "slow", "skip-send", "exit".
 const char* fault_kind_name(FaultKind kind);
 
 struct FaultSpec {
@@ -62,6 +64,7 @@ struct FaultSpec {
   checkpoint::SavePhase phase = checkpoint::SavePhase::kBeforeManifest;  // kill-during-checkpoint
   int shard = 0;                                                          // corrupt-checkpoint
   double factor = 1;                                                      // slow
+  int code = 3;                                                           // exit
   int attempts = 1;  // fires on attempts [0, attempts); 0: every attempt
 
   // The canonical text, which parse_fault() reads back ("kill:rank=1,step=7").

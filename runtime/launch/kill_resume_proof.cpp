@@ -7,7 +7,6 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/compute/counter_rng.h"
-#include "runtime/launch/run_recorder.h"
 #include "strategy/errors.h"
 #include "strategy/text_table.h"
 #include "strategy/units.h"
@@ -44,13 +43,13 @@ TrainJobSpec job_spec(const ProofOptions& o, const fs::path& run_dir, const std:
   return spec;
 }
 
-// One run of the proof, recorded when the options carry a store.
-TrainOutcome run_job(const ProofOptions& o, const TrainJobSpec& spec, std::optional<db::RunId>& id) {
-  if (!o.store) return run_training(spec);
-  RunRecorder rec = RunRecorder::begin(*o.store, spec, o.experiment);
-  id = rec.run();
+// One run of the proof, recorded when the options carry a sink.
+TrainOutcome run_job(const ProofOptions& o, const TrainJobSpec& spec, std::optional<int64_t>& id) {
+  if (!o.sink) return run_training(spec);
+  const std::unique_ptr<RunSink> rec = o.sink->begin_run(spec);
+  id = rec->run_id();
   TrainCallbacks cb;
-  cb.recorder = &rec;
+  cb.recorder = rec.get();
   return run_training(spec, cb);
 }
 
@@ -210,12 +209,7 @@ ProofReport run_kill_resume_proof(const ProofOptions& o) {
     report.passed = report.passed && t.passed;
     report.trials.push_back(std::move(t));
   }
-  if (o.store) {
-    db::ProofRecord rec = to_proof_record(report);
-    rec.run = report.reference_run;
-    rec.experiment = o.experiment;
-    report.proof_id = o.store->add_proof(rec);
-  }
+  if (o.sink) report.proof_id = o.sink->add_proof(report);
   return report;
 }
 
@@ -269,16 +263,6 @@ json ProofReport::evidence() const {
   json e = {{"reference_hash", reference_hash}, {"trials", rows}, {"table", table()}};
   if (reference_run) e["reference_run"] = *reference_run;
   return e;
-}
-
-db::ProofRecord to_proof_record(const ProofReport& r) {
-  db::ProofRecord p;
-  p.kind = r.shrink ? "kill_resume_elastic" : "kill_resume_bitwise";
-  p.inputs = r.inputs();
-  p.result = r.headline();
-  p.passed = r.passed;
-  p.evidence = r.evidence();
-  return p;
 }
 
 }  // namespace parlab::launch

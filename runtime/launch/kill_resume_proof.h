@@ -18,16 +18,30 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "db/results_store.h"
 #include "runtime/launch/faults.h"
+#include "runtime/launch/run_sink.h"
 #include "runtime/launch/run_training.h"
 
 namespace parlab::launch {
+
+struct ProofReport;
+
+// Where a proof's runs and the proof itself are kept (record/proof_recorder.h keeps them in the
+// results database). Called from the thread that runs the proof.
+class ProofSink {
+ public:
+  virtual ~ProofSink() = default;
+  // The sink one run of the proof (the reference or a trial) reports to, made before it starts.
+  virtual std::unique_ptr<RunSink> begin_run(const TrainJobSpec& spec) = 0;
+  // The finished proof, once every trial ran; the id it is kept under.
+  virtual std::optional<int64_t> add_proof(const ProofReport& report) = 0;
+};
 
 struct ProofOptions {
   TrainJob job;               // model, plan, steps, seed, optimizer...; run_dir is replaced
@@ -40,14 +54,13 @@ struct ProofOptions {
   std::filesystem::path work_dir = "runs/proof";
   std::vector<std::string> worker_command;  // as TrainJobSpec::worker_command
   std::function<void(const std::string&)> on_note;
-  // When set, every run (reference and trials) is recorded as a measured run (RunRecorder) under
-  // `experiment`, and the proof row is added on the reference run (and the experiment).
-  db::ResultsStore* store = nullptr;
-  std::optional<db::ExperimentId> experiment;
+  // When set, every run (reference and trials) reports to a sink it makes, and the proof is
+  // handed to it at the end (borrowed).
+  ProofSink* sink = nullptr;
 };
 
 struct TrialReport {
-  std::optional<db::RunId> run;  // when recorded
+  std::optional<int64_t> run;  // the sink's id of the trial's run, when recorded
   int trial = 0;
   std::string fault;          // the --fault text that replays it
   int rank = 0;
@@ -77,8 +90,8 @@ struct ProofReport {
   std::string reference_hash;
   std::vector<TrialReport> trials;
   std::filesystem::path work_dir;
-  std::optional<db::RunId> reference_run;  // when recorded
-  std::optional<int64_t> proof_id;         // the proofs row, when recorded
+  std::optional<int64_t> reference_run;  // the sink's ids, when recorded
+  std::optional<int64_t> proof_id;
 
   // trial | rank killed | step | during checkpoint? | restart latency | steps lost | final-state
   // hash | identical?
@@ -95,10 +108,6 @@ struct ProofReport {
 // front end can refuse bad input before it prints or starts anything.
 void check_proof_options(const ProofOptions& options);
 ProofReport run_kill_resume_proof(const ProofOptions& options);
-
-// The proof as a results-database row ("kill_resume_bitwise", or "kill_resume_elastic" with
-// shrink); the caller sets run and/or experiment.
-db::ProofRecord to_proof_record(const ProofReport& report);
 
 // The trial's fault, drawn from (fault_seed, trial) alone: the same inputs draw the same faults.
 FaultSpec draw_trial_fault(uint64_t fault_seed, int trial, int nproc, int64_t steps,

@@ -11,7 +11,6 @@
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/incidents.h"
-#include "runtime/launch/run_recorder.h"
 #include "runtime/launch/supervisor.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"

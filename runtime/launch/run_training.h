@@ -55,13 +55,12 @@
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/process.h"
 #include "runtime/launch/progress.h"
+#include "runtime/launch/run_sink.h"
 #include "runtime/launch/worker.h"
 #include "runtime/train/memory_report.h"
 #include "runtime/train/trainer_checkpoint.h"
 
 namespace parlab::launch {
-
-class RunRecorder;
 
 struct TrainJobSpec {
   TrainJob job;          // what every worker trains; job.run_dir is the run directory
@@ -183,7 +182,7 @@ struct TrainCallbacks {
   std::function<void(const IncidentReport&)> on_incident;             // once its restart is timed
   std::function<void(const CheckpointReport&)> on_checkpoint;
   std::function<void()> on_tick;
-  RunRecorder* recorder = nullptr;           // borrowed: rows written from this thread
+  RunSink* recorder = nullptr;               // borrowed: told everything, from this thread
   const std::atomic<bool>* stop = nullptr;   // set (a signal handler may) to stop the run
 };
 

@@ -11,6 +11,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/device/device.h"
+#include "runtime/comm/route.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/liveness.h"
@@ -81,6 +82,17 @@ WorkerWorld connect_worker(const comm::GlooOptions& options) {
     if (!local) {
       char host[256] = {};
       if (::gethostname(host, sizeof host - 1) == 0) o.hostname = host;
+      // A host name that resolves to loopback (containers, network namespaces) would be
+      // advertised to peers that cannot reach it: listen on the interface that routes to
+      // rank 0 instead, unless GLOO_SOCKET_IFNAME chooses.
+      if (!env_or_null("GLOO_SOCKET_IFNAME") && comm::resolves_to_loopback(o.hostname)) {
+        if (const auto ifname = comm::interface_towards(w.env.master_addr)) {
+          o.interface = *ifname;
+          std::fprintf(stderr, "rank %d: host name %s resolves to loopback; Gloo uses interface %s (the route to "
+                       "MASTER_ADDR %s; set GLOO_SOCKET_IFNAME to choose)\n", w.env.rank, o.hostname.c_str(),
+                       ifname->c_str(), w.env.master_addr.c_str());
+        }
+      }
     }
   }
   if (const char* ifname = env_or_null("GLOO_SOCKET_IFNAME")) o.interface = ifname;
@@ -223,12 +235,12 @@ void train_loop(const TrainJob& job, train::Trainer& trainer, train::CommCoordin
   const int64_t first_step = trainer.state().step;
   while (trainer.state().step < job.steps) {
     const int64_t s = trainer.state().step;
-    if (rank == job.fail_rank && s == job.fail_step) throw InjectedFailure(rank, s, job.fail_code);
     for (const FaultSpec& f : faults) {
       if (f.rank != rank) continue;
       if ((f.kind == FaultKind::kKill || f.kind == FaultKind::kLoseRank) && f.step == s)
         out.die(f, s, " before step " + std::to_string(s));
       if (f.kind == FaultKind::kHang && f.step == s) out.freeze(f, s, live);
+      if (f.kind == FaultKind::kExit && f.step == s) throw InjectedFailure(rank, s, f.code);
       // The trainer skips the collectives itself (TrainerOptions::faults); this says when.
       if ((f.kind == FaultKind::kSkipAllReduce || f.kind == FaultKind::kSkipSend) && f.step == s) out.fault(f, s);
       if (f.kind == FaultKind::kSlow && s == std::max(f.step, first_step)) out.fault(f, s);
@@ -259,8 +271,7 @@ nlohmann::json to_json(const TrainJob& j) {
   return {{"model", j.model}, {"cluster", j.cluster}, {"plan", j.plan}, {"steps", j.steps}, {"seed", j.seed},
           {"data_size", j.data_size}, {"optimizer", j.optimizer}, {"lr", j.lr}, {"momentum", j.momentum},
           {"weight_decay", j.weight_decay}, {"run_dir", j.run_dir.string()}, {"dump_dir", j.dump_dir.string()},
-          {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"fail_rank", j.fail_rank},
-          {"fail_step", j.fail_step}, {"fail_code", j.fail_code}, {"checkpoint_every", j.checkpoint_every},
+          {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"checkpoint_every", j.checkpoint_every},
           {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples},
           {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}, {"export_file", j.export_file.string()},
           {"device", j.device}};
@@ -294,9 +305,6 @@ TrainJob train_job_from_json(const nlohmann::json& j) {
     int64_t timeout_ms = 0;
     get("timeout_ms", timeout_ms);
     t.comm_timeout = std::chrono::milliseconds(timeout_ms);
-    get("fail_rank", t.fail_rank);
-    get("fail_step", t.fail_step);
-    get("fail_code", t.fail_code);
     get("checkpoint_every", t.checkpoint_every);
     get("keep_last", t.keep_last);
     get("faults", t.faults);

@@ -88,11 +88,6 @@ struct TrainJob {
   // Heartbeat detector (detectors.h): the rank beats every heartbeat_interval() of it; 0: no
   // heartbeat (the supervisor then cannot tell a frozen rank from a waiting one).
   std::chrono::milliseconds heartbeat_timeout = kLabHeartbeatTimeout;
-  // Fault injection for tests of the supervisor: this rank exits with `fail_code` before step
-  // `fail_step` (-1: never).
-  int fail_rank = -1;
-  int64_t fail_step = -1;
-  int fail_code = 3;
   // Checkpoints: every K steps and at the last step (0: none; a run dir that already holds
   // checkpoints is resumed either way). Retention keeps the newest keep_last + last known good.
   int64_t checkpoint_every = 0;
@@ -122,7 +117,7 @@ int attempt_from_env();
 // fixed across worker counts unless the plan fixes microbatches), optimizer, data size.
 train::TrainConfig make_train_config(const TrainJob& job, int world);
 
-// A failure injected by TrainJob::fail_*: the worker's exit code is `code`.
+// A failure injected by an exit fault (faults.h): the worker's exit code is `code`.
 class InjectedFailure : public RuntimeError {
  public:
   InjectedFailure(int rank, int64_t step, int code);

@@ -55,7 +55,6 @@ class Model {
   const MlpShape& shape() const { return layout().shape(); }
   virtual int first_layer() const = 0;
   virtual int end_layer() const = 0;
-  bool owns_layer(int layer) const { return first_layer() <= layer && layer < end_layer(); }
   virtual FlatRange owned_range() const = 0;
 
   // Host buffers (see above); empty when the storage holds no full copy (ZeRO-2/3).
@@ -81,7 +80,7 @@ class Model {
 
   virtual void forward_layer(int layer, MicrobatchState& mb) const = 0;
   virtual void backward_layer(int layer, MicrobatchState& mb) = 0;
-  // Whether layer `layer` is one this model holds (a pipeline stage holds some).
+  // Whether this model holds layer `layer` (an interleaved pipeline stage holds several spans).
   virtual bool owns_layer(int layer) const { return layer >= first_layer() && layer < end_layer(); }
 
   // Tensor parallelism (lab_mlp.h says what a slice's layers leave for the executor to reduce).

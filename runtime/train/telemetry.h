@@ -19,7 +19,7 @@
 // all-reduce ran under the backward pass.
 //
 // Events use the simulator's event schema (rank, stream, op, tag, start, end): they become the
-// same Chrome trace (sim/trace.h) a simulated timeline does. Times are wall-clock seconds since
+// same Chrome trace (trace/trace.h) a simulated timeline does. Times are wall-clock seconds since
 // the Unix epoch, the clock the communicator's flight recorder uses, so ranks on one host line up.
 //
 // A TelemetrySink receives every step record. JsonlSink is the supervisor's progress channel; the
@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 namespace parlab::train {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "sim/simulate.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "strategy/io.h"
 #include "tests/sim/sim_test_util.h"
 

@@ -110,24 +110,25 @@ TEST(Planner, ExplainsTheNextLargerSplit) {
 }
 
 TEST(Planner, NeighbourFallsBackToAFittingVariantOfTheSameSplit) {
-  // gpt-175b on 1024 GPUs with a global batch of 1152 picks TP 8 x PP 4 (dp 32, mb 1 x36,
-  // no recompute). Halving TP doubles dp, and TP 4 with the best plan's other settings is not a
-  // fitting plan; TP 4 with selective recompute is: the comparison must use that variant, not
-  // give up.
+  // gpt-175b on 1024 GPUs with a global batch of 1152. Halving the choice's TP at a fixed world
+  // doubles dp, and the choice's other settings (mb, no recompute) then do not fit; a variant of
+  // the same split (selective recompute, another mb) does: the comparison must use that variant,
+  // not give up. The label follows whatever TP the choice has instead of freezing one answer.
   PlannerOptions o;
   o.global_batch = 1152;
   const PlanReport r = search_plans(load_model("gpt-175b"), with_world(load_cluster("dgx-a100"), 1024), o);
   ASSERT_FALSE(r.top.empty());
   const Plan& best = r.top.front().plan;
-  ASSERT_EQ(best.tp, 8);
+  ASSERT_GT(best.tp, 1) << "the neighbour TP t->t/2 needs a TP split";
+  const std::string label = "TP " + std::to_string(best.tp) + "->" + std::to_string(best.tp / 2);
   bool found = false;
   for (const auto& n : r.neighbours) {
-    if (n.label != "TP 8->4") continue;
+    if (n.label != label) continue;
     found = true;
     EXPECT_TRUE(n.possible) << n.sentence;
     EXPECT_NE(n.sentence.find("fastest fitting variant"), std::string::npos) << n.sentence;
   }
-  EXPECT_TRUE(found);
+  EXPECT_TRUE(found) << label;
 }
 
 TEST(Planner, QuickEstimateAgreesWithTheWalkOnPipelines) {

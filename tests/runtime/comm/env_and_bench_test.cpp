@@ -119,5 +119,52 @@ TEST(CollectiveBench, RowsFollowTheBusBandwidthFactors) {
   });
 }
 
+// A communicator that runs every collective on the real one and then, on rank 1, changes one
+// element of what its all-reduce returned: the bench must count it, one per timed run.
+class CorruptingComm final : public Communicator {
+ public:
+  explicit CorruptingComm(Communicator& inner) : inner_(inner) {}
+  std::string_view backend_name() const override { return "corrupting"; }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& group_name() const override { return inner_.group_name(); }
+  const std::vector<int>& world_ranks() const override { return inner_.world_ranks(); }
+  const FlightRecorder& flight_recorder() const override { return inner_.flight_recorder(); }
+
+ protected:
+  std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o) override {
+    auto w = inner_.all_reduce(buf, o);
+    w->wait();
+    if (rank() == 1) buf[buf.size() / 2] += 1.0f;
+    return w;
+  }
+  std::shared_ptr<Work> run_all_gather(std::span<const float> in, std::span<float> out,
+                                       const CollectiveOptions& o) override {
+    return inner_.all_gather(in, out, o);
+  }
+  std::shared_ptr<Work> run_barrier(const CollectiveOptions& o) override { return inner_.barrier(o); }
+
+ private:
+  Communicator& inner_;
+};
+
+// Every op's result is checked against the closed-form sums of the rank-dependent fill: a
+// correct communicator has no wrong element in any row, and the #wrong column is printed.
+TEST(CollectiveBench, ChecksEveryResultAndCountsWrongElements) {
+  testing::run_ranks(3, [](int, Communicator& comm) {
+    for (auto op : {strategy::CollectiveOp::kAllReduce, strategy::CollectiveOp::kReduceScatter,
+                    strategy::CollectiveOp::kAllGather, strategy::CollectiveOp::kBroadcast}) {
+      const auto rows = run_collective_bench(comm, op, {1200, 96}, 1, 2, testing::op_options());
+      ASSERT_EQ(rows.size(), 2u);
+      for (const auto& row : rows) EXPECT_EQ(row.wrong, 0) << strategy::to_string(op) << " " << row.bytes;
+      EXPECT_NE(format_collective_bench(rows, op, comm.size()).find("#wrong"), std::string::npos);
+    }
+    CorruptingComm bad(comm);
+    const auto rows = run_collective_bench(bad, strategy::CollectiveOp::kAllReduce, {1200}, 2, 3, testing::op_options());
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].wrong, 3) << "one wrong element on one rank in each of 3 timed runs";
+  });
+}
+
 }  // namespace
 }  // namespace parlab::comm

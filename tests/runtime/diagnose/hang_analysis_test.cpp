@@ -65,7 +65,9 @@ TEST(HangAnalysis, NamesTheRankThatSkippedAnAllReduce) {
   EXPECT_EQ(f.waited, (std::vector<int>{0, 1, 3}));
   ASSERT_EQ(f.culprits.size(), 1u);
   EXPECT_EQ(f.culprits[0].rank, 2);
-  EXPECT_FALSE(f.culprits[0].skipped && f.culprits[0].left_no_dump);
+  // It issued another op there: it skipped the collective, it did not stop before it.
+  EXPECT_FALSE(f.culprits[0].never_reached);
+  EXPECT_FALSE(f.culprits[0].left_no_dump);
   EXPECT_DOUBLE_EQ(f.waited_seconds, 30.0);
   EXPECT_EQ(f.sentence,
             "rank 2 skipped all-reduce #10 (s5/grad.bucket0, 12.6 MB, group world): it issued all-reduce #10 "
@@ -79,7 +81,8 @@ TEST(HangAnalysis, ARankThatNeverReachedOrLeftNoDump) {
   HangAnalysis a = analyze_dumps(dumps);
   ASSERT_TRUE(a.found);
   ASSERT_EQ(a.findings[0].culprits.size(), 1u);
-  EXPECT_TRUE(a.findings[0].culprits[0].skipped);
+  EXPECT_TRUE(a.findings[0].culprits[0].never_reached);
+  EXPECT_EQ(a.findings[0].sentence.find("skipped"), std::string::npos) << a.findings[0].sentence;
   EXPECT_NE(a.findings[0].sentence.find("rank 2 never reached all-reduce #10"), std::string::npos) << a.findings[0].sentence;
   EXPECT_NE(a.findings[0].sentence.find("its last was all-reduce #9 (s4/grad.bucket1)"), std::string::npos);
   // Rank 2 died and left nothing.
@@ -87,6 +90,7 @@ TEST(HangAnalysis, ARankThatNeverReachedOrLeftNoDump) {
   a = analyze_dumps(dumps);
   ASSERT_TRUE(a.found);
   EXPECT_TRUE(a.findings[0].culprits[0].left_no_dump);
+  EXPECT_TRUE(a.findings[0].culprits[0].never_reached);
   bool noted = false;
   for (const auto& n : a.notes) noted = noted || n == "rank 2 left no flight-recorder dump";
   EXPECT_TRUE(noted);

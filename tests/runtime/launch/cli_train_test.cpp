@@ -118,7 +118,7 @@ TEST_F(CliTrainTest, AFailingWorkerStopsTheRunAndIsNamed) {
   const fs::path run = dir_ / "run";
   const ExitStatus st = parlab({"train", "--nproc", "3", "--model", (dir_ / "tiny.toml").string(), "--plan",
                                 "gbs=12,mb=4", "--steps", "50", "--run-dir", run.string(), "--timeout", "20",
-                                "--fail-rank", "1", "--fail-step", "2", "--fail-code", "3"},
+                                "--fault", "exit:rank=1,step=2,code=3"},
                                out);
   EXPECT_TRUE(st.exited);
   EXPECT_NE(st.code, 0) << out;

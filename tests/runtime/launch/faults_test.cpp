@@ -26,7 +26,8 @@ TEST(FaultParseTest, EveryKindRoundTrips) {
                                  "corrupt-checkpoint:step=10", "corrupt-checkpoint:step=4,shard=1",
                                  "lose-rank:rank=1,step=5", "skip-allreduce:rank=2,step=5", "hang:rank=1,step=4",
                                  "slow:rank=3,factor=3", "slow:rank=3,factor=2.5,step=10",
-                                 "hang:rank=1,step=4,attempts=0", "kill:rank=0,step=2,attempts=3"})
+                                 "hang:rank=1,step=4,attempts=0", "kill:rank=0,step=2,attempts=3", "exit:rank=1,step=2",
+                                 "exit:rank=0,step=3,code=7"})
     EXPECT_EQ(parse_fault(text).to_string(), text);
   const FaultSpec f = parse_fault("kill-during-checkpoint:step=10,phase=after-pointer-update");
   EXPECT_EQ(f.kind, FaultKind::kKillDuringCheckpoint);
@@ -87,6 +88,16 @@ TEST(FaultParseTest, NewKindsCarryTheirValues) {
   EXPECT_EQ(slow.factor, 2.5);
   EXPECT_EQ(slow.step, 0);  // from the first step
   EXPECT_EQ(std::string(fault_kind_name(FaultKind::kHang)), "hang");
+  const FaultSpec exit = parse_fault("exit:rank=1,step=2,code=5");
+  EXPECT_EQ(exit.kind, FaultKind::kExit);
+  EXPECT_EQ(exit.rank, 1);
+  EXPECT_EQ(exit.step, 2);
+  EXPECT_EQ(exit.code, 5);
+  EXPECT_EQ(parse_fault("exit:rank=1,step=2").code, 3);
+  // Exit codes a shell reads as "not found" or "killed by signal" would say the wrong thing.
+  EXPECT_NE(error_of("exit:rank=1,step=2,code=126").find("key 'code' = '126' must be an exit code in 1..125"),
+            std::string::npos);
+  EXPECT_NE(error_of("exit:rank=1,step=2,code=0").find("key 'code' = '0' must be an integer >= 1"), std::string::npos);
 }
 
 TEST(FaultParseTest, AttemptsSayWhenAFaultFires) {

@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -319,11 +320,35 @@ TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
   EXPECT_GT(t.backward_seconds, 0.0);
   EXPECT_GT(t.optimizer_seconds, 0.0);
   EXPECT_EQ(t.comm_seconds, 0.0);  // no collectives at dp = 1
-  const double parts = t.data_seconds + t.forward_seconds + t.backward_seconds + t.exposed_comm_seconds +
-                       t.optimizer_seconds + t.idle_seconds;
-  EXPECT_NEAR(parts, t.step_seconds, 1e-9);
   // Two microbatches x (3 layers forward + 3 backward) + optimizer + data.
-  EXPECT_EQ(rec.events.size(), 2u * 6 + 1 + 1);
+  ASSERT_EQ(rec.events.size(), 2u * 6 + 1 + 1);
+  // Each part against its ops' own events (recorded op by op, apart from the totals the parts
+  // come from), and every event inside the step's wall-clock window [end - step, end]: a part
+  // that drops an op or counts one twice, or a step time that misses work, fails here. (The idle
+  // part is what is left of the step, so summing the parts back would prove nothing.)
+  std::map<std::string, double> by_op;
+  std::map<std::string, int> count;
+  const double step_begin = rec.end_seconds - t.step_seconds;
+  double compute = 0;
+  for (const OpEvent& e : rec.events) {
+    ASSERT_LE(e.start_seconds, e.end_seconds) << e.op << " " << e.tag;
+    EXPECT_GE(e.start_seconds, step_begin - 1e-6) << e.op << " " << e.tag << " starts before the step";
+    EXPECT_LE(e.end_seconds, rec.end_seconds + 1e-6) << e.op << " " << e.tag << " ends after the step";
+    by_op[e.op] += e.end_seconds - e.start_seconds;
+    ++count[e.op];
+    if (e.stream == "compute") compute += e.end_seconds - e.start_seconds;
+  }
+  EXPECT_EQ(count["forward"], 6);
+  EXPECT_EQ(count["backward"], 6);
+  EXPECT_EQ(count["optimizer"], 1);
+  EXPECT_EQ(count["data"], 1);
+  EXPECT_NEAR(by_op["forward"], t.forward_seconds, 1e-9);
+  EXPECT_NEAR(by_op["backward"], t.backward_seconds, 1e-9);
+  EXPECT_NEAR(by_op["optimizer"], t.optimizer_seconds, 1e-9);
+  EXPECT_NEAR(by_op["data"], t.data_seconds, 1e-9);
+  // One compute stream runs its ops one after another, so they fit in the step.
+  EXPECT_LE(compute, t.step_seconds + 1e-6);
+  EXPECT_GE(t.idle_seconds, 0.0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "runtime/launch/run_recorder.h"
+#include "record/run_recorder.h"
 
 #include <map>
 #include <numeric>
@@ -7,7 +7,9 @@
 #include "strategy/io.h"
 #include "strategy/stats.h"
 
-namespace parlab::launch {
+namespace parlab::record {
+
+using namespace launch;
 
 db::NewRun RunRecorder::new_run(const TrainJobSpec& spec, std::optional<db::ExperimentId> experiment) {
   const TrainJob job = pinned_job(spec.job, spec.nproc);
@@ -221,4 +223,4 @@ void RunRecorder::finish(const TrainOutcome& o) {
   finished_ = true;
 }
 
-}  // namespace parlab::launch
+}  // namespace parlab::record

@@ -1,5 +1,6 @@
 #pragma once
-// RunRecorder: one measured training run in the results database (db/results_store.h).
+// RunRecorder: one measured training run in the results database (db/results_store.h), the
+// RunSink (runtime/launch/run_sink.h) run_training reports to when a run is recorded.
 //
 // The supervisor process owns the run and is the single writer of its rows; workers report
 // through their JSON-line records, which run_training already reads. Rows written:
@@ -23,7 +24,7 @@
 // Destroyed without finish(), the run is marked failed (an exception in the caller).
 //
 //   auto store = db::ResultsStore::open("results/parlab.db");
-//   RunRecorder rec = RunRecorder::begin(store, spec);
+//   record::RunRecorder rec = record::RunRecorder::begin(store, spec);
 //   TrainOutcome out = run_training(spec, {.recorder = &rec});   // finish() is called for you
 #include <optional>
 #include <set>
@@ -32,39 +33,41 @@
 #include <vector>
 
 #include "db/results_store.h"
+#include "runtime/launch/run_sink.h"
 #include "runtime/launch/run_training.h"
 
-namespace parlab::launch {
+namespace parlab::record {
 
-class RunRecorder {
+class RunRecorder final : public launch::RunSink {
  public:
   // Inserts the run row (status running, owned by this process) and its parameters.
-  static RunRecorder begin(db::ResultsStore& store, const TrainJobSpec& spec,
+  static RunRecorder begin(db::ResultsStore& store, const launch::TrainJobSpec& spec,
                            std::optional<db::ExperimentId> experiment = {});
   // Records into an existing run (the caller made the row). Borrows `store`.
   RunRecorder(db::ResultsStore& store, db::RunId run);
   RunRecorder(RunRecorder&& other) noexcept;
   RunRecorder& operator=(RunRecorder&&) = delete;
   RunRecorder(const RunRecorder&) = delete;
-  ~RunRecorder();
+  ~RunRecorder() override;
 
   // The run row a measured training job starts with.
-  static db::NewRun new_run(const TrainJobSpec& spec, std::optional<db::ExperimentId> experiment = {});
+  static db::NewRun new_run(const launch::TrainJobSpec& spec, std::optional<db::ExperimentId> experiment = {});
 
   db::RunId run() const { return run_; }
   db::ResultsStore& store() { return *store_; }
+  std::optional<int64_t> run_id() const override { return run_; }
 
   // Buffered; written in one transaction per 64 records and by flush().
-  void add_step(const train::StepRecord& record);
-  void flush();
-  void add_checkpoint(const CheckpointReport& checkpoint);
-  void checkpoint_verified(int64_t step, const std::string& path, bool verified);
-  void checkpoint_skipped(int64_t step, const std::string& path, const std::string& reason);
-  void add_incident(const IncidentReport& incident);
+  void add_step(const train::StepRecord& record) override;
+  void flush() override;
+  void add_checkpoint(const launch::CheckpointReport& checkpoint) override;
+  void checkpoint_verified(int64_t step, const std::string& path, bool verified) override;
+  void checkpoint_skipped(int64_t step, const std::string& path, const std::string& reason) override;
+  void add_incident(const launch::IncidentReport& incident) override;
   // The fallback plan a repeated failure led to (run params, written at once).
-  void add_fallback(const FallbackReport& fallback);
+  void add_fallback(const launch::FallbackReport& fallback) override;
   // Metrics, final parameters and the run's status.
-  void finish(const TrainOutcome& outcome);
+  void finish(const launch::TrainOutcome& outcome) override;
 
  private:
   void record_memory(const std::vector<train::MemoryReport>& reports);
@@ -77,6 +80,6 @@ class RunRecorder {
 
 // How an incident is stored (killed for injected kills and lost devices, hang, straggler, crash
 // otherwise).
-db::IncidentRecord to_incident_record(const IncidentReport& incident);
+db::IncidentRecord to_incident_record(const launch::IncidentReport& incident);
 
-}  // namespace parlab::launch
+}  // namespace parlab::record
