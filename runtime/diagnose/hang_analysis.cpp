@@ -104,7 +104,7 @@ std::optional<HangFinding> broken_pipeline_edge(const std::vector<comm::FlightRe
       f.waited_seconds = rec->end_seconds.value_or(until) - start;
       Culprit c;
       c.rank = from;
-      c.skipped = sent == sender.ops.end();
+      c.never_reached = sent == sender.ops.end();
       c.left_no_dump = sender.rank < 0;
       if (sent != sender.ops.end()) {
         c.instead = "it sent " + describe(*sent->second) + " there instead";
@@ -274,7 +274,7 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
   std::stable_sort(out.findings.begin(), out.findings.end(),
                    [](const HangFinding& a, const HangFinding& b) { return a.waited_seconds > b.waited_seconds; });
   // A pipeline edge that broke explains the collectives its stages then missed: it goes first.
-  if (auto edge = broken_pipeline_edge(dumps, dumped_at, latest)) out.findings.insert(out.findings.begin(), std::move(*edge));
+  if (auto edge = broken_pipeline_edge(dumps, x.dumped_at, x.latest)) out.findings.insert(out.findings.begin(), std::move(*edge));
   out.found = !out.findings.empty();
   return out;
 }

@@ -89,17 +89,18 @@ void LabMlp::block_backward_tp(int i, MicrobatchState& mb) {
   const float* dy = mb.dactivation(i + 1).data();
   // dy is the whole (replicated) upstream gradient, so fc2.bias's gradient is complete here and
   // the same on every rank of the group.
-  scratch_.assign(B * f, 0.0f);
+  scratch_.resize(B * f);
   float* dpost = scratch_.data();
   const ParamTensor& w2 = tensor_of(i, kFc2Weight);
-  cpu::linear_backward(dpost, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)), dy, saved.post.data(),
-                       tensor(w2), B, f, h);
-  cpu::gelu_backward(dpost, saved.pre.data(), dpost, B * f);
-  // dx: the partial dpre_i W1_i only; the residual branch dy joins after the reduction.
+  cpu::linear_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)), dy,
+                       saved.post.data(), tensor(w2), B, f, h);
+  // gelu + fc1's bias (this rank's columns), one pass: dpre = dpost * gelu'(pre), db1 += sum dpre
+  cpu::gelu_bias_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre.data(),
+                          dpost, B, f);
+  // dx: the partial dpre_i W1_i only (overwritten); the residual branch dy joins after the reduction.
   std::span<float> dx = mb.dactivation(i);
-  std::fill(dx.begin(), dx.end(), 0.0f);
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward(dx.data(), tensor_grad(w1), tensor_grad(tensor_of(i, kFc1Bias)), dpost,
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kOverwrite, tensor_grad(w1), nullptr, dpost,
                        mb.activation(i).data(), tensor(w1), B, h, f);
   release_storage(saved.pre);
   release_storage(saved.post);
