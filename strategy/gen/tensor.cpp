@@ -8,9 +8,11 @@
 // (Megatron's checkpointed function is the whole layer), so a backward then carries the
 // forward's collectives too; selective recompute replays only the attention core, which
 // communicates nothing.
-// With sequence parallelism (Korthikanti et al. 2022) each all-reduce becomes an all-gather
-// entering the tensor-parallel region and a reduce-scatter leaving it, in that order (g and g-bar
-// of their Figure 5): same traffic, but activations outside the TP regions are split by t.
+// With sequence parallelism (Korthikanti et al. 2022) each all-reduce becomes a reduce-scatter
+// leaving the tensor-parallel region and an all-gather entering the next (g-bar and g of their
+// Figure 5): same traffic, but activations outside the TP regions are split by t. Both follow
+// the layer's compute, reduce-scatter first: the rows each rank finishes (bias, residual) between
+// them are the sequence-parallel region, which is what the runtime executes.
 // The collectives are synchronous with the layer, so they sit on the compute stream.
 //
 // A coarse program (one compute op per chunk) and a per-layer one must make the same calls in
@@ -55,8 +57,8 @@ class TensorParallel final : public Hooks {
   static void emit_pairs(Builder& b, const Slot& slot, int i, int op_id) {
     const std::string base = tag(b, slot, {i, i + 1});
     for (int k = 0; k < calls(b, slot, i); ++k) {
-      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag", op_id);
       emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, base + ".rs", op_id);
+      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag", op_id);
     }
   }
 
