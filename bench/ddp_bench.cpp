@@ -29,6 +29,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/ranks.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/cpu/matmul.h"
@@ -61,42 +62,23 @@ struct Result {
 };
 
 Result run(const train::TrainConfig& config, int world, int warmup, int steps) {
-  auto store = comm::make_in_process_store();
   std::vector<std::vector<train::StepRecord>> records(world);
-  std::mutex mu;
-  std::string failure;
-  std::barrier sync(world);
   double cpu0 = 0, cpu1 = 0, wall0 = 0, wall1 = 0;
   auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        comm::GlooOptions go;
-        go.timeout = std::chrono::minutes(5);
-        auto c = comm::make_gloo_communicator(store, r, world, go);
-        train::Trainer trainer(config, *c);
-        for (int s = 0; s < warmup + steps; ++s) {
-          if (s == warmup) {  // the measured window starts with everybody here
-            sync.arrive_and_wait();
-            if (r == 0) cpu0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), wall0 = now();
-          }
-          train::StepRecord rec = trainer.step();
-          rec.events.clear();
-          if (s >= warmup) records[r].push_back(rec);
-        }
+  bench::run_ranks(world, std::chrono::minutes(5), [&](int r, comm::Communicator& c, std::barrier<>& sync) {
+    train::Trainer trainer(config, c);
+    for (int s = 0; s < warmup + steps; ++s) {
+      if (s == warmup) {  // the measured window starts with everybody here
         sync.arrive_and_wait();
-        if (r == 0) cpu1 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), wall1 = now();
-        sync.arrive_and_wait();
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        failure = "rank " + std::to_string(r) + ": " + e.what();
-        sync.arrive_and_drop();
+        if (r == 0) cpu0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), wall0 = now();
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (!failure.empty()) throw std::runtime_error(failure);
+      train::StepRecord rec = trainer.step();
+      rec.events.clear();
+      if (s >= warmup) records[r].push_back(rec);
+    }
+    sync.arrive_and_wait();
+    if (r == 0) cpu1 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), wall1 = now();
+  });
   Result res;
   res.cpu_seconds = (cpu1 - cpu0) / steps;
   res.wall_seconds = (wall1 - wall0) / steps;

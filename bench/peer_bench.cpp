@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/ranks.h"
 #include "parlab/source_dir.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
@@ -70,33 +71,14 @@ double run_parlab(const Job& job, int world, const std::string& precision) {
   cfg.data_size = job.gbs * (job.warmup + job.steps);
   cfg.seed = 1;
   cfg.comm_timeout = std::chrono::minutes(10);
-  auto store = comm::make_in_process_store();
   std::vector<std::vector<double>> times(world);
-  std::mutex mu;
-  std::string failure;
-  std::barrier sync(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        comm::GlooOptions go;
-        go.timeout = std::chrono::minutes(10);
-        auto c = comm::make_gloo_communicator(store, r, world, go);
-        train::Trainer trainer(cfg, *c);
-        for (int s = 0; s < job.warmup + job.steps; ++s) {
-          const train::StepRecord rec = trainer.step();
-          if (s >= job.warmup) times[r].push_back(rec.times.step_seconds);
-        }
-        sync.arrive_and_wait();
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        failure = "rank " + std::to_string(r) + ": " + e.what();
-        sync.arrive_and_drop();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (!failure.empty()) throw std::runtime_error(failure);
+  bench::run_ranks(world, std::chrono::minutes(10), [&](int r, comm::Communicator& c, std::barrier<>&) {
+    train::Trainer trainer(cfg, c);
+    for (int s = 0; s < job.warmup + job.steps; ++s) {
+      const train::StepRecord rec = trainer.step();
+      if (s >= job.warmup) times[r].push_back(rec.times.step_seconds);
+    }
+  });
   std::vector<double> slowest(job.steps, 0.0);
   for (int s = 0; s < job.steps; ++s)
     for (int r = 0; r < world; ++r) slowest[s] = std::max(slowest[s], times[r][s]);

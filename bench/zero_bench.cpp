@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/ranks.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/train/trainer.h"
@@ -44,41 +45,22 @@ struct Result {
 };
 
 Result run(const train::TrainConfig& config, int world, int warmup, int steps) {
-  auto store = comm::make_in_process_store();
   std::vector<std::vector<train::StepRecord>> records(world);
-  std::mutex mu;
-  std::string failure;
-  std::barrier sync(world);
   Result res;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        comm::GlooOptions go;
-        go.timeout = std::chrono::minutes(5);
-        auto c = comm::make_gloo_communicator(store, r, world, go);
-        train::Trainer trainer(config, *c);
-        for (int s = 0; s < warmup + steps; ++s) {
-          train::StepRecord rec = trainer.step();
-          rec.events.clear();
-          if (s >= warmup) records[r].push_back(rec);
-        }
-        if (r == 0) {
-          const model::MemoryAccount& m = trainer.memory();
-          res.state_bytes = double(m.peak(MemoryCategory::kParameters) + m.peak(MemoryCategory::kGradients) +
-                                   m.peak(MemoryCategory::kOptimizer));
-          res.peak_bytes = double(m.peak_total());
-        }
-        sync.arrive_and_wait();
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        failure = "rank " + std::to_string(r) + ": " + e.what();
-        sync.arrive_and_drop();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (!failure.empty()) throw std::runtime_error(failure);
+  bench::run_ranks(world, std::chrono::minutes(5), [&](int r, comm::Communicator& c, std::barrier<>&) {
+    train::Trainer trainer(config, c);
+    for (int s = 0; s < warmup + steps; ++s) {
+      train::StepRecord rec = trainer.step();
+      rec.events.clear();
+      if (s >= warmup) records[r].push_back(rec);
+    }
+    if (r == 0) {
+      const model::MemoryAccount& m = trainer.memory();
+      res.state_bytes = double(m.peak(MemoryCategory::kParameters) + m.peak(MemoryCategory::kGradients) +
+                               m.peak(MemoryCategory::kOptimizer));
+      res.peak_bytes = double(m.peak_total());
+    }
+  });
   for (int s = 0; s < steps; ++s) {
     double slowest = 0;
     for (int r = 0; r < world; ++r) slowest = std::max(slowest, records[r][s].times.step_seconds);
