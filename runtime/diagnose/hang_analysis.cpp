@@ -76,8 +76,24 @@ std::optional<HangFinding> broken_pipeline_edge(const std::vector<comm::FlightRe
       side.rank = d.identity.rank;
       side.ops[e.seq] = &e;
     }
+  // What each rank is still waiting to receive, by tag: a stage blocked on the activation of
+  // microbatch k ("sN/act.mbK...") cannot have sent that microbatch's gradient ("sN/grad.mbK..."),
+  // so its missing gradient send is a consequence, not the cause. Start times alone cannot tell
+  // the two apart: the stage that skipped its sends runs ahead and may start waiting first.
+  std::map<int, std::set<std::string>> waiting_for;
+  for (const auto& [group, edge] : edges)
+    for (const auto& [seq, rec] : edge.second.ops)
+      if (!ended(rec->state)) waiting_for[edge.second.rank].insert(rec->tag);
+  auto explained = [&](int sender_rank, const std::string& tag) {
+    const size_t at = tag.find("/grad.");
+    if (at == std::string::npos) return false;
+    const std::string activation = tag.substr(0, at) + "/act." + tag.substr(at + 6);
+    const auto w = waiting_for.find(sender_rank);
+    return w != waiting_for.end() && w->second.count(activation) > 0;
+  };
   std::optional<HangFinding> best;
   double best_start = 0;
+  bool best_explained = true;
   for (const auto& [group, edge] : edges) {
     const auto& [sender, receiver] = edge;
     for (const auto& [seq, rec] : receiver.ops) {
@@ -85,7 +101,9 @@ std::optional<HangFinding> broken_pipeline_edge(const std::vector<comm::FlightRe
       const auto sent = sender.ops.find(seq);
       if (sent != sender.ops.end() && sent->second->tag == rec->tag) continue;  // delivered or in flight
       const double start = rec->start_seconds.value_or(latest);
-      if (best && start >= best_start) break;
+      const bool is_explained = explained(sender.rank, rec->tag);
+      // An unexplained missing send beats an explained one; among equals the earliest wait wins.
+      if (best && (is_explained > best_explained || (is_explained == best_explained && start >= best_start))) break;
       // The sender: from its records, else from the group's name ("p2p.<from>><to>").
       int from = sender.rank;
       if (from < 0) {
@@ -118,6 +136,7 @@ std::optional<HangFinding> broken_pipeline_edge(const std::vector<comm::FlightRe
                    "; rank " + std::to_string(receiver.rank) + " waited " + seconds(f.waited_seconds);
       best = std::move(f);
       best_start = start;
+      best_explained = is_explained;
       break;
     }
   }

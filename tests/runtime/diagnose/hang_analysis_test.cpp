@@ -205,3 +205,51 @@ TEST(HangAnalysis, ReadsTheSimulatorsStoppedRankReport) {
 }
 
 }  // namespace parlab::diagnose
+
+namespace parlab::diagnose {
+namespace {
+
+// One direction of a two-stage pipeline as one rank's recorder sees it: `n` completed messages
+// of `op` on `group`, then optionally one more that never completed.
+comm::FlightRecorderDump p2p_dump(int rank, const std::string& group, comm::OpKind op, int n,
+                                  const std::string& pending_tag, double pending_start) {
+  comm::FlightRecorderDump d;
+  d.identity = {"gloo", group, rank, 2, rank < 1 ? 0 : 1, 2};
+  d.capacity = 256;
+  for (int i = 0; i < n; ++i) {
+    comm::FlightRecord r = rec(uint64_t(i), "s4/msg" + std::to_string(i), 512, comm::OpState::kCompleted, 100 + i, 100.1 + i);
+    r.op = op;
+    r.group = group;
+    d.entries.push_back(r);
+  }
+  if (!pending_tag.empty()) {
+    comm::FlightRecord r = rec(uint64_t(n), pending_tag, 512, comm::OpState::kTimedOut, pending_start, 0);
+    r.op = op;
+    r.group = group;
+    d.entries.push_back(r);
+  }
+  return d;
+}
+
+}  // namespace
+
+// Stage 0 skips its step-5 activation sends and runs ahead to wait for mb0's gradient; only then
+// does stage 1, still finishing step 4, start waiting for the activation that never comes. Stage
+// 1's missing gradient send follows from its own wait, so stage 0 is the culprit even though
+// its receive started first.
+TEST(HangAnalysis, APipelineStageThatSkippedItsSendIsNamedNotTheStageWaitingOnIt) {
+  std::vector<comm::FlightRecorderDump> dumps;
+  dumps.push_back(p2p_dump(0, "p2p.0>1", comm::OpKind::kSend, 20, "", 0));
+  dumps.push_back(p2p_dump(0, "p2p.1>0", comm::OpKind::kRecv, 20, "s5/grad.mb0.vs1", 200.0));
+  dumps.push_back(p2p_dump(1, "p2p.0>1", comm::OpKind::kRecv, 20, "s5/act.mb0.vs1", 200.5));
+  dumps.push_back(p2p_dump(1, "p2p.1>0", comm::OpKind::kSend, 20, "", 0));
+  const HangAnalysis a = analyze_dumps(dumps, 2);
+  ASSERT_TRUE(a.found);
+  const HangFinding& f = a.findings.front();
+  ASSERT_EQ(f.culprits.size(), 1u);
+  EXPECT_EQ(f.culprits[0].rank, 0) << f.sentence;
+  EXPECT_EQ(f.tag, "s5/act.mb0.vs1") << f.sentence;
+  EXPECT_EQ(f.sentence.rfind("rank 0 never sent send #20", 0), 0u) << f.sentence;
+}
+
+}  // namespace parlab::diagnose
