@@ -42,6 +42,12 @@ void run(const CalibrateOptions& o) {
       why = experiments::why_recalibrate(results, &store);
     }
     if (why.empty()) {
+      // Cached, trusted, not contradicted by a measurement: one compute step says whether the
+      // machine and its kernels still run at the calibrated rate.
+      fmt::print(stderr, "calibrate: checking the cached calibration with one compute probe ...\n");
+      why = experiments::compute_probe_disagrees(*experiments::load_stored_calibration(results));
+    }
+    if (why.empty()) {
       fmt::print("cpu-local is already calibrated on this machine ({}); `parlab calibrate` measures again.\n",
                  (results / "clusters" / "cpu-local.toml").string());
       return;
@@ -80,15 +86,23 @@ void run(const CalibrateOptions& o) {
   fmt::print("Compute: lab-mlp forward+backward, processes running at once\n{}\n", t.str());
   fmt::print("Memory: AdamW update {:.2f} GB/s, memcpy {:.2f} GB/s (one thread)\n\n", c.optimizer_bytes_per_s / 1e9,
              c.memcpy_bytes_per_s / 1e9);
-  Table a({"ranks", "bytes", "measured", "+-", "fitted", "error"});
+  Table a({"ranks", "bytes", "measured", "+-", "repeats", "fitted", "error"});
   for (const auto& p : c.allreduce)
     a.add({std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_seconds(p.seconds),
-           fmt::format("{:.0f}%", 100 * p.spread), units::format_seconds(p.fitted_seconds),
-           fmt::format("{:+.0f}%", 100 * (p.fitted_seconds / p.seconds - 1))});
-  fmt::print("Gloo ring all-reduce on loopback, fitted to t = 2(n-1) a + 2(n-1)/n S/B: a = {:.1f} us, B = {:.2f} GB/s\n"
-             "(relative error of the fit: median {:.0f}%, largest {:.0f}%)\n{}\n",
-             c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error,
-             100 * c.fit_max_relative_error, a.str());
+           fmt::format("{:.0f}%", 100 * p.spread), std::to_string(p.repeats), units::format_seconds(p.fitted_seconds),
+           fmt::format("{:+.0f}%{}", 100 * (p.fitted_seconds / p.seconds - 1),
+                       p.bytes < experiments::kJudgedMessageBytes ? " (not judged)" : "")});
+  Table f({"ranks", "a", "B", "error (time-weighted)", "+- (time-weighted)"});
+  for (const auto& r : c.ring_fits)
+    f.add({std::to_string(r.ranks), fmt::format("{:.1f} us", r.latency_seconds * 1e6),
+           fmt::format("{:.2f} GB/s", r.link_bytes_per_s / 1e9), fmt::format("{:.1f}%", 100 * r.weighted_error),
+           fmt::format("{:.1f}%", 100 * r.weighted_spread)});
+  fmt::print("Gloo ring all-reduce on loopback, fitted to t = 2(n-1) a + 2(n-1)/n S/B for each rank count (messages of\n"
+             "{} or more, the sizes predictions use; a prediction on W workers uses the fit of W ranks):\n{}\n"
+             "All rank counts at once (the cluster TOML's link): a = {:.1f} us, B = {:.2f} GB/s (error median {:.0f}%, "
+             "largest {:.0f}%)\n{}\n",
+             units::format_bytes(experiments::kJudgedMessageBytes), f.str(), c.latency_seconds * 1e6,
+             c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error, 100 * c.fit_max_relative_error, a.str());
   fmt::print("Communication costs CPU too: {:.2f} ns of CPU per byte a rank sends ({:.2f} GB/s per core).\n\n",
              c.comm_cpu_seconds_per_byte * 1e9, 1e-9 / c.comm_cpu_seconds_per_byte);
   fmt::print("Wrote {} (the analytic model and the simulator load it for --cluster cpu-local)\n"
@@ -105,13 +119,15 @@ void add_calibrate_command(CLI::App& app) {
       "Measure this machine (lab-mlp compute on 1..N processes, memory bandwidth, Gloo all-reduce on\n"
       "loopback for 2..N ranks) and write the calibrated cpu-local cluster to results/clusters/.\n"
       "Every figure is a median of repeats with its spread; the load of other processes is measured\n"
-      "meanwhile. A calibration with a large spread, fit error or load is measured again once, then\n"
-      "flagged loudly and not cached.");
+      "meanwhile. Noisy series are repeated more; a calibration whose spread or fit error (weighted by\n"
+      "time over the message sizes predictions use) or foreign load is too large is measured again\n"
+      "once, then flagged loudly and not cached.");
   cmd->add_option("--nproc", o->nproc, "Most workers to measure together")->capture_default_str();
   cmd->add_flag("--quick", o->quick, "Fewer repetitions and sizes");
   cmd->add_flag("--if-needed", o->if_needed,
-                "Measure only when needed: no trusted calibration of this machine yet, or the last measured\n"
-                "1-worker step (in --db) disagrees with its prediction by more than 15%; says why");
+                "Measure only when needed: no trusted calibration of this machine yet, the last measured\n"
+                "1-worker step (in --db) disagrees with its prediction by more than 15%, or one compute step\n"
+                "now runs more than 15% faster or slower than calibrated; says why");
   cmd->add_option("--db", o->db, "Results database")->capture_default_str();
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([o] { run(*o); });

@@ -47,8 +47,28 @@ struct AllReducePoint {
   double bytes = 0;
   double seconds = 0;         // median over repeats
   double spread = 0;          // relative half-IQR over repeats
-  double fitted_seconds = 0;
+  double fitted_seconds = 0;  // by its rank count's own fit (RingFit)
+  int repeats = 0;
 };
+
+// Messages at least this large are the ones predictions use (DDP gradient buckets, a
+// microbatch's tensor-parallel activations): they are fitted and judged; smaller ones are shown.
+inline constexpr double kJudgedMessageBytes = 256e3;
+
+// The ring's alpha-beta fitted to one rank count's all-reduce points. On a machine with fewer
+// cores than ranks a ring step waits for the next rank to be scheduled, so the latency (and the
+// bandwidth) differ by rank count: each count gets its own, and a prediction on W workers uses
+// the fit of W ranks. Errors and spreads are weighted by each message size's share of the time
+// (what a prediction made of such messages would feel), over the judged sizes.
+struct RingFit {
+  int ranks = 0;
+  double latency_seconds = 0, link_bytes_per_s = 0;
+  double weighted_error = 0;   // time-weighted mean |fitted / measured - 1|
+  double weighted_spread = 0;  // time-weighted mean relative half-IQR
+};
+
+// Fits each rank count among `points` (judged sizes only) and sets the points' fitted_seconds.
+std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points);
 
 // One point of the GEMM-rate grid: lab-mlp forward+backward at (microbatch, hidden, ffn).
 struct ShapePoint {
@@ -73,6 +93,7 @@ struct MachineLoad {
 
 struct Calibration {
   std::string machine;
+  std::string model;  // the model whose shape `flops_per_s` is measured at
   std::string created_at;
   int hardware_threads = 0;
   double flops_per_s = 0;  // one process alone, the model's own shape
@@ -83,7 +104,8 @@ struct Calibration {
   double optimizer_spread = 0;
   double memcpy_bytes_per_s = 0;
   std::vector<AllReducePoint> allreduce;
-  double latency_seconds = 0;   // fitted per ring step
+  std::vector<RingFit> ring_fits;  // one per rank count
+  double latency_seconds = 0;   // fitted per ring step (all rank counts together: the TOML's)
   double link_bytes_per_s = 0;  // fitted
   double fit_max_relative_error = 0;
   double fit_median_relative_error = 0;
@@ -119,6 +141,9 @@ struct StoredCalibration {
   bool trusted = false;
   std::vector<std::string> warnings;
   RateGrid grid;
+  double flops_per_s = 0;  // one process alone at the calibration model's shape
+  std::string model;       // the model that shape is of
+  std::vector<RingFit> ring_fits;
 };
 std::optional<StoredCalibration> load_stored_calibration(const std::filesystem::path& results_dir);
 
@@ -134,6 +159,16 @@ inline constexpr double kStaleCalibrationError = 0.15;
 // stale: the last measured 1-worker cpu-local run in `store` made under it disagrees with its
 // recorded prediction by more than kStaleCalibrationError); empty when it serves.
 std::string why_recalibrate(const std::filesystem::path& results_dir, db::ResultsStore* store);
+
+// A calibration measured before a change to the kernels or the machine still passes every
+// other test: `calibrate --if-needed` times the calibration's own compute step again (about a
+// second) and measures again when it runs this much faster or slower than the calibration says.
+// Empty when the probe agrees, else why not.
+std::string compute_probe_disagrees(const StoredCalibration& stored);
+
+// `cluster` with the link fitted for `world` ranks (the largest measured count beyond it); any
+// cluster that is not a calibrated cpu-local, or no fits, unchanged.
+strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits, int world);
 
 // The cluster a DDP workload is predicted on: a calibrated cpu-local's compute rate replaced by
 // the rate grid's at the workload's shape and microbatch; any other cluster unchanged.

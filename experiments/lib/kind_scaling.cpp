@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "db/proof_chain.h"
 #include "experiments/lib/calibrate.h"
+#include "experiments/lib/calibrate_profile.h"
 #include "experiments/lib/fidelity.h"
 #include "experiments/lib/measure.h"
 #include "experiments/lib/record.h"
@@ -48,27 +50,34 @@ void record_simulation_proof(Context& ctx, db::RunId run, const std::string& mod
   ctx.store.add_proof(proof);
 }
 
-// The cluster one worker count of a DDP workload is predicted on: with a calibrated cpu-local,
-// the calibration's GEMM-rate grid at the workload's own shape and microbatch. `note` says which
-// compute model was used.
+// The cluster one worker count of a DDP workload is predicted on. With a calibrated cpu-local
+// and the lab MLP: the workload profile's rates (its own shape, measured once per experiment on
+// one core); without a profile (tensor or pipeline parallelism), the calibration's GEMM-rate
+// grid at the workload's shape. `note` says which compute model was used.
 strategy::ClusterSpec workload_cluster(const strategy::ClusterSpec& base, const strategy::ModelSpec& model,
-                                       const strategy::Plan& p, std::string& note) {
-  const strategy::ClusterSpec& cluster = base;
+                                       const strategy::Plan& p, const std::optional<WorkloadProfile>& profile,
+                                       std::string& note) {
   const auto stored = base.calibrated && model.kind == strategy::ModelKind::kMlp
                           ? load_stored_calibration(strategy::results_dir())
                           : std::nullopt;
+  const std::string flagged = stored && !stored->trusted ? " -- the calibration is FLAGGED" : "";
+  if (profile && base.calibrated && p.tp == 1 && p.pp == 1) {
+    const auto c = cluster_for_profile(base, model, p, *profile);
+    note = describe(*profile, c) + (stored ? " (" + stored->created_at + ")" : "") + flagged;
+    return c;
+  }
   if (!stored || stored->grid.empty()) {
     note = base.calibrated ? "compute model: the calibrated single rate (no rate grid stored)"
                            : "compute model: the cluster preset's peak x gemm_efficiency (not calibrated)";
-    return cluster;
+    return base;
   }
-  const auto c = cluster_for_workload(cluster, stored->grid, p.microbatch, model.hidden, model.ffn);
+  const auto c = cluster_for_workload(base, stored->grid, p.microbatch, model.hidden, model.ffn);
   char b[240];
   std::snprintf(b, sizeof b,
-                "compute model: the calibration's GEMM-rate grid (%s) at microbatch %lld, %lld x %lld: %.1f GFLOP/s%s",
+                "compute model: the calibration's GEMM-rate grid (%s) at microbatch %lld, %lld x %lld: %.1f GFLOP/s",
                 stored->created_at.c_str(), (long long)p.microbatch, (long long)model.hidden, (long long)model.ffn,
-                c.device.peak_flops_fp32 / 1e9, stored->trusted ? "" : " -- the calibration is FLAGGED");
-  note = b;
+                c.device.peak_flops_fp32 / 1e9);
+  note = b + flagged;
   return c;
 }
 
@@ -88,13 +97,26 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
   std::map<int, strategy::Plan> plans;
   std::map<Source, std::map<int, db::RunId>> run_of;  // source -> workers -> run id
   std::string compute_note;
+  const auto stored = base.calibrated ? load_stored_calibration(strategy::results_dir()) : std::nullopt;
+  // The workload profile: one core runs this workload's own microbatches before any prediction.
+  std::optional<WorkloadProfile> profile;
+  if (base.calibrated && base.name == "cpu-local" && model.kind == strategy::ModelKind::kMlp) {
+    strategy::Plan p1 = strategy::parse_plan(t.plan);
+    if (!p1.was_given("dp")) p1.given.push_back("dp");
+    p1.dp = t.workers.front() / (p1.tp * p1.pp);
+    p1 = strategy::resolve(p1, model, t.workers.front());
+    ctx.progress("  profiling the workload on one core (microbatch " + std::to_string(p1.microbatch) + ") ...");
+    profile = profile_workload(model, p1.microbatch);
+  }
   const bool measure = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
   for (int w : t.workers) {
     strategy::Plan p = strategy::parse_plan(t.plan);
     if (!p.was_given("dp")) p.given.push_back("dp");
     p.dp = w / (p.tp * p.pp);
     p = strategy::resolve(p, model, w);
-    const strategy::ClusterSpec rated = workload_cluster(base, model, p, compute_note);
+    // Compute from the profile (or the grid), the link from the fit of w ranks.
+    const strategy::ClusterSpec rated =
+        cluster_for_world(workload_cluster(base, model, p, profile, compute_note), stored ? stored->ring_fits : std::vector<RingFit>{}, w);
     const strategy::ClusterSpec cluster = strategy::with_world(rated, w);
     strategy::validate(p, model, cluster);
     plans[w] = p;
@@ -132,7 +154,6 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
 
   // Measured, in rounds of alternating order; each run carries the analytic prediction made with
   // this calibration (what `calibrate --if-needed` checks for staleness).
-  const auto stored = load_stored_calibration(strategy::results_dir());
   MeasuredRounds mr;
   for (int round = 0; measure && round < t.rounds; ++round) {
     std::vector<int> order = t.workers;

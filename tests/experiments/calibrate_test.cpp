@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "experiments/lib/calibrate.h"
+#include "experiments/lib/calibrate_profile.h"
 #include "strategy/cost_model.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
@@ -102,8 +103,7 @@ TEST(CalibrationWarnings, NameEachReasonNotToTrustACalibration) {
   c.cluster.cores_per_node = 2;
   c.flops_spread = 0.02;
   c.concurrency = {{1, 10e9, 10e9, 10e9}, {2, 9.5e9, 19e9, 20e9}};
-  c.allreduce = {{2, 16e6, 10e-3, 0.02, 10.5e-3}, {2, 64e3, 200e-6, 0.05, 190e-6}};
-  c.fit_median_relative_error = 0.05;
+  c.ring_fits = {{2, 50e-6, 1e9, 0.05, 0.04}, {3, 500e-6, 0.8e9, 0.08, 0.10}};
   EXPECT_TRUE(calibration_warnings(c).empty());
 
   auto with = [&](auto change) {
@@ -114,9 +114,71 @@ TEST(CalibrationWarnings, NameEachReasonNotToTrustACalibration) {
   EXPECT_EQ(with([](Calibration& d) { d.flops_spread = 0.2; }).size(), 1u);
   EXPECT_EQ(with([](Calibration& d) { d.load.others_busy_cores = 1.0; }).size(), 1u);
   EXPECT_EQ(with([](Calibration& d) { d.concurrency[1].aggregate_flops_per_s = 11e9; }).size(), 1u);  // one core's worth
-  EXPECT_EQ(with([](Calibration& d) { d.allreduce[0].fitted_seconds = 15e-3; }).size(), 1u);        // 50% off at 16 MB
-  EXPECT_EQ(with([](Calibration& d) { d.fit_median_relative_error = 0.4; }).size(), 1u);
-  EXPECT_EQ(with([](Calibration& d) { d.allreduce[1].spread = 0.6; }).size(), 1u);
+  EXPECT_EQ(with([](Calibration& d) { d.ring_fits[1].weighted_error = 0.3; }).size(), 1u);
+  EXPECT_EQ(with([](Calibration& d) { d.ring_fits[0].weighted_spread = 0.4; }).size(), 1u);
+}
+
+// What a quiet 2-core machine measured (a busy small message, a fast link at bucket sizes): the
+// judgement weights each size by its share of the time, so a 4 kB message that varies +-291%
+// and sits 5x off the fit says nothing about DDP buckets of megabytes, while the same
+// disagreement at 16 MB does.
+TEST(FitRings, JudgesBySharesOfTimeOverTheSizesPredictionsUse) {
+  const double a = 60e-6, bw = 1.2e9;
+  auto series = [&](int n) {
+    std::vector<AllReducePoint> pts;
+    for (double s : {4e3, 64e3, 256e3, 1e6, 4e6, 16e6, 64e6}) pts.push_back({n, s, ring_allreduce(n, s, a, bw), 0.05, 0, 3});
+    return pts;
+  };
+  auto pts = series(2);
+  pts[0].seconds *= 5, pts[0].spread = 2.91;  // 4 kB: scheduler noise
+  pts[1].seconds *= 3, pts[1].spread = 0.5;   // 64 kB
+  auto fits = fit_rings(pts);
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_NEAR(fits[0].latency_seconds, a, 1e-9);  // the unjudged sizes stay out of the fit
+  EXPECT_NEAR(fits[0].link_bytes_per_s, bw, 1e-3 * bw);
+  EXPECT_LT(fits[0].weighted_error, 1e-9);
+  EXPECT_NEAR(fits[0].weighted_spread, 0.05, 1e-12);
+  Calibration c;
+  c.ring_fits = fits;
+  EXPECT_TRUE(calibration_warnings(c).empty());
+  EXPECT_NEAR(pts[0].fitted_seconds, ring_allreduce(2, 4e3, a, bw), 1e-12);  // still shown beside its fit
+
+  // The same disagreement where the time is: a 16 MB all-reduce twice as slow and noisy.
+  auto bad = series(2);
+  bad[5].seconds *= 2, bad[5].spread = 0.6;
+  const auto f = fit_rings(bad);
+  // By hand: the 16 MB point holds most of the judged time, so its 60% spread dominates.
+  double total = 0, spread = 0;
+  for (size_t i = 2; i < bad.size(); ++i) total += bad[i].seconds, spread += bad[i].seconds * bad[i].spread;
+  EXPECT_NEAR(f[0].weighted_spread, spread / total, 1e-12);
+  c.ring_fits = f;
+  const auto w = calibration_warnings(c);
+  ASSERT_EQ(w.size(), 2u) << "spread and fit error";
+  EXPECT_NE(w[0].find("on 2 ranks vary"), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("fit on 2 ranks is off"), std::string::npos) << w[1];
+}
+
+TEST(FitRings, FitsEachRankCountOnItsOwnAndPredictsWWorkersWithWRanks) {
+  std::vector<AllReducePoint> pts;
+  const std::vector<std::pair<double, double>> truth = {{40e-6, 2e9}, {400e-6, 1e9}, {900e-6, 0.6e9}};  // 2, 3, 4 ranks
+  for (int n = 2; n <= 4; ++n)
+    for (double s : {256e3, 1e6, 16e6})
+      pts.push_back({n, s, ring_allreduce(n, s, truth[n - 2].first, truth[n - 2].second), 0, 0, 3});
+  const auto fits = fit_rings(pts);
+  ASSERT_EQ(fits.size(), 3u);
+  for (int n = 2; n <= 4; ++n) {
+    EXPECT_EQ(fits[n - 2].ranks, n);
+    EXPECT_NEAR(fits[n - 2].latency_seconds, truth[n - 2].first, 1e-9);
+    EXPECT_NEAR(fits[n - 2].link_bytes_per_s, truth[n - 2].second, 1e-3 * truth[n - 2].second);
+  }
+  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
+  c.calibrated = true;
+  EXPECT_NEAR(cluster_for_world(c, fits, 3).intra.latency_seconds, 400e-6, 1e-12);
+  EXPECT_NEAR(cluster_for_world(c, fits, 3).inter.bytes_per_s, 1e9, 1e-3);
+  EXPECT_NEAR(cluster_for_world(c, fits, 8).intra.latency_seconds, 900e-6, 1e-12);  // beyond: the largest count
+  EXPECT_NEAR(cluster_for_world(c, fits, 2).intra.bytes_per_s, 2e9, 1e-3);
+  c.calibrated = false;
+  EXPECT_EQ(cluster_for_world(c, fits, 3).intra.latency_seconds, strategy::load_cluster("cpu-local").intra.latency_seconds);
 }
 
 // A busy loop on one core all through calibration: the calibration must say so and must not be
@@ -195,6 +257,22 @@ TEST(Calibrate, IfNeededSaysWhyItMeasuresAgain) {
   EXPECT_NE(why.find("-20.0%"), std::string::npos) << why;
 }
 
+// A calibration cached before the kernels changed (single rate 26 GFLOP/s where the machine now
+// runs 73) passes every other test; one probe of its own compute step says it is stale.
+TEST(Calibrate, IfNeededProbesTheComputeRateOfTheCachedCalibration) {
+  StoredCalibration s;
+  s.model = std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml";
+  s.created_at = "2026-01-01T00:00:00Z";
+  s.flops_per_s = 1e3;  // far slower than any core runs it: the kernels got faster since
+  std::string why = compute_probe_disagrees(s);
+  EXPECT_NE(why.find("stale"), std::string::npos) << why;
+  EXPECT_NE(why.find("2026-01-01T00:00:00Z"), std::string::npos) << why;
+  s.flops_per_s = 1e15;  // far faster than any core: the machine got slower (or is busy)
+  EXPECT_NE(compute_probe_disagrees(s).find("stale"), std::string::npos);
+  s.flops_per_s = 0;  // nothing to check against: measure again
+  EXPECT_FALSE(compute_probe_disagrees(s).empty());
+}
+
 TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   CalibrationOptions o;
   o.nproc = 2;
@@ -231,6 +309,42 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->grid.points.size(), c.grid.points.size());
   EXPECT_DOUBLE_EQ(stored->grid.flops_per_s(16, 128, 512), c.grid.flops_per_s(16, 128, 512));
+}
+
+// The workload profile's rates, worked out by hand for the tiny MLP: a block's forward is two
+// GEMMs (2 h f FLOPs per sample each), the head 2 h C; the backward twice the forward.
+TEST(WorkloadProfile, GivesTheClusterThePlansFlopsOverTheProfiledTimes) {
+  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  WorkloadProfile p;
+  p.microbatch = 8;
+  p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
+  p.fwdbwd_seconds = 3e-3, p.data_seconds = 1e-3, p.optimizer_seconds = 2e-3;
+  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
+  c.calibrated = true;
+  strategy::Plan plan = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 1);
+  const auto r = cluster_for_profile(c, m, plan, p);
+  const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
+  EXPECT_NEAR(r.device.peak_flops_fp32, 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
+  EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), double(p.parameters) * 28 / 2e-3, 1e-6);  // AdamW: 28 bytes per parameter
+  // And the cost model charges exactly the profiled times for one worker: 4 microbatches of
+  // 4 ms (forward + backward + data) and one update.
+  const auto e = strategy::estimate_step(m, plan, strategy::with_world(r, 1));
+  EXPECT_NEAR(e.step_seconds, 4 * 4e-3 + 2e-3, 1e-9);
+  c.calibrated = false;  // the placeholder preset keeps its own figures
+  EXPECT_EQ(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, c.device.peak_flops_fp32);
+}
+
+TEST(WorkloadProfile, MeasuresTheWorkloadsOwnShape) {
+  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const WorkloadProfile p = profile_workload(m, 4, 3);
+  EXPECT_EQ(p.microbatch, 4);
+  // fc1 and fc2 weights and biases per block, then the head.
+  EXPECT_EQ(p.parameters, m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes);
+  EXPECT_GT(p.fwdbwd_seconds, 0);
+  EXPECT_GT(p.data_seconds, 0);
+  EXPECT_GT(p.optimizer_seconds, 0);
+  EXPECT_EQ(p.repeats, 3);
+  EXPECT_THROW(profile_workload(m, 0, 3), ConfigError);
 }
 
 }  // namespace parlab::experiments
