@@ -10,11 +10,14 @@
 //     parameter), and a single-thread memcpy for reference;
 //   - communication: Gloo ring all-reduce on loopback for 2..N ranks over a range of sizes,
 //     fitted to the ring's alpha-beta form (strategy::ring_collective_seconds; least squares on
-//     the relative error, so small and large messages count alike).
-// Every figure is the median of repeats and carries its spread. The load other jobs put on the
-// machine is measured during calibration; a calibration whose spread, fit error or foreign load
-// is too large is retried once and then flagged: written for inspection, but never treated as
-// cached (`--if-needed` measures again).
+//     the relative error) for each rank count, over the sizes predictions use (RingFit).
+// Every figure is the median of repeats and carries its spread; a noisy series is measured more
+// before it is judged, and all-reduce spread and fit error are judged weighted by each size's
+// share of the time. The load other jobs put on the machine is measured during calibration; a
+// calibration whose spread, fit error or foreign load is too large is retried once and then
+// flagged: written for inspection, but never treated as cached (`--if-needed` measures again).
+// Scaling experiments take compute from a profile of the workload itself
+// (calibrate_profile.h) and communication from here.
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,6 @@
 #include "experiments/lib/calibrate_profile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
@@ -22,17 +23,21 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 }  // namespace
 
 WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int repeats) {
+  if (repeats < 1) throw ConfigError("repeats", std::to_string(repeats), "must be >= 1");
   if (m.kind != strategy::ModelKind::kMlp) throw ConfigError("model", m.name, "the workload profile runs the lab MLP");
   if (b <= 0) throw ConfigError("microbatch", std::to_string(b), "must be positive");
   const model::MlpShape shape = train::mlp_shape(m);
   model::LabMlp net(shape, 1);
-  train::SyntheticDataset data({.seed = 1, .size = b * (repeats + 1), .width = m.hidden, .classes = m.classes});
+  train::SyntheticDataset data({.seed = 1, .size = b * (4 * repeats + 1), .width = m.hidden, .classes = m.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::vector<double> fwdbwd, fill, update;
+  std::vector<double> fwdbwd, fill, update, fwdbwd_warm;
   std::vector<int64_t> indices(size_t(b), 0);
   // The trainer's order per step: data, forward and backward of every microbatch (the gradients
   // accumulate), the optimizer. Step 0 warms up (page faults, first-touch of the buffers).
   for (int i = 0; i <= repeats; ++i) {
+    // Small workloads repeat more (a quarter second of timed work at least), so that a few
+    // preempted microbatches do not move the median.
+    if (i == 1 && !fwdbwd_warm.empty()) repeats = std::clamp(int(0.25 / fwdbwd_warm.back()), repeats, 4 * repeats);
     std::iota(indices.begin(), indices.end(), int64_t(i) * b);
     auto mb = net.new_microbatch(b, b);
     auto t0 = Clock::now();
@@ -45,7 +50,10 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
     t0 = Clock::now();
     opt->step(net.params(), net.grads());
     const double u = since(t0);
-    if (i == 0) continue;
+    if (i == 0) {
+      fwdbwd_warm.push_back(c + d + u);
+      continue;
+    }
     fill.push_back(d), fwdbwd.push_back(c), update.push_back(u);
   }
   WorkloadProfile p;

@@ -214,6 +214,14 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
     table.add(row);
   }
   ctx.outcome->report = table.str() + compute_note + "\n";
+  if (stored && !stored->ring_fits.empty()) {
+    std::string fits;
+    for (const auto& f : stored->ring_fits)
+      fits += (fits.empty() ? "" : "; ") + std::to_string(f.ranks) + " ranks a = " + fixed(f.latency_seconds * 1e6, "%.0f") +
+              " us, B = " + fixed(f.link_bytes_per_s / 1e9, "%.2f") + " GB/s";
+    ctx.outcome->report += "communication model: Gloo ring all-reduce fitted per rank count (" + fits +
+                           "); W workers use the fit of W ranks\n";
+  }
   if (measure)
     ctx.outcome->report += "measured: median of >= " + std::to_string(kMinMeasuredSteps) + " steps after " +
                            std::to_string(kWarmupSteps) + " warm-up, " + std::to_string(t.rounds) +

@@ -343,7 +343,8 @@ TEST(WorkloadProfile, MeasuresTheWorkloadsOwnShape) {
   EXPECT_GT(p.fwdbwd_seconds, 0);
   EXPECT_GT(p.data_seconds, 0);
   EXPECT_GT(p.optimizer_seconds, 0);
-  EXPECT_EQ(p.repeats, 3);
+  EXPECT_GE(p.repeats, 3);
+  EXPECT_LE(p.repeats, 12);
   EXPECT_THROW(profile_workload(m, 0, 3), ConfigError);
 }
 

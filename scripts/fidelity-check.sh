@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Predict, then measure, on this machine from scratch: one fresh `parlab calibrate` into a
+# scratch results directory, then the quickstart's scaling experiment and any further scaling
+# experiments given as arguments (workloads calibration never ran), each followed by its
+# simulated-vs-measured table. The machine's load is printed beside every stage: figures taken
+# with a load average well above 1 (on 2 cores) are not the machine's.
+#
+#   scripts/fidelity-check.sh                      # calibrate + scaling_1_2_4
+#   scripts/fidelity-check.sh my-workload.toml     # ... and a held-out scaling experiment
+#   FIDELITY_SKIP_QUICKSTART=1 scripts/fidelity-check.sh a.toml b.toml
+#
+# PARLAB_BUILD_DIR picks the build (default build/); FIDELITY_DIR the scratch directory.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+parlab="${PARLAB_BUILD_DIR:-$root/build}/cli/parlab"
+dir="${FIDELITY_DIR:-$(mktemp -d -t parlab-fidelity.XXXXXX)}"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PARLAB_RESULTS="$dir"
+db="$dir/parlab.db"
+mkdir -p "$dir"
+cd "$root"
+load() { echo "-- $(date -u +%H:%M:%S) load average: $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+# The experiment name a scaling TOML declares (its first name = line).
+name_of() { sed -n 's/^name *= *"\(.*\)".*/\1/p' "$1" | head -1; }
+
+load
+"$parlab" calibrate --db "$db"
+load
+# A second --if-needed must find the fresh calibration cached (quiet machine) and not measure.
+"$parlab" calibrate --if-needed --db "$db"
+experiments=()
+[ -z "${FIDELITY_SKIP_QUICKSTART:-}" ] && experiments+=(scaling_1_2_4)
+experiments+=("$@")
+for e in "${experiments[@]}"; do
+  load
+  "$parlab" experiment run "$e" --db "$db" 2>&1 | grep -v "step [0-9]*/"
+  name="$e"
+  [ -f "$e" ] && name="$(name_of "$e")"
+  "$parlab" compare --experiment "$name" --db "$db"
+done
+load
+echo "Results in $db (PARLAB_RESULTS=$dir)."
