@@ -9,8 +9,12 @@
 #include <map>
 #include <vector>
 
+#include <unistd.h>
+
+#include "experiments/lib/calibrate.h"
 #include "experiments/lib/compare.h"
 #include "experiments/lib/runner.h"
+#include "strategy/io.h"
 #include "tests/support/subprocess.h"
 #include "parlab/source_dir.h"
 
@@ -130,6 +134,43 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
   ASSERT_TRUE(c.worst_simulated_error && c.worst_analytic_error);
   EXPECT_DOUBLE_EQ(std::max(*c.worst_simulated_error, *c.worst_analytic_error), worst);
   EXPECT_NE(c.table().find(" +-"), std::string::npos);  // the spread beside the measurement
+}
+
+// On a calibrated cpu-local the scaling experiment predicts from a profile of the workload
+// itself (and says so) and each worker count with its own rank count's ring fit: a fit with
+// 10 ms per ring step instead of 0.1 ms adds exactly the ring's 2(n-1) steps to the one gradient
+// all-reduce of 2 tiny workers, and nothing to 1 worker.
+TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit) {
+  Scratch s;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto predict = [&](double latency) {
+    Calibration c;
+    c.machine = host;
+    c.created_at = "2026-01-01T00:00:00Z";
+    c.cluster = strategy::load_cluster("cpu-local");
+    c.cluster.calibrated = true;
+    c.ring_fits = {{2, latency, 1e9, 0, 0}};
+    write_calibrated_cluster(c, s.dir);
+    ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
+    auto store = db::ResultsStore::open(":memory:");
+    const auto spec = parse_experiment("name = \"tiny_predicted\"\nkind = \"scaling\"\n[scaling]\nmodel = \"" + kModel +
+                                           "\"\ncluster = \"cpu-local\"\nplan = \"gbs=16\"\nworkers = [1, 2]\n"
+                                           "sources = [\"analytic\"]\n",
+                                       (s.dir / "p.toml").string());
+    const Outcome out = run_experiment(spec, store, options(s));
+    ::unsetenv("PARLAB_RESULTS");
+    EXPECT_TRUE(out.ok) << out.error;
+    EXPECT_NE(out.report.find("compute model: a profile of this workload on one core"), std::string::npos) << out.report;
+    EXPECT_NE(out.report.find("fitted per rank count (2 ranks a = "), std::string::npos) << out.report;
+    std::map<int, double> step;
+    for (db::RunId id : out.runs) step[store.get_run(id)->world_size] = store.run_metrics(id).at("step_seconds");
+    return step;
+  };
+  const auto fast = predict(100e-6), slow = predict(10e-3);
+  // Each run profiles afresh: the tiny model's compute differs by microseconds between them.
+  EXPECT_NEAR(slow.at(1), fast.at(1), 2e-3);
+  EXPECT_NEAR(slow.at(2) - fast.at(2), 2 * (10e-3 - 100e-6), 2e-3);
 }
 
 TEST(BatchEndToEnd, EquivalenceIsRecordedAsAPassedProof) {
