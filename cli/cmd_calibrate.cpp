@@ -91,7 +91,7 @@ void run(const CalibrateOptions& o) {
     a.add({std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_seconds(p.seconds),
            fmt::format("{:.0f}%", 100 * p.spread), std::to_string(p.repeats), units::format_seconds(p.fitted_seconds),
            fmt::format("{:+.0f}%{}", 100 * (p.fitted_seconds / p.seconds - 1),
-                       p.bytes < experiments::kJudgedMessageBytes ? " (not judged)" : "")});
+                       !experiments::judged(p.bytes) ? " (not judged)" : "")});
   Table f({"ranks", "a", "B", "error (time-weighted)", "+- (time-weighted)"});
   for (const auto& r : c.ring_fits)
     f.add({std::to_string(r.ranks), fmt::format("{:.1f} us", r.latency_seconds * 1e6),

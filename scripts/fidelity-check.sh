@@ -26,8 +26,12 @@ name_of() { sed -n 's/^name *= *"\(.*\)".*/\1/p' "$1" | head -1; }
 load
 "$parlab" calibrate --db "$db"
 load
-# A second --if-needed must find the fresh calibration cached (quiet machine) and not measure.
-"$parlab" calibrate --if-needed --db "$db"
+# A trusted calibration is cached: a second --if-needed must find it and not measure again.
+if grep -q '"trusted": true' "$dir/clusters/cpu-local.calibration.json"; then
+  "$parlab" calibrate --if-needed --db "$db"
+else
+  echo "-- the calibration was FLAGGED (warnings above): the figures below are not the machine's"
+fi
 experiments=()
 [ -z "${FIDELITY_SKIP_QUICKSTART:-}" ] && experiments+=(scaling_1_2_4)
 experiments+=("$@")

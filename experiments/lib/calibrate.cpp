@@ -9,6 +9,7 @@
 #include <optional>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -71,11 +72,16 @@ model::MlpShape grid_shape(int64_t hidden, int64_t ffn, int blocks) {
   return train::mlp_shape(m);
 }
 
-// The GEMM-rate grid: every microbatch with every width, on one core.
 // Step times of one shape; when they vary more than calibration accepts, as many again (a busy
 // moment passes; a busy machine does not, and is flagged).
 strategy::Spread measured_step(const model::MlpShape& shape, int64_t b, int reps) {
   auto times = measure::step_seconds(shape, b, reps);
+  // A step of a millisecond or two is one scheduler slice: a quarter second of them at least.
+  const double total = std::accumulate(times.begin(), times.end(), 0.0);
+  if (total > 0 && total < 0.25) {
+    const auto more = measure::step_seconds(shape, b, std::min(50, int(reps * (0.25 / total))));
+    times.insert(times.end(), more.begin(), more.end());
+  }
   if (strategy::spread_of(times).relative() > kMaxComputeSpread) {
     const auto more = measure::step_seconds(shape, b, reps);
     times.insert(times.end(), more.begin(), more.end());
@@ -83,6 +89,7 @@ strategy::Spread measured_step(const model::MlpShape& shape, int64_t b, int reps
   return strategy::spread_of(times);
 }
 
+// The GEMM-rate grid: every microbatch with every width, on one core.
 RateGrid measure_grid(const CalibrationOptions& o) {
   const std::vector<int64_t> microbatches = o.quick ? std::vector<int64_t>{8, 32} : std::vector<int64_t>{8, 32, 128};
   const std::vector<std::pair<int64_t, int64_t>> widths =
@@ -125,7 +132,7 @@ void measure_compute(Calibration& c, const CalibrationOptions& o, const strategy
 double weighted_spread(const std::vector<std::vector<double>>& per_size, const std::vector<double>& sizes) {
   double w = 0, sum = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] < kJudgedMessageBytes) continue;
+    if (!judged(sizes[i])) continue;
     const auto s = strategy::spread_of(per_size[i]);
     w += s.median, sum += s.median * s.relative();
   }
@@ -159,16 +166,16 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
   }
   say(o, "communication: CPU time per byte of Gloo traffic");
   c.comm_cpu_seconds_per_byte = measure::comm_cpu_seconds_per_byte(2, o.quick ? 4e6 : 64e6, o.quick ? 2 : 4);
-  std::vector<AllReducePoint> judged;
+  std::vector<AllReducePoint> big;
   for (const auto& p : c.allreduce)
-    if (p.bytes >= kJudgedMessageBytes) judged.push_back(p);
-  const auto [a, beta] = fit_alpha_beta(judged);  // all rank counts at once: the TOML's link
+    if (judged(p.bytes)) big.push_back(p);
+  const auto [a, beta] = fit_alpha_beta(big);  // all rank counts at once: the TOML's link
   c.latency_seconds = a;
   c.link_bytes_per_s = 1.0 / beta;
   c.ring_fits = fit_rings(c.allreduce);
   std::vector<double> errors;
   for (const auto& p : c.allreduce)
-    if (p.bytes >= kJudgedMessageBytes) errors.push_back(std::fabs(p.fitted_seconds / p.seconds - 1));
+    if (judged(p.bytes)) errors.push_back(std::fabs(p.fitted_seconds / p.seconds - 1));
   c.fit_max_relative_error = *std::max_element(errors.begin(), errors.end());
   c.fit_median_relative_error = strategy::median(errors);
 }
@@ -242,17 +249,17 @@ std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points) {
   for (const auto& p : points) counts.insert(p.ranks);
   std::vector<RingFit> fits;
   for (int n : counts) {
-    std::vector<AllReducePoint> judged;
+    std::vector<AllReducePoint> big;
     for (const auto& p : points)
-      if (p.ranks == n && p.bytes >= kJudgedMessageBytes) judged.push_back(p);
-    if (judged.size() < 2) continue;
-    const auto [a, beta] = fit_alpha_beta(judged);
+      if (p.ranks == n && judged(p.bytes)) big.push_back(p);
+    if (big.size() < 2) continue;
+    const auto [a, beta] = fit_alpha_beta(big);
     RingFit f{n, a, 1.0 / beta, 0, 0};
     double weight = 0;
     for (auto& p : points) {
       if (p.ranks != n) continue;
       p.fitted_seconds = strategy::ring_collective_seconds(strategy::CollectiveOp::kAllReduce, p.bytes, n, a, f.link_bytes_per_s);
-      if (p.bytes < kJudgedMessageBytes) continue;
+      if (!judged(p.bytes)) continue;
       weight += p.seconds;
       f.weighted_error += p.seconds * std::fabs(p.fitted_seconds / p.seconds - 1);
       f.weighted_spread += p.seconds * p.spread;
@@ -347,7 +354,7 @@ nlohmann::json Calibration::to_json() const {
                     {"aggregate_flops_per_s", c.aggregate_flops_per_s}, {"predicted_aggregate", c.predicted_aggregate}});
   for (const auto& a : allreduce)
     ar.push_back({{"ranks", a.ranks}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"spread", a.spread},
-                  {"fitted_seconds", a.fitted_seconds}, {"repeats", a.repeats}, {"judged", a.bytes >= kJudgedMessageBytes}});
+                  {"fitted_seconds", a.fitted_seconds}, {"repeats", a.repeats}, {"judged", judged(a.bytes)}});
   nlohmann::json fits = nlohmann::json::array();
   for (const auto& f : ring_fits)
     fits.push_back({{"ranks", f.ranks}, {"latency_seconds", f.latency_seconds}, {"link_bytes_per_s", f.link_bytes_per_s},

@@ -57,6 +57,8 @@ struct AllReducePoint {
 // Messages at least this large are the ones predictions use (DDP gradient buckets, a
 // microbatch's tensor-parallel activations): they are fitted and judged; smaller ones are shown.
 inline constexpr double kJudgedMessageBytes = 256e3;
+// A point of that size or more (the bench rounds sizes down to whole elements per rank).
+inline bool judged(double bytes) { return bytes >= 0.99 * kJudgedMessageBytes; }
 
 // The ring's alpha-beta fitted to one rank count's all-reduce points. On a machine with fewer
 // cores than ranks a ring step waits for the next rank to be scheduled, so the latency (and the

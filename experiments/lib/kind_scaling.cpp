@@ -61,7 +61,7 @@ strategy::ClusterSpec workload_cluster(const strategy::ClusterSpec& base, const 
                           ? load_stored_calibration(strategy::results_dir())
                           : std::nullopt;
   const std::string flagged = stored && !stored->trusted ? " -- the calibration is FLAGGED" : "";
-  if (profile && base.calibrated && p.tp == 1 && p.pp == 1) {
+  if (profile && p.tp == 1 && p.pp == 1) {
     const auto c = cluster_for_profile(base, model, p, *profile);
     note = describe(*profile, c) + (stored ? " (" + stored->created_at + ")" : "") + flagged;
     return c;
@@ -100,7 +100,9 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
   const auto stored = base.calibrated ? load_stored_calibration(strategy::results_dir()) : std::nullopt;
   // The workload profile: one core runs this workload's own microbatches before any prediction.
   std::optional<WorkloadProfile> profile;
-  if (base.calibrated && base.name == "cpu-local" && model.kind == strategy::ModelKind::kMlp) {
+  // Only with a calibration `parlab calibrate` made (its details beside the TOML): a cpu-local
+  // written by hand keeps its own figures.
+  if (stored && base.name == "cpu-local" && model.kind == strategy::ModelKind::kMlp) {
     strategy::Plan p1 = strategy::parse_plan(t.plan);
     if (!p1.was_given("dp")) p1.given.push_back("dp");
     p1.dp = t.workers.front() / (p1.tp * p1.pp);
