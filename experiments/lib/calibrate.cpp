@@ -89,19 +89,42 @@ strategy::Spread measured_step(const model::MlpShape& shape, int64_t b, int reps
   return strategy::spread_of(times);
 }
 
-// The GEMM-rate grid: every microbatch with every width, on one core.
+// The GEMM-rate grid: every microbatch with every width, on one core, the shapes measured
+// round-robin (a burst of load then costs each shape one rep). Shapes whose steps vary too much
+// or add up to under a quarter second (a step of a millisecond is one scheduler slice) are
+// measured again, as many reps more.
 RateGrid measure_grid(const CalibrationOptions& o) {
   const std::vector<int64_t> microbatches = o.quick ? std::vector<int64_t>{8, 32} : std::vector<int64_t>{8, 32, 128};
   const std::vector<std::pair<int64_t, int64_t>> widths =
       o.quick ? std::vector<std::pair<int64_t, int64_t>>{{64, 256}, {256, 1024}}
               : std::vector<std::pair<int64_t, int64_t>>{{256, 1024}, {1024, 4096}};
-  RateGrid g;
+  std::vector<std::pair<model::MlpShape, int64_t>> shapes;
   for (const auto& [h, f] : widths)
-    for (int64_t b : microbatches) {
-      const auto shape = grid_shape(h, f, o.quick ? 1 : 2);
-      const auto spread = measured_step(shape, b, o.quick ? 3 : 5);
-      g.points.push_back({b, h, f, model::LabMlp::step_matmul_flops(shape, b) / spread.median, spread.relative()});
-    }
+    for (int64_t b : microbatches) shapes.push_back({grid_shape(h, f, o.quick ? 1 : 2), b});
+  const int reps = o.quick ? 3 : 5;
+  auto times = measure::interleaved_step_seconds(shapes, reps);
+  std::vector<size_t> again;
+  std::vector<std::pair<model::MlpShape, int64_t>> again_shapes;
+  int more = reps;
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    const double total = std::accumulate(times[s].begin(), times[s].end(), 0.0);
+    if (strategy::spread_of(times[s]).relative() <= kMaxComputeSpread && total >= 0.25) continue;
+    again.push_back(s), again_shapes.push_back(shapes[s]);
+    if (total > 0) more = std::max(more, std::min(50, int(reps * (0.25 / total))));
+  }
+  if (!again.empty()) {
+    double longest = 0;  // and no shape more than two seconds more
+    for (size_t s : again) longest = std::max(longest, strategy::median(times[s]));
+    if (longest > 0) more = std::max(reps, std::min(more, int(2.0 / longest)));
+    const auto extra = measure::interleaved_step_seconds(again_shapes, more);
+    for (size_t k = 0; k < again.size(); ++k) times[again[k]].insert(times[again[k]].end(), extra[k].begin(), extra[k].end());
+  }
+  RateGrid g;
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    const auto spread = strategy::spread_of(times[s]);
+    const auto& [shape, b] = shapes[s];
+    g.points.push_back({b, shape.hidden, shape.ffn, model::LabMlp::step_matmul_flops(shape, b) / spread.median, spread.relative()});
+  }
   return g;
 }
 

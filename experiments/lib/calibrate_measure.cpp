@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -73,6 +74,29 @@ std::vector<double> step_seconds(const model::MlpShape& shape, int64_t b, int re
     net.backward(mb);
     if (i > 0) times.push_back(since(t0));  // the first step pays page faults
   }
+  return times;
+}
+
+std::vector<std::vector<double>> interleaved_step_seconds(const std::vector<std::pair<model::MlpShape, int64_t>>& shapes,
+                                                          int reps) {
+  std::vector<std::unique_ptr<model::LabMlp>> nets;
+  std::vector<model::MicrobatchState> mbs;
+  for (const auto& [shape, b] : shapes) {
+    nets.push_back(std::make_unique<model::LabMlp>(shape, 1));
+    mbs.push_back(nets.back()->new_microbatch(b, b));
+    auto x = mbs.back().activation(0);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = float((k * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    auto labels = mbs.back().labels();
+    for (size_t k = 0; k < labels.size(); ++k) labels[k] = int32_t(k % size_t(shape.classes));
+  }
+  std::vector<std::vector<double>> times(shapes.size());
+  for (int i = 0; i <= reps; ++i)
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const auto t0 = Clock::now();
+      nets[s]->forward(mbs[s]);
+      nets[s]->backward(mbs[s]);
+      if (i > 0) times[s].push_back(since(t0));  // the first step pays page faults
+    }
   return times;
 }
 

@@ -14,6 +14,12 @@ namespace parlab::experiments::measure {
 // after one warm-up (the first step pays page faults). Returns the step times in seconds.
 std::vector<double> step_seconds(const model::MlpShape& shape, int64_t microbatch, int reps);
 
+// step_seconds for several (shape, microbatch) pairs at once, round-robin: rep r of every shape
+// runs before rep r + 1 of any, so a burst of another job's load lands on one rep of each
+// shape, not on all reps of one. Returns the step times per shape, in the order given.
+std::vector<std::vector<double>> interleaved_step_seconds(const std::vector<std::pair<model::MlpShape, int64_t>>& shapes,
+                                                          int reps);
+
 // `k` processes measure step_seconds at once (forked: call before this process starts any
 // thread); returns each one's FLOP/s (matmul FLOPs / its median step).
 std::vector<double> concurrent_step_flops(const model::MlpShape& shape, int64_t microbatch, int k, int reps);
