@@ -228,6 +228,24 @@ std::vector<Plan> extend(const std::vector<Plan>& plans, const Axis& axis) {
   return out;
 }
 
+// `p` once per value, `set` applying each (in the values' order).
+template <class T, class Set>
+std::vector<Plan> along(const Plan& p, const std::vector<T>& values, Set set) {
+  std::vector<Plan> out;
+  for (const T& v : values) {
+    out.push_back(p);
+    set(out.back(), v);
+  }
+  return out;
+}
+
+// The values that satisfy `pred`, in order.
+template <class T, class Pred>
+std::vector<T> keep(std::vector<T> values, Pred pred) {
+  values.erase(std::remove_if(values.begin(), values.end(), [&](const T& v) { return !pred(v); }), values.end());
+  return values;
+}
+
 // Every (tp, pp, dp, zero, mb, schedule, recompute, sp) the search considers, with the keys the
 // user fixed held at their values. Nothing is validated here.
 std::vector<Plan> enumerate_plans(const Search& s) {
@@ -238,87 +256,48 @@ std::vector<Plan> enumerate_plans(const Search& s) {
   const int max_tp = s.o.max_tp > 0 ? s.o.max_tp : 2 * s.c.devices_per_node;
   std::vector<int64_t> mbs = s.o.microbatch_sizes;
   if (f.was_given("mb")) mbs = {f.microbatch};
+  using Sched = std::pair<Schedule, int>;
 
   Plan base = f;
   base.given.clear();
   if (f.was_given("precision")) base.given.push_back("precision");
   std::vector<Plan> plans = {base};
   plans = extend(plans, [&](const Plan& p) {
-    std::vector<Plan> out;
-    for (int tp : s.choices("tp", f.tp, m.has_layers() ? powers_of_two_dividing(world, max_tp) : std::vector<int>{1})) {
-      if (world % tp) continue;
-      Plan q = p;
-      q.tp = tp;
-      out.push_back(q);
-    }
-    return out;
+    const auto tps = s.choices("tp", f.tp, m.has_layers() ? powers_of_two_dividing(world, max_tp) : std::vector<int>{1});
+    return along(p, keep(tps, [&](int tp) { return world % tp == 0; }), [](Plan& q, int tp) { q.tp = tp; });
   });
   // pp divides what TP leaves; dp is the rest.
   plans = extend(plans, [&](const Plan& p) {
-    std::vector<Plan> out;
     const int rest = world / p.tp;
-    for (int pp : s.choices("pp", f.pp, m.has_layers() ? divisors_up_to(rest, int(m.layers)) : std::vector<int>{1})) {
-      if (rest % pp) continue;
-      const int dp = rest / pp;
-      if (f.was_given("dp") && f.dp != dp) continue;
-      Plan q = p;
-      q.pp = pp, q.dp = dp;
-      out.push_back(q);
-    }
-    return out;
+    const auto pps = s.choices("pp", f.pp, m.has_layers() ? divisors_up_to(rest, int(m.layers)) : std::vector<int>{1});
+    const auto fits = [&](int pp) { return rest % pp == 0 && !(f.was_given("dp") && f.dp != rest / pp); };
+    return along(p, keep(pps, fits), [&](Plan& q, int pp) { q.pp = pp, q.dp = rest / pp; });
   });
   plans = extend(plans, [&](const Plan& p) {
-    std::vector<Plan> out;
-    for (int zero : s.choices("zero", f.zero, std::vector<int>{0, 1, 2, 3})) {
-      if (zero > 0 && p.dp == 1) continue;  // nothing to shard over
-      Plan q = p;
-      q.zero = zero;
-      out.push_back(q);
-    }
-    return out;
+    // ZeRO needs a data-parallel group to shard over.
+    const auto zeros = keep(s.choices("zero", f.zero, std::vector<int>{0, 1, 2, 3}),
+                            [&](int zero) { return zero == 0 || p.dp > 1; });
+    return along(p, zeros, [](Plan& q, int zero) { q.zero = zero; });
   });
   plans = extend(plans, [&](const Plan& p) {
-    std::vector<Plan> out;
-    for (int64_t mb : mbs) {
-      Plan q = p;
-      q.microbatch = mb;
-      out.push_back(q);
-    }
-    return out;
+    return along(p, mbs, [](Plan& q, int64_t mb) { q.microbatch = mb; });
   });
   plans = extend(plans, [&](const Plan& p) {
-    std::vector<std::pair<Schedule, int>> schedules = {{Schedule::k1F1B, 1}};
+    std::vector<Sched> schedules = {{Schedule::k1F1B, 1}};
     if (p.pp > 1) schedules = {{Schedule::k1F1B, 1}, {Schedule::kInterleaved, 2}, {Schedule::kInterleaved, 4}};
     if (f.was_given("schedule"))
       schedules = {{f.schedule, f.was_given("v") ? f.v : (f.schedule == Schedule::kInterleaved ? 2 : 1)}};
-    std::vector<Plan> out;
-    for (const auto& [sched, v] : schedules) {
-      Plan q = p;
-      q.schedule = sched, q.v = v;
-      out.push_back(q);
-    }
-    return out;
+    return along(p, schedules, [](Plan& q, const Sched& sv) { q.schedule = sv.first, q.v = sv.second; });
   });
   plans = extend(plans, [&](const Plan& p) {
     std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kFull};
     if (transformer) recomputes.insert(recomputes.begin() + 1, Recompute::kSelective);
-    std::vector<Plan> out;
-    for (Recompute rc : s.choices("recompute", f.recompute, recomputes)) {
-      Plan q = p;
-      q.recompute = rc;
-      out.push_back(q);
-    }
-    return out;
+    return along(p, s.choices("recompute", f.recompute, recomputes), [](Plan& q, Recompute rc) { q.recompute = rc; });
   });
   plans = extend(plans, [&](const Plan& p) {
-    std::vector<Plan> out;
-    for (bool sp : s.choices("sp", f.sequence_parallel,
-                             p.tp > 1 && transformer ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-      Plan q = p;
-      q.sequence_parallel = sp;
-      out.push_back(q);
-    }
-    return out;
+    const auto sps = s.choices("sp", f.sequence_parallel,
+                               p.tp > 1 && transformer ? std::vector<bool>{false, true} : std::vector<bool>{false});
+    return along(p, sps, [](Plan& q, bool sp) { q.sequence_parallel = sp; });
   });
   return plans;
 }
