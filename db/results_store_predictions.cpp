@@ -62,9 +62,7 @@ void ResultsStore::reveal_prediction(std::int64_t prediction, double revealed, s
 
 std::vector<PredictionRecord> ResultsStore::list_predictions() {
   Statement s = connection_->statement("SELECT " PARLAB_PREDICTION_COLUMNS " FROM predictions ORDER BY id");
-  std::vector<PredictionRecord> out;
-  while (s.step()) out.push_back(read_prediction(s));
-  return out;
+  return detail::collect_rows(s, read_prediction);
 }
 
 std::optional<PredictionRecord> ResultsStore::get_prediction(std::int64_t prediction) {

@@ -1,6 +1,7 @@
 // ResultsStore: the queries the CLI, the GUI and the rubric reports need.
 #include <string>
 
+#include "db/proof_chain.h"
 #include "db/results_store.h"
 #include "db/store_detail.h"
 
@@ -53,37 +54,31 @@ CheckpointRecord read_checkpoint(const Statement& s) {
   return c;
 }
 
-#define PARLAB_PROOF_COLUMNS \
-  "id, run_id, experiment_id, kind, inputs, result, passed, evidence, created_at"
-
+// A proof as the store hands it out: the stored content (proof_chain.h reads it) with its JSON
+// columns parsed. Only the content columns are selected, so a read-only older database serves.
 ProofRecord read_proof(const Statement& s) {
+  StoredProof row = read_proof_content(s);
   ProofRecord p;
-  p.id = s.int64(0);
-  p.run = s.optional_int64(1);
-  p.experiment = s.optional_int64(2);
-  p.kind = s.text(3);
-  p.inputs = detail::parse_json_column(s.text(4), "proofs.inputs");
-  p.result = s.text(5);
-  p.passed = s.int64(6) != 0;
-  p.evidence = detail::parse_json_column(s.text(7), "proofs.evidence");
-  p.created_at = s.text(8);
+  p.id = row.id;
+  p.run = row.run_id;
+  p.experiment = row.experiment_id;
+  p.kind = std::move(row.kind);
+  p.inputs = detail::parse_json_column(row.inputs, "proofs.inputs");
+  p.result = std::move(row.result);
+  p.passed = row.passed;
+  p.evidence = detail::parse_json_column(row.evidence, "proofs.evidence");
+  p.created_at = std::move(row.created_at);
   return p;
 }
 
-// Collects every row of a bound statement through `read`.
-template <class Read>
-auto collect(Statement& s, Read read) {
-  std::vector<decltype(read(s))> rows;
-  while (s.step()) rows.push_back(read(s));
-  return rows;
-}
+using detail::collect_rows;
 
 }  // namespace
 
 std::vector<ExperimentRecord> ResultsStore::list_experiments() {
   Statement s = connection_->statement(
       "SELECT id, name, file, description, created_at FROM experiments ORDER BY name");
-  return collect(s, read_experiment);
+  return collect_rows(s, read_experiment);
 }
 
 std::optional<ExperimentRecord> ResultsStore::find_experiment(std::string_view name) {
@@ -105,21 +100,21 @@ std::vector<RunRecord> ResultsStore::runs_of_experiment(ExperimentId experiment)
   Statement s = connection_->statement("SELECT " PARLAB_RUN_COLUMNS
                                        " FROM runs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment);
-  return collect(s, read_run);
+  return collect_rows(s, read_run);
 }
 
 std::vector<RunRecord> ResultsStore::list_runs(std::optional<RunStatus> status) {
   Statement s = connection_->statement("SELECT " PARLAB_RUN_COLUMNS
                                        " FROM runs WHERE ?1 IS NULL OR status = ?1 ORDER BY id");
   if (status) s.bind_all(to_string(*status));
-  return collect(s, read_run);
+  return collect_rows(s, read_run);
 }
 
 std::vector<std::pair<std::string, std::string>> ResultsStore::run_params(RunId run) {
   Statement s =
       connection_->statement("SELECT key, value FROM run_params WHERE run_id = ? ORDER BY key");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) { return std::pair(row.text(0), row.text(1)); });
+  return collect_rows(s, [](const Statement& row) { return std::pair(row.text(0), row.text(1)); });
 }
 
 std::vector<StepTiming> ResultsStore::step_timings(RunId run) {
@@ -128,7 +123,7 @@ std::vector<StepTiming> ResultsStore::step_timings(RunId run) {
       "optimizer_seconds, idle_seconds, step_seconds, loss, samples "
       "FROM step_timings WHERE run_id = ? ORDER BY step, rank");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) {
+  return collect_rows(s, [](const Statement& row) {
     StepTiming t;
     t.step = row.int64(0);
     t.rank = static_cast<int>(row.int64(1));
@@ -151,7 +146,7 @@ std::vector<CollectiveRecord> ResultsStore::collectives(RunId run) {
       "algbw_bytes_per_s, busbw_bytes_per_s, tag "
       "FROM collectives WHERE run_id = ? ORDER BY rank, seq");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) {
+  return collect_rows(s, [](const Statement& row) {
     CollectiveRecord c;
     c.rank = static_cast<int>(row.int64(0));
     c.seq = row.int64(1);
@@ -172,7 +167,7 @@ std::vector<CheckpointRecord> ResultsStore::checkpoints(RunId run) {
   Statement s = connection_->statement("SELECT " PARLAB_CHECKPOINT_COLUMNS
                                        " FROM checkpoints WHERE run_id = ? ORDER BY step, path");
   s.bind_all(run);
-  return collect(s, read_checkpoint);
+  return collect_rows(s, read_checkpoint);
 }
 
 std::optional<CheckpointRecord> ResultsStore::latest_verified_checkpoint(RunId run) {
@@ -190,7 +185,7 @@ std::vector<IncidentRecord> ResultsStore::incidents(RunId run) {
       "SELECT id, kind, rank, step, detail, detected_at, detection_seconds, restart_seconds, "
       "steps_lost FROM incidents WHERE run_id = ? ORDER BY id");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) {
+  return collect_rows(s, [](const Statement& row) {
     IncidentRecord i;
     i.id = row.int64(0);
     i.kind = parse_incident_kind(row.text(1), "incidents.kind");
@@ -214,22 +209,22 @@ std::map<std::string, double> ResultsStore::run_metrics(RunId run) {
 }
 
 std::vector<ProofRecord> ResultsStore::proofs_of_run(RunId run) {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_COLUMNS
+  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS
                                        " FROM proofs WHERE run_id = ? ORDER BY id");
   s.bind_all(run);
-  return collect(s, read_proof);
+  return collect_rows(s, read_proof);
 }
 
 std::vector<ProofRecord> ResultsStore::proofs_of_experiment(ExperimentId experiment) {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_COLUMNS
+  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS
                                        " FROM proofs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment);
-  return collect(s, read_proof);
+  return collect_rows(s, read_proof);
 }
 
 std::vector<ProofRecord> ResultsStore::list_proofs() {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_COLUMNS " FROM proofs ORDER BY id");
-  return collect(s, read_proof);
+  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS " FROM proofs ORDER BY id");
+  return collect_rows(s, read_proof);
 }
 
 std::optional<CalibrationRecord> ResultsStore::latest_calibration(

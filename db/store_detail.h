@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "db/sqlite.h"
 #include "db/transaction.h"
@@ -30,6 +31,14 @@ auto write_scope(Connection& connection, Write&& write,
     tx.commit();
     return result;
   }
+}
+
+// Every row of a bound statement through `read` (a row reader: const Statement& -> record).
+template <class Read>
+auto collect_rows(Statement& s, Read read) {
+  std::vector<decltype(read(s))> rows;
+  while (s.step()) rows.push_back(read(s));
+  return rows;
 }
 
 // Parses a JSON column; the schema's json_valid CHECKs make failure a sign of a damaged file.
