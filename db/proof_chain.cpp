@@ -120,25 +120,14 @@ const ChainEntry* ChainReport::find(std::int64_t proof_id) const {
 
 StoredProof read_proof_content(const Statement& s) {
   StoredProof r;
-  r.id = s.int64(0);
-  r.run_id = s.optional_int64(1);
-  r.experiment_id = s.optional_int64(2);
-  r.kind = s.text(3);
-  r.inputs = s.text(4);
-  r.result = s.text(5);
-  r.passed = s.int64(6) != 0;
-  r.evidence = s.text(7);
-  r.created_at = s.text(8);
+  detail::read_columns(s, 0, r.id, r.run_id, r.experiment_id, r.kind, r.inputs, r.result, r.passed, r.evidence,
+                       r.created_at);
   return r;
 }
 
 StoredProof read_stored_proof(const Statement& s) {
   StoredProof r = read_proof_content(s);
-  r.software_version = s.text(9);
-  r.binary_hash = s.text(10);
-  r.machine = s.text(11);
-  r.prev_digest = s.optional_text(12);
-  r.digest = s.optional_text(13);
+  detail::read_columns(s, 9, r.software_version, r.binary_hash, r.machine, r.prev_digest, r.digest);
   return r;
 }
 

@@ -15,22 +15,13 @@ namespace {
 
 RunRecord read_run(const Statement& s) {
   RunRecord r;
-  r.id = s.int64(0);
-  r.experiment = s.optional_int64(1);
-  r.kind = parse_run_kind(s.text(2), "runs.kind");
-  r.model = s.text(3);
-  r.cluster = s.text(4);
-  r.plan = detail::parse_json_column(s.text(5), "runs.plan");
-  r.world_size = static_cast<int>(s.int64(6));
-  r.seed = static_cast<std::uint64_t>(s.int64(7));
-  r.software_version = s.text(8);
-  r.status = parse_run_status(s.text(9), "runs.status");
-  r.started_at = s.text(10);
-  r.ended_at = s.optional_text(11);
-  r.host = s.text(12);
-  r.pid = s.optional_int64(13);
-  r.pid_start_ticks = s.optional_int64(14);
-  r.notes = s.text(15);
+  std::string kind, plan, status;
+  detail::read_columns(s, 0, r.id, r.experiment, kind, r.model, r.cluster, plan, r.world_size, r.seed,
+                       r.software_version, status, r.started_at, r.ended_at, r.host, r.pid, r.pid_start_ticks,
+                       r.notes);
+  r.kind = parse_run_kind(kind, "runs.kind");
+  r.plan = detail::parse_json_column(plan, "runs.plan");
+  r.status = parse_run_status(status, "runs.status");
   return r;
 }
 
@@ -43,14 +34,7 @@ ExperimentRecord read_experiment(const Statement& s) {
 
 CheckpointRecord read_checkpoint(const Statement& s) {
   CheckpointRecord c;
-  c.id = s.int64(0);
-  c.step = s.int64(1);
-  c.path = s.text(2);
-  c.checksum = s.text(3);
-  c.bytes = s.int64(4);
-  c.save_seconds = s.real(5);
-  c.verified = s.int64(6) != 0;
-  c.created_at = s.text(7);
+  detail::read_columns(s, 0, c.id, c.step, c.path, c.checksum, c.bytes, c.save_seconds, c.verified, c.created_at);
   return c;
 }
 
@@ -125,17 +109,8 @@ std::vector<StepTiming> ResultsStore::step_timings(RunId run) {
   s.bind_all(run);
   return collect_rows(s, [](const Statement& row) {
     StepTiming t;
-    t.step = row.int64(0);
-    t.rank = static_cast<int>(row.int64(1));
-    t.data_seconds = row.real(2);
-    t.forward_seconds = row.real(3);
-    t.backward_seconds = row.real(4);
-    t.exposed_comm_seconds = row.real(5);
-    t.optimizer_seconds = row.real(6);
-    t.idle_seconds = row.real(7);
-    t.step_seconds = row.real(8);
-    t.loss = row.optional_real(9);
-    t.samples = row.int64(10);
+    detail::read_columns(row, 0, t.step, t.rank, t.data_seconds, t.forward_seconds, t.backward_seconds,
+                         t.exposed_comm_seconds, t.optimizer_seconds, t.idle_seconds, t.step_seconds, t.loss, t.samples);
     return t;
   });
 }
@@ -148,17 +123,8 @@ std::vector<CollectiveRecord> ResultsStore::collectives(RunId run) {
   s.bind_all(run);
   return collect_rows(s, [](const Statement& row) {
     CollectiveRecord c;
-    c.rank = static_cast<int>(row.int64(0));
-    c.seq = row.int64(1);
-    c.op = row.text(2);
-    c.group_name = row.text(3);
-    c.bytes = row.int64(4);
-    c.group_ranks = static_cast<int>(row.int64(5));
-    c.start_seconds = row.optional_real(6);
-    c.seconds = row.real(7);
-    c.algbw_bytes_per_s = row.optional_real(8);
-    c.busbw_bytes_per_s = row.optional_real(9);
-    c.tag = row.text(10);
+    detail::read_columns(row, 0, c.rank, c.seq, c.op, c.group_name, c.bytes, c.group_ranks, c.start_seconds, c.seconds,
+                         c.algbw_bytes_per_s, c.busbw_bytes_per_s, c.tag);
     return c;
   });
 }
@@ -187,15 +153,10 @@ std::vector<IncidentRecord> ResultsStore::incidents(RunId run) {
   s.bind_all(run);
   return collect_rows(s, [](const Statement& row) {
     IncidentRecord i;
-    i.id = row.int64(0);
-    i.kind = parse_incident_kind(row.text(1), "incidents.kind");
-    if (const auto rank = row.optional_int64(2)) i.rank = static_cast<int>(*rank);
-    i.step = row.optional_int64(3);
-    i.detail = row.text(4);
-    i.detected_at = row.text(5);
-    i.detection_seconds = row.optional_real(6);
-    i.restart_seconds = row.optional_real(7);
-    i.steps_lost = row.optional_int64(8);
+    std::string kind;
+    detail::read_columns(row, 0, i.id, kind, i.rank, i.step, i.detail, i.detected_at, i.detection_seconds,
+                         i.restart_seconds, i.steps_lost);
+    i.kind = parse_incident_kind(kind, "incidents.kind");
     return i;
   });
 }
