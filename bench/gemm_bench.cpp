@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/cpu/matmul.h"
 
@@ -60,29 +61,12 @@ std::vector<Shape> lab_shapes(const std::vector<int64_t>& batches) {
   return out;
 }
 
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 struct Cell {
   std::vector<double> gflops;
   bool deterministic = true;
   std::vector<float> first;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 }  // namespace
 
@@ -102,7 +86,7 @@ int main(int argc, char** argv) {
   const bool bf16 = cpu::bf16_supported();
   std::printf("bench_gemm: one thread; backend in use: %s; bf16 matmul: %s; load %s\n",
               std::string(cpu::matmul_backend_name()).c_str(), bf16 ? "yes (AVX512-BF16)" : "no",
-              load_average().c_str());
+              parlab::bench::load_average().c_str());
   std::printf("GFLOP/s: median [min..max] of %d runs; det = two runs gave identical bits\n\n", repeats);
   std::printf("%-30s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K", "OpenBLAS",
               "BLIS", "oneDNN fp32", "oneDNN bf16");
@@ -145,13 +129,7 @@ int main(int argc, char** argv) {
     }
     for (int r = 0; r < repeats; ++r) {
       for (size_t l = 0; l < libs.size(); ++l) {
-        int n = 0;
-        double t = 0;
-        while (t < min_seconds) {
-          t += seconds_of(libs[l]);
-          ++n;
-        }
-        cells[l].gflops.push_back(flops * n / t / 1e9);
+        cells[l].gflops.push_back(flops * parlab::bench::calls_per_second(libs[l], min_seconds) / 1e9);
       }
     }
     std::printf("%-30s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M),
@@ -161,9 +139,9 @@ int main(int argc, char** argv) {
         std::printf(" | %-22s", "n/a");
         continue;
       }
-      const auto [lo, hi] = std::minmax_element(cells[l].gflops.begin(), cells[l].gflops.end());
+      const parlab::bench::Range g = parlab::bench::range_of(cells[l].gflops);
       char buf[64];
-      std::snprintf(buf, sizeof buf, "%6.1f [%5.1f..%5.1f] %s", median(cells[l].gflops), *lo, *hi,
+      std::snprintf(buf, sizeof buf, "%6.1f [%5.1f..%5.1f] %s", g.median, g.lo, g.hi,
                     cells[l].deterministic ? "det" : "NDET");
       std::printf(" | %-22s", buf);
     }

@@ -13,30 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "runtime/train/optimizer.h"
 
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-struct Stats {
-  double median, lo, hi;
-};
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
-}  // namespace
+using parlab::bench::Range;
+using parlab::bench::range_of;
+using parlab::bench::seconds_of;
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_optimizer: fused AdamW pass vs memcpy bandwidth, one thread"};
@@ -54,16 +36,12 @@ int main(int argc, char** argv) {
   std::memcpy(dst.data(), src.data(), bytes);
   std::vector<double> adam, copy;
   for (int r = 0; r < repeats; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    opt->step(p, g);
-    adam.push_back(28.0 * double(n) / seconds_since(t0) / 1e9);
-    t0 = std::chrono::steady_clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    copy.push_back(2.0 * double(bytes) / seconds_since(t0) / 1e9);
+    adam.push_back(28.0 * double(n) / seconds_of([&] { opt->step(p, g); }) / 1e9);
+    copy.push_back(2.0 * double(bytes) / seconds_of([&] { std::memcpy(dst.data(), src.data(), bytes); }) / 1e9);
   }
-  const Stats a = stats(adam), c = stats(copy);
+  const Range a = range_of(adam), c = range_of(copy);
   std::printf("bench_optimizer: %lld elements, %d runs, load %s\n", static_cast<long long>(n), repeats,
-              load_average().c_str());
+              parlab::bench::load_average().c_str());
   std::printf("  AdamW pass  %6.2f GB/s [%.2f..%.2f]  (28 B/element; %.1f ms per step)\n", a.median, a.lo, a.hi,
               28.0 * double(n) / a.median / 1e6);
   std::printf("  memcpy      %6.2f GB/s [%.2f..%.2f]  (read + write)\n", c.median, c.lo, c.hi);

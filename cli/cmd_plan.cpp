@@ -373,7 +373,9 @@ void add_plan_command(CLI::App& app) {
       return run_seed_ledger(*opts);
     }
     if (given(*cmd, "--program")) in_range("--program", opts->program_rank, 0, std::numeric_limits<int>::max());
-    if (opts->gbs < 0) throw ConfigError("--gbs", std::to_string(opts->gbs), "must be a positive number of samples");
+    // 0 is the unset default (one sample per device); said explicitly it is no batch.
+    if (opts->gbs < 0 || (given(*cmd, "--gbs") && opts->gbs == 0))
+      throw ConfigError("--gbs", std::to_string(opts->gbs), "must be a positive number of samples");
     if (opts->top < 1) throw ConfigError("--top", std::to_string(opts->top), "must be >= 1");
     if (opts->simulate < 0) throw ConfigError("--simulate", std::to_string(opts->simulate), "must be >= 0");
     const bool search = opts->search || (opts->in.plan.empty() && opts->program_rank < 0);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "db/process_identity.h"
+#include "db/store_detail.h"
 #include "parlab/version.h"
 
 namespace parlab::db {
@@ -117,30 +118,22 @@ const ChainEntry* ChainReport::find(std::int64_t proof_id) const {
   return nullptr;
 }
 
+StoredProof read_proof_content(const Statement& s) {
+  StoredProof r;
+  detail::read_columns(s, 0, r.id, r.run_id, r.experiment_id, r.kind, r.inputs, r.result, r.passed, r.evidence,
+                       r.created_at);
+  return r;
+}
+
+StoredProof read_stored_proof(const Statement& s) {
+  StoredProof r = read_proof_content(s);
+  detail::read_columns(s, 9, r.software_version, r.binary_hash, r.machine, r.prev_digest, r.digest);
+  return r;
+}
+
 std::vector<StoredProof> read_stored_proofs(Connection& c) {
-  Statement s = c.statement(
-      "SELECT id, run_id, experiment_id, kind, inputs, result, passed, evidence, created_at, "
-      "software_version, binary_hash, machine, prev_digest, digest FROM proofs ORDER BY id");
-  std::vector<StoredProof> rows;
-  while (s.step()) {
-    StoredProof r;
-    r.id = s.int64(0);
-    r.run_id = s.optional_int64(1);
-    r.experiment_id = s.optional_int64(2);
-    r.kind = s.text(3);
-    r.inputs = s.text(4);
-    r.result = s.text(5);
-    r.passed = s.int64(6) != 0;
-    r.evidence = s.text(7);
-    r.created_at = s.text(8);
-    r.software_version = s.text(9);
-    r.binary_hash = s.text(10);
-    r.machine = s.text(11);
-    r.prev_digest = s.optional_text(12);
-    r.digest = s.optional_text(13);
-    rows.push_back(std::move(r));
-  }
-  return rows;
+  Statement s = c.statement("SELECT " PARLAB_STORED_PROOF_COLUMNS " FROM proofs ORDER BY id");
+  return detail::collect_rows(s, read_stored_proof);
 }
 
 ChainReport verify_proof_chain(Connection& c) {

@@ -81,6 +81,16 @@ struct ChainReport {
   const ChainEntry* find(std::int64_t proof_id) const;
 };
 
+// The proofs columns in StoredProof's order, for "SELECT " PARLAB_STORED_PROOF_COLUMNS " FROM proofs
+// ...": the content columns (every schema has them) and the provenance and chain (schema v4), and
+// the one reader of each (every other view of a proof is made from them).
+#define PARLAB_PROOF_CONTENT_COLUMNS "id, run_id, experiment_id, kind, inputs, result, passed, evidence, created_at"
+#define PARLAB_STORED_PROOF_COLUMNS \
+  PARLAB_PROOF_CONTENT_COLUMNS ", software_version, binary_hash, machine, prev_digest, digest"
+// Fills the content fields of a row selected with PARLAB_PROOF_CONTENT_COLUMNS first.
+StoredProof read_proof_content(const Statement& row);
+StoredProof read_stored_proof(const Statement& row);
+
 // Reads every proofs row and checks it against its digest and its predecessor.
 std::vector<StoredProof> read_stored_proofs(Connection& connection);
 ChainReport verify_proof_chain(Connection& connection);

@@ -16,21 +16,11 @@ namespace {
 
 PredictionRecord read_prediction(const Statement& s) {
   PredictionRecord p;
-  p.id = s.int64(0);
-  p.run = s.optional_int64(1);
-  p.experiment = s.optional_int64(2);
-  p.learner = s.text(3);
-  p.quantity = s.text(4);
-  p.source = parse_run_kind(s.text(5), "predictions.source");
-  p.model = s.text(6);
-  p.cluster = s.text(7);
-  p.plan = detail::parse_json_column(s.text(8), "predictions.plan");
-  p.world_size = static_cast<int>(s.int64(9));
-  p.predicted = s.real(10);
-  p.reason = s.text(11);
-  p.predicted_at = s.text(12);
-  p.revealed = s.optional_real(13);
-  p.revealed_at = s.optional_text(14);
+  std::string source, plan;
+  detail::read_columns(s, 0, p.id, p.run, p.experiment, p.learner, p.quantity, source, p.model, p.cluster, plan,
+                       p.world_size, p.predicted, p.reason, p.predicted_at, p.revealed, p.revealed_at);
+  p.source = parse_run_kind(source, "predictions.source");
+  p.plan = detail::parse_json_column(plan, "predictions.plan");
   return p;
 }
 
@@ -62,9 +52,7 @@ void ResultsStore::reveal_prediction(std::int64_t prediction, double revealed, s
 
 std::vector<PredictionRecord> ResultsStore::list_predictions() {
   Statement s = connection_->statement("SELECT " PARLAB_PREDICTION_COLUMNS " FROM predictions ORDER BY id");
-  std::vector<PredictionRecord> out;
-  while (s.step()) out.push_back(read_prediction(s));
-  return out;
+  return detail::collect_rows(s, read_prediction);
 }
 
 std::optional<PredictionRecord> ResultsStore::get_prediction(std::int64_t prediction) {

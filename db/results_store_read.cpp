@@ -1,6 +1,7 @@
 // ResultsStore: the queries the CLI, the GUI and the rubric reports need.
 #include <string>
 
+#include "db/proof_chain.h"
 #include "db/results_store.h"
 #include "db/store_detail.h"
 
@@ -14,22 +15,13 @@ namespace {
 
 RunRecord read_run(const Statement& s) {
   RunRecord r;
-  r.id = s.int64(0);
-  r.experiment = s.optional_int64(1);
-  r.kind = parse_run_kind(s.text(2), "runs.kind");
-  r.model = s.text(3);
-  r.cluster = s.text(4);
-  r.plan = detail::parse_json_column(s.text(5), "runs.plan");
-  r.world_size = static_cast<int>(s.int64(6));
-  r.seed = static_cast<std::uint64_t>(s.int64(7));
-  r.software_version = s.text(8);
-  r.status = parse_run_status(s.text(9), "runs.status");
-  r.started_at = s.text(10);
-  r.ended_at = s.optional_text(11);
-  r.host = s.text(12);
-  r.pid = s.optional_int64(13);
-  r.pid_start_ticks = s.optional_int64(14);
-  r.notes = s.text(15);
+  std::string kind, plan, status;
+  detail::read_columns(s, 0, r.id, r.experiment, kind, r.model, r.cluster, plan, r.world_size, r.seed,
+                       r.software_version, status, r.started_at, r.ended_at, r.host, r.pid, r.pid_start_ticks,
+                       r.notes);
+  r.kind = parse_run_kind(kind, "runs.kind");
+  r.plan = detail::parse_json_column(plan, "runs.plan");
+  r.status = parse_run_status(status, "runs.status");
   return r;
 }
 
@@ -42,48 +34,35 @@ ExperimentRecord read_experiment(const Statement& s) {
 
 CheckpointRecord read_checkpoint(const Statement& s) {
   CheckpointRecord c;
-  c.id = s.int64(0);
-  c.step = s.int64(1);
-  c.path = s.text(2);
-  c.checksum = s.text(3);
-  c.bytes = s.int64(4);
-  c.save_seconds = s.real(5);
-  c.verified = s.int64(6) != 0;
-  c.created_at = s.text(7);
+  detail::read_columns(s, 0, c.id, c.step, c.path, c.checksum, c.bytes, c.save_seconds, c.verified, c.created_at);
   return c;
 }
 
-#define PARLAB_PROOF_COLUMNS \
-  "id, run_id, experiment_id, kind, inputs, result, passed, evidence, created_at"
-
+// A proof as the store hands it out: the stored content (proof_chain.h reads it) with its JSON
+// columns parsed. Only the content columns are selected, so a read-only older database serves.
 ProofRecord read_proof(const Statement& s) {
+  StoredProof row = read_proof_content(s);
   ProofRecord p;
-  p.id = s.int64(0);
-  p.run = s.optional_int64(1);
-  p.experiment = s.optional_int64(2);
-  p.kind = s.text(3);
-  p.inputs = detail::parse_json_column(s.text(4), "proofs.inputs");
-  p.result = s.text(5);
-  p.passed = s.int64(6) != 0;
-  p.evidence = detail::parse_json_column(s.text(7), "proofs.evidence");
-  p.created_at = s.text(8);
+  p.id = row.id;
+  p.run = row.run_id;
+  p.experiment = row.experiment_id;
+  p.kind = std::move(row.kind);
+  p.inputs = detail::parse_json_column(row.inputs, "proofs.inputs");
+  p.result = std::move(row.result);
+  p.passed = row.passed;
+  p.evidence = detail::parse_json_column(row.evidence, "proofs.evidence");
+  p.created_at = std::move(row.created_at);
   return p;
 }
 
-// Collects every row of a bound statement through `read`.
-template <class Read>
-auto collect(Statement& s, Read read) {
-  std::vector<decltype(read(s))> rows;
-  while (s.step()) rows.push_back(read(s));
-  return rows;
-}
+using detail::collect_rows;
 
 }  // namespace
 
 std::vector<ExperimentRecord> ResultsStore::list_experiments() {
   Statement s = connection_->statement(
       "SELECT id, name, file, description, created_at FROM experiments ORDER BY name");
-  return collect(s, read_experiment);
+  return collect_rows(s, read_experiment);
 }
 
 std::optional<ExperimentRecord> ResultsStore::find_experiment(std::string_view name) {
@@ -105,21 +84,21 @@ std::vector<RunRecord> ResultsStore::runs_of_experiment(ExperimentId experiment)
   Statement s = connection_->statement("SELECT " PARLAB_RUN_COLUMNS
                                        " FROM runs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment);
-  return collect(s, read_run);
+  return collect_rows(s, read_run);
 }
 
 std::vector<RunRecord> ResultsStore::list_runs(std::optional<RunStatus> status) {
   Statement s = connection_->statement("SELECT " PARLAB_RUN_COLUMNS
                                        " FROM runs WHERE ?1 IS NULL OR status = ?1 ORDER BY id");
   if (status) s.bind_all(to_string(*status));
-  return collect(s, read_run);
+  return collect_rows(s, read_run);
 }
 
 std::vector<std::pair<std::string, std::string>> ResultsStore::run_params(RunId run) {
   Statement s =
       connection_->statement("SELECT key, value FROM run_params WHERE run_id = ? ORDER BY key");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) { return std::pair(row.text(0), row.text(1)); });
+  return collect_rows(s, [](const Statement& row) { return std::pair(row.text(0), row.text(1)); });
 }
 
 std::vector<StepTiming> ResultsStore::step_timings(RunId run) {
@@ -128,19 +107,10 @@ std::vector<StepTiming> ResultsStore::step_timings(RunId run) {
       "optimizer_seconds, idle_seconds, step_seconds, loss, samples "
       "FROM step_timings WHERE run_id = ? ORDER BY step, rank");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) {
+  return collect_rows(s, [](const Statement& row) {
     StepTiming t;
-    t.step = row.int64(0);
-    t.rank = static_cast<int>(row.int64(1));
-    t.data_seconds = row.real(2);
-    t.forward_seconds = row.real(3);
-    t.backward_seconds = row.real(4);
-    t.exposed_comm_seconds = row.real(5);
-    t.optimizer_seconds = row.real(6);
-    t.idle_seconds = row.real(7);
-    t.step_seconds = row.real(8);
-    t.loss = row.optional_real(9);
-    t.samples = row.int64(10);
+    detail::read_columns(row, 0, t.step, t.rank, t.data_seconds, t.forward_seconds, t.backward_seconds,
+                         t.exposed_comm_seconds, t.optimizer_seconds, t.idle_seconds, t.step_seconds, t.loss, t.samples);
     return t;
   });
 }
@@ -151,19 +121,10 @@ std::vector<CollectiveRecord> ResultsStore::collectives(RunId run) {
       "algbw_bytes_per_s, busbw_bytes_per_s, tag "
       "FROM collectives WHERE run_id = ? ORDER BY rank, seq");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) {
+  return collect_rows(s, [](const Statement& row) {
     CollectiveRecord c;
-    c.rank = static_cast<int>(row.int64(0));
-    c.seq = row.int64(1);
-    c.op = row.text(2);
-    c.group_name = row.text(3);
-    c.bytes = row.int64(4);
-    c.group_ranks = static_cast<int>(row.int64(5));
-    c.start_seconds = row.optional_real(6);
-    c.seconds = row.real(7);
-    c.algbw_bytes_per_s = row.optional_real(8);
-    c.busbw_bytes_per_s = row.optional_real(9);
-    c.tag = row.text(10);
+    detail::read_columns(row, 0, c.rank, c.seq, c.op, c.group_name, c.bytes, c.group_ranks, c.start_seconds, c.seconds,
+                         c.algbw_bytes_per_s, c.busbw_bytes_per_s, c.tag);
     return c;
   });
 }
@@ -172,7 +133,7 @@ std::vector<CheckpointRecord> ResultsStore::checkpoints(RunId run) {
   Statement s = connection_->statement("SELECT " PARLAB_CHECKPOINT_COLUMNS
                                        " FROM checkpoints WHERE run_id = ? ORDER BY step, path");
   s.bind_all(run);
-  return collect(s, read_checkpoint);
+  return collect_rows(s, read_checkpoint);
 }
 
 std::optional<CheckpointRecord> ResultsStore::latest_verified_checkpoint(RunId run) {
@@ -190,17 +151,12 @@ std::vector<IncidentRecord> ResultsStore::incidents(RunId run) {
       "SELECT id, kind, rank, step, detail, detected_at, detection_seconds, restart_seconds, "
       "steps_lost FROM incidents WHERE run_id = ? ORDER BY id");
   s.bind_all(run);
-  return collect(s, [](const Statement& row) {
+  return collect_rows(s, [](const Statement& row) {
     IncidentRecord i;
-    i.id = row.int64(0);
-    i.kind = parse_incident_kind(row.text(1), "incidents.kind");
-    if (const auto rank = row.optional_int64(2)) i.rank = static_cast<int>(*rank);
-    i.step = row.optional_int64(3);
-    i.detail = row.text(4);
-    i.detected_at = row.text(5);
-    i.detection_seconds = row.optional_real(6);
-    i.restart_seconds = row.optional_real(7);
-    i.steps_lost = row.optional_int64(8);
+    std::string kind;
+    detail::read_columns(row, 0, i.id, kind, i.rank, i.step, i.detail, i.detected_at, i.detection_seconds,
+                         i.restart_seconds, i.steps_lost);
+    i.kind = parse_incident_kind(kind, "incidents.kind");
     return i;
   });
 }
@@ -214,22 +170,22 @@ std::map<std::string, double> ResultsStore::run_metrics(RunId run) {
 }
 
 std::vector<ProofRecord> ResultsStore::proofs_of_run(RunId run) {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_COLUMNS
+  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS
                                        " FROM proofs WHERE run_id = ? ORDER BY id");
   s.bind_all(run);
-  return collect(s, read_proof);
+  return collect_rows(s, read_proof);
 }
 
 std::vector<ProofRecord> ResultsStore::proofs_of_experiment(ExperimentId experiment) {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_COLUMNS
+  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS
                                        " FROM proofs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment);
-  return collect(s, read_proof);
+  return collect_rows(s, read_proof);
 }
 
 std::vector<ProofRecord> ResultsStore::list_proofs() {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_COLUMNS " FROM proofs ORDER BY id");
-  return collect(s, read_proof);
+  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS " FROM proofs ORDER BY id");
+  return collect_rows(s, read_proof);
 }
 
 std::optional<CalibrationRecord> ResultsStore::latest_calibration(

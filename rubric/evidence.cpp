@@ -19,22 +19,12 @@ std::string join(const std::set<std::string>& items) {
   return s;
 }
 
-std::vector<Prediction> read_predictions(db::Connection& c) {
+// The store's predictions (db reads the rows) in the grader's terms.
+std::vector<Prediction> read_predictions(db::ResultsStore& store) {
   std::vector<Prediction> out;
-  db::Statement s = c.statement(
-      "SELECT id, quantity, source, world_size, predicted, revealed, predicted_at, revealed_at FROM predictions ORDER BY id");
-  while (s.step()) {
-    Prediction p;
-    p.id = s.int64(0);
-    p.quantity = s.text(1);
-    p.source = s.text(2);
-    p.world_size = static_cast<int>(s.int64(3));
-    p.predicted = s.real(4);
-    p.revealed = s.optional_real(5);
-    p.predicted_at = s.text(6);
-    p.revealed_at = s.optional_text(7);
-    out.push_back(std::move(p));
-  }
+  for (db::PredictionRecord& r : store.list_predictions())
+    out.push_back({r.id, std::move(r.quantity), std::string(db::to_string(r.source)), r.world_size, r.predicted, r.revealed,
+                   std::move(r.predicted_at), std::move(r.revealed_at)});
   return out;
 }
 
@@ -92,7 +82,7 @@ Evidence read_evidence(db::ResultsStore& store, bool accept_unchained) {
     if (!m.empty()) e.metrics[r.id] = std::move(m);
     for (auto& [k, v] : store.run_params(r.id)) e.params[r.id][k] = std::move(v);
   }
-  if (e.schema_version >= 3) e.predictions = read_predictions(store.connection());
+  if (e.schema_version >= 3) e.predictions = read_predictions(store);
   return e;
 }
 

@@ -68,6 +68,34 @@ double positive(TableReader& r, std::string_view key, double fallback) {
   return *v;
 }
 
+// `seed`: any non-negative 64-bit integer (a negative one would wrap to 2^64 - 1); 1 when absent.
+uint64_t seed_key(TableReader& r) { return uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1)); }
+
+// `key` = a non-empty array of plan strings, appended to `plans`; absent: `plans` unchanged.
+void plan_list(TableReader& r, std::string_view key, std::vector<std::string>& plans) {
+  const toml::node* n = r.find(key);
+  if (!n) return;
+  const toml::array* a = n->as_array();
+  if (!a || a->empty()) r.fail(key, TableReader::describe(*n), "must be a non-empty array of plan strings");
+  plans.clear();
+  for (const auto& e : *a) {
+    const auto v = e.value_exact<std::string>();
+    if (!v) r.fail(key, TableReader::describe(e), "each entry must be a plan string, e.g. \"zero=3\"");
+    plans.push_back(*v);
+  }
+}
+
+// The keys every training drill shares, in the order they are checked: model, plan, nproc (at
+// least `min_nproc`, else `why`), steps.
+template <class Task>
+void read_training_keys(TableReader& r, Task& t, int min_nproc = 1, const char* why = "") {
+  t.model = r.string("model").value_or(t.model);
+  t.plan = r.string("plan").value_or("");
+  t.nproc = positive_int(r, "nproc", t.nproc);
+  if (t.nproc < min_nproc) r.fail("nproc", std::to_string(t.nproc), why);
+  t.steps = positive_int(r, "steps", t.steps);
+}
+
 LedgerTask parse_ledger(TableReader& r) {
   LedgerTask t;
   auto required = [&](std::string_view key) {
@@ -83,7 +111,6 @@ LedgerTask parse_ledger(TableReader& r) {
   t.largest_layer_gb = required("largest_layer_gb");
   t.device_gb = required("device_gb");
   if (!(t.device_gb > 0)) r.fail("device_gb", std::to_string(t.device_gb), "must be > 0");
-  r.reject_unknown("params_gb, grads_gb, optimizer_gb, activations_gb, largest_layer_gb, device_gb");
   return t;
 }
 
@@ -95,9 +122,8 @@ ScalingTask parse_scaling(TableReader& r) {
   t.workers = int_list(r, "workers", t.workers);
   t.steps = positive_int(r, "steps", t.steps);
   t.sources = source_list(r, "sources", t.sources);
-  t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
+  t.seed = seed_key(r);
   t.rounds = int(r.integer("rounds", 1, 20).value_or(t.rounds));
-  r.reject_unknown("model, cluster, plan, workers, steps, sources, seed, rounds");
   return t;
 }
 
@@ -111,7 +137,6 @@ ScalingLabTask parse_scaling_lab(TableReader& r) {
   in.latency_seconds = non_negative(r, "latency_us", in.latency_seconds * 1e6) / 1e6;
   in.straggler_fraction = non_negative(r, "straggler", in.straggler_fraction);
   in.workers = int_list(r, "workers", in.workers);
-  r.reject_unknown("compute_ms, overhead_ms, bytes, link_gb_per_s, latency_us, straggler, workers");
   return t;
 }
 
@@ -126,23 +151,14 @@ EquivalenceTask parse_equivalence(TableReader& r) {
   EquivalenceTask t;
   t.model = r.string("model").value_or(t.model);
   t.plan = r.string("plan").value_or("");
-  if (const toml::node* n = r.find("plans")) {
-    const toml::array* a = n->as_array();
-    if (!a || a->empty()) r.fail("plans", TableReader::describe(*n), "must be a non-empty array of plan strings");
-    for (const auto& e : *a) {
-      const auto v = e.value_exact<std::string>();
-      if (!v) r.fail("plans", TableReader::describe(e), "each entry must be a plan string, e.g. \"zero=3\"");
-      t.plans.push_back(*v);
-    }
-  }
+  plan_list(r, "plans", t.plans);
   t.workers = int_list(r, "workers", t.workers);
   t.steps = positive_int(r, "steps", t.steps);
   t.tolerance = positive(r, "tolerance", t.tolerance);
   t.data_size = r.integer("data_size").value_or(0);
   if (t.data_size < 0) r.fail("data_size", std::to_string(t.data_size), "must be >= 0 (0: automatic)");
-  t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
+  t.seed = seed_key(r);
   t.device = device_key(r);
-  r.reject_unknown("model, plan, plans, workers, steps, tolerance, data_size, seed, device");
   if (t.workers.front() != 1) r.fail("workers", std::to_string(t.workers.front()), "must start with 1 (the reference)");
   return t;
 }
@@ -152,34 +168,20 @@ SplitsTask parse_splits(TableReader& r) {
   t.model = r.string("model").value_or(t.model);
   t.cluster = r.string("cluster").value_or(t.cluster);
   t.workers = positive_int(r, "workers", t.workers);
-  if (const toml::node* n = r.find("plans")) {
-    const toml::array* a = n->as_array();
-    if (!a || a->empty()) r.fail("plans", TableReader::describe(*n), "must be a non-empty array of plan strings");
-    t.plans.clear();
-    for (const auto& e : *a) {
-      const auto v = e.value_exact<std::string>();
-      if (!v) r.fail("plans", TableReader::describe(e), "each entry must be a plan string, e.g. \"zero=3\"");
-      t.plans.push_back(*v);
-    }
-  }
+  plan_list(r, "plans", t.plans);
   t.steps = positive_int(r, "steps", t.steps);
   t.sources = source_list(r, "sources", t.sources);
-  t.seed = uint64_t(r.integer("seed").value_or(1));
-  r.reject_unknown("model, cluster, workers, plans, steps, sources, seed");
+  t.seed = seed_key(r);
   return t;
 }
 
 KillResumeTask parse_kill_resume(TableReader& r) {
   KillResumeTask t;
-  t.model = r.string("model").value_or(t.model);
-  t.plan = r.string("plan").value_or("");
-  t.nproc = positive_int(r, "nproc", t.nproc);
-  t.steps = positive_int(r, "steps", t.steps);
+  read_training_keys(r, t);
   t.trials = positive_int(r, "trials", t.trials);
   t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
-  t.seed = uint64_t(r.integer("seed", 0, INT64_MAX).value_or(1));
+  t.seed = seed_key(r);
   t.device = device_key(r);
-  r.reject_unknown("model, plan, nproc, steps, trials, checkpoint_every, seed, device");
   return t;
 }
 
@@ -192,17 +194,12 @@ PlannerTask parse_planner(TableReader& r) {
   t.top = positive_int(r, "top", t.top);
   t.simulate_top = int(r.integer("simulate_top").value_or(0));
   if (t.simulate_top < 0) r.fail("simulate_top", std::to_string(t.simulate_top), "must be >= 0");
-  r.reject_unknown("model, cluster, world, gbs, top, simulate_top");
   return t;
 }
 
 HangDrillTask parse_hang_drill(TableReader& r) {
   HangDrillTask t;
-  t.model = r.string("model").value_or(t.model);
-  t.plan = r.string("plan").value_or("");
-  t.nproc = positive_int(r, "nproc", t.nproc);
-  if (t.nproc < 2) r.fail("nproc", std::to_string(t.nproc), "must be at least 2: a hang needs a rank to wait for another");
-  t.steps = positive_int(r, "steps", t.steps);
+  read_training_keys(r, t, 2, "must be at least 2: a hang needs a rank to wait for another");
   t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
   t.fault = r.string("fault").value_or(t.fault);
   // Checked here, before anything runs: a hang drill needs a rank that hangs the others.
@@ -223,25 +220,19 @@ HangDrillTask parse_hang_drill(TableReader& r) {
   } catch (const ConfigError& e) {
     r.fail("fallback", t.fallback, e.allowed());
   }
-  t.seed = uint64_t(r.integer("seed").value_or(1));
-  r.reject_unknown("model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed");
+  t.seed = seed_key(r);
   return t;
 }
 
 ElasticTask parse_elastic(TableReader& r) {
   ElasticTask t;
-  t.model = r.string("model").value_or(t.model);
-  t.plan = r.string("plan").value_or("");
-  t.nproc = positive_int(r, "nproc", t.nproc);
-  if (t.nproc < 2) r.fail("nproc", std::to_string(t.nproc), "must be at least 2 to lose a rank");
-  t.steps = positive_int(r, "steps", t.steps);
+  read_training_keys(r, t, 2, "must be at least 2 to lose a rank");
   t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
   t.lose_rank = int(r.integer("lose_rank").value_or(t.lose_rank));
   if (t.lose_rank < 0 || t.lose_rank >= t.nproc) r.fail("lose_rank", std::to_string(t.lose_rank), "must be a rank in [0, nproc)");
   t.lose_step = positive_int(r, "lose_step", t.lose_step);
   if (t.lose_step >= t.steps) r.fail("lose_step", std::to_string(t.lose_step), "must be below steps (the job must go on after it)");
-  t.seed = uint64_t(r.integer("seed").value_or(1));
-  r.reject_unknown("model, plan, nproc, steps, checkpoint_every, lose_rank, lose_step, seed");
+  t.seed = seed_key(r);
   return t;
 }
 
@@ -254,7 +245,7 @@ struct Kind {
 const Kind kKinds[] = {
     {"ledger", "params_gb, grads_gb, optimizer_gb, activations_gb, largest_layer_gb, device_gb",
      [](TableReader& r) -> Task { return parse_ledger(r); }},
-    {"scaling", "model, cluster, plan, workers, steps, sources, seed", [](TableReader& r) -> Task { return parse_scaling(r); }},
+    {"scaling", "model, cluster, plan, workers, steps, sources, seed, rounds", [](TableReader& r) -> Task { return parse_scaling(r); }},
     {"scaling_lab", "compute_ms, overhead_ms, bytes, link_gb_per_s, latency_us, straggler, workers",
      [](TableReader& r) -> Task { return parse_scaling_lab(r); }},
     {"equivalence", "model, plan, plans, workers, steps, tolerance, data_size, seed, device",
@@ -306,6 +297,7 @@ ExperimentSpec parse_experiment(std::string_view text, const std::string& source
     static const toml::table empty;
     TableReader kr(t ? *t : empty, source, std::string(k.name) + ".");
     spec.task = k.parse(kr);
+    kr.reject_unknown(k.keys);  // every kind's keys are listed once, in kKinds
     r.reject_unknown(std::string("name, title, notice, kind, [") + k.name + "]");
     return spec;
   }

@@ -2,7 +2,7 @@
 
 namespace parlab::gui {
 
-LiveStepsModel::LiveStepsModel(QObject* parent) : QAbstractTableModel(parent) {}
+LiveStepsModel::LiveStepsModel(QObject* parent) : LabTableModel({"step", "loss", "step time"}, parent) {}
 
 void LiveStepsModel::add(int step, double loss, double step_seconds) {
   beginInsertRows({}, rowCount(), rowCount());
@@ -19,10 +19,9 @@ void LiveStepsModel::clear() {
 }
 
 int LiveStepsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(rows_.size()); }
-int LiveStepsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumns; }
 
 QVariant LiveStepsModel::data(const QModelIndex& index, int role) const {
-  if (!index.isValid() || index.row() >= rowCount() || index.column() >= kColumns) return {};
+  if (!in_range(index)) return {};
   const Row& r = rows_[size_t(index.row())];
   if (role == kValueRole) return index.column() == kStep ? QVariant(r.step) : QVariant(index.column() == kLoss ? r.loss : r.step_seconds);
   if (role != Qt::DisplayRole) return {};
@@ -31,12 +30,6 @@ QVariant LiveStepsModel::data(const QModelIndex& index, int role) const {
     case kLoss: return QString::number(r.loss, 'f', 4);
     default: return QString::number(r.step_seconds * 1e3, 'g', 3) + " ms";
   }
-}
-
-QVariant LiveStepsModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[kColumns] = {"step", "loss", "step time"};
-  return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();
 }
 
 }  // namespace parlab::gui

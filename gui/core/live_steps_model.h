@@ -1,16 +1,16 @@
 #pragma once
 // The steps of a run in progress, as `parlab train` reports them (one progress line per step):
 // step, loss and step time, for the live plot and its table.
-#include <QAbstractTableModel>
 #include <vector>
+
+#include "gui/core/table_model.h"
 
 namespace parlab::gui {
 
-class LiveStepsModel : public QAbstractTableModel {
+class LiveStepsModel : public LabTableModel {
   Q_OBJECT
  public:
   enum Column { kStep, kLoss, kStepTime, kColumns };
-  static constexpr int kValueRole = Qt::UserRole + 1;
   struct Row {
     int step = 0;
     double loss = 0, step_seconds = 0;
@@ -21,12 +21,7 @@ class LiveStepsModel : public QAbstractTableModel {
   const std::vector<Row>& rows() const { return rows_; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
-  int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
-
- signals:
-  void changed();
 
  private:
   std::vector<Row> rows_;

@@ -2,7 +2,11 @@
 
 namespace parlab::gui {
 
-SpeedupModel::SpeedupModel(QObject* parent) : QAbstractTableModel(parent) {}
+SpeedupModel::SpeedupModel(QObject* parent)
+    : LabTableModel({"workers", "analytic step", "analytic speedup", "analytic eff.", "simulated step",
+                     "simulated speedup", "simulated eff.", "measured step", "measured speedup", "measured eff.",
+                     "analytic error", "simulated error", "measured +-", "your prediction", "prediction error"},
+                    parent) {}
 
 void SpeedupModel::set_rows(std::vector<SpeedupPoint> rows) {
   beginResetModel();
@@ -70,10 +74,9 @@ std::optional<double> SpeedupModel::value(int row, int column) const {
 }
 
 int SpeedupModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(rows_.size()); }
-int SpeedupModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumns; }
 
 QVariant SpeedupModel::data(const QModelIndex& index, int role) const {
-  if (!index.isValid() || index.row() >= rowCount() || index.column() >= kColumns) return {};
+  if (!in_range(index)) return {};
   const std::optional<double> v = value(index.row(), index.column());
   if (role == kValueRole) return v ? QVariant(*v) : QVariant();
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
@@ -94,15 +97,6 @@ QVariant SpeedupModel::data(const QModelIndex& index, int role) const {
     case kMeasuredSpread: return QString::asprintf("+-%.1f%%", 100 * *v);
     default: return QString::number(*v, 'f', 2);
   }
-}
-
-QVariant SpeedupModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[kColumns] = {"workers",         "analytic step",     "analytic speedup",  "analytic eff.",
-                                        "simulated step",  "simulated speedup", "simulated eff.",    "measured step",
-                                        "measured speedup", "measured eff.",    "analytic error",    "simulated error",
-                                        "measured +-",     "your prediction",   "prediction error"};
-  return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();
 }
 
 }  // namespace parlab::gui

@@ -3,14 +3,14 @@
 // efficiency of the analytic, simulated and measured sources; each prediction's error against
 // the measurement beside the measurement's own spread (an error inside it is noise), and the
 // learner's prediction with its error against the simulation.
-#include <QAbstractTableModel>
 #include <vector>
 
 #include "gui/core/speedup_series.h"
+#include "gui/core/table_model.h"
 
 namespace parlab::gui {
 
-class SpeedupModel : public QAbstractTableModel {
+class SpeedupModel : public LabTableModel {
   Q_OBJECT
  public:
   enum Column {
@@ -22,7 +22,6 @@ class SpeedupModel : public QAbstractTableModel {
     kPredicted, kPredictionError,
     kColumns
   };
-  static constexpr int kValueRole = Qt::UserRole + 1;  // the raw double (seconds, ratios)
 
   explicit SpeedupModel(QObject* parent = nullptr);
 
@@ -37,12 +36,7 @@ class SpeedupModel : public QAbstractTableModel {
   std::optional<double> value(int row, int column) const;
 
   int rowCount(const QModelIndex& parent = {}) const override;
-  int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
-
- signals:
-  void changed();
 
  private:
   std::vector<SpeedupPoint> rows_;

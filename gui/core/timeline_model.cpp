@@ -4,7 +4,7 @@
 
 namespace parlab::gui {
 
-TimelineModel::TimelineModel(QObject* parent) : QAbstractTableModel(parent) {}
+TimelineModel::TimelineModel(QObject* parent) : LabTableModel({"rank", "stream", "op", "start", "end", "duration"}, parent) {}
 
 void TimelineModel::set_events(const std::vector<trace::Event>& events, double from, double to) {
   std::vector<trace::Event> kept;
@@ -37,10 +37,9 @@ void TimelineModel::set_all(const std::vector<trace::Event>& events) {
 void TimelineModel::clear() { set_all({}); }
 
 int TimelineModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(events_.size()); }
-int TimelineModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumns; }
 
 QVariant TimelineModel::data(const QModelIndex& index, int role) const {
-  if (!index.isValid() || index.row() >= rowCount() || index.column() >= kColumns) return {};
+  if (!in_range(index)) return {};
   const trace::Event& e = events_[size_t(index.row())];
   const double seconds[] = {0, 0, 0, e.start_seconds, e.end_seconds, e.end_seconds - e.start_seconds};
   if (role == kValueRole) {
@@ -61,12 +60,6 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
     return tip;
   }
   return {};
-}
-
-QVariant TimelineModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[kColumns] = {"rank", "stream", "op", "start", "end", "duration"};
-  return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();
 }
 
 }  // namespace parlab::gui

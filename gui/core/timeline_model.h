@@ -2,18 +2,17 @@
 // One simulated (or measured) step as an item model: the trace events the Chrome trace export
 // writes (trace/trace.h), one row per op, times relative to the step's start. The timeline
 // widget draws these rows; its "table" toggle shows them.
-#include <QAbstractTableModel>
 #include <vector>
 
 #include "trace/trace.h"
+#include "gui/core/table_model.h"
 
 namespace parlab::gui {
 
-class TimelineModel : public QAbstractTableModel {
+class TimelineModel : public LabTableModel {
   Q_OBJECT
  public:
   enum Column { kRank, kStream, kName, kStart, kEnd, kDuration, kColumns };
-  static constexpr int kValueRole = Qt::UserRole + 1;
 
   explicit TimelineModel(QObject* parent = nullptr);
 
@@ -26,12 +25,7 @@ class TimelineModel : public QAbstractTableModel {
   double span_seconds() const { return span_; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
-  int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
-
- signals:
-  void changed();
 
  private:
   std::vector<trace::Event> events_;

@@ -7,6 +7,7 @@
 
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/layout.h"
+#include "strategy/text.h"
 
 namespace parlab::checkpoint {
 namespace fs = std::filesystem;
@@ -14,23 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-// `text` with every byte outside printable ASCII written as \xNN. A damaged manifest can hold any
-// bytes, and the JSON parser quotes the last ones it read: left raw, a non-UTF-8 byte in a
-// problem would make every later JSON message that carries the problem throw.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b >= 0x20 && b < 0x7f) {
-      out += c;
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02X", b);
-      out += hex;
-    }
-  }
-  return out;
-}
+using strategy::printable;
 
 // The manifest of `dir`, or the reason there is none. Whatever the file holds, an unreadable
 // manifest is a problem of this checkpoint (the caller falls back to an older one), never a throw.

@@ -256,7 +256,14 @@ RendezvousEnv from_env(const Lookup& lookup) {
     env.master_addr = *addr;
   }
   env.master_port = read_int(lookup, "MASTER_PORT", 1, 65535, "[1, 65535]", false, 0);
-  if (auto token = lookup("PARLAB_STORE_TOKEN")) env.store_token = *token;
+  if (auto token = lookup("PARLAB_STORE_TOKEN"); token && !token->empty()) {
+    env.store_token = *token;
+    env.store_token_source = "PARLAB_STORE_TOKEN";
+  }
+  if (auto file = lookup("PARLAB_STORE_TOKEN_FILE")) {
+    if (file->empty()) throw ConfigError("PARLAB_STORE_TOKEN_FILE", "\"\"", "the path of a 0600 token file (or unset it)");
+    env.store_token_file = *file;
+  }
   if (!env.master_addr.empty() && env.master_port == 0) {
     throw ConfigError("MASTER_PORT", "<unset>",
                       "must be set (an integer in [1, 65535]) when MASTER_ADDR is");

@@ -72,9 +72,12 @@ struct RendezvousEnv {
   int master_port = 0;      // 0 when not given
   std::string launcher;     // "torchrun" or "slurm"
   // PARLAB_STORE_TOKEN: a per-job secret every TCP store request must carry (give every rank the
-  // same one, e.g. `export PARLAB_STORE_TOKEN=$(openssl rand -hex 16)` before torchrun); empty: the
-  // store accepts anyone who can reach MASTER_PORT.
+  // same one, e.g. `export PARLAB_STORE_TOKEN=$(openssl rand -hex 16)` before torchrun). When it is
+  // unset, resolve_store_token (store_token.h) reads it from PARLAB_STORE_TOKEN_FILE or the run
+  // directory; make_tcp_rendezvous refuses to start without one.
   std::string store_token;
+  std::string store_token_file;    // PARLAB_STORE_TOKEN_FILE, empty when unset
+  std::string store_token_source;  // where store_token came from, for messages
 };
 
 // torchrun variables win over Slurm's. Throws ConfigError naming the missing or malformed

@@ -443,7 +443,8 @@ std::vector<char> TcpStore::request(const std::vector<char>& payload) {
     ::close(fd_);
     fd_ = -1;
     throw StoreError("tcp store " + endpoint_ + ": connection failed (server gone, or it refused the request: " +
-                     "a wrong PARLAB_STORE_TOKEN, or a value past its limits?)");
+                     "a token other than rank 0's -- from PARLAB_STORE_TOKEN, PARLAB_STORE_TOKEN_FILE or the run directory's " +
+                     "store_token file --, or a value past its limits?)");
   }
   return reply;
 }
@@ -504,6 +505,11 @@ TcpRendezvous make_tcp_rendezvous(const RendezvousEnv& env, const std::string& b
   }
   if (env.master_port <= 0) {
     throw ConfigError("MASTER_PORT", "<unset>", "a free TCP port on rank 0's host, in [1, 65535]");
+  }
+  // Without a token anyone who can reach the port reads and sets the job's keys (store_token.h).
+  if (env.store_token.empty()) {
+    throw ConfigError("PARLAB_STORE_TOKEN", "<unset>",
+                      "the TCP rendezvous store refuses to run without a per-job token (see resolve_store_token)");
   }
   TcpRendezvous out;
   if (env.rank == 0) out.server = std::make_unique<TcpStoreServer>(bind_host, env.master_port, env.store_token);

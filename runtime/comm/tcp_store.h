@@ -78,7 +78,8 @@ class TcpStore final : public Store {
 // The usual multi-host setup from launcher variables: rank 0 hosts a TcpStoreServer on
 // `bind_host`:MASTER_PORT, and every rank (rank 0 included) connects a TcpStore to
 // MASTER_ADDR:MASTER_PORT. Keep the returned value alive for as long as the job may rendezvous
-// (split() uses the store too). Throws ConfigError when MASTER_ADDR/MASTER_PORT are missing.
+// (split() uses the store too). Throws ConfigError when MASTER_ADDR/MASTER_PORT are missing, or
+// when env.store_token is empty: a job never opens an unauthenticated store (store_token.h).
 struct TcpRendezvous {
   std::unique_ptr<TcpStoreServer> server;  // rank 0 only
   std::shared_ptr<Store> store;

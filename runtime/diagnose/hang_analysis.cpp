@@ -11,6 +11,7 @@
 
 #include "strategy/consistency.h"
 #include "strategy/errors.h"
+#include "strategy/text.h"
 #include "strategy/units.h"
 
 namespace parlab::diagnose {
@@ -322,9 +323,8 @@ comm::FlightRecorderDump load_dump(const fs::path& file, const std::string* text
   try {
     return text ? comm::FlightRecorder::from_json(*text) : comm::FlightRecorder::load(file);
   } catch (const Error& e) {
-    std::string why;
-    for (const char c : std::string(e.what())) why += (c >= 0x20 && c < 0x7f) ? c : '?';
-    throw ConfigError("dump", file.string(), "is not a readable flight-recorder dump (" + why + ")");
+    throw ConfigError("dump", file.string(),
+                      "is not a readable flight-recorder dump (" + strategy::printable(e.what()) + ")");
   }
 }
 

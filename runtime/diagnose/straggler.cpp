@@ -110,6 +110,7 @@ std::vector<RankTiming> timings_from_run_dir(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) throw ConfigError("RUN_DIR", dir.string(), "is not a directory");
   std::map<std::pair<int64_t, int>, RankTiming> by_key;
+  std::string unreadable;  // the first records file with a line that is not JSON, for the message
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (!(name.rfind("rank-", 0) == 0 && name.ends_with(".jsonl"))) continue;
@@ -119,6 +120,7 @@ std::vector<RankTiming> timings_from_run_dir(const std::filesystem::path& dir) {
       try {
         j = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception&) {
+        if (unreadable.empty()) unreadable = e.path().string();
         continue;  // a torn last line of a killed worker
       }
       if (j.value("type", "") != "step") continue;
@@ -132,6 +134,8 @@ std::vector<RankTiming> timings_from_run_dir(const std::filesystem::path& dir) {
   }
   std::vector<RankTiming> out;
   for (const auto& [k, t] : by_key) out.push_back(t);
+  if (out.empty() && !unreadable.empty())
+    throw ConfigError("RUN_DIR", dir.string(), "holds no readable step record (" + unreadable + " is not JSON lines)");
   if (out.empty()) throw ConfigError("RUN_DIR", dir.string(), "holds no rank-*.jsonl step records");
   return out;
 }

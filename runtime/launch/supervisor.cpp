@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/comm/store_token.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/liveness.h"
 #include "strategy/errors.h"
@@ -140,6 +141,8 @@ void Supervisor::start() {
   started_seconds_ = comm::wall_clock_seconds();
   last_line_seconds_.assign(static_cast<size_t>(options_.nproc), started_seconds_);
   const std::string n = std::to_string(options_.nproc);
+  // A fresh secret per launch: whatever TCP store the workers open carries it (comm/store_token.h).
+  const std::string token = comm::random_store_token();
   for (int r = 0; r < options_.nproc; ++r) {
     std::map<std::string, std::string> env = options_.env;
     env["RANK"] = std::to_string(r);
@@ -150,6 +153,7 @@ void Supervisor::start() {
     env["PARLAB_RUN_DIR"] = fs::absolute(dir).string();
     env["PARLAB_SUPERVISOR_PID"] = std::to_string(::getpid());
     env["PARLAB_ATTEMPT"] = std::to_string(options_.attempt);
+    env["PARLAB_STORE_TOKEN"] = token;
     env["OPENBLAS_NUM_THREADS"] = "1";
     env["OMP_NUM_THREADS"] = "1";
     children_.emplace_back(options_.argv, env, rank_log_path(dir, r));

@@ -9,6 +9,7 @@
 //               PARLAB_RENDEZVOUS_DIR = run_dir/rendezvous      (a file store: no port to pick)
 //               PARLAB_RUN_DIR, PARLAB_SUPERVISOR_PID           (workers die with the supervisor)
 //               PARLAB_ATTEMPT = attempt                         (rendezvous keys per attempt)
+//               PARLAB_STORE_TOKEN = a fresh random token         (per launch; comm/store_token.h)
 //               OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = 1      (one BLAS thread per rank)
 //   monitor   every `poll`: waitpid(WNOHANG) on each worker, and tail the progress channel, the
 //             JSON lines each worker appends to run_dir/rank-<r>.jsonl (one per step, see

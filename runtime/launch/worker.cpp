@@ -12,6 +12,7 @@
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/device/device.h"
 #include "runtime/comm/route.h"
+#include "runtime/comm/store_token.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/liveness.h"
@@ -66,7 +67,7 @@ void follow_supervisor() {
     throw RuntimeError("the supervisor (pid " + std::string(pid_text) + ") is gone; not training alone");
 }
 
-WorkerWorld connect_worker(const comm::GlooOptions& options) {
+WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesystem::path& run_dir) {
   WorkerWorld w;
   w.env = comm::from_env();
   comm::GlooOptions o = options;
@@ -77,6 +78,7 @@ WorkerWorld connect_worker(const comm::GlooOptions& options) {
     // Several hosts (MASTER_ADDR not loopback): rank 0 serves every interface and each rank's
     // Gloo pairs listen on its host name, or on GLOO_SOCKET_IFNAME as in PyTorch.
     const bool local = is_loopback(w.env.master_addr);
+    comm::resolve_store_token(w.env, run_dir);
     w.tcp = comm::make_tcp_rendezvous(w.env, local ? "127.0.0.1" : "0.0.0.0", options.timeout);
     store = w.tcp.store;
     if (!local) {
@@ -374,7 +376,7 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   go.timeout = rendezvous_timeout(job);
   go.attempt = attempt;
   go.dump_dir = flight_dump_dir(job.run_dir);  // a failed collective dumps its group's recorder here
-  WorkerWorld world = connect_worker(go);
+  WorkerWorld world = connect_worker(go, job.run_dir);
   Watching watch_world(*live.dumper, {world.comm.get()});
   const int rank = world.comm->rank();
   const train::TrainConfig config = make_train_config(job, world.comm->size());

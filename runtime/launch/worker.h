@@ -64,9 +64,11 @@ struct WorkerWorld {
   std::unique_ptr<comm::Communicator> comm;
   std::shared_ptr<comm::Store> store;  // the rendezvous store (a --device cuda rank shares its NCCL id there)
 };
-// Reads the launcher variables and connects every rank (see above). Throws ConfigError on
-// missing/malformed variables, RendezvousError when ranks do not all arrive within the timeout.
-WorkerWorld connect_worker(const comm::GlooOptions& options);
+// Reads the launcher variables and connects every rank (see above). Under torchrun/srun the TCP
+// store's job token comes from PARLAB_STORE_TOKEN, PARLAB_STORE_TOKEN_FILE or
+// `<run_dir>/store_token` (comm/store_token.h). Throws ConfigError on missing/malformed variables,
+// RendezvousError when ranks do not all arrive within the timeout.
+WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesystem::path& run_dir);
 
 // What `parlab train` was asked: everything a worker needs, so the launcher can hand it over on
 // the command line.

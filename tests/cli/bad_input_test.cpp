@@ -71,6 +71,10 @@ TEST_F(BadInput, EachCaseFoundByHandIsRefusedNamingFlagAndValue) {
   const std::string ledger = (dir_.path() / "ledger.toml").string();
   std::ofstream(ledger) << "kind = \"ledger\"\n[ledger]\nparams_gb = 1e308\ngrads_gb = 1\noptimizer_gb = 1\n"
                            "activations_gb = 1\nlargest_layer_gb = 1\ndevice_gb = 80\n";
+  // A run directory whose records file holds bytes, not JSON lines.
+  const std::string garbled_records = (dir_.path() / "garbled").string();
+  fs::create_directories(garbled_records);
+  std::ofstream(garbled_records + "/rank-0.jsonl", std::ios::binary) << std::string("\xff\xfe{\"type\":\"st\n", 16);
   struct Case {
     std::vector<std::string> args;
     std::string mention;
@@ -112,6 +116,8 @@ TEST_F(BadInput, EachCaseFoundByHandIsRefusedNamingFlagAndValue) {
       {{"simulate", "collective", "--bytes", "99999999999999999999G"}, "--bytes = 99999999999999999999G"},
       {{"experiment", "list", "--db", ""}, "--db"},
       {{"nosuchcmd"}, "nosuchcmd: no such command"},
+      {{"plan", "--model", "lab-mlp", "--gbs", "0"}, "--gbs = 0"},
+      {{"analyze", "stragglers", garbled_records}, garbled_records + "/rank-0.jsonl is not JSON lines"},
       {{}, "a subcommand is required"},
   };
   for (const Case& c : cases) expect_refused(c.args, c.mention);

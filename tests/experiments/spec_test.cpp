@@ -87,6 +87,22 @@ TEST(ExperimentSpec, BadKeysAndValuesAreNamed) {
   EXPECT_EQ(field_of("kind = \"elastic\"\n[elastic]\nsteps = 6\nlose_step = 6\n"), "x.toml: elastic.lose_step");
 }
 
+// The keys shared by every kind are read by one helper each: a negative seed (which used to wrap to
+// 2^64 - 1 in some kinds) and an unknown key are refused in every kind that has them, by name.
+TEST(ExperimentSpec, EveryKindRefusesANegativeSeedAndAnUnknownKey) {
+  for (const std::string kind : {"scaling", "equivalence", "kill_resume", "splits", "hang_drill", "elastic"}) {
+    EXPECT_EQ(field_of("kind = \"" + kind + "\"\n[" + kind + "]\nseed = -1\n"), "x.toml: " + kind + ".seed") << kind;
+    EXPECT_EQ(field_of("kind = \"" + kind + "\"\n[" + kind + "]\nseeds = 1\n"), "x.toml: " + kind + ".seeds") << kind;
+  }
+  const auto s = parse_experiment("kind = \"scaling\"\n[scaling]\nrounds = 3\nseed = 7\n", "s.toml");
+  EXPECT_EQ(std::get<ScalingTask>(s.task).rounds, 3);
+  EXPECT_EQ(std::get<ScalingTask>(s.task).seed, 7u);
+  const auto h = parse_experiment("kind = \"hang_drill\"\n[hang_drill]\nnproc = 3\nsteps = 5\nplan = \"gbs=6\"\n", "h.toml");
+  EXPECT_EQ(std::get<HangDrillTask>(h.task).nproc, 3);
+  EXPECT_EQ(std::get<HangDrillTask>(h.task).steps, 5);
+  EXPECT_EQ(std::get<HangDrillTask>(h.task).plan, "gbs=6");
+}
+
 TEST(ExperimentSpec, DeviceKeyOfMeasuredKinds) {
   const auto k = parse_experiment("kind = \"kill_resume\"\n[kill_resume]\ndevice = \"cuda\"\n", "k.toml");
   EXPECT_EQ(std::get<KillResumeTask>(k.task).device, "cuda");

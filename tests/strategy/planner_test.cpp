@@ -83,6 +83,79 @@ TEST(Planner, KeysGivenInThePlanStayFixed) {
   }
 }
 
+// The choice worked out by hand from the ledger and the rule, for tests/strategy/data/even-mlp.toml
+// (8 blocks, h = 1024, f = 4096, 1 class) on 4 devices with ideal links, fp32, Adam, global batch
+// 32 (4 x the model's microbatch of 8), the device memory set between two ZeRO stages.
+//
+// Parameters. A block: fc1 f h + f, fc2 h f + h = 2 (4096)(1024) + 4096 + 1024 = 8,393,728;
+// the head: h + 1 = 1025. P = 8 (8,393,728) + 1025 = 67,150,849.
+// Model state at 4 + 4 + 8 bytes per parameter (fp32 weights, gradients, Adam's two moments),
+// ZeRO over dp = 4 (Rajbhandari et al.: stage 1 shards the optimizer, 2 the gradients, 3 the
+// weights):  DDP 16 P,  ZeRO-1 (4 + 4 + 8/4) P = 10 P,  ZeRO-2 (4 + 1 + 2) P = 7 P,  ZeRO-3 4 P.
+// Temporary: two 25 MiB gradient buckets = 52,428,800 B whenever dp > 1; ZeRO-3 adds the
+// gathered largest layer twice plus its gradient, 12 B x 8,393,728.
+// Activations (fp32): a block keeps (h + 2 f) 4 = 36,864 B per sample, the head h 4 + 4 = 4100 B,
+// so 299,012 B per sample; one microbatch of at most 8 is alive (no pipeline): under 2.4 MB,
+// far below the gaps between stages, so recompute is never needed.
+// The rule: a replica's state (16 P) exceeds the device, so the blocker is "total state" and the
+// rule shards model state, smallest stage first. The model: with ideal links no split saves
+// time (every plan computes 1/4 of the step per rank and communicates for free), so the
+// smallest split within the margin wins: no TP or PP (tp pp = 1, dp = 4) and the lowest ZeRO
+// stage that fits -- the same answer as the rule.
+struct HandCase {
+  double device_bytes;
+  int zero;                // the expected stage
+  double state_per_param;  // its bytes of model state per parameter (of P)
+};
+
+TEST(Planner, ChoosesTheSmallestSplitTheLedgerAllowsWorkedByHand) {
+  const double P = 8 * (2.0 * 4096 * 1024 + 4096 + 1024) + 1025;
+  ASSERT_EQ(P, 67150849.0);
+  const double buckets = 2 * 25.0 * 1024 * 1024, zero3_gather = 12.0 * 8393728, per_sample = 299012;
+  const double ddp = 16 * P + buckets, zero1 = 10 * P + buckets, zero2 = 7 * P + buckets,
+               zero3 = 4 * P + buckets + zero3_gather;
+  const HandCase cases[] = {
+      {(ddp + zero1) / 2, 1, 10},    // ~0.93 GB: DDP (1.13 GB) does not fit, ZeRO-1 (0.72 GB) does
+      {(zero1 + zero2) / 2, 2, 7},   // ~0.62 GB: ZeRO-2 (0.52 GB)
+      {(zero2 + zero3) / 2, 3, 4},   // ~0.47 GB: ZeRO-3 (0.42 GB)
+  };
+  const ModelSpec m = load_model(kData + "even-mlp.toml");
+  for (const HandCase& hc : cases) {
+    ClusterSpec c = with_world(load_cluster("ideal"), 4);
+    c.device.memory_bytes = hc.device_bytes;
+    PlannerOptions o;
+    o.fixed = parse_plan("precision=fp32");
+    const PlanReport r = search_plans(m, c, o);
+    SCOPED_TRACE("device " + std::to_string(hc.device_bytes) + " B, expected ZeRO-" + std::to_string(hc.zero));
+    ASSERT_FALSE(r.top.empty());
+    const Plan& p = r.top.front().plan;
+    EXPECT_EQ(r.global_batch, 32);
+    EXPECT_EQ(p.tp, 1);
+    EXPECT_EQ(p.pp, 1);
+    EXPECT_EQ(p.dp, 4);
+    EXPECT_EQ(p.zero, hc.zero);
+    EXPECT_EQ(p.recompute, Recompute::kNone);
+    // Its ledger is the hand figure at its microbatch.
+    const double want = hc.state_per_param * P + buckets + (hc.zero == 3 ? zero3_gather : 0) + p.microbatch * per_sample;
+    EXPECT_NEAR(r.top.front().worst.total_bytes(), want, 1) << p.to_string();
+    // DDP's ledger at microbatch 1 is 16 P + buckets + one sample: over the device.
+    ASSERT_TRUE(r.ddp_ledger);
+    EXPECT_NEAR(r.ddp_ledger->total_bytes(), ddp + per_sample, 1);
+    EXPECT_FALSE(r.ddp_ledger->fits());
+    // The rule: total state blocks, shard it, the same stage as the model.
+    EXPECT_EQ(r.rule.blocker, "total state");
+    EXPECT_EQ(r.rule.candidates, std::vector<std::string>{"ZeRO sharding"});
+    ASSERT_TRUE(r.rule_choice) << r.rule_choice_problem;
+    EXPECT_EQ(r.rule_choice->plan.zero, hc.zero);
+    EXPECT_EQ(r.rule_choice_name, "ZeRO-" + std::to_string(hc.zero) + " (rule: shard model state)");
+    // From tp = pp = 1 with dp = 4 the neighbours are one step up each way, nothing down.
+    ASSERT_EQ(r.neighbours.size(), 2u);
+    EXPECT_EQ(r.neighbours[0].label, "TP 1->2");
+    EXPECT_EQ(r.neighbours[1].label, "PP 1->2");
+    EXPECT_TRUE(mentions(r.explanation, "What cannot fit: total state"));
+  }
+}
+
 // gpt-175b on 1024 A100s with a global batch of 1536 (the Megatron paper's setting).
 PlanReport gpt175b_on_1024() {
   PlannerOptions o;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/comm/store_token.h"
 #include "tests/runtime/comm/child_process.h"
 #include "tests/support/ports.h"
 
@@ -67,6 +68,7 @@ TEST(MultiProcess, TorchrunVariablesAndTcpStore) {
   const std::string port = std::to_string(parlab::testing::unused_loopback_port());  // rank 0 binds it
 
   const auto dir = fresh_dir("torchrun");
+  const std::string token = random_store_token();  // what torchrun users export to every rank
   std::vector<testing::ChildProcess> workers;
   for (int r = 0; r < n; ++r) {
     workers.emplace_back(
@@ -77,7 +79,8 @@ TEST(MultiProcess, TorchrunVariablesAndTcpStore) {
                                            {"WORLD_SIZE", std::to_string(n)},
                                            {"LOCAL_RANK", std::to_string(r)},
                                            {"MASTER_ADDR", "127.0.0.1"},
-                                           {"MASTER_PORT", port}});
+                                           {"MASTER_PORT", port},
+                                           {"PARLAB_STORE_TOKEN", token}});
   }
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(workers[r].wait(std::chrono::seconds(40)), 0) << "rank " << r << " failed";

@@ -67,6 +67,36 @@ class CliTest : public ::testing::Test {
     return train::StateFingerprint::from_json(nlohmann::json::parse(in)).combined_hex();
   }
 
+  // Trains `plan` on `nproc` workers for `steps` steps into `run`, checkpointing at the last step.
+  ExitStatus checkpointed_run(int nproc, const std::string& model, const std::string& plan, int64_t steps,
+                              const fs::path& run, std::string& out) {
+    return parlab({"train", "--nproc", std::to_string(nproc), "--model", model, "--plan", plan, "--steps",
+                   std::to_string(steps), "--checkpoint-every", std::to_string(steps), "--run-dir", run.string()},
+                  out);
+  }
+
+  // Copies the run directory `run` to dir_/`name` without its final state and trains it again
+  // for `steps` steps on `nproc` workers with `plan`: a resume under another split. Since the run
+  // already reached `steps`, the final state reported is the resumed one, no step taken.
+  ExitStatus resume_copy(const fs::path& run, const std::string& name, int nproc, const std::string& model,
+                         const std::string& plan, int64_t steps, std::string& out) {
+    const fs::path copy = dir_ / name;
+    fs::copy(run, copy, fs::copy_options::recursive);
+    fs::remove(final_state_path(copy));
+    return parlab({"train", "--nproc", std::to_string(nproc), "--model", model, "--plan", plan, "--steps",
+                   std::to_string(steps), "--checkpoint-every", "0", "--run-dir", copy.string()},
+                  out);
+  }
+
+  // `parlab proof kill-resume` of `plan` on `nproc` workers: 8 steps, 2 trials, a checkpoint every
+  // 3 steps, in dir_/proof.
+  ExitStatus kill_resume_proof(int nproc, const std::string& model, const std::string& plan, std::string& out) {
+    return parlab({"proof", "kill-resume", "--nproc", std::to_string(nproc), "--model", model, "--plan", plan,
+                   "--steps", "8", "--trials", "2", "--checkpoint-every", "3", "--work-dir", (dir_ / "proof").string(),
+                   "--fault-seed", "3", "--timeout", "20"},
+                  out);
+  }
+
   // Processes still alive whose command line mentions our run directory.
   std::vector<std::string> survivors() const {
     std::vector<std::string> found;

@@ -62,25 +62,11 @@ TEST_F(CliTpPpTest, ATp2Pp2CheckpointResumesAsDp4Pp4AndOneWorker) {
   const std::string model = (dir_ / "tiny4.toml").string();
   std::string out;
   const fs::path run = dir_ / "tp2pp2";
-  ASSERT_EQ(parlab({"train", "--nproc", "4", "--model", model, "--plan", "gbs=16,mb=4,tp=2,pp=2", "--steps", "4",
-                    "--checkpoint-every", "4", "--run-dir", run.string()},
-                   out)
-                .code,
-            0)
-      << out;
+  ASSERT_EQ(checkpointed_run(4, model, "gbs=16,mb=4,tp=2,pp=2", 4, run, out).code, 0) << out;
   const std::string saved = final_hash("tp2pp2");
   for (const auto& [nproc, plan, name] : {std::tuple{4, "gbs=16,mb=4", "dp4"}, std::tuple{4, "gbs=16,mb=4,pp=4", "pp4"},
                                           std::tuple{1, "gbs=16,mb=4", "one"}}) {
-    const fs::path copy = dir_ / name;
-    fs::copy(run, copy, fs::copy_options::recursive);
-    fs::remove(final_state_path(copy));
-    // --steps 4 again: the resumed state is reported without a step taken.
-    ASSERT_EQ(parlab({"train", "--nproc", std::to_string(nproc), "--model", model, "--plan", plan, "--steps", "4",
-                      "--checkpoint-every", "0", "--run-dir", copy.string()},
-                     out)
-                  .code,
-              0)
-        << out;
+    ASSERT_EQ(resume_copy(run, name, nproc, model, plan, 4, out).code, 0) << out;
     EXPECT_EQ(final_hash(name), saved) << name << ":\n" << out;
     EXPECT_NE(out.find("resumed from step 4"), std::string::npos) << out;
   }
@@ -89,11 +75,7 @@ TEST_F(CliTpPpTest, ATp2Pp2CheckpointResumesAsDp4Pp4AndOneWorker) {
 TEST_F(CliTpPpTest, TheKillResumeProofPassesWithTp2Pp2OnFourWorkers) {
   std::ofstream(dir_ / "tiny4.toml") << kTiny4;
   std::string out;
-  const ExitStatus st = parlab({"proof", "kill-resume", "--nproc", "4", "--model", (dir_ / "tiny4.toml").string(),
-                                "--plan", "gbs=16,mb=4,tp=2,pp=2", "--steps", "8", "--trials", "2",
-                                "--checkpoint-every", "3", "--work-dir", (dir_ / "proof").string(), "--fault-seed",
-                                "3", "--timeout", "20"},
-                               out);
+  const ExitStatus st = kill_resume_proof(4, (dir_ / "tiny4.toml").string(), "gbs=16,mb=4,tp=2,pp=2", out);
   ASSERT_TRUE(st.ok()) << out;
   EXPECT_NE(out.find("2/2 trials bit-identical to the uninterrupted run"), std::string::npos) << out;
 }

@@ -147,6 +147,11 @@ TEST_F(CliTrainTest, ManualLaunchWithTorchrunAndSlurmVariables) {
   const auto s0 = r0.wait_for(std::chrono::seconds(60)), s1 = r1.wait_for(std::chrono::seconds(60));
   ASSERT_TRUE(s0 && s0->ok()) << (s0 ? s0->describe() : "still running");
   ASSERT_TRUE(s1 && s1->ok()) << (s1 ? s1->describe() : "still running");
+  // Nobody set PARLAB_STORE_TOKEN: the ranks drew one job token through the run directory,
+  // owner-only (comm/store_token.h), and the TCP store admitted both.
+  const fs::path token = run / "store_token";
+  ASSERT_TRUE(fs::exists(token));
+  EXPECT_EQ(fs::status(token).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none);
   const auto a = read_records(rank_records_path(run, 0)), b = read_records(rank_records_path(run, 1));
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);

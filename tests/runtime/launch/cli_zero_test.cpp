@@ -86,25 +86,12 @@ TEST_F(CliZeroTest, AZeroThreeCheckpointResumesAsDdpOnTwoAndAsOneWorker) {
   const std::string model = (dir_ / "tiny.toml").string();
   std::string out;
   const fs::path run = dir_ / "z3";
-  ASSERT_EQ(parlab({"train", "--nproc", "4", "--model", model, "--plan", "gbs=16,zero=3", "--steps", "4",
-                    "--checkpoint-every", "4", "--run-dir", run.string()},
-                   out)
-                .code,
-            0)
-      << out;
+  ASSERT_EQ(checkpointed_run(4, model, "gbs=16,zero=3", 4, run, out).code, 0) << out;
   const std::string saved = final_hash("z3");
   for (const auto& [nproc, name] : {std::pair{2, "ddp2"}, std::pair{1, "one"}}) {
-    const fs::path copy = dir_ / name;
-    fs::copy(run, copy, fs::copy_options::recursive);
-    fs::remove(final_state_path(copy));
-    // --steps 4 again: the resumed state is reported without a step taken, so it must be the
-    // saved one bit for bit (the fingerprint gathers shards: it does not depend on the split).
-    ASSERT_EQ(parlab({"train", "--nproc", std::to_string(nproc), "--model", model, "--plan", "gbs=16", "--steps", "4",
-                      "--checkpoint-every", "0", "--run-dir", copy.string()},
-                     out)
-                  .code,
-              0)
-        << out;
+    // The resumed state must be the saved one bit for bit (the fingerprint gathers shards: it
+    // does not depend on the split).
+    ASSERT_EQ(resume_copy(run, name, nproc, model, "gbs=16", 4, out).code, 0) << out;
     EXPECT_EQ(final_hash(name), saved) << name << ":\n" << out;
     EXPECT_NE(out.find("resumed from step 4"), std::string::npos) << out;
   }
@@ -122,11 +109,7 @@ TEST_F(CliZeroTest, AnExportThatIsNotSafetensorsFailsBeforeAnyWorkerStarts) {
 
 TEST_F(CliZeroTest, TheKillResumeProofPassesWithZeroThree) {
   std::string out;
-  const ExitStatus st = parlab({"proof", "kill-resume", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(),
-                                "--plan", "gbs=16,mb=4,zero=3", "--steps", "8", "--trials", "2",
-                                "--checkpoint-every", "3", "--work-dir", (dir_ / "proof").string(), "--fault-seed",
-                                "3", "--timeout", "20"},
-                               out);
+  const ExitStatus st = kill_resume_proof(2, (dir_ / "tiny.toml").string(), "gbs=16,mb=4,zero=3", out);
   ASSERT_TRUE(st.ok()) << out;
   EXPECT_NE(out.find("2/2 trials bit-identical to the uninterrupted run"), std::string::npos) << out;
 }

@@ -1,5 +1,5 @@
 // A stand-in worker for the supervisor tests: reads RANK and PARLAB_RUN_DIR like a real worker,
-// writes its pid and one step record, then behaves as its arguments say:
+// writes its pid, its PARLAB_STORE_TOKEN and one step record, then behaves as its arguments say:
 //   fake_worker <failing rank> <exit code> <ms before exiting> [ignore-term | hang | silent]
 // The failing rank exits with the code after the delay; the others sleep until signalled (with
 // ignore-term they ignore SIGTERM, so only the supervisor's SIGKILL ends them); a failing rank
@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
   const std::string records = dir + "/rank-" + std::to_string(rank) + ".jsonl";
   const std::string heartbeat = dir + "/rank-" + std::to_string(rank) + ".heartbeat";
   std::ofstream(dir + "/pid-" + std::to_string(rank)) << ::getpid() << "\n";
+  // The job token the supervisor gave this rank, for the test that every launch has its own.
+  const char* token = std::getenv("PARLAB_STORE_TOKEN");
+  std::ofstream(dir + "/token-" + std::to_string(rank)) << (token ? token : "") << "\n";
   std::ofstream(records)
       << R"({"type":"step","rank":)" << rank << R"(,"world":2,"step":0,"epoch":0,"global_batch":4,"samples":2,"loss_sum":)"
       << (rank + 1) << R"(,"data_seconds":0,"forward_seconds":0,"backward_seconds":0,"exposed_comm_seconds":0,)"

@@ -115,6 +115,31 @@ TEST(SupervisorTest, AllWorkersSucceeding) {
   fs::remove_all(dir);
 }
 
+std::string token_file(const fs::path& dir, int rank) {
+  std::ifstream in(dir / ("token-" + std::to_string(rank)));
+  std::string token;
+  in >> token;
+  return token;
+}
+
+// Every launch gives its workers one fresh random job token (what a TCP store request must
+// carry), without the user setting one: same on every rank, different on the next launch.
+TEST(SupervisorTest, EveryLaunchGivesItsWorkersOneFreshToken) {
+  const fs::path dir = fresh_dir("token");
+  std::vector<std::string> launches;
+  for (int launch = 0; launch < 2; ++launch) {
+    Supervisor s(fake_job(dir, 3, /*failing=*/-1, 0, /*delay_ms=*/20));
+    ASSERT_TRUE(s.run().ok);
+    const std::string t0 = token_file(dir, 0);
+    EXPECT_EQ(t0.size(), 32u) << t0;
+    EXPECT_EQ(t0.find_first_not_of("0123456789abcdef"), std::string::npos) << t0;
+    for (int r = 1; r < 3; ++r) EXPECT_EQ(token_file(dir, r), t0) << "rank " << r;
+    launches.push_back(t0);
+  }
+  EXPECT_NE(launches[0], launches[1]);
+  fs::remove_all(dir);
+}
+
 TEST(SupervisorTest, RequestStopTearsEveryoneDown) {
   const fs::path dir = fresh_dir("stop");
   Supervisor s(fake_job(dir, 2, /*failing=*/0, 0, /*delay_ms=*/60'000));
