@@ -15,7 +15,11 @@
 // Between the two, explicit copies the executor places in the step program:
 //   pull_grads(range)   compute -> host, before the optimizer reads the reduced gradients;
 //   push_params(range)  host -> compute, after the optimizer (or a checkpoint load) changed them.
-// Both are no-ops when the buffers coincide. Outside a step the host parameters are the truth.
+//   pull_params(range)  compute -> host, when the optimizer runs on the device
+//                       (train/device_optimizer.h) and the host copy must catch up before a
+//                       checkpoint or an export reads it.
+// All are no-ops when the buffers coincide. Outside a step the host parameters are the truth,
+// except after device-optimizer steps: then the compute parameters are, until pull_params.
 //
 // The per-layer contract is LabMlp's: forward_layer(l, mb) for l ascending reads activation(l);
 // backward_layer(l, mb) descending ACCUMULATES layer l's gradients into the compute gradients
@@ -71,6 +75,8 @@ class Model {
   // Copies of flat `range` (inside owned_range()) between the two; no-ops on the host.
   virtual void pull_grads(FlatRange range) = 0;
   virtual void push_params(FlatRange range) = 0;
+  // Only device models (whose compute buffers are not their host buffers) must override it.
+  virtual void pull_params(FlatRange range) { (void)range; }
 
   // Zeroes the compute gradients (the start of a step).
   virtual void zero_grads() = 0;

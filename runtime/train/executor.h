@@ -40,7 +40,9 @@
 //
 // Device: the model's compute buffers (model.h) are what layers and collectives use; the optimizer
 // reads and updates the host buffers, so run_optimizer pulls the shard's gradients before it and
-// pushes the updated parameters after it (no-ops for the host LabMlp).
+// pushes the updated parameters after it (no-ops for the host LabMlp). With a device optimizer
+// (ExecutorOptions::device_optimizer, device_optimizer.h) it updates the shard's compute buffers
+// in place instead: nothing crosses to the host in a step.
 //
 // Gradient buffer: run() zeroes it, backward ops accumulate into it, bucket all-reduces SUM it in
 // place (the loss scale 1/global_batch makes the sum the gradient of the global mean loss).
@@ -74,6 +76,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/model/model.h"
 #include "runtime/model/memory_account.h"
+#include "runtime/train/device_optimizer.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/shards.h"
 #include "runtime/train/telemetry.h"
@@ -119,6 +122,9 @@ struct ExecutorOptions {
   // Pipeline point-to-point paths, by the peer's world rank: the two-member communicator over
   // which this rank only sends to the peer, and the one over which it only receives from it.
   std::map<int, comm::Communicator*> send_comms, recv_comms;
+  // The optimizer's device twin for a device model (borrowed): the update runs on the compute
+  // buffers, the host Optimizer only counts the step. Null: update on the host.
+  DeviceOptimizer* device_optimizer = nullptr;
 };
 
 // What one run() measured (the trainer adds data loading and idle time).
@@ -167,6 +173,7 @@ class Executor {
   void run_forward(const strategy::Op& op);
   void run_backward(const strategy::Op& op);
   void run_optimizer(const strategy::Op& op);
+  void run_device_optimizer(const strategy::Op& op);
   void issue_all_reduce(const strategy::Op& op);
   void issue_reduce_scatter(const strategy::Op& op);
   void issue_all_gather(const strategy::Op& op);

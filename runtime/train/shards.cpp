@@ -59,6 +59,16 @@ std::span<float> ModelShards::grads() {
 
 std::span<const float> ModelShards::grads() const { return const_cast<ModelShards*>(this)->grads(); }
 
+std::span<float> ModelShards::compute_params() {
+  if (zero_ >= 2) throw RuntimeError("ZeRO-" + std::to_string(zero_) + " shards live on the host: no compute view");
+  return model_.compute_params().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
+}
+
+std::span<float> ModelShards::compute_grads() {
+  if (zero_ >= 2) throw RuntimeError("ZeRO-" + std::to_string(zero_) + " shards live on the host: no compute view");
+  return model_.compute_grads().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
+}
+
 void ModelShards::zero_grads() {
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   model_.zero_grads();

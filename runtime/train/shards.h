@@ -47,6 +47,11 @@ class ModelShards {
   std::span<float> grads();
   std::span<const float> grads() const;
   void zero_grads();
+  // The same shard in the model's COMPUTE buffers (model.h), where a device optimizer updates it
+  // (device_optimizer.h). Stages 0 and 1 only: stage 2/3 shards live in this object's host
+  // buffers (RuntimeError).
+  std::span<float> compute_params();
+  std::span<float> compute_grads();
 
  private:
   model::Model& model_;

@@ -41,6 +41,14 @@ void CudaModel::push_params(model::FlatRange range) {
                  static_cast<size_t>(range.numel()) * sizeof(float), stream());
 }
 
+// After device-optimizer steps (train/device_optimizer.h) the device holds the current weights.
+void CudaModel::pull_params(model::FlatRange range) {
+  check_range(range, "pull_params");
+  DeviceGuard guard(device_->device());
+  copy_to_host_sync(host_.params().data() + range.begin, device_->params().data() + range.begin,
+                    static_cast<size_t>(range.numel()) * sizeof(float), stream());
+}
+
 void CudaModel::zero_grads() {
   device_->zero_grads();
   slot_of_.clear();

@@ -40,6 +40,7 @@ class CudaModel final : public model::Model {
   std::span<float> compute_grads() override { return device_->grads(); }
   void pull_grads(model::FlatRange range) override;
   void push_params(model::FlatRange range) override;
+  void pull_params(model::FlatRange range) override;
   void zero_grads() override;
   void bind_params(model::FlatRange range, std::span<float> storage) override;
   void bind_grads(model::FlatRange range, std::span<float> storage) override;

@@ -30,6 +30,8 @@ constexpr int64_t kData = 40;
 
 struct Leg {
   bool staged = false;  // compute on a StagedModel, collectives on a second Gloo world
+  bool device_optimizer = false;  // with staged: the update on the staged buffers (StagedOptimizer)
+  const char* plan = kPlan;
   bool resume = false;
   bool save = false;
   int64_t until = 0;
@@ -38,7 +40,8 @@ struct Leg {
 struct LegEnd {
   std::vector<float> params;  // whole model, host side
   StateFingerprint fingerprint;
-  int pushes = 0, pulls = 0;
+  int pushes = 0, pulls = 0, param_pulls = 0;
+  int device_steps = 0, state_uploads = 0, state_downloads = 0;
   int64_t world_grad_ops = 0, collective_grad_ops = 0;  // grad.* entries in each flight recorder
 };
 
@@ -50,7 +53,7 @@ int64_t grad_entries(const comm::Communicator& c) {
 }
 
 std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
-  const TrainConfig config = tiny_config(kPlan, world, kData, AdamWConfig{.lr = 1e-2});
+  const TrainConfig config = tiny_config(leg.plan, world, kData, AdamWConfig{.lr = 1e-2});
   auto host_store = comm::make_in_process_store();
   auto device_store = comm::make_in_process_store();
   std::vector<LegEnd> out(world);
@@ -66,6 +69,7 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
         TrainerOptions to;
         to.record_events = false;
         StagedModel* staged = nullptr;
+        testing::StagedOptimizer* staged_opt = nullptr;
         if (leg.staged) {
           dc = comm::make_gloo_communicator(device_store, r, world, go);
           to.collectives = dc.get();
@@ -74,6 +78,12 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
             staged = m.get();
             return m;
           };
+          if (leg.device_optimizer)
+            to.make_device_optimizer = [&staged_opt](const Optimizer& host, model::Model&) {
+              auto o = std::make_unique<testing::StagedOptimizer>(host);
+              staged_opt = o.get();
+              return o;
+            };
         }
         Trainer trainer(config, *c, to);
         CommCoordinator coord(*c, testing::kTestTimeout);
@@ -87,6 +97,12 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
         if (staged) {
           out[r].pushes = staged->pushes;
           out[r].pulls = staged->pulls;
+          out[r].param_pulls = staged->param_pulls;
+        }
+        if (staged_opt) {
+          out[r].device_steps = staged_opt->steps;
+          out[r].state_uploads = staged_opt->uploads;
+          out[r].state_downloads = staged_opt->downloads;
         }
         c->barrier()->wait();
       } catch (const std::exception& e) {
@@ -147,6 +163,50 @@ TEST(DeviceModelTest, CheckpointsAreDeviceIndependentInBothDirections) {
     EXPECT_EQ(on_cpu[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
     EXPECT_EQ(count_differences(on_dev[r].params, straight[r].params), 0u) << "cpu -> device, rank " << r;
     EXPECT_EQ(on_dev[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
+  }
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+// The optimizer on the device: the step copies nothing across (no gradient pull, no parameter
+// push after construction), yet the host state the fingerprint and the gathered weights read is
+// the CPU run's, bit for bit, because they sync the host first (Trainer::sync_host).
+TEST(DeviceModelTest, ADeviceOptimizerTrainsBitIdenticalWithoutHostCopiesInTheStep) {
+  for (const char* plan : {kPlan, "gbs=16,mb=4,zero=1"}) {
+    const std::vector<LegEnd> cpu = run_leg(2, Leg{.plan = plan, .until = 4}, {});
+    const std::vector<LegEnd> dev = run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 4}, {});
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE(std::string(plan) + ", rank " + std::to_string(r));
+      EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
+      EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex());
+      EXPECT_EQ(dev[r].device_steps, 4);
+      EXPECT_EQ(dev[r].pushes, 1);  // construction only
+      EXPECT_EQ(dev[r].pulls, 0);
+      // The gather and the fingerprint sync once (the second finds the host current).
+      EXPECT_EQ(dev[r].param_pulls, 1);
+      EXPECT_EQ(dev[r].state_downloads, 1);
+    }
+  }
+}
+
+TEST(DeviceModelTest, CheckpointsOfADeviceOptimizerAreDeviceIndependentInBothDirections) {
+  const std::vector<LegEnd> straight = run_leg(2, Leg{.until = 5}, {});
+
+  const fs::path a = fresh_dir("devopt_to_cpu");
+  run_leg(2, Leg{.staged = true, .device_optimizer = true, .save = true, .until = 3}, a);
+  const std::vector<LegEnd> on_cpu = run_leg(2, Leg{.resume = true, .until = 5}, a);
+
+  const fs::path b = fresh_dir("cpu_to_devopt");
+  run_leg(2, Leg{.save = true, .until = 3}, b);
+  const std::vector<LegEnd> on_dev =
+      run_leg(2, Leg{.staged = true, .device_optimizer = true, .resume = true, .until = 5}, b);
+
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(count_differences(on_cpu[r].params, straight[r].params), 0u) << "device -> cpu, rank " << r;
+    EXPECT_EQ(on_cpu[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
+    EXPECT_EQ(count_differences(on_dev[r].params, straight[r].params), 0u) << "cpu -> device, rank " << r;
+    EXPECT_EQ(on_dev[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
+    EXPECT_GE(on_dev[r].state_uploads, 1) << "the loaded optimizer state reached the device, rank " << r;
   }
   fs::remove_all(a);
   fs::remove_all(b);
