@@ -37,9 +37,10 @@ std::string unavailable_reason(Kind kind);
 // exits 2 before any worker starts instead of hanging in a rendezvous.
 void require_available(Kind kind);
 
-// What the device runs of a plan the CPU runtime takes: on cuda, data parallelism without ZeRO
-// (DDP) for now -- NCCL has no uneven reduce-scatter/all-gather here and the CUDA model holds
-// whole replicas. Throws ConfigError naming the plan key, before any process starts.
+// What the device runs of a plan the CPU runtime takes: on cuda, data parallelism (DDP) and
+// ZeRO-1 (the CUDA model holds whole replicas; NCCL reduce-scatters and all-gathers the uneven
+// shards, the optimizer updates its shard on the device). ZeRO-2/3, tp > 1 and pp > 1 are refused:
+// ConfigError naming the plan key and value, before any process starts.
 void check_plan(Kind kind, const strategy::Plan& plan);
 
 struct CudaRankOptions {
