@@ -27,10 +27,10 @@ void check_plan(Kind kind, const strategy::Plan& plan) {
     throw ConfigError("plan.pp", std::to_string(plan.pp),
                       "must be 1 with --device cuda: the CUDA model holds every layer, not pipeline stages, so far "
                       "(pipelines run on --device cpu)");
-  if (plan.dp > 1 && plan.zero >= 2)
-    throw ConfigError("plan.zero", std::to_string(plan.zero),
-                      "must be 0 or 1 with --device cuda: ZeRO-2/3 gradient and parameter shards are not placed "
-                      "on the GPU yet (ZeRO-2/3 run on --device cpu)");
+  if (plan.dp > 1 && plan.zero >= 2 && plan.optimizer == strategy::OptimizerKind::kSgd)
+    throw ConfigError("plan.optimizer", "sgd",
+                      "must be adam with --device cuda and ZeRO-" + std::to_string(plan.zero) +
+                          ": the shards live in GPU memory and only AdamW updates there (SGD runs on --device cpu)");
 }
 
 }  // namespace parlab::device

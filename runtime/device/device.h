@@ -38,8 +38,9 @@ std::string unavailable_reason(Kind kind);
 void require_available(Kind kind);
 
 // What the device runs of a plan the CPU runtime takes: on cuda, data parallelism (DDP) and
-// ZeRO-1 (the CUDA model holds whole replicas; NCCL reduce-scatters and all-gathers the uneven
-// shards, the optimizer updates its shard on the device). ZeRO-2/3, tp > 1 and pp > 1 are refused:
+// ZeRO-1/2/3 (NCCL reduce-scatters and all-gathers the uneven shards, the layers bind buckets
+// and gathered layers in GPU memory, AdamW updates the shard there; ZeRO-2/3 with SGD is
+// refused, SGD having no device update). tp > 1 and pp > 1 are refused. A refusal is a
 // ConfigError naming the plan key and value, before any process starts.
 void check_plan(Kind kind, const strategy::Plan& plan);
 

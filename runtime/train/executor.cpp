@@ -185,9 +185,10 @@ void Executor::check_and_plan() {
   if (!(shards_.shard() == optimizer_.range()))
     throw ConfigError("ZeRO shard", std::to_string(shards_.shard().begin) + ".." + std::to_string(shards_.shard().end),
                       "must be the optimizer's range");
-  if (options_.device_optimizer != nullptr && shards_.zero() >= 2)
-    throw ConfigError("device optimizer", "ZeRO-" + std::to_string(shards_.zero()),
-                      "needs the shard in the model's compute buffers (ZeRO-0/1)");
+  if (options_.device_optimizer == nullptr && !model_.compute_is_host() && shards_.zero() >= 2)
+    throw ConfigError("optimizer", std::string(optimizer_.kind()),
+                      "ZeRO-" + std::to_string(shards_.zero()) + " on the " + std::string(model_.device_name()) +
+                          " model keeps its shards in device memory: the update must run there (AdamW)");
   flat_elements_ = owned.numel();
   plan_zero_buffers();
   plan_p2p();
@@ -348,9 +349,11 @@ void Executor::run_device_optimizer(const Op& op) {
   double t0 = now();
   if (options_.before_optimizer) {
     const double h0 = now();
-    model_.pull_grads(shards_.shard());
-    model_.pull_params(shards_.shard());
-    options_.before_optimizer(op, shards_.params(), shards_.grads());
+    const auto n = static_cast<size_t>(shards_.shard().numel());
+    std::vector<float> params(n), grads(n);
+    model_.compute_to_host(params, shards_.compute_params());
+    model_.compute_to_host(grads, shards_.compute_grads());
+    options_.before_optimizer(op, params, grads);
     t0 += now() - h0;
   }
   optimizer_.count_external_step();

@@ -247,7 +247,7 @@ class Executor {
   std::vector<Issued> issued_;
   int last_comm_stream_op_ = -1;
   ExecResult result_;
-  std::map<int, model::CountedVector<float>> buffers_;  // by the op id that owns them
+  std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;  // by the op id that owns them
   std::vector<int> pending_reduce_scatters_;            // stage 2/3: issued, not yet retired
   std::map<int64_t, int> grad_binding_;  // bucket flat begin -> the reduce-scatter whose buffer is bound
 };

@@ -246,7 +246,7 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   eo.account = &memory_;
   eo.send_comms = std::move(send_comms);
   eo.recv_comms = std::move(recv_comms);
-  if (state_.device_model && options_.make_device_optimizer && state_.shards->zero() < 2)
+  if (state_.device_model && options_.make_device_optimizer)
     state_.device_optimizer = options_.make_device_optimizer(*state_.optimizer, *state_.device_model);
   eo.device_optimizer = state_.device_optimizer.get();
   executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards,
@@ -275,7 +275,8 @@ std::vector<comm::Communicator*> Trainer::group_communicators(comm::Communicator
 }
 
 void Trainer::host_state_changed() {
-  if (state_.device_model) state_.device_model->push_params(state_.model.owned_range());
+  if (state_.device_model && state_.model.holds_params()) state_.device_model->push_params(state_.model.owned_range());
+  if (state_.shards) state_.shards->push_params();  // a device stage-3 shard
   if (state_.device_optimizer) state_.device_optimizer->upload_state(*state_.optimizer);
   host_stale_ = false;
 }
@@ -283,7 +284,8 @@ void Trainer::host_state_changed() {
 void Trainer::sync_host() const {
   if (!host_stale_) return;
   auto& self = const_cast<Trainer&>(*this);  // the host buffers mirror the device (see trainer.h)
-  self.state_.device_model->pull_params(state_.model.owned_range());
+  if (state_.model.holds_params()) self.state_.device_model->pull_params(state_.model.owned_range());
+  self.state_.shards->pull_params();
   state_.device_optimizer->download_state(*self.state_.optimizer);
   host_stale_ = false;
 }

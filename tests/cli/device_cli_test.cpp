@@ -98,9 +98,9 @@ TEST(DeviceCli, TheBinaryLinksNcclAndCublasExactlyWhenBuiltWithCuda) {
   EXPECT_EQ(cublas, device::cuda_built()) << libs;
 }
 
-// What the GPU runtime trains, decided before any process: DDP and ZeRO-1 pass, the rest is one
-// ConfigError naming the plan key and its value.
-TEST(DevicePlanCheck, CudaTakesDdpAndZero1AndNamesTheKeyOfWhatItRefuses) {
+// What the GPU runtime trains, decided before any process: DDP and ZeRO-1/2/3 pass (2/3 with
+// AdamW), the rest is one ConfigError naming the plan key and its value.
+TEST(DevicePlanCheck, CudaTakesDdpAndZeroAndNamesTheKeyOfWhatItRefuses) {
   auto plan = [](int dp, int tp, int pp, int zero) {
     strategy::Plan p;
     p.dp = dp;
@@ -110,10 +110,13 @@ TEST(DevicePlanCheck, CudaTakesDdpAndZero1AndNamesTheKeyOfWhatItRefuses) {
     return p;
   };
   EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(2, 1, 1, 0)));
-  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(2, 1, 1, 1)));
-  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(1, 1, 1, 3)));  // a world of one has no shards
-  for (const auto& [p, key] : {std::pair{plan(2, 1, 1, 2), "plan.zero = 2"}, std::pair{plan(2, 1, 1, 3), "plan.zero = 3"},
-                               std::pair{plan(1, 2, 1, 0), "plan.tp = 2"}, std::pair{plan(1, 1, 2, 0), "plan.pp = 2"}}) {
+  for (int zero = 1; zero <= 3; ++zero) EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(2, 1, 1, zero)));
+  strategy::Plan sgd1 = plan(2, 1, 1, 1), sgd2 = plan(2, 1, 1, 2), sgd_alone = plan(1, 1, 1, 3);
+  sgd1.optimizer = sgd2.optimizer = sgd_alone.optimizer = strategy::OptimizerKind::kSgd;
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, sgd1));       // updates on host copies
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, sgd_alone));  // a world of one has no shards
+  for (const auto& [p, key] : {std::pair{sgd2, "plan.optimizer = sgd"}, std::pair{plan(1, 2, 1, 0), "plan.tp = 2"},
+                               std::pair{plan(1, 1, 2, 0), "plan.pp = 2"}}) {
     try {
       device::check_plan(device::Kind::kCuda, p);
       ADD_FAILURE() << key << " was accepted";
@@ -135,7 +138,8 @@ TEST(DeviceCli, CudaPlansArePassedOrRefusedByKeyBeforeTheDeviceCheck) {
     const char* want;  // in the one line
   };
   const std::string device_line = device::cuda_built() ? "no CUDA device" : "built without the GPU backend";
-  for (const Case& c : {Case{"zero=0", ""}, Case{"zero=1", ""}, Case{"zero=2", "plan.zero = 2"}, Case{"tp=2", "plan.tp = 2"},
+  for (const Case& c : {Case{"zero=0", ""}, Case{"zero=1", ""}, Case{"zero=2", ""}, Case{"zero=3", ""},
+                        Case{"zero=2,optimizer=sgd", "plan.optimizer = sgd"}, Case{"tp=2", "plan.tp = 2"},
                         Case{"pp=2", "plan.pp = 2"}}) {
     SCOPED_TRACE(c.plan);
     fs::remove_all(run_dir);

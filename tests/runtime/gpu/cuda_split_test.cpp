@@ -1,6 +1,6 @@
 // The splits the GPU runtime trains, on two GPUs (NCCL cannot put two ranks on one GPU), against
-// the CPU run of the same seed over Gloo: DDP and ZeRO-1 (NCCL's uneven reduce-scatter and
-// all-gather, the shard updated by the device AdamW). Weights agree within fp32 rounding (the
+// the CPU run of the same seed over Gloo: DDP and ZeRO-1/2/3 (NCCL's uneven reduce-scatter and
+// all-gather, buckets and gathered layers in GPU memory, the shard updated by the device AdamW). Weights agree within fp32 rounding (the
 // GEMMs and NCCL sum in other orders than OpenBLAS and the Gloo ring), and the GPU run is
 // bit-identical run to run. Skips saying how many GPUs it needs.
 #include <gtest/gtest.h>
@@ -84,6 +84,12 @@ void expect_split_matches_cpu(const std::string& plan) {
 TEST(CudaSplit, DdpOnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=16,mb=4"); }
 
 TEST(CudaSplit, Zero1OnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=16,mb=4,zero=1"); }
+
+// Buckets bound in GPU memory and reduce-scattered into the device gradient shard.
+TEST(CudaSplit, Zero2OnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=16,mb=4,zero=2"); }
+
+// Layers all-gathered into GPU buffers right before they compute, the shard updated on the GPU.
+TEST(CudaSplit, Zero3OnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=16,mb=4,zero=3"); }
 
 }  // namespace
 }  // namespace parlab::train

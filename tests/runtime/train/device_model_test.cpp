@@ -172,7 +172,7 @@ TEST(DeviceModelTest, CheckpointsAreDeviceIndependentInBothDirections) {
 // push after construction), yet the host state the fingerprint and the gathered weights read is
 // the CPU run's, bit for bit, because they sync the host first (Trainer::sync_host).
 TEST(DeviceModelTest, ADeviceOptimizerTrainsBitIdenticalWithoutHostCopiesInTheStep) {
-  for (const char* plan : {kPlan, "gbs=16,mb=4,zero=1"}) {
+  for (const char* plan : {kPlan, "gbs=16,mb=4,zero=1", "gbs=16,mb=4,zero=2", "gbs=16,mb=4,zero=3"}) {
     const std::vector<LegEnd> cpu = run_leg(2, Leg{.plan = plan, .until = 4}, {});
     const std::vector<LegEnd> dev = run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 4}, {});
     for (int r = 0; r < 2; ++r) {
@@ -180,26 +180,32 @@ TEST(DeviceModelTest, ADeviceOptimizerTrainsBitIdenticalWithoutHostCopiesInTheSt
       EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
       EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex());
       EXPECT_EQ(dev[r].device_steps, 4);
-      EXPECT_EQ(dev[r].pushes, 1);  // construction only
+      // Construction only; a ZeRO-3 host model holds no whole copy to push from or pull into (its
+      // shard's mirror moves instead). The gather and the fingerprint sync once (the second
+      // finds the host current).
+      const bool zero3 = std::string(plan).find("zero=3") != std::string::npos;
+      EXPECT_EQ(dev[r].pushes, zero3 ? 0 : 1);
       EXPECT_EQ(dev[r].pulls, 0);
-      // The gather and the fingerprint sync once (the second finds the host current).
-      EXPECT_EQ(dev[r].param_pulls, 1);
+      EXPECT_EQ(dev[r].param_pulls, zero3 ? 0 : 1);
       EXPECT_EQ(dev[r].state_downloads, 1);
     }
   }
 }
 
 TEST(DeviceModelTest, CheckpointsOfADeviceOptimizerAreDeviceIndependentInBothDirections) {
-  const std::vector<LegEnd> straight = run_leg(2, Leg{.until = 5}, {});
+  // DDP, and ZeRO-3, whose shard lives in the device's memory with a host mirror for checkpoints.
+  for (const char* plan : {kPlan, "gbs=16,mb=4,zero=3"}) {
+  SCOPED_TRACE(plan);
+  const std::vector<LegEnd> straight = run_leg(2, Leg{.plan = plan, .until = 5}, {});
 
   const fs::path a = fresh_dir("devopt_to_cpu");
-  run_leg(2, Leg{.staged = true, .device_optimizer = true, .save = true, .until = 3}, a);
-  const std::vector<LegEnd> on_cpu = run_leg(2, Leg{.resume = true, .until = 5}, a);
+  run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .save = true, .until = 3}, a);
+  const std::vector<LegEnd> on_cpu = run_leg(2, Leg{.plan = plan, .resume = true, .until = 5}, a);
 
   const fs::path b = fresh_dir("cpu_to_devopt");
-  run_leg(2, Leg{.save = true, .until = 3}, b);
+  run_leg(2, Leg{.plan = plan, .save = true, .until = 3}, b);
   const std::vector<LegEnd> on_dev =
-      run_leg(2, Leg{.staged = true, .device_optimizer = true, .resume = true, .until = 5}, b);
+      run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .resume = true, .until = 5}, b);
 
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(count_differences(on_cpu[r].params, straight[r].params), 0u) << "device -> cpu, rank " << r;
@@ -210,6 +216,33 @@ TEST(DeviceModelTest, CheckpointsOfADeviceOptimizerAreDeviceIndependentInBothDir
   }
   fs::remove_all(a);
   fs::remove_all(b);
+  }
+}
+
+// ZeRO-2/3 on a device model keep their shards in device memory: the host update path has
+// nothing to read, so a run without a device optimizer is refused before step 0, naming it.
+TEST(DeviceModelTest, Zero2OnADeviceModelWithoutADeviceOptimizerIsRefusedBeforeTheFirstStep) {
+  const TrainConfig config = tiny_config("gbs=16,mb=4,zero=2", 2, kData, SgdConfig{.lr = 0.1});
+  auto host_store = comm::make_in_process_store(), device_store = comm::make_in_process_store();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      comm::GlooOptions go;
+      go.timeout = testing::kTestTimeout;
+      auto c = comm::make_gloo_communicator(host_store, r, 2, go);
+      auto dc = comm::make_gloo_communicator(device_store, r, 2, go);
+      TrainerOptions to;
+      to.collectives = dc.get();
+      to.make_device_model = [](model::LabMlp& host, const strategy::Plan&) { return std::make_unique<StagedModel>(host); };
+      try {
+        Trainer t(config, *c, to);
+      } catch (const ConfigError& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("ZeRO-2 on the staged model"), std::string::npos) << errors[r];
 }
 
 }  // namespace

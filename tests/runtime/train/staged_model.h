@@ -15,11 +15,12 @@ namespace parlab::train::testing {
 
 class StagedModel final : public model::Model {
  public:
-  // `host`: the whole network with full parameters and gradients (borrowed).
+  // `host`: the whole network (borrowed); under ZeRO-2/3 it holds no gradients (no parameters),
+  // and the executor binds the "device" layers to buffers in this model's compute memory.
   explicit StagedModel(model::LabMlp& host)
       : host_(host), device_(host.shape(), /*seed=*/0) {
     // The device starts from garbage (another seed) until the host's weights are pushed.
-    push_params(host_.owned_range());
+    if (host_.holds_params()) push_params(host_.owned_range());
   }
 
   std::string_view device_name() const override { return "staged"; }
@@ -27,8 +28,11 @@ class StagedModel final : public model::Model {
   int first_layer() const override { return host_.first_layer(); }
   int end_layer() const override { return host_.end_layer(); }
   model::FlatRange owned_range() const override { return host_.owned_range(); }
-  bool holds_params() const override { return true; }
-  bool holds_grads() const override { return true; }
+  bool holds_params() const override { return host_.holds_params(); }
+  bool holds_grads() const override { return host_.holds_grads(); }
+  // Its compute memory is not the host's: the shards and buckets are made apart (the default
+  // host vectors stand for device memory).
+  bool compute_is_host() const override { return false; }
   std::span<float> params() override { return host_.params(); }
   std::span<const float> params() const override { return host_.params(); }
   std::span<float> grads() override { return host_.grads(); }
@@ -48,16 +52,14 @@ class StagedModel final : public model::Model {
     ++param_pulls;
   }
   void zero_grads() override { device_.zero_grads(); }
-  void bind_params(model::FlatRange, std::span<float>) override { refuse(); }
-  void bind_grads(model::FlatRange, std::span<float>) override { refuse(); }
+  void bind_params(model::FlatRange r, std::span<float> s) override { device_.bind_params(r, s); }
+  void bind_grads(model::FlatRange r, std::span<float> s) override { device_.bind_grads(r, s); }
   void forward_layer(int layer, model::MicrobatchState& mb) const override { device_.forward_layer(layer, mb); }
   void backward_layer(int layer, model::MicrobatchState& mb) override { device_.backward_layer(layer, mb); }
 
   int pulls = 0, pushes = 0, param_pulls = 0;
 
  private:
-  [[noreturn]] static void refuse() { throw RuntimeError("the staged model holds whole replicas only"); }
-
   model::LabMlp& host_;
   model::LabMlp device_;
 };
