@@ -47,7 +47,11 @@
 // Gradient buffer: run() zeroes it, backward ops accumulate into it, bucket all-reduces SUM it in
 // place (the loss scale 1/global_batch makes the sum the gradient of the global mean loss).
 //
-// ZeRO (shards.h says what a rank keeps; executor_zero.cpp has the handlers):
+// ZeRO (shards.h says what a rank keeps; executor_zero.cpp has the handlers). Every buffer below
+// is made in the model's compute memory (Model::make_compute_buffer: device memory on a GPU) and
+// the stage-2/3 accumulation into the shard is Model::compute_accumulate, so the same handlers
+// run on either device; on a device, stage 2/3 needs the device optimizer (the shard has no host
+// copy to update).
 //   reduce-scatter  stage 1: the bucket of the model's gradients, in place (the rank's chunk
 //                   lands where it was). Stage 2/3: the bucket buffer the backward wrote; its
 //                   reduced chunk is added to the gradient shard and the buffer freed as soon as
