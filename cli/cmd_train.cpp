@@ -269,8 +269,7 @@ void check_train_flags(const CLI::App& cmd, const TrainOptions& o) {
   // Workers (ours, or started by torchrun/srun) share the run dir and create it themselves.
   if (!o.worker && !(o.nproc == 0 && launch::launched_as_worker())) writable_directory("--run-dir", j.run_dir);
   if (!o.db.empty() || given(cmd, "--db")) database_path("--db", o.db, false);
-  // At once, before any process: no CUDA device (or a build without CUDA) is one line, exit 2.
-  device::require_available(device::parse_kind(j.device));
+  device::parse_kind(j.device);  // an unknown device is a bad flag; availability is checked after the plan
 }
 
 // What the resolved job must satisfy beyond each flag alone: enough samples for one global batch,
@@ -305,6 +304,9 @@ void run_supervised(TrainOptions o) {
   check_train_config(config, spec);
   train::check_runtime_supports(config.model, config.plan);
   device::check_plan(device::parse_kind(spec.job.device), config.plan);
+  // Before any process: no CUDA device (or a build without CUDA) is one line, exit 2. After the
+  // plan check, so a plan the GPU runtime cannot train is named as such on any machine.
+  device::require_available(device::parse_kind(spec.job.device));
   launch::check_faults(launch::parse_faults(spec.job.faults), spec.nproc, spec.job.steps, spec.job.checkpoint_every);
   std::optional<db::ResultsStore> store;
   if (!o.db.empty()) store.emplace(open_results("--db", o.db, /*read_only=*/false));

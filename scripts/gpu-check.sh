@@ -5,9 +5,15 @@
 #      (-DCMAKE_CUDA_ARCHITECTURES=90);
 #   2. build what the checks need: parlab, test_gpu, test_gpu_train, test_cli_device, bench_gpu;
 #   3. the GPU tests (ctest -L gpu: every kernel against the CPU kernels, DeviceMlp against LabMlp,
-#      NCCL on device buffers, timeout + ncclCommAbort, the GPU trainer against the CPU trainer,
-#      bit-identical GPU resume, device-independent checkpoints) and test_cli_device (parlab
-#      links NCCL and cuBLAS, --help lists --device), verbose, so every max-difference is logged;
+#      NCCL on device buffers (uneven reduce-scatter/all-gather too), timeout + ncclCommAbort, the
+#      GPU trainer against the CPU trainer, bit-identical GPU resume, device-independent
+#      checkpoints, the device AdamW bit for bit against the CPU AdamW and against the host
+#      update on the same GPU gradients; DDP and ZeRO-1/2/3 on two GPUs against two CPU ranks, which
+#      skip saying they need 2 GPUs on a one-GPU machine) and test_cli_device (parlab links NCCL
+#      and cuBLAS, --help lists --device, the plan check), verbose, so every difference is logged;
+#   3b. the device-AdamW verdict and, with >= 2 GPUs, `parlab train --nproc 2 --device cuda` for
+#      DDP and ZeRO-1/2/3 against the CPU run of the same seed (exported weights, tolerance 1e-4);
+#      with one GPU it says those need more GPUs (NCCL cannot put two ranks on one GPU);
 #   4. equivalence: `parlab train --device cuda` on 1 GPU against `parlab train --device cpu` of
 #      the same seed (lab-mlp, 8 AdamW steps at global batch 64), final weights exported and
 #      compared tensor by tensor. Tolerance 1e-4 (max |gpu - cpu| / max |cpu| per tensor): both
@@ -17,7 +23,10 @@
 #      SIGKILLed at random, sometimes mid-checkpoint, restarted from the last good checkpoint):
 #      the final parameters and optimizer state must be bit-identical to the uninterrupted run;
 #   6. bench_gpu: the cuBLAS sgemm rate of this run, the lab-mlp forward+backward and the whole
-#      `--device cuda` training step as MFU against it (goal >= 50%), memcpy rates.
+#      `--device cuda` training step (AdamW on the device) as MFU against it (goal >= 50%), the
+#      same step with AdamW on host copies as a ratio, memcpy rates.
+# Time: every step's limit is also cut to what is left of 470 s, so the whole run ends within
+# 8 minutes even when a step hangs (a step cut short fails and says so).
 # Figures go to $OUT when it is set: summary.txt (every figure), bench_gpu.json/.log,
 # ctest_gpu.log (+ JUnit XML), equivalence.txt, kill_resume.json/.log, train_*.log, build.log,
 # device.txt.
@@ -36,6 +45,9 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the CPU references: one BLAS 
 export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"            # NCCL's own words in the log when it fails
 
 start=$(date +%s)
+budget_end=470
+# limit N: N seconds, or what is left of the budget when that is less (at least 1).
+limit() { local left=$(( budget_end - ($(date +%s) - start) )); [ "$left" -lt 1 ] && left=1; [ "$1" -lt "$left" ] && echo "$1" || echo "$left"; }
 say() { printf '[gpu-check %4ds] %s\n' "$(( $(date +%s) - start ))" "$*" | tee -a "$logdir/summary.txt"; }
 fail() { say "FAILED: $*"; failed=1; }
 failed=0
@@ -55,14 +67,14 @@ say "device: $(command -v nvidia-smi > /dev/null && nvidia-smi -L 2>&1 | head -n
 
 # 1. Configure: GPU backend required, the Qt lab left out (not needed here).
 say "configure $build (CUDA arch $arch)"
-timeout 60 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+timeout "$(limit 60)" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPARLAB_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DPARLAB_BUILD_GUI=OFF \
   > "$logdir/build.log" 2>&1 || { tail -n 30 "$logdir/build.log"; fail "configure (see build.log)"; exit 1; }
 grep -m1 "parlab: CUDA" "$logdir/build.log" | tee -a "$logdir/summary.txt"
 
 # 2. Build only what the checks need.
 say "build parlab test_gpu test_gpu_train test_cli_device bench_gpu with $jobs jobs"
-timeout 210 ninja -C "$build" -j "$jobs" parlab test_gpu test_gpu_train test_cli_device bench_gpu \
+timeout "$(limit 210)" ninja -C "$build" -j "$jobs" parlab test_gpu test_gpu_train test_cli_device bench_gpu \
   >> "$logdir/build.log" 2>&1 || { tail -n 40 "$logdir/build.log"; fail "build (see build.log)"; exit 1; }
 say "built"
 parlab="$build/cli/parlab"
@@ -71,10 +83,10 @@ ldd "$parlab" | grep -E "libnccl|libcublas\.|libcudart" | sed 's/^\s*/  links /'
 # 3. The GPU tests, one process per test (a test that poisons its CUDA context cannot hurt the
 #    next), verbose so every printed difference lands in the log; the CLI device tests beside.
 say "ctest -L gpu -j $test_jobs, then ctest -R DeviceCli"
-timeout 75 ctest --test-dir "$build" -L gpu -j "$test_jobs" --timeout 60 -V \
+timeout "$(limit 75)" ctest --test-dir "$build" -L gpu -j "$test_jobs" --timeout "$(limit 60)" -V \
   --output-junit "$logdir/ctest_gpu.xml" > "$logdir/ctest_gpu.log" 2>&1
 tests_rc=$?
-timeout 30 ctest --test-dir "$build" -R DeviceCli --timeout 25 -V >> "$logdir/ctest_gpu.log" 2>&1 || tests_rc=1
+timeout "$(limit 30)" ctest --test-dir "$build" -R DeviceCli --timeout "$(limit 25)" -V >> "$logdir/ctest_gpu.log" 2>&1 || tests_rc=1
 grep -E "tests passed|tests failed|Total Test time" "$logdir/ctest_gpu.log" | tee -a "$logdir/summary.txt"
 grep -E "max diff|max rel diff|bit-identical" "$logdir/ctest_gpu.log" | sed 's/^[0-9]*: //' | sort -u \
   >> "$logdir/summary.txt"
@@ -84,8 +96,18 @@ if grep -q "no CUDA device" "$logdir/ctest_gpu.log"; then
 fi
 [ "$tests_rc" -eq 0 ] || fail "GPU tests (ctest rc $tests_rc; see ctest_gpu.log)"
 
+# 3b. The device AdamW (its verdict from the test log) and the multi-GPU splits.
+if grep -qE "CudaOptimizer.DeviceAdamWMatchesTheCpuAdamWBitForBitOnRandomData \.+ *Passed" "$logdir/ctest_gpu.log" &&
+   grep -qE "CudaTrain.TheDeviceOptimizerIsBitIdenticalToTheHostOptimizerOnTheSameGpuGradients \.+ *Passed" "$logdir/ctest_gpu.log"; then
+  say "device AdamW: bit-identical to the CPU AdamW on random data and to the host update on the same GPU gradients"
+else
+  say "device AdamW: not confirmed (failed or skipped; see ctest_gpu.log)"
+fi
+gpus=0
+command -v nvidia-smi > /dev/null && gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
+
 # No device: nothing below can run; say so (the bench prints the reason) and stop.
-if timeout 20 "$build/bench/bench_gpu" --batch 64 --reps 1 --train-steps 1 2>&1 | grep -q "^no CUDA device"; then
+if timeout "$(limit 20)" "$build/bench/bench_gpu" --batch 64 --reps 1 --train-steps 1 2>&1 | grep -q "^no CUDA device"; then
   say "no usable GPU on this machine: the GPU tests were skipped (exit 3)"
   exit 3
 fi
@@ -93,15 +115,15 @@ fi
 # 4. One GPU against the CPU, same seed: final weights exported and compared per tensor.
 say "equivalence: parlab train --device cuda vs --device cpu (lab-mlp, 8 steps, gbs 64, seed 3)"
 train_args=(train --model lab-mlp --plan gbs=64 --steps 8 --seed 3 --fresh)
-timeout 40 "$parlab" "${train_args[@]}" --device cuda --run-dir "$build/runs/gpu" \
+timeout "$(limit 40)" "$parlab" "${train_args[@]}" --device cuda --run-dir "$build/runs/gpu" \
   --export "$build/runs/gpu.safetensors" > "$logdir/train_gpu.log" 2>&1 || fail "GPU training (see train_gpu.log)"
-timeout 60 "$parlab" "${train_args[@]}" --device cpu --run-dir "$build/runs/cpu" \
+timeout "$(limit 60)" "$parlab" "${train_args[@]}" --device cpu --run-dir "$build/runs/cpu" \
   --export "$build/runs/cpu.safetensors" > "$logdir/train_cpu.log" 2>&1 || fail "CPU training (see train_cpu.log)"
 for side in gpu cpu; do
   grep -E "^step [0-9]+/" "$logdir/train_$side.log" | tail -n 1 | sed "s/^/  $side: /" | tee -a "$logdir/summary.txt"
 done
 if command -v python3 > /dev/null; then
-  python3 - "$build/runs/gpu.safetensors" "$build/runs/cpu.safetensors" 1e-4 > "$logdir/equivalence.txt" 2>&1 <<'PY'
+  cat > "$logdir/compare_safetensors.py" <<'PY'
 # max |gpu - cpu| / max |cpu| per tensor of two safetensors files (F32 only, standard library).
 import json, struct, sys
 def load(path):
@@ -127,6 +149,8 @@ for name in sorted(cpu):
 print("worst %s: %.3e (tolerance %.0e, fp32 both sides, no TF32): %s" % (worst_name, worst, tol, "PASS" if worst <= tol else "FAIL"))
 sys.exit(0 if worst <= tol else 1)
 PY
+  python3 "$logdir/compare_safetensors.py" "$build/runs/gpu.safetensors" "$build/runs/cpu.safetensors" 1e-4 \
+    > "$logdir/equivalence.txt" 2>&1
   eq_rc=$?
   tail -n 1 "$logdir/equivalence.txt" | sed 's/^/  equivalence: /' | tee -a "$logdir/summary.txt"
   [ "$eq_rc" -eq 0 ] || fail "GPU weights differ from the CPU run beyond the tolerance (see equivalence.txt)"
@@ -134,9 +158,27 @@ else
   say "python3 not found: the exported weights are in $build/runs/*.safetensors, not compared"
 fi
 
+# 4b. Two GPUs: DDP and ZeRO-1/2/3 through the launcher against the CPU run of the same seed.
+if [ "$gpus" -ge 2 ] && command -v python3 > /dev/null; then
+  for split in "gbs=64" "gbs=64,zero=1" "gbs=64,zero=2" "gbs=64,zero=3"; do
+    tag="${split//[=,]/_}"
+    say "2 GPUs: parlab train --nproc 2 --device cuda --plan $split vs --device cpu"
+    split_args=(train --model lab-mlp --plan "$split" --nproc 2 --steps 4 --seed 3 --fresh)
+    timeout "$(limit 40)" "$parlab" "${split_args[@]}" --device cuda --run-dir "$build/runs/gpu2_$tag" \
+      --export "$build/runs/gpu2_$tag.safetensors" > "$logdir/train_gpu2_$tag.log" 2>&1 || fail "2-GPU $split (see train_gpu2_$tag.log)"
+    timeout "$(limit 60)" "$parlab" "${split_args[@]}" --device cpu --run-dir "$build/runs/cpu2_$tag" \
+      --export "$build/runs/cpu2_$tag.safetensors" > "$logdir/train_cpu2_$tag.log" 2>&1 || fail "2-rank CPU $split (see train_cpu2_$tag.log)"
+    python3 "$logdir/compare_safetensors.py" "$build/runs/gpu2_$tag.safetensors" "$build/runs/cpu2_$tag.safetensors" 1e-4 \
+      > "$logdir/equivalence_2gpu_$tag.txt" 2>&1 || fail "2-GPU $split differs from the CPU run (see equivalence_2gpu_$tag.txt)"
+    tail -n 1 "$logdir/equivalence_2gpu_$tag.txt" | sed "s/^/  $split on 2 GPUs: /" | tee -a "$logdir/summary.txt"
+  done
+else
+  say "multi-GPU split checks (DDP, ZeRO-1/2/3 on 2 GPUs vs the CPU run) skipped: they need >= 2 GPUs, this machine has $gpus"
+fi
+
 # 5. Kill and resume on the GPU: bit-identical to the uninterrupted run.
 say "kill-and-resume on the GPU (lab-mlp-small, 12 steps, checkpoint every 4, 2 trials)"
-timeout 90 "$parlab" proof kill-resume --device cuda --nproc 1 --model "$root/experiments/models/lab-mlp-small.toml" \
+timeout "$(limit 90)" "$parlab" proof kill-resume --device cuda --nproc 1 --model "$root/experiments/models/lab-mlp-small.toml" \
   --steps 12 --checkpoint-every 4 --trials 2 --seed 5 --work-dir "$build/runs/proof" --json \
   > "$logdir/kill_resume.json" 2> "$logdir/kill_resume.log"
 kr_rc=$?
@@ -145,7 +187,7 @@ grep -o '"headline": *"[^"]*"' "$logdir/kill_resume.json" | sed 's/"headline": *
 
 # 6. The bench (never fails on timing; prints its goals).
 say "bench_gpu"
-timeout 75 "$build/bench/bench_gpu" --json "$logdir/bench_gpu.json" > "$logdir/bench_gpu.log" 2>&1
+timeout "$(limit 75)" "$build/bench/bench_gpu" --json "$logdir/bench_gpu.json" > "$logdir/bench_gpu.log" 2>&1
 bench_rc=$?
 cat "$logdir/bench_gpu.log"
 cat "$logdir/bench_gpu.log" >> "$logdir/summary.txt"

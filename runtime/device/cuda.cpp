@@ -4,6 +4,7 @@
 #include "runtime/comm/nccl/nccl_communicator.h"
 #include "runtime/compute/cuda/cuda_model.h"
 #include "runtime/compute/cuda/device.h"
+#include "runtime/device/cuda_optimizer.h"
 #include "runtime/device/device.h"
 #include "strategy/errors.h"
 
@@ -56,6 +57,11 @@ CudaRank open_cuda_rank(std::shared_ptr<comm::Store> store, int rank, int size, 
                                                        static_cast<int>(std::max<int64_t>(plan.microbatches, 1)), device);
     raw->set_compute_stream(m->stream());
     return m;
+  };
+  r.make_optimizer = [device](const train::Optimizer& host, model::Model& m) -> std::unique_ptr<train::DeviceOptimizer> {
+    auto* cuda_model = dynamic_cast<compute::cuda::CudaModel*>(&m);
+    if (cuda_model == nullptr) throw RuntimeError("the CUDA optimizer needs the CUDA model, got a " + std::string(m.device_name()) + " model");
+    return make_cuda_optimizer(host, device, cuda_model->stream());
   };
   return r;
 }

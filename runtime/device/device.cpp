@@ -18,16 +18,19 @@ void require_available(Kind kind) {
 }
 
 void check_plan(Kind kind, const strategy::Plan& plan) {
-  if (kind == Kind::kCuda && plan.tp > 1)
+  if (kind != Kind::kCuda) return;
+  if (plan.tp > 1)
     throw ConfigError("plan.tp", std::to_string(plan.tp),
-                      "must be 1 with --device cuda: the GPU runtime trains DDP so far (tensor parallelism runs on "
-                      "--device cpu)");
-  if (kind == Kind::kCuda && plan.pp > 1)
+                      "must be 1 with --device cuda: the CUDA model holds whole layers, not tensor-parallel "
+                      "slices, so far (tensor parallelism runs on --device cpu)");
+  if (plan.pp > 1)
     throw ConfigError("plan.pp", std::to_string(plan.pp),
-                      "must be 1 with --device cuda: the GPU runtime trains DDP so far (pipelines run on --device cpu)");
-  if (kind == Kind::kCuda && plan.dp > 1 && plan.zero > 0)
-    throw ConfigError("plan.zero", std::to_string(plan.zero),
-                      "must be 0 with --device cuda: the GPU runtime trains DDP so far (ZeRO runs on --device cpu)");
+                      "must be 1 with --device cuda: the CUDA model holds every layer, not pipeline stages, so far "
+                      "(pipelines run on --device cpu)");
+  if (plan.dp > 1 && plan.zero >= 2 && plan.optimizer == strategy::OptimizerKind::kSgd)
+    throw ConfigError("plan.optimizer", "sgd",
+                      "must be adam with --device cuda and ZeRO-" + std::to_string(plan.zero) +
+                          ": the shards live in GPU memory and only AdamW updates there (SGD runs on --device cpu)");
 }
 
 }  // namespace parlab::device

@@ -37,9 +37,11 @@ std::string unavailable_reason(Kind kind);
 // exits 2 before any worker starts instead of hanging in a rendezvous.
 void require_available(Kind kind);
 
-// What the device runs of a plan the CPU runtime takes: on cuda, data parallelism without ZeRO
-// (DDP) for now -- NCCL has no uneven reduce-scatter/all-gather here and the CUDA model holds
-// whole replicas. Throws ConfigError naming the plan key, before any process starts.
+// What the device runs of a plan the CPU runtime takes: on cuda, data parallelism (DDP) and
+// ZeRO-1/2/3 (NCCL reduce-scatters and all-gathers the uneven shards, the layers bind buckets
+// and gathered layers in GPU memory, AdamW updates the shard there; ZeRO-2/3 with SGD is
+// refused, SGD having no device update). tp > 1 and pp > 1 are refused. A refusal is a
+// ConfigError naming the plan key and value, before any process starts.
 void check_plan(Kind kind, const strategy::Plan& plan);
 
 struct CudaRankOptions {
@@ -53,6 +55,8 @@ struct CudaRank {
   int device = 0;                              // the CUDA ordinal bound (LOCAL_RANK's)
   std::unique_ptr<comm::Communicator> world;   // NCCL over every rank of the job
   train::DeviceModelFactory make_model;        // CudaModel on `device`, its stream fed to `world`
+  // AdamW on the device, state resident (cuda_optimizer.h): a step copies nothing to the host.
+  train::DeviceOptimizerFactory make_optimizer;
 };
 
 // Binds GPU `local_rank` and connects an NCCL world of `size` ranks through `store` (the unique

@@ -394,6 +394,7 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
                                  {.timeout = go.timeout, .attempt = attempt, .dump_dir = go.dump_dir});
     to.collectives = gpu.world.get();
     to.make_device_model = gpu.make_model;
+    to.make_device_optimizer = gpu.make_optimizer;
   }
   train::Trainer trainer(config, *world.comm, to);
   Watching watch_all(*live.dumper, trainer.communicators());

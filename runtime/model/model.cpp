@@ -1,5 +1,6 @@
 #include "runtime/model/model.h"
 
+#include <algorithm>
 #include <string>
 
 #include "strategy/errors.h"
@@ -14,6 +15,46 @@ namespace {
 }
 
 }  // namespace
+
+namespace {
+
+class HostBuffer final : public ComputeBuffer {
+ public:
+  HostBuffer(int64_t n, MemoryAccount* account, MemoryCategory category)
+      : values_(counted_vector<float>(account, category, static_cast<size_t>(n))) {}
+  std::span<float> span() override { return values_; }
+
+ private:
+  CountedVector<float> values_;
+};
+
+void check_sizes(size_t a, size_t b, const char* what) {
+  if (a != b) throw RuntimeError(std::string(what) + ": " + std::to_string(a) + " elements against " + std::to_string(b));
+}
+
+}  // namespace
+
+std::unique_ptr<ComputeBuffer> Model::make_compute_buffer(int64_t elements, MemoryAccount* account,
+                                                          MemoryCategory category) {
+  return std::make_unique<HostBuffer>(elements, account, category);
+}
+
+void Model::compute_accumulate(std::span<float> dst, std::span<const float> src) {
+  check_sizes(dst.size(), src.size(), "compute_accumulate");
+  for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
+}
+
+void Model::compute_to_host(std::span<float> host, std::span<const float> compute) {
+  check_sizes(host.size(), compute.size(), "compute_to_host");
+  std::copy(compute.begin(), compute.end(), host.begin());
+}
+
+void Model::compute_from_host(std::span<float> compute, std::span<const float> host) {
+  check_sizes(compute.size(), host.size(), "compute_from_host");
+  std::copy(host.begin(), host.end(), compute.begin());
+}
+
+void Model::compute_zero(std::span<float> compute) { std::fill(compute.begin(), compute.end(), 0.0f); }
 
 void Model::tp_finish_forward(int, MicrobatchState&, int64_t, int64_t) const { no_slices(*this); }
 void Model::tp_finish_backward(int, MicrobatchState&, int64_t, int64_t) { no_slices(*this); }

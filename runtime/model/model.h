@@ -15,15 +15,21 @@
 // Between the two, explicit copies the executor places in the step program:
 //   pull_grads(range)   compute -> host, before the optimizer reads the reduced gradients;
 //   push_params(range)  host -> compute, after the optimizer (or a checkpoint load) changed them.
-// Both are no-ops when the buffers coincide. Outside a step the host parameters are the truth.
+//   pull_params(range)  compute -> host, when the optimizer runs on the device
+//                       (train/device_optimizer.h) and the host copy must catch up before a
+//                       checkpoint or an export reads it.
+// All are no-ops when the buffers coincide. Outside a step the host parameters are the truth,
+// except after device-optimizer steps: then the compute parameters are, until pull_params.
 //
 // The per-layer contract is LabMlp's: forward_layer(l, mb) for l ascending reads activation(l);
 // backward_layer(l, mb) descending ACCUMULATES layer l's gradients into the compute gradients
 // (microbatches sum; the head scales by mb.loss_scale()). On any device the head's forward leaves
 // logits and losses in `mb` (host), so loss_sum() and correct() read the same on every device.
+#include <memory>
 #include <span>
 #include <string_view>
 
+#include "runtime/model/memory_account.h"
 #include "runtime/model/microbatch.h"
 #include "runtime/model/param_layout.h"
 
@@ -42,6 +48,14 @@ struct TpSlice {
 struct LayerChunk {
   int begin = 0;
   int end = 0;
+};
+
+// A buffer in a model's compute memory (device memory on a GPU): ZeRO's bucket buffers, gathered
+// layers and shard storage, which the layers bind and the collectives move. Zeroed when made.
+class ComputeBuffer {
+ public:
+  virtual ~ComputeBuffer() = default;
+  virtual std::span<float> span() = 0;
 };
 
 class Model {
@@ -71,6 +85,21 @@ class Model {
   // Copies of flat `range` (inside owned_range()) between the two; no-ops on the host.
   virtual void pull_grads(FlatRange range) = 0;
   virtual void push_params(FlatRange range) = 0;
+  // Only device models (whose compute buffers are not their host buffers) must override it.
+  virtual void pull_params(FlatRange range) { (void)range; }
+
+  // Compute memory (ComputeBuffer above). The defaults are the host's: counted host vectors and
+  // plain loops, for models whose compute buffers are their host buffers (compute_is_host()).
+  virtual bool compute_is_host() const { return true; }
+  virtual std::unique_ptr<ComputeBuffer> make_compute_buffer(int64_t elements, MemoryAccount* account,
+                                                             MemoryCategory category);
+  // dst += src, element-wise, both compute memory of the same size (microbatches accumulate
+  // their reduced bucket chunks into the gradient shard).
+  virtual void compute_accumulate(std::span<float> dst, std::span<const float> src);
+  // Between compute memory and host memory of the same size (shard storage around checkpoints).
+  virtual void compute_to_host(std::span<float> host, std::span<const float> compute);
+  virtual void compute_from_host(std::span<float> compute, std::span<const float> host);
+  virtual void compute_zero(std::span<float> compute);
 
   // Zeroes the compute gradients (the start of a step).
   virtual void zero_grads() = 0;

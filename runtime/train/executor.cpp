@@ -185,6 +185,10 @@ void Executor::check_and_plan() {
   if (!(shards_.shard() == optimizer_.range()))
     throw ConfigError("ZeRO shard", std::to_string(shards_.shard().begin) + ".." + std::to_string(shards_.shard().end),
                       "must be the optimizer's range");
+  if (options_.device_optimizer == nullptr && !model_.compute_is_host() && shards_.zero() >= 2)
+    throw ConfigError("optimizer", std::string(optimizer_.kind()),
+                      "ZeRO-" + std::to_string(shards_.zero()) + " on the " + std::string(model_.device_name()) +
+                          " model keeps its shards in device memory: the update must run there (AdamW)");
   flat_elements_ = owned.numel();
   plan_zero_buffers();
   plan_p2p();
@@ -320,6 +324,7 @@ void Executor::run_backward(const Op& op) {
 }
 
 void Executor::run_optimizer(const Op& op) {
+  if (options_.device_optimizer != nullptr) return run_device_optimizer(op);
   // The shard's parameters and reduced gradients, wherever the stage keeps them (shards.h), on
   // the host: a device model copies them across around the update (model.h).
   double t0 = now();
@@ -333,6 +338,27 @@ void Executor::run_optimizer(const Op& op) {
   }
   optimizer_.step(params, grads);
   model_.push_params(shards_.shard());
+  const double t1 = slowed(t0, now());
+  result_.optimizer_seconds += t1 - t0;
+  add_compute_event(op, t0, t1);
+}
+
+// The update on the compute buffers, the state on the device: no host copy in the step. A dump
+// (before_optimizer) still sees host tensors: the shard is copied across for it first.
+void Executor::run_device_optimizer(const Op& op) {
+  double t0 = now();
+  if (options_.before_optimizer) {
+    const double h0 = now();
+    const auto n = static_cast<size_t>(shards_.shard().numel());
+    std::vector<float> params(n), grads(n);
+    model_.compute_to_host(params, shards_.compute_params());
+    model_.compute_to_host(grads, shards_.compute_grads());
+    options_.before_optimizer(op, params, grads);
+    t0 += now() - h0;
+  }
+  optimizer_.count_external_step();
+  options_.device_optimizer->step(optimizer_, shards_.compute_params(), shards_.compute_grads());
+  model_.synchronize();
   const double t1 = slowed(t0, now());
   result_.optimizer_seconds += t1 - t0;
   add_compute_event(op, t0, t1);

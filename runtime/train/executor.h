@@ -40,12 +40,18 @@
 //
 // Device: the model's compute buffers (model.h) are what layers and collectives use; the optimizer
 // reads and updates the host buffers, so run_optimizer pulls the shard's gradients before it and
-// pushes the updated parameters after it (no-ops for the host LabMlp).
+// pushes the updated parameters after it (no-ops for the host LabMlp). With a device optimizer
+// (ExecutorOptions::device_optimizer, device_optimizer.h) it updates the shard's compute buffers
+// in place instead: nothing crosses to the host in a step.
 //
 // Gradient buffer: run() zeroes it, backward ops accumulate into it, bucket all-reduces SUM it in
 // place (the loss scale 1/global_batch makes the sum the gradient of the global mean loss).
 //
-// ZeRO (shards.h says what a rank keeps; executor_zero.cpp has the handlers):
+// ZeRO (shards.h says what a rank keeps; executor_zero.cpp has the handlers). Every buffer below
+// is made in the model's compute memory (Model::make_compute_buffer: device memory on a GPU) and
+// the stage-2/3 accumulation into the shard is Model::compute_accumulate, so the same handlers
+// run on either device; on a device, stage 2/3 needs the device optimizer (the shard has no host
+// copy to update).
 //   reduce-scatter  stage 1: the bucket of the model's gradients, in place (the rank's chunk
 //                   lands where it was). Stage 2/3: the bucket buffer the backward wrote; its
 //                   reduced chunk is added to the gradient shard and the buffer freed as soon as
@@ -74,6 +80,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/model/model.h"
 #include "runtime/model/memory_account.h"
+#include "runtime/train/device_optimizer.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/shards.h"
 #include "runtime/train/telemetry.h"
@@ -119,6 +126,9 @@ struct ExecutorOptions {
   // Pipeline point-to-point paths, by the peer's world rank: the two-member communicator over
   // which this rank only sends to the peer, and the one over which it only receives from it.
   std::map<int, comm::Communicator*> send_comms, recv_comms;
+  // The optimizer's device twin for a device model (borrowed): the update runs on the compute
+  // buffers, the host Optimizer only counts the step. Null: update on the host.
+  DeviceOptimizer* device_optimizer = nullptr;
 };
 
 // What one run() measured (the trainer adds data loading and idle time).
@@ -167,6 +177,7 @@ class Executor {
   void run_forward(const strategy::Op& op);
   void run_backward(const strategy::Op& op);
   void run_optimizer(const strategy::Op& op);
+  void run_device_optimizer(const strategy::Op& op);
   void issue_all_reduce(const strategy::Op& op);
   void issue_reduce_scatter(const strategy::Op& op);
   void issue_all_gather(const strategy::Op& op);
@@ -240,7 +251,7 @@ class Executor {
   std::vector<Issued> issued_;
   int last_comm_stream_op_ = -1;
   ExecResult result_;
-  std::map<int, model::CountedVector<float>> buffers_;  // by the op id that owns them
+  std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;  // by the op id that owns them
   std::vector<int> pending_reduce_scatters_;            // stage 2/3: issued, not yet retired
   std::map<int64_t, int> grad_binding_;  // bucket flat begin -> the reduce-scatter whose buffer is bound
 };

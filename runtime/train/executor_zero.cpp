@@ -72,11 +72,13 @@ void Executor::plan_zero_buffers() {
 }
 
 std::span<float> Executor::make_buffer(int op_id, int64_t elements) {
-  auto [it, inserted] = buffers_.emplace(
-      op_id, model::counted_vector<float>(options_.account, model::MemoryCategory::kTemporary,
-                                          static_cast<size_t>(elements)));
+  // In the model's compute memory (device memory on a GPU: the layers bind it, NCCL moves it).
+  // A host model charges the account; device memory is not host memory.
+  model::MemoryAccount* account = model_.compute_is_host() ? options_.account : nullptr;
+  auto [it, inserted] =
+      buffers_.emplace(op_id, model_.make_compute_buffer(elements, account, model::MemoryCategory::kTemporary));
   if (!inserted) throw RuntimeError("executor: op " + std::to_string(op_id) + " already has a buffer");
-  return it->second;
+  return it->second->span();
 }
 
 void Executor::free_buffer(int op_id) { buffers_.erase(op_id); }
@@ -106,7 +108,7 @@ Chunk my_chunk(const Op& op, const std::vector<int64_t>& counts, int rank) {
 
 void Executor::before_compute(const Op& op) {
   poll_reduce_scatters();
-  for (int g : gathers_of_[op.id]) model_.bind_params(range_of(program_.ops[g]), buffers_.at(g));
+  for (int g : gathers_of_[op.id]) model_.bind_params(range_of(program_.ops[g]), buffers_.at(g)->span());
   for (int rs : buckets_of_[op.id]) {
     if (buffers_.count(rs)) continue;
     const Op& bucket = program_.ops[rs];
@@ -144,7 +146,7 @@ void Executor::issue_reduce_scatter(const Op& op) {
   const auto it = buffers_.find(op.id);
   if (it == buffers_.end())
     throw RuntimeError("executor: no backward wrote the bucket of " + strategy::describe(program_, op));
-  const std::span<float> bucket = it->second;
+  const std::span<float> bucket = it->second->span();
   if (skipped(op)) {
     // Nothing issued: the rank keeps its own, unreduced chunk (the fault's lesson).
     pending_reduce_scatters_.push_back(op.id);
@@ -165,10 +167,10 @@ void Executor::retire_reduce_scatter(int op_id) {
   const std::vector<int64_t> counts = counts_of(op);
   const Chunk mine = my_chunk(op, counts, comm_of(op).rank());
   const std::span<const float> reduced =
-      std::span<const float>(buffers_.at(op_id)).subspan(mine.begin - op.flat_begin, mine.count);
-  // Microbatches accumulate into the shard (the first adds onto zeros: an exact copy).
-  float* shard = shards_.grads().data() + (mine.begin - shards_.shard().begin);
-  for (int64_t i = 0; i < mine.count; ++i) shard[i] += reduced[i];
+      std::span<const float>(buffers_.at(op_id)->span()).subspan(mine.begin - op.flat_begin, mine.count);
+  // Microbatches accumulate into the shard (the first adds onto zeros: an exact copy), in the
+  // model's compute memory (a kernel on a GPU, ordered after the collective the wait saw end).
+  model_.compute_accumulate(shards_.compute_grads().subspan(mine.begin - shards_.shard().begin, mine.count), reduced);
   if (const auto b = grad_binding_.find(op.flat_begin); b != grad_binding_.end() && b->second == op_id) {
     model_.bind_grads(range_of(op), {});
     grad_binding_.erase(b);
@@ -199,7 +201,7 @@ void Executor::issue_all_gather(const Op& op) {
     // Never skipped by the fault: no rank can compute a layer it does not have.
     const std::span<float> layer = make_buffer(op.id, op.flat_end - op.flat_begin);
     const std::span<const float> in =
-        std::span<const float>(shards_.params()).subspan(mine.begin - shards_.shard().begin, mine.count);
+        std::span<const float>(shards_.compute_params()).subspan(mine.begin - shards_.shard().begin, mine.count);
     record_issue(op, c, c.all_gather_v(in, layer, counts, collective_options(op)));
     return;
   }

@@ -68,6 +68,7 @@ std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const f
 }
 
 std::vector<float> gather_full_params(const Trainer& trainer) {
+  trainer.sync_host();  // after device-optimizer steps the device holds the current weights
   if (split_model(trainer)) {
     if (trainer.state().shards->zero() >= 3)
       throw UnsupportedOp("export: gathering ZeRO-3 shards of tensor- or pipeline-parallel ranks is not implemented");

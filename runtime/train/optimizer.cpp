@@ -157,19 +157,16 @@ AdamW::AdamW(const AdamWConfig& config, model::FlatRange range, model::MemoryAcc
 
 namespace {
 
-struct AdamWScalars {
-  float step_size, bias_correction2_sqrt, decay, w, beta2, one_minus_beta2, eps;
-};
-
 // One streaming pass over p, g, m, v (28 bytes per element: 16 read, 12 written). The branches
 // on hyper-parameters are hoisted into template arguments so the loop body is straight-line and
 // the compiler vectorises it (AVX-512 / AVX2 clones; optimizer.cpp is compiled with
 // -fno-math-errno so sqrt is the vector instruction, and -ffp-contract=off so every clone rounds
-// like the scalar code: IEEE sqrt and division are exact in every width).
+// like the scalar code: IEEE sqrt and division are exact in every width). The CUDA kernel
+// (adamw_step in runtime/compute/cuda/kernels.cu) is this loop body, operation for operation.
 template <bool kDecays, bool kNearM>
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void adamw_pass(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
-                AdamWScalars k) {
+                AdamWStepScalars k) {
   for (int64_t i = 0; i < n; ++i) {
     float pi = p[i];
     const float gi = g[i];
@@ -186,24 +183,30 @@ void adamw_pass(float* __restrict p, const float* __restrict g, float* __restric
 
 }  // namespace
 
-void AdamW::update(float* p, const float* g, int64_t n) {
+AdamWStepScalars AdamW::step_scalars() const {
   // Scalars in double as PyTorch computes them in Python, then rounded once to fp32.
   const double t = static_cast<double>(steps_);
   const double bias_correction1 = 1.0 - std::pow(config_.beta1, t);
   const double bias_correction2 = 1.0 - std::pow(config_.beta2, t);
-  const AdamWScalars k{.step_size = static_cast<float>(config_.lr / bias_correction1),
-                       .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
-                       .decay = static_cast<float>(1.0 - config_.lr * config_.weight_decay),
-                       .w = static_cast<float>(1.0 - config_.beta1),
-                       .beta2 = static_cast<float>(config_.beta2),
-                       .one_minus_beta2 = static_cast<float>(1.0 - config_.beta2),
-                       .eps = static_cast<float>(config_.eps)};
-  const bool decays = config_.weight_decay != 0.0, near_m = k.w < 0.5f;
+  AdamWStepScalars k{.step_size = static_cast<float>(config_.lr / bias_correction1),
+                     .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
+                     .decay = static_cast<float>(1.0 - config_.lr * config_.weight_decay),
+                     .w = static_cast<float>(1.0 - config_.beta1),
+                     .beta2 = static_cast<float>(config_.beta2),
+                     .one_minus_beta2 = static_cast<float>(1.0 - config_.beta2),
+                     .eps = static_cast<float>(config_.eps)};
+  k.decays = config_.weight_decay != 0.0;
+  k.near_m = k.w < 0.5f;
+  return k;
+}
+
+void AdamW::update(float* p, const float* g, int64_t n) {
+  const AdamWStepScalars k = step_scalars();
   float* m = exp_avg_->data();
   float* v = exp_avg_sq_->data();
-  if (decays && near_m) adamw_pass<true, true>(p, g, m, v, n, k);
-  else if (decays) adamw_pass<true, false>(p, g, m, v, n, k);
-  else if (near_m) adamw_pass<false, true>(p, g, m, v, n, k);
+  if (k.decays && k.near_m) adamw_pass<true, true>(p, g, m, v, n, k);
+  else if (k.decays) adamw_pass<true, false>(p, g, m, v, n, k);
+  else if (k.near_m) adamw_pass<false, true>(p, g, m, v, n, k);
   else adamw_pass<false, false>(p, g, m, v, n, k);
 }
 

@@ -63,6 +63,8 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   virtual std::string_view kind() const = 0;
+  // The hyper-parameters, lr included (a device twin of this optimizer reads them).
+  virtual OptimizerConfig config() const = 0;
   model::FlatRange range() const { return range_; }
   int64_t steps() const { return steps_; }
   // Learning rate of the next step (schedules set it each step; it is config, not state).
@@ -85,6 +87,11 @@ class Optimizer {
   std::span<float> mutable_buffer(const std::string& name);
   void set_steps(int64_t steps);
 
+  // For an update that runs elsewhere (a device optimizer, device_optimizer.h, updates the
+  // compute buffers with its own copy of the state): counts the step as step() does, without
+  // touching the buffers here, which then lag until the device's state is copied back.
+  void count_external_step() { ++steps_; }
+
  protected:
   // State buffers are charged to `account`'s optimizer category (null: uncounted).
   Optimizer(model::FlatRange range, model::MemoryAccount* account) : range_(range), account_(account) {}
@@ -105,6 +112,7 @@ class Sgd final : public Optimizer {
  public:
   Sgd(const SgdConfig& config, model::FlatRange range, model::MemoryAccount* account = nullptr);
   std::string_view kind() const override { return "sgd"; }
+  OptimizerConfig config() const override { return config_; }
   double lr() const override { return config_.lr; }
   void set_lr(double lr) override { config_.lr = lr; }
 
@@ -115,12 +123,30 @@ class Sgd final : public Optimizer {
   model::CountedVector<float>* momentum_buffer_ = nullptr;  // null when momentum == 0 (PyTorch: None)
 };
 
+// The fp32 scalars of one AdamW step, in the forms the element-wise pass uses: every kernel
+// (the CPU pass here, the CUDA one in runtime/compute/cuda/kernels.h) takes exactly these, so
+// the devices agree bit for bit on the per-element arithmetic.
+struct AdamWStepScalars {
+  float step_size = 0;             // lr / (1 - beta1^t)
+  float bias_correction2_sqrt = 0; // sqrt(1 - beta2^t)
+  float decay = 1;                 // 1 - lr * weight_decay
+  float w = 0;                     // 1 - beta1 (lerp weight)
+  float beta2 = 0;
+  float one_minus_beta2 = 0;
+  float eps = 0;
+  bool decays = false;  // weight_decay != 0: p is multiplied by `decay` first
+  bool near_m = false;  // w < 0.5: torch.lerp's form exact at m (else the one exact at g)
+};
+
 class AdamW final : public Optimizer {
  public:
   AdamW(const AdamWConfig& config, model::FlatRange range, model::MemoryAccount* account = nullptr);
   std::string_view kind() const override { return "adamw"; }
+  OptimizerConfig config() const override { return config_; }
   double lr() const override { return config_.lr; }
   void set_lr(double lr) override { config_.lr = lr; }
+  // The scalars of the step steps() counts (t = steps(), after step()'s increment).
+  AdamWStepScalars step_scalars() const;
 
  private:
   void update(float* p, const float* g, int64_t n) override;

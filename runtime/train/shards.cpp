@@ -38,11 +38,20 @@ ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, 
   if (!model.owned_range().contains(shard))
     throw ConfigError("ZeRO shard", std::to_string(shard.begin) + ".." + std::to_string(shard.end),
                       "must lie within the model's flat range");
+  device_ = !model.compute_is_host();
   if (zero >= 3) {
     params_.assign(shard.numel(), 0.0f);
     model::LabMlp::init_values(model.layout(), seed, shard, params_, model.tp_slice());
+    if (device_) {
+      // Device memory is not host memory: the account (a host ledger) is not charged for it.
+      compute_params_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kParameters);
+      push_params();
+    }
   }
-  if (zero >= 2) grads_.assign(shard.numel(), 0.0f);
+  if (zero >= 2) {
+    if (device_) compute_grads_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kGradients);
+    else grads_.assign(shard.numel(), 0.0f);
+  }
 }
 
 std::span<float> ModelShards::params() {
@@ -59,8 +68,27 @@ std::span<float> ModelShards::grads() {
 
 std::span<const float> ModelShards::grads() const { return const_cast<ModelShards*>(this)->grads(); }
 
+std::span<float> ModelShards::compute_params() {
+  if (zero_ >= 3) return device_ ? compute_params_->span() : std::span<float>(params_);
+  return model_.compute_params().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
+}
+
+std::span<float> ModelShards::compute_grads() {
+  if (zero_ >= 2) return device_ ? compute_grads_->span() : std::span<float>(grads_);
+  return model_.compute_grads().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
+}
+
+void ModelShards::pull_params() {
+  if (compute_params_) model_.compute_to_host(params_, compute_params_->span());
+}
+
+void ModelShards::push_params() {
+  if (compute_params_) model_.compute_from_host(compute_params_->span(), params_);
+}
+
 void ModelShards::zero_grads() {
   std::fill(grads_.begin(), grads_.end(), 0.0f);
+  if (compute_grads_) model_.compute_zero(compute_grads_->span());
   model_.zero_grads();
 }
 

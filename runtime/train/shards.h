@@ -11,6 +11,11 @@
 //   stage 3  only its shard of the parameters too (this object's buffer); the model computes on
 //            layers the executor all-gathers just before they run.
 // A world (or DP group) of one has no ZeRO ops in its program: stage 0, everything replicated.
+//
+// On a device model (model.compute_is_host() false) the stage-2/3 shard buffers live in the
+// model's compute memory, where the collectives and the device optimizer use them; params()
+// keeps a host mirror of a stage-3 shard for checkpoints (pull_params / push_params move it),
+// and the shard's gradients have no host copy (the update runs on the device).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -47,12 +52,23 @@ class ModelShards {
   std::span<float> grads();
   std::span<const float> grads() const;
   void zero_grads();
+  // The same shard in the model's COMPUTE memory (model.h), where the collectives, the layers and
+  // a device optimizer (device_optimizer.h) use it: stages 0-1 (2 for the parameters) a view of
+  // the model's compute buffers, stage 2/3 this object's (the host vectors on a host model).
+  std::span<float> compute_params();
+  std::span<float> compute_grads();
+  // Stage 3 on a device: the shard's parameters compute -> host mirror (before a checkpoint
+  // reads params()) and back (after a load wrote it). No-ops otherwise.
+  void pull_params();
+  void push_params();
 
  private:
   model::Model& model_;
   int zero_ = 0;
   model::FlatRange shard_;
   model::CountedVector<float> params_, grads_;
+  bool device_ = false;  // the model computes in memory of its own
+  std::unique_ptr<model::ComputeBuffer> compute_params_, compute_grads_;  // device stage 2/3
 };
 
 }  // namespace parlab::train

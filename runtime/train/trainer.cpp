@@ -246,6 +246,9 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   eo.account = &memory_;
   eo.send_comms = std::move(send_comms);
   eo.recv_comms = std::move(recv_comms);
+  if (state_.device_model && options_.make_device_optimizer)
+    state_.device_optimizer = options_.make_device_optimizer(*state_.optimizer, *state_.device_model);
+  eo.device_optimizer = state_.device_optimizer.get();
   executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards,
                                          std::move(comms), eo);
 }
@@ -272,7 +275,19 @@ std::vector<comm::Communicator*> Trainer::group_communicators(comm::Communicator
 }
 
 void Trainer::host_state_changed() {
-  if (state_.device_model) state_.device_model->push_params(state_.model.owned_range());
+  if (state_.device_model && state_.model.holds_params()) state_.device_model->push_params(state_.model.owned_range());
+  if (state_.shards) state_.shards->push_params();  // a device stage-3 shard
+  if (state_.device_optimizer) state_.device_optimizer->upload_state(*state_.optimizer);
+  host_stale_ = false;
+}
+
+void Trainer::sync_host() const {
+  if (!host_stale_) return;
+  auto& self = const_cast<Trainer&>(*this);  // the host buffers mirror the device (see trainer.h)
+  if (state_.model.holds_params()) self.state_.device_model->pull_params(state_.model.owned_range());
+  self.state_.shards->pull_params();
+  state_.device_optimizer->download_state(*self.state_.optimizer);
+  host_stale_ = false;
 }
 
 comm::Communicator& Trainer::dp_comm() const { return *dp_comm_; }
@@ -404,6 +419,7 @@ StepRecord Trainer::step() {
     rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1, ""});
   }
   ++state_.step;
+  if (state_.device_optimizer) host_stale_ = true;
   if (options_.sink) options_.sink->on_step(rec);
   return rec;
 }

@@ -26,6 +26,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/model/lab_mlp.h"
 #include "runtime/train/data.h"
+#include "runtime/train/device_optimizer.h"
 #include "runtime/train/executor.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/sampler.h"
@@ -92,6 +93,9 @@ struct TrainerState {
   // On a device: the model that computes (model.h), whose host buffers are `model`'s, so
   // checkpoints, exports and fingerprints read `model` on every device. Null on the CPU.
   std::unique_ptr<model::Model> device_model = nullptr;
+  // The optimizer's device twin (device_optimizer.h) when the device has one: then the device
+  // holds the current parameters and optimizer state between Trainer::sync_host calls.
+  std::unique_ptr<DeviceOptimizer> device_optimizer = nullptr;
   // What the executor runs: device_model, else model.
   model::Model& compute_model() { return device_model ? *device_model : static_cast<model::Model&>(model); }
 };
@@ -115,6 +119,9 @@ struct TrainerOptions {
   // the CPU, everything on `world`. Borrowed.
   DeviceModelFactory make_device_model;
   comm::Communicator* collectives = nullptr;
+  // With a device model: the optimizer's device twin (device_optimizer.h), so a step copies
+  // nothing to the host. Unset (or returning null): the update runs on the host.
+  DeviceOptimizerFactory make_device_optimizer;
 };
 
 class Trainer {
@@ -152,9 +159,14 @@ class Trainer {
   // Every communicator the trainer's ops use (the world's and the groups split off it), e.g. to
   // dump all their flight recorders when the rank fails or is stopped.
   std::vector<const comm::Communicator*> communicators() const;
-  // After the host parameters were written outside a step (a checkpoint load): copies them to the
-  // device model. A no-op on the CPU.
+  // After the host parameters were written outside a step (a checkpoint load): copies them (and
+  // the optimizer state, when the device has its own) to the device model. A no-op on the CPU.
   void host_state_changed();
+  // Before anything reads the host state outside a step (checkpoints, exports, fingerprints):
+  // after device-optimizer steps copies the device's parameters and optimizer state to the host
+  // buffers (state().model, state().optimizer). Idempotent until the next step; a no-op on the
+  // CPU. const: the host buffers are then a mirror of the device's truth, not new state.
+  void sync_host() const;
 
  private:
   std::vector<model::MicrobatchState> load_microbatches(const GlobalBatch& batch,
@@ -175,6 +187,7 @@ class Trainer {
   comm::Communicator* dp_comm_ = nullptr;
   comm::Communicator* tp_comm_ = nullptr;
   std::unique_ptr<Executor> executor_;
+  mutable bool host_stale_ = false;  // device-optimizer steps since the last sync_host
 };
 
 }  // namespace parlab::train

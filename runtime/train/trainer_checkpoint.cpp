@@ -221,6 +221,7 @@ json trainer_metadata(const Trainer& t) {
 }
 
 std::vector<checkpoint::TensorSlice> trainer_slices(const Trainer& t, int world, int rank) {
+  t.sync_host();  // after device-optimizer steps the device holds the current state
   if (split_checkpoint::applies(t))
     throw UnsupportedOp("trainer_slices: a tensor- or pipeline-parallel trainer's share is gathered by save_trainer");
   if (t.state().shards->zero() >= 1) {
@@ -248,6 +249,7 @@ std::vector<checkpoint::TensorSlice> trainer_slices(const Trainer& t, int world,
 
 checkpoint::SaveResult save_trainer(const Trainer& t, const checkpoint::SaveOptions& options,
                                     checkpoint::Coordinator& coord) {
+  t.sync_host();
   if (split_checkpoint::applies(t)) {
     const split_checkpoint::SaveSet set = split_checkpoint::save_set(t);
     return checkpoint::save_checkpoint(options, t.state().step, set.slices, trainer_metadata(t), coord);
@@ -364,6 +366,7 @@ StateFingerprint StateFingerprint::from_json(const json& j) {
 }
 
 StateFingerprint state_fingerprint(const Trainer& t) {
+  t.sync_host();
   StateFingerprint f;
   f.step = t.state().step;
   f.optimizer_step = t.state().optimizer->steps();

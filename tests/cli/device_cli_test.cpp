@@ -12,6 +12,7 @@
 #include <string>
 
 #include "runtime/device/device.h"
+#include "strategy/errors.h"
 #include "tests/support/subprocess.h"
 
 namespace parlab::testing {
@@ -95,6 +96,61 @@ TEST(DeviceCli, TheBinaryLinksNcclAndCublasExactlyWhenBuiltWithCuda) {
   const bool cublas = libs.find("libcublas") != std::string::npos;
   EXPECT_EQ(nccl, device::cuda_built()) << libs;
   EXPECT_EQ(cublas, device::cuda_built()) << libs;
+}
+
+// What the GPU runtime trains, decided before any process: DDP and ZeRO-1/2/3 pass (2/3 with
+// AdamW), the rest is one ConfigError naming the plan key and its value.
+TEST(DevicePlanCheck, CudaTakesDdpAndZeroAndNamesTheKeyOfWhatItRefuses) {
+  auto plan = [](int dp, int tp, int pp, int zero) {
+    strategy::Plan p;
+    p.dp = dp;
+    p.tp = tp;
+    p.pp = pp;
+    p.zero = zero;
+    return p;
+  };
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(2, 1, 1, 0)));
+  for (int zero = 1; zero <= 3; ++zero) EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(2, 1, 1, zero)));
+  strategy::Plan sgd1 = plan(2, 1, 1, 1), sgd2 = plan(2, 1, 1, 2), sgd_alone = plan(1, 1, 1, 3);
+  sgd1.optimizer = sgd2.optimizer = sgd_alone.optimizer = strategy::OptimizerKind::kSgd;
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, sgd1));       // updates on host copies
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, sgd_alone));  // a world of one has no shards
+  for (const auto& [p, key] : {std::pair{sgd2, "plan.optimizer = sgd"}, std::pair{plan(1, 2, 1, 0), "plan.tp = 2"},
+                               std::pair{plan(1, 1, 2, 0), "plan.pp = 2"}}) {
+    try {
+      device::check_plan(device::Kind::kCuda, p);
+      ADD_FAILURE() << key << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(device::check_plan(device::Kind::kCpu, p)) << key;
+  }
+}
+
+// Through the binary: a plan the GPU runtime takes gets past the plan check and stops at the
+// device (no CUDA device, or no GPU backend), one line, exit 2, nothing spawned; a plan it
+// refuses is named by its key on any machine, before the device is even looked at.
+TEST(DeviceCli, CudaPlansArePassedOrRefusedByKeyBeforeTheDeviceCheck) {
+  if (device::unavailable_reason(device::Kind::kCuda).empty()) GTEST_SKIP() << "this machine has a CUDA device";
+  const fs::path run_dir = fs::temp_directory_path() / ("parlab_device_plan_" + std::to_string(::getpid()));
+  struct Case {
+    const char* plan;
+    const char* want;  // in the one line
+  };
+  const std::string device_line = device::cuda_built() ? "no CUDA device" : "built without the GPU backend";
+  for (const Case& c : {Case{"zero=0", ""}, Case{"zero=1", ""}, Case{"zero=2", ""}, Case{"zero=3", ""},
+                        Case{"zero=2,optimizer=sgd", "plan.optimizer = sgd"}, Case{"tp=2", "plan.tp = 2"},
+                        Case{"pp=2", "plan.pp = 2"}}) {
+    SCOPED_TRACE(c.plan);
+    fs::remove_all(run_dir);
+    const ProcessResult r = parlab({"train", "--device", "cuda", "--nproc", "2", "--steps", "1", "--plan", c.plan,
+                                    "--run-dir", run_dir.string()});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(*c.want ? std::string(c.want) : device_line), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(run_dir / "rank-0.jsonl")) << "a worker ran";
+  }
+  fs::remove_all(run_dir);
 }
 
 }  // namespace

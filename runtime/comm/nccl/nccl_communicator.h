@@ -110,6 +110,12 @@ class NcclCommunicator final : public Communicator {
                                            const CollectiveOptions& o) override;
   std::shared_ptr<Work> run_all_gather(std::span<const float> input, std::span<float> output,
                                        const CollectiveOptions& o) override;
+  // Uneven chunks (ZeRO's shards), nccl_collectives_v.cpp: one ncclReduce (resp. ncclBroadcast)
+  // per non-empty chunk, rooted at the chunk's rank, all in ONE group.
+  std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> input, std::span<const int64_t> counts,
+                                             std::span<float> output, const CollectiveOptions& o) override;
+  std::shared_ptr<Work> run_all_gather_v(std::span<const float> input, std::span<float> output,
+                                         std::span<const int64_t> counts, const CollectiveOptions& o) override;
   std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root,
                                       const CollectiveOptions& o) override;
   std::shared_ptr<Work> run_send(std::span<const float> buf, int peer,

@@ -7,8 +7,12 @@
 // Microbatches: the executor hands in host MicrobatchStates; the first layer's forward uploads
 // the inputs and labels of a state into a free device slot, the head's forward copies logits and
 // losses back into it, and the first layer's backward frees the slot. zero_grads (the start of a
-// step) forgets every slot. Whole network, whole replica only: pipeline stages and ZeRO-2/3
-// bindings are refused (RuntimeError naming what is missing).
+// step) forgets every slot. Whole network only (pipeline stages and tensor-parallel slices are
+// refused, RuntimeError naming what is missing). ZeRO-2/3: the host model then holds no gradients
+// (no parameters), and the executor binds the layers to buckets and gathered layers in device
+// memory (make_compute_buffer); the DeviceMlp still allocates whole-network parameter and
+// gradient buffers, so ZeRO's traffic and update are the GPU's but its device-memory saving is
+// not realised yet.
 #include <map>
 #include <memory>
 
@@ -20,8 +24,8 @@ namespace parlab::compute::cuda {
 
 class CudaModel final : public model::Model {
  public:
-  // `host`: the whole network with full parameters and gradients, borrowed; its parameters are
-  // copied to `device`. `max_batch`: the largest microbatch; `slots`: how many microbatches may be
+  // `host`: the whole network, borrowed; its parameters (when it holds them: not under ZeRO-3)
+  // are copied to `device`. `max_batch`: the largest microbatch; `slots`: how many microbatches may be
   // live at once (the plan's microbatches is always enough). Throws ConfigError / CudaError.
   CudaModel(model::LabMlp& host, int64_t max_batch, int slots, int device);
 
@@ -30,8 +34,8 @@ class CudaModel final : public model::Model {
   int first_layer() const override { return host_.first_layer(); }
   int end_layer() const override { return host_.end_layer(); }
   model::FlatRange owned_range() const override { return host_.owned_range(); }
-  bool holds_params() const override { return true; }
-  bool holds_grads() const override { return true; }
+  bool holds_params() const override { return host_.holds_params(); }
+  bool holds_grads() const override { return host_.holds_grads(); }
   std::span<float> params() override { return host_.params(); }
   std::span<const float> params() const override { return host_.params(); }
   std::span<float> grads() override { return host_.grads(); }
@@ -40,7 +44,15 @@ class CudaModel final : public model::Model {
   std::span<float> compute_grads() override { return device_->grads(); }
   void pull_grads(model::FlatRange range) override;
   void push_params(model::FlatRange range) override;
+  void pull_params(model::FlatRange range) override;
   void zero_grads() override;
+  bool compute_is_host() const override { return false; }
+  std::unique_ptr<model::ComputeBuffer> make_compute_buffer(int64_t elements, model::MemoryAccount* account,
+                                                            model::MemoryCategory category) override;
+  void compute_accumulate(std::span<float> dst, std::span<const float> src) override;
+  void compute_to_host(std::span<float> host, std::span<const float> compute) override;
+  void compute_from_host(std::span<float> compute, std::span<const float> host) override;
+  void compute_zero(std::span<float> compute) override;
   void bind_params(model::FlatRange range, std::span<float> storage) override;
   void bind_grads(model::FlatRange range, std::span<float> storage) override;
   void forward_layer(int layer, model::MicrobatchState& mb) const override;

@@ -49,6 +49,10 @@ struct DeviceMlp::State {
         params(static_cast<size_t>(layout.numel())),
         grads(static_cast<size_t>(layout.numel())),
         scratch(static_cast<size_t>(max_b * std::max(s.ffn, s.classes))) {
+    for (const model::ParamTensor& t : layout.tensors()) {
+      param_at.push_back(params.data() + t.offset);
+      grad_at.push_back(grads.data() + t.offset);
+    }
     slots.reserve(static_cast<size_t>(slot_count));
     for (int k = 0; k < slot_count; ++k) slots.emplace_back(s, max_b);
   }
@@ -63,16 +67,44 @@ struct DeviceMlp::State {
   const model::ParamTensor& tensor_of(int layer, int which) const {
     return layout.tensors()[static_cast<size_t>(layer) * kTensorsPerBlock + which];
   }
+  size_t index_of(int layer, int which) const { return static_cast<size_t>(layer) * kTensorsPerBlock + which; }
   const float* param(int layer, int which) const {
-    return params.data() + tensor_of(layer, which).offset;
+    const float* p = param_at[index_of(layer, which)];
+    if (p == nullptr)
+      throw RuntimeError("parameters of " + tensor_of(layer, which).name +
+                         " are not resident on the GPU (a ZeRO-3 layer is gathered before it computes)");
+    return p;
   }
-  float* grad(int layer, int which) const { return grads.data() + tensor_of(layer, which).offset; }
+  float* grad(int layer, int which) const {
+    float* g = grad_at[index_of(layer, which)];
+    if (g == nullptr)
+      throw RuntimeError("no gradient buffer is bound on the GPU for " + tensor_of(layer, which).name +
+                         " (a ZeRO-2/3 bucket is bound before its backward)");
+    return g;
+  }
+  // Points the tensors of `range` (whole tensors only) into `storage`; empty: unbound.
+  void bind(std::vector<float*>& where, model::FlatRange range, std::span<float> storage, const char* what) {
+    if (!storage.empty() && static_cast<int64_t>(storage.size()) != range.numel())
+      throw RuntimeError(std::string("DeviceMlp bind ") + what + ": " + std::to_string(storage.size()) +
+                         " elements for a range of " + std::to_string(range.numel()));
+    for (size_t i = 0; i < layout.tensors().size(); ++i) {
+      const model::ParamTensor& t = layout.tensors()[i];
+      if (t.offset + t.numel <= range.begin || t.offset >= range.end) continue;
+      if (!range.contains({t.offset, t.offset + t.numel}))
+        throw RuntimeError(std::string("DeviceMlp bind ") + what + ": range [" + std::to_string(range.begin) + ", " +
+                           std::to_string(range.end) + ") cuts tensor " + t.name);
+      where[i] = storage.empty() ? nullptr : storage.data() + (t.offset - range.begin);
+    }
+  }
 
   model::ParamLayout layout;
   int64_t max_batch;
   Stream stream;  // before blas: the handle is bound to it
   CublasHandle blas;
   DeviceBuffer<float> params, grads, scratch;
+  // Per tensor (layout order): where the layers read its parameters and write its gradients --
+  // its place in params / grads, or a buffer bound by bind_params / bind_grads (null: unbound).
+  std::vector<float*> param_at, grad_at;
   std::vector<DeviceMlpSlot> slots;
   int current = 0;
 };
@@ -84,14 +116,15 @@ DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_p
   if (max_batch < 1) throw ConfigError("max_batch", std::to_string(max_batch), "must be >= 1");
   if (slots < 1) throw ConfigError("slots", std::to_string(slots), "must be >= 1");
   const model::ParamLayout layout(shape);
-  if (static_cast<int64_t>(host_params.size()) != layout.numel()) {
+  if (!host_params.empty() && static_cast<int64_t>(host_params.size()) != layout.numel()) {
     throw ConfigError("host_params elements", std::to_string(host_params.size()),
                       "must equal the lab-mlp's " + std::to_string(layout.numel()) +
-                          " parameters (whole network)");
+                          " parameters (whole network), or be empty");
   }
   DeviceGuard guard(device);
   state_ = std::make_unique<State>(shape, max_batch, slots);
-  state_->params.upload(host_params, state_->stream.get());
+  if (host_params.empty()) state_->params.zero(state_->stream.get());
+  else state_->params.upload(host_params, state_->stream.get());
   state_->grads.zero(state_->stream.get());
   state_->stream.synchronize();
 }
@@ -122,6 +155,12 @@ cudaStream_t DeviceMlp::stream() const { return state_->stream.get(); }
 const CublasHandle& DeviceMlp::blas() const { return state_->blas; }
 std::span<float> DeviceMlp::params() { return state_->params.span(); }
 std::span<float> DeviceMlp::grads() { return state_->grads.span(); }
+void DeviceMlp::bind_params(model::FlatRange range, std::span<float> storage) {
+  state_->bind(state_->param_at, range, storage, "parameters");
+}
+void DeviceMlp::bind_grads(model::FlatRange range, std::span<float> storage) {
+  state_->bind(state_->grad_at, range, storage, "gradients");
+}
 int64_t DeviceMlp::batch() const { return state_->cur().batch; }
 float DeviceMlp::loss_scale() const { return state_->cur().loss_scale; }
 int DeviceMlp::slots() const { return static_cast<int>(state_->slots.size()); }

@@ -27,7 +27,8 @@ namespace parlab::compute::cuda {
 class DeviceMlp {
  public:
   // Parameters copied from `host_params` (ParamLayout(shape).numel() floats, e.g.
-  // LabMlp::params() of a whole network); gradients zero. Throws ConfigError on a bad shape,
+  // LabMlp::params() of a whole network; empty: zeros, for a ZeRO-3 rank whose layers are all
+  // bound to gathered buffers before they compute); gradients zero. Throws ConfigError on a bad shape,
   // parameter count or max_batch < 1, CudaError when the device cannot hold it.
   // `slots` microbatches can be in flight at once (each its own activations; see select_slot).
   DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params, int64_t max_batch,
@@ -53,6 +54,12 @@ class DeviceMlp {
   void download_params(std::span<float> host) const;  // returns once the copy is on the host
   void download_grads(std::span<float> host) const;
   void zero_grads();
+  // ZeRO-2/3 (as model::LabMlp::bind_*): the tensors of flat `range` (whole tensors) read their
+  // parameters from / write their gradients into `storage`, DEVICE memory of range.numel()
+  // floats; an empty span leaves them unbound, and a layer that needs an unbound tensor throws
+  // RuntimeError naming it. params() / grads() stay the model's own buffers.
+  void bind_params(model::FlatRange range, std::span<float> storage);
+  void bind_grads(model::FlatRange range, std::span<float> storage);
 
   // Uploads one microbatch: x (B, h) and labels (B), B = labels.size() <= max_batch, out of a
   // global batch of `global_batch` samples (loss scale 1/global_batch, rounded once in double as

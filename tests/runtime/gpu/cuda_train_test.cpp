@@ -39,9 +39,11 @@ struct RunEnd {
   std::vector<double> losses;
 };
 
-// One rank (world of one) trains until `until`, optionally resuming from / saving to `root`.
+// One rank (world of one) trains until `until`, optionally resuming from / saving to `root`. On
+// the GPU the optimizer runs on the device (as `parlab train --device cuda` does) unless
+// `host_optimizer`: then the update goes through host copies of the gradients and weights.
 RunEnd run_one(bool cuda, const std::string& plan, int64_t until, const fs::path& root = {}, bool resume = false,
-               bool save = false) {
+               bool save = false, bool host_optimizer = false) {
   const TrainConfig config = testing::tiny_config(plan, 1, 64, AdamWConfig{.lr = 1e-2});
   auto store = comm::make_in_process_store();
   comm::GlooOptions go;
@@ -54,6 +56,7 @@ RunEnd run_one(bool cuda, const std::string& plan, int64_t until, const fs::path
     gpu = device::open_cuda_rank(store, 0, 1, 0, gpu_options());
     to.collectives = gpu.world.get();
     to.make_device_model = gpu.make_model;
+    if (!host_optimizer) to.make_device_optimizer = gpu.make_optimizer;
   }
   Trainer t(config, *world, to);
   CommCoordinator coord(*world, testing::kTestTimeout);
@@ -90,6 +93,17 @@ TEST(CudaTrain, OneGpuMatchesTheCpuRunOfTheSameSeedWithinFp32Rounding) {
   // And training moved the weights far more than the tolerance.
   const RunEnd start = run_one(false, kPlan, 0);
   EXPECT_GT(testing::relative_diff(cpu.params, start.params), 100 * kFp32Tolerance);
+}
+
+// The device AdamW does the host AdamW's fp32 operations in the same order: on the same GPU
+// gradients the two update paths end in the same bits, state included.
+TEST(CudaTrain, TheDeviceOptimizerIsBitIdenticalToTheHostOptimizerOnTheSameGpuGradients) {
+  PARLAB_REQUIRE_CUDA_DEVICES(1);
+  const RunEnd on_device = run_one(true, kPlan, 5);
+  const RunEnd on_host = run_one(true, kPlan, 5, {}, false, false, /*host_optimizer=*/true);
+  EXPECT_TRUE(gpu_test::bitwise_equal(on_device.params, on_host.params))
+      << "max rel diff " << testing::relative_diff(on_device.params, on_host.params);
+  EXPECT_EQ(on_device.fingerprint.combined_hex(), on_host.fingerprint.combined_hex());
 }
 
 TEST(CudaTrain, TheGpuRunIsBitIdenticalRunToRunAndAcrossACheckpoint) {

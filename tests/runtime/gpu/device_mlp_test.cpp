@@ -8,7 +8,9 @@
 
 #include <vector>
 
+#include "runtime/compute/cuda/device.h"
 #include "runtime/compute/cuda/device_mlp.h"
+#include "runtime/compute/cuda/memory.h"
 #include "runtime/model/lab_mlp.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 
@@ -98,6 +100,43 @@ TEST(DeviceMlp, SmallNetworkMatchesCpuLabMlp) {
 TEST(DeviceMlp, LabMlpPresetMatchesCpuLabMlp) {
   PARLAB_REQUIRE_CUDA_DEVICES(1);
   compare_with_cpu(model::lab_mlp_preset(), model::kLabMlpMicrobatch, 4 * model::kLabMlpMicrobatch);
+}
+
+// ZeRO-2/3 bindings: a model with every parameter unbound (zeros of its own) computes, once the
+// layers are bound to a buffer holding the weights, exactly what the model holding them does, and
+// writes its gradients into the bound buffer, not its own; an unbound tensor is refused by name.
+TEST(DeviceMlp, BoundParameterAndGradientBuffersComputeLikeTheModelsOwn) {
+  PARLAB_REQUIRE_CUDA_DEVICES(1);
+  const MlpShape shape{.hidden = 64, .ffn = 128, .blocks = 2, .classes = 10};
+  const int64_t B = 16;
+  const Batch batch = make_batch(shape, B, 300);
+  DeviceMlp own = DeviceMlp::from_seed(shape, 5, B, 0);
+  gpu_step(own, batch, B);
+  const std::vector<float> want = grads_of(own);
+
+  DeviceMlp bound(shape, {}, B, 0);  // parameters zero: nothing of its own to compute with
+  const LabMlp host(shape, 5);
+  const model::FlatRange all{0, bound.layout().numel()};
+  compute::cuda::DeviceGuard guard(0);
+  compute::cuda::DeviceBuffer<float> weights(static_cast<size_t>(all.numel())), grads(static_cast<size_t>(all.numel()));
+  weights.upload(host.params(), bound.stream());
+  grads.zero(bound.stream());
+  bound.bind_params(all, weights.span());
+  bound.bind_grads(all, grads.span());
+  gpu_step(bound, batch, B);
+  std::vector<float> got(static_cast<size_t>(all.numel()));
+  grads.download(got, bound.stream());
+  EXPECT_TRUE(bitwise_equal(got, want)) << "max rel diff " << max_rel_diff(got, want);
+  EXPECT_TRUE(bitwise_equal(grads_of(bound), std::vector<float>(got.size(), 0.0f))) << "its own gradients were written";
+
+  bound.bind_params(all, {});
+  bound.set_microbatch(batch.x, batch.labels, B);
+  try {
+    bound.forward();
+    ADD_FAILURE() << "an unbound layer computed";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("blocks.0.fc1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DeviceMlp, BitIdenticalAcrossRunsAndInstances) {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <latch>
 #include <mutex>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "runtime/comm/nccl/nccl_check.h"
 #include "runtime/comm/nccl/nccl_communicator.h"
 #include "runtime/compute/cuda/kernels.h"
+#include "runtime/compute/cuda/memory.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 
 namespace parlab::comm {
@@ -317,6 +319,47 @@ TEST(MultiGpu, CollectivesMatchClosedForms) {
     comm.broadcast(buf.span(), n - 1, op("bc"))->wait();
     EXPECT_EQ(host_copy(buf, s), iota(c, 7.0f * (n - 1))) << "broadcast, rank " << r;
     comm.barrier(op())->wait();
+  });
+}
+
+// Uneven chunks as ZeRO cuts them: rank q's chunk has 100 q + 37 elements, except rank 1's which
+// is EMPTY (a shard boundary inside another rank's part of a bucket). Checked against closed
+// forms, in place (the output aliases the rank's own chunk, as the executor calls it) and not.
+TEST(MultiGpu, UnevenReduceScatterAndAllGatherMatchClosedFormsWithAnEmptyChunk) {
+  PARLAB_REQUIRE_CUDA_DEVICES(2);
+  const int n = ranks_to_use();
+  std::vector<int64_t> counts(n), offsets(n, 0);
+  for (int q = 0; q < n; ++q) counts[q] = q == 1 ? 0 : 100 * q + 37;
+  for (int q = 1; q < n; ++q) offsets[q] = offsets[q - 1] + counts[q - 1];
+  const auto total = static_cast<std::size_t>(offsets[n - 1] + counts[n - 1]);
+  run_ranks(n, [&](int r, NcclCommunicator& comm, cudaStream_t s) {
+    const auto mine = static_cast<std::size_t>(counts[r]);
+    // reduce-scatter: rank q holds q + j at j -> chunk r of the sum holds sum_q (q + j).
+    std::vector<float> want(mine);
+    for (std::size_t i = 0; i < mine; ++i)
+      want[i] = n * (n - 1) / 2.0f + n * static_cast<float>(offsets[r] + static_cast<int64_t>(i));
+    for (bool in_place : {false, true}) {
+      cuda::DeviceBuffer<float> in(total), out(std::max<std::size_t>(mine, 1));
+      in.upload(iota(total, static_cast<float>(r)), s);
+      const std::span<float> dst = in_place ? in.span().subspan(offsets[r], mine) : out.span().subspan(0, mine);
+      comm.reduce_scatter_v(in.span(), counts, dst, op("rsv"))->wait();
+      std::vector<float> got(mine);
+      if (mine > 0) compute::cuda::copy_to_host_sync(got.data(), dst.data(), mine * sizeof(float), s);
+      EXPECT_EQ(got, want) << "reduce_scatter_v, in place " << in_place << ", rank " << r;
+    }
+    // all-gather: rank q contributes 1000 q + i -> out[offset_q + i].
+    std::vector<float> want_all(total);
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = 0; i < counts[q]; ++i) want_all[offsets[q] + i] = 1000.0f * q + static_cast<float>(i);
+    for (bool in_place : {false, true}) {
+      cuda::DeviceBuffer<float> all(total), src(std::max<std::size_t>(mine, 1));
+      all.upload(std::vector<float>(total, -1.0f), s);
+      const std::vector<float> contribution = iota(mine, 1000.0f * r);
+      const std::span<float> from = in_place ? all.span().subspan(offsets[r], mine) : src.span().subspan(0, mine);
+      if (mine > 0) compute::cuda::copy_to_device(from.data(), contribution.data(), mine * sizeof(float), s);
+      comm.all_gather_v(from, all.span(), counts, op("agv"))->wait();
+      EXPECT_EQ(host_copy(all, s), want_all) << "all_gather_v, in place " << in_place << ", rank " << r;
+    }
   });
 }
 

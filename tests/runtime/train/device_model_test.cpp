@@ -30,6 +30,8 @@ constexpr int64_t kData = 40;
 
 struct Leg {
   bool staged = false;  // compute on a StagedModel, collectives on a second Gloo world
+  bool device_optimizer = false;  // with staged: the update on the staged buffers (StagedOptimizer)
+  const char* plan = kPlan;
   bool resume = false;
   bool save = false;
   int64_t until = 0;
@@ -38,7 +40,8 @@ struct Leg {
 struct LegEnd {
   std::vector<float> params;  // whole model, host side
   StateFingerprint fingerprint;
-  int pushes = 0, pulls = 0;
+  int pushes = 0, pulls = 0, param_pulls = 0;
+  int device_steps = 0, state_uploads = 0, state_downloads = 0;
   int64_t world_grad_ops = 0, collective_grad_ops = 0;  // grad.* entries in each flight recorder
 };
 
@@ -50,7 +53,7 @@ int64_t grad_entries(const comm::Communicator& c) {
 }
 
 std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
-  const TrainConfig config = tiny_config(kPlan, world, kData, AdamWConfig{.lr = 1e-2});
+  const TrainConfig config = tiny_config(leg.plan, world, kData, AdamWConfig{.lr = 1e-2});
   auto host_store = comm::make_in_process_store();
   auto device_store = comm::make_in_process_store();
   std::vector<LegEnd> out(world);
@@ -66,6 +69,7 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
         TrainerOptions to;
         to.record_events = false;
         StagedModel* staged = nullptr;
+        testing::StagedOptimizer* staged_opt = nullptr;
         if (leg.staged) {
           dc = comm::make_gloo_communicator(device_store, r, world, go);
           to.collectives = dc.get();
@@ -74,6 +78,12 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
             staged = m.get();
             return m;
           };
+          if (leg.device_optimizer)
+            to.make_device_optimizer = [&staged_opt](const Optimizer& host, model::Model&) {
+              auto o = std::make_unique<testing::StagedOptimizer>(host);
+              staged_opt = o.get();
+              return o;
+            };
         }
         Trainer trainer(config, *c, to);
         CommCoordinator coord(*c, testing::kTestTimeout);
@@ -87,6 +97,12 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
         if (staged) {
           out[r].pushes = staged->pushes;
           out[r].pulls = staged->pulls;
+          out[r].param_pulls = staged->param_pulls;
+        }
+        if (staged_opt) {
+          out[r].device_steps = staged_opt->steps;
+          out[r].state_uploads = staged_opt->uploads;
+          out[r].state_downloads = staged_opt->downloads;
         }
         c->barrier()->wait();
       } catch (const std::exception& e) {
@@ -150,6 +166,83 @@ TEST(DeviceModelTest, CheckpointsAreDeviceIndependentInBothDirections) {
   }
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// The optimizer on the device: the step copies nothing across (no gradient pull, no parameter
+// push after construction), yet the host state the fingerprint and the gathered weights read is
+// the CPU run's, bit for bit, because they sync the host first (Trainer::sync_host).
+TEST(DeviceModelTest, ADeviceOptimizerTrainsBitIdenticalWithoutHostCopiesInTheStep) {
+  for (const char* plan : {kPlan, "gbs=16,mb=4,zero=1", "gbs=16,mb=4,zero=2", "gbs=16,mb=4,zero=3"}) {
+    const std::vector<LegEnd> cpu = run_leg(2, Leg{.plan = plan, .until = 4}, {});
+    const std::vector<LegEnd> dev = run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 4}, {});
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE(std::string(plan) + ", rank " + std::to_string(r));
+      EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
+      EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex());
+      EXPECT_EQ(dev[r].device_steps, 4);
+      // Construction only; a ZeRO-3 host model holds no whole copy to push from or pull into (its
+      // shard's mirror moves instead). The gather and the fingerprint sync once (the second
+      // finds the host current).
+      const bool zero3 = std::string(plan).find("zero=3") != std::string::npos;
+      EXPECT_EQ(dev[r].pushes, zero3 ? 0 : 1);
+      EXPECT_EQ(dev[r].pulls, 0);
+      EXPECT_EQ(dev[r].param_pulls, zero3 ? 0 : 1);
+      EXPECT_EQ(dev[r].state_downloads, 1);
+    }
+  }
+}
+
+TEST(DeviceModelTest, CheckpointsOfADeviceOptimizerAreDeviceIndependentInBothDirections) {
+  // DDP, and ZeRO-3, whose shard lives in the device's memory with a host mirror for checkpoints.
+  for (const char* plan : {kPlan, "gbs=16,mb=4,zero=3"}) {
+  SCOPED_TRACE(plan);
+  const std::vector<LegEnd> straight = run_leg(2, Leg{.plan = plan, .until = 5}, {});
+
+  const fs::path a = fresh_dir("devopt_to_cpu");
+  run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .save = true, .until = 3}, a);
+  const std::vector<LegEnd> on_cpu = run_leg(2, Leg{.plan = plan, .resume = true, .until = 5}, a);
+
+  const fs::path b = fresh_dir("cpu_to_devopt");
+  run_leg(2, Leg{.plan = plan, .save = true, .until = 3}, b);
+  const std::vector<LegEnd> on_dev =
+      run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .resume = true, .until = 5}, b);
+
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(count_differences(on_cpu[r].params, straight[r].params), 0u) << "device -> cpu, rank " << r;
+    EXPECT_EQ(on_cpu[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
+    EXPECT_EQ(count_differences(on_dev[r].params, straight[r].params), 0u) << "cpu -> device, rank " << r;
+    EXPECT_EQ(on_dev[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
+    EXPECT_GE(on_dev[r].state_uploads, 1) << "the loaded optimizer state reached the device, rank " << r;
+  }
+  fs::remove_all(a);
+  fs::remove_all(b);
+  }
+}
+
+// ZeRO-2/3 on a device model keep their shards in device memory: the host update path has
+// nothing to read, so a run without a device optimizer is refused before step 0, naming it.
+TEST(DeviceModelTest, Zero2OnADeviceModelWithoutADeviceOptimizerIsRefusedBeforeTheFirstStep) {
+  const TrainConfig config = tiny_config("gbs=16,mb=4,zero=2", 2, kData, SgdConfig{.lr = 0.1});
+  auto host_store = comm::make_in_process_store(), device_store = comm::make_in_process_store();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      comm::GlooOptions go;
+      go.timeout = testing::kTestTimeout;
+      auto c = comm::make_gloo_communicator(host_store, r, 2, go);
+      auto dc = comm::make_gloo_communicator(device_store, r, 2, go);
+      TrainerOptions to;
+      to.collectives = dc.get();
+      to.make_device_model = [](model::LabMlp& host, const strategy::Plan&) { return std::make_unique<StagedModel>(host); };
+      try {
+        Trainer t(config, *c, to);
+      } catch (const ConfigError& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("ZeRO-2 on the staged model"), std::string::npos) << errors[r];
 }
 
 }  // namespace

@@ -8,17 +8,19 @@
 
 #include "runtime/model/lab_mlp.h"
 #include "runtime/model/model.h"
+#include "runtime/train/device_optimizer.h"
 #include "strategy/errors.h"
 
 namespace parlab::train::testing {
 
 class StagedModel final : public model::Model {
  public:
-  // `host`: the whole network with full parameters and gradients (borrowed).
+  // `host`: the whole network (borrowed); under ZeRO-2/3 it holds no gradients (no parameters),
+  // and the executor binds the "device" layers to buffers in this model's compute memory.
   explicit StagedModel(model::LabMlp& host)
       : host_(host), device_(host.shape(), /*seed=*/0) {
     // The device starts from garbage (another seed) until the host's weights are pushed.
-    push_params(host_.owned_range());
+    if (host_.holds_params()) push_params(host_.owned_range());
   }
 
   std::string_view device_name() const override { return "staged"; }
@@ -26,8 +28,11 @@ class StagedModel final : public model::Model {
   int first_layer() const override { return host_.first_layer(); }
   int end_layer() const override { return host_.end_layer(); }
   model::FlatRange owned_range() const override { return host_.owned_range(); }
-  bool holds_params() const override { return true; }
-  bool holds_grads() const override { return true; }
+  bool holds_params() const override { return host_.holds_params(); }
+  bool holds_grads() const override { return host_.holds_grads(); }
+  // Its compute memory is not the host's: the shards and buckets are made apart (the default
+  // host vectors stand for device memory).
+  bool compute_is_host() const override { return false; }
   std::span<float> params() override { return host_.params(); }
   std::span<const float> params() const override { return host_.params(); }
   std::span<float> grads() override { return host_.grads(); }
@@ -42,19 +47,58 @@ class StagedModel final : public model::Model {
     std::copy_n(host_.params().begin() + r.begin, r.numel(), device_.params().begin() + r.begin);
     ++pushes;
   }
+  void pull_params(model::FlatRange r) override {
+    std::copy_n(device_.params().begin() + r.begin, r.numel(), host_.params().begin() + r.begin);
+    ++param_pulls;
+  }
   void zero_grads() override { device_.zero_grads(); }
-  void bind_params(model::FlatRange, std::span<float>) override { refuse(); }
-  void bind_grads(model::FlatRange, std::span<float>) override { refuse(); }
+  void bind_params(model::FlatRange r, std::span<float> s) override { device_.bind_params(r, s); }
+  void bind_grads(model::FlatRange r, std::span<float> s) override { device_.bind_grads(r, s); }
   void forward_layer(int layer, model::MicrobatchState& mb) const override { device_.forward_layer(layer, mb); }
   void backward_layer(int layer, model::MicrobatchState& mb) override { device_.backward_layer(layer, mb); }
 
-  int pulls = 0, pushes = 0;
+  int pulls = 0, pushes = 0, param_pulls = 0;
 
  private:
-  [[noreturn]] static void refuse() { throw RuntimeError("the staged model holds whole replicas only"); }
-
   model::LabMlp& host_;
   model::LabMlp device_;
+};
+
+// A host stand-in for a device optimizer (train/device_optimizer.h): its own twin of the host
+// optimizer with its OWN state buffers (the "device" state), updating the compute buffers it is
+// handed. A checkpoint that reads the host state without Trainer::sync_host, or a resume that
+// does not upload the loaded state, then sees or leaves stale numbers.
+class StagedOptimizer final : public train::DeviceOptimizer {
+ public:
+  explicit StagedOptimizer(const train::Optimizer& host)
+      : twin_(train::make_optimizer(host.config(), host.range())) {}
+
+  void step(const train::Optimizer& host, std::span<float> params, std::span<const float> grads) override {
+    twin_->set_lr(host.lr());
+    twin_->set_steps(host.steps() - 1);  // step() counts this one
+    twin_->step(params, grads);
+    ++steps;
+  }
+  void download_state(train::Optimizer& host) const override {
+    for (const std::string& b : twin_->buffer_names()) {
+      const std::span<const float> from = twin_->buffer(b);
+      std::copy(from.begin(), from.end(), host.mutable_buffer(b).begin());
+    }
+    ++downloads;
+  }
+  void upload_state(const train::Optimizer& host) override {
+    for (const std::string& b : host.buffer_names()) {
+      const std::span<const float> from = host.buffer(b);
+      std::copy(from.begin(), from.end(), twin_->mutable_buffer(b).begin());
+    }
+    ++uploads;
+  }
+
+  int steps = 0, uploads = 0;
+  mutable int downloads = 0;
+
+ private:
+  std::unique_ptr<train::Optimizer> twin_;
 };
 
 }  // namespace parlab::train::testing
