@@ -146,7 +146,13 @@ std::string validation_markdown() {
         "(1.80 of 2.04 TB/s streamed on A100 80GB, NVIDIA developer forum), NVLink `protocol_efficiency` 0.80 and\n"
         "InfiniBand 0.94 (NCCL's measured bus bandwidth over the line rate, NVIDIA/nccl issue 1712 and\n"
         "NVIDIA/nccl-tests issue 290); dgx-h100 0.801, 0.88, 0.822 (NVIDIA/nccl-tests issue 212), 0.94. None was\n"
-        "fitted to a figure below.\n\n";
+        "fitted to a figure below.\n\n"
+        "GEMMs lose what their own shapes leave idle (wave quantization, strategy/cost_model_gemm.cpp): an\n"
+        "A100 runs one 256x128 output tile per SM on its 108 SMs (`sms`, `gemm_tile_rows/cols` in dgx-a100;\n"
+        "NVIDIA, \"Matrix Multiplication Background User's Guide\"), so a GEMM of T tiles takes ceil(T / 108)\n"
+        "waves. The MAMF best shape behind 0.859 fills whole waves (27 x 128 tiles = 32 x 108); Megatron's\n"
+        "shapes do not, and each forward, backward and recomputed GEMM of a layer is stretched to its whole\n"
+        "waves (for 175B's 2048-token GEMMs at tp 8 most lose 1/9 of their last wave's SMs).\n\n";
 
   // ---- step time ----
   md += "## Step time: Megatron on A100, Korthikanti et al. 2022, Table 5\n\n";
@@ -176,12 +182,18 @@ std::string validation_markdown() {
                     "al. SC'23, reports 3.65% / 8.87% on the same table).\n\n",
                     100 * sum / double(t5.size()), 100 * worst);
   md += "Where the prediction still falls short (each a known difference, not a fitted constant):\n"
-        "- The GEMM rate is the best shape's measured rate (MAMF, CUDA 12.1); the 2022 runs used an older\n"
-        "  cuBLAS and Megatron's real shapes, which reach less. Every row is predicted too fast.\n"
+        "- With sequence parallelism Megatron all-gathers each column-parallel linear's input again in the\n"
+        "  backward pass (to save memory): two more all-gathers per layer and microbatch, about a quarter\n"
+        "  more tensor-parallel traffic, which the step programs (and the runtime that executes them) do not\n"
+        "  make. The present-work rows are those most too fast.\n"
         "- Megatron's 2022 pipeline communication blocks the compute stream (`_communicate` waits on every\n"
         "  `batch_isend_irecv` request and synchronizes the device); the step programs send asynchronously.\n"
-        "- With sequence parallelism Megatron all-gathers each layer's input again in the backward pass (to\n"
-        "  save memory); the programs do not repeat that all-gather.\n\n";
+        "- The message-size dependence of NCCL's bus bandwidth at the tensor-parallel sizes (50-105 MB per\n"
+        "  call) is the preset's ring model, not a measurement: no per-size nccl-tests table for DGX A100 was\n"
+        "  found (see the all-reduce section).\n"
+        "- Megatron's mixed-precision optimizer also computes the gradient norm, copies the fp32 master\n"
+        "  weights to bf16 and zeroes the fp32 gradients (about 14 more bytes per parameter than Adam's 28);\n"
+        "  at most 1.5% of a row (22B).\n\n";
 
   // ---- all-reduce ----
   md += "## 8-GPU NVLink ring all-reduce: busbw against nccl-tests\n\n";

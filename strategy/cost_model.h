@@ -43,6 +43,22 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
 // One message between two ranks: a + S/B on the link they share.
 double p2p_time(double bytes, int from, int to, const ClusterSpec& cluster);
 
+// GEMM FLOPs as a device spends them: each transformer layer's forward and backward GEMMs
+// (Megatron's shapes for the plan's microbatch and tensor split) lose the idle SMs of their
+// last wave (wave quantization, cost_model_gemm.cpp). effective_flops(op) is op.flops scaled
+// by that loss, to be divided by the best-shape GEMM rate; op.flops itself where the device has
+// no SM count (CPUs), for the optimizer and for non-transformer models. Default: no loss.
+class GemmTimes {
+ public:
+  GemmTimes() = default;
+  GemmTimes(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+  double effective_flops(const Op& op) const;
+
+ private:
+  std::vector<double> flops_;  // forward FLOPs per token, per layer (the split of an op's FLOPs)
+  std::vector<double> forward_factor_, backward_factor_;
+};
+
 // Achievable compute rate of one rank: peak x efficiency, divided among ranks that share a
 // host's cores (cpu-local with more workers than cores).
 double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);
@@ -50,9 +66,11 @@ double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);
 // + memory bytes / achieved memory bandwidth (its GEMMs and its bandwidth-bound kernels run one
 // after another); the optimizer, one fused kernel, the roofline max of the two. The simulator
 // times compute ops with this function too.
-double compute_seconds_alone(const Op& op, const ClusterSpec& cluster, Precision precision);
+// `gemms` (when given) times the GEMM FLOPs with wave quantization.
+double compute_seconds_alone(const Op& op, const ClusterSpec& cluster, Precision precision,
+                             const GemmTimes* gemms = nullptr);
 // The same on this plan's share of a host whose cores more ranks share (cpu-local).
-double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan);
+double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan, const GemmTimes* gemms = nullptr);
 
 // Per-rank result of the walk, in the same keys the simulator and the runtime report.
 struct RankTimes {

@@ -209,8 +209,9 @@ TEST(CostModel, DdpBucketsOverlapTheBackwardPass) {
 }
 
 // One A100 of dgx-a100, gpt-22b, microbatch 1, no parallelism: no communication; the step is
-// the GEMMs at 312 TFLOP/s x 0.859 (the preset's measured matmul efficiency), plus the
-// bandwidth-bound kernels' bytes at 2039 GB/s x 0.88, plus Adam's 28 B per parameter.
+// the GEMMs at 312 TFLOP/s x 0.859 (the preset's measured best-shape matmul efficiency), each
+// stretched to whole waves of 108 SMs with 256x128 tiles, plus the bandwidth-bound kernels' bytes
+// at 2039 GB/s x 0.88, plus Adam's 28 B per parameter.
 // The kernel bytes, counted by hand from strategy/kernel_traffic.cpp's table with e = 2 bytes:
 //   block forward  (LayerNorms 2 x 2e + bias-dropout-adds 2 x (3e + 1)) E + (6e + 1) S + 2e F
 //                  = 22 E + 13 S + 4 F;   backward 22 E + 19 S + 6 F,
@@ -223,19 +224,62 @@ TEST(CostModel, SingleDeviceHasNoCommunicationAndMfuBelowEfficiency) {
   const StepEstimate e = estimate_step(m, plan, c);
   EXPECT_EQ(e.ranks[0].exposed_comm_seconds, 0);
   EXPECT_TRUE(e.collectives.empty());
-  const double h = 6144, s = 2048, V = 51200, a = 64, f = 24576;
+  const double h = 6144, s = 2048, V = 51200, a = 64, f = 24576, d = h / a;
   const double fwd_per_token = 48 * (24 * h * h + 4 * s * h) + 2 * h * V;
-  const double gemms = 3 * fwd_per_token * s / (312e12 * 0.859);
+  // Every GEMM of one block (48 of them) and of the head, M x N x K (x heads), with its output
+  // tiles counted by hand (256 x 128, whichever way round gives fewer) and the waves they take.
+  struct G {
+    double m, n, k, batch, tiles, per_model;
+  };
+  const G gemms_list[] = {
+      // block forward: QKV, scores, context, projection, fc1, fc2
+      {s, 3 * h, h, 1, 8 * 144, 48}, {s, s, d, a, 8 * 16 * a, 48}, {s, d, s, a, 8 * a, 48},
+      {s, h, h, 1, 8 * 48, 48}, {s, f, h, 1, 8 * 192, 48}, {s, h, f, 1, 8 * 48, 48},
+      // block backward: dX and dW of each linear, then dQ, dK, dP, dV
+      {s, h, 3 * h, 1, 8 * 48, 48}, {h, 3 * h, s, 1, 24 * 144, 48}, {s, h, h, 1, 8 * 48, 48},
+      {h, h, s, 1, 24 * 48, 48}, {s, h, f, 1, 8 * 48, 48}, {h, f, s, 1, 24 * 192, 48},
+      {s, f, h, 1, 8 * 192, 48}, {f, h, s, 1, 96 * 48, 48}, {s, d, s, a, 8 * a, 48},
+      {s, d, s, a, 8 * a, 48}, {s, s, d, a, 8 * 16 * a, 48}, {s, d, s, a, 8 * a, 48},
+      // head: logits forward, then dX and dW
+      {s, V, h, 1, 8 * 400, 1}, {s, h, V, 1, 8 * 48, 1}, {h, V, s, 1, 24 * 400, 1}};
+  double gemm_flops = 0, wave_flops = 0;
+  for (const G& g : gemms_list) {
+    const double flops = 2 * g.m * g.n * g.k * g.batch * g.per_model;
+    gemm_flops += flops;
+    wave_flops += flops * std::ceil(g.tiles / 108) * 108 / g.tiles;
+  }
+  ASSERT_NEAR(gemm_flops, 3 * fwd_per_token * s, 1e-6 * gemm_flops);  // the list is every GEMM
+  const double gemms = wave_flops / (312e12 * 0.859);
   const double E = s * h, S = a * s * s, F = s * f, L = s * V;
   const double bytes = 48 * (22 * E + 13 * S + 4 * F + 22 * E + 19 * S + 6 * F) + 7 * E + 7 * E +
                        (4 * E + 10 * L) + (6 * E + 6 * L);
   const double kernels = bytes / (2039e9 * 0.88);
   const double optimizer = m.total_params() * 28 / (2039e9 * 0.88);
   EXPECT_NEAR(e.step_seconds, gemms + kernels + optimizer, 1e-9);
+  // The waves cost something here (gemm-22b's 2048-token GEMMs leave SMs idle), and never help.
+  EXPECT_GT(wave_flops, 1.03 * gemm_flops);
   EXPECT_NEAR(e.mfu, 3 * fwd_per_token * s / (e.step_seconds * 312e12), 1e-12);
   EXPECT_LT(e.mfu, 0.859);
   EXPECT_DOUBLE_EQ(e.samples_per_s, 1 / e.step_seconds);
   EXPECT_DOUBLE_EQ(e.tokens_per_s, 2048 / e.step_seconds);
+}
+
+// Without an SM count (CPUs) GEMMs are timed at the plain rate; the optimizer, one bandwidth-bound
+// kernel, never has waves; gpt-22b's forward and backward on dgx-a100 lose some.
+TEST(CostModel, WaveQuantizationOnlyWhereTheDeviceHasSms) {
+  const ModelSpec m = load_model("gpt-22b");
+  ClusterSpec a100 = with_world(load_cluster("dgx-a100"), 1);
+  ClusterSpec flat = a100;
+  flat.device.sms = 0;
+  const Plan plan = resolve(parse_plan(""), m, 1);
+  const StepProgram prog = build_step(m, plan, 0);
+  const GemmTimes with(m, plan, a100), without(m, plan, flat);
+  for (const Op& op : prog.ops) {
+    if (!op.is_compute()) continue;
+    EXPECT_DOUBLE_EQ(without.effective_flops(op), op.flops);
+    if (op.kind == OpKind::kOptimizer) EXPECT_DOUBLE_EQ(with.effective_flops(op), op.flops);
+    else EXPECT_GT(with.effective_flops(op), op.flops);
+  }
 }
 
 TEST(CostModel, DeadlockedProgramsAreReportedNotHung) {
