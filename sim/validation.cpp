@@ -152,7 +152,8 @@ std::string validation_markdown() {
         "NVIDIA, \"Matrix Multiplication Background User's Guide\"), so a GEMM of T tiles takes ceil(T / 108)\n"
         "waves. The MAMF best shape behind 0.859 fills whole waves (27 x 128 tiles = 32 x 108); Megatron's\n"
         "shapes do not, and each forward, backward and recomputed GEMM of a layer is stretched to its whole\n"
-        "waves (for 175B's 2048-token GEMMs at tp 8 most lose 1/9 of their last wave's SMs).\n\n";
+        "waves: 175B's QKV GEMM at tp 8 (2048 x 4608 outputs) is 288 tiles, three waves of 108, so it runs at\n"
+        "8/9 of the best shape's rate.\n\n";
 
   // ---- step time ----
   md += "## Step time: Megatron on A100, Korthikanti et al. 2022, Table 5\n\n";
