@@ -161,6 +161,7 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   out.ranks = ranks;
   const Schedule s = collective_schedule(op, bytes, 1, world.ranks, layout, cluster, schedule);
   out.algorithm = s.algorithm;
+  out.protocol = s.protocol;
   out.channels = s.channels;
   out.seconds = run.records.at(0).at(0).end - run.records.at(0).at(0).start;
   out.messages = run.messages;
@@ -178,6 +179,7 @@ nlohmann::json to_json(const CollectiveResult& r) {
           {"bytes", r.bytes},
           {"ranks", r.ranks},
           {"algorithm", r.algorithm},
+          {"protocol", r.protocol},
           {"channels", r.channels},
           {"seconds", r.seconds},
           {"algbw_bytes_per_s", r.algbw_bytes_per_s},

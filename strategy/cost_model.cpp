@@ -74,7 +74,12 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
   const double a_i = c.intra.latency_seconds, b_i = c.intra.achieved_bytes_per_s();
   const double a_e = c.inter.latency_seconds, b_e = device_network_bytes_per_s(c);
   e.crosses_nodes = nodes > 1;
-  if (nodes == 1) {
+  if (nodes == 1 && uses_nccl_protocols(c) && op != CollectiveOp::kBroadcast) {
+    const ProtocolTime t = nccl_ring_time(op, bytes, n, c);
+    e.seconds = t.seconds;
+    e.algorithm = Algorithm::kRing;
+    e.protocol = to_string(t.protocol);
+  } else if (nodes == 1) {
     e.seconds = ring(op, bytes, n, a_i, b_i);
     e.algorithm = Algorithm::kRing;
     if (op == CollectiveOp::kAllReduce && runs_tree_all_reduce(c)) {
