@@ -29,7 +29,7 @@ struct ProtocolTime {
 };
 // True when the intra-node link is NVLink (kind "nvlink*"): single-node rings of all-reduce,
 // reduce-scatter and all-gather are timed with NCCL's protocols; loopback (Gloo), `ideal` and
-// multi-node levels keep the alpha-beta formulas above.
+// multi-node levels keep collective_time's alpha-beta formulas.
 bool uses_nccl_protocols(const ClusterSpec& cluster);
 ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster, NcclProtocol p);
 // The fastest of the three, as NCCL's tuner picks.
