@@ -42,6 +42,18 @@ TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
   EXPECT_EQ(compared, 8);
 }
 
+// Every size of the all-reduce table, 1 MiB .. 8 GiB: the simulated ring (SimGrid steps plus
+// NCCL's protocol time per step) agrees with the cost model's closed form within 1%, and small
+// messages take LL, large ones Simple, as NCCL's tuner picks. Fails if the simulator dropped the
+// protocol's step or base latency (1 MiB would run 2.6x faster) or timed every size as Simple.
+TEST(Validation, SimulatedRingAgreesWithTheProtocolModelAtEverySize) {
+  for (const BusbwRow& r : busbw_rows()) {
+    EXPECT_NEAR(r.simulated_busbw, r.analytic_busbw, 0.01 * r.analytic_busbw) << r.cluster << " " << r.bytes << " B";
+    if (r.bytes <= 1024.0 * 1024) EXPECT_EQ(r.protocol, "LL") << r.cluster;
+    if (r.bytes >= 1024.0 * 1024 * 1024) EXPECT_EQ(r.protocol, "Simple") << r.cluster;
+  }
+}
+
 TEST(Validation, ActivationMemoryWithinThreePercentOfThePaper) {
   for (const ActivationRow& r : activation_rows()) {
     EXPECT_LT(std::fabs(r.error()), 0.03) << r.model << " " << r.variant;
