@@ -49,8 +49,12 @@ TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
 TEST(Validation, SimulatedRingAgreesWithTheProtocolModelAtEverySize) {
   for (const BusbwRow& r : busbw_rows()) {
     EXPECT_NEAR(r.simulated_busbw, r.analytic_busbw, 0.01 * r.analytic_busbw) << r.cluster << " " << r.bytes << " B";
-    if (r.bytes <= 1024.0 * 1024) EXPECT_EQ(r.protocol, "LL") << r.cluster;
-    if (r.bytes >= 1024.0 * 1024 * 1024) EXPECT_EQ(r.protocol, "Simple") << r.cluster;
+    if (r.bytes <= 1024.0 * 1024) {
+      EXPECT_EQ(r.protocol, "LL") << r.cluster;
+    }
+    if (r.bytes >= 1024.0 * 1024 * 1024) {
+      EXPECT_EQ(r.protocol, "Simple") << r.cluster;
+    }
   }
 }
 
