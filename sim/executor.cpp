@@ -268,7 +268,7 @@ class Simulation {
     rec.start = sg4::Engine::get_clock();
     // The cost model's compute time (strategy::compute_seconds_alone) as FLOPs at the host's
     // speed, so a shared multicore host divides it as it divides any exec.
-    double flops = strategy::compute_seconds_alone(op, cluster_, programs_.front().plan.precision) * platform_.flops_per_core();
+    double flops = strategy::compute_seconds_alone(op, cluster_, programs_.front().plan.precision, &options_.gemms) * platform_.flops_per_core();
     flops *= R.slowdown;
     if (flops > 0) sg4::this_actor::exec_init(flops)->set_host(R.compute_host)->wait();
     rec.end = sg4::Engine::get_clock();

@@ -38,12 +38,16 @@
 #include "sim/faults.h"
 #include "sim/schedule.h"
 #include "strategy/cluster_spec.h"
+#include "strategy/cost_model.h"
 #include "strategy/step_program.h"
 
 namespace parlab::sim {
 
 struct ExecOptions {
   int steps = 2;                // simulated steps (warm-up included)
+  // The model's GEMM shapes on this device (wave quantization): compute ops take the cost
+  // model's time for them (strategy::compute_seconds_alone with the same GemmTimes).
+  strategy::GemmTimes gemms;
   ScheduleOptions schedule;
   // Time collective steps alone on their links in closed form (see above); false: every message
   // is a SimGrid flow. Off where communication costs CPU (cpu-local): that work competes with

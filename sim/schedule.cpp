@@ -170,6 +170,33 @@ void merge_identical_steps(Schedule& s, const Layout& layout) {
   s.steps = std::move(out);
 }
 
+// NCCL's protocol on a ring inside one NVLink node (strategy::nccl_ring_time): each step costs
+// the protocol's step latency instead of the link's, and its bytes move at the protocol's bus
+// bandwidth instead of the link's; the call pays the protocol's base latency once, before its
+// first step. Added as the steps' extra time, so `calls` coalesced calls pay it `calls` times.
+// The links keep their own latency and bandwidth (contention and faults act on them as before):
+// the extra is what the protocol adds on an idle link, never negative.
+void add_nccl_protocol(Schedule& s, CollectiveOp op, double bytes, int calls, const std::vector<int>& members,
+                       const strategy::ClusterSpec& cluster, const Layout& layout) {
+  const int n = int(members.size());
+  const strategy::ProtocolTime t = strategy::nccl_ring_time(op, bytes, n, cluster);
+  const double link = cluster.intra.achieved_bytes_per_s();
+  const double step_bytes = bytes / n;
+  for (auto& step : s.steps) {
+    const double a = largest_latency(step, layout);
+    const double per_call = std::max(0.0, t.step_seconds - a + step_bytes / t.bus_bytes_per_s - step_bytes / link);
+    step.extra_seconds += calls * per_call;
+  }
+  if (!s.steps.empty()) s.steps.front().extra_seconds += calls * t.base_seconds;
+  s.protocol = std::string(strategy::to_string(t.protocol));
+}
+
+bool on_one_node(const std::vector<int>& members, const Layout& layout) {
+  for (int r : members)
+    if (!layout.same_node(r, members.front())) return false;
+  return true;
+}
+
 }  // namespace
 
 std::string_view to_string(AlgorithmChoice c) {
@@ -208,6 +235,9 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
   } else {
     s.repeat = count;
   }
+  if (s.algorithm == "ring" && op != CollectiveOp::kBroadcast && strategy::uses_nccl_protocols(cluster) &&
+      on_one_node(members, layout))
+    add_nccl_protocol(s, op, bytes, merge ? count : 1, members, cluster, layout);
   if (options.merge_steps) merge_identical_steps(s, layout);
   return s;
 }

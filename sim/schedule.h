@@ -22,6 +22,11 @@
 // do, and like NCCL several rings (channels) when the group has k > 1 members per node: channel c
 // visits each node's members rotated by c, so it leaves a node through a different member's NIC;
 // every channel carries S / channels.
+//
+// Rings inside one NVLink node run under NCCL's protocols (strategy::nccl_ring_time): each step
+// takes the protocol's step latency and bus bandwidth, the call its base latency, as steps'
+// extra time on top of the links' own (so LL's quarter bandwidth makes 1 MiB slower per byte
+// than 1 GiB, while contention still acts on the links).
 #include <string>
 #include <vector>
 
@@ -67,6 +72,7 @@ struct ScheduleStep {
 
 struct Schedule {
   std::string algorithm;  // "ring", "hierarchical", "halving-doubling", "chain", "none"
+  std::string protocol;   // NCCL's protocol of a single-node NVLink ring ("LL", "LL128", "Simple")
   int channels = 1;
   std::vector<ScheduleStep> steps;
   int repeat = 1;  // run the steps this many times

@@ -26,8 +26,8 @@ struct Prepared {
   ExecOptions exec;
 };
 
-Prepared prepare(const std::vector<strategy::StepProgram>& programs, const strategy::ClusterSpec& cluster_in,
-                 const SimOptions& o) {
+Prepared prepare(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
+                 const strategy::ClusterSpec& cluster_in, const SimOptions& o) {
   if (o.steps < 1) throw ConfigError("--steps", std::to_string(o.steps), "must be at least 1");
   if (o.warmup_steps < 0) throw ConfigError("--warmup", std::to_string(o.warmup_steps), "must be >= 0");
   const int world = programs.front().world;
@@ -37,6 +37,7 @@ Prepared prepare(const std::vector<strategy::StepProgram>& programs, const strat
   p.exec.steps = o.warmup_steps + o.steps;
   p.exec.schedule = {o.algorithm, o.coalesce_calls, o.merge_steps};
   p.exec.closed_form = o.closed_form;
+  p.exec.gemms = strategy::GemmTimes(model, programs.front().plan, p.cluster);
   return p;
 }
 
@@ -66,7 +67,7 @@ SimResult summarize_run(const std::vector<strategy::StepProgram>& programs, cons
 SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
                             const strategy::ClusterSpec& cluster, const SimOptions& o) {
   if (programs.empty()) return {};
-  const Prepared p = prepare(programs, cluster, o);
+  const Prepared p = prepare(programs, model, cluster, o);
   return summarize_run(programs, run_isolated(work(programs, p, o), {o.on_progress, o.cancel}), model, p, o);
 }
 
@@ -91,7 +92,7 @@ std::vector<SimResult> simulate_plans(const strategy::ModelSpec& model, const st
       o.on_progress(0.0, "building " + std::to_string(plans[k].world()) + " step programs of plan " +
                              std::to_string(k + 1) + " of " + std::to_string(plans.size()));
     programs[k] = build_programs(model, plans[k]);
-    prepared[k] = prepare(programs[k], cluster, o);
+    prepared[k] = prepare(programs[k], model, cluster, o);
   };
   std::vector<std::function<std::string(const ProgressFn&)>> works;
   for (size_t k = 0; k < plans.size(); ++k) works.push_back(work(programs[k], prepared[k], o));
@@ -160,6 +161,7 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   out.ranks = ranks;
   const Schedule s = collective_schedule(op, bytes, 1, world.ranks, layout, cluster, schedule);
   out.algorithm = s.algorithm;
+  out.protocol = s.protocol;
   out.channels = s.channels;
   out.seconds = run.records.at(0).at(0).end - run.records.at(0).at(0).start;
   out.messages = run.messages;
@@ -177,6 +179,7 @@ nlohmann::json to_json(const CollectiveResult& r) {
           {"bytes", r.bytes},
           {"ranks", r.ranks},
           {"algorithm", r.algorithm},
+          {"protocol", r.protocol},
           {"channels", r.channels},
           {"seconds", r.seconds},
           {"algbw_bytes_per_s", r.algbw_bytes_per_s},

@@ -28,6 +28,7 @@ struct StepTimeRow {
 struct BusbwRow {
   std::string cluster;
   double bytes = 0;
+  std::string protocol;        // NCCL's protocol the ring takes at this size (LL, LL128, Simple)
   double simulated_busbw = 0;  // bytes/s
   double analytic_busbw = 0;
   double published_busbw = 0;  // 0: no published figure for this size

@@ -23,6 +23,10 @@ struct DeviceSpec {
   // Fraction of memory_bytes_per_s that bandwidth-bound kernels (elementwise ops, norms, softmax,
   // the optimizer) reach: a measured streaming bandwidth over the data-sheet figure.
   double memory_efficiency = 1.0;
+  // Streaming multiprocessors and the output tile one of them computes at a time in a large
+  // GEMM: what wave quantization needs (GemmTimes, cost_model.h). 0: not modelled (CPUs).
+  int sms = 0;
+  int gemm_tile_rows = 0, gemm_tile_cols = 0;
   double achieved_memory_bytes_per_s() const { return memory_bytes_per_s * memory_efficiency; }
 };
 

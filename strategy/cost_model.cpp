@@ -74,7 +74,12 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
   const double a_i = c.intra.latency_seconds, b_i = c.intra.achieved_bytes_per_s();
   const double a_e = c.inter.latency_seconds, b_e = device_network_bytes_per_s(c);
   e.crosses_nodes = nodes > 1;
-  if (nodes == 1) {
+  if (nodes == 1 && uses_nccl_protocols(c) && op != CollectiveOp::kBroadcast) {
+    const ProtocolTime t = nccl_ring_time(op, bytes, n, c);
+    e.seconds = t.seconds;
+    e.algorithm = Algorithm::kRing;
+    e.protocol = to_string(t.protocol);
+  } else if (nodes == 1) {
     e.seconds = ring(op, bytes, n, a_i, b_i);
     e.algorithm = Algorithm::kRing;
     if (op == CollectiveOp::kAllReduce && runs_tree_all_reduce(c)) {
@@ -113,18 +118,19 @@ double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
   return rate;
 }
 
-double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision precision) {
+double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision precision, const GemmTimes* gemms) {
   const double rate = c.device_flops_per_s(precision);
   const double mem_bw = c.device.achieved_memory_bytes_per_s();
   // The optimizer is one fused, bandwidth-bound kernel: the roofline. A forward or backward is a
   // sequence of kernels -- GEMMs at the GEMM rate, then elementwise ops, norms and softmax at
   // the memory rate -- that do not overlap one another on a device, so their times add.
   if (op.kind == OpKind::kOptimizer) return std::max(op.flops / rate, op.memory_bytes / mem_bw);
-  return op.flops / rate + op.memory_bytes / mem_bw;
+  const double flops = gemms ? gemms->effective_flops(op) : op.flops;
+  return flops / rate + op.memory_bytes / mem_bw;
 }
 
-double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan) {
-  double t = compute_seconds_alone(op, c, plan.precision);
+double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan, const GemmTimes* gemms) {
+  double t = compute_seconds_alone(op, c, plan.precision, gemms);
   if (c.shares_cores() && c.devices_per_node > c.cores_per_node) t *= double(c.devices_per_node) / c.cores_per_node;
   return t;
 }
@@ -143,8 +149,8 @@ namespace {
 // collective has reached it, or (a receive) its message has been sent.
 class Walker {
  public:
-  Walker(const std::vector<StepProgram>& programs, const ClusterSpec& cluster, bool detail)
-      : programs_(programs), cluster_(cluster), detail_(detail) {
+  Walker(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster, bool detail)
+      : programs_(programs), cluster_(cluster), detail_(detail), gemms_(model, programs.front().plan, cluster) {
     for (size_t i = 0; i < programs.size(); ++i) index_of_[programs[i].rank] = int(i);
     states_.resize(programs.size());
     for (size_t i = 0; i < programs.size(); ++i) {
@@ -244,7 +250,7 @@ class Walker {
       place_send(i, op, w);
       return true;
     }
-    w.finish = w.start + compute_time(op, cluster_, plan);
+    w.finish = w.start + compute_time(op, cluster_, plan, &gemms_);
     return true;
   }
 
@@ -405,6 +411,7 @@ class Walker {
   std::map<int, int> index_of_;
   std::vector<State> states_;
   bool detail_;
+  GemmTimes gemms_;
   std::map<std::string, int> group_ids_;
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;
   std::map<std::pair<int, int>, std::vector<double>> sends_;
@@ -429,7 +436,7 @@ void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, c
 StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster,
                            bool detail) {
   if (programs.empty()) return {};
-  Walker w(programs, cluster, detail);
+  Walker w(programs, model, cluster, detail);
   StepEstimate e = w.run(programs.front().plan);
   add_throughput(e, model, programs.front().plan, cluster);
   return e;

@@ -15,12 +15,33 @@ namespace parlab::strategy {
 enum class Algorithm { kRing, kTree, kHierarchical, kPointToPoint, kNone };
 std::string_view to_string(Algorithm a);
 
+// NCCL's ring protocols on NVLink inside one node (cost_model_nccl.cpp: NCCL's own tuning
+// constants). LL: low latency, a quarter of the bandwidth; LL128: more latency, 92% of it;
+// Simple: the most latency, all of it. Small messages take LL, mid-size LL128, large Simple.
+enum class NcclProtocol { kLL, kLL128, kSimple };
+std::string_view to_string(NcclProtocol p);
+struct ProtocolTime {
+  NcclProtocol protocol = NcclProtocol::kSimple;
+  double base_seconds = 0;     // once per call (kernel launch and setup)
+  double step_seconds = 0;     // every ring step, in place of the link's latency
+  double bus_bytes_per_s = 0;  // what each link moves under this protocol
+  double seconds = 0;          // base + ring_steps(op, n) step + factor(op, n) S / bus
+};
+// True when the intra-node link is NVLink (kind "nvlink*"): single-node rings of all-reduce,
+// reduce-scatter and all-gather are timed with NCCL's protocols; loopback (Gloo), `ideal` and
+// multi-node levels keep collective_time's alpha-beta formulas.
+bool uses_nccl_protocols(const ClusterSpec& cluster);
+ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster, NcclProtocol p);
+// The fastest of the three, as NCCL's tuner picks.
+ProtocolTime nccl_ring_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster);
+
 struct CollectiveEstimate {
   double seconds = 0;
   Algorithm algorithm = Algorithm::kNone;
   bool crosses_nodes = false;
   double algbw_bytes_per_s = 0;
   double busbw_bytes_per_s = 0;
+  std::string_view protocol;  // NCCL protocol of a single-node NVLink ring ("LL", ...); empty otherwise
 };
 
 // Where ranks live: world rank r on node r / devices_per_node (Megatron's order keeps TP groups
@@ -37,11 +58,29 @@ int node_of(const ClusterSpec& cluster, int rank);
 //              all-reduce 2(k-1) a_i + 2 (k-1)/k S/B_i + 2(N-1) a_e + 2 (N-1)/N (S/k)/B_e.
 // B_i is a device's intra-node link; B_e a device's share of its node's NICs (every device of a
 // node communicates at once in a symmetric plan). The cheaper of ring/tree is taken, as NCCL's
-// tuner does.
+// tuner does. Inside one NVLink node (uses_nccl_protocols) all-reduce, reduce-scatter and
+// all-gather are instead NCCL's ring under its fastest protocol (nccl_ring_time): NCCL_ALGO=RING,
+// the algorithm the published busbw figures use (NVLS, NVLink SHARP on Hopper, is not modelled).
 CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks,
                                    const ClusterSpec& cluster);
 // One message between two ranks: a + S/B on the link they share.
 double p2p_time(double bytes, int from, int to, const ClusterSpec& cluster);
+
+// GEMM FLOPs as a device spends them: each transformer layer's forward and backward GEMMs
+// (Megatron's shapes for the plan's microbatch and tensor split) lose the idle SMs of their
+// last wave (wave quantization, cost_model_gemm.cpp). effective_flops(op) is op.flops scaled
+// by that loss, to be divided by the best-shape GEMM rate; op.flops itself where the device has
+// no SM count (CPUs), for the optimizer and for non-transformer models. Default: no loss.
+class GemmTimes {
+ public:
+  GemmTimes() = default;
+  GemmTimes(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+  double effective_flops(const Op& op) const;
+
+ private:
+  std::vector<double> flops_;  // forward FLOPs per token, per layer (the split of an op's FLOPs)
+  std::vector<double> forward_factor_, backward_factor_;
+};
 
 // Achievable compute rate of one rank: peak x efficiency, divided among ranks that share a
 // host's cores (cpu-local with more workers than cores).
@@ -50,9 +89,11 @@ double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);
 // + memory bytes / achieved memory bandwidth (its GEMMs and its bandwidth-bound kernels run one
 // after another); the optimizer, one fused kernel, the roofline max of the two. The simulator
 // times compute ops with this function too.
-double compute_seconds_alone(const Op& op, const ClusterSpec& cluster, Precision precision);
+// `gemms` (when given) times the GEMM FLOPs with wave quantization.
+double compute_seconds_alone(const Op& op, const ClusterSpec& cluster, Precision precision,
+                             const GemmTimes* gemms = nullptr);
 // The same on this plan's share of a host whose cores more ranks share (cpu-local).
-double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan);
+double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan, const GemmTimes* gemms = nullptr);
 
 // Per-rank result of the walk, in the same keys the simulator and the runtime report.
 struct RankTimes {

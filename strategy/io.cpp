@@ -165,8 +165,11 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
     c.device.memory_bytes_per_s = required_positive(d, "memory_bandwidth_gb_per_s") * units::kGB;
     c.device.gemm_efficiency = d.number("gemm_efficiency", 0, 1, true).value_or(1.0);
     c.device.memory_efficiency = d.number("memory_efficiency", 0, 1, true).value_or(1.0);
+    c.device.sms = int(d.integer("sms", 0, kMaxCount).value_or(0));
+    c.device.gemm_tile_rows = int(d.integer("gemm_tile_rows", 0, kMaxCount).value_or(0));
+    c.device.gemm_tile_cols = int(d.integer("gemm_tile_cols", 0, kMaxCount).value_or(0));
     d.reject_unknown("name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, "
-                     "gemm_efficiency, memory_efficiency");
+                     "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols");
   }
   c.intra = read_link(r.table("intra"), source, "intra");
   c.inter = read_link(r.table("inter"), source, "inter");
@@ -202,6 +205,9 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
     << "\nmemory_bandwidth_gb_per_s = " << num(c.device.memory_bytes_per_s / units::kGB)
     << "\ngemm_efficiency = " << num(c.device.gemm_efficiency) << "\n";
   if (c.device.memory_efficiency != 1.0) o << "memory_efficiency = " << num(c.device.memory_efficiency) << "\n";
+  if (c.device.sms > 0)
+    o << "sms = " << c.device.sms << "\ngemm_tile_rows = " << c.device.gemm_tile_rows
+      << "\ngemm_tile_cols = " << c.device.gemm_tile_cols << "\n";
   for (const auto& [name, l] : {std::pair{"intra", c.intra}, std::pair{"inter", c.inter}}) {
     o << "\n[" << name << "]\nkind = \"" << l.kind << "\"\nbandwidth_gb_per_s = " << num(l.bytes_per_s / units::kGB)
       << "\nlatency_us = " << num(l.latency_seconds * 1e6) << "\n";

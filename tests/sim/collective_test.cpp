@@ -7,6 +7,7 @@
 #include "sim/schedule.h"
 #include "sim/simulate.h"
 #include "strategy/collectives.h"
+#include "strategy/io.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace parlab::sim {
@@ -29,6 +30,35 @@ TEST(Collective, RingAllReduceMatchesAlphaBeta) {
     // 2(n-1) steps of n messages.
     EXPECT_EQ(r.messages, 2 * (n - 1) * n);
   }
+}
+
+// Inside one NVLink node the ring runs under NCCL's protocols. 8 x H100 (dgx-h100, 369.9 GB/s
+// achieved), by hand from NCCL's tuning constants:
+//   1 MiB   LL      6.6 + 14 x 0.6 us + 1.75 MiB / (369.9 / 4 GB/s)  = 34.84 us
+//   16 MiB  LL128   14 + 14 x 1.9 us + 1.75 x 16 MiB / (0.92 x 369.9) = 126.87 us
+// A simulator that timed the ring's steps on the links alone (0.6 us + S/(8 B) each) would give
+// 1 MiB in 13.4 us and 16 MiB in 87.8 us.
+TEST(Collective, NvlinkRingTakesNcclProtocolTimes) {
+  const auto c = strategy::with_world(strategy::load_cluster("dgx-h100"), 8);
+  const double mib = 1024.0 * 1024;
+  const auto small = simulate_collective(CollectiveOp::kAllReduce, mib, 8, c, kRing);
+  EXPECT_EQ(small.protocol, "LL");
+  const double ll = 15.0e-6 + 1.75 * mib / 92.475e9;
+  EXPECT_NEAR(small.seconds, ll, 0.01 * ll);
+  // Five coalesced calls with merged steps: five times one call (the protocol is one call's).
+  const ScheduleOptions coalesce{.algorithm = AlgorithmChoice::kRing, .coalesce_calls = true, .merge_steps = true};
+  const double ll128 = 40.6e-6 + 1.75 * 16 * mib / 340.308e9;
+  const auto mid = simulate_collective(CollectiveOp::kAllReduce, 16 * mib, 8, c, kRing);
+  EXPECT_EQ(mid.protocol, "LL128");
+  EXPECT_NEAR(mid.seconds, ll128, 0.01 * ll128);
+  const Layout layout = make_layout(c, 8);
+  const std::vector<int> members = {0, 1, 2, 3, 4, 5, 6, 7};
+  const Schedule five = collective_schedule(CollectiveOp::kAllReduce, 16 * mib, 5, members, layout, c, coalesce);
+  double extra = 0;
+  for (const auto& step : five.steps) extra += step.extra_seconds;
+  // On idle links each (merged) step takes its link latency and its bytes at B; the rest is extra.
+  const double links = double(five.steps.size()) * 0.6e-6 + 14 * 5 * 2 * mib / 369.9e9;
+  EXPECT_NEAR(links + extra, 5 * ll128, 1e-3 * 5 * ll128);
 }
 
 TEST(Collective, RingAllGatherAndReduceScatterMatchAlphaBeta) {

@@ -21,25 +21,64 @@ std::vector<int> iota(int n, int stride = 1) {
 }  // namespace
 
 // dgx-a100's NVLink: 300 GB/s line rate, of which NCCL's protocols deliver 0.80 (the preset's
-// protocol_efficiency): 240 GB/s for every transfer below.
+// protocol_efficiency): 240 GB/s under NCCL's Simple protocol, the one large messages take.
 TEST(CostModel, RingAllReduceOnOneNode) {
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 8);
-  // 4 ranks, 1 GB: ring 2 (n-1) a + 2 (n-1)/n S/B = 6 x 2 us + 1.5 x 1e9 / 240e9 = 6.262 ms;
-  // the tree would take 2 log2(4) x 2 us + 2 x 1e9/240e9 = 8.34 ms.
+  // 4 ranks, 1 GB, Simple: 8.4 us once + 2 (n-1) = 6 steps of 3.4 us + 1.5 x 1e9 / 240e9 = 6.279 ms
+  // (LL128: 14 + 6 x 1.9 us + 1.5e9 / (0.92 x 240e9) = 6.82 ms; LL at a quarter of 240 GB/s).
   const auto e = collective_time(CollectiveOp::kAllReduce, 1e9, iota(4), c);
-  EXPECT_DOUBLE_EQ(e.seconds, 12e-6 + 1.5e9 / 240e9);
+  EXPECT_DOUBLE_EQ(e.seconds, 8.4e-6 + 6 * 3.4e-6 + 1.5e9 / 240e9);
   EXPECT_EQ(e.algorithm, Algorithm::kRing);
+  EXPECT_EQ(e.protocol, "Simple");
   EXPECT_FALSE(e.crosses_nodes);
-  // busbw of a ring is the achieved link bandwidth, minus latency: 1.5 x 1e9 / 6.262 ms.
-  EXPECT_NEAR(e.busbw_bytes_per_s, 1.5e9 / (12e-6 + 1.5e9 / 240e9), 1);
+  // busbw of a ring is the achieved link bandwidth, minus latency.
+  EXPECT_NEAR(e.busbw_bytes_per_s, 1.5e9 / (28.8e-6 + 1.5e9 / 240e9), 1);
+}
+
+// NCCL's protocols on 8 x H100 NVLink (dgx-h100: 450 GB/s x 0.822 = 369.9 GB/s), by hand from
+// NCCL's tuning constants (base + 14 steps x step latency + 1.75 S / protocol bandwidth):
+//   LL      6.6 + 14 x 0.6 = 15.0 us,  min(141, 369.9 / 4) = 92.475 GB/s
+//   LL128   14 + 14 x 1.9  = 40.6 us,  0.92 x 369.9       = 340.308 GB/s
+//   Simple  8.4 + 14 x 3.4 = 56.0 us,  369.9 GB/s
+TEST(CostModel, NcclProtocolsOnNvlinkByMessageSize) {
+  const ClusterSpec c = with_world(load_cluster("dgx-h100"), 8);
+  const double mib = 1024.0 * 1024;
+  // 1 MiB: LL 15 + 19.84 = 34.84 us; LL128 45.99 us; Simple 60.96 us.
+  const auto small = collective_time(CollectiveOp::kAllReduce, mib, iota(8), c);
+  EXPECT_EQ(small.protocol, "LL");
+  EXPECT_NEAR(small.seconds, 15.0e-6 + 1.75 * mib / 92.475e9, 1e-12);
+  // 16 MiB: LL128 40.6 + 86.27 = 126.87 us beats Simple 56 + 79.37 = 135.37 us.
+  const auto mid = collective_time(CollectiveOp::kAllReduce, 16 * mib, iota(8), c);
+  EXPECT_EQ(mid.protocol, "LL128");
+  EXPECT_NEAR(mid.seconds, 40.6e-6 + 1.75 * 16 * mib / 340.308e9, 1e-12);
+  // 1 GiB: Simple, 56 us + 5.080 ms: busbw 365.9 GB/s, within 1.2% of the plateau.
+  const auto big = collective_time(CollectiveOp::kAllReduce, 1024 * mib, iota(8), c);
+  EXPECT_EQ(big.protocol, "Simple");
+  EXPECT_NEAR(big.seconds, 56.0e-6 + 1.75 * 1024 * mib / 369.9e9, 1e-12);
+  // Reduce-scatter's LL moves a third of the bandwidth, over 7 steps: 6.6 + 7 x 0.6 = 10.8 us.
+  const auto rs = collective_time(CollectiveOp::kReduceScatter, mib, iota(8), c);
+  EXPECT_EQ(rs.protocol, "LL");
+  EXPECT_NEAR(rs.seconds, 10.8e-6 + 0.875 * mib / (369.9e9 / 3), 1e-12);
+}
+
+// Gloo on loopback (cpu-local) keeps the plain ring: 2 (n-1) a + 2 (n-1)/n S/B, no protocols.
+TEST(CostModel, LoopbackKeepsTheAlphaBetaRing) {
+  const ClusterSpec c = with_world(load_cluster("cpu-local"), 4);
+  const auto e = collective_time(CollectiveOp::kAllReduce, 1e6, iota(4), c);
+  EXPECT_TRUE(e.protocol.empty());
+  EXPECT_DOUBLE_EQ(e.seconds, ring_collective_seconds(CollectiveOp::kAllReduce, 1e6, 4, c.intra.latency_seconds,
+                                                      c.intra.achieved_bytes_per_s()));
 }
 
 TEST(CostModel, TreeWinsForSmallMessages) {
-  const ClusterSpec c = with_world(load_cluster("dgx-a100"), 8);
-  // 8 ranks, 1 KB: ring 14 x 2 us + 1.75 KB / 240 GB/s; tree 2 x 3 x 2 us + 2 KB / 240 GB/s.
+  // A PCIe-like node of 8 (no NVLink, so no NCCL protocols): 10 us a step, 1 GB/s.
+  const ClusterSpec c = with_world(parse_cluster_toml(
+      "name=\"r\"\ndevices_per_node=8\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
+      "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n", "r"), 8);
+  // 8 ranks, 1 KB: ring 14 x 10 us + 1.75 KB / 1 GB/s; tree 2 x 3 x 10 us + 2 KB / 1 GB/s.
   const auto e = collective_time(CollectiveOp::kAllReduce, 1e3, iota(8), c);
   EXPECT_EQ(e.algorithm, Algorithm::kTree);
-  EXPECT_DOUBLE_EQ(e.seconds, 12e-6 + 2e3 / 240e9);
+  EXPECT_DOUBLE_EQ(e.seconds, 60e-6 + 2e3 / 1e9);
 }
 
 TEST(CostModel, ReduceScatterAllGatherBroadcast) {
@@ -58,7 +97,7 @@ TEST(CostModel, HierarchicalAcrossNodes) {
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 16);
   // 16 ranks on 2 nodes, 1 GB all-reduce: intra ring over k = 8 then inter ring over N = 2
   // on S/8, each device using its share of the node's 8 x 25 GB/s x 0.94 (NCCL on IB) = 23.5 GB/s.
-  const double intra = 2 * 7 * 2e-6 + 2.0 * 7 / 8 * 1e9 / 240e9;
+  const double intra = 2 * 7 * 0.6e-6 + 2.0 * 7 / 8 * 1e9 / 240e9;
   const double inter = 2 * 1 * 5e-6 + 2.0 * 1 / 2 * (1e9 / 8) / 23.5e9;
   const auto e = collective_time(CollectiveOp::kAllReduce, 1e9, iota(16), c);
   EXPECT_TRUE(e.crosses_nodes);
@@ -67,7 +106,7 @@ TEST(CostModel, HierarchicalAcrossNodes) {
   // A group with one member per node (stride 8) has only the inter-node level.
   EXPECT_DOUBLE_EQ(collective_time(CollectiveOp::kAllReduce, 1e9, {0, 8}, c).seconds, 2 * 5e-6 + 1e9 / 23.5e9);
   EXPECT_DOUBLE_EQ(p2p_time(1e6, 0, 8, c), 5e-6 + 1e6 / 23.5e9);
-  EXPECT_DOUBLE_EQ(p2p_time(1e6, 0, 1, c), 2e-6 + 1e6 / 240e9);
+  EXPECT_DOUBLE_EQ(p2p_time(1e6, 0, 1, c), 0.6e-6 + 1e6 / 240e9);
 }
 
 TEST(CostModel, IdealLinksCostNothing) {
@@ -209,8 +248,9 @@ TEST(CostModel, DdpBucketsOverlapTheBackwardPass) {
 }
 
 // One A100 of dgx-a100, gpt-22b, microbatch 1, no parallelism: no communication; the step is
-// the GEMMs at 312 TFLOP/s x 0.859 (the preset's measured matmul efficiency), plus the
-// bandwidth-bound kernels' bytes at 2039 GB/s x 0.88, plus Adam's 28 B per parameter.
+// the GEMMs at 312 TFLOP/s x 0.859 (the preset's measured best-shape matmul efficiency), each
+// stretched to whole waves of 108 SMs with 256x128 tiles, plus the bandwidth-bound kernels' bytes
+// at 2039 GB/s x 0.88, plus Adam's 28 B per parameter.
 // The kernel bytes, counted by hand from strategy/kernel_traffic.cpp's table with e = 2 bytes:
 //   block forward  (LayerNorms 2 x 2e + bias-dropout-adds 2 x (3e + 1)) E + (6e + 1) S + 2e F
 //                  = 22 E + 13 S + 4 F;   backward 22 E + 19 S + 6 F,
@@ -223,19 +263,62 @@ TEST(CostModel, SingleDeviceHasNoCommunicationAndMfuBelowEfficiency) {
   const StepEstimate e = estimate_step(m, plan, c);
   EXPECT_EQ(e.ranks[0].exposed_comm_seconds, 0);
   EXPECT_TRUE(e.collectives.empty());
-  const double h = 6144, s = 2048, V = 51200, a = 64, f = 24576;
+  const double h = 6144, s = 2048, V = 51200, a = 64, f = 24576, d = h / a;
   const double fwd_per_token = 48 * (24 * h * h + 4 * s * h) + 2 * h * V;
-  const double gemms = 3 * fwd_per_token * s / (312e12 * 0.859);
+  // Every GEMM of one block (48 of them) and of the head, M x N x K (x heads), with its output
+  // tiles counted by hand (256 x 128, whichever way round gives fewer) and the waves they take.
+  struct G {
+    double m, n, k, batch, tiles, per_model;
+  };
+  const G gemms_list[] = {
+      // block forward: QKV, scores, context, projection, fc1, fc2
+      {s, 3 * h, h, 1, 8 * 144, 48}, {s, s, d, a, 8 * 16 * a, 48}, {s, d, s, a, 8 * a, 48},
+      {s, h, h, 1, 8 * 48, 48}, {s, f, h, 1, 8 * 192, 48}, {s, h, f, 1, 8 * 48, 48},
+      // block backward: dX and dW of each linear, then dQ, dK, dP, dV
+      {s, h, 3 * h, 1, 8 * 48, 48}, {h, 3 * h, s, 1, 24 * 144, 48}, {s, h, h, 1, 8 * 48, 48},
+      {h, h, s, 1, 24 * 48, 48}, {s, h, f, 1, 8 * 48, 48}, {h, f, s, 1, 24 * 192, 48},
+      {s, f, h, 1, 8 * 192, 48}, {f, h, s, 1, 96 * 48, 48}, {s, d, s, a, 8 * a, 48},
+      {s, d, s, a, 8 * a, 48}, {s, s, d, a, 8 * 16 * a, 48}, {s, d, s, a, 8 * a, 48},
+      // head: logits forward, then dX and dW
+      {s, V, h, 1, 8 * 400, 1}, {s, h, V, 1, 8 * 48, 1}, {h, V, s, 1, 24 * 400, 1}};
+  double gemm_flops = 0, wave_flops = 0;
+  for (const G& g : gemms_list) {
+    const double flops = 2 * g.m * g.n * g.k * g.batch * g.per_model;
+    gemm_flops += flops;
+    wave_flops += flops * std::ceil(g.tiles / 108) * 108 / g.tiles;
+  }
+  ASSERT_NEAR(gemm_flops, 3 * fwd_per_token * s, 1e-6 * gemm_flops);  // the list is every GEMM
+  const double gemms = wave_flops / (312e12 * 0.859);
   const double E = s * h, S = a * s * s, F = s * f, L = s * V;
   const double bytes = 48 * (22 * E + 13 * S + 4 * F + 22 * E + 19 * S + 6 * F) + 7 * E + 7 * E +
                        (4 * E + 10 * L) + (6 * E + 6 * L);
   const double kernels = bytes / (2039e9 * 0.88);
   const double optimizer = m.total_params() * 28 / (2039e9 * 0.88);
   EXPECT_NEAR(e.step_seconds, gemms + kernels + optimizer, 1e-9);
+  // The waves cost something here (gemm-22b's 2048-token GEMMs leave SMs idle), and never help.
+  EXPECT_GT(wave_flops, 1.03 * gemm_flops);
   EXPECT_NEAR(e.mfu, 3 * fwd_per_token * s / (e.step_seconds * 312e12), 1e-12);
   EXPECT_LT(e.mfu, 0.859);
   EXPECT_DOUBLE_EQ(e.samples_per_s, 1 / e.step_seconds);
   EXPECT_DOUBLE_EQ(e.tokens_per_s, 2048 / e.step_seconds);
+}
+
+// Without an SM count (CPUs) GEMMs are timed at the plain rate; the optimizer, one bandwidth-bound
+// kernel, never has waves; gpt-22b's forward and backward on dgx-a100 lose some.
+TEST(CostModel, WaveQuantizationOnlyWhereTheDeviceHasSms) {
+  const ModelSpec m = load_model("gpt-22b");
+  ClusterSpec a100 = with_world(load_cluster("dgx-a100"), 1);
+  ClusterSpec flat = a100;
+  flat.device.sms = 0;
+  const Plan plan = resolve(parse_plan(""), m, 1);
+  const StepProgram prog = build_step(m, plan, 0);
+  const GemmTimes with(m, plan, a100), without(m, plan, flat);
+  for (const Op& op : prog.ops) {
+    if (!op.is_compute()) continue;
+    EXPECT_DOUBLE_EQ(without.effective_flops(op), op.flops);
+    if (op.kind == OpKind::kOptimizer) EXPECT_DOUBLE_EQ(with.effective_flops(op), op.flops);
+    else EXPECT_GT(with.effective_flops(op), op.flops);
+  }
 }
 
 TEST(CostModel, DeadlockedProgramsAreReportedNotHung) {

@@ -31,7 +31,7 @@ TEST(Presets, ClusterFiguresFromTheirUnits) {
   EXPECT_DOUBLE_EQ(a.node_network_bytes_per_s(), 200e9 * 0.94);
   EXPECT_DOUBLE_EQ(a.intra.bytes_per_s, 300e9);
   EXPECT_DOUBLE_EQ(a.intra.achieved_bytes_per_s(), 300e9 * 0.80);
-  EXPECT_DOUBLE_EQ(a.intra.latency_seconds, 2e-6);
+  EXPECT_DOUBLE_EQ(a.intra.latency_seconds, 0.6e-6);  // latency_us = 0.6 (NCCL LL step)
   EXPECT_DOUBLE_EQ(a.device_flops_per_s(Precision::kMixed), 312e12 * 0.859);
   EXPECT_DOUBLE_EQ(a.device.achieved_memory_bytes_per_s(), 2039e9 * 0.88);
   EXPECT_DOUBLE_EQ(load_cluster("h200").device.memory_bytes, 141e9);
