@@ -32,6 +32,7 @@
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/cpu/matmul.h"
 #include "runtime/train/trainer.h"
+#include "strategy/cost_model.h"
 #include "strategy/io.h"
 
 namespace {
@@ -68,8 +69,8 @@ uint64_t fnv1a(std::span<const float> v) {
   return h;
 }
 
-// parlab: ranks as threads of this process, each with its own Gloo context (as bench_ddp).
-ParlabRun run_parlab(const Job& job, int world, const std::string& precision) {
+// The job's model and plan for `world` workers, as run_parlab trains it.
+train::TrainConfig job_config(const Job& job, int world, const std::string& precision) {
   std::ostringstream toml;
   toml << "name = \"lab-mlp-peer\"\nkind = \"mlp\"\nlayers = " << job.blocks << "\nhidden = " << job.hidden
        << "\nffn = " << job.ffn << "\nclasses = " << job.classes << "\nmicrobatch = " << job.mb
@@ -84,6 +85,12 @@ ParlabRun run_parlab(const Job& job, int world, const std::string& precision) {
   cfg.data_size = job.gbs * (job.warmup + job.steps);
   cfg.seed = 1;
   cfg.comm_timeout = std::chrono::minutes(10);
+  return cfg;
+}
+
+// parlab: ranks as threads of this process, each with its own Gloo context (as bench_ddp).
+ParlabRun run_parlab(const Job& job, int world, const std::string& precision) {
+  const train::TrainConfig cfg = job_config(job, world, precision);
   std::vector<std::vector<double>> times(world);
   std::vector<double> loss_sums(world, 0.0);
   ParlabRun out;
@@ -234,6 +241,10 @@ int main(int argc, char** argv) {
   app.add_option("--precisions", precisions, "fp32 and/or mixed")->delimiter(',')->check(CLI::IsMember({"fp32", "mixed"}));
   app.add_option("--python", python, "interpreter with torch for the peer");
   app.add_option("--peer-script", script, "the PyTorch peer");
+  std::string cluster_file;
+  app.add_option("--cluster", cluster_file,
+                 "a calibrated cpu-local.toml (parlab calibrate writes <results>/clusters/cpu-local.toml): "
+                 "prints the cost model's predicted parlab step beside the measured one");
   app.add_option("--peer-coretype", coretype,
                  "OPENBLAS_CORETYPE for the peer: auto (name the core from the CPU's flags when OpenBLAS fell back "
                  "to pre-AVX kernels), none, or a core name");
@@ -291,6 +302,20 @@ int main(int argc, char** argv) {
     std::printf("%-6s %7d | %-26s | %-26s | %s\n", key.first.c_str(), key.second, stat(c.parlab).c_str(),
                 stat(c.torch).c_str(), c.torch.empty() ? "n/a" : std::to_string(ratio).substr(0, 5).c_str());
   }
+  if (!cluster_file.empty()) {
+    // The cost model's step on the calibrated cluster (fp32 at peak_flops_fp32, mixed at the
+    // measured bf16 rate peak_flops_bf16) beside the measured median.
+    const strategy::ClusterSpec calibrated = strategy::load_cluster(cluster_file);
+    std::printf("\npredicted (%s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s) vs measured parlab step:\n",
+                cluster_file.c_str(), calibrated.device.peak_flops_fp32 / 1e9, calibrated.device.peak_flops_bf16 / 1e9);
+    for (const auto& [key, c] : cells) {
+      const train::TrainConfig cfg = job_config(job, key.second, key.first);
+      const double predicted =
+          strategy::estimate_step(cfg.model, cfg.plan, strategy::with_world(calibrated, key.second), false).step_seconds;
+      std::printf("%-5s W=%d: predicted %.3f s, measured %.3f s (%+.1f%%)\n", key.first.c_str(), key.second, predicted,
+                  median(c.parlab), 100.0 * (predicted / median(c.parlab) - 1));
+    }
+  }
   std::printf("\ngoals: 1 worker fp32 parlab/torch <= 1.00; 2 workers fp32 parlab/torch < 1.00\n");
   const auto f1 = cells.find({"fp32", 1}), m1 = cells.find({"mixed", 1});
   if (f1 != cells.end() && m1 != cells.end())
@@ -303,7 +328,7 @@ int main(int argc, char** argv) {
   // same seed, so its weights must hash the same, and mixed's loss must follow fp32's.
   for (const auto& [key, c] : cells) {
     const bool same = std::all_of(c.hashes.begin(), c.hashes.end(), [&](uint64_t h) { return h == c.hashes[0]; });
-    std::printf("%-5s W=%d: loss after %d steps %.6f; weights bit-identical over %zu repeats: %s\n", key.first.c_str(),
+    std::printf("%-5s W=%d: loss after %d steps %.8f; weights bit-identical over %zu repeats: %s\n", key.first.c_str(),
                 key.second, job.warmup + job.steps, c.loss.empty() ? 0.0 : c.loss[0], c.hashes.size(),
                 same ? "yes" : "NO");
   }

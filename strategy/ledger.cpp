@@ -1,6 +1,7 @@
 #include "strategy/ledger.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "strategy/partition.h"
@@ -214,6 +215,19 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
     L.temp_bytes += 2 * boundary;
   }
   return L;
+}
+
+std::string state_convention(const Plan& p) {
+  const bool adam = p.optimizer == OptimizerKind::kAdam;
+  const std::string moments = adam ? "AdamW momentum + variance 8 B" : "SGD momentum 4 B";
+  if (p.precision == Precision::kFp32)
+    return "fp32: parameters 4 B, gradients 4 B, optimizer " + moments + " per parameter";
+  if (p.mixed_state == MixedState::kZero)
+    return "mixed (mixed_state=zero, the ZeRO paper's): bf16 parameters 2 B, bf16 gradients 2 B, optimizer fp32 "
+           "master 4 B + " + moments + ", each sharded by its ZeRO stage; collectives move 16 bits";
+  return "mixed (mixed_state=fp32-main, parlab's runtime): parameters = bf16 copies of the matmul weights 2 B "
+         "(none kept between ZeRO-3 gathers), fp32 main gradients 4 B, optimizer = fp32 master 4 B (sharded only "
+         "at ZeRO-3) + " + moments + "; collectives move fp32";
 }
 
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
