@@ -4,7 +4,8 @@
 # alternating, REPEATS repeats of (1 warm-up + STEPS measured steps) each. Prints the load average
 # beside every run. Needs a built bench_peer (./scripts/build.sh bench_peer) and, for the peer,
 # Debian's python3-torch for /usr/bin/python3.
-# Runtime: about 25 minutes on an idle 2-core machine at the defaults (3 repeats x 2 steps).
+# Runtime: about 10 minutes on an idle 2-core machine at the defaults (3 repeats x 2 steps: 24 runs
+# of 3 lab-mlp steps at ~5 s each); REPEATS=2 STEPS=1 took 29 minutes at load 7-11.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${PARLAB_BUILD_DIR:-$root/build}"
