@@ -22,6 +22,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/cpu/matmul.h"
 #include "runtime/train/trainer.h"
+#include "strategy/cost_model.h"
 #include "strategy/io.h"
 
 namespace {
@@ -54,9 +56,21 @@ struct Job {
   int warmup = 1, steps = 2;
 };
 
-// parlab: ranks as threads of this process, each with its own Gloo context (as bench_ddp).
-// Returns the median over measured steps of the slowest rank's step seconds.
-double run_parlab(const Job& job, int world, const std::string& precision) {
+struct ParlabRun {
+  double step_seconds = 0;  // median over measured steps of the slowest rank's step
+  double last_loss = 0;     // global mean loss of the last step
+  uint64_t weights_hash = 0;  // FNV-1a of rank 0's fp32 weights after the last step (DDP: a replica)
+};
+
+uint64_t fnv1a(std::span<const float> v) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size_bytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+// The job's model and plan for `world` workers, as run_parlab trains it.
+train::TrainConfig job_config(const Job& job, int world, const std::string& precision) {
   std::ostringstream toml;
   toml << "name = \"lab-mlp-peer\"\nkind = \"mlp\"\nlayers = " << job.blocks << "\nhidden = " << job.hidden
        << "\nffn = " << job.ffn << "\nclasses = " << job.classes << "\nmicrobatch = " << job.mb
@@ -71,18 +85,30 @@ double run_parlab(const Job& job, int world, const std::string& precision) {
   cfg.data_size = job.gbs * (job.warmup + job.steps);
   cfg.seed = 1;
   cfg.comm_timeout = std::chrono::minutes(10);
+  return cfg;
+}
+
+// parlab: ranks as threads of this process, each with its own Gloo context (as bench_ddp).
+ParlabRun run_parlab(const Job& job, int world, const std::string& precision) {
+  const train::TrainConfig cfg = job_config(job, world, precision);
   std::vector<std::vector<double>> times(world);
+  std::vector<double> loss_sums(world, 0.0);
+  ParlabRun out;
   bench::run_ranks(world, std::chrono::minutes(10), [&](int r, comm::Communicator& c, std::barrier<>&) {
     train::Trainer trainer(cfg, c);
     for (int s = 0; s < job.warmup + job.steps; ++s) {
       const train::StepRecord rec = trainer.step();
       if (s >= job.warmup) times[r].push_back(rec.times.step_seconds);
+      loss_sums[r] = rec.loss_sum;
     }
+    if (r == 0) out.weights_hash = fnv1a(trainer.state().model.params());
   });
   std::vector<double> slowest(job.steps, 0.0);
   for (int s = 0; s < job.steps; ++s)
     for (int r = 0; r < world; ++r) slowest[s] = std::max(slowest[s], times[r][s]);
-  return median(slowest);
+  out.step_seconds = median(slowest);
+  for (double l : loss_sums) out.last_loss += l / double(job.gbs);
+  return out;
 }
 
 // Runs a shell command; returns its stdout (empty on failure) and sets ok.
@@ -99,11 +125,67 @@ std::string capture(const std::string& cmd, bool& ok) {
   return out;
 }
 
-// The PyTorch peer: the median of its measured steps, or < 0 when it failed.
-double run_torch(const std::string& python, const std::string& script, const Job& job, int world,
-                 const std::string& precision, int port) {
+bool cpu_has_flag(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;)
+      if (w == flag) return true;
+    return false;
+  }
+  return false;
+}
+
+// The OpenBLAS core type the peer runs with, and why. torch 1.13's fp32 nn.Linear is addmm on the
+// system BLAS (Debian: OpenBLAS, DYNAMIC_ARCH), which picks kernels from the CPU's family/model; a
+// CPU it does not know (a VM's generic "Intel Xeon Processor") gets "Prescott", SSE3 kernels at a
+// fraction of the core's rate -- an unfair peer. `request`: "auto" names the core from the CPU's
+// flags when OpenBLAS fell back to a pre-AVX core, "none" leaves the detection alone, anything
+// else is passed as OPENBLAS_CORETYPE. Returns the environment prefix for the peer's command
+// ("" for none) and prints the reasoning.
+std::string peer_blas_env(const std::string& python, const std::string& request) {
+  bool ok = false;
+  const std::string detected =
+      capture(python + " -c 'import ctypes; l = ctypes.CDLL(\"libopenblas.so.0\"); "
+                       "l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' "
+                       "2>/dev/null",
+              ok);
+  const std::string core = ok ? detected.substr(0, detected.find('\n')) : "unknown (no libopenblas.so.0)";
+  std::string chosen;
+  std::string why;
+  if (request == "none") {
+    why = "left to OpenBLAS's detection (--peer-coretype none)";
+  } else if (request != "auto") {
+    chosen = request;
+    why = "named by --peer-coretype";
+  } else {
+    static const char* kPreAvx[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Northwood"};
+    const bool fell_back = std::any_of(std::begin(kPreAvx), std::end(kPreAvx), [&](const char* c) { return core == c; });
+    if (!fell_back) {
+      why = "OpenBLAS's own detection (" + core + ") is kept";
+    } else if (cpu_has_flag("avx512f")) {
+      chosen = "SkylakeX";
+      why = "OpenBLAS detected " + core + " (pre-AVX kernels) but the CPU has avx512f: SkylakeX's AVX-512 sgemm";
+    } else if (cpu_has_flag("avx2")) {
+      chosen = "Haswell";
+      why = "OpenBLAS detected " + core + " (pre-AVX kernels) but the CPU has avx2: Haswell's AVX2 sgemm";
+    } else {
+      why = "OpenBLAS detected " + core + " and the CPU has no AVX2: kept";
+    }
+  }
+  std::printf("peer BLAS: OpenBLAS detects \"%s\" here; the peer runs with %s (%s)\n", core.c_str(),
+              chosen.empty() ? "its detection" : ("OPENBLAS_CORETYPE=" + chosen).c_str(), why.c_str());
+  return chosen.empty() ? "" : "OPENBLAS_CORETYPE=" + chosen + " ";
+}
+
+// The PyTorch peer: the median of its measured steps, or < 0 when it failed. `env` prefixes the
+// command (the peer's environment only). The peer's own "peer_blas" line is printed once.
+double run_torch(const std::string& env, const std::string& python, const std::string& script, const Job& job,
+                 int world, const std::string& precision, int port) {
   std::ostringstream cmd;
-  cmd << python << " " << script << " --workers " << world << " --precision " << precision << " --gbs " << job.gbs
+  cmd << env << python << " " << script << " --workers " << world << " --precision " << precision << " --gbs " << job.gbs
       << " --mb " << job.mb << " --hidden " << job.hidden << " --ffn " << job.ffn << " --blocks " << job.blocks
       << " --classes " << job.classes << " --warmup " << job.warmup << " --steps " << job.steps << " --port "
       << port << " 2>&1";
@@ -114,6 +196,11 @@ double run_torch(const std::string& python, const std::string& script, const Job
     std::fprintf(stderr, "bench_peer: the PyTorch peer failed:\n%s\n", out.c_str());
     return -1;
   }
+  static bool reported = false;
+  if (const auto b = out.find("peer_blas"); b != std::string::npos && !reported) {
+    std::printf("peer reports: %s\n", out.substr(b, out.find('\n', b) - b).c_str());
+    reported = true;
+  }
   std::istringstream in(out.substr(at + 12));
   std::vector<double> v;
   for (double s; in >> s;) v.push_back(s);
@@ -122,6 +209,8 @@ double run_torch(const std::string& python, const std::string& script, const Job
 
 struct Cell {
   std::vector<double> parlab, torch;
+  std::vector<double> loss;       // parlab's last-step loss, per repeat
+  std::vector<uint64_t> hashes;   // parlab's weights after the run, per repeat
 };
 
 std::string stat(const std::vector<double>& v) {
@@ -142,6 +231,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> precisions{"fp32", "mixed"};
   std::string python = "/usr/bin/python3";
   std::string script = std::string(PARLAB_SOURCE_DIR) + "/bench/peer/torch_lab_mlp.py";
+  std::string coretype = "auto";
   app.add_option("--repeats", repeats, "alternating parlab/torch runs per configuration")->check(CLI::Range(1, 100));
   app.add_option("--steps", job.steps, "measured steps per run")->check(CLI::Range(1, 1000));
   app.add_option("--warmup", job.warmup, "unmeasured first steps per run")->check(CLI::Range(0, 100));
@@ -151,6 +241,13 @@ int main(int argc, char** argv) {
   app.add_option("--precisions", precisions, "fp32 and/or mixed")->delimiter(',')->check(CLI::IsMember({"fp32", "mixed"}));
   app.add_option("--python", python, "interpreter with torch for the peer");
   app.add_option("--peer-script", script, "the PyTorch peer");
+  std::string cluster_file;
+  app.add_option("--cluster", cluster_file,
+                 "a calibrated cpu-local.toml (parlab calibrate writes <results>/clusters/cpu-local.toml): "
+                 "prints the cost model's predicted parlab step beside the measured one");
+  app.add_option("--peer-coretype", coretype,
+                 "OPENBLAS_CORETYPE for the peer: auto (name the core from the CPU's flags when OpenBLAS fell back "
+                 "to pre-AVX kernels), none, or a core name");
   CLI11_PARSE(app, argc, argv);
 
   compute::pin_blas_to_one_thread();
@@ -162,8 +259,10 @@ int main(int argc, char** argv) {
               (long long)job.gbs, (long long)job.mb);
   std::printf("parlab matmuls: %s; bf16: %s\n", std::string(compute::cpu::matmul_backend_name()).c_str(),
               compute::cpu::bf16_supported() ? "yes" : std::string(compute::cpu::bf16_unsupported_reason()).c_str());
+  std::string peer_env;
   if (have_torch) {
     std::printf("peer: PyTorch %s (%s)\n", version.substr(0, version.find('\n')).c_str(), python.c_str());
+    peer_env = peer_blas_env(python, coretype);
   } else {
     std::printf("peer: skipped: %s cannot import torch (install python3-torch)\n", python.c_str());
   }
@@ -180,9 +279,12 @@ int main(int argc, char** argv) {
     for (int W : workers) {
       Cell& c = cells[{prec, W}];
       for (int r = 0; r < repeats; ++r) {
-        c.parlab.push_back(run_parlab(job, W, prec));
+        const ParlabRun run = run_parlab(job, W, prec);
+        c.parlab.push_back(run.step_seconds);
+        c.loss.push_back(run.last_loss);
+        c.hashes.push_back(run.weights_hash);
         if (have_torch) {
-          const double t = run_torch(python, script, job, W, prec, port++);
+          const double t = run_torch(peer_env, python, script, job, W, prec, port++);
           if (t > 0) c.torch.push_back(t);
         }
         std::printf("  %-5s W=%d repeat %d: parlab %.3f s, torch %s s (load %s)\n", prec.c_str(), W, r + 1,
@@ -200,6 +302,20 @@ int main(int argc, char** argv) {
     std::printf("%-6s %7d | %-26s | %-26s | %s\n", key.first.c_str(), key.second, stat(c.parlab).c_str(),
                 stat(c.torch).c_str(), c.torch.empty() ? "n/a" : std::to_string(ratio).substr(0, 5).c_str());
   }
+  if (!cluster_file.empty()) {
+    // The cost model's step on the calibrated cluster (fp32 at peak_flops_fp32, mixed at the
+    // measured bf16 rate peak_flops_bf16) beside the measured median.
+    const strategy::ClusterSpec calibrated = strategy::load_cluster(cluster_file);
+    std::printf("\npredicted (%s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s) vs measured parlab step:\n",
+                cluster_file.c_str(), calibrated.device.peak_flops_fp32 / 1e9, calibrated.device.peak_flops_bf16 / 1e9);
+    for (const auto& [key, c] : cells) {
+      const train::TrainConfig cfg = job_config(job, key.second, key.first);
+      const double predicted =
+          strategy::estimate_step(cfg.model, cfg.plan, strategy::with_world(calibrated, key.second), false).step_seconds;
+      std::printf("%-5s W=%d: predicted %.3f s, measured %.3f s (%+.1f%%)\n", key.first.c_str(), key.second, predicted,
+                  median(c.parlab), 100.0 * (predicted / median(c.parlab) - 1));
+    }
+  }
   std::printf("\ngoals: 1 worker fp32 parlab/torch <= 1.00; 2 workers fp32 parlab/torch < 1.00\n");
   const auto f1 = cells.find({"fp32", 1}), m1 = cells.find({"mixed", 1});
   if (f1 != cells.end() && m1 != cells.end())
@@ -208,6 +324,17 @@ int main(int argc, char** argv) {
                 f1->second.torch.empty() || m1->second.torch.empty()
                     ? ""
                     : (", torch " + std::to_string(median(f1->second.torch) / median(m1->second.torch)).substr(0, 4) + "x").c_str());
+  // Learning and determinism, from the same runs: every repeat trains the same steps from the
+  // same seed, so its weights must hash the same, and mixed's loss must follow fp32's.
+  for (const auto& [key, c] : cells) {
+    const bool same = std::all_of(c.hashes.begin(), c.hashes.end(), [&](uint64_t h) { return h == c.hashes[0]; });
+    std::printf("%-5s W=%d: loss after %d steps %.8f; weights bit-identical over %zu repeats: %s\n", key.first.c_str(),
+                key.second, job.warmup + job.steps, c.loss.empty() ? 0.0 : c.loss[0], c.hashes.size(),
+                same ? "yes" : "NO");
+  }
+  if (f1 != cells.end() && m1 != cells.end() && !f1->second.loss.empty() && !m1->second.loss.empty())
+    std::printf("mixed loss vs fp32, 1 worker: %+.3f%% (goal within 2%%)\n",
+                100.0 * (m1->second.loss[0] - f1->second.loss[0]) / f1->second.loss[0]);
   std::printf("load after: %s\n", load_average().c_str());
   return 0;
 }

@@ -128,7 +128,8 @@ void print_ledger(const Resolved& r, const std::vector<strategy::MemoryLedger>& 
     t.add({std::to_string(l.stage), std::to_string(l.rank), gb(l.params_bytes), gb(l.grads_bytes),
            gb(l.optimizer_bytes), gb(l.activations_bytes), gb(l.temp_bytes), gb(l.total_bytes()),
            gb(l.device_bytes), l.fits() ? "yes" : "NO"});
-  fmt::print("Memory ledger per rank (GB = 1e9 bytes; every rank of a pipeline stage holds the same)\n{}\n", t.str());
+  fmt::print("Memory ledger per rank (GB = 1e9 bytes; every rank of a pipeline stage holds the same)\n{}", t.str());
+  fmt::print("State    {}\n\n", strategy::state_convention(r.plan));
 
   const auto worst = strategy::worst_stage(stages);
   if (worst.fits())

@@ -160,7 +160,7 @@ void print_rank_table(const std::vector<launch::RankSummary>& rows, int attempts
 }
 
 // Measured peak per category beside the ledger's prediction for the plan, one row per rank.
-void print_memory_table(const std::vector<train::MemoryReport>& reports) {
+void print_memory_table(const std::vector<train::MemoryReport>& reports, const strategy::Plan& plan) {
   if (reports.empty()) return;
   std::vector<std::string> head = {"rank"};
   for (int i = 0; i < model::kMemoryCategories; ++i)
@@ -182,8 +182,8 @@ void print_memory_table(const std::vector<train::MemoryReport>& reports) {
     t.add(row);
   }
   fmt::print("\nPer-rank peak memory (measured by the accounting allocator / the memory ledger's prediction; "
-             "resident = the process's peak RSS)\n{}",
-             t.str());
+             "resident = the process's peak RSS)\n{}Ledger   {}\n",
+             t.str(), strategy::state_convention(plan));
 }
 
 void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& spec) {
@@ -347,7 +347,7 @@ void run_supervised(TrainOptions o) {
     print_json(summary_json(out));
   } else {
     if (!out.rank_table.empty() && !out.steps.empty()) print_rank_table(out.rank_table, out.attempts);
-    print_memory_table(out.memory);
+    print_memory_table(out.memory, config.plan);
     print_summary(out, spec);
     if (out.exported)
       fmt::print("Export   {} ({}; the full model, PyTorch names)\n", out.exported->string(),

@@ -1,6 +1,7 @@
 #include "strategy/ledger.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "strategy/partition.h"
@@ -10,6 +11,35 @@ namespace {
 
 double held_numel(const ParamTensor& p, int tp) {
   return p.tp_split == TpSplit::kReplicated ? double(p.numel) : double(p.numel) / tp;
+}
+
+// Mixed precision as parlab's runtime keeps it (MixedState::kFp32Main in plan.h).
+bool fp32_main(const Plan& p) { return p.precision == Precision::kMixed && p.mixed_state == MixedState::kFp32Main; }
+
+// Whether the runtime keeps a bf16 copy of a tensor under fp32-main: the lab MLP's blocks round
+// their two weight matrices (the matmul inputs); biases are added and the head computes in fp32,
+// straight from the master copy. Other models: every tensor (the convention for a network whose
+// runtime is not parlab's).
+bool has_bf16_copy(const ModelSpec& m, const LayerSpec& layer, const ParamTensor& t) {
+  if (m.kind != ModelKind::kMlp) return true;
+  return layer.kind == LayerKind::kBlock && t.name.size() >= 6 && t.name.compare(t.name.size() - 6, 6, "weight") == 0;
+}
+
+// Model state of `held` parameters (of which `copied` have bf16 copies) by ZeRO stage.
+//   params      ZeRO-0..2: every rank keeps them; ZeRO-3: its 1/dp. Under fp32-main they are the
+//               bf16 copies, and at ZeRO-3 none persist (each is made from a layer's gather and
+//               freed with it: temporary, below).
+//   gradients   ZeRO-0/1 whole, ZeRO-2/3 1/dp (fp32 under fp32-main: Megatron's main grads).
+//   optimizer   moments 1/dp from ZeRO-1; the fp32 master copy of fp32-main 1/dp only at ZeRO-3
+//               (below it the optimizer updates its shard of a replicated fp32 buffer).
+void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double copied, const Plan& p) {
+  const double dp = p.dp;
+  const bool fm = fp32_main(p);
+  if (fm) L.params_bytes = p.zero >= 3 ? 0.0 : copied * per.params;
+  else L.params_bytes = held * per.params / (p.zero >= 3 ? dp : 1);
+  L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
+  L.optimizer_bytes = held * (per.optimizer - per.master) / (p.zero >= 1 ? dp : 1) +
+                      held * per.master / (p.zero >= 3 ? dp : 1);
 }
 
 // Microbatch-chunks whose activations a stage holds at its peak.
@@ -63,13 +93,18 @@ std::vector<int> inflight_per_chunk(const Plan& p, int total, size_t chunks) {
 // fp32 activations double every 16-bit term (masks too: a simplification, < 3%).
 //
 // The lab MLP stores, per sample and block, the block input (h), fc1's output (f) and GELU's
-// output (f): (h + 2 f) elements, f split by t; full recompute keeps only the input.
+// output (f): (h + 2 f) elements, f split by t; full recompute keeps only the input. Under
+// mixed precision (fp32-main, what the runtime does) those three are saved as bf16 copies, the
+// head keeps its fp32 input, and the fp32 residual stream between blocks is freed once the next
+// block has its output -- see compute_ledger for the two fp32 (B, h) tensors that adds.
 double activation_bytes(const LayerSpec& layer, const ModelSpec& m, const Plan& p) {
   const double scale = activation_bytes_per_element(p.precision) / 2.0;
   const double b = double(p.microbatch), t = p.tp;
   if (m.kind == ModelKind::kMlp) {
     const double elem = activation_bytes_per_element(p.precision);
-    if (layer.kind == LayerKind::kHead) return b * (m.hidden * elem + 4.0 * m.classes);  // input + fp32 logits
+    // Under fp32-main the head computes in fp32: its input stays fp32 (4 bytes).
+    const double head_in = fp32_main(p) ? 4.0 : elem;
+    if (layer.kind == LayerKind::kHead) return b * (m.hidden * head_in + 4.0 * m.classes);  // input + fp32 logits
     if (p.recompute == Recompute::kFull) return b * m.hidden * elem;
     return b * (m.hidden + 2.0 * m.ffn / t) * elem;
   }
@@ -103,47 +138,62 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
   L.rank = rank;
   L.stage = coords_of(p, rank).pp;
   L.device_bytes = c.device.memory_bytes;
-  const StateBytes per = state_bytes_per_param(p.precision, p.optimizer);
-  const double dp = p.dp;
+  const StateBytes per = state_bytes_per_param(p);
 
   if (!m.has_layers()) {
     // A bare parameter count: model state only, ZeRO over dp (Rajbhandari et al. 2020, Fig. 1:
     // stage 1 shards the K Psi of optimizer state, 2 also the 2 Psi of gradients, 3 the params).
     L.params_held = m.param_count;
-    L.params_bytes = m.param_count * per.params / (p.zero >= 3 ? dp : 1);
-    L.grads_bytes = m.param_count * per.grads / (p.zero >= 2 ? dp : 1);
-    L.optimizer_bytes = m.param_count * per.optimizer / (p.zero >= 1 ? dp : 1);
+    set_model_state(L, per, m.param_count, m.param_count, p);
     if (p.zero == 0 && p.dp > 1) L.temp_bytes = 2 * p.bucket_bytes;
     return L;
   }
 
   const auto chunks = stage_chunks(layers, p, L.stage);
-  double held = 0, largest_layer_held = 0;
+  double held = 0, largest_layer_held = 0, copied = 0, largest_layer_copied = 0;
   std::vector<double> act_per_mb_chunk;
   for (const auto& range : chunks) {
     double chunk_act = 0;
     for (int i = range.begin; i < range.end; ++i) {
-      double layer_held = 0;
-      for (const auto& t : layers[i].params) layer_held += held_numel(t, p.tp);
+      double layer_held = 0, layer_copied = 0;
+      for (const auto& t : layers[i].params) {
+        layer_held += held_numel(t, p.tp);
+        if (has_bf16_copy(m, layers[i], t)) layer_copied += held_numel(t, p.tp);
+      }
       held += layer_held;
+      copied += layer_copied;
       largest_layer_held = std::max(largest_layer_held, layer_held);
+      largest_layer_copied = std::max(largest_layer_copied, layer_copied);
       chunk_act += activation_bytes(layers[i], m, p);
     }
     act_per_mb_chunk.push_back(chunk_act);
   }
   // Tied embeddings under pipeline parallelism: the last stage keeps its own copy of the token
   // embedding for the logits (Megatron), kept in sync by an all-reduce of its gradient.
-  if (m.tied_embeddings && m.kind == ModelKind::kTransformer && p.pp > 1 && L.stage == p.pp - 1)
+  if (m.tied_embeddings && m.kind == ModelKind::kTransformer && p.pp > 1 && L.stage == p.pp - 1) {
     held += double(m.vocab) * m.hidden / p.tp;
+    copied += double(m.vocab) * m.hidden / p.tp;
+  }
 
   L.params_held = held;
-  L.params_bytes = held * per.params / (p.zero >= 3 ? dp : 1);
-  L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
-  L.optimizer_bytes = held * per.optimizer / (p.zero >= 1 ? dp : 1);
+  set_model_state(L, per, held, copied, p);
 
   L.inflight_microbatches = inflight(p, L.stage);
   const auto per_chunk = inflight_per_chunk(p, L.inflight_microbatches, act_per_mb_chunk.size());
   for (size_t c = 0; c < per_chunk.size(); ++c) L.activations_bytes += per_chunk[c] * act_per_mb_chunk[c];
+  if (m.kind == ModelKind::kMlp && fp32_main(p)) {
+    // The fp32 (B, h) tensors beside the bf16 saves: the data each in-flight microbatch's first
+    // block read (its loader keeps it), and once, the running block's fp32 input while its
+    // output is written (freed right after; the first block's input is the data itself).
+    const double bh4 = double(p.microbatch) * m.hidden * 4.0;
+    bool later_block = false;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].begin == 0) L.activations_bytes += per_chunk[c] * bh4;
+      for (int i = chunks[c].begin; i < chunks[c].end; ++i)
+        later_block = later_block || (i > 0 && layers[i].kind == LayerKind::kBlock);
+    }
+    if (later_block) L.activations_bytes += bh4;
+  }
 
   // Temporary buffers.
   //  - DDP and ZeRO-1/2: gradient buckets being reduced while the next fills (PyTorch DDP copies
@@ -151,17 +201,33 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
   //  - ZeRO-3: the all-gathered (unsharded) parameters of the running layer and the prefetched
   //    next one, plus the full gradient of a layer before its reduce-scatter.
   //  - pipeline: one activation being sent and one being received at a stage boundary.
+  //    Under fp32-main the gathers are fp32 and the running layer's bf16 copies join them.
   if (p.dp > 1) {
     L.temp_bytes += std::min(2 * p.bucket_bytes, held * per.grads);
-    if (p.zero >= 3) L.temp_bytes += largest_layer_held * (2 * per.params + per.grads);
+    if (p.zero >= 3) {
+      L.temp_bytes += largest_layer_held * (2 * per.wire_params + per.grads);
+      if (fp32_main(p)) L.temp_bytes += largest_layer_copied * per.params;
+    }
   }
   if (p.pp > 1) {
     const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden *
-                            activation_bytes_per_element(p.precision) /
-                            (p.sequence_parallel ? p.tp : 1);
+                            boundary_bytes_per_element(p) / (p.sequence_parallel ? p.tp : 1);
     L.temp_bytes += 2 * boundary;
   }
   return L;
+}
+
+std::string state_convention(const Plan& p) {
+  const bool adam = p.optimizer == OptimizerKind::kAdam;
+  const std::string moments = adam ? "AdamW momentum + variance 8 B" : "SGD momentum 4 B";
+  if (p.precision == Precision::kFp32)
+    return "fp32: parameters 4 B, gradients 4 B, optimizer " + moments + " per parameter";
+  if (p.mixed_state == MixedState::kZero)
+    return "mixed (mixed_state=zero, the ZeRO paper's): bf16 parameters 2 B, bf16 gradients 2 B, optimizer fp32 "
+           "master 4 B + " + moments + ", each sharded by its ZeRO stage; collectives move 16 bits";
+  return "mixed (mixed_state=fp32-main, parlab's runtime): parameters = bf16 copies of the matmul weights 2 B "
+         "(none kept between ZeRO-3 gathers), fp32 main gradients 4 B, optimizer = fp32 master 4 B (sharded only "
+         "at ZeRO-3) + " + moments + "; collectives move fp32";
 }
 
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
@@ -213,7 +279,7 @@ RuleInputs rule_inputs(const ModelSpec& m, const Plan& plan, const ClusterSpec& 
   one.schedule = Schedule::k1F1B;
   one.v = 1;
   one.microbatches = 1;
-  const StateBytes per = state_bytes_per_param(plan.precision, plan.optimizer);
+  const StateBytes per = state_bytes_per_param(plan);
   RuleInputs in;
   const double n = m.total_params();
   in.params_bytes = n * per.params;

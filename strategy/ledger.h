@@ -45,6 +45,10 @@ std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& model, const std::ve
 // The stage with the largest total (the one that decides whether the plan fits).
 MemoryLedger worst_stage(const std::vector<MemoryLedger>& stages);
 
+// One line saying what the ledger charges per parameter to each category for the plan's
+// precision and mixed_state (printed beside every ledger table).
+std::string state_convention(const Plan& plan);
+
 // Activation bytes one microbatch leaves in memory for one layer (Korthikanti et al. 2022).
 double activation_bytes(const LayerSpec& layer, const ModelSpec& model, const Plan& plan);
 

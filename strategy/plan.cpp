@@ -13,8 +13,8 @@ namespace parlab::strategy {
 namespace {
 
 constexpr const char* kKeys =
-    "dp, tp, pp, zero, mb, microbatches, gbs, schedule, v, recompute, sp, precision, optimizer, "
-    "bucket_mb";
+    "dp, tp, pp, zero, mb, microbatches, gbs, schedule, v, recompute, sp, precision, mixed_state, "
+    "optimizer, bucket_mb";
 
 // Degrees and batch sizes; a product of three degrees must still fit an int.
 constexpr int64_t kMaxDegree = 1 << 20;
@@ -75,6 +75,7 @@ std::string_view to_string(Recompute r) {
 }
 std::string_view to_string(Precision p) { return p == Precision::kFp32 ? "fp32" : "mixed"; }
 std::string_view to_string(OptimizerKind o) { return o == OptimizerKind::kAdam ? "adam" : "sgd"; }
+std::string_view to_string(MixedState s) { return s == MixedState::kZero ? "zero" : "fp32-main"; }
 
 std::string Plan::to_string() const {
   // Unset (zero) fields are left out, so the text parses back to the same plan.
@@ -88,6 +89,9 @@ std::string Plan::to_string() const {
   if (v > 0) o << ",v=" << v;
   o << ",recompute=" << strategy::to_string(recompute) << ",sp=" << (sequence_parallel ? "on" : "off")
     << ",precision=" << strategy::to_string(precision)
+    << (precision == Precision::kMixed && (mixed_state != MixedState::kZero || was_given("mixed_state"))
+            ? ",mixed_state=" + std::string(strategy::to_string(mixed_state))
+            : std::string())
     << ",optimizer=" << strategy::to_string(optimizer) << ",bucket_mb=" << bucket_bytes / (1024.0 * 1024);
   return o.str();
 }
@@ -166,6 +170,8 @@ Plan parse_plan(std::string_view text, Plan plan) {
     else if (key == "precision") {
       plan.precision = parse_enum<Precision>(key, v, {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
     }
+    else if (key == "mixed_state")
+      plan.mixed_state = parse_enum<MixedState>(key, v, {{"zero", MixedState::kZero}, {"fp32-main", MixedState::kFp32Main}});
     else if (key == "optimizer")
       plan.optimizer = parse_enum<OptimizerKind>(key, v, {{"adam", OptimizerKind::kAdam}, {"sgd", OptimizerKind::kSgd}});
     else if (key == "bucket_mb") plan.bucket_bytes = parse_positive_double(key, v) * 1024 * 1024;
@@ -195,6 +201,8 @@ Plan resolve(Plan p, const ModelSpec& model, int world) {
   p.global_batch = p.microbatch * p.microbatches * p.dp;
   if (p.v == 0) p.v = p.schedule == Schedule::kInterleaved ? 2 : 1;
   if (!p.was_given("precision")) p.precision = model.default_precision;
+  if (!p.was_given("mixed_state"))
+    p.mixed_state = model.kind == ModelKind::kMlp ? MixedState::kFp32Main : MixedState::kZero;
   return p;
 }
 
@@ -259,12 +267,28 @@ void validate(const Plan& p, const ModelSpec& model, const ClusterSpec& cluster)
 
 StateBytes state_bytes_per_param(Precision precision, OptimizerKind optimizer) {
   const bool adam = optimizer == OptimizerKind::kAdam;
-  if (precision == Precision::kMixed) return {2, 2, adam ? 12.0 : 8.0};
-  return {4, 4, adam ? 8.0 : 4.0};
+  if (precision == Precision::kMixed) return {.params = 2, .grads = 2, .optimizer = adam ? 12.0 : 8.0, .wire_grads = 2, .wire_params = 2};
+  return {.params = 4, .grads = 4, .optimizer = adam ? 8.0 : 4.0, .wire_grads = 4, .wire_params = 4};
+}
+
+StateBytes state_bytes_per_param(const Plan& p) {
+  StateBytes b = state_bytes_per_param(p.precision, p.optimizer);
+  if (p.precision == Precision::kMixed && p.mixed_state == MixedState::kFp32Main) {
+    b.grads = 4;
+    b.master = 4;
+    b.wire_grads = b.wire_params = 4;
+  }
+  return b;
 }
 
 double activation_bytes_per_element(Precision precision) {
   return precision == Precision::kMixed ? 2.0 : 4.0;
+}
+
+double boundary_bytes_per_element(const Plan& p) {
+  return p.precision == Precision::kMixed && p.mixed_state == MixedState::kFp32Main
+             ? 4.0
+             : activation_bytes_per_element(p.precision);
 }
 
 }  // namespace parlab::strategy

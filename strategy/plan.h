@@ -32,6 +32,17 @@ struct ClusterSpec;
 enum class Schedule { kGPipe, k1F1B, kInterleaved };
 enum class Recompute { kNone, kSelective, kFull };
 enum class OptimizerKind { kAdam, kSgd };
+// Where mixed precision keeps its model state and in what width the collectives move it:
+//   kZero      the ZeRO paper's (Rajbhandari et al. SC'20, 3.1): 16-bit parameters and gradients,
+//              fp32 master weights, momentum and variance (2 + 2 + 12 bytes), each sharded by its
+//              stage; gradients reduced and parameters gathered in 16 bits.
+//   kFp32Main  parlab's runtime (Megatron's rule for bf16: gradients accumulate and all-reduce in
+//              fp32): bf16 copies of the weights the matmuls read, fp32 main gradients, and the
+//              fp32 parameter buffer as the optimizer's master copy (2 + 4 + 4 + 8 with Adam).
+//              The master copy is replicated below ZeRO-3 (the optimizer updates a shard and the
+//              updated fp32 values are all-gathered), sharded at ZeRO-3, where the bf16 copies are
+//              made from each layer's fp32 gather and freed with it. Every collective moves fp32.
+enum class MixedState { kZero, kFp32Main };
 
 struct Plan {
   int dp = 0;  // 0: world / (tp * pp)
@@ -46,6 +57,9 @@ struct Plan {
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
   Precision precision = Precision::kMixed;
+  // Not given: kFp32Main for the lab network (kind = "mlp", the model parlab's runtime trains, so
+  // `parlab plan` predicts what `parlab train` holds), kZero for every other model.
+  MixedState mixed_state = MixedState::kZero;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double bucket_bytes = 25.0 * 1024 * 1024;
   // Keys the plan text named (parse_plan). resolve() fills only what was not given — the
@@ -90,6 +104,7 @@ std::string_view to_string(Schedule s);
 std::string_view to_string(Recompute r);
 std::string_view to_string(Precision p);
 std::string_view to_string(OptimizerKind o);
+std::string_view to_string(MixedState s);
 
 // Bytes per element of parameters, gradients and optimizer state, per parameter, for the plan's
 // precision and optimizer (ZeRO paper, Rajbhandari et al. SC'20, section 3.1):
@@ -97,12 +112,26 @@ std::string_view to_string(OptimizerKind o);
 //   mixed + SGD:   2 + 2 + 8 (fp32 master, momentum)
 //   fp32  + Adam:  4 + 4 + 8 (momentum, variance)
 //   fp32  + SGD:   4 + 4 + 4 (momentum)
+// and, with mixed_state=fp32-main (parlab's runtime, see MixedState):
+//   mixed + Adam:  2 (bf16 weight copies) + 4 (fp32 grads) + 12 (fp32 master 4, momentum, variance)
+//   mixed + SGD:   2 + 4 + 8
 struct StateBytes {
   double params = 0, grads = 0, optimizer = 0;
+  // Of `optimizer`: the fp32 master copy when it is sharded with the parameters (ZeRO-3) rather
+  // than with the optimizer state (ZeRO-1) -- mixed_state=fp32-main; 0 otherwise.
+  double master = 0;
+  // What one element occupies on the wire: gradients reduced, parameters gathered.
+  double wire_grads = 0, wire_params = 0;
   double total() const { return params + grads + optimizer; }
 };
+// The ZeRO paper's convention (mixed_state=zero) for a precision and optimizer.
 StateBytes state_bytes_per_param(Precision precision, OptimizerKind optimizer);
+// The plan's: its precision, optimizer and mixed_state.
+StateBytes state_bytes_per_param(const Plan& plan);
 // Bytes of one activation element (bf16 under mixed precision, fp32 otherwise).
 double activation_bytes_per_element(Precision precision);
+// Bytes of one element of the activations that cross links (pipeline boundaries, TP collectives):
+// 16-bit under mixed_state=zero, fp32 under fp32-main, whose residual stream stays fp32.
+double boundary_bytes_per_element(const Plan& plan);
 
 }  // namespace parlab::strategy

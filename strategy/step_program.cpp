@@ -11,8 +11,8 @@ bool Op::is_collective() const {
          kind == OpKind::kBroadcast;
 }
 
-double grad_bytes_per_element(const Plan& p) { return state_bytes_per_param(p.precision, p.optimizer).grads; }
-double param_bytes_per_element(const Plan& p) { return state_bytes_per_param(p.precision, p.optimizer).params; }
+double grad_bytes_per_element(const Plan& p) { return state_bytes_per_param(p).wire_grads; }
+double param_bytes_per_element(const Plan& p) { return state_bytes_per_param(p).wire_params; }
 
 std::vector<LocalTensor> local_param_layout(const ModelSpec& m, const Plan& p, int rank) {
   std::vector<LocalTensor> out;

@@ -4,8 +4,17 @@ same microbatches, AdamW, one thread per rank; 2+ workers run DDP over Gloo (gra
 all-reduce overlapping the last microbatch's backward, as parlab's buckets do).
 precision=mixed is torch.autocast(cpu, bfloat16): bf16 matmuls, fp32 master weights and state.
 
-Prints one line: "step_seconds s1 s2 ..." (the slowest rank's time of each measured step).
+Prints two lines: "peer_blas ..." (what torch's CPU linear layers run on here: the OpenBLAS core
+type it detected or was told through OPENBLAS_CORETYPE, and whether oneDNN is built in and used for
+bf16) and "step_seconds s1 s2 ..." (the slowest rank's time of each measured step).
+
+In torch 1.13 an fp32 nn.Linear on the CPU is addmm on the system BLAS (BLAS_INFO=generic: Debian's
+OpenBLAS); under autocast(bfloat16) it is oneDNN's bf16 matmul. OpenBLAS picks its kernels from
+the CPU's family/model, so on a CPU it does not know (a VM reporting a generic "Intel Xeon
+Processor") it falls back to "Prescott" SSE3 kernels: the caller names the core in the peer's
+environment (bench_peer does, and prints why).
 """
+import ctypes
 import argparse
 import os
 import time
@@ -35,6 +44,23 @@ class LabMlp(nn.Module):
 
     def forward(self, x):
         return self.head(self.blocks(x))
+
+
+def blas_report():
+    """One line: torch's BLAS and oneDNN as this process will use them."""
+    core = "unknown"
+    for name in ("libopenblas.so.0", "libopenblas.so"):
+        try:
+            lib = ctypes.CDLL(name)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            core = "openblas:" + lib.openblas_get_corename().decode()
+            break
+        except OSError:
+            continue
+    mkldnn = torch.backends.mkldnn.is_available()
+    return (f"peer_blas core={core} OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
+            f"mkldnn={'yes (bf16 matmuls)' if mkldnn else 'no'} "
+            f"threads={torch.get_num_threads()}")
 
 
 def rank_main(rank, args, port):
@@ -80,6 +106,7 @@ def rank_main(rank, args, port):
         times = t.tolist()
         dist.destroy_process_group()
     if rank == 0:
+        print(blas_report(), flush=True)
         print("step_seconds " + " ".join(f"{s:.6f}" for s in times), flush=True)
 
 

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "experiments/lib/calibrate_measure.h"
+#include "runtime/compute/cpu/matmul.h"
 #include "runtime/train/trainer.h"
 #include "strategy/collectives.h"
 #include "strategy/errors.h"
@@ -128,6 +129,16 @@ RateGrid measure_grid(const CalibrationOptions& o) {
   return g;
 }
 
+// precision=mixed's rate (bf16 matmul inputs, fp32 accumulation) at the model's shape, where
+// this CPU has bf16 matmuls; without them the bf16 peak stays the fp32 one (mixed is refused).
+void measure_mixed_compute(Calibration& c, const CalibrationOptions& o, const model::MlpShape& shape, int64_t b) {
+  if (!compute::cpu::bf16_supported()) return;
+  say(o, "compute: the same under precision=mixed (bf16 matmuls)");
+  const auto mixed = strategy::spread_of(measure::mixed_step_seconds(shape, b, o.quick ? 3 : 7));
+  c.flops_per_s_bf16 = model::LabMlp::step_matmul_flops(shape, b) / mixed.median;
+  c.flops_bf16_spread = mixed.relative();
+}
+
 void measure_compute(Calibration& c, const CalibrationOptions& o, const strategy::ModelSpec& m) {
   const auto shape = train::mlp_shape(m);
   const int64_t b = m.default_microbatch;
@@ -135,6 +146,7 @@ void measure_compute(Calibration& c, const CalibrationOptions& o, const strategy
   const auto alone = measured_step(shape, b, o.quick ? 3 : 7);
   c.flops_per_s = model::LabMlp::step_matmul_flops(shape, b) / alone.median;
   c.flops_spread = alone.relative();
+  measure_mixed_compute(c, o, shape, b);
   say(o, "compute: the GEMM-rate grid (microbatch x width, 1 process)");
   c.grid = measure_grid(o);
   // 1..N processes at once (forked before any thread of ours exists).
@@ -210,7 +222,7 @@ strategy::ClusterSpec calibrated_cluster(const Calibration& c, int nproc) {
   cl.description = "calibrated on " + c.machine + " at " + c.created_at;
   cl.cores_per_node = std::min(c.hardware_threads, nproc);
   cl.device.peak_flops_fp32 = c.flops_per_s;
-  cl.device.peak_flops_bf16 = c.flops_per_s;
+  cl.device.peak_flops_bf16 = c.flops_per_s_bf16 > 0 ? c.flops_per_s_bf16 : c.flops_per_s;
   cl.device.gemm_efficiency = 1.0;
   cl.device.memory_bytes_per_s = c.optimizer_bytes_per_s;
   cl.intra.kind = "loopback";
@@ -386,7 +398,8 @@ nlohmann::json Calibration::to_json() const {
     grid_json.push_back({{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn},
                          {"flops_per_s", p.flops_per_s}, {"spread", p.spread}});
   return {{"machine", machine}, {"model", model}, {"created_at", created_at}, {"hardware_threads", hardware_threads},
-          {"flops_per_s", flops_per_s}, {"flops_spread", flops_spread}, {"rate_grid", grid_json},
+          {"flops_per_s", flops_per_s}, {"flops_spread", flops_spread},
+          {"flops_per_s_bf16", flops_per_s_bf16}, {"flops_bf16_spread", flops_bf16_spread}, {"rate_grid", grid_json},
           {"concurrency", conc}, {"optimizer_bytes_per_s", optimizer_bytes_per_s}, {"optimizer_spread", optimizer_spread},
           {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"ring_fits", fits}, {"latency_seconds", latency_seconds},
           {"link_bytes_per_s", link_bytes_per_s}, {"fit_max_relative_error", fit_max_relative_error},
@@ -518,7 +531,10 @@ strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster,
   if (!cluster.calibrated || cluster.name != "cpu-local" || grid.empty() || microbatch <= 0 || hidden <= 0 || ffn <= 0)
     return cluster;
   strategy::ClusterSpec c = cluster;
-  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = grid.flops_per_s(microbatch, hidden, ffn);
+  // The grid is measured in fp32; mixed keeps the calibrated bf16 / fp32 ratio at the model's shape.
+  const double bf16_ratio = cluster.device.peak_flops_bf16 / cluster.device.peak_flops_fp32;
+  c.device.peak_flops_fp32 = grid.flops_per_s(microbatch, hidden, ffn);
+  c.device.peak_flops_bf16 = c.device.peak_flops_fp32 * bf16_ratio;
   c.device.gemm_efficiency = 1.0;
   return c;
 }

@@ -103,6 +103,10 @@ struct Calibration {
   int hardware_threads = 0;
   double flops_per_s = 0;  // one process alone, the model's own shape
   double flops_spread = 0;  // relative half-IQR of its step times
+  // The same under precision=mixed (bf16 matmuls); 0 where the CPU has none. The calibrated
+  // cluster's peak_flops_bf16, so the cost model predicts a mixed step at the rate it runs.
+  double flops_per_s_bf16 = 0;
+  double flops_bf16_spread = 0;
   RateGrid grid;
   std::vector<ConcurrencyPoint> concurrency;
   double optimizer_bytes_per_s = 0;

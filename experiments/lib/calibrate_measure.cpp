@@ -60,8 +60,8 @@ double seconds_of(const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.
 
 }  // namespace
 
-std::vector<double> step_seconds(const model::MlpShape& shape, int64_t b, int reps) {
-  model::LabMlp net(shape, 1);
+namespace {
+std::vector<double> timed_steps(model::LabMlp& net, const model::MlpShape& shape, int64_t b, int reps) {
   std::vector<double> times;
   for (int i = 0; i <= reps; ++i) {
     auto mb = net.new_microbatch(b, b);
@@ -75,6 +75,18 @@ std::vector<double> step_seconds(const model::MlpShape& shape, int64_t b, int re
     if (i > 0) times.push_back(since(t0));  // the first step pays page faults
   }
   return times;
+}
+}  // namespace
+
+std::vector<double> step_seconds(const model::MlpShape& shape, int64_t b, int reps) {
+  model::LabMlp net(shape, 1);
+  return timed_steps(net, shape, b, reps);
+}
+
+std::vector<double> mixed_step_seconds(const model::MlpShape& shape, int64_t b, int reps) {
+  model::LabMlp net(shape, 1);
+  net.set_mixed_precision(true);  // throws RuntimeError naming the reason without bf16 matmuls
+  return timed_steps(net, shape, b, reps);
 }
 
 std::vector<std::vector<double>> interleaved_step_seconds(const std::vector<std::pair<model::MlpShape, int64_t>>& shapes,

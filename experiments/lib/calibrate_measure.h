@@ -13,6 +13,10 @@ namespace parlab::experiments::measure {
 // lab-mlp forward + backward of `microbatch` samples on this process's core, `reps` timed steps
 // after one warm-up (the first step pays page faults). Returns the step times in seconds.
 std::vector<double> step_seconds(const model::MlpShape& shape, int64_t microbatch, int reps);
+// The same under precision=mixed (bf16 matmul inputs, fp32 accumulation: LabMlp's mixed path).
+// The bf16 weight copies are made in the warm-up and stay fresh, as over a step's microbatches.
+// Throws RuntimeError where bf16 matmuls are unavailable (compute::cpu::bf16_supported()).
+std::vector<double> mixed_step_seconds(const model::MlpShape& shape, int64_t microbatch, int reps);
 
 // step_seconds for several (shape, microbatch) pairs at once, round-robin: rep r of every shape
 // runs before rep r + 1 of any, so a burst of another job's load lands on one rep of each

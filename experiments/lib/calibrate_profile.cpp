@@ -22,12 +22,13 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
-WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int repeats) {
+WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int repeats, strategy::Precision precision) {
   if (repeats < 1) throw ConfigError("repeats", std::to_string(repeats), "must be >= 1");
   if (m.kind != strategy::ModelKind::kMlp) throw ConfigError("model", m.name, "the workload profile runs the lab MLP");
   if (b <= 0) throw ConfigError("microbatch", std::to_string(b), "must be positive");
   const model::MlpShape shape = train::mlp_shape(m);
   model::LabMlp net(shape, 1);
+  if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
   train::SyntheticDataset data({.seed = 1, .size = b * (4 * repeats + 1), .width = m.hidden, .classes = m.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
   std::vector<double> fwdbwd, fill, update, fwdbwd_warm;

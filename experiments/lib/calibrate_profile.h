@@ -36,8 +36,10 @@ struct WorkloadProfile {
 
 // Runs the profile on this process's core: one warm-up microbatch, then `repeats` timed ones (up to
 // four times as many for a workload whose microbatch takes under a sixteenth of a second).
+// Under precision=mixed the microbatches run the bf16 kernels the workload will run.
 // Throws ConfigError for a model that is not the lab MLP.
-WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t microbatch, int repeats = 5);
+WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t microbatch, int repeats = 5,
+                                 strategy::Precision precision = strategy::Precision::kFp32);
 
 // `cluster` (a calibrated cpu-local) with the profile's rates: the compute rate is the plan's
 // forward + backward FLOPs per microbatch (as the step program counts them) over the profiled

@@ -108,7 +108,7 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
     p1.dp = t.workers.front() / (p1.tp * p1.pp);
     p1 = strategy::resolve(p1, model, t.workers.front());
     ctx.progress("  profiling the workload on one core (microbatch " + std::to_string(p1.microbatch) + ") ...");
-    profile = profile_workload(model, p1.microbatch);
+    profile = profile_workload(model, p1.microbatch, 5, p1.precision);
   }
   const bool measure = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
   for (int w : t.workers) {

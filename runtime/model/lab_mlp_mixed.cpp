@@ -21,8 +21,12 @@ void LabMlp::set_mixed_precision(bool on) {
     throw RuntimeError("mixed precision needs bf16 matmuls: " + std::string(cpu::bf16_unsupported_reason()));
   mixed_ = on;
   if (weights_bf16_.empty()) {
+    // The bf16 copies are the parameters the layers compute on while the model keeps its
+    // parameters; under ZeRO-3 they are made from a layer's gather and freed with it, so they
+    // are temporary like the gathered buffer.
+    const MemoryCategory where = storage_.params ? MemoryCategory::kParameters : MemoryCategory::kTemporary;
     for (size_t t = 0; t < layout_.tensors().size(); ++t)
-      weights_bf16_.push_back(counted_vector<uint16_t>(storage_.account, MemoryCategory::kParameters));
+      weights_bf16_.push_back(counted_vector<uint16_t>(storage_.account, where));
   }
   if (!on) {
     for (auto& w : weights_bf16_) release_storage(w);

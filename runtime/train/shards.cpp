@@ -23,11 +23,11 @@ model::ModelStorage storage_for_stage(int zero, model::MemoryAccount* account) {
 }
 
 ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, uint64_t seed,
-                         model::MemoryAccount* account)
+                         model::MemoryAccount* account, model::MemoryCategory params_category)
     : model_(model),
       zero_(zero),
       shard_(shard),
-      params_(model::counted_vector<float>(account, model::MemoryCategory::kParameters)),
+      params_(model::counted_vector<float>(account, params_category)),
       grads_(model::counted_vector<float>(account, model::MemoryCategory::kGradients)) {
   const model::ModelStorage want = storage_for_stage(zero, nullptr);
   if (model.holds_params() != want.params || model.holds_grads() != want.grads)

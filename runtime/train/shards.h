@@ -39,9 +39,12 @@ class ModelShards {
   // `model` is borrowed and must hold what storage_for_stage(zero) says; `shard` is this rank's
   // range of the model's flat buffer (the whole model for stage 0). A stage-3 shard is
   // initialised from `seed` to the values the whole model would have there. Throws ConfigError
-  // when the model's storage does not match the stage.
+  // when the model's storage does not match the stage. `params_category` is where the stage-3
+  // shard is charged: parameters in fp32, optimizer state under mixed precision, where the fp32
+  // shard is the optimizer's master copy and the layers compute on bf16 copies of the gathers.
   ModelShards(model::Model& model, int zero, model::FlatRange shard, uint64_t seed,
-              model::MemoryAccount* account);
+              model::MemoryAccount* account,
+              model::MemoryCategory params_category = model::MemoryCategory::kParameters);
 
   int zero() const { return zero_; }
   model::FlatRange shard() const { return shard_; }

@@ -164,6 +164,10 @@ strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_
     throw ConfigError("plan.precision", "mixed",
                       "needs bf16 matmuls, and " + std::string(compute::cpu::bf16_unsupported_reason()) +
                           "; train with precision=fp32");
+  if (p.precision == strategy::Precision::kMixed && p.mixed_state != strategy::MixedState::kFp32Main)
+    throw ConfigError("plan.mixed_state", std::string(strategy::to_string(p.mixed_state)),
+                      "must be fp32-main for training: the runtime accumulates and reduces fp32 gradients and keeps "
+                      "an fp32 master copy; `parlab plan` and `parlab simulate` take zero");
   return p;
 }
 
@@ -238,8 +242,10 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
     comms = group_communicators(*options_.collectives);
   }
   model::Model& compute = state_.compute_model();
+  const bool mixed = config_.plan.precision == strategy::Precision::kMixed;
   state_.shards = std::make_unique<ModelShards>(compute, zero_stage(config_.plan), optimizer_range(program_),
-                                                config_.seed, &memory_);
+                                                config_.seed, &memory_,
+                                                mixed ? model::MemoryCategory::kOptimizer : model::MemoryCategory::kParameters);
   ExecutorOptions eo;
   eo.comm_timeout = config_.comm_timeout;
   eo.faults = options_.faults;

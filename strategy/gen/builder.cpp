@@ -190,7 +190,7 @@ double optimizer_traffic_bytes_per_param(const Plan& p) { return p.optimizer == 
 double optimizer_flops_per_param(const Plan& p) { return p.optimizer == OptimizerKind::kAdam ? 12 : 3; }
 
 double tp_collective_bytes(const ModelSpec& m, const Plan& p) {
-  return tokens(m, p) * m.hidden * activation_bytes_per_element(p.precision);
+  return tokens(m, p) * m.hidden * boundary_bytes_per_element(p);
 }
 
 double boundary_activation_bytes(const ModelSpec& m, const Plan& p) {

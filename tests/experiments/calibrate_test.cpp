@@ -12,6 +12,7 @@
 
 #include "experiments/lib/calibrate.h"
 #include "experiments/lib/calibrate_profile.h"
+#include "runtime/compute/cpu/matmul.h"
 #include "strategy/cost_model.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
@@ -93,6 +94,10 @@ TEST(RateGrid, SetsTheWorkloadsRateOnACalibratedCpuLocalOnly) {
   c.calibrated = true;
   EXPECT_NEAR(cluster_for_workload(c, g, 8, 128, 512).device.peak_flops_fp32, 8e9, 1);
   EXPECT_NEAR(cluster_for_workload(c, g, 64, 128, 512).device.peak_flops_fp32, 64e9, 1);
+  // The grid is fp32's; the bf16 rate keeps the calibrated bf16 / fp32 ratio.
+  c.device.peak_flops_fp32 = 10e9;
+  c.device.peak_flops_bf16 = 25e9;
+  EXPECT_NEAR(cluster_for_workload(c, g, 8, 128, 512).device.peak_flops_bf16, 2.5 * 8e9, 1);
   c.calibrated = false;  // the placeholder preset keeps its own figures
   EXPECT_EQ(cluster_for_workload(c, g, 8, 128, 512).device.peak_flops_fp32, c.device.peak_flops_fp32);
 }
@@ -303,6 +308,15 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   ::unsetenv("PARLAB_RESULTS");
   EXPECT_TRUE(loaded.calibrated);
   EXPECT_NEAR(loaded.device.peak_flops_fp32, c.flops_per_s, 1e-6 * c.flops_per_s);
+  // precision=mixed has its own measured rate where the CPU has bf16 matmuls (else fp32's).
+  if (compute::cpu::bf16_supported()) {
+    EXPECT_GT(c.flops_per_s_bf16, 1e9);
+    EXPECT_LT(c.flops_per_s_bf16, 1e13);
+    EXPECT_NEAR(loaded.device.peak_flops_bf16, c.flops_per_s_bf16, 1e-6 * c.flops_per_s_bf16);
+  } else {
+    EXPECT_EQ(c.flops_per_s_bf16, 0);
+    EXPECT_NEAR(loaded.device.peak_flops_bf16, c.flops_per_s, 1e-6 * c.flops_per_s);
+  }
   EXPECT_NEAR(loaded.intra.bytes_per_s, c.link_bytes_per_s, 1e-6 * c.link_bytes_per_s);
   EXPECT_EQ(loaded.cores_per_node, std::min(c.hardware_threads, 2));
   const auto stored = load_stored_calibration(r.dir);

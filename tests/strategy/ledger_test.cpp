@@ -62,6 +62,57 @@ TEST(Ledger, BytesPerParameterByPrecisionAndOptimizer) {
   EXPECT_DOUBLE_EQ(state_bytes_per_param(Precision::kMixed, OptimizerKind::kSgd).optimizer, 8);
 }
 
+// Mixed precision as parlab's runtime keeps it (mixed_state=fp32-main, the lab network's
+// default): bf16 copies of the blocks' weight matrices, fp32 main gradients (Megatron's rule for
+// bf16), fp32 master + AdamW moments; the master replicated below ZeRO-3. By hand for lab-mlp
+// (8 blocks of 1024 x 4096 and 4096 x 1024, biases 4096 + 1024, head 16 x 1024 + 16) on 4 ranks.
+TEST(Ledger, MixedPrecisionAsTheRuntimeKeepsIt) {
+  const ModelSpec m = load_model("lab-mlp");
+  const double w = 8.0 * 2 * 1024 * 4096;         // block weight matrices: the bf16 copies
+  const double n = w + 8.0 * (4096 + 1024) + 16 * 1024 + 16;
+  ASSERT_DOUBLE_EQ(n, m.total_params());
+  const double dp = 4;
+  struct Row { int zero; double params, grads, optimizer; };
+  const Row rows[] = {
+      {0, 2 * w, 4 * n, 4 * n + 8 * n},
+      {1, 2 * w, 4 * n, 4 * n + 8 * n / dp},
+      {2, 2 * w, 4 * n / dp, 4 * n + 8 * n / dp},
+      {3, 0, 4 * n / dp, 4 * n / dp + 8 * n / dp},  // the bf16 copies are made from each gather
+  };
+  for (const Row& r : rows) {
+    auto s = setup(m, "precision=mixed,zero=" + std::to_string(r.zero), 4);
+    ASSERT_EQ(s.plan.mixed_state, MixedState::kFp32Main) << "the lab network defaults to the runtime's layout";
+    const auto l = compute_ledger(s.model, s.plan, s.cluster, 0);
+    EXPECT_DOUBLE_EQ(l.params_bytes, r.params) << "zero=" << r.zero;
+    EXPECT_DOUBLE_EQ(l.grads_bytes, r.grads) << "zero=" << r.zero;
+    EXPECT_DOUBLE_EQ(l.optimizer_bytes, r.optimizer) << "zero=" << r.zero;
+  }
+  // Activations of one microbatch of 64: three bf16 saves per block (input, fc1 out, GELU out),
+  // the head's fp32 input and logits, the fp32 data, and one fp32 block input in flight.
+  auto s = setup(m, "precision=mixed", 1);
+  const double b = 64, h = 1024, f = 4096;
+  EXPECT_DOUBLE_EQ(compute_ledger(s.model, s.plan, s.cluster, 0).activations_bytes,
+                   8 * b * (h + 2 * f) * 2 + b * (4 * h + 4 * 16) + b * h * 4 + b * h * 4);
+  // The ZeRO paper's convention is still there by name, and round-trips through the plan text.
+  auto zero_paper = setup(m, "precision=mixed,mixed_state=zero", 1);
+  EXPECT_DOUBLE_EQ(compute_ledger(zero_paper.model, zero_paper.plan, zero_paper.cluster, 0).grads_bytes, 2 * n);
+  EXPECT_EQ(parse_plan(zero_paper.plan.to_string()).mixed_state, MixedState::kZero);
+  EXPECT_EQ(parse_plan(s.plan.to_string()).mixed_state, MixedState::kFp32Main);
+  // Gradients cross the wire in fp32 under fp32-main, in 16 bits under the paper's convention.
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(s.plan).wire_grads, 4);
+  EXPECT_DOUBLE_EQ(state_bytes_per_param(zero_paper.plan).wire_grads, 2);
+}
+
+// Models parlab does not train keep the ZeRO paper's convention unless told otherwise.
+TEST(Ledger, OtherModelsDefaultToTheZeroPapersMixedPrecision) {
+  const ModelSpec m = load_model("gpt-22b");
+  auto s = setup(m, "", 8);
+  EXPECT_EQ(s.plan.mixed_state, MixedState::kZero);
+  auto fm = setup(m, "mixed_state=fp32-main", 8);
+  const StateBytes per = state_bytes_per_param(fm.plan);
+  EXPECT_DOUBLE_EQ(per.params + per.grads + per.optimizer, 18);  // Megatron: bf16 params, fp32 grads
+}
+
 // Korthikanti et al. 2022, Table 2, one layer of gpt-22b (s 2048, h 6144, a 64), microbatch 1.
 TEST(Ledger, TransformerActivationsFollowKorthikantiTable2) {
   const ModelSpec m = load_model("gpt-22b");

@@ -96,5 +96,18 @@ TEST(MixedPrecisionRefusal, RefusedByNameWhereBf16IsUnavailable) {
   }
 }
 
+// The ZeRO paper's 16-bit gradients are a planning convention: the runtime keeps fp32 main
+// gradients, so training refuses mixed_state=zero by its key rather than report a ledger that
+// does not describe it.
+TEST_F(MixedPrecisionTest, TrainingRefusesTheZeroPapersStateByName) {
+  try {
+    tiny_config("gbs=16,mb=4,precision=mixed,mixed_state=zero", 1, 64, kAdamW);
+    FAIL() << "mixed_state=zero was accepted for training";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("plan.mixed_state"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(config("mixed", 1).plan.mixed_state, strategy::MixedState::kFp32Main);
+}
+
 }  // namespace
 }  // namespace parlab::train
