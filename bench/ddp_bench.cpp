@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "bench/ranks.h"
+#include "bench/timing.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/cpu/matmul.h"
@@ -40,13 +41,6 @@
 namespace {
 
 using namespace parlab;
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 double cpu_seconds(clockid_t clock) {
   timespec ts{};
@@ -184,7 +178,7 @@ int main(int argc, char** argv) {
   std::printf("bench_ddp: lab-mlp h %lld, f %lld, %lld blocks, %lld classes (%.1f M parameters), %s, bucket %g MiB\n",
               (long long)hidden, (long long)ffn, (long long)blocks, (long long)classes,
               model::ParamLayout(shape).numel() / 1e6, optimizer == "adam" ? "AdamW" : "SGD", bucket_mb);
-  std::printf("cores online %u; load average before: %s\n", std::thread::hardware_concurrency(), load_average().c_str());
+  std::printf("cores online %u; load average before: %s\n", std::thread::hardware_concurrency(), bench::load_average().c_str());
 
   const GemmTimes gemm = sgemm_seconds(shape, mb, 3);
   const double gemm_flops = model::LabMlp::step_matmul_flops(shape, mb);
@@ -237,7 +231,7 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
-  std::printf("load average after: %s\n", load_average().c_str());
+  std::printf("load average after: %s\n", bench::load_average().c_str());
   std::printf("goal: 2 workers reach >= 0.85 efficiency at G = 1024 on a 2-core machine (see the table)\n");
   return 0;
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bench/ranks.h"
+#include "bench/timing.h"
 #include "parlab/source_dir.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
@@ -34,22 +35,11 @@
 #include "runtime/train/trainer.h"
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
+#include "strategy/stats.h"
 
 namespace {
 
 using namespace parlab;
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 struct Job {
   int64_t hidden = 1024, ffn = 4096, blocks = 8, classes = 16, gbs = 1024, mb = 64;
@@ -106,7 +96,7 @@ ParlabRun run_parlab(const Job& job, int world, const std::string& precision) {
   std::vector<double> slowest(job.steps, 0.0);
   for (int s = 0; s < job.steps; ++s)
     for (int r = 0; r < world; ++r) slowest[s] = std::max(slowest[s], times[r][s]);
-  out.step_seconds = median(slowest);
+  out.step_seconds = strategy::median(slowest);
   for (double l : loss_sums) out.last_loss += l / double(job.gbs);
   return out;
 }
@@ -204,7 +194,7 @@ double run_torch(const std::string& env, const std::string& python, const std::s
   std::istringstream in(out.substr(at + 12));
   std::vector<double> v;
   for (double s; in >> s;) v.push_back(s);
-  return median(v);
+  return strategy::median(v);
 }
 
 struct Cell {
@@ -216,7 +206,7 @@ struct Cell {
 std::string stat(const std::vector<double>& v) {
   if (v.empty()) return "n/a";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%7.3f [%.3f..%.3f]", median(v), *std::min_element(v.begin(), v.end()),
+  std::snprintf(buf, sizeof buf, "%7.3f [%.3f..%.3f]", strategy::median(v), *std::min_element(v.begin(), v.end()),
                 *std::max_element(v.begin(), v.end()));
   return buf;
 }
@@ -267,7 +257,7 @@ int main(int argc, char** argv) {
     std::printf("peer: skipped: %s cannot import torch (install python3-torch)\n", python.c_str());
   }
   std::printf("%d repeats x (%d warm-up + %d measured steps), alternating; load before: %s\n\n", repeats, job.warmup,
-              job.steps, load_average().c_str());
+              job.steps, bench::load_average().c_str());
 
   std::map<std::pair<std::string, int>, Cell> cells;
   int port = 29611;
@@ -289,7 +279,7 @@ int main(int argc, char** argv) {
         }
         std::printf("  %-5s W=%d repeat %d: parlab %.3f s, torch %s s (load %s)\n", prec.c_str(), W, r + 1,
                     c.parlab.back(), c.torch.size() > size_t(r) ? std::to_string(c.torch.back()).c_str() : "n/a",
-                    load_average().c_str());
+                    bench::load_average().c_str());
         std::fflush(stdout);
       }
     }
@@ -298,7 +288,7 @@ int main(int argc, char** argv) {
   std::printf("\n%-6s %7s | %-26s | %-26s | %s\n", "prec", "workers", "parlab step s (median [min..max])",
               "torch step s", "parlab / torch");
   for (const auto& [key, c] : cells) {
-    const double ratio = c.torch.empty() ? 0 : median(c.parlab) / median(c.torch);
+    const double ratio = c.torch.empty() ? 0 : strategy::median(c.parlab) / strategy::median(c.torch);
     std::printf("%-6s %7d | %-26s | %-26s | %s\n", key.first.c_str(), key.second, stat(c.parlab).c_str(),
                 stat(c.torch).c_str(), c.torch.empty() ? "n/a" : std::to_string(ratio).substr(0, 5).c_str());
   }
@@ -313,17 +303,17 @@ int main(int argc, char** argv) {
       const double predicted =
           strategy::estimate_step(cfg.model, cfg.plan, strategy::with_world(calibrated, key.second), false).step_seconds;
       std::printf("%-5s W=%d: predicted %.3f s, measured %.3f s (%+.1f%%)\n", key.first.c_str(), key.second, predicted,
-                  median(c.parlab), 100.0 * (predicted / median(c.parlab) - 1));
+                  strategy::median(c.parlab), 100.0 * (predicted / strategy::median(c.parlab) - 1));
     }
   }
   std::printf("\ngoals: 1 worker fp32 parlab/torch <= 1.00; 2 workers fp32 parlab/torch < 1.00\n");
   const auto f1 = cells.find({"fp32", 1}), m1 = cells.find({"mixed", 1});
   if (f1 != cells.end() && m1 != cells.end())
     std::printf("mixed vs fp32, 1 worker: parlab %.2fx faster (goal >= 1.5x)%s\n",
-                median(f1->second.parlab) / median(m1->second.parlab),
+                strategy::median(f1->second.parlab) / strategy::median(m1->second.parlab),
                 f1->second.torch.empty() || m1->second.torch.empty()
                     ? ""
-                    : (", torch " + std::to_string(median(f1->second.torch) / median(m1->second.torch)).substr(0, 4) + "x").c_str());
+                    : (", torch " + std::to_string(strategy::median(f1->second.torch) / strategy::median(m1->second.torch)).substr(0, 4) + "x").c_str());
   // Learning and determinism, from the same runs: every repeat trains the same steps from the
   // same seed, so its weights must hash the same, and mixed's loss must follow fp32's.
   for (const auto& [key, c] : cells) {
@@ -335,6 +325,6 @@ int main(int argc, char** argv) {
   if (f1 != cells.end() && m1 != cells.end() && !f1->second.loss.empty() && !m1->second.loss.empty())
     std::printf("mixed loss vs fp32, 1 worker: %+.3f%% (goal within 2%%)\n",
                 100.0 * (m1->second.loss[0] - f1->second.loss[0]) / f1->second.loss[0]);
-  std::printf("load after: %s\n", load_average().c_str());
+  std::printf("load after: %s\n", bench::load_average().c_str());
   return 0;
 }

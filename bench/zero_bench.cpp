@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "bench/ranks.h"
+#include "bench/timing.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/train/trainer.h"
@@ -31,13 +32,6 @@ namespace {
 
 using namespace parlab;
 using model::MemoryCategory;
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 struct Result {
   double step = 0, exposed = 0, comm = 0;
@@ -90,7 +84,7 @@ int main(int argc, char** argv) {
   const strategy::ClusterSpec cluster = strategy::load_cluster("cpu-local");
   std::printf("bench_zero: %s (%.1f M parameters), %d workers (threads), %d measured step(s) after %d warm-up; "
               "load average %s\n",
-              spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, load_average().c_str());
+              spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, bench::load_average().c_str());
   std::printf("%-7s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms", "exposed", "comm busy", "model state",
               "peak", "vs DDP", "goal");
   Result ddp;
