@@ -177,7 +177,8 @@ if [ "$gpus" -ge 2 ] && command -v python3 > /dev/null; then
     tail -n 1 "$logdir/equivalence_2gpu_$tag.txt" | sed "s/^/  $split on 2 GPUs: /" | tee -a "$logdir/summary.txt"
   done
 else
-  say "multi-GPU split checks (DDP, ZeRO-1/2/3, tp=2, pp=2 on 2 GPUs vs the CPU run) skipped: they need >= 2 GPUs, this machine has $gpus"
+  say "multi-GPU split checks (DDP, ZeRO-1/2/3, tp=2, pp=2 on 2 GPUs vs the CPU run) skipped:" \
+    "they need >= 2 GPUs, this machine has $gpus"
 fi
 
 # 5. Kill and resume on the GPU: bit-identical to the uninterrupted run.

@@ -125,8 +125,9 @@ TEST(DevicePlanCheck, CudaTakesDdpZeroTpPpAndNamesTheKeyOfWhatItRefuses) {
   tp_sp.sequence_parallel = true;
   EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, gpipe));
   EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, tp_sp));
-  for (const auto& [p, key] : {std::pair{sgd2, "plan.optimizer = sgd"}, std::pair{interleaved, "plan.schedule = interleaved"},
-                               std::pair{plan(2, 2, 1, 2), "plan.zero = 2"}, std::pair{plan(2, 1, 2, 3), "plan.zero = 3"}}) {
+  for (const auto& [p, key] :
+       {std::pair{sgd2, "plan.optimizer = sgd"}, std::pair{interleaved, "plan.schedule = interleaved"},
+        std::pair{plan(2, 2, 1, 2), "plan.zero = 2"}, std::pair{plan(2, 1, 2, 3), "plan.zero = 3"}}) {
     try {
       device::check_plan(device::Kind::kCuda, p);
       ADD_FAILURE() << key << " was accepted";

@@ -10,7 +10,8 @@
 // Everything runs on stream() of device(); params() and grads() are DEVICE memory, laid out like
 // LabMlp::params() (element i = flat offset i), ready to hand to an NcclCommunicator.
 // Up to `slots` microbatches of up to max_batch samples are held at a time (activations are
-// preallocated: no allocation inside a step). A pipeline stage runs its layers on a whole-network buffer (set_microbatch_at).
+// preallocated: no allocation inside a step). A pipeline stage runs its layers on a
+// whole-network buffer (set_microbatch_at).
 // Not thread-safe: one DeviceMlp per rank.
 #include <cuda_runtime_api.h>
 
