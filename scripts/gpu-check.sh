@@ -8,11 +8,13 @@
 #      NCCL on device buffers (uneven reduce-scatter/all-gather too), timeout + ncclCommAbort, the
 #      GPU trainer against the CPU trainer, bit-identical GPU resume, device-independent
 #      checkpoints, the device AdamW bit for bit against the CPU AdamW and against the host
-#      update on the same GPU gradients; DDP and ZeRO-1/2/3 on two GPUs against two CPU ranks, which
+#      update on the same GPU gradients; TP slices and pipeline stages on one GPU against the whole
+#      CPU network; DDP, ZeRO-1/2/3, tp=2 and pp=2 on two GPUs against two CPU ranks, which
 #      skip saying they need 2 GPUs on a one-GPU machine) and test_cli_device (parlab links NCCL
 #      and cuBLAS, --help lists --device, the plan check), verbose, so every difference is logged;
 #   3b. the device-AdamW verdict and, with >= 2 GPUs, `parlab train --nproc 2 --device cuda` for
-#      DDP and ZeRO-1/2/3 against the CPU run of the same seed (exported weights, tolerance 1e-4);
+#      DDP, ZeRO-1/2/3, tp=2 (sp off and on) and pp=2 against the CPU run of the same seed
+#      (exported weights, tolerance 1e-4);
 #      with one GPU it says those need more GPUs (NCCL cannot put two ranks on one GPU);
 #   4. equivalence: `parlab train --device cuda` on 1 GPU against `parlab train --device cpu` of
 #      the same seed (lab-mlp, 8 AdamW steps at global batch 64), final weights exported and
@@ -158,9 +160,11 @@ else
   say "python3 not found: the exported weights are in $build/runs/*.safetensors, not compared"
 fi
 
-# 4b. Two GPUs: DDP and ZeRO-1/2/3 through the launcher against the CPU run of the same seed.
+# 4b. Two GPUs: DDP, ZeRO-1/2/3, tensor parallelism (with and without sequence parallelism) and
+# two pipeline stages through the launcher against the CPU run of the same seed.
 if [ "$gpus" -ge 2 ] && command -v python3 > /dev/null; then
-  for split in "gbs=64" "gbs=64,zero=1" "gbs=64,zero=2" "gbs=64,zero=3"; do
+  for split in "gbs=64" "gbs=64,zero=1" "gbs=64,zero=2" "gbs=64,zero=3" "gbs=64,tp=2" "gbs=64,tp=2,sp=on" \
+    "gbs=64,pp=2"; do
     tag="${split//[=,]/_}"
     say "2 GPUs: parlab train --nproc 2 --device cuda --plan $split vs --device cpu"
     split_args=(train --model lab-mlp --plan "$split" --nproc 2 --steps 4 --seed 3 --fresh)
@@ -173,7 +177,8 @@ if [ "$gpus" -ge 2 ] && command -v python3 > /dev/null; then
     tail -n 1 "$logdir/equivalence_2gpu_$tag.txt" | sed "s/^/  $split on 2 GPUs: /" | tee -a "$logdir/summary.txt"
   done
 else
-  say "multi-GPU split checks (DDP, ZeRO-1/2/3 on 2 GPUs vs the CPU run) skipped: they need >= 2 GPUs, this machine has $gpus"
+  say "multi-GPU split checks (DDP, ZeRO-1/2/3, tp=2, pp=2 on 2 GPUs vs the CPU run) skipped:" \
+    "they need >= 2 GPUs, this machine has $gpus"
 fi
 
 # 5. Kill and resume on the GPU: bit-identical to the uninterrupted run.

@@ -126,7 +126,18 @@ void Executor::issue_send(const Op& op) {
   }
   // A copy: the microbatch may release the tensor before the peer has received it.
   const std::span<const float> src = boundary_of(op, p2p_layer_[op.id]);
-  const std::span<float> out = make_buffer(op.id, static_cast<int64_t>(src.size()));
+  const int64_t n = static_cast<int64_t>(src.size());
+  std::span<float> out;
+  if (model_.compute_is_host()) {
+    out = make_buffer(op.id, n);
+  } else {
+    // Boundary tensors and the pipeline's communicators are host memory on every device: a device
+    // model's copy stays on the host too (the base Model's buffer, not the device's).
+    auto [it, inserted] = buffers_.emplace(
+        op.id, model_.model::Model::make_compute_buffer(n, options_.account, model::MemoryCategory::kTemporary));
+    if (!inserted) throw RuntimeError("executor: op " + std::to_string(op.id) + " already has a buffer");
+    out = it->second->span();
+  }
   std::copy(src.begin(), src.end(), out.begin());
   comm::Communicator& c = p2p_comm(op);
   record_issue(op, c, c.send(out, group_rank_of(c, op.peer), collective_options(op)));

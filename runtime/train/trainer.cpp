@@ -239,7 +239,11 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
       throw ConfigError("trainer collectives", options_.collectives->group_name(), "must span the world's ranks");
     // The model first: a device model may tell `collectives` which stream its groups wait for.
     state_.device_model = options_.make_device_model(state_.model, config_.plan);
-    comms = group_communicators(*options_.collectives);
+    std::vector<comm::Communicator*> device_comms = group_communicators(*options_.collectives);
+    // TP collectives reduce boundary tensors, which live in the host MicrobatchState on every
+    // device (as the pipeline's sends do): they keep the host groups.
+    for (size_t i = 0; i < program_.groups.size(); ++i)
+      if (program_.groups[i].kind != strategy::GroupKind::kTP) comms[i] = device_comms[i];
   }
   model::Model& compute = state_.compute_model();
   const bool mixed = config_.plan.precision == strategy::Precision::kMixed;

@@ -98,9 +98,10 @@ TEST(DeviceCli, TheBinaryLinksNcclAndCublasExactlyWhenBuiltWithCuda) {
   EXPECT_EQ(cublas, device::cuda_built()) << libs;
 }
 
-// What the GPU runtime trains, decided before any process: DDP and ZeRO-1/2/3 pass (2/3 with
-// AdamW), the rest is one ConfigError naming the plan key and its value.
-TEST(DevicePlanCheck, CudaTakesDdpAndZeroAndNamesTheKeyOfWhatItRefuses) {
+// What the GPU runtime trains, decided before any process: DDP, ZeRO-1/2/3 (2/3 with AdamW),
+// tensor and pipeline parallelism (with ZeRO-0/1, 1F1B or GPipe) pass; the rest is one
+// ConfigError naming the plan key and its value.
+TEST(DevicePlanCheck, CudaTakesDdpZeroTpPpAndNamesTheKeyOfWhatItRefuses) {
   auto plan = [](int dp, int tp, int pp, int zero) {
     strategy::Plan p;
     p.dp = dp;
@@ -115,8 +116,18 @@ TEST(DevicePlanCheck, CudaTakesDdpAndZeroAndNamesTheKeyOfWhatItRefuses) {
   sgd1.optimizer = sgd2.optimizer = sgd_alone.optimizer = strategy::OptimizerKind::kSgd;
   EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, sgd1));       // updates on host copies
   EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, sgd_alone));  // a world of one has no shards
-  for (const auto& [p, key] : {std::pair{sgd2, "plan.optimizer = sgd"}, std::pair{plan(1, 2, 1, 0), "plan.tp = 2"},
-                               std::pair{plan(1, 1, 2, 0), "plan.pp = 2"}}) {
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(1, 2, 1, 0)));
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(1, 1, 2, 0)));
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, plan(2, 2, 2, 1)));
+  strategy::Plan gpipe = plan(1, 1, 2, 0), interleaved = plan(1, 1, 2, 0), tp_sp = plan(1, 2, 1, 0);
+  gpipe.schedule = strategy::Schedule::kGPipe;
+  interleaved.schedule = strategy::Schedule::kInterleaved;
+  tp_sp.sequence_parallel = true;
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, gpipe));
+  EXPECT_NO_THROW(device::check_plan(device::Kind::kCuda, tp_sp));
+  for (const auto& [p, key] :
+       {std::pair{sgd2, "plan.optimizer = sgd"}, std::pair{interleaved, "plan.schedule = interleaved"},
+        std::pair{plan(2, 2, 1, 2), "plan.zero = 2"}, std::pair{plan(2, 1, 2, 3), "plan.zero = 3"}}) {
     try {
       device::check_plan(device::Kind::kCuda, p);
       ADD_FAILURE() << key << " was accepted";
@@ -139,8 +150,9 @@ TEST(DeviceCli, CudaPlansArePassedOrRefusedByKeyBeforeTheDeviceCheck) {
   };
   const std::string device_line = device::cuda_built() ? "no CUDA device" : "built without the GPU backend";
   for (const Case& c : {Case{"zero=0", ""}, Case{"zero=1", ""}, Case{"zero=2", ""}, Case{"zero=3", ""},
-                        Case{"zero=2,optimizer=sgd", "plan.optimizer = sgd"}, Case{"tp=2", "plan.tp = 2"},
-                        Case{"pp=2", "plan.pp = 2"}}) {
+                        Case{"zero=2,optimizer=sgd", "plan.optimizer = sgd"}, Case{"tp=2", ""}, Case{"pp=2", ""},
+                        Case{"tp=2,sp=on", ""}, Case{"pp=2,schedule=gpipe", ""},
+                        Case{"pp=2,schedule=interleaved", "plan.schedule = interleaved"}}) {
     SCOPED_TRACE(c.plan);
     fs::remove_all(run_dir);
     const ProcessResult r = parlab({"train", "--device", "cuda", "--nproc", "2", "--steps", "1", "--plan", c.plan,

@@ -1,5 +1,6 @@
 #include "runtime/compute/cuda/cuda_model.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -11,12 +12,29 @@
 namespace parlab::compute::cuda {
 
 CudaModel::CudaModel(model::LabMlp& host, int64_t max_batch, int slots, int device) : host_(host) {
-  if (host.first_layer() != 0 || host.end_layer() != host.layout().num_layers() || host.tp_slice().size > 1)
-    throw RuntimeError("the CUDA model runs the whole network only: pipeline stages and tensor-parallel slices "
-                       "are not implemented on the GPU yet");
-  device_ = std::make_unique<DeviceMlp>(host.shape(), host.holds_params() ? host.params() : std::span<const float>{},
+  if (host.chunks().size() > 1)
+    throw RuntimeError("the CUDA model holds one layer span per stage: interleaved pipeline stages are not "
+                       "implemented on the GPU yet");
+  const model::FlatRange whole{0, host.layout().numel()};
+  staged_ = host.owned_range() != whole || host.tp_slice().size > 1;
+  // A stage's parameters go to their global offsets of a whole-network (local-shape) buffer.
+  const bool replica = host.owned_range() == whole;
+  device_ = std::make_unique<DeviceMlp>(host.shape(),
+                                        host.holds_params() && replica ? host.params() : std::span<const float>{},
                                         max_batch, device, slots);
+  device_->set_tp_partial(host.tp_slice().size > 1);
+  if (!replica && host.holds_params()) push_params(host.owned_range());
   slot_used_.assign(static_cast<size_t>(slots), 0);
+}
+
+std::span<float> CudaModel::compute_params() {
+  const model::FlatRange o = host_.owned_range();
+  return device_->params().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
+}
+
+std::span<float> CudaModel::compute_grads() {
+  const model::FlatRange o = host_.owned_range();
+  return device_->grads().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
 }
 
 void CudaModel::check_range(model::FlatRange range, const char* what) const {
@@ -25,11 +43,11 @@ void CudaModel::check_range(model::FlatRange range, const char* what) const {
                        std::to_string(range.end) + ") lies outside the model");
 }
 
-// Whole replica: flat offset i is element i of both buffers.
+// Flat offset i is element i of the device buffers and element i - owned.begin of the host's.
 void CudaModel::pull_grads(model::FlatRange range) {
   check_range(range, "pull_grads");
   DeviceGuard guard(device_->device());
-  copy_to_host_sync(host_.grads().data() + range.begin, device_->grads().data() + range.begin,
+  copy_to_host_sync(host_.grads().data() + host_index(range), device_->grads().data() + range.begin,
                     static_cast<size_t>(range.numel()) * sizeof(float), stream());
 }
 
@@ -38,7 +56,7 @@ void CudaModel::push_params(model::FlatRange range) {
   DeviceGuard guard(device_->device());
   // From pageable memory: the call returns once the host buffer may be reused; the stream orders
   // the next forward after the copy.
-  copy_to_device(device_->params().data() + range.begin, host_.params().data() + range.begin,
+  copy_to_device(device_->params().data() + range.begin, host_.params().data() + host_index(range),
                  static_cast<size_t>(range.numel()) * sizeof(float), stream());
 }
 
@@ -46,7 +64,7 @@ void CudaModel::push_params(model::FlatRange range) {
 void CudaModel::pull_params(model::FlatRange range) {
   check_range(range, "pull_params");
   DeviceGuard guard(device_->device());
-  copy_to_host_sync(host_.params().data() + range.begin, device_->params().data() + range.begin,
+  copy_to_host_sync(host_.params().data() + host_index(range), device_->params().data() + range.begin,
                     static_cast<size_t>(range.numel()) * sizeof(float), stream());
 }
 
@@ -132,28 +150,58 @@ int CudaModel::slot_of(const model::MicrobatchState& mb, bool assign) const {
                      " microbatches in flight (raise the model's slots)");
 }
 
+void CudaModel::download_boundary(std::span<float> host, bool gradient, int l) const {
+  const std::vector<float> v = gradient ? device_->dactivation(l) : device_->activation(l);
+  std::copy(v.begin(), v.end(), host.begin());
+}
+
 void CudaModel::forward_layer(int layer, model::MicrobatchState& mb) const {
   if (mb.batch() == 0) return;  // an empty microbatch contributes nothing (as on the host)
   const bool first = layer == host_.first_layer();
+  const bool head = layer == static_cast<int>(host_.shape().blocks);
   device_->select_slot(slot_of(mb, first));
   if (first) {
-    const std::span<const float> x = mb.activation(0);
+    const std::span<const float> x = mb.activation(layer);
     const std::span<const int32_t> labels = std::as_const(mb).labels();
-    device_->set_microbatch(x, labels, mb.global_batch());
+    device_->set_microbatch_at(layer, x, labels, mb.global_batch());
+  } else if (staged_) {
+    device_->set_activation(layer, mb.activation(layer));  // received, or reduced over the TP group
   }
   device_->forward_layer(layer);
-  if (layer == static_cast<int>(host_.shape().blocks)) mb.set_head_outputs(device_->logits(), device_->losses());
+  if (head) mb.set_head_outputs(device_->logits(), device_->losses());
+  else if (staged_) download_boundary(mb.activation(layer + 1), false, layer + 1);
 }
 
 void CudaModel::backward_layer(int layer, model::MicrobatchState& mb) {
   if (mb.batch() == 0) return;
   const int slot = slot_of(mb, false);
+  const bool head = layer == static_cast<int>(host_.shape().blocks);
   device_->select_slot(slot);
+  if (staged_ && !head) device_->set_dactivation(layer + 1, mb.dactivation(layer + 1));
   device_->backward_layer(layer);
+  if (staged_) download_boundary(mb.dactivation(layer), true, layer);
   if (layer == host_.first_layer()) {
     slot_used_[static_cast<size_t>(slot)] = 0;
     slot_of_.erase(&mb);
   }
+}
+
+// The reduced partial sum is in the host state: up to the GPU, bias and residual there (fc2.bias
+// is the device's current value, which the host copy may lag behind), and the rows back.
+void CudaModel::tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) const {
+  if (mb.batch() == 0) return;
+  device_->select_slot(slot_of(mb, false));
+  device_->set_activation(layer + 1, mb.activation(layer + 1));
+  device_->tp_finish_forward(layer, row_begin, row_end);
+  const int64_t h = host_.shape().hidden;
+  const std::vector<float> y = device_->activation(layer + 1);
+  std::copy(y.begin() + row_begin * h, y.begin() + row_end * h, mb.activation(layer + 1).begin() + row_begin * h);
+}
+
+// dx += dy on the rows: no parameter takes part, so the host's finish is the device's (the next
+// layer's backward uploads dactivation(layer) before it computes).
+void CudaModel::tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) {
+  host_.tp_finish_backward(layer, mb, row_begin, row_end);
 }
 
 }  // namespace parlab::compute::cuda

@@ -7,8 +7,18 @@
 // Microbatches: the executor hands in host MicrobatchStates; the first layer's forward uploads
 // the inputs and labels of a state into a free device slot, the head's forward copies logits and
 // losses back into it, and the first layer's backward frees the slot. zero_grads (the start of a
-// step) forgets every slot. Whole network only (pipeline stages and tensor-parallel slices are
-// refused, RuntimeError naming what is missing). ZeRO-2/3: the host model then holds no gradients
+// step) forgets every slot.
+//
+// Pipeline stages and tensor-parallel slices: the host model's slice and layer span (the same
+// LabMlp constructors as on the CPU, so the counter-RNG values at global positions are the CPU's)
+// decide what the GPU holds: the DeviceMlp has the slice's local shape, and a stage's layers sit
+// at their global flat offsets (compute_params() is the owned range of that buffer). Boundary
+// tensors stay in the host MicrobatchState, as the executor's sends, receives and TP collectives
+// read them: each layer uploads its input boundary before it computes and downloads its output
+// after (staged(): a whole-network replica skips this). A tensor-parallel block leaves fc2's
+// partial sum; tp_finish_forward adds fc2.bias and the residual on the GPU, tp_finish_backward
+// is the host's (the residual add needs no parameter). Interleaved stages (several chunks) are
+// refused. ZeRO-2/3: the host model then holds no gradients
 // (no parameters), and the executor binds the layers to buckets and gathered layers in device
 // memory (make_compute_buffer); the DeviceMlp still allocates whole-network parameter and
 // gradient buffers, so ZeRO's traffic and update are the GPU's but its device-memory saving is
@@ -40,8 +50,8 @@ class CudaModel final : public model::Model {
   std::span<const float> params() const override { return host_.params(); }
   std::span<float> grads() override { return host_.grads(); }
   std::span<const float> grads() const override { return host_.grads(); }
-  std::span<float> compute_params() override { return device_->params(); }
-  std::span<float> compute_grads() override { return device_->grads(); }
+  std::span<float> compute_params() override;
+  std::span<float> compute_grads() override;
   void pull_grads(model::FlatRange range) override;
   void push_params(model::FlatRange range) override;
   void pull_params(model::FlatRange range) override;
@@ -58,6 +68,12 @@ class CudaModel final : public model::Model {
   void forward_layer(int layer, model::MicrobatchState& mb) const override;
   void backward_layer(int layer, model::MicrobatchState& mb) override;
   void synchronize() const override { device_->synchronize(); }
+  bool owns_layer(int layer) const override { return host_.owns_layer(layer); }
+  model::TpSlice tp_slice() const override { return host_.tp_slice(); }
+  void tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) const override;
+  void tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) override;
+  // Whether boundary tensors travel through the host MicrobatchState (a stage or a slice).
+  bool staged() const { return staged_; }
 
   DeviceMlp& device_mlp() { return *device_; }
   cudaStream_t stream() const { return device_->stream(); }
@@ -66,7 +82,12 @@ class CudaModel final : public model::Model {
   int slot_of(const model::MicrobatchState& mb, bool assign) const;
   void check_range(model::FlatRange range, const char* what) const;
 
+  // Element `range.begin` of the host buffers (they start at owned_range().begin).
+  int64_t host_index(model::FlatRange range) const { return range.begin - host_.owned_range().begin; }
+  void download_boundary(std::span<float> host, bool gradient, int l) const;
+
   model::LabMlp& host_;
+  bool staged_ = false;
   std::unique_ptr<DeviceMlp> device_;  // mutable through the pointer: forward_layer is const
   mutable std::map<const model::MicrobatchState*, int> slot_of_;
   mutable std::vector<char> slot_used_;

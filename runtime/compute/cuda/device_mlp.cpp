@@ -107,6 +107,8 @@ struct DeviceMlp::State {
   std::vector<float*> param_at, grad_at;
   std::vector<DeviceMlpSlot> slots;
   int current = 0;
+  bool tp_partial = false;
+  DeviceBuffer<float> zero_bias;  // (h) zeros: fc2's partial sum takes its bias after the reduction
 };
 
 DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params,
@@ -199,6 +201,14 @@ void DeviceMlp::synchronize() const {
 
 void DeviceMlp::set_microbatch(std::span<const float> x, std::span<const int32_t> labels,
                                int64_t global_batch) {
+  set_microbatch_at(0, x, labels, global_batch);
+}
+
+void DeviceMlp::set_microbatch_at(int layer, std::span<const float> x, std::span<const int32_t> labels,
+                                  int64_t global_batch) {
+  if (layer < 0 || layer > shape().blocks)
+    throw RuntimeError("set_microbatch_at(" + std::to_string(layer) + "): layers are 0.." +
+                       std::to_string(shape().blocks));
   State& s = *state_;
   const int64_t B = static_cast<int64_t>(labels.size()), h = shape().hidden, C = shape().classes;
   if (B > s.max_batch) {
@@ -220,15 +230,62 @@ void DeviceMlp::set_microbatch(std::span<const float> x, std::span<const int32_t
     }
   }
   DeviceGuard guard(device_);
-  copy_to_device(s.act(0), x.data(), x.size_bytes(), stream());
+  copy_to_device(s.act(layer), x.data(), x.size_bytes(), stream());
   copy_to_device(s.cur().labels.data(), labels.data(), labels.size_bytes(), stream());
   s.cur().batch = B;
   s.cur().loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
   std::fill(s.cur().saved.begin(), s.cur().saved.end(), 0);
   std::fill(s.cur().has_act.begin(), s.cur().has_act.end(), 0);
   std::fill(s.cur().has_dact.begin(), s.cur().has_dact.end(), 0);
-  s.cur().has_act[0] = 1;
+  s.cur().has_act[static_cast<size_t>(layer)] = 1;
   s.cur().head_saved = false;
+}
+
+namespace {
+void check_boundary(const char* what, int l, int64_t blocks, size_t got, int64_t want) {
+  if (l < 0 || l > blocks)
+    throw RuntimeError(std::string(what) + "(" + std::to_string(l) + "): boundaries are 0.." + std::to_string(blocks));
+  if (static_cast<int64_t>(got) != want)
+    throw RuntimeError(std::string(what) + "(" + std::to_string(l) + "): " + std::to_string(got) +
+                       " elements, the microbatch has batch * hidden = " + std::to_string(want));
+}
+}  // namespace
+
+void DeviceMlp::set_activation(int l, std::span<const float> x) {
+  State& s = *state_;
+  check_boundary("set_activation", l, shape().blocks, x.size(), s.cur().batch * shape().hidden);
+  DeviceGuard guard(device_);
+  copy_to_device(s.act(l), x.data(), x.size_bytes(), stream());
+  s.cur().has_act[static_cast<size_t>(l)] = 1;
+}
+
+void DeviceMlp::set_dactivation(int l, std::span<const float> dx) {
+  State& s = *state_;
+  check_boundary("set_dactivation", l, shape().blocks, dx.size(), s.cur().batch * shape().hidden);
+  DeviceGuard guard(device_);
+  copy_to_device(s.dact(l), dx.data(), dx.size_bytes(), stream());
+  s.cur().has_dact[static_cast<size_t>(l)] = 1;
+}
+
+void DeviceMlp::set_tp_partial(bool on) {
+  State& s = *state_;
+  if (on && s.zero_bias.size() == 0) {
+    DeviceGuard guard(device_);
+    s.zero_bias = DeviceBuffer<float>(static_cast<size_t>(shape().hidden));
+    s.zero_bias.zero(stream());
+  }
+  s.tp_partial = on;
+}
+
+void DeviceMlp::tp_finish_forward(int layer, int64_t row_begin, int64_t row_end) {
+  State& s = *state_;
+  if (layer < 0 || layer >= shape().blocks || row_begin < 0 || row_end < row_begin || row_end > s.cur().batch)
+    throw RuntimeError("tp_finish_forward(" + std::to_string(layer) + ", rows " + std::to_string(row_begin) + ".." +
+                       std::to_string(row_end) + "): no such block or rows");
+  DeviceGuard guard(device_);
+  const int64_t h = shape().hidden;
+  bias_residual_accumulate(stream(), s.act(layer + 1) + row_begin * h, s.param(layer, kFc2Bias),
+                           s.act(layer) + row_begin * h, (row_end - row_begin) * h, h);
 }
 
 void DeviceMlp::forward_layer(int layer) {
@@ -260,8 +317,8 @@ void DeviceMlp::forward_layer(int layer) {
                  h, f);
   gelu_forward(st, s.post_of(i), s.pre_of(i), B * f);
   linear_forward(s.blas, s.act(i + 1), s.post_of(i), s.param(i, kFc2Weight),
-                 s.param(i, kFc2Bias), B, f, h);
-  residual_forward(st, s.act(i + 1), s.act(i + 1), s.act(i), B * h);
+                 s.tp_partial ? s.zero_bias.data() : s.param(i, kFc2Bias), B, f, h);
+  if (!s.tp_partial) residual_forward(st, s.act(i + 1), s.act(i + 1), s.act(i), B * h);
   s.cur().saved[i] = 1;
   s.cur().has_act[i + 1] = 1;
 }
@@ -299,7 +356,9 @@ void DeviceMlp::backward_layer(int layer) {
   }
   const size_t bh_bytes = static_cast<size_t>(B * h) * sizeof(float);
   // Residual branch: dx starts as dy; the fc path accumulates onto it below.
-  copy_on_device(s.dact(i), s.dact(i + 1), bh_bytes, st);
+  // (Tensor-parallel partial: the residual joins after the reduction, so dx starts at zero.)
+  if (s.tp_partial) zero_on_device(s.dact(i), bh_bytes, st);
+  else copy_on_device(s.dact(i), s.dact(i + 1), bh_bytes, st);
   // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
   float* dpost = s.scratch.data();
   zero_on_device(dpost, static_cast<size_t>(B * f) * sizeof(float), st);

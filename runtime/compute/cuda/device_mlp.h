@@ -10,7 +10,8 @@
 // Everything runs on stream() of device(); params() and grads() are DEVICE memory, laid out like
 // LabMlp::params() (element i = flat offset i), ready to hand to an NcclCommunicator.
 // Up to `slots` microbatches of up to max_batch samples are held at a time (activations are
-// preallocated: no allocation inside a step). Whole network only; pipeline stages are future work.
+// preallocated: no allocation inside a step). A pipeline stage runs its layers on a
+// whole-network buffer (set_microbatch_at).
 // Not thread-safe: one DeviceMlp per rank.
 #include <cuda_runtime_api.h>
 
@@ -67,8 +68,23 @@ class DeviceMlp {
   // one outside [0, C). Invalidates what the previous microbatch saved.
   void set_microbatch(std::span<const float> x, std::span<const int32_t> labels,
                       int64_t global_batch);
+  // The same with x as activation(layer): the first microbatch input of a pipeline stage whose
+  // layers start at `layer` (the head still reads `labels`). set_microbatch is layer 0.
+  void set_microbatch_at(int layer, std::span<const float> x, std::span<const int32_t> labels,
+                         int64_t global_batch);
+  // Uploads a boundary tensor of the selected microbatch (batch() * hidden floats) that another
+  // rank produced: a pipeline hand-off, or a tensor-parallel sum reduced on the host.
+  void set_activation(int l, std::span<const float> x);
+  void set_dactivation(int l, std::span<const float> dx);
   int64_t batch() const;
   float loss_scale() const;
+
+  // Tensor parallelism (model::LabMlp's contract, lab_mlp.h): when on, a block's forward leaves
+  // only fc2's partial sum in activation(l+1) (no bias, no residual) and its backward only the
+  // partial dpre @ W1 in dactivation(l) (no residual branch); tp_finish_forward then adds
+  // fc2.bias and the residual to rows [row_begin, row_end) once the sum is reduced.
+  void set_tp_partial(bool on);
+  void tp_finish_forward(int layer, int64_t row_begin, int64_t row_end);
 
   // Microbatch slots: set_microbatch, the per-layer steps and the host copies below act on the
   // selected slot (0 at first), so a schedule that runs several forwards before their backwards

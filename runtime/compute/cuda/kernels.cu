@@ -44,6 +44,10 @@ __global__ void accumulate_kernel(float* acc, const float* d, int64_t N) {
   for (int64_t i = first_index(); i < N; i += grid_stride()) acc[i] += d[i];
 }
 
+__global__ void bias_residual_kernel(float* y, const float* bias, const float* x, int64_t N, int64_t h) {
+  for (int64_t i = first_index(); i < N; i += grid_stride()) y[i] += bias[i % h] + x[i];
+}
+
 __global__ void broadcast_rows_kernel(float* out, const float* bias, int64_t B, int64_t OC) {
   const int64_t N = B * OC;
   for (int64_t i = first_index(); i < N; i += grid_stride()) out[i] = bias[i % OC];
@@ -172,6 +176,13 @@ void residual_backward(cudaStream_t stream, float* dinp1, float* dinp2, const fl
     accumulate_kernel<<<blocks_for(N), kThreads, 0, stream>>>(d, dout, N);
     PARLAB_CUDA_CHECK_LAUNCH("accumulate_kernel");
   }
+}
+
+void bias_residual_accumulate(cudaStream_t stream, float* y, const float* bias, const float* x, int64_t N,
+                              int64_t h) {
+  if (N == 0) return;
+  bias_residual_kernel<<<blocks_for(N), kThreads, 0, stream>>>(y, bias, x, N, h);
+  PARLAB_CUDA_CHECK_LAUNCH("bias_residual_kernel");
 }
 
 void broadcast_rows(cudaStream_t stream, float* out, const float* bias, int64_t B, int64_t OC) {

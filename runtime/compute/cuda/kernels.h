@@ -44,6 +44,11 @@ void residual_forward(cudaStream_t stream, float* out, const float* inp1, const 
 void residual_backward(cudaStream_t stream, float* dinp1, float* dinp2, const float* dout,
                        int64_t N);
 
+// Tensor parallelism's forward finish (model::LabMlp::tp_finish_forward): y (N) += bias[i % h]
+// + x (N), the same fp32 expression as the host's, for the rows a rank holds reduced.
+void bias_residual_accumulate(cudaStream_t stream, float* y, const float* bias, const float* x, int64_t N,
+                              int64_t h);
+
 // ---- softmax cross-entropy -----------------------------------------------------------------
 // logits (B, C), labels (B) -> probs (B, C), losses (B) = logsumexp - logit[label], the sum of
 // exponentials in double as on the CPU. Labels MUST be in [0, C): a device kernel cannot throw,

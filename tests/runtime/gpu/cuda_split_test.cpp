@@ -2,7 +2,8 @@
 // the CPU run of the same seed over Gloo: DDP and ZeRO-1/2/3 (NCCL's uneven reduce-scatter and
 // all-gather, buckets and gathered layers in GPU memory, the shard updated by the device AdamW). Weights agree within fp32 rounding (the
 // GEMMs and NCCL sum in other orders than OpenBLAS and the Gloo ring), and the GPU run is
-// bit-identical run to run. Skips saying how many GPUs it needs.
+// bit-identical run to run. Also tensor parallelism (with and without sequence parallelism) and
+// two pipeline stages. Skips saying how many GPUs it needs.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -90,6 +91,21 @@ TEST(CudaSplit, Zero2OnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=
 
 // Layers all-gathered into GPU buffers right before they compute, the shard updated on the GPU.
 TEST(CudaSplit, Zero3OnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=16,mb=4,zero=3"); }
+
+// Tensor parallelism: fc1/fc2 slices from the host model's initialisation at global positions,
+// fc2's partial sum reduced over the host TP group, bias and residual added on the GPU.
+TEST(CudaSplit, TensorParallelOnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("tp=2,gbs=16,mb=4"); }
+
+// Sequence parallelism: reduce-scatter, the finish on this rank's rows, all-gather.
+TEST(CudaSplit, TensorAndSequenceParallelOnTwoGpusMatchesTheCpuRun) {
+  expect_split_matches_cpu("tp=2,sp=on,gbs=16,mb=4");
+}
+
+// Two pipeline stages (1F1B, four microbatches in flight): each GPU holds its layer span at the
+// global flat offsets, activations and gradients cross between stages through the host state.
+TEST(CudaSplit, PipelineOnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("pp=2,gbs=16,mb=4"); }
+
+TEST(CudaSplit, GpipePipelineOnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("pp=2,schedule=gpipe,gbs=16,mb=4"); }
 
 }  // namespace
 }  // namespace parlab::train

@@ -43,6 +43,8 @@ struct LegEnd {
   int pushes = 0, pulls = 0, param_pulls = 0;
   int device_steps = 0, state_uploads = 0, state_downloads = 0;
   int64_t world_grad_ops = 0, collective_grad_ops = 0;  // grad.* entries in each flight recorder
+  int64_t collective_ops = 0;  // every entry in the collectives' flight recorder
+  int compute_buffers = 0;
 };
 
 int64_t grad_entries(const comm::Communicator& c) {
@@ -94,10 +96,12 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
         out[r].fingerprint = state_fingerprint(trainer);
         out[r].world_grad_ops = grad_entries(*c);
         if (dc) out[r].collective_grad_ops = grad_entries(*dc);
+        if (dc) out[r].collective_ops = static_cast<int64_t>(dc->flight_recorder().snapshot().entries.size());
         if (staged) {
           out[r].pushes = staged->pushes;
           out[r].pulls = staged->pulls;
           out[r].param_pulls = staged->param_pulls;
+          out[r].compute_buffers = staged->compute_buffers;
         }
         if (staged_opt) {
           out[r].device_steps = staged_opt->steps;
@@ -145,6 +149,27 @@ TEST(DeviceModelTest, StagedComputeTrainsBitIdenticalToTheHostModelWithCollectiv
   // And the weights moved: a run that never pushed would still hold the initial ones.
   const std::vector<LegEnd> start = run_leg(2, Leg{.until = 0}, {});
   EXPECT_GT(count_differences(dev[0].params, start[0].params), dev[0].params.size() / 2);
+}
+
+// Tensor slices and pipeline stages on a device model (the CUDA model's path, on the host):
+// bit-identical to the host run; the TP collectives and the pipeline's sends reduce and carry
+// boundary tensors, which are host memory on every device, so they stay on the host world (the
+// collectives' world carries nothing at dp = 1) and no send copy is made in compute memory.
+TEST(DeviceModelTest, TensorAndPipelineSplitsOnADeviceModelKeepBoundariesOnTheHost) {
+  for (const char* plan : {"tp=2,gbs=16,mb=4", "tp=2,sp=on,gbs=16,mb=4", "pp=2,gbs=16,mb=4"}) {
+    SCOPED_TRACE(plan);
+    const std::vector<LegEnd> cpu = run_leg(2, Leg{.plan = plan, .until = 3}, {});
+    const std::vector<LegEnd> dev = run_leg(2, Leg{.staged = true, .plan = plan, .until = 3}, {});
+    const std::vector<LegEnd> start = run_leg(2, Leg{.plan = plan, .until = 0}, {});
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u) << "rank " << r;
+      EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex()) << "rank " << r;
+      EXPECT_EQ(dev[r].collective_ops, 0) << "rank " << r;
+      EXPECT_EQ(dev[r].compute_buffers, 0) << "rank " << r;
+      EXPECT_EQ(dev[r].pulls, 3) << "rank " << r;
+    }
+    EXPECT_GT(count_differences(dev[0].params, start[0].params), dev[0].params.size() / 2) << "training moved them";
+  }
 }
 
 TEST(DeviceModelTest, CheckpointsAreDeviceIndependentInBothDirections) {

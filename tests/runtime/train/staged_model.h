@@ -17,8 +17,9 @@ class StagedModel final : public model::Model {
  public:
   // `host`: the whole network (borrowed); under ZeRO-2/3 it holds no gradients (no parameters),
   // and the executor binds the "device" layers to buffers in this model's compute memory.
+  // A pipeline stage or a tensor-parallel slice computes on the same stage or slice of its own.
   explicit StagedModel(model::LabMlp& host)
-      : host_(host), device_(host.shape(), /*seed=*/0) {
+      : host_(host), device_(host.global_shape(), /*seed=*/0, host.chunks(), model::ModelStorage{}, host.tp_slice()) {
     // The device starts from garbage (another seed) until the host's weights are pushed.
     if (host_.holds_params()) push_params(host_.owned_range());
   }
@@ -39,17 +40,31 @@ class StagedModel final : public model::Model {
   std::span<const float> grads() const override { return host_.grads(); }
   std::span<float> compute_params() override { return device_.params(); }
   std::span<float> compute_grads() override { return device_.grads(); }
+  // Both buffers start at owned_range().begin.
   void pull_grads(model::FlatRange r) override {
-    std::copy_n(device_.grads().begin() + r.begin, r.numel(), host_.grads().begin() + r.begin);
+    std::copy_n(device_.grads().begin() + at(r), r.numel(), host_.grads().begin() + at(r));
     ++pulls;
   }
   void push_params(model::FlatRange r) override {
-    std::copy_n(host_.params().begin() + r.begin, r.numel(), device_.params().begin() + r.begin);
+    std::copy_n(host_.params().begin() + at(r), r.numel(), device_.params().begin() + at(r));
     ++pushes;
   }
   void pull_params(model::FlatRange r) override {
-    std::copy_n(device_.params().begin() + r.begin, r.numel(), host_.params().begin() + r.begin);
+    std::copy_n(device_.params().begin() + at(r), r.numel(), host_.params().begin() + at(r));
     ++param_pulls;
+  }
+  std::unique_ptr<model::ComputeBuffer> make_compute_buffer(int64_t elements, model::MemoryAccount* account,
+                                                            model::MemoryCategory category) override {
+    ++compute_buffers;
+    return Model::make_compute_buffer(elements, account, category);
+  }
+  bool owns_layer(int layer) const override { return host_.owns_layer(layer); }
+  model::TpSlice tp_slice() const override { return host_.tp_slice(); }
+  void tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t b, int64_t e) const override {
+    device_.tp_finish_forward(layer, mb, b, e);
+  }
+  void tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t b, int64_t e) override {
+    device_.tp_finish_backward(layer, mb, b, e);
   }
   void zero_grads() override { device_.zero_grads(); }
   void bind_params(model::FlatRange r, std::span<float> s) override { device_.bind_params(r, s); }
@@ -58,8 +73,10 @@ class StagedModel final : public model::Model {
   void backward_layer(int layer, model::MicrobatchState& mb) override { device_.backward_layer(layer, mb); }
 
   int pulls = 0, pushes = 0, param_pulls = 0;
+  int compute_buffers = 0;  // made in this model's compute memory (buckets, gathers, ...)
 
  private:
+  int64_t at(model::FlatRange r) const { return r.begin - host_.owned_range().begin; }
   model::LabMlp& host_;
   model::LabMlp device_;
 };
