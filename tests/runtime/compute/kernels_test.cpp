@@ -11,17 +11,13 @@
 
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/counter_rng.h"
+#include "tests/runtime/compute/random_vector.h"
 #include "strategy/errors.h"
 
 namespace parlab::compute::cpu {
 namespace {
 
-std::vector<float> random_vector(int64_t n, uint64_t seed) {
-  const CounterRng rng(seed, RngStream::kDataInput);
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(rng.normal(i));
-  return v;
-}
+using testing::random_vector;
 
 // max_i |a_i - b_i| / max(|b_i|, floor); the floor keeps near-zero entries from dominating.
 double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b,

@@ -12,17 +12,13 @@
 
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/counter_rng.h"
+#include "tests/runtime/compute/random_vector.h"
 #include "runtime/compute/cpu/kernels.h"
 
 namespace parlab::compute::cpu {
 namespace {
 
-std::vector<float> random_vector(int64_t n, uint64_t seed) {
-  const CounterRng rng(seed, RngStream::kDataInput);
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(rng.normal(i));
-  return v;
-}
+using testing::random_vector;
 
 // C (+)= op(A) op(B) + bias in double, row-major, as matmul.h defines it.
 std::vector<double> naive(const GemmShape& s, const std::vector<float>& A, const std::vector<float>& B,
