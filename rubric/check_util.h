@@ -10,6 +10,12 @@
 
 namespace parlab::rubric::detail {
 
+// Re-runs a recorded simulation from its proof's inputs; the digest of its JSON output. Throws
+// ConfigError when the inputs cannot be rebuilt here (model file missing or changed).
+std::string resimulate(const nlohmann::json& inputs);  // checks_perf.cpp
+// A model reference as recorded, found beside the working directory or in the source tree.
+std::string locate_model(const std::string& ref);  // checks_perf.cpp
+
 inline double num(const nlohmann::json& j, const char* key, double fallback = NAN) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return fallback;
   return j[key].get<double>();

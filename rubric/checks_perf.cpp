@@ -21,8 +21,6 @@ using nlohmann::json;
 
 namespace detail {
 
-// Re-runs a recorded simulation from its proof's inputs; the digest of its JSON output. Throws
-// ConfigError when the inputs cannot be rebuilt here (model file missing or changed).
 std::string locate_model(const std::string& ref) {
   const bool path_like = ref.find('/') != std::string::npos || ref.ends_with(".toml");
   if (!path_like || std::filesystem::path(ref).is_absolute() || std::filesystem::exists(ref)) return ref;

@@ -7,15 +7,12 @@
 
 #include "rubric/checks.h"
 #include "runtime/launch/kill_resume_proof.h"
+#include "rubric/check_util.h"
 #include "strategy/errors.h"
 #include "strategy/ledger.h"
 #include "strategy/units.h"
 
 namespace parlab::rubric {
-namespace detail {
-std::string resimulate(const nlohmann::json& inputs);  // checks_perf.cpp
-std::string locate_model(const std::string& ref);      // checks_perf.cpp
-}
 namespace {
 
 using nlohmann::json;

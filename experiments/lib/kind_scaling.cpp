@@ -117,8 +117,14 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
     p.dp = w / (p.tp * p.pp);
     p = strategy::resolve(p, model, w);
     // Compute from the profile (or the grid), the link from the fit of w ranks.
-    const strategy::ClusterSpec rated =
-        cluster_for_world(workload_cluster(base, model, p, profile, compute_note), stored ? stored->ring_fits : std::vector<RingFit>{}, w);
+    // Predicted on the cluster exactly as its proof records it: the profile's rates are measured
+    // doubles, and the recorded TOML keeps 10 significant digits, so predicting on the unrounded
+    // figures would leave the grader's re-simulation a few bits off.
+    const strategy::ClusterSpec rated = strategy::parse_cluster_toml(
+        strategy::cluster_to_toml(cluster_for_world(workload_cluster(base, model, p, profile, compute_note),
+                                                    stored ? stored->ring_fits : std::vector<RingFit>{}, w),
+                                  ""),
+        "recorded cluster");
     const strategy::ClusterSpec cluster = strategy::with_world(rated, w);
     strategy::validate(p, model, cluster);
     plans[w] = p;

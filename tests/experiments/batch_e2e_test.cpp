@@ -17,6 +17,7 @@
 #include "strategy/io.h"
 #include "tests/support/subprocess.h"
 #include "parlab/source_dir.h"
+#include "rubric/check_util.h"
 
 namespace parlab::experiments {
 namespace fs = std::filesystem;
@@ -171,6 +172,39 @@ TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit
   // Each run profiles afresh: the tiny model's compute differs by microseconds between them.
   EXPECT_NEAR(slow.at(1), fast.at(1), 2e-3);
   EXPECT_NEAR(slow.at(2) - fast.at(2), 2 * (10e-3 - 100e-6), 2e-3);
+}
+
+// The profiled cluster is measured doubles; its proof records the cluster as TOML. The grader
+// re-simulates from that record, so the prediction must have run on exactly what was recorded.
+TEST(BatchEndToEnd, ProfiledSimulationsReSimulateByteForByteFromTheirRecord) {
+  Scratch s;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  Calibration c;
+  c.machine = host;
+  c.created_at = "2026-01-01T00:00:00Z";
+  c.cluster = strategy::load_cluster("cpu-local");
+  c.cluster.calibrated = true;
+  c.ring_fits = {{2, 123.456789e-6, 0.987654321e9, 0, 0}};
+  write_calibrated_cluster(c, s.dir);
+  ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
+  auto store = db::ResultsStore::open(":memory:");
+  const auto spec = parse_experiment("name = \"tiny_resimulated\"\nkind = \"scaling\"\n[scaling]\nmodel = \"" + kModel +
+                                         "\"\ncluster = \"cpu-local\"\nplan = \"gbs=16\"\nworkers = [1, 2]\n"
+                                         "sources = [\"simulated\"]\n",
+                                     (s.dir / "p.toml").string());
+  const Outcome out = run_experiment(spec, store, options(s));
+  ::unsetenv("PARLAB_RESULTS");
+  ASSERT_TRUE(out.ok) << out.error;
+  ASSERT_NE(out.report.find("compute model: a profile of this workload on one core"), std::string::npos) << out.report;
+  int checked = 0;
+  for (const auto& proof : store.list_proofs()) {
+    if (proof.kind != "deterministic_simulation") continue;
+    EXPECT_EQ(rubric::detail::resimulate(proof.inputs), proof.evidence.at("output_digest").get<std::string>())
+        << proof.inputs.dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
 }
 
 TEST(BatchEndToEnd, EquivalenceIsRecordedAsAPassedProof) {
