@@ -8,13 +8,15 @@
 #      NCCL on device buffers (uneven reduce-scatter/all-gather too), timeout + ncclCommAbort, the
 #      GPU trainer against the CPU trainer, bit-identical GPU resume, device-independent
 #      checkpoints, the device AdamW bit for bit against the CPU AdamW and against the host
-#      update on the same GPU gradients; TP slices and pipeline stages on one GPU against the whole
-#      CPU network; DDP, ZeRO-1/2/3, tp=2 and pp=2 on two GPUs against two CPU ranks, which
-#      skip saying they need 2 GPUs on a one-GPU machine) and test_cli_device (parlab links NCCL
+#      update on the same GPU gradients; TP slices, pipeline stages and interleaved chunks on one
+#      GPU against the whole CPU network; DDP, ZeRO-1/2/3, tp=2, pp=2 (GPipe, 1F1B, interleaved) on
+#      two GPUs and tp=2,pp=2 and tp=2,dp=2,zero=2 on four against as many CPU ranks, which skip
+#      saying how many GPUs they need on a smaller machine) and test_cli_device (parlab links NCCL
 #      and cuBLAS, --help lists --device, the plan check), verbose, so every difference is logged;
 #   3b. the device-AdamW verdict and, with >= 2 GPUs, `parlab train --nproc 2 --device cuda` for
-#      DDP, ZeRO-1/2/3, tp=2 (sp off and on) and pp=2 against the CPU run of the same seed
-#      (exported weights, tolerance 1e-4);
+#      DDP, ZeRO-1/2/3, tp=2 (sp off and on), pp=2 (1F1B) and pp=2 interleaved against the CPU run
+#      of the same seed (exported weights, tolerance 1e-4); TP and pipeline boundaries stay in GPU
+#      memory and move over NCCL (the 4-GPU splits tp=2,pp=2 and tp=2,dp=2,zero=2 are in the tests);
 #      with one GPU it says those need more GPUs (NCCL cannot put two ranks on one GPU);
 #   4. equivalence: `parlab train --device cuda` on 1 GPU against `parlab train --device cpu` of
 #      the same seed (lab-mlp, 8 AdamW steps at global batch 64), final weights exported and
@@ -164,7 +166,7 @@ fi
 # two pipeline stages through the launcher against the CPU run of the same seed.
 if [ "$gpus" -ge 2 ] && command -v python3 > /dev/null; then
   for split in "gbs=64" "gbs=64,zero=1" "gbs=64,zero=2" "gbs=64,zero=3" "gbs=64,tp=2" "gbs=64,tp=2,sp=on" \
-    "gbs=64,pp=2"; do
+    "gbs=64,pp=2" "gbs=64,pp=2,v=2,schedule=interleaved"; do
     tag="${split//[=,]/_}"
     say "2 GPUs: parlab train --nproc 2 --device cuda --plan $split vs --device cpu"
     split_args=(train --model lab-mlp --plan "$split" --nproc 2 --steps 4 --seed 3 --fresh)

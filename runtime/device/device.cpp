@@ -19,16 +19,8 @@ void require_available(Kind kind) {
 
 void check_plan(Kind kind, const strategy::Plan& plan) {
   if (kind != Kind::kCuda) return;
-  // Tensor slices and pipeline stages run on the GPU (compute/cuda/cuda_model.h); what they do
-  // not combine with there yet is refused by its key.
-  if (plan.pp > 1 && plan.schedule == strategy::Schedule::kInterleaved)
-    throw ConfigError("plan.schedule", "interleaved",
-                      "must be gpipe or 1f1b with --device cuda and pp > 1: the CUDA model holds one layer span per "
-                      "stage, not interleaved chunks, so far (interleaving runs on --device cpu)");
-  if ((plan.tp > 1 || plan.pp > 1) && plan.zero >= 2)
-    throw ConfigError("plan.zero", std::to_string(plan.zero),
-                      "must be 0 or 1 with --device cuda and tp or pp > 1: ZeRO-2/3 buffers are not bound to "
-                      "tensor slices or stages on the GPU yet (they run on --device cpu)");
+  // Every split the CPU runtime trains runs on the GPU too (the trainer refuses the rest by key
+  // on either device); only SGD under ZeRO-2/3 is the GPU's own refusal.
   if (plan.dp > 1 && plan.zero >= 2 && plan.optimizer == strategy::OptimizerKind::kSgd)
     throw ConfigError("plan.optimizer", "sgd",
                       "must be adam with --device cuda and ZeRO-" + std::to_string(plan.zero) +

@@ -37,13 +37,13 @@ std::string unavailable_reason(Kind kind);
 // exits 2 before any worker starts instead of hanging in a rendezvous.
 void require_available(Kind kind);
 
-// What the device runs of a plan the CPU runtime takes: on cuda, data parallelism (DDP) and
-// ZeRO-1/2/3 (NCCL reduce-scatters and all-gathers the uneven shards, the layers bind buckets
-// and gathered layers in GPU memory, AdamW updates the shard there; ZeRO-2/3 with SGD is
-// refused, SGD having no device update); tensor parallelism (sp on or off) and GPipe/1F1B
-// pipelines with ZeRO-0/1 (boundary tensors through the host state: compute/cuda/cuda_model.h).
-// Interleaved pipelines and ZeRO-2/3 with tp or pp > 1 are refused. A refusal is a ConfigError
-// naming the plan key and value, before any process starts.
+// What the device runs of a plan the CPU runtime takes: all of it. On cuda, data parallelism
+// (DDP) and ZeRO-1/2/3 (NCCL reduce-scatters and all-gathers the uneven shards, the layers bind
+// buckets and gathered layers in GPU memory, AdamW updates the shard there), tensor parallelism
+// (sp on or off; the TP group's NCCL reduces the boundary tensors in GPU memory) and GPipe, 1F1B
+// and interleaved pipelines (boundary tensors sent GPU to GPU over NCCL pairs), and their
+// combinations the trainer allows. Refused: ZeRO-2/3 with SGD, SGD having no device update. A
+// refusal is a ConfigError naming the plan key and value, before any process starts.
 void check_plan(Kind kind, const strategy::Plan& plan);
 
 struct CudaRankOptions {

@@ -44,6 +44,17 @@ void Model::compute_accumulate(std::span<float> dst, std::span<const float> src)
   for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
 }
 
+void Model::compute_copy(std::span<float> dst, std::span<const float> src) {
+  check_sizes(dst.size(), src.size(), "compute_copy");
+  std::copy(src.begin(), src.end(), dst.begin());
+}
+
+std::span<float> Model::compute_boundary(int l, bool gradient, MicrobatchState& mb) {
+  return gradient ? mb.dactivation(l) : mb.activation(l);
+}
+
+void Model::release_microbatch(MicrobatchState& mb) { mb.release_activations(); }
+
 void Model::compute_to_host(std::span<float> host, std::span<const float> compute) {
   check_sizes(host.size(), compute.size(), "compute_to_host");
   std::copy(compute.begin(), compute.end(), host.begin());

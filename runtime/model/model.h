@@ -21,6 +21,10 @@
 // All are no-ops when the buffers coincide. Outside a step the host parameters are the truth,
 // except after device-optimizer steps: then the compute parameters are, until pull_params.
 //
+// Boundary tensors (compute_boundary): what sends, receives and tensor-parallel collectives move
+// is compute memory, so on a GPU a pipeline hand-off and a TP reduction go device to device over
+// NCCL; the host MicrobatchState then carries only the data, the labels and the head's outputs.
+//
 // The per-layer contract is LabMlp's: forward_layer(l, mb) for l ascending reads activation(l);
 // backward_layer(l, mb) descending ACCUMULATES layer l's gradients into the compute gradients
 // (microbatches sum; the head scales by mb.loss_scale()). On any device the head's forward leaves
@@ -96,6 +100,8 @@ class Model {
   // dst += src, element-wise, both compute memory of the same size (microbatches accumulate
   // their reduced bucket chunks into the gradient shard).
   virtual void compute_accumulate(std::span<float> dst, std::span<const float> src);
+  // dst = src, both compute memory of the same size (a pipeline send's copy of its tensor).
+  virtual void compute_copy(std::span<float> dst, std::span<const float> src);
   // Between compute memory and host memory of the same size (shard storage around checkpoints).
   virtual void compute_to_host(std::span<float> host, std::span<const float> compute);
   virtual void compute_from_host(std::span<float> compute, std::span<const float> host);
@@ -106,6 +112,18 @@ class Model {
   // Binds the tensors of flat `range` to `storage` in compute memory (ZeRO-2/3; lab_mlp.h).
   virtual void bind_params(FlatRange range, std::span<float> storage) = 0;
   virtual void bind_grads(FlatRange range, std::span<float> storage) = 0;
+
+  // Boundary tensors in compute memory: activation(l) of `mb` (gradient: dactivation(l)), the
+  // (B, h) tensor a pipeline send or recv moves and a tensor-parallel collective reduces in place.
+  // The host's are the MicrobatchState's own (the default); a device model's live in its memory
+  // (its slot for `mb`, made on first use: a stage's recv may come before the microbatch's first
+  // forward) and never pass through the host. The span stays valid until release_microbatch(mb)
+  // or the next step's zero_grads(); a writer (recv, TP collective) leaves the tensor set.
+  virtual std::span<float> compute_boundary(int l, bool gradient, MicrobatchState& mb);
+  // The executor is done with `mb` for this step (its last forward, backward, send or TP
+  // collective ran): its activations are freed (MicrobatchState::release_activations), and a
+  // device model frees its slot. Labels, logits and losses stay on the host state.
+  virtual void release_microbatch(MicrobatchState& mb);
 
   virtual void forward_layer(int layer, MicrobatchState& mb) const = 0;
   virtual void backward_layer(int layer, MicrobatchState& mb) = 0;

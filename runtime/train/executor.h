@@ -33,6 +33,11 @@
 // compute op that needs a recv waits for it (its deps), and the step ends when all sends are
 // delivered.
 //
+// Boundary tensors, for both, are the model's compute memory (Model::compute_boundary): on a GPU
+// the TP group's NCCL communicator reduces them and the pipeline's NCCL pairs carry them device
+// to device; a send's copy is a compute buffer (Model::compute_copy). A microbatch is handed
+// back to the model (Model::release_microbatch) after the last op that reads it.
+//
 // Ops are dispatched through a table keyed by OpKind. What the runtime cannot execute yet
 // (the tied-embedding all-reduce, model chunks it does not hold) is refused
 // when the Executor is built, with an UnsupportedOp naming the op, so a plan fails before step 0

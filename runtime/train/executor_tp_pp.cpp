@@ -29,7 +29,9 @@ void Executor::run_tp_collective(const Op& op) {
   const bool forward = producer.kind == OpKind::kForward;
   const int layer = op.layers.begin;
   model::MicrobatchState& mb = mbs_[op.microbatch];
-  const std::span<float> buf = forward ? mb.activation(layer + 1) : mb.dactivation(layer);
+  // The partial sum in compute memory (device memory on a GPU: the TP group's NCCL reduces it there).
+  const std::span<float> buf = forward ? model_.compute_boundary(layer + 1, false, mb)
+                                       : model_.compute_boundary(layer, true, mb);
   comm::Communicator& c = comm_of(op);
   const int64_t h = model_.shape().hidden;
   std::vector<int64_t> counts(static_cast<size_t>(c.size()));
@@ -108,8 +110,7 @@ comm::Communicator& Executor::p2p_comm(const Op& op) const {
 }
 
 std::span<float> Executor::boundary_of(const Op& op, int layer) {
-  model::MicrobatchState& mb = mbs_[op.microbatch];
-  return forward_tag(op) ? mb.activation(layer) : mb.dactivation(layer);
+  return model_.compute_boundary(layer, !forward_tag(op), mbs_[op.microbatch]);
 }
 
 namespace {
@@ -124,21 +125,11 @@ void Executor::issue_send(const Op& op) {
     release_if_last(op);
     return;
   }
-  // A copy: the microbatch may release the tensor before the peer has received it.
+  // A copy in compute memory (device to device on a GPU): the microbatch may release the tensor
+  // before the peer has received it.
   const std::span<const float> src = boundary_of(op, p2p_layer_[op.id]);
-  const int64_t n = static_cast<int64_t>(src.size());
-  std::span<float> out;
-  if (model_.compute_is_host()) {
-    out = make_buffer(op.id, n);
-  } else {
-    // Boundary tensors and the pipeline's communicators are host memory on every device: a device
-    // model's copy stays on the host too (the base Model's buffer, not the device's).
-    auto [it, inserted] = buffers_.emplace(
-        op.id, model_.model::Model::make_compute_buffer(n, options_.account, model::MemoryCategory::kTemporary));
-    if (!inserted) throw RuntimeError("executor: op " + std::to_string(op.id) + " already has a buffer");
-    out = it->second->span();
-  }
-  std::copy(src.begin(), src.end(), out.begin());
+  const std::span<float> out = make_buffer(op.id, static_cast<int64_t>(src.size()));
+  model_.compute_copy(out, src);
   comm::Communicator& c = p2p_comm(op);
   record_issue(op, c, c.send(out, group_rank_of(c, op.peer), collective_options(op)));
   release_if_last(op);

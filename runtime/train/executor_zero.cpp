@@ -127,7 +127,7 @@ void Executor::after_compute(const Op& op) {
 }
 
 void Executor::release_if_last(const Op& op) {
-  if (op.microbatch >= 0 && last_op_of_mb_.at(op.microbatch) == op.id) mbs_[op.microbatch].release_activations();
+  if (op.microbatch >= 0 && last_op_of_mb_.at(op.microbatch) == op.id) model_.release_microbatch(mbs_[op.microbatch]);
 }
 
 void Executor::issue_reduce_scatter(const Op& op) {

@@ -224,13 +224,6 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
   for (size_t i = 0; i < program_.groups.size(); ++i)
     if (program_.groups[i].kind == strategy::GroupKind::kTP && config_.plan.tp > 1) tp_comm_ = comms[i];
-  // Pipeline paths: one communicator per direction and neighbour (executor.h says why).
-  std::map<int, comm::Communicator*> send_comms, recv_comms;
-  for (const auto& [from, to] : p2p_pairs(program_)) {
-    owned_comms_.push_back(world.split({std::min(from, to), std::max(from, to)},
-                                       "p2p." + std::to_string(from) + ">" + std::to_string(to)));
-    (from == world.rank() ? send_comms[to] : recv_comms[from]) = owned_comms_.back().get();
-  }
   if ((options_.collectives == nullptr) != !options_.make_device_model)
     throw ConfigError("trainer options", "collectives without a device model (or the reverse)",
                       "a device run sets both");
@@ -239,11 +232,18 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
       throw ConfigError("trainer collectives", options_.collectives->group_name(), "must span the world's ranks");
     // The model first: a device model may tell `collectives` which stream its groups wait for.
     state_.device_model = options_.make_device_model(state_.model, config_.plan);
-    std::vector<comm::Communicator*> device_comms = group_communicators(*options_.collectives);
-    // TP collectives reduce boundary tensors, which live in the host MicrobatchState on every
-    // device (as the pipeline's sends do): they keep the host groups.
-    for (size_t i = 0; i < program_.groups.size(); ++i)
-      if (program_.groups[i].kind != strategy::GroupKind::kTP) comms[i] = device_comms[i];
+    // Every group of the program, TP included: boundary tensors are compute memory (model.h).
+    comms = group_communicators(*options_.collectives);
+  }
+  // Pipeline paths: one communicator per direction and neighbour (executor.h says why), split off
+  // the communicator the program's collectives use (on a device, after the model, whose stream
+  // they then wait for).
+  comm::Communicator& p2p_base = options_.collectives ? *options_.collectives : world;
+  std::map<int, comm::Communicator*> send_comms, recv_comms;
+  for (const auto& [from, to] : p2p_pairs(program_)) {
+    owned_comms_.push_back(p2p_base.split({std::min(from, to), std::max(from, to)},
+                                          "p2p." + std::to_string(from) + ">" + std::to_string(to)));
+    (from == world.rank() ? send_comms[to] : recv_comms[from]) = owned_comms_.back().get();
   }
   model::Model& compute = state_.compute_model();
   const bool mixed = config_.plan.precision == strategy::Precision::kMixed;
@@ -296,7 +296,7 @@ void Trainer::sync_host() const {
   auto& self = const_cast<Trainer&>(*this);  // the host buffers mirror the device (see trainer.h)
   if (state_.model.holds_params()) self.state_.device_model->pull_params(state_.model.owned_range());
   self.state_.shards->pull_params();
-  state_.device_optimizer->download_state(*self.state_.optimizer);
+  if (state_.device_optimizer) state_.device_optimizer->download_state(*self.state_.optimizer);
   host_stale_ = false;
 }
 
@@ -429,7 +429,9 @@ StepRecord Trainer::step() {
     rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1, ""});
   }
   ++state_.step;
-  if (state_.device_optimizer) host_stale_ = true;
+  // The device holds the current weights after a device update, and after a ZeRO step whose
+  // all-gather of the updated shards ran in device memory (the host updated only its own shard).
+  if (state_.device_optimizer || (state_.device_model && state_.shards->zero() >= 1)) host_stale_ = true;
   if (options_.sink) options_.sink->on_step(rec);
   return rec;
 }

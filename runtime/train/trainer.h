@@ -114,8 +114,9 @@ struct TrainerOptions {
   std::filesystem::path dump_dir;
   InjectedFaults faults;  // skip-allreduce and slow (executor.h); none by default
   // --device cuda: the step program computes on make_device_model(state.model, plan) and its
-  // collectives run on communicators split off `collectives` (an NCCL world over the same ranks),
-  // while `world` (Gloo, host memory) keeps checkpoints, dumps, exports and barriers. Both null:
+  // collectives and pipeline sends run on communicators split off `collectives` (an NCCL world over
+  // the same ranks: DP, TP and the pipeline pairs all move device memory), while `world` (Gloo,
+  // host memory) keeps checkpoints, dumps, exports and barriers. Both null:
   // the CPU, everything on `world`. Borrowed.
   DeviceModelFactory make_device_model;
   comm::Communicator* collectives = nullptr;
@@ -187,7 +188,9 @@ class Trainer {
   comm::Communicator* dp_comm_ = nullptr;
   comm::Communicator* tp_comm_ = nullptr;
   std::unique_ptr<Executor> executor_;
-  mutable bool host_stale_ = false;  // device-optimizer steps since the last sync_host
+  // Steps since the last sync_host after which the device holds weights the host lacks (a device
+  // update, or a device ZeRO all-gather of shards the host optimizer updated one of).
+  mutable bool host_stale_ = false;
 };
 
 }  // namespace parlab::train

@@ -11,73 +11,6 @@
 
 namespace parlab::compute::cuda {
 
-CudaModel::CudaModel(model::LabMlp& host, int64_t max_batch, int slots, int device) : host_(host) {
-  if (host.chunks().size() > 1)
-    throw RuntimeError("the CUDA model holds one layer span per stage: interleaved pipeline stages are not "
-                       "implemented on the GPU yet");
-  const model::FlatRange whole{0, host.layout().numel()};
-  staged_ = host.owned_range() != whole || host.tp_slice().size > 1;
-  // A stage's parameters go to their global offsets of a whole-network (local-shape) buffer.
-  const bool replica = host.owned_range() == whole;
-  device_ = std::make_unique<DeviceMlp>(host.shape(),
-                                        host.holds_params() && replica ? host.params() : std::span<const float>{},
-                                        max_batch, device, slots);
-  device_->set_tp_partial(host.tp_slice().size > 1);
-  if (!replica && host.holds_params()) push_params(host.owned_range());
-  slot_used_.assign(static_cast<size_t>(slots), 0);
-}
-
-std::span<float> CudaModel::compute_params() {
-  const model::FlatRange o = host_.owned_range();
-  return device_->params().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
-}
-
-std::span<float> CudaModel::compute_grads() {
-  const model::FlatRange o = host_.owned_range();
-  return device_->grads().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
-}
-
-void CudaModel::check_range(model::FlatRange range, const char* what) const {
-  if (!host_.owned_range().contains(range))
-    throw RuntimeError(std::string("CudaModel::") + what + ": range [" + std::to_string(range.begin) + ", " +
-                       std::to_string(range.end) + ") lies outside the model");
-}
-
-// Flat offset i is element i of the device buffers and element i - owned.begin of the host's.
-void CudaModel::pull_grads(model::FlatRange range) {
-  check_range(range, "pull_grads");
-  DeviceGuard guard(device_->device());
-  copy_to_host_sync(host_.grads().data() + host_index(range), device_->grads().data() + range.begin,
-                    static_cast<size_t>(range.numel()) * sizeof(float), stream());
-}
-
-void CudaModel::push_params(model::FlatRange range) {
-  check_range(range, "push_params");
-  DeviceGuard guard(device_->device());
-  // From pageable memory: the call returns once the host buffer may be reused; the stream orders
-  // the next forward after the copy.
-  copy_to_device(device_->params().data() + range.begin, host_.params().data() + host_index(range),
-                 static_cast<size_t>(range.numel()) * sizeof(float), stream());
-}
-
-// After device-optimizer steps (train/device_optimizer.h) the device holds the current weights.
-void CudaModel::pull_params(model::FlatRange range) {
-  check_range(range, "pull_params");
-  DeviceGuard guard(device_->device());
-  copy_to_host_sync(host_.params().data() + host_index(range), device_->params().data() + range.begin,
-                    static_cast<size_t>(range.numel()) * sizeof(float), stream());
-}
-
-void CudaModel::zero_grads() {
-  device_->zero_grads();
-  slot_of_.clear();
-  std::fill(slot_used_.begin(), slot_used_.end(), 0);
-}
-
-void CudaModel::bind_params(model::FlatRange range, std::span<float> storage) { device_->bind_params(range, storage); }
-
-void CudaModel::bind_grads(model::FlatRange range, std::span<float> storage) { device_->bind_grads(range, storage); }
-
 namespace {
 
 // Device memory for the executor and the shards, zeroed on the model's stream (so a collective
@@ -100,6 +33,103 @@ class CudaBuffer final : public model::ComputeBuffer {
   int device_;
   DeviceBuffer<float> values_;
 };
+
+}  // namespace
+
+CudaModel::CudaModel(model::LabMlp& host, int64_t max_batch, int slots, int device) : host_(host) {
+  const model::FlatRange whole{0, host.layout().numel()};
+  // A stage's parameters go to their global offsets of a whole-network (local-shape) buffer.
+  const bool replica = host.owned_range() == whole;
+  device_ = std::make_unique<DeviceMlp>(host.shape(),
+                                        host.holds_params() && replica ? host.params() : std::span<const float>{},
+                                        max_batch, device, slots);
+  device_->set_tp_partial(host.tp_slice().size > 1);
+  if (host.chunks().size() > 1) {
+    // Interleaved: the chunks' tensors sit packed in the host's flat coordinates, not at their
+    // global offsets; bind each into packed device buffers at the host's positions.
+    DeviceGuard guard(device);
+    const int64_t n = host.owned_range().numel();
+    packed_params_ = std::make_unique<CudaBuffer>(n, device, stream());
+    packed_grads_ = std::make_unique<CudaBuffer>(n, device, stream());
+    for (const model::ParamTensor& t : host.layout().tensors()) {
+      const int64_t at = host.position(t);
+      if (at < 0) continue;
+      const model::FlatRange global{t.offset, t.offset + t.numel};
+      const auto local = static_cast<size_t>(at - host.owned_range().begin);
+      device_->bind_params(global, packed_params_->span().subspan(local, static_cast<size_t>(t.numel)));
+      device_->bind_grads(global, packed_grads_->span().subspan(local, static_cast<size_t>(t.numel)));
+    }
+  }
+  if (!replica && host.holds_params()) push_params(host.owned_range());
+  slot_used_.assign(static_cast<size_t>(slots), 0);
+}
+
+std::span<float> CudaModel::compute_params() {
+  if (packed()) return packed_params_->span();
+  const model::FlatRange o = host_.owned_range();
+  return device_->params().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
+}
+
+std::span<float> CudaModel::compute_grads() {
+  if (packed()) return packed_grads_->span();
+  const model::FlatRange o = host_.owned_range();
+  return device_->grads().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
+}
+
+float* CudaModel::device_param(model::FlatRange range) { return compute_params().data() + host_index(range); }
+float* CudaModel::device_grad(model::FlatRange range) { return compute_grads().data() + host_index(range); }
+
+void CudaModel::check_range(model::FlatRange range, const char* what) const {
+  if (!host_.owned_range().contains(range))
+    throw RuntimeError(std::string("CudaModel::") + what + ": range [" + std::to_string(range.begin) + ", " +
+                       std::to_string(range.end) + ") lies outside the model");
+}
+
+// Flat offset i is element i of the device buffers and element i - owned.begin of the host's.
+void CudaModel::pull_grads(model::FlatRange range) {
+  check_range(range, "pull_grads");
+  DeviceGuard guard(device_->device());
+  copy_to_host_sync(host_.grads().data() + host_index(range), device_grad(range),
+                    static_cast<size_t>(range.numel()) * sizeof(float), stream());
+}
+
+void CudaModel::push_params(model::FlatRange range) {
+  check_range(range, "push_params");
+  DeviceGuard guard(device_->device());
+  // From pageable memory: the call returns once the host buffer may be reused; the stream orders
+  // the next forward after the copy.
+  copy_to_device(device_param(range), host_.params().data() + host_index(range),
+                 static_cast<size_t>(range.numel()) * sizeof(float), stream());
+}
+
+// After device-optimizer steps (train/device_optimizer.h) the device holds the current weights.
+void CudaModel::pull_params(model::FlatRange range) {
+  check_range(range, "pull_params");
+  DeviceGuard guard(device_->device());
+  copy_to_host_sync(host_.params().data() + host_index(range), device_param(range),
+                    static_cast<size_t>(range.numel()) * sizeof(float), stream());
+}
+
+void CudaModel::zero_grads() {
+  device_->zero_grads();
+  if (packed()) compute_zero(packed_grads_->span());
+  slot_of_.clear();
+  std::fill(slot_used_.begin(), slot_used_.end(), 0);
+}
+
+// ZeRO-2/3 bindings are of whole-model replicas (the trainer refuses ZeRO with pp > 1), whose flat
+// coordinates are the device's.
+void CudaModel::bind_params(model::FlatRange range, std::span<float> storage) {
+  if (packed()) throw RuntimeError("CudaModel: an interleaved stage's parameters cannot be bound to ZeRO buffers");
+  device_->bind_params(range, storage);
+}
+
+void CudaModel::bind_grads(model::FlatRange range, std::span<float> storage) {
+  if (packed()) throw RuntimeError("CudaModel: an interleaved stage's gradients cannot be bound to ZeRO buffers");
+  device_->bind_grads(range, storage);
+}
+
+namespace {
 
 void check_sizes(size_t a, size_t b, const char* what) {
   if (a != b) throw RuntimeError(std::string("CudaModel::") + what + ": " + std::to_string(a) + " elements against " + std::to_string(b));
@@ -137,71 +167,75 @@ void CudaModel::compute_zero(std::span<float> compute) {
   zero_on_device(compute.data(), compute.size_bytes(), stream());
 }
 
-int CudaModel::slot_of(const model::MicrobatchState& mb, bool assign) const {
-  if (const auto it = slot_of_.find(&mb); it != slot_of_.end()) return it->second;
-  if (!assign) throw RuntimeError("CudaModel: a microbatch reached a later layer before its first forward");
+void CudaModel::compute_copy(std::span<float> dst, std::span<const float> src) {
+  check_sizes(dst.size(), src.size(), "compute_copy");
+  DeviceGuard guard(device_->device());
+  copy_on_device(dst.data(), src.data(), src.size_bytes(), stream());
+}
+
+int CudaModel::select(const model::MicrobatchState& mb, bool assign) const {
+  if (const auto it = slot_of_.find(&mb); it != slot_of_.end()) {
+    device_->select_slot(it->second);
+    return it->second;
+  }
+  if (!assign) throw RuntimeError("CudaModel: a microbatch reached a backward before any forward");
   for (size_t k = 0; k < slot_used_.size(); ++k)
     if (!slot_used_[k]) {
       slot_used_[k] = 1;
       slot_of_[&mb] = static_cast<int>(k);
+      device_->select_slot(static_cast<int>(k));
+      device_->begin_microbatch(mb.labels(), mb.global_batch());
       return static_cast<int>(k);
     }
   throw RuntimeError("CudaModel: more than " + std::to_string(slot_used_.size()) +
                      " microbatches in flight (raise the model's slots)");
 }
 
-void CudaModel::download_boundary(std::span<float> host, bool gradient, int l) const {
-  const std::vector<float> v = gradient ? device_->dactivation(l) : device_->activation(l);
-  std::copy(v.begin(), v.end(), host.begin());
+int CudaModel::slots_in_use() const {
+  return static_cast<int>(std::count(slot_used_.begin(), slot_used_.end(), 1));
+}
+
+std::span<float> CudaModel::compute_boundary(int l, bool gradient, model::MicrobatchState& mb) {
+  if (mb.batch() == 0) return {};  // an empty microbatch moves nothing (as on the host)
+  select(mb, true);
+  return device_->boundary(l, gradient);
+}
+
+void CudaModel::release_microbatch(model::MicrobatchState& mb) {
+  if (const auto it = slot_of_.find(&mb); it != slot_of_.end()) {
+    slot_used_[static_cast<size_t>(it->second)] = 0;
+    slot_of_.erase(it);
+  }
+  mb.release_activations();
 }
 
 void CudaModel::forward_layer(int layer, model::MicrobatchState& mb) const {
   if (mb.batch() == 0) return;  // an empty microbatch contributes nothing (as on the host)
-  const bool first = layer == host_.first_layer();
-  const bool head = layer == static_cast<int>(host_.shape().blocks);
-  device_->select_slot(slot_of(mb, first));
-  if (first) {
-    const std::span<const float> x = mb.activation(layer);
-    const std::span<const int32_t> labels = std::as_const(mb).labels();
-    device_->set_microbatch_at(layer, x, labels, mb.global_batch());
-  } else if (staged_) {
-    device_->set_activation(layer, mb.activation(layer));  // received, or reduced over the TP group
-  }
+  select(mb, true);
+  // The data; any other first layer of a stage or chunk reads the boundary its recv wrote.
+  if (layer == 0) device_->set_activation(0, mb.activation(0));
   device_->forward_layer(layer);
-  if (head) mb.set_head_outputs(device_->logits(), device_->losses());
-  else if (staged_) download_boundary(mb.activation(layer + 1), false, layer + 1);
+  if (layer == static_cast<int>(host_.shape().blocks)) mb.set_head_outputs(device_->logits(), device_->losses());
 }
 
 void CudaModel::backward_layer(int layer, model::MicrobatchState& mb) {
   if (mb.batch() == 0) return;
-  const int slot = slot_of(mb, false);
-  const bool head = layer == static_cast<int>(host_.shape().blocks);
-  device_->select_slot(slot);
-  if (staged_ && !head) device_->set_dactivation(layer + 1, mb.dactivation(layer + 1));
+  select(mb, false);
   device_->backward_layer(layer);
-  if (staged_) download_boundary(mb.dactivation(layer), true, layer);
-  if (layer == host_.first_layer()) {
-    slot_used_[static_cast<size_t>(slot)] = 0;
-    slot_of_.erase(&mb);
-  }
 }
 
-// The reduced partial sum is in the host state: up to the GPU, bias and residual there (fc2.bias
-// is the device's current value, which the host copy may lag behind), and the rows back.
+// The reduced partial sum is on the device (compute_boundary): bias and residual there, with
+// fc2.bias's current device value.
 void CudaModel::tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) const {
   if (mb.batch() == 0) return;
-  device_->select_slot(slot_of(mb, false));
-  device_->set_activation(layer + 1, mb.activation(layer + 1));
+  select(mb, false);
   device_->tp_finish_forward(layer, row_begin, row_end);
-  const int64_t h = host_.shape().hidden;
-  const std::vector<float> y = device_->activation(layer + 1);
-  std::copy(y.begin() + row_begin * h, y.begin() + row_end * h, mb.activation(layer + 1).begin() + row_begin * h);
 }
 
-// dx += dy on the rows: no parameter takes part, so the host's finish is the device's (the next
-// layer's backward uploads dactivation(layer) before it computes).
 void CudaModel::tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) {
-  host_.tp_finish_backward(layer, mb, row_begin, row_end);
+  if (mb.batch() == 0) return;
+  select(mb, false);
+  device_->tp_finish_backward(layer, row_begin, row_end);
 }
 
 }  // namespace parlab::compute::cuda

@@ -4,25 +4,28 @@
 // host copies in the same global names; its compute buffers are the DeviceMlp's (device memory,
 // for an NcclCommunicator).
 //
-// Microbatches: the executor hands in host MicrobatchStates; the first layer's forward uploads
-// the inputs and labels of a state into a free device slot, the head's forward copies logits and
-// losses back into it, and the first layer's backward frees the slot. zero_grads (the start of a
-// step) forgets every slot.
+// Microbatches: the executor hands in host MicrobatchStates; a device slot is taken for a state the
+// first time the model sees it (its first forward, or a recv into its boundary before that), which
+// uploads its labels; the first layer of the network uploads the inputs, the head's forward copies
+// logits and losses back into the host state, and release_microbatch frees the slot. zero_grads
+// (the start of a step) forgets every slot.
+//
+// Boundary tensors live on the device (compute_boundary): a pipeline stage receives its input and
+// sends its output device to device, a tensor-parallel group reduces fc2's partial sum (and fc1's
+// partial input gradient) in place on the GPU, and tp_finish_forward/backward add bias and
+// residual there. Nothing crosses to the host between layers.
 //
 // Pipeline stages and tensor-parallel slices: the host model's slice and layer span (the same
 // LabMlp constructors as on the CPU, so the counter-RNG values at global positions are the CPU's)
 // decide what the GPU holds: the DeviceMlp has the slice's local shape, and a stage's layers sit
-// at their global flat offsets (compute_params() is the owned range of that buffer). Boundary
-// tensors stay in the host MicrobatchState, as the executor's sends, receives and TP collectives
-// read them: each layer uploads its input boundary before it computes and downloads its output
-// after (staged(): a whole-network replica skips this). A tensor-parallel block leaves fc2's
-// partial sum; tp_finish_forward adds fc2.bias and the residual on the GPU, tp_finish_backward
-// is the host's (the residual add needs no parameter). Interleaved stages (several chunks) are
-// refused. ZeRO-2/3: the host model then holds no gradients
-// (no parameters), and the executor binds the layers to buckets and gathered layers in device
-// memory (make_compute_buffer); the DeviceMlp still allocates whole-network parameter and
-// gradient buffers, so ZeRO's traffic and update are the GPU's but its device-memory saving is
-// not realised yet.
+// at their global flat offsets (compute_params() is the owned range of that buffer). An
+// interleaved stage holds several chunks whose flat coordinates are packed one after the other
+// (lab_mlp.h): its parameters and gradients are then two packed device buffers of the owned size,
+// each chunk's tensors bound into them at the host's positions. ZeRO-2/3: the host model then
+// holds no gradients (no parameters), and the executor binds the layers to buckets and gathered
+// layers in device memory (make_compute_buffer); the DeviceMlp still allocates whole-network
+// parameter and gradient buffers, so ZeRO's traffic and update are the GPU's but its
+// device-memory saving is not realised yet.
 #include <map>
 #include <memory>
 
@@ -63,6 +66,9 @@ class CudaModel final : public model::Model {
   void compute_to_host(std::span<float> host, std::span<const float> compute) override;
   void compute_from_host(std::span<float> compute, std::span<const float> host) override;
   void compute_zero(std::span<float> compute) override;
+  void compute_copy(std::span<float> dst, std::span<const float> src) override;
+  std::span<float> compute_boundary(int l, bool gradient, model::MicrobatchState& mb) override;
+  void release_microbatch(model::MicrobatchState& mb) override;
   void bind_params(model::FlatRange range, std::span<float> storage) override;
   void bind_grads(model::FlatRange range, std::span<float> storage) override;
   void forward_layer(int layer, model::MicrobatchState& mb) const override;
@@ -72,23 +78,30 @@ class CudaModel final : public model::Model {
   model::TpSlice tp_slice() const override { return host_.tp_slice(); }
   void tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) const override;
   void tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) override;
-  // Whether boundary tensors travel through the host MicrobatchState (a stage or a slice).
-  bool staged() const { return staged_; }
+  // Whether the stage's chunks are packed into buffers of their own (an interleaved stage).
+  bool packed() const { return packed_params_ != nullptr; }
+  // Device slots taken by microbatches right now.
+  int slots_in_use() const;
 
   DeviceMlp& device_mlp() { return *device_; }
   cudaStream_t stream() const { return device_->stream(); }
 
  private:
-  int slot_of(const model::MicrobatchState& mb, bool assign) const;
+  // Selects the slot of `mb`, taking a free one (and uploading its labels) when `assign`.
+  int select(const model::MicrobatchState& mb, bool assign) const;
   void check_range(model::FlatRange range, const char* what) const;
 
   // Element `range.begin` of the host buffers (they start at owned_range().begin).
   int64_t host_index(model::FlatRange range) const { return range.begin - host_.owned_range().begin; }
-  void download_boundary(std::span<float> host, bool gradient, int l) const;
+  // Where flat offset `range.begin` lives on the device: the whole-network buffers at their
+  // global offsets, or the packed buffers of an interleaved stage.
+  float* device_param(model::FlatRange range);
+  float* device_grad(model::FlatRange range);
 
   model::LabMlp& host_;
-  bool staged_ = false;
   std::unique_ptr<DeviceMlp> device_;  // mutable through the pointer: forward_layer is const
+  // An interleaved stage's packed parameters and gradients (null otherwise), owned_range() sized.
+  std::unique_ptr<model::ComputeBuffer> packed_params_, packed_grads_;
   mutable std::map<const model::MicrobatchState*, int> slot_of_;
   mutable std::vector<char> slot_used_;
 };

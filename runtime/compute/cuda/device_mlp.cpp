@@ -209,15 +209,23 @@ void DeviceMlp::set_microbatch_at(int layer, std::span<const float> x, std::span
   if (layer < 0 || layer > shape().blocks)
     throw RuntimeError("set_microbatch_at(" + std::to_string(layer) + "): layers are 0.." +
                        std::to_string(shape().blocks));
-  State& s = *state_;
-  const int64_t B = static_cast<int64_t>(labels.size()), h = shape().hidden, C = shape().classes;
-  if (B > s.max_batch) {
-    throw ConfigError("microbatch", std::to_string(B),
-                      "must be <= max_batch (" + std::to_string(s.max_batch) + ")");
-  }
+  const int64_t B = static_cast<int64_t>(labels.size()), h = shape().hidden;
   if (static_cast<int64_t>(x.size()) != B * h) {
     throw ConfigError("x elements", std::to_string(x.size()),
                       "must be batch * hidden = " + std::to_string(B * h));
+  }
+  begin_microbatch(labels, global_batch);
+  DeviceGuard guard(device_);
+  copy_to_device(state_->act(layer), x.data(), x.size_bytes(), stream());
+  state_->cur().has_act[static_cast<size_t>(layer)] = 1;
+}
+
+void DeviceMlp::begin_microbatch(std::span<const int32_t> labels, int64_t global_batch) {
+  State& s = *state_;
+  const int64_t B = static_cast<int64_t>(labels.size()), C = shape().classes;
+  if (B > s.max_batch) {
+    throw ConfigError("microbatch", std::to_string(B),
+                      "must be <= max_batch (" + std::to_string(s.max_batch) + ")");
   }
   if (global_batch < 1 || global_batch < B) {
     throw ConfigError("global_batch", std::to_string(global_batch),
@@ -230,14 +238,12 @@ void DeviceMlp::set_microbatch_at(int layer, std::span<const float> x, std::span
     }
   }
   DeviceGuard guard(device_);
-  copy_to_device(s.act(layer), x.data(), x.size_bytes(), stream());
   copy_to_device(s.cur().labels.data(), labels.data(), labels.size_bytes(), stream());
   s.cur().batch = B;
   s.cur().loss_scale = static_cast<float>(1.0 / static_cast<double>(global_batch));
   std::fill(s.cur().saved.begin(), s.cur().saved.end(), 0);
   std::fill(s.cur().has_act.begin(), s.cur().has_act.end(), 0);
   std::fill(s.cur().has_dact.begin(), s.cur().has_dact.end(), 0);
-  s.cur().has_act[static_cast<size_t>(layer)] = 1;
   s.cur().head_saved = false;
 }
 
@@ -267,6 +273,14 @@ void DeviceMlp::set_dactivation(int l, std::span<const float> dx) {
   s.cur().has_dact[static_cast<size_t>(l)] = 1;
 }
 
+std::span<float> DeviceMlp::boundary(int l, bool gradient) {
+  State& s = *state_;
+  if (l < 0 || l > shape().blocks)
+    throw RuntimeError("boundary(" + std::to_string(l) + "): boundaries are 0.." + std::to_string(shape().blocks));
+  (gradient ? s.cur().has_dact : s.cur().has_act)[static_cast<size_t>(l)] = 1;
+  return {gradient ? s.dact(l) : s.act(l), static_cast<size_t>(s.cur().batch * shape().hidden)};
+}
+
 void DeviceMlp::set_tp_partial(bool on) {
   State& s = *state_;
   if (on && s.zero_bias.size() == 0) {
@@ -286,6 +300,17 @@ void DeviceMlp::tp_finish_forward(int layer, int64_t row_begin, int64_t row_end)
   const int64_t h = shape().hidden;
   bias_residual_accumulate(stream(), s.act(layer + 1) + row_begin * h, s.param(layer, kFc2Bias),
                            s.act(layer) + row_begin * h, (row_end - row_begin) * h, h);
+}
+
+void DeviceMlp::tp_finish_backward(int layer, int64_t row_begin, int64_t row_end) {
+  State& s = *state_;
+  if (layer < 0 || layer >= shape().blocks || row_begin < 0 || row_end < row_begin || row_end > s.cur().batch)
+    throw RuntimeError("tp_finish_backward(" + std::to_string(layer) + ", rows " + std::to_string(row_begin) + ".." +
+                       std::to_string(row_end) + "): no such block or rows");
+  DeviceGuard guard(device_);
+  const int64_t h = shape().hidden;
+  residual_backward(stream(), s.dact(layer) + row_begin * h, nullptr, s.dact(layer + 1) + row_begin * h,
+                    (row_end - row_begin) * h);
 }
 
 void DeviceMlp::forward_layer(int layer) {

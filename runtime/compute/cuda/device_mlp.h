@@ -72,10 +72,17 @@ class DeviceMlp {
   // layers start at `layer` (the head still reads `labels`). set_microbatch is layer 0.
   void set_microbatch_at(int layer, std::span<const float> x, std::span<const int32_t> labels,
                          int64_t global_batch);
-  // Uploads a boundary tensor of the selected microbatch (batch() * hidden floats) that another
-  // rank produced: a pipeline hand-off, or a tensor-parallel sum reduced on the host.
+  // Starts the selected slot's microbatch without an input: its labels (checked as above), batch
+  // size and loss scale. A pipeline stage after the first gets its input through boundary(),
+  // received device to device. set_microbatch_at is this plus the upload of x.
+  void begin_microbatch(std::span<const int32_t> labels, int64_t global_batch);
+  // Uploads a boundary tensor of the selected microbatch (batch() * hidden floats) from the host.
   void set_activation(int l, std::span<const float> x);
   void set_dactivation(int l, std::span<const float> dx);
+  // The selected microbatch's boundary tensor l (gradient: dactivation(l)) in DEVICE memory,
+  // batch() * hidden floats, marked as set: a pipeline recv or a TP collective writes it in place
+  // (on another stream, which the caller orders before the next layer), a send reads it.
+  std::span<float> boundary(int l, bool gradient);
   int64_t batch() const;
   float loss_scale() const;
 
@@ -85,6 +92,9 @@ class DeviceMlp {
   // fc2.bias and the residual to rows [row_begin, row_end) once the sum is reduced.
   void set_tp_partial(bool on);
   void tp_finish_forward(int layer, int64_t row_begin, int64_t row_end);
+  // The residual branch after the reduction: dactivation(layer) += dactivation(layer + 1) on rows
+  // [row_begin, row_end) (one fp32 add per element, as LabMlp::tp_finish_backward).
+  void tp_finish_backward(int layer, int64_t row_begin, int64_t row_end);
 
   // Microbatch slots: set_microbatch, the per-layer steps and the host copies below act on the
   // selected slot (0 at first), so a schedule that runs several forwards before their backwards

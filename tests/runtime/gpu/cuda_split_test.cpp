@@ -2,8 +2,9 @@
 // the CPU run of the same seed over Gloo: DDP and ZeRO-1/2/3 (NCCL's uneven reduce-scatter and
 // all-gather, buckets and gathered layers in GPU memory, the shard updated by the device AdamW). Weights agree within fp32 rounding (the
 // GEMMs and NCCL sum in other orders than OpenBLAS and the Gloo ring), and the GPU run is
-// bit-identical run to run. Also tensor parallelism (with and without sequence parallelism) and
-// two pipeline stages. Skips saying how many GPUs it needs.
+// bit-identical run to run. Also tensor parallelism (with and without sequence parallelism, and
+// with ZeRO-2 on four GPUs), two pipeline stages (1F1B, GPipe, interleaved) and tp=2,pp=2 on four:
+// their boundary tensors stay in GPU memory and move over NCCL. Skips saying how many GPUs it needs.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -69,16 +70,17 @@ WorldEnd run_world(bool cuda, const std::string& plan, int world, int64_t until)
   return out;
 }
 
-void expect_split_matches_cpu(const std::string& plan) {
-  PARLAB_REQUIRE_CUDA_DEVICES(2);
-  const WorldEnd cpu = run_world(false, plan, 2, 5);
-  const WorldEnd gpu = run_world(true, plan, 2, 5);
-  const WorldEnd again = run_world(true, plan, 2, 5);
+void expect_split_matches_cpu(const std::string& plan, int world = 2) {
+  PARLAB_REQUIRE_CUDA_DEVICES(world);
+  const WorldEnd cpu = run_world(false, plan, world, 5);
+  const WorldEnd gpu = run_world(true, plan, world, 5);
+  const WorldEnd again = run_world(true, plan, world, 5);
   const double diff = testing::relative_diff(gpu.params, cpu.params);
-  gpu_test::report(plan + " on 2 GPUs vs 2 CPU ranks, 5 AdamW steps", diff, kFp32Tolerance);
+  gpu_test::report(plan + " on " + std::to_string(world) + " GPUs vs as many CPU ranks, 5 AdamW steps", diff,
+                   kFp32Tolerance);
   EXPECT_LE(diff, kFp32Tolerance);
   EXPECT_EQ(gpu.fingerprint, again.fingerprint) << "GPU run to run";
-  const WorldEnd start = run_world(false, plan, 2, 0);
+  const WorldEnd start = run_world(false, plan, world, 0);
   EXPECT_GT(testing::relative_diff(cpu.params, start.params), 100 * kFp32Tolerance) << "training moved the weights";
 }
 
@@ -93,7 +95,7 @@ TEST(CudaSplit, Zero2OnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=
 TEST(CudaSplit, Zero3OnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("gbs=16,mb=4,zero=3"); }
 
 // Tensor parallelism: fc1/fc2 slices from the host model's initialisation at global positions,
-// fc2's partial sum reduced over the host TP group, bias and residual added on the GPU.
+// fc2's partial sum reduced in GPU memory over the TP group's NCCL, bias and residual added there.
 TEST(CudaSplit, TensorParallelOnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("tp=2,gbs=16,mb=4"); }
 
 // Sequence parallelism: reduce-scatter, the finish on this rank's rows, all-gather.
@@ -102,10 +104,21 @@ TEST(CudaSplit, TensorAndSequenceParallelOnTwoGpusMatchesTheCpuRun) {
 }
 
 // Two pipeline stages (1F1B, four microbatches in flight): each GPU holds its layer span at the
-// global flat offsets, activations and gradients cross between stages through the host state.
+// global flat offsets, activations and gradients cross between stages GPU to GPU (NCCL pairs).
 TEST(CudaSplit, PipelineOnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("pp=2,gbs=16,mb=4"); }
 
 TEST(CudaSplit, GpipePipelineOnTwoGpusMatchesTheCpuRun) { expect_split_matches_cpu("pp=2,schedule=gpipe,gbs=16,mb=4"); }
+
+// Two chunks per stage, packed in each GPU's own buffers.
+TEST(CudaSplit, InterleavedPipelineOnTwoGpusMatchesTheCpuRun) {
+  expect_split_matches_cpu("pp=2,v=2,schedule=interleaved,gbs=16,mb=4");
+}
+
+TEST(CudaSplit, TensorAndPipelineOnFourGpusMatchesTheCpuRun) { expect_split_matches_cpu("tp=2,pp=2,gbs=16,mb=4", 4); }
+
+TEST(CudaSplit, Zero2OfTensorSlicesOnFourGpusMatchesTheCpuRun) {
+  expect_split_matches_cpu("tp=2,dp=2,zero=2,gbs=16,mb=4", 4);
+}
 
 }  // namespace
 }  // namespace parlab::train

@@ -16,6 +16,7 @@
 #include "runtime/train/export.h"
 #include "runtime/train/trainer_checkpoint.h"
 #include "staged_model.h"
+#include "tap_communicator.h"
 #include "train_fixture.h"
 
 namespace parlab::train {
@@ -32,6 +33,8 @@ struct Leg {
   bool staged = false;  // compute on a StagedModel, collectives on a second Gloo world
   bool device_optimizer = false;  // with staged: the update on the staged buffers (StagedOptimizer)
   const char* plan = kPlan;
+  bool sgd = false;  // SGD with momentum instead of AdamW
+  int blocks = 2;  // the tiny model's (4 for an interleaved pipeline: pp * v chunks)
   bool resume = false;
   bool save = false;
   int64_t until = 0;
@@ -45,6 +48,9 @@ struct LegEnd {
   int64_t world_grad_ops = 0, collective_grad_ops = 0;  // grad.* entries in each flight recorder
   int64_t collective_ops = 0;  // every entry in the collectives' flight recorder
   int compute_buffers = 0;
+  int boundaries = 0, copies = 0, host_boundaries = 0;  // StagedModel's counters
+  // Step-program ops (executor tags) issued on each world and the groups split off it.
+  int64_t host_step_ops = 0, device_step_ops = 0, device_sends = 0, device_recvs = 0, device_tp_ops = 0;
 };
 
 int64_t grad_entries(const comm::Communicator& c) {
@@ -55,7 +61,10 @@ int64_t grad_entries(const comm::Communicator& c) {
 }
 
 std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
-  const TrainConfig config = tiny_config(leg.plan, world, kData, AdamWConfig{.lr = 1e-2});
+  const TrainConfig config = tiny_config(leg.plan, world, kData,
+                                         leg.sgd ? OptimizerConfig{SgdConfig{.lr = 0.1, .momentum = 0.9}}
+                                                 : OptimizerConfig{AdamWConfig{.lr = 1e-2}},
+                                         leg.blocks);
   auto host_store = comm::make_in_process_store();
   auto device_store = comm::make_in_process_store();
   std::vector<LegEnd> out(world);
@@ -66,14 +75,17 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
       try {
         comm::GlooOptions go;
         go.timeout = testing::kTestTimeout;
-        auto c = comm::make_gloo_communicator(host_store, r, world, go);
+        auto host_log = std::make_shared<testing::TapLog>(), device_log = std::make_shared<testing::TapLog>();
+        auto c = std::make_unique<testing::TapCommunicator>(comm::make_gloo_communicator(host_store, r, world, go),
+                                                            host_log);
         std::unique_ptr<comm::Communicator> dc;
         TrainerOptions to;
         to.record_events = false;
         StagedModel* staged = nullptr;
         testing::StagedOptimizer* staged_opt = nullptr;
         if (leg.staged) {
-          dc = comm::make_gloo_communicator(device_store, r, world, go);
+          dc = std::make_unique<testing::TapCommunicator>(comm::make_gloo_communicator(device_store, r, world, go),
+                                                          device_log);
           to.collectives = dc.get();
           to.make_device_model = [&staged](model::LabMlp& host, const strategy::Plan&) {
             auto m = std::make_unique<StagedModel>(host);
@@ -97,7 +109,19 @@ std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
         out[r].world_grad_ops = grad_entries(*c);
         if (dc) out[r].collective_grad_ops = grad_entries(*dc);
         if (dc) out[r].collective_ops = static_cast<int64_t>(dc->flight_recorder().snapshot().entries.size());
+        out[r].host_step_ops = host_log->step_ops();
+        out[r].device_step_ops = device_log->step_ops();
+        out[r].device_sends = device_log->step_ops("send");
+        out[r].device_recvs = device_log->step_ops("recv");
+        {
+          std::lock_guard lock(device_log->mu);
+          for (const std::string& t : device_log->tags)
+            if (t.find("/tp.") != std::string::npos || t.find("/sp.") != std::string::npos) ++out[r].device_tp_ops;
+        }
         if (staged) {
+          out[r].boundaries = staged->boundaries;
+          out[r].copies = staged->copies;
+          out[r].host_boundaries = staged->host_boundaries;
           out[r].pushes = staged->pushes;
           out[r].pulls = staged->pulls;
           out[r].param_pulls = staged->param_pulls;
@@ -152,23 +176,85 @@ TEST(DeviceModelTest, StagedComputeTrainsBitIdenticalToTheHostModelWithCollectiv
 }
 
 // Tensor slices and pipeline stages on a device model (the CUDA model's path, on the host):
-// bit-identical to the host run; the TP collectives and the pipeline's sends reduce and carry
-// boundary tensors, which are host memory on every device, so they stay on the host world (the
-// collectives' world carries nothing at dp = 1) and no send copy is made in compute memory.
-TEST(DeviceModelTest, TensorAndPipelineSplitsOnADeviceModelKeepBoundariesOnTheHost) {
-  for (const char* plan : {"tp=2,gbs=16,mb=4", "tp=2,sp=on,gbs=16,mb=4", "pp=2,gbs=16,mb=4"}) {
-    SCOPED_TRACE(plan);
-    const std::vector<LegEnd> cpu = run_leg(2, Leg{.plan = plan, .until = 3}, {});
-    const std::vector<LegEnd> dev = run_leg(2, Leg{.staged = true, .plan = plan, .until = 3}, {});
-    const std::vector<LegEnd> start = run_leg(2, Leg{.plan = plan, .until = 0}, {});
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u) << "rank " << r;
-      EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex()) << "rank " << r;
-      EXPECT_EQ(dev[r].collective_ops, 0) << "rank " << r;
-      EXPECT_EQ(dev[r].compute_buffers, 0) << "rank " << r;
-      EXPECT_EQ(dev[r].pulls, 3) << "rank " << r;
+// bit-identical to the host run, and every op of the step program -- the TP reductions of
+// boundary tensors and the pipeline's sends and receives included -- runs on the collectives'
+// world (on a GPU: NCCL, device to device), none on the host world. The boundary tensors are the
+// model's compute memory: a send copies one in compute memory, and no host microbatch state ever
+// holds one (the stand-in keeps its own states, so reading the host's would compute garbage).
+TEST(DeviceModelTest, TensorAndPipelineSplitsOnADeviceModelMoveBoundariesInComputeMemory) {
+  struct Split {
+    const char* plan;
+    int world;
+    bool tp, pp;
+    int blocks = 2;
+  };
+  for (const Split& sp : {Split{"tp=2,gbs=16,mb=4", 2, true, false}, Split{"tp=2,sp=on,gbs=16,mb=4", 2, true, false},
+                          Split{"pp=2,gbs=16,mb=4", 2, false, true}, Split{"pp=2,schedule=gpipe,gbs=16,mb=4", 2, false, true},
+                          Split{"pp=2,v=2,schedule=interleaved,gbs=16,mb=4", 2, false, true, 4},
+                          Split{"tp=2,pp=2,gbs=16,mb=4", 4, true, true}, Split{"tp=2,dp=2,zero=1,gbs=16,mb=4", 4, true, false}}) {
+    SCOPED_TRACE(sp.plan);
+    const std::vector<LegEnd> cpu = run_leg(sp.world, Leg{.plan = sp.plan, .blocks = sp.blocks, .until = 3}, {});
+    const std::vector<LegEnd> dev =
+        run_leg(sp.world, Leg{.staged = true, .plan = sp.plan, .blocks = sp.blocks, .until = 3}, {});
+    const std::vector<LegEnd> start = run_leg(sp.world, Leg{.plan = sp.plan, .blocks = sp.blocks, .until = 0}, {});
+    for (int r = 0; r < sp.world; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
+      EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex());
+      // The CPU run's step ops all went over its world; the device run's all over the collectives'.
+      EXPECT_GT(cpu[r].host_step_ops, 0);
+      EXPECT_EQ(dev[r].host_step_ops, 0);
+      EXPECT_EQ(dev[r].device_step_ops, cpu[r].host_step_ops);
+      EXPECT_EQ(dev[r].host_boundaries, 0);
+      EXPECT_GT(dev[r].boundaries, 0);
+      EXPECT_EQ(dev[r].pulls, 3);
+      if (sp.tp) EXPECT_GT(dev[r].device_tp_ops, 0);
+      if (sp.pp) {
+        EXPECT_GT(dev[r].device_sends, 0);
+        EXPECT_EQ(dev[r].device_sends, dev[r].device_recvs);  // each stage sends one way and receives the other
+        EXPECT_EQ(dev[r].copies, dev[r].device_sends);         // every send copied its tensor in compute memory
+        EXPECT_GE(dev[r].compute_buffers, dev[r].copies);
+      }
     }
     EXPECT_GT(count_differences(dev[0].params, start[0].params), dev[0].params.size() / 2) << "training moved them";
+  }
+}
+
+// ZeRO-1 with the optimizer on the host (SGD has no device update): the host updates its shard,
+// pushes it, and the all-gather of the shards runs in device memory, so the host's copy of the
+// other ranks' shards is stale until the trainer syncs it. Checkpoints, fingerprints and
+// gathers must read the device's weights, bit-identical to the CPU run's.
+TEST(DeviceModelTest, Zero1WithAHostOptimizerOnADeviceModelLeavesTheHostCurrentForReaders) {
+  const char* plan = "dp=2,zero=1,gbs=16,mb=4";
+  for (bool sgd : {false, true}) {
+    SCOPED_TRACE(sgd ? "sgd" : "adamw");
+    const std::vector<LegEnd> cpu = run_leg(2, Leg{.plan = plan, .sgd = sgd, .until = 3}, {});
+    const std::vector<LegEnd> dev = run_leg(2, Leg{.staged = true, .plan = plan, .sgd = sgd, .until = 3}, {});
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
+      EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex());
+      EXPECT_EQ(dev[r].pulls, 3);        // the shard's gradients, once a step
+      EXPECT_EQ(dev[r].param_pulls, 1);  // the whole weights, once, for the readers after the run
+    }
+  }
+}
+
+// ZeRO-2 of tensor-parallel slices on a device model with its optimizer on the device: the
+// buckets bind to the slice's gradients in compute memory, bit-identical to the host run.
+TEST(DeviceModelTest, Zero2OfTensorParallelSlicesOnADeviceModelMatchesTheHostRun) {
+  const char* plan = "tp=2,dp=2,zero=2,gbs=16,mb=4";
+  const std::vector<LegEnd> cpu = run_leg(4, Leg{.plan = plan, .until = 3}, {});
+  const std::vector<LegEnd> dev = run_leg(4, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 3}, {});
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
+    EXPECT_EQ(dev[r].fingerprint.combined_hex(), cpu[r].fingerprint.combined_hex());
+    EXPECT_EQ(dev[r].host_step_ops, 0);
+    EXPECT_EQ(dev[r].device_step_ops, cpu[r].host_step_ops);
+    EXPECT_GT(dev[r].device_tp_ops, 0);
+    EXPECT_EQ(dev[r].device_steps, 3);
+    EXPECT_EQ(dev[r].pulls, 0);
   }
 }
 

@@ -4,7 +4,13 @@
 // LabMlp's buffers as its host side, exactly as the CUDA model does. Anything that reads or writes
 // host buffers without the executor's pull_grads/push_params (or the trainer's
 // host_state_changed after a checkpoint load) then sees stale numbers, and the test catches it.
+// Its microbatches live in its own memory too, as the CUDA model's slots do: a "device" state per
+// host state, made on first use (labels copied in), the data copied in by layer 0's forward, the
+// head's outputs copied back; boundary tensors (compute_boundary) are the device state's, so an
+// executor that sent, received or reduced the host state's tensors would compute garbage, and one
+// that wrote them is counted (host_boundaries).
 #include <algorithm>
+#include <map>
 
 #include "runtime/model/lab_mlp.h"
 #include "runtime/model/model.h"
@@ -60,25 +66,61 @@ class StagedModel final : public model::Model {
   }
   bool owns_layer(int layer) const override { return host_.owns_layer(layer); }
   model::TpSlice tp_slice() const override { return host_.tp_slice(); }
-  void tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t b, int64_t e) const override {
-    device_.tp_finish_forward(layer, mb, b, e);
+  void zero_grads() override {
+    device_.zero_grads();
+    slots_.clear();
   }
-  void tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t b, int64_t e) override {
-    device_.tp_finish_backward(layer, mb, b, e);
-  }
-  void zero_grads() override { device_.zero_grads(); }
   void bind_params(model::FlatRange r, std::span<float> s) override { device_.bind_params(r, s); }
   void bind_grads(model::FlatRange r, std::span<float> s) override { device_.bind_grads(r, s); }
-  void forward_layer(int layer, model::MicrobatchState& mb) const override { device_.forward_layer(layer, mb); }
-  void backward_layer(int layer, model::MicrobatchState& mb) override { device_.backward_layer(layer, mb); }
+  void forward_layer(int layer, model::MicrobatchState& mb) const override {
+    model::MicrobatchState& d = slot(mb, true);
+    if (layer == 0) std::copy(mb.activation(0).begin(), mb.activation(0).end(), d.activation(0).begin());
+    device_.forward_layer(layer, d);
+    if (layer == device_.shape().blocks) mb.set_head_outputs(d.logits(), d.losses());
+  }
+  void backward_layer(int layer, model::MicrobatchState& mb) override { device_.backward_layer(layer, slot(mb, false)); }
+  void tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t b, int64_t e) const override {
+    device_.tp_finish_forward(layer, slot(mb, false), b, e);
+  }
+  void tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t b, int64_t e) override {
+    device_.tp_finish_backward(layer, slot(mb, false), b, e);
+  }
+  std::span<float> compute_boundary(int l, bool gradient, model::MicrobatchState& mb) override {
+    ++boundaries;
+    model::MicrobatchState& d = slot(mb, true);
+    return gradient ? d.dactivation(l) : d.activation(l);
+  }
+  void compute_copy(std::span<float> dst, std::span<const float> src) override {
+    ++copies;
+    Model::compute_copy(dst, src);
+  }
+  void release_microbatch(model::MicrobatchState& mb) override {
+    for (int l = 0; l <= device_.global_shape().blocks; ++l)
+      if ((l > 0 && mb.has_activation(l)) || mb.has_dactivation(l)) ++host_boundaries;
+    slots_.erase(&mb);
+    mb.release_activations();
+  }
 
   int pulls = 0, pushes = 0, param_pulls = 0;
-  int compute_buffers = 0;  // made in this model's compute memory (buckets, gathers, ...)
+  int compute_buffers = 0;  // made in this model's compute memory (buckets, gathers, send copies)
+  int boundaries = 0;       // compute_boundary calls (sends, recvs, TP collectives)
+  int copies = 0;           // compute_copy calls (send copies)
+  int host_boundaries = 0;  // boundary tensors found in a host state at its release (should be none)
 
  private:
+  model::MicrobatchState& slot(const model::MicrobatchState& mb, bool make) const {
+    auto it = slots_.find(&mb);
+    if (it == slots_.end()) {
+      if (!make) throw RuntimeError("StagedModel: a microbatch reached a backward before any forward");
+      it = slots_.emplace(&mb, device_.new_microbatch(mb.batch(), mb.global_batch())).first;
+      std::copy(mb.labels().begin(), mb.labels().end(), it->second.labels().begin());
+    }
+    return it->second;
+  }
   int64_t at(model::FlatRange r) const { return r.begin - host_.owned_range().begin; }
   model::LabMlp& host_;
-  model::LabMlp device_;
+  mutable model::LabMlp device_;
+  mutable std::map<const model::MicrobatchState*, model::MicrobatchState> slots_;
 };
 
 // A host stand-in for a device optimizer (train/device_optimizer.h): its own twin of the host

@@ -22,19 +22,20 @@ namespace parlab::train::testing {
 
 inline constexpr std::chrono::milliseconds kTestTimeout{20'000};
 
-// h 32, f 64, 2 blocks, 4 classes: 8.5 K parameters.
-inline strategy::ModelSpec tiny_model() {
+// h 32, f 64, 2 blocks (or `blocks`), 4 classes: 8.5 K parameters at 2 blocks.
+inline strategy::ModelSpec tiny_model(int blocks = 2) {
   return strategy::parse_model_toml(
-      "name = \"tiny\"\nkind = \"mlp\"\nlayers = 2\nhidden = 32\nffn = 64\nclasses = 4\n"
-      "microbatch = 4\nprecision = \"fp32\"\n",
+      "name = \"tiny\"\nkind = \"mlp\"\nlayers = " + std::to_string(blocks) +
+          "\nhidden = 32\nffn = 64\nclasses = 4\nmicrobatch = 4\nprecision = \"fp32\"\n",
       "tiny.toml");
 }
 
-// A config for `world` workers from plan text (the global batch fixed by the plan).
+// A config for `world` workers from plan text (the global batch fixed by the plan), on the tiny
+// model of `blocks` blocks.
 inline TrainConfig tiny_config(const std::string& plan, int world, int64_t data_size,
-                               OptimizerConfig optimizer = SgdConfig{.lr = 0.1, .momentum = 0.9}) {
+                               OptimizerConfig optimizer = SgdConfig{.lr = 0.1, .momentum = 0.9}, int blocks = 2) {
   TrainConfig c;
-  c.model = tiny_model();
+  c.model = tiny_model(blocks);
   c.plan = resolve_train_plan(c.model, plan, world, strategy::load_cluster("cpu-local"));
   c.optimizer = optimizer;
   c.data_size = data_size;

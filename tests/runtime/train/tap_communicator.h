@@ -1,0 +1,103 @@
+#pragma once
+// A communicator that passes every op to a real one and notes the tag of each op issued on it or
+// on any group split off it, so a test can tell which world (host or "device") a step's
+// collectives, TP reductions and pipeline sends went over. Thread-safe: the split groups of one
+// rank share the log.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+
+namespace parlab::train::testing {
+
+// "s<digits>/...": the executor's tag of a step's op (executor.h).
+inline bool is_step_tag(const std::string& tag) {
+  size_t i = 1;
+  while (i < tag.size() && tag[i] >= '0' && tag[i] <= '9') ++i;
+  return tag.size() > 2 && tag[0] == 's' && i > 1 && i < tag.size() && tag[i] == '/';
+}
+
+struct TapLog {
+  std::mutex mu;
+  std::vector<std::string> tags;  // in issue order, "<kind> <tag>", e.g. "send s0/act.mb1.vs0"
+  void note(const char* kind, const comm::CollectiveOptions& o) {
+    std::lock_guard lock(mu);
+    tags.push_back(std::string(kind) + " " + o.tag);
+  }
+  // Entries of the step programs (executor tags start "s<step>/") whose kind is `kind`, or any.
+  int64_t step_ops(const std::string& kind = "") {
+    std::lock_guard lock(mu);
+    int64_t n = 0;
+    for (const std::string& t : tags) {
+      const size_t space = t.find(' ');
+      if ((kind.empty() || t.compare(0, space, kind) == 0) && is_step_tag(t.substr(space + 1))) ++n;
+    }
+    return n;
+  }
+};
+
+class TapCommunicator final : public comm::Communicator {
+ public:
+  TapCommunicator(std::unique_ptr<comm::Communicator> inner, std::shared_ptr<TapLog> log)
+      : inner_(std::move(inner)), log_(std::move(log)) {}
+  std::string_view backend_name() const override { return inner_->backend_name(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& group_name() const override { return inner_->group_name(); }
+  const std::vector<int>& world_ranks() const override { return inner_->world_ranks(); }
+  const comm::FlightRecorder& flight_recorder() const override { return inner_->flight_recorder(); }
+
+ protected:
+  using Options = comm::CollectiveOptions;
+  std::shared_ptr<comm::Work> run_all_reduce(std::span<float> buf, const Options& o) override {
+    log_->note("all-reduce", o);
+    return inner_->all_reduce(buf, o);
+  }
+  std::shared_ptr<comm::Work> run_reduce_scatter(std::span<const float> in, std::span<float> out,
+                                                 const Options& o) override {
+    log_->note("reduce-scatter", o);
+    return inner_->reduce_scatter(in, out, o);
+  }
+  std::shared_ptr<comm::Work> run_all_gather(std::span<const float> in, std::span<float> out,
+                                             const Options& o) override {
+    log_->note("all-gather", o);
+    return inner_->all_gather(in, out, o);
+  }
+  std::shared_ptr<comm::Work> run_broadcast(std::span<float> buf, int root, const Options& o) override {
+    log_->note("broadcast", o);
+    return inner_->broadcast(buf, root, o);
+  }
+  std::shared_ptr<comm::Work> run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
+                                                   std::span<float> out, const Options& o) override {
+    log_->note("reduce-scatter", o);
+    return inner_->reduce_scatter_v(in, counts, out, o);
+  }
+  std::shared_ptr<comm::Work> run_all_gather_v(std::span<const float> in, std::span<float> out,
+                                               std::span<const int64_t> counts, const Options& o) override {
+    log_->note("all-gather", o);
+    return inner_->all_gather_v(in, out, counts, o);
+  }
+  std::shared_ptr<comm::Work> run_send(std::span<const float> buf, int peer, const Options& o) override {
+    log_->note("send", o);
+    return inner_->send(buf, peer, o);
+  }
+  std::shared_ptr<comm::Work> run_recv(std::span<float> buf, int peer, const Options& o) override {
+    log_->note("recv", o);
+    return inner_->recv(buf, peer, o);
+  }
+  std::shared_ptr<comm::Work> run_barrier(const Options& o) override {
+    log_->note("barrier", o);
+    return inner_->barrier(o);
+  }
+  std::unique_ptr<comm::Communicator> run_split(const std::vector<int>& ranks, std::string name) override {
+    return std::make_unique<TapCommunicator>(inner_->split(ranks, std::move(name)), log_);
+  }
+
+ private:
+  std::unique_ptr<comm::Communicator> inner_;
+  std::shared_ptr<TapLog> log_;
+};
+
+}  // namespace parlab::train::testing
