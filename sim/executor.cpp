@@ -28,7 +28,8 @@ namespace {
 
 // What a blocked stream actor waits for; whoever changes that state wakes it.
 // kClosedForm: the end of a collective step timed in closed form, or its preemption.
-enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective, kClosedForm };
+// kCpu: on shared cores the ranks fill, the rank's other stream holds the CPU (serialize_).
+enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective, kClosedForm, kCpu };
 
 struct Rank {
   const StepProgram* prog = nullptr;
@@ -48,6 +49,7 @@ struct Rank {
   int entered_step[2] = {0, 0};  // the step each stream is in
   bool finished[2] = {false, false};
   bool stopped = false;
+  bool comm_busy = false;  // the communication stream is in a collective (serialize_)
   struct {
     int step = 0, op = -1;
     double since = 0;
@@ -130,6 +132,7 @@ class Simulation {
       total_ops_ += int64_t(options.steps) * int64_t(p.ops.size());
     }
     closed_form_ = options.closed_form && !(cluster.comm_cpu_seconds_per_byte > 0);
+    serialize_ = cluster.serializes_comm_with_compute();
     claim_of_.assign(size_t(layout_.link_count()), nullptr);
     flows_on_.assign(size_t(layout_.link_count()), 0);
     sends_on_.resize(size_t(layout_.link_count()));
@@ -181,9 +184,26 @@ class Simulation {
     Rank& R = ranks_[i];
     while (!ready()) {
       R.wait[st] = why;
+      // The compute stream waits for something: the rank's collectives may have the CPU.
+      if (serialize_ && st == 0 && why != Wait::kCpu) wake(i, 1, Wait::kCpu);
       R.sem[st]->acquire();
     }
     R.wait[st] = Wait::kNone;
+  }
+
+  // serialize_: the compute stream has nothing it can run now (it waits for a dependency, a
+  // message, a collective's members or the step's end), so the rank's CPU is the collectives'.
+  // The cost model's walk places compute first in the same way.
+  bool compute_idle(int i) const {
+    const Rank& R = ranks_[i];
+    if (R.finished[0] || R.stopped) return true;
+    switch (R.wait[0]) {
+      case Wait::kDep:
+      case Wait::kBarrier:
+      case Wait::kRecv:
+      case Wait::kCollective: return true;
+      default: return false;
+    }
   }
 
   void wake(int i, int st, Wait why) {
@@ -224,6 +244,7 @@ class Simulation {
     }
     R.finished[st] = true;
     R.current[st].op = -1;
+    if (serialize_ && st == 0) wake(i, 1, Wait::kCpu);
   }
 
   // Both streams of a rank enter step s together (s > 0: once both finished step s - 1).
@@ -254,6 +275,8 @@ class Simulation {
     R.stopped = true;
     wake(i, 0, Wait::kBarrier);
     wake(i, 1, Wait::kBarrier);
+    wake(i, 0, Wait::kCpu);
+    wake(i, 1, Wait::kCpu);
   }
 
   void execute(int i, int st, const Op& op, OpRecord& rec) {
@@ -265,6 +288,7 @@ class Simulation {
 
   void compute(int i, const Op& op, OpRecord& rec) {
     Rank& R = ranks_[i];
+    if (serialize_) block_until(i, 0, Wait::kCpu, [&] { return !R.comm_busy || R.stopped; });
     rec.start = sg4::Engine::get_clock();
     // The cost model's compute time (strategy::compute_seconds_alone) as FLOPs at the host's
     // speed, so a shared multicore host divides it as it divides any exec.
@@ -275,6 +299,19 @@ class Simulation {
   }
 
   void collective(int i, int st, const Op& op, OpRecord& rec) {
+    Rank& R = ranks_[i];
+    if (serialize_ && st == 1) {
+      block_until(i, st, Wait::kCpu, [&] { return compute_idle(i); });
+      R.comm_busy = true;
+    }
+    run_collective(i, st, op, rec);
+    if (serialize_ && st == 1) {
+      R.comm_busy = false;
+      wake(i, 0, Wait::kCpu);
+    }
+  }
+
+  void run_collective(int i, int st, const Op& op, OpRecord& rec) {
     Rank& R = ranks_[i];
     const int gid = R.gid.at(op.group);
     const auto key = std::make_tuple(gid, R.calls[gid]++);
@@ -530,6 +567,7 @@ class Simulation {
   RawRun run_;
   std::vector<sg4::ExecPtr> background_cpu_;  // CPU work of sends, kept referenced until the run ends
   bool closed_form_ = false;
+  bool serialize_ = false;  // strategy::ClusterSpec::serializes_comm_with_compute
   std::vector<Claim*> claim_of_;                   // per link: the closed-form collective holding it
   std::vector<int> flows_on_;                      // per link: collective steps using it as flows
   std::vector<std::vector<sg4::CommPtr>> sends_on_;  // per link: sends that may be on their way

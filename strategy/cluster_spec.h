@@ -65,6 +65,15 @@ struct ClusterSpec {
   // Inter-node bandwidth of a whole node (all NICs), as the collective library achieves it.
   double node_network_bytes_per_s() const { return inter.achieved_bytes_per_s() * nics_per_node; }
   bool shares_cores() const { return cores_per_node > 0; }
+  // Whether a rank's communication and its compute take turns instead of overlapping: where
+  // ranks share a host's cores and fill them, loopback communication is CPU work (copies, the
+  // transport's threads and their wake-ups) that has no idle core to run on. What runs of it
+  // during compute takes the core from compute; the latency-bound rest waits for a core. Either
+  // way a step pays for about all of it (measured: DDP's exposed all-reduce time on 2 cores is the
+  // whole all-reduce time at 2-4 workers; docs/DESIGN.md, "Shared-core hosts"). The cost model
+  // and the simulator then run each rank's communication-stream collectives and its compute on
+  // one timeline, compute first.
+  bool serializes_comm_with_compute() const { return shares_cores() && devices_per_node >= cores_per_node; }
 };
 
 // The cluster resized to hold `world` devices: one node when world <= devices_per_node (a partial

@@ -207,6 +207,7 @@ class Walker {
     double at = 0;
     double dep_end = 0;
     bool dep_is_comm = false;
+    bool after_comm_stream = false;  // a compute op held back by the rank's collectives (shared cores)
   };
   struct Interval {
     double start = 0, finish = 0;
@@ -238,6 +239,15 @@ class Walker {
       }
     }
     r.at = std::max(s.free_at[stream], r.dep_end);
+    // On shared cores that the ranks fill, a rank's collectives and its compute take turns
+    // (ClusterSpec::serializes_comm_with_compute): compute first, as the walk places it.
+    if (serialize_) {
+      if (stream == 1 && op.is_collective()) r.at = std::max(r.at, s.free_at[0]);
+      if (stream == 0 && s.last_comm_collective_end > r.at) {
+        r.at = s.last_comm_collective_end;
+        r.after_comm_stream = true;
+      }
+    }
     return true;
   }
 
@@ -309,7 +319,7 @@ class Walker {
       return;
     }
     const double gap = w.start - s.free_at[0];
-    if (gap > 0 && r.dep_is_comm && r.dep_end >= w.start) s.exposed += gap;
+    if (gap > 0 && ((r.dep_is_comm && r.dep_end >= w.start) || r.after_comm_stream)) s.exposed += gap;
     const double took = w.finish - w.start;
     if (op.is_collective()) s.exposed += took;
     if (!op.is_compute()) return;
@@ -411,6 +421,7 @@ class Walker {
   std::map<int, int> index_of_;
   std::vector<State> states_;
   bool detail_;
+  bool serialize_ = cluster_.serializes_comm_with_compute();
   GemmTimes gemms_;
   std::map<std::string, int> group_ids_;
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;

@@ -131,6 +131,28 @@ TEST(CpuLocal, FourRanksOnTwoCoresComputeAtHalfSpeed) {
   EXPECT_NEAR(seconds[1], 2 * forward_flops / core, 1e-9 * seconds[1]);
 }
 
+// Ranks that fill a host's cores take turns between compute and communication, in the simulator
+// as in the cost model: two ranks on two cores expose every gradient all-reduce (the simulated
+// step is the analytic one), and on four cores the buckets overlap the backward again.
+TEST(CpuLocal, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
+  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 2);
+  cluster.comm_cpu_seconds_per_byte = 0;
+  const auto model = strategy::load_model("lab-mlp");
+  const auto plan = resolved("dp=2,gbs=256,bucket_mb=4", model, cluster, 2);
+  SimOptions o;
+  o.warmup_steps = 0;
+  const auto filled = simulate_plan(model, plan, cluster, o);
+  const auto analytic = strategy::estimate_step(model, plan, cluster, false);
+  EXPECT_NEAR(filled.step_seconds, analytic.step_seconds, 1e-6 * analytic.step_seconds);
+  EXPECT_NEAR(filled.ranks[0].exposed_comm_seconds, analytic.ranks[0].exposed_comm_seconds,
+              1e-6 * analytic.step_seconds);
+  auto spare = cluster;
+  spare.cores_per_node = 4;
+  const auto overlapped = simulate_plan(model, plan, spare, o);
+  EXPECT_LT(overlapped.step_seconds, filled.step_seconds);
+  EXPECT_LT(overlapped.ranks[0].exposed_comm_seconds, 0.9 * filled.ranks[0].exposed_comm_seconds);
+}
+
 // Over loopback TCP every byte sent costs CPU on the cores the ranks compute on. Two ranks on two
 // cores: a step cannot take less than the CPU work of both ranks (their compute plus their
 // communication's CPU) spread over the two cores.

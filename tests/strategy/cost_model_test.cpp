@@ -172,6 +172,42 @@ TEST(CostModel, SharedCoresBoundTheStepByCpuDemand) {
   EXPECT_FALSE(gpu.shares_cores());
 }
 
+// Ranks that fill a host's cores take turns between compute and communication
+// (ClusterSpec::serializes_comm_with_compute): DDP's gradient all-reduces, which overlap the
+// backward where the network has engines of its own, are all exposed, so the step is the compute
+// plus every collective. Given a core to spare per rank, they overlap the backward again.
+TEST(CostModel, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
+  const ModelSpec m = load_model("lab-mlp");
+  const Plan p = resolve(parse_plan("gbs=256,bucket_mb=4"), m, 2);
+  ClusterSpec c = with_world(load_cluster("cpu-local"), 2);  // 2 ranks on 2 cores
+  c.comm_cpu_seconds_per_byte = 0;                          // the walk alone, no CPU-demand bound
+  ASSERT_TRUE(c.serializes_comm_with_compute());
+  const StepEstimate filled = estimate_step(m, p, c);
+  double collectives = 0;
+  int calls = 0;
+  for (const CollectiveTiming& t : filled.collectives)
+    if (t.rank == 0) collectives += t.seconds * t.count, ++calls;
+  ASSERT_GT(calls, 2) << "several gradient buckets";
+  const RankTimes& r = filled.ranks[0];
+  EXPECT_NEAR(r.exposed_comm_seconds, collectives, 1e-9 * collectives);
+  EXPECT_NEAR(filled.step_seconds, r.compute_seconds + collectives, 1e-9 * filled.step_seconds);
+  // No collective starts before the rank's last backward has ended (the forwards and backwards
+  // run back to back from 0).
+  const double last_backward_end = r.forward_seconds + r.backward_seconds;
+  for (const CollectiveTiming& t : filled.collectives)
+    if (t.rank == 0) EXPECT_GE(t.start_seconds, last_backward_end * (1 - 1e-12)) << t.tag;
+
+  ClusterSpec spare = c;
+  spare.cores_per_node = 4;  // 2 ranks on 4 cores
+  ASSERT_FALSE(spare.serializes_comm_with_compute());
+  const StepEstimate overlapped = estimate_step(m, p, spare);
+  EXPECT_DOUBLE_EQ(overlapped.ranks[0].compute_seconds, r.compute_seconds);
+  EXPECT_LT(overlapped.ranks[0].exposed_comm_seconds, 0.9 * collectives) << "the buckets overlap the backward";
+  EXPECT_LT(overlapped.step_seconds, filled.step_seconds);
+  // A GPU cluster never serializes.
+  EXPECT_FALSE(with_world(load_cluster("dgx-a100"), 8).serializes_comm_with_compute());
+}
+
 TEST(CostModel, BubbleClosedForms) {
   EXPECT_DOUBLE_EQ(bubble_fraction_of_ideal(4, 1, 8), 3.0 / 8);
   EXPECT_DOUBLE_EQ(bubble_fraction_of_total(4, 1, 8), 3.0 / 11);
