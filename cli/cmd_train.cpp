@@ -426,7 +426,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--min-nproc", o->spec.min_nproc, "Fewest workers to continue with after a lost device (default --nproc)");
   cmd->add_option("--device", j.device,
-                  "cpu (Gloo, host) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; DDP)")
+                  "cpu (Gloo, host) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; every split the CPU trains)")
       ->capture_default_str();
   cmd->add_option("--fault", j.faults, "Inject a fault (repeatable): see below");
   cmd->add_option("--mtbf-hours", o->spec.mtbf_hours, "Per-device MTBF for the Young/Daly checkpoint interval")

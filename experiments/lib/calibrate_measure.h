@@ -34,11 +34,21 @@ std::vector<double> optimizer_bytes_per_s(const model::MlpShape& shape, int reps
 double memcpy_bytes_per_s();
 
 // Gloo ring all-reduce on loopback among `n` ranks (threads with their own contexts and
-// sockets): the median seconds of each size over `iters` iterations.
+// sockets), each size measured as DDP issues its gradient buckets: a burst of
+// calls_per_burst(size) back-to-back calls (issued at once, then waited for; about 32 MB in all,
+// 1 to 64 calls). Returns per size the median burst's seconds per call over `iters` bursts.
+// Why not the median of lone calls between barriers (nccl-tests' way): a lone call's latency on
+// loopback is bimodal (a 256 kB call took 0.45 ms in one calibration, 4 ms in another, so the
+// fitted latency moved from 120 to 480 us between quiet calibrations), and the barrier hides the
+// wake-ups and skew a rank pays between back-to-back calls; a burst pays and averages them.
 std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters);
+int calls_per_burst(double bytes);
 
 // CPU time per byte a rank sends in a Gloo all-reduce of `bytes` among `n` ranks.
 double comm_cpu_seconds_per_byte(int n, double bytes, int iters);
+// `total_bytes` all-reduced on n ranks as pieces[k] back-to-back calls (issued at once, then
+// waited for, as DDP issues its gradient buckets): the median seconds of `repeats` bursts, per k.
+std::vector<double> burst_seconds(int n, double total_bytes, const std::vector<int>& pieces, int repeats);
 
 // CPU use of the whole machine and of this process (with its waited-for children), to tell the
 // load other jobs put on the machine while calibration ran.

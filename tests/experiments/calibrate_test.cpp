@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "experiments/lib/calibrate.h"
+#include "experiments/lib/calibrate_measure.h"
 #include "experiments/lib/calibrate_profile.h"
 #include "runtime/compute/cpu/matmul.h"
 #include "strategy/cost_model.h"
@@ -70,6 +71,24 @@ TEST(FitAlphaBeta, NoLatencyFitsTheBandwidthAlone) {
 TEST(FitAlphaBeta, OneSizeOneWorldCannotSeparateLatencyFromBandwidth) {
   const std::vector<AllReducePoint> one = {{2, 1e6, 1e-3, 0, 0}, {2, 1e6, 1.1e-3, 0, 0}};
   EXPECT_THROW(fit_alpha_beta(one), RuntimeError);
+}
+
+// Each all-reduce size is measured as DDP issues its buckets: a burst of back-to-back calls of
+// about 32 MB in all (1 to 64 calls), and the time per call.
+TEST(AllReduceSeries, MeasuresEachSizeAsABurstOfBucketCalls) {
+  EXPECT_EQ(measure::calls_per_burst(1e6), 32);
+  EXPECT_EQ(measure::calls_per_burst(4e6), 8);
+  EXPECT_EQ(measure::calls_per_burst(16e6), 2);
+  EXPECT_EQ(measure::calls_per_burst(64e6), 1);
+  EXPECT_EQ(measure::calls_per_burst(64e3), 64);  // capped: a burst of tiny calls stays short
+  // Real Gloo on loopback, ranks as threads: each burst and each size returns its time.
+  const std::vector<double> t = measure::burst_seconds(2, 4e6, {1, 4}, 2);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_GT(t[0], 0);
+  EXPECT_GT(t[1], 0);
+  const std::vector<double> per_call = measure::allreduce_seconds(2, {1e6}, 2);
+  ASSERT_EQ(per_call.size(), 1u);
+  EXPECT_GT(per_call[0], 0);
 }
 
 TEST(RateGrid, InterpolatesAPowerLawExactlyAndClampsAtTheEdges) {
