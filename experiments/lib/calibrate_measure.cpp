@@ -180,25 +180,22 @@ double memcpy_bytes_per_s() {
   return double(bytes) / strategy::median(times);
 }
 
-std::vector<double> burst_seconds(int n, double total_bytes, const std::vector<int>& pieces, int repeats) {
-  std::vector<double> out(pieces.size(), 0);
+double burst_seconds(int n, double bytes, int calls, int repeats) {
+  double out = 0;
   on_ranks(n, [&](comm::Communicator& c, int r) {
-    const size_t count = size_t(total_bytes / 4) / size_t(n) * size_t(n);
-    std::vector<float> buf(count, 1.0f);
+    const size_t per = size_t(bytes / 4) / size_t(n) * size_t(n);
+    std::vector<float> buf(per * size_t(calls), 1.0f);
     c.all_reduce(buf)->wait();  // connect and warm up
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      std::vector<double> times;
-      const size_t per = count / size_t(pieces[k]);
-      for (int rep = 0; rep < repeats; ++rep) {
-        c.barrier()->wait();
-        const auto t0 = Clock::now();
-        std::vector<std::shared_ptr<comm::Work>> work;
-        for (int p = 0; p < pieces[k]; ++p) work.push_back(c.all_reduce(std::span<float>(buf).subspan(size_t(p) * per, per)));
-        for (auto& w : work) w->wait();
-        times.push_back(since(t0));
-      }
-      if (r == 0) out[k] = strategy::median(times);
+    std::vector<double> times;
+    for (int rep = 0; rep < repeats; ++rep) {
+      c.barrier()->wait();
+      const auto t0 = Clock::now();
+      std::vector<std::shared_ptr<comm::Work>> work;
+      for (int k = 0; k < calls; ++k) work.push_back(c.all_reduce(std::span<float>(buf).subspan(size_t(k) * per, per)));
+      for (auto& w : work) w->wait();
+      times.push_back(since(t0));
     }
+    if (r == 0) out = strategy::median(times);
   });
   return out;
 }
@@ -207,10 +204,7 @@ int calls_per_burst(double bytes) { return std::clamp(int(std::lround(32e6 / byt
 
 std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters) {
   std::vector<double> out;
-  for (double s : sizes) {
-    const int k = calls_per_burst(s);
-    out.push_back(burst_seconds(n, s * k, {k}, iters).front() / k);
-  }
+  for (double s : sizes) out.push_back(burst_seconds(n, s, calls_per_burst(s), iters) / calls_per_burst(s));
   return out;
 }
 

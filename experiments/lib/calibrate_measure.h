@@ -46,9 +46,9 @@ int calls_per_burst(double bytes);
 
 // CPU time per byte a rank sends in a Gloo all-reduce of `bytes` among `n` ranks.
 double comm_cpu_seconds_per_byte(int n, double bytes, int iters);
-// `total_bytes` all-reduced on n ranks as pieces[k] back-to-back calls (issued at once, then
-// waited for, as DDP issues its gradient buckets): the median seconds of `repeats` bursts, per k.
-std::vector<double> burst_seconds(int n, double total_bytes, const std::vector<int>& pieces, int repeats);
+// `calls` back-to-back all-reduces of `bytes` each on n ranks (issued at once, then waited for, as
+// DDP issues its gradient buckets): the median seconds of `repeats` such bursts.
+double burst_seconds(int n, double bytes, int calls, int repeats);
 
 // CPU use of the whole machine and of this process (with its waited-for children), to tell the
 // load other jobs put on the machine while calibration ran.

@@ -82,10 +82,7 @@ TEST(AllReduceSeries, MeasuresEachSizeAsABurstOfBucketCalls) {
   EXPECT_EQ(measure::calls_per_burst(64e6), 1);
   EXPECT_EQ(measure::calls_per_burst(64e3), 64);  // capped: a burst of tiny calls stays short
   // Real Gloo on loopback, ranks as threads: each burst and each size returns its time.
-  const std::vector<double> t = measure::burst_seconds(2, 4e6, {1, 4}, 2);
-  ASSERT_EQ(t.size(), 2u);
-  EXPECT_GT(t[0], 0);
-  EXPECT_GT(t[1], 0);
+  EXPECT_GT(measure::burst_seconds(2, 1e6, 4, 2), 0);
   const std::vector<double> per_call = measure::allreduce_seconds(2, {1e6}, 2);
   ASSERT_EQ(per_call.size(), 1u);
   EXPECT_GT(per_call[0], 0);

@@ -191,10 +191,6 @@ int CudaModel::select(const model::MicrobatchState& mb, bool assign) const {
                      " microbatches in flight (raise the model's slots)");
 }
 
-int CudaModel::slots_in_use() const {
-  return static_cast<int>(std::count(slot_used_.begin(), slot_used_.end(), 1));
-}
-
 std::span<float> CudaModel::compute_boundary(int l, bool gradient, model::MicrobatchState& mb) {
   if (mb.batch() == 0) return {};  // an empty microbatch moves nothing (as on the host)
   select(mb, true);

@@ -80,8 +80,6 @@ class CudaModel final : public model::Model {
   void tp_finish_backward(int layer, model::MicrobatchState& mb, int64_t row_begin, int64_t row_end) override;
   // Whether the stage's chunks are packed into buffers of their own (an interleaved stage).
   bool packed() const { return packed_params_ != nullptr; }
-  // Device slots taken by microbatches right now.
-  int slots_in_use() const;
 
   DeviceMlp& device_mlp() { return *device_; }
   cudaStream_t stream() const { return device_->stream(); }

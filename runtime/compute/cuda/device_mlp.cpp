@@ -265,13 +265,6 @@ void DeviceMlp::set_activation(int l, std::span<const float> x) {
   s.cur().has_act[static_cast<size_t>(l)] = 1;
 }
 
-void DeviceMlp::set_dactivation(int l, std::span<const float> dx) {
-  State& s = *state_;
-  check_boundary("set_dactivation", l, shape().blocks, dx.size(), s.cur().batch * shape().hidden);
-  DeviceGuard guard(device_);
-  copy_to_device(s.dact(l), dx.data(), dx.size_bytes(), stream());
-  s.cur().has_dact[static_cast<size_t>(l)] = 1;
-}
 
 std::span<float> DeviceMlp::boundary(int l, bool gradient) {
   State& s = *state_;
@@ -291,11 +284,15 @@ void DeviceMlp::set_tp_partial(bool on) {
   s.tp_partial = on;
 }
 
+void DeviceMlp::check_tp_rows(const char* what, int layer, int64_t row_begin, int64_t row_end) const {
+  if (layer < 0 || layer >= shape().blocks || row_begin < 0 || row_end < row_begin || row_end > state_->cur().batch)
+    throw RuntimeError(std::string(what) + "(" + std::to_string(layer) + ", rows " + std::to_string(row_begin) + ".." +
+                       std::to_string(row_end) + "): no such block or rows");
+}
+
 void DeviceMlp::tp_finish_forward(int layer, int64_t row_begin, int64_t row_end) {
   State& s = *state_;
-  if (layer < 0 || layer >= shape().blocks || row_begin < 0 || row_end < row_begin || row_end > s.cur().batch)
-    throw RuntimeError("tp_finish_forward(" + std::to_string(layer) + ", rows " + std::to_string(row_begin) + ".." +
-                       std::to_string(row_end) + "): no such block or rows");
+  check_tp_rows("tp_finish_forward", layer, row_begin, row_end);
   DeviceGuard guard(device_);
   const int64_t h = shape().hidden;
   bias_residual_accumulate(stream(), s.act(layer + 1) + row_begin * h, s.param(layer, kFc2Bias),
@@ -304,9 +301,7 @@ void DeviceMlp::tp_finish_forward(int layer, int64_t row_begin, int64_t row_end)
 
 void DeviceMlp::tp_finish_backward(int layer, int64_t row_begin, int64_t row_end) {
   State& s = *state_;
-  if (layer < 0 || layer >= shape().blocks || row_begin < 0 || row_end < row_begin || row_end > s.cur().batch)
-    throw RuntimeError("tp_finish_backward(" + std::to_string(layer) + ", rows " + std::to_string(row_begin) + ".." +
-                       std::to_string(row_end) + "): no such block or rows");
+  check_tp_rows("tp_finish_backward", layer, row_begin, row_end);
   DeviceGuard guard(device_);
   const int64_t h = shape().hidden;
   residual_backward(stream(), s.dact(layer) + row_begin * h, nullptr, s.dact(layer + 1) + row_begin * h,

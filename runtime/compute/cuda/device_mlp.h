@@ -78,7 +78,6 @@ class DeviceMlp {
   void begin_microbatch(std::span<const int32_t> labels, int64_t global_batch);
   // Uploads a boundary tensor of the selected microbatch (batch() * hidden floats) from the host.
   void set_activation(int l, std::span<const float> x);
-  void set_dactivation(int l, std::span<const float> dx);
   // The selected microbatch's boundary tensor l (gradient: dactivation(l)) in DEVICE memory,
   // batch() * hidden floats, marked as set: a pipeline recv or a TP collective writes it in place
   // (on another stream, which the caller orders before the next layer), a send reads it.
@@ -125,6 +124,8 @@ class DeviceMlp {
 
  private:
   struct State;
+  // RuntimeError unless `layer` is a block and [row_begin, row_end) rows of the microbatch.
+  void check_tp_rows(const char* what, int layer, int64_t row_begin, int64_t row_end) const;
   int device_ = 0;
   std::unique_ptr<State> state_;
 };
