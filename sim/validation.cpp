@@ -59,6 +59,33 @@ constexpr Published kPublished[] = {
      "8 x A100 SXM on NVLink: \"you should be seeing close to 240 GB/s\" (NVIDIA, NVIDIA/nccl issue 1712)"},
 };
 
+// A published nccl-tests all_reduce_perf run on one node of 8 GPUs, per message size: held out,
+// i.e. not the run the preset's measured curve comes from.
+struct PublishedRun {
+  const char* cluster;
+  const char* source;
+  std::vector<std::pair<double, double>> mib_busbw;  // (size MiB, out-of-place busbw GB/s)
+};
+const std::vector<PublishedRun>& published_runs() {
+  static const std::vector<PublishedRun> runs = {
+      {"dgx-a100",
+       "8 x A100-SXM4-40GB in one process (`nGpus 8`, one host), NCCL's default algorithm: the nccl-tests "
+       "output AFDWang/Hetu-Galvatron parses in tests/profiler/test_hardware_profile.py (commit 6f77a6c)",
+       {{1, 23.29}, {2, 33.73}, {4, 55.97}, {8, 80.04}, {16, 99.99}, {32, 141.27}, {64, 178.69}, {128, 186.91},
+        {256, 200.85}, {512, 202.00}, {1024, 230.84}}},
+  };
+  return runs;
+}
+
+double published_run_busbw(const std::string& cluster, double bytes) {
+  for (const auto& run : published_runs()) {
+    if (cluster != run.cluster) continue;
+    for (const auto& [mib, gb] : run.mib_busbw)
+      if (std::fabs(mib * 1024 * 1024 - bytes) < 1) return gb * 1e9;
+  }
+  return 0;
+}
+
 std::string pct(double x) { return fmt::format("{:+.1f}%", 100 * x); }
 std::string size_text(double bytes) {
   if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.0f} GiB", bytes / (1024.0 * 1024 * 1024));
@@ -86,6 +113,54 @@ std::vector<StepTimeRow> table5_rows() {
   return out;
 }
 
+// Korthikanti et al. 2022, Table 4: one transformer layer of the 22B model (forward, backward ms).
+struct Table4Entry {
+  const char* variant;
+  const char* plan;
+  double forward_ms, backward_ms;
+};
+constexpr Table4Entry kTable4[] = {
+    {"baseline, no recompute", "recompute=none", 7.7, 11.9},
+    {"sequence parallelism", "sp=on,recompute=none", 7.2, 11.8},
+    {"full recompute", "recompute=full", 7.7, 19.5},
+    {"selective recompute", "recompute=selective", 7.7, 13.2},
+    {"selective + sequence", "sp=on,recompute=selective", 7.2, 13.1},
+};
+
+// A middle layer's ops in the per-layer program: its forward and backward compute and the
+// tensor-parallel collectives that follow each, at the cost model's times.
+std::vector<LayerTimeRow> layer_rows() {
+  const ModelSpec m = strategy::load_model("gpt-22b");
+  const ClusterSpec c = strategy::with_world(strategy::load_cluster("dgx-a100"), 8);
+  std::vector<LayerTimeRow> out;
+  for (const auto& e : kTable4) {
+    LayerTimeRow r;
+    r.variant = e.variant;
+    r.plan = std::string("tp=8,pp=1,gbs=4,mb=4,") + e.plan;
+    r.paper_forward_ms = e.forward_ms;
+    r.paper_backward_ms = e.backward_ms;
+    const Plan p = resolved(m, r.plan, 8, c);
+    const strategy::StepProgram prog = strategy::build_step(m, p, 0, {.per_layer_ops = true});
+    const strategy::GemmTimes gemms(m, p, c);
+    const int layer = 1 + int(m.layers) / 2;  // a block: layer 0 is the embedding
+    bool forward = true;
+    for (const auto& op : prog.ops) {
+      if (op.layers.begin != layer || op.layers.end != layer + 1) continue;
+      double ms = 0;
+      if (op.is_compute()) {
+        forward = op.kind == strategy::OpKind::kForward;
+        ms = 1e3 * strategy::compute_time(op, c, p, &gemms);
+      } else if (op.is_collective()) {
+        ms = 1e3 * op.count *
+             strategy::collective_time(strategy::collective_of(op.kind), op.bytes, prog.group_of(op).ranks, c).seconds;
+      }
+      (forward ? r.predicted_forward_ms : r.predicted_backward_ms) += ms;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 std::vector<BusbwRow> busbw_rows() {
   std::vector<BusbwRow> out;
   for (const auto& pub : kPublished) {
@@ -99,7 +174,9 @@ std::vector<BusbwRow> busbw_rows() {
       r.protocol = sim.protocol;
       r.simulated_busbw = sim.busbw_bytes_per_s;
       r.analytic_busbw = sim.analytic.busbw_bytes_per_s;
-      r.published_busbw = bytes >= pub.from_bytes ? pub.busbw_gb_per_s * 1e9 : 0;
+      r.published_busbw = published_run_busbw(pub.cluster, bytes);
+      r.published_is_run = r.published_busbw > 0;
+      if (!r.published_is_run && bytes >= pub.from_bytes) r.published_busbw = pub.busbw_gb_per_s * 1e9;
       out.push_back(r);
     }
   }
@@ -146,15 +223,19 @@ std::string validation_markdown() {
         "rate on A100 SXM, 267.9 of 312 TFLOP/s, Bekman's ml-engineering MAMF table), `memory_efficiency` 0.88\n"
         "(1.80 of 2.04 TB/s streamed on A100 80GB, NVIDIA developer forum), NVLink `protocol_efficiency` 0.80 and\n"
         "InfiniBand 0.94 (NCCL's measured bus bandwidth over the line rate, NVIDIA/nccl issue 1712 and\n"
-        "NVIDIA/nccl-tests issue 290); dgx-h100 0.801, 0.88, 0.822 (NVIDIA/nccl-tests issue 212), 0.94. None was\n"
-        "fitted to a figure below.\n\n"
+        "NVIDIA/nccl-tests issue 290); dgx-h100 0.801, 0.88, 0.822 (NVIDIA/nccl-tests issue 212), 0.94. dgx-a100\n"
+        "also carries nccl-tests' measured all-reduce, all-gather and reduce-scatter bus bandwidth by message\n"
+        "size on one node (`measured_*`, microsoft/superbenchmark's recorded run), which times its\n"
+        "single-node collectives. None was fitted to a figure below.\n\n"
         "GEMMs lose what their own shapes leave idle (wave quantization, strategy/cost_model_gemm.cpp): an\n"
         "A100 runs one 256x128 output tile per SM on its 108 SMs (`sms`, `gemm_tile_rows/cols` in dgx-a100;\n"
         "NVIDIA, \"Matrix Multiplication Background User's Guide\"), so a GEMM of T tiles takes ceil(T / 108)\n"
         "waves. The MAMF best shape behind 0.859 fills whole waves (27 x 128 tiles = 32 x 108); Megatron's\n"
         "shapes do not, and each forward, backward and recomputed GEMM of a layer is stretched to its whole\n"
         "waves: 175B's QKV GEMM at tp 8 (2048 x 4608 outputs) is 288 tiles, three waves of 108, so it runs at\n"
-        "8/9 of the best shape's rate.\n\n";
+        "8/9 of the best shape's rate. The weight-gradient GEMMs add into the gradient buffer (read and\n"
+        "write it back: 2 x 2 bytes per weight and microbatch with 16-bit gradients) where the measured rate\n"
+        "wrote a 16-bit output once; the 2 bytes more run at the memory rate (strategy/kernel_traffic.cpp).\n\n";
 
   // ---- step time ----
   md += "## Step time: Megatron on A100, Korthikanti et al. 2022, Table 5\n\n";
@@ -183,61 +264,110 @@ std::string validation_markdown() {
   md += fmt::format("\nMean absolute error {:.1f}%, worst {:.1f}% (goal: <= 5% mean, <= 10% worst; Calculon, Isaev et\n"
                     "al. SC'23, reports 3.65% / 8.87% on the same table).\n\n",
                     100 * sum / double(t5.size()), 100 * worst);
-  md += "Where the prediction still falls short (each a known difference, not a fitted constant):\n"
-        "- With sequence parallelism Megatron all-gathers each column-parallel linear's input again in the\n"
-        "  backward pass (to save memory), two more all-gathers per layer and microbatch that the step\n"
-        "  programs do not make. They are not the missing time: Megatron launches them asynchronously and\n"
-        "  overlaps them with the input-gradient GEMM, as it overlaps the backward reduce-scatter with the\n"
-        "  weight-gradient GEMM (`LinearWithGradAccumulationAndAsyncCommunication`), while the step programs\n"
-        "  keep every tensor-parallel collective synchronous. The present-work rows stay the most too fast,\n"
-        "  and what costs them the time is not yet found.\n"
+  md += "What the step programs count (strategy/gen/, strategy/kernel_traffic.cpp): the GEMMs at the measured\n"
+        "rate with their waves, the bandwidth-bound kernels (norms, softmax, dropout, GeLU, the fp32\n"
+        "cross-entropy) and the gradient accumulation at the memory rate, every tensor-parallel collective at\n"
+        "the measured nccl-tests curve for its size and kind (an all-gather of 100 MB moves at 168 GB/s, an\n"
+        "all-reduce at 202), including the all-gather that sequence parallelism repeats in the backward pass\n"
+        "for each column-parallel linear's input (Section 4.2.2: only the sequence shard is kept), the\n"
+        "pipeline sends, the bubbles of 1F1B and of the interleaved schedule, and Adam's step.\n\n"
+        "Where the prediction still falls short (each a known difference, not a fitted constant):\n"
+        "- Tensor-parallel collectives are synchronous in the step programs. Megatron launches the backward's\n"
+        "  re-gather and reduce-scatter asynchronously beside the input- and weight-gradient GEMMs (with\n"
+        "  sequence parallelism), and the non-sequence-parallel backward all-reduce beside the weight-gradient\n"
+        "  GEMM; on one GPU the NCCL kernel and the GEMM share the SMs, so the overlap hides part of them. The\n"
+        "  per-layer table below shows it: the sequence-parallel backward is predicted too slow.\n"
         "- Megatron's 2022 pipeline communication blocks the compute stream (`_communicate` waits on every\n"
-        "  `batch_isend_irecv` request and synchronizes the device); the step programs send asynchronously.\n"
-        "- The message-size dependence of NCCL's bus bandwidth at the tensor-parallel sizes (50-105 MB per\n"
-        "  call) is NCCL's own protocol model (see the all-reduce section), not a per-size measurement: no\n"
-        "  per-size nccl-tests table for DGX A100 could be transcribed.\n"
+        "  `batch_isend_irecv` request and synchronizes the device), and without sequence parallelism it\n"
+        "  sends 1/t of each boundary and all-gathers it inside the node; the step programs send the whole\n"
+        "  boundary asynchronously. 530B (one layer per interleaved chunk, the most sends per layer) keeps the\n"
+        "  largest error.\n"
         "- Megatron's mixed-precision optimizer also computes the gradient norm, copies the fp32 master\n"
         "  weights to bf16 and zeroes the fp32 gradients (about 14 more bytes per parameter than Adam's 28);\n"
-        "  at most 1.5% of a row (22B).\n\n";
+        "  at most 1.5% of a row (22B, one microbatch per step).\n"
+        "So part of the agreement below 5% is the first error (too slow) cancelling the other two (too fast)\n"
+        "on the sequence-parallel rows.\n\n";
+
+  // ---- per layer ----
+  md += "## One layer: Korthikanti et al. 2022, Table 4\n\n";
+  md += "Table 4 times the forward and backward pass of one transformer layer of the 22B model (tp 8,\n"
+        "microbatch 4, one DGX A100 node), each with its tensor-parallel communication. Predicted: the cost\n"
+        "model's times of a middle layer's ops in the per-layer step program (its compute, then its\n"
+        "collectives).\n\n";
+  md += "| experiment | plan | forward: paper | predicted | error | backward: paper | predicted | error | total error |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& r : layer_rows())
+    md += fmt::format("| {} | `{}` | {:.1f} ms | {:.2f} ms | {} | {:.1f} ms | {:.2f} ms | {} | {} |\n", r.variant, r.plan,
+                      r.paper_forward_ms, r.predicted_forward_ms, pct(r.forward_error()), r.paper_backward_ms,
+                      r.predicted_backward_ms, pct(r.backward_error()), pct(r.total_error()));
+  double fwd_worst = 0, bwd_worst = 0, sp_bwd_lo = 1e9, sp_bwd_hi = -1e9;
+  for (const auto& r : layer_rows()) {
+    fwd_worst = std::max(fwd_worst, std::fabs(r.forward_error()));
+    if (r.plan.find("sp=on") == std::string::npos) {
+      bwd_worst = std::max(bwd_worst, std::fabs(r.backward_error()));
+    } else {
+      sp_bwd_lo = std::min(sp_bwd_lo, r.backward_error());
+      sp_bwd_hi = std::max(sp_bwd_hi, r.backward_error());
+    }
+  }
+  md += fmt::format("\nThe forward passes (whose collectives Megatron runs synchronously too) are within {:.1f}%; the\n"
+                    "backward passes without sequence parallelism within {:.1f}%; with it the backward is {} .. {}\n"
+                    "off, the overlap of its re-gather and reduce-scatter the programs do not model.\n\n",
+                    100 * fwd_worst, 100 * bwd_worst, pct(sp_bwd_lo), pct(sp_bwd_hi));
 
   // ---- all-reduce ----
   md += "## 8-GPU NVLink ring all-reduce: busbw against nccl-tests\n\n";
   md += "Simulated with SimGrid (`parlab simulate collective --op all-reduce --ranks 8`, ring): every step of\n"
         "the ring is a flow on the NVSwitch model of the preset. busbw is nccl-tests' (algbw x 2(n-1)/n).\n\n"
-        "What makes small and mid-size messages slower than the plateau is NCCL's protocol choice, timed\n"
-        "with NCCL's own tuning constants (NVIDIA/nccl v2.28.7-1, src/graph/tuning.cc, ncclTopoTuneModel;\n"
-        "strategy/cost_model_nccl.cpp), none fitted to a figure below. A ring call under protocol p takes\n"
-        "base_p + 2(n-1) step_p + 2(n-1)/n S / bw_p, and the fastest protocol is taken, as NCCL's tuner does:\n"
+        "dgx-a100 times its single-node rings from a measured nccl-tests curve (protocol `measured`): the\n"
+        "all-reduce, all-gather and reduce-scatter bus bandwidth by size that microsoft/superbenchmark\n"
+        "records from one node of 8 x A100-SXM4-40GB (tests/benchmarks/micro_benchmarks/\n"
+        "test_cuda_nccl_bw_performance.py), interpolated in log(size) between its sizes. The table compares\n"
+        "it with a second, independent published run, which the preset did not see (below), so the A100 error\n"
+        "column is how far one node's measured curve is from another's: at 16 MiB the two runs are 30%\n"
+        "apart, at 1 GiB 0.2%. Neither run set NCCL_ALGO; on A100 NCCL's all-reduce inside a node is a ring.\n\n"
+        "dgx-h100 has no such curve: no per-size single-node nccl-tests run of 8 x H100 with NVLink SHARP\n"
+        "off was found (the runs at hand start at 8 MiB or above, or use NVLS). Its rings are timed by\n"
+        "NCCL's protocol model with NCCL's own tuning constants (NVIDIA/nccl v2.28.7-1, src/graph/tuning.cc,\n"
+        "ncclTopoTuneModel; strategy/cost_model_nccl.cpp): a call under protocol p takes base_p + 2(n-1)\n"
+        "step_p + 2(n-1)/n S / bw_p, and the fastest protocol is taken, as NCCL's tuner does:\n"
         "- LL: base 6.6 us, 0.6 us a step, a quarter of the ring's bandwidth (8-byte stores of 4 data bytes\n"
-        "  and a flag), at most 87.7 GB/s on Ampere and 141 GB/s on Hopper (`llMaxBws`, one node);\n"
+        "  and a flag), at most 141 GB/s on Hopper (`llMaxBws`, one node);\n"
         "- LL128: base 14.0 us, 1.9 us a step, 0.92 of the bandwidth (120 of 128 bytes carry data);\n"
         "- Simple: base 8.4 us, 3.4 us a step, the whole bandwidth: the preset's measured plateau (below).\n"
-        "The preset's NVLink `latency_us` is LL's 0.6 us step; the other protocols' longer steps, their\n"
-        "base latencies and their bandwidth fractions are added to the ring's steps. The cost model's\n"
-        "column is the same formula in closed form. NVLink SHARP (NVLS, Hopper's default for all-reduce)\n"
-        "is not modelled: the figures compared are NCCL_ALGO=RING.\n\n"
-        "Published figures (NCCL_ALGO=RING, large-message plateau):\n";
-  for (const auto& pub : kPublished) md += fmt::format("- {}: {:.0f} GB/s. {}\n", pub.cluster, pub.busbw_gb_per_s, pub.source);
-  md += "\nBelow 1 GiB the sizes are shown without a comparison, so 1 MiB .. 512 MiB do not meet the goal's\n"
-        "comparison: per-size nccl-tests outputs for 8 GPUs in one node exist, but their rows could not be\n"
-        "transcribed from the copies at hand (only the headers and a few rows were legible):\n"
-        "NVIDIA/nccl issue 583 (8 x A100-SXM4-40GB, DGX-class NVSwitch, `mpirun -np 8 all_reduce_perf -b 32\n"
-        "-f 2 -e 8G`, NCCL 2.10 era, NCCL_ALGO not set), NVIDIA/nccl-tests issue 149 (8 x A100-SXM4-80GB\n"
-        "HGX, `-b 8 -e 1G -f 4`, NCCL 2.17/2.18) and IBM/pytorch-communication-benchmarks issue 1 (8 x H100\n"
-        "80GB HBM3 in one node, `NCCL_ALGO=Ring all_reduce_perf -b 8M -e 16G -f 2 -g 1`). Until their rows\n"
-        "are transcribed, the sizes below 1 GiB are NCCL's protocol model, not a validated prediction.\n\n";
-  md += "| cluster | size | protocol | simulated busbw | cost model | nccl-tests | error |\n";
-  md += "| --- | ---: | --- | ---: | ---: | ---: | ---: |\n";
-  double bus_worst = 0;
+        "The tuning model is what NCCL chooses by, not a measurement: on dgx-a100 it would give 169 GB/s at\n"
+        "16 MiB and 227 at 128 MiB, where the runs measured 100-130 and 187-202. Below 1 GiB the H100\n"
+        "sizes are therefore not a validated prediction. NVLink SHARP (NVLS, Hopper's default for\n"
+        "all-reduce) is not modelled: the figures compared are NCCL_ALGO=RING.\n\n"
+        "Published figures:\n";
+  for (const auto& run : published_runs()) md += fmt::format("- {}, per size (held out): {}\n", run.cluster, run.source);
+  for (const auto& pub : kPublished)
+    md += fmt::format("- {}, plateau {:.0f} GB/s, for the sizes from 1 GiB no per-size run covers: {}\n",
+                      pub.cluster, pub.busbw_gb_per_s, pub.source);
+  md += "\n";
+  md += "| cluster | size | protocol | simulated busbw | cost model | nccl-tests | figure | error |\n";
+  md += "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: |\n";
+  double run_worst = 0, plateau_worst = 0;
+  int runs = 0, runs_within = 0;
   for (const auto& r : busbw_rows()) {
     const bool cmp = r.published_busbw > 0;
-    if (cmp) bus_worst = std::max(bus_worst, std::fabs(r.error()));
-    md += fmt::format("| {} | {} | {} | {:.1f} GB/s | {:.1f} GB/s | {} | {} |\n", r.cluster, size_text(r.bytes),
+    if (cmp && r.published_is_run) {
+      run_worst = std::max(run_worst, std::fabs(r.error()));
+      ++runs;
+      runs_within += std::fabs(r.error()) <= 0.10 ? 1 : 0;
+    } else if (cmp) {
+      plateau_worst = std::max(plateau_worst, std::fabs(r.error()));
+    }
+    md += fmt::format("| {} | {} | {} | {:.1f} GB/s | {:.1f} GB/s | {} | {} | {} |\n", r.cluster, size_text(r.bytes),
                       r.protocol, r.simulated_busbw / 1e9, r.analytic_busbw / 1e9,
-                      cmp ? fmt::format("{:.0f} GB/s", r.published_busbw / 1e9) : std::string("-"),
-                      cmp ? pct(r.error()) : std::string("-"));
+                      cmp ? fmt::format("{:.1f} GB/s", r.published_busbw / 1e9) : std::string("-"),
+                      cmp ? (r.published_is_run ? "run" : "plateau") : "-", cmp ? pct(r.error()) : std::string("-"));
   }
-  md += fmt::format("\nWorst error where a published figure exists: {:.1f}% (goal: within 10%).\n\n", 100 * bus_worst);
+  md += fmt::format("\nAgainst the held-out per-size run (dgx-a100, 1 MiB .. 1 GiB): {} of {} sizes within 10%, worst\n"
+                    "{:.1f}%: the two published A100 runs disagree by that much, so within 10% of \"nccl-tests\" at\n"
+                    "mid sizes holds for one run at a time, not for the hardware. Against the large-message plateaus\n"
+                    "(both presets, 1 GiB .. 8 GiB): worst {:.1f}% (goal: within 10%).\n\n",
+                    runs_within, runs, 100 * run_worst, 100 * plateau_worst);
 
   // ---- activations ----
   md += "## Activation memory: the ledger against Korthikanti et al.'s formulas\n\n";

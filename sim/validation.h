@@ -5,7 +5,8 @@
 //
 //   step time      the Megatron runs of Korthikanti et al. 2022, Table 5, predicted by the cost
 //                  model (the walk of the same step programs the simulator runs, with the same
-//                  compute and link times)
+//                  compute and link times); and one layer of 22B against the per-layer
+//                  times of the paper's Table 4, which shows where the step time's errors sit
 //   all-reduce     the simulated 8-GPU NVLink ring all-reduce of dgx-a100 and dgx-h100 against
 //                  nccl-tests' figures, 1 MiB .. 8 GiB
 //   activations    the memory ledger against the paper's activation formulas (Table 2 and the
@@ -28,11 +29,26 @@ struct StepTimeRow {
 struct BusbwRow {
   std::string cluster;
   double bytes = 0;
-  std::string protocol;        // NCCL's protocol the ring takes at this size (LL, LL128, Simple)
+  std::string protocol;        // NCCL's protocol at this size (LL, LL128, Simple), or "measured" (the preset's curve)
   double simulated_busbw = 0;  // bytes/s
   double analytic_busbw = 0;
   double published_busbw = 0;  // 0: no published figure for this size
+  bool published_is_run = false;  // a held-out nccl-tests run's row (else a quoted plateau)
   double error() const { return published_busbw > 0 ? simulated_busbw / published_busbw - 1 : 0; }
+};
+
+// One transformer layer of gpt-22b (tp 8, microbatch 4, one DGX A100 node): forward and backward
+// times, each with the layer's tensor-parallel collectives, against Korthikanti et al. Table 4.
+struct LayerTimeRow {
+  std::string variant;  // Table 4's experiment name
+  std::string plan;
+  double paper_forward_ms = 0, paper_backward_ms = 0;
+  double predicted_forward_ms = 0, predicted_backward_ms = 0;
+  double forward_error() const { return predicted_forward_ms / paper_forward_ms - 1; }
+  double backward_error() const { return predicted_backward_ms / paper_backward_ms - 1; }
+  double total_error() const {
+    return (predicted_forward_ms + predicted_backward_ms) / (paper_forward_ms + paper_backward_ms) - 1;
+  }
 };
 
 struct ActivationRow {
@@ -46,6 +62,7 @@ struct ActivationRow {
 std::vector<StepTimeRow> table5_rows();
 std::vector<BusbwRow> busbw_rows();
 std::vector<ActivationRow> activation_rows();
+std::vector<LayerTimeRow> layer_rows();
 
 // docs/validation.md.
 std::string validation_markdown();

@@ -3,7 +3,9 @@
 // peak FLOP/s per dtype and memory bandwidth; an intra-node link between devices of a node
 // (NVLink through an NVSwitch, PCIe, or loopback) and an inter-node network (NICs per node).
 #include <string>
+#include <vector>
 
+#include "strategy/collectives.h"
 #include "strategy/model_spec.h"
 
 namespace parlab::strategy {
@@ -39,6 +41,19 @@ struct LinkSpec {
   // Every transfer the cost model and the simulator time moves at achieved_bytes_per_s().
   double protocol_efficiency = 1.0;
   double achieved_bytes_per_s() const { return bytes_per_s * protocol_efficiency; }
+  // nccl-tests' bus bandwidth measured on one node of this link, by message size (ascending, at
+  // least two points): all-reduce, and where measured all-gather and reduce-scatter (empty: the
+  // all-reduce curve). Where given, single-node rings on the link are timed from these curves
+  // (cost_model_nccl.cpp: nccl_ring_time) instead of NCCL's protocol model.
+  std::vector<double> measured_sizes_bytes;
+  std::vector<double> measured_all_reduce_busbw, measured_all_gather_busbw, measured_reduce_scatter_busbw;
+  bool has_measured_ring() const { return !measured_sizes_bytes.empty(); }
+  // The measured curve that times `op` (all-reduce's where the op has none of its own).
+  const std::vector<double>& measured_busbw(CollectiveOp op) const {
+    if (op == CollectiveOp::kAllGather && !measured_all_gather_busbw.empty()) return measured_all_gather_busbw;
+    if (op == CollectiveOp::kReduceScatter && !measured_reduce_scatter_busbw.empty()) return measured_reduce_scatter_busbw;
+    return measured_all_reduce_busbw;
+  }
 };
 
 struct ClusterSpec {

@@ -18,7 +18,8 @@ std::string_view to_string(Algorithm a);
 // NCCL's ring protocols on NVLink inside one node (cost_model_nccl.cpp: NCCL's own tuning
 // constants). LL: low latency, a quarter of the bandwidth; LL128: more latency, 92% of it;
 // Simple: the most latency, all of it. Small messages take LL, mid-size LL128, large Simple.
-enum class NcclProtocol { kLL, kLL128, kSimple };
+// kMeasured: the link's measured nccl-tests curve (LinkSpec::measured_*) in place of the model.
+enum class NcclProtocol { kLL, kLL128, kSimple, kMeasured };
 std::string_view to_string(NcclProtocol p);
 struct ProtocolTime {
   NcclProtocol protocol = NcclProtocol::kSimple;
@@ -32,8 +33,14 @@ struct ProtocolTime {
 // multi-node levels keep collective_time's alpha-beta formulas.
 bool uses_nccl_protocols(const ClusterSpec& cluster);
 ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster, NcclProtocol p);
-// The fastest of the three, as NCCL's tuner picks.
+// The fastest of the three, as NCCL's tuner picks -- or, where the link carries a measured
+// all-reduce curve, that curve's bus bandwidth at this size (kMeasured).
 ProtocolTime nccl_ring_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster);
+// Bus bandwidth of the link's measured curve at `bytes`: interpolated linearly in log(size)
+// between measured sizes, the largest size's beyond them; below the smallest, the time is
+// extrapolated along the first two points (latency-bound: the time falls no faster than the
+// measured rate between them). Requires LinkSpec::has_measured_ring().
+double measured_ring_busbw(const LinkSpec& link, CollectiveOp op, double bytes, int n);
 
 struct CollectiveEstimate {
   double seconds = 0;

@@ -133,7 +133,31 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
   l.bytes_per_s = gbyte ? *gbyte * units::kGB : *gbit * units::kGbit_per_s;
   l.latency_seconds = r.number("latency_us", 0, 1e9, false).value_or(0) * 1e-6;
   l.protocol_efficiency = r.number("protocol_efficiency", 0, 1, true).value_or(1.0);
-  r.reject_unknown("kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us, protocol_efficiency");
+  if (const auto sizes = r.numbers("measured_sizes_mib", 0, 1e9, true)) {
+    if (sizes->size() < 2) r.fail("measured_sizes_mib", std::to_string(sizes->size()) + " values", "at least 2 sizes");
+    for (size_t i = 1; i < sizes->size(); ++i)
+      if ((*sizes)[i] <= (*sizes)[i - 1])
+        r.fail("measured_sizes_mib[" + std::to_string(i) + "]", std::to_string((*sizes)[i]), "sizes must ascend");
+    for (double mib : *sizes) l.measured_sizes_bytes.push_back(mib * 1024.0 * 1024.0);
+  }
+  const std::pair<const char*, std::vector<double>*> curves[] = {
+      {"measured_all_reduce_busbw_gb_per_s", &l.measured_all_reduce_busbw},
+      {"measured_all_gather_busbw_gb_per_s", &l.measured_all_gather_busbw},
+      {"measured_reduce_scatter_busbw_gb_per_s", &l.measured_reduce_scatter_busbw}};
+  for (const auto& [key, out] : curves) {
+    const auto v = r.numbers(key, 0, kMaxRate, true);
+    if (!v) continue;
+    if (!l.has_measured_ring()) r.fail(key, "(array)", "needs measured_sizes_mib, the message sizes it was measured at");
+    if (v->size() != l.measured_sizes_bytes.size())
+      r.fail(key, std::to_string(v->size()) + " values",
+             "one per size of measured_sizes_mib (" + std::to_string(l.measured_sizes_bytes.size()) + ")");
+    for (double gb : *v) out->push_back(gb * units::kGB);
+  }
+  if (l.has_measured_ring() && l.measured_all_reduce_busbw.empty())
+    r.fail("measured_all_reduce_busbw_gb_per_s", "(missing)", "measured_sizes_mib needs at least the all-reduce curve");
+  r.reject_unknown("kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us, protocol_efficiency, "
+                   "measured_sizes_mib, measured_all_reduce_busbw_gb_per_s, measured_all_gather_busbw_gb_per_s, "
+                   "measured_reduce_scatter_busbw_gb_per_s");
   return l;
 }
 
@@ -212,6 +236,18 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
     o << "\n[" << name << "]\nkind = \"" << l.kind << "\"\nbandwidth_gb_per_s = " << num(l.bytes_per_s / units::kGB)
       << "\nlatency_us = " << num(l.latency_seconds * 1e6) << "\n";
     if (l.protocol_efficiency != 1.0) o << "protocol_efficiency = " << num(l.protocol_efficiency) << "\n";
+    if (l.has_measured_ring()) {
+      auto list = [&](const std::vector<double>& v, double unit) {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + num(v[i] / unit);
+        return out + "]";
+      };
+      o << "measured_sizes_mib = " << list(l.measured_sizes_bytes, 1024.0 * 1024.0) << "\n";
+      for (const auto& [key, v] : {std::pair{"measured_all_reduce_busbw_gb_per_s", &l.measured_all_reduce_busbw},
+                                   std::pair{"measured_all_gather_busbw_gb_per_s", &l.measured_all_gather_busbw},
+                                   std::pair{"measured_reduce_scatter_busbw_gb_per_s", &l.measured_reduce_scatter_busbw}})
+        if (!v->empty()) o << key << " = " << list(*v, units::kGB) << "\n";
+    }
   }
   return o.str();
 }

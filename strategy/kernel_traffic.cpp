@@ -65,6 +65,20 @@ double layer_forward_bytes(const ModelSpec& m, const LayerSpec& l, const KernelS
   }
   return 0;
 }
+// The weight-gradient GEMMs add into the gradient buffer (Megatron's gradient-accumulation
+// fusion: C += dY^T X): they read the gradient and write it back, 2 x the gradient's bytes per
+// weight element and microbatch, where the measured GEMM rate (gemm_efficiency, a GEMM writing
+// its 16-bit output once) paid one activation-width write. The difference, per weight element
+// the rank holds: 2 x 2 - 2 = 2 bytes with 16-bit gradients, 2 x 4 - 2 = 6 with fp32 main
+// gradients. Blocks and the head (its weight is the vocabulary-parallel embedding's, tied or
+// not); the embedding's gradient is a scatter-add, counted with its kernels above.
+double gradient_accumulation_bytes(const ModelSpec& m, const LayerSpec& l, const Plan& p, const KernelShapes& k) {
+  if (l.kind == LayerKind::kEmbedding) return 0;
+  const double weights =
+      l.kind == LayerKind::kHead ? double(m.vocab) * double(m.hidden) / p.tp : double(l.param_count) / p.tp;
+  return (2 * state_bytes_per_param(p).grads - k.e) * weights;
+}
+
 double layer_backward_bytes(const ModelSpec& m, const LayerSpec& l, const KernelShapes& k) {
   switch (l.kind) {
     case LayerKind::kEmbedding: return (3 * k.e + 1) * k.outside;
@@ -89,7 +103,7 @@ double backward_memory_bytes(const ModelSpec& m, const std::vector<LayerSpec>& l
   const KernelShapes k = kernel_shapes(m, p);
   double bytes = 0;
   for (int i = r.begin; i < r.end; ++i) {
-    bytes += layer_backward_bytes(m, layers[i], k);
+    bytes += layer_backward_bytes(m, layers[i], k) + gradient_accumulation_bytes(m, layers[i], p, k);
     if (p.recompute == Recompute::kFull) bytes += layer_forward_bytes(m, layers[i], k);
     if (p.recompute == Recompute::kSelective && layers[i].kind == LayerKind::kBlock) bytes += attention_core_forward_bytes(k);
   }

@@ -85,6 +85,27 @@ class TableReader {
     }
     return v;
   }
+  // An array of finite numbers, each in [lo, hi] (`lo` excluded when `lo_open`); an error names
+  // the element: "intra.measured_busbw_gb_per_s[3]".
+  std::optional<std::vector<double>> numbers(std::string_view key, double lo, double hi, bool lo_open) {
+    const toml::node* n = find(key);
+    if (!n) return std::nullopt;
+    const toml::array* a = n->as_array();
+    if (!a) fail(key, describe(*n), "must be an array of numbers");
+    std::vector<double> out;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+      const auto v = (*a)[i].value<double>();
+      if (!v || !std::isfinite(*v)) fail(at, describe((*a)[i]), "must be a finite number");
+      if (*v < lo || (lo_open && *v == lo) || *v > hi) {
+        std::ostringstream range;
+        range << "must be a number " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi;
+        fail(at, describe((*a)[i]), range.str());
+      }
+      out.push_back(*v);
+    }
+    return out;
+  }
   std::optional<std::string> string(std::string_view key) {
     const toml::node* n = find(key);
     if (!n) return std::nullopt;

@@ -13,7 +13,15 @@
 // Figure 5): same traffic, but activations outside the TP regions are split by t. Both follow
 // the layer's compute, reduce-scatter first: the rows each rank finishes (bias, residual) between
 // them are the sequence-parallel region, which is what the runtime executes.
-// The collectives are synchronous with the layer, so they sit on the compute stream.
+// A transformer block under sequence parallelism keeps only its rank's sequence shard of each
+// column-parallel linear's input (what Korthikanti et al.'s 34 s b h / t activation count
+// assumes), so its backward all-gathers that input again for the weight gradient: one more
+// all-gather per column-parallel linear (QKV and the MLP's first), Section 4.2.2. The lab MLP the
+// runtime trains keeps its gathered input, so its blocks do not.
+// The collectives are synchronous with the layer, so they sit on the compute stream. Megatron
+// launches the backward's re-gather and reduce-scatter asynchronously beside the input- and
+// weight-gradient GEMMs; on one GPU the NCCL kernel and the GEMM share the SMs, and the step
+// programs do not model that overlap (docs/validation.md, Table 4, shows what it leaves).
 //
 // A coarse program (one compute op per chunk) and a per-layer one must make the same calls in
 // the same order (tests/strategy/one_program_test.cpp): all-reduces of a chunk are one op of
@@ -60,6 +68,15 @@ class TensorParallel final : public Hooks {
       emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, base + ".rs", op_id);
       emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag", op_id);
     }
+    for (int k = 0; k < regathers(b, slot, i); ++k) emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag.input", op_id);
+  }
+
+  // Sequence-parallel inputs a transformer block's backward gathers again (one per
+  // column-parallel linear, i.e. per forward all-gather).
+  static int regathers(const Builder& b, const Slot& slot, int i) {
+    const LayerSpec& l = b.layers()[i];
+    if (slot.forward || b.model().kind != ModelKind::kTransformer || l.kind != LayerKind::kBlock) return 0;
+    return l.tp_collectives_forward;
   }
 
   static void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag,

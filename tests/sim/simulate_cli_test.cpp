@@ -85,13 +85,19 @@ TEST(SimulateCli, CollectiveLineBesideTheAnalyticTime) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["bytes"].get<double>(), 64.0 * 1024 * 1024);
   EXPECT_EQ(j["algorithm"], "ring");
-  EXPECT_EQ(j["protocol"], "Simple");
-  // One node of NVLink at 300 GB/s line rate, 240 GB/s as NCCL achieves it (the preset's protocol
-  // efficiency 0.80), under NCCL's Simple protocol: 8.4 us, 14 steps of 3.4 us, plus
-  // 2 x 7/8 x 64 MiB at 240 GB/s, so busbw 1.75 x 64 MiB / (56 us + 489 us) = 215 GB/s.
-  const double ring_seconds = 8.4e-6 + 14 * 3.4e-6 + 1.75 * 64.0 * 1024 * 1024 / 240e9;
-  EXPECT_NEAR(j["busbw_bytes_per_s"].get<double>(), 1.75 * 64.0 * 1024 * 1024 / ring_seconds, 0.01 * 215e9);
+  // One DGX A100 node: the preset's measured nccl-tests curve, 200.91 GB/s busbw at 64 MiB.
+  EXPECT_EQ(j["protocol"], "measured");
+  EXPECT_NEAR(j["busbw_bytes_per_s"].get<double>(), 200.91e9, 0.01 * 200.91e9);
   EXPECT_NEAR(j["seconds"].get<double>(), j["analytic"]["seconds"].get<double>(), 0.01 * j["seconds"].get<double>());
+  // dgx-h100 has no measured curve: NCCL's Simple protocol on 369.9 GB/s (450 x 0.822): 8.4 us,
+  // 14 steps of 3.4 us, plus 2 x 7/8 x 64 MiB at 369.9 GB/s.
+  const auto h = parlab({"simulate", "collective", "--op", "allreduce", "--bytes", "64M", "--ranks", "8", "--cluster",
+                         "dgx-h100", "--json"});
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  const auto jh = nlohmann::json::parse(h.out);
+  EXPECT_EQ(jh["protocol"], "Simple");
+  const double ring_seconds = 8.4e-6 + 14 * 3.4e-6 + 1.75 * 64.0 * 1024 * 1024 / 369.9e9;
+  EXPECT_NEAR(jh["busbw_bytes_per_s"].get<double>(), 1.75 * 64.0 * 1024 * 1024 / ring_seconds, 0.01 * 314e9);
 }
 
 TEST(SimulateCli, BadFaultNamesTheKey) {

@@ -1,10 +1,12 @@
 // docs/validation.md is what the code predicts today (parlab validate), and the predictions meet
-// the goals where the issue sets them against published figures: the simulated 8-GPU NVLink
-// ring all-reduce within 10% of nccl-tests' plateau, the ledger's activations within 3% of
-// Korthikanti et al.'s formulas. The Megatron step times (Table 5) are reported in the document
-// with their error; the comparison with the committed file catches any change to them.
+// the goals where the issue sets them against published figures: the Megatron step times of
+// Korthikanti et al. Table 5 within 5% on average, one layer within 10% of Table 4, the simulated
+// 8-GPU NVLink ring all-reduce within 10% of nccl-tests' plateau (and, per size, no further from a
+// held-out A100 run than the two published runs are from each other), the ledger's activations
+// within 3% of the paper's formulas. The comparison with the committed file catches any change.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -30,25 +32,74 @@ TEST(Validation, DocumentIsCurrent) {
       << "docs/validation.md is stale: regenerate it with parlab validate > docs/validation.md";
 }
 
-// 1 GiB .. 8 GiB on 8 GPUs of dgx-h100 (nccl-tests: ~370 GB/s) and dgx-a100 (~240 GB/s). At line
-// rate (no protocol efficiency) the simulator gave 447 GB/s on H100, 21% high.
+// The large-message plateaus, 1 GiB .. 8 GiB on 8 GPUs of dgx-h100 (nccl-tests: ~370 GB/s) and
+// dgx-a100 (~240 GB/s and the held-out run's 1 GiB): within 10%. At line rate (no protocol
+// efficiency) the simulator gave 447 GB/s on H100, 21% high. Below 1 GiB the held-out A100 run
+// differs from the preset's measured run by up to 30% (docs/validation.md): reported, and held to
+// that disagreement, not to 10%.
 TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
-  int compared = 0;
+  int plateaus = 0, runs = 0;
   for (const BusbwRow& r : busbw_rows()) {
     if (r.published_busbw <= 0) continue;
-    ++compared;
-    EXPECT_LT(std::fabs(r.error()), 0.10) << r.cluster << " " << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
+    if (r.bytes >= 1024.0 * 1024 * 1024) {
+      ++plateaus;
+      EXPECT_LT(std::fabs(r.error()), 0.10) << r.cluster << " " << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
+    } else {
+      ++runs;
+      EXPECT_LT(std::fabs(r.error()), 0.31) << r.cluster << " " << r.bytes << " B";
+    }
   }
-  EXPECT_EQ(compared, 8);
+  EXPECT_EQ(plateaus, 8);
+  EXPECT_EQ(runs, 10);  // dgx-a100, 1 MiB .. 512 MiB, against the held-out run
+}
+
+// Table 5 within the issue's goals: mean absolute error <= 5%, worst <= 10%.
+TEST(Validation, MegatronStepTimesWithinFivePercentOnAverage) {
+  double sum = 0, worst = 0;
+  const auto rows = table5_rows();
+  ASSERT_EQ(rows.size(), 8u);
+  for (const auto& r : rows) {
+    sum += std::fabs(r.error());
+    worst = std::max(worst, std::fabs(r.error()));
+  }
+  EXPECT_LE(sum / double(rows.size()), 0.05);
+  EXPECT_LE(worst, 0.10);
+}
+
+// One layer of 22B against Table 4: every pass within 10%, and sequence parallelism's backward
+// is the slowest-predicted (its overlapped collectives are synchronous in the programs): the
+// re-gather all-gathers are part of it (without them the backward would be 0.8 ms shorter).
+TEST(Validation, OneLayerWithinTenPercentOfTableFour) {
+  const auto rows = layer_rows();
+  ASSERT_EQ(rows.size(), 5u);
+  for (const auto& r : rows) {
+    EXPECT_LT(std::fabs(r.forward_error()), 0.10) << r.variant;
+    EXPECT_LT(std::fabs(r.backward_error()), 0.10) << r.variant;
+  }
+  // "selective + sequence" minus "selective": the same compute but sequence-parallel regions and
+  // 2 re-gathers, at least 2 x 100.7 MB all-gathers at <= 200 GB/s bus bandwidth (0.88 ms).
+  const double regathers = 2 * 0.875 * 2048 * 4 * 6144 * 2 / 200e9 * 1e3;
+  EXPECT_GT(rows[4].predicted_backward_ms, rows[3].predicted_backward_ms + 0.5 * regathers);
 }
 
 // Every size of the all-reduce table, 1 MiB .. 8 GiB: the simulated ring (SimGrid steps plus
-// NCCL's protocol time per step) agrees with the cost model's closed form within 1%, and small
-// messages take LL, large ones Simple, as NCCL's tuner picks. Fails if the simulator dropped the
-// protocol's step or base latency (1 MiB would run 2.6x faster) or timed every size as Simple.
+// the protocol's time per step) agrees with the cost model's closed form within 1%. On dgx-h100
+// small messages take LL, large ones Simple, as NCCL's tuner picks; dgx-a100 reproduces its
+// measured curve at each measured size. Fails if the simulator dropped the protocol's step or
+// base latency (1 MiB would run 2.6x faster), timed every size as Simple, or ignored the curve
+// (16 MiB would run at the tuner's 169 GB/s instead of the measured 129.9).
 TEST(Validation, SimulatedRingAgreesWithTheProtocolModelAtEverySize) {
+  const auto a100 = strategy::load_cluster("dgx-a100");
   for (const BusbwRow& r : busbw_rows()) {
     EXPECT_NEAR(r.simulated_busbw, r.analytic_busbw, 0.01 * r.analytic_busbw) << r.cluster << " " << r.bytes << " B";
+    if (r.cluster == "dgx-a100") {
+      EXPECT_EQ(r.protocol, "measured");
+      const auto& sizes = a100.intra.measured_sizes_bytes;
+      const size_t i = size_t(std::find(sizes.begin(), sizes.end(), r.bytes) - sizes.begin());
+      ASSERT_LT(i, sizes.size()) << r.bytes;
+      EXPECT_NEAR(r.simulated_busbw, a100.intra.measured_all_reduce_busbw[i], 0.01 * r.simulated_busbw) << r.bytes;
+      continue;
+    }
     if (r.bytes <= 1024.0 * 1024) {
       EXPECT_EQ(r.protocol, "LL") << r.cluster;
     }

@@ -20,10 +20,42 @@ std::vector<int> iota(int n, int stride = 1) {
 
 }  // namespace
 
-// dgx-a100's NVLink: 300 GB/s line rate, of which NCCL's protocols deliver 0.80 (the preset's
-// protocol_efficiency): 240 GB/s under NCCL's Simple protocol, the one large messages take.
-TEST(CostModel, RingAllReduceOnOneNode) {
+// dgx-a100 carries nccl-tests' measured curves (strategy/presets/clusters/dgx-a100.toml): a
+// single-node ring takes the measured busbw of its size and kind, interpolated in log(size).
+TEST(CostModel, SingleNodeRingsFollowTheMeasuredCurve) {
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 8);
+  const double mib = 1024.0 * 1024;
+  // At a measured size, the measured figure: all-reduce 128 MiB at 202.11 GB/s, all-gather at
+  // 168.12, reduce-scatter at 190.01 (each from its own curve).
+  auto ar = collective_time(CollectiveOp::kAllReduce, 128 * mib, iota(8), c);
+  EXPECT_EQ(ar.protocol, "measured");
+  EXPECT_NEAR(ar.seconds, 1.75 * 128 * mib / 202.11e9, 1e-12);
+  EXPECT_NEAR(ar.busbw_bytes_per_s, 202.11e9, 1e3);
+  EXPECT_NEAR(collective_time(CollectiveOp::kAllGather, 128 * mib, iota(8), c).seconds, 0.875 * 128 * mib / 168.12e9, 1e-12);
+  EXPECT_NEAR(collective_time(CollectiveOp::kReduceScatter, 128 * mib, iota(8), c).seconds, 0.875 * 128 * mib / 190.01e9,
+              1e-12);
+  // Between sizes, linear in log2(size): 96 MiB is 0.585 of the way from 64 MiB (200.91) to 128
+  // MiB (202.11); 4 ranks take the same curve (busbw is comparable across rank counts).
+  const double w = std::log2(96.0 / 64.0);
+  const auto mid = collective_time(CollectiveOp::kAllReduce, 96 * mib, iota(4), c);
+  EXPECT_NEAR(mid.busbw_bytes_per_s, (200.91 + w * (202.11 - 200.91)) * 1e9, 1e3);
+  // Beyond the largest size, its figure; below the smallest, the time falls along the first two
+  // points: 1 MiB takes 1.75 MiB / 24.54 GB/s = 74.78 us, 2 MiB 93.47 us, so 512 KiB takes
+  // 74.78 - (93.47 - 74.78) / 2 us = 65.44 us.
+  EXPECT_NEAR(collective_time(CollectiveOp::kAllReduce, 16384 * mib, iota(8), c).busbw_bytes_per_s, 235.26e9, 1e3);
+  const double t1 = 1.75 * mib / 24.54e9, t2 = 1.75 * 2 * mib / 39.26e9;
+  EXPECT_NEAR(collective_time(CollectiveOp::kAllReduce, 0.5 * mib, iota(8), c).seconds, t1 - (t2 - t1) / 2, 1e-12);
+  // Across nodes the measured single-node curve does not apply.
+  EXPECT_TRUE(collective_time(CollectiveOp::kAllReduce, 128 * mib, {0, 8}, with_world(c, 16)).protocol.empty());
+}
+
+// Without a measured curve an NVLink node is NCCL's protocol model. dgx-a100's NVLink: 300 GB/s
+// line rate, of which NCCL's protocols deliver 0.80 (the preset's protocol_efficiency): 240 GB/s
+// under NCCL's Simple protocol, the one large messages take.
+TEST(CostModel, RingAllReduceOnOneNode) {
+  ClusterSpec c = with_world(load_cluster("dgx-a100"), 8);
+  c.intra.measured_sizes_bytes.clear();
+  c.intra.measured_all_reduce_busbw.clear();
   // 4 ranks, 1 GB, Simple: 8.4 us once + 2 (n-1) = 6 steps of 3.4 us + 1.5 x 1e9 / 240e9 = 6.279 ms
   // (LL128: 14 + 6 x 1.9 us + 1.5e9 / (0.92 x 240e9) = 6.82 ms; LL at a quarter of 240 GB/s).
   const auto e = collective_time(CollectiveOp::kAllReduce, 1e9, iota(4), c);
@@ -328,7 +360,11 @@ TEST(CostModel, SingleDeviceHasNoCommunicationAndMfuBelowEfficiency) {
   const double E = s * h, S = a * s * s, F = s * f, L = s * V;
   const double bytes = 48 * (22 * E + 13 * S + 4 * F + 22 * E + 19 * S + 6 * F) + 7 * E + 7 * E +
                        (4 * E + 10 * L) + (6 * E + 6 * L);
-  const double kernels = bytes / (2039e9 * 0.88);
+  // The weight-gradient GEMMs read and write the 16-bit gradients they add into (2 x 2 bytes)
+  // where the measured GEMM rate wrote once (2): 2 bytes per weight, the blocks' 12 h^2 + 13 h
+  // and the head's V h.
+  const double accumulate = 2 * (48 * (12 * h * h + 13 * h) + V * h);
+  const double kernels = (bytes + accumulate) / (2039e9 * 0.88);
   const double optimizer = m.total_params() * 28 / (2039e9 * 0.88);
   EXPECT_NEAR(e.step_seconds, gemms + kernels + optimizer, 1e-9);
   // The waves cost something here (gemm-22b's 2048-token GEMMs leave SMs idle), and never help.

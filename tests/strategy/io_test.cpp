@@ -127,6 +127,43 @@ TEST(Toml, ClusterErrorsNameTheFilesKeysAndUnknownTables) {
             "c.toml: nodes = 99999999999: must be an integer from 1 to 1048576");
 }
 
+// The measured nccl-tests curves of a link: errors name the key (and the element), and a written
+// cluster reads back with its curves.
+TEST(Toml, MeasuredCurvesAreCheckedAndReadBack) {
+  const std::string head =
+      "name = \"c\"\n[device]\nmemory_gb = 8\npeak_tflops_fp32 = 1\npeak_tflops_bf16 = 1\n"
+      "memory_bandwidth_gb_per_s = 1\n[inter]\nbandwidth_gb_per_s = 1\n[intra]\nkind = \"nvlink3\"\n"
+      "bandwidth_gb_per_s = 300\n";
+  auto error_of = [&](const std::string& intra) {
+    try {
+      parse_cluster_toml(head + intra, "c.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(error_of("measured_sizes_mib = [1, 2]\nmeasured_all_reduce_busbw_gb_per_s = [20, 40]\n"), "(accepted)");
+  EXPECT_EQ(error_of("measured_sizes_mib = [1, 2]\nmeasured_all_reduce_busbw_gb_per_s = [20]\n"),
+            "c.toml: intra.measured_all_reduce_busbw_gb_per_s = 1 values: one per size of measured_sizes_mib (2)");
+  EXPECT_EQ(error_of("measured_sizes_mib = [2, 1]\nmeasured_all_reduce_busbw_gb_per_s = [20, 40]\n"),
+            "c.toml: intra.measured_sizes_mib[1] = 1.000000: sizes must ascend");
+  EXPECT_EQ(error_of("measured_sizes_mib = [1, 2]\nmeasured_all_reduce_busbw_gb_per_s = [20, -4]\n"),
+            "c.toml: intra.measured_all_reduce_busbw_gb_per_s[1] = -4: must be a number > 0 and <= 1e+09");
+  EXPECT_EQ(error_of("measured_all_gather_busbw_gb_per_s = [20, 40]\n"),
+            "c.toml: intra.measured_all_gather_busbw_gb_per_s = (array): needs measured_sizes_mib, the message sizes it "
+            "was measured at");
+  EXPECT_EQ(error_of("measured_sizes_mib = [1, 2]\n"),
+            "c.toml: intra.measured_all_reduce_busbw_gb_per_s = (missing): measured_sizes_mib needs at least the "
+            "all-reduce curve");
+  const ClusterSpec a100 = load_cluster("dgx-a100");
+  ASSERT_TRUE(a100.intra.has_measured_ring());
+  const ClusterSpec back = parse_cluster_toml(cluster_to_toml(a100, "copy"), "copy.toml");
+  EXPECT_EQ(back.intra.measured_sizes_bytes, a100.intra.measured_sizes_bytes);
+  ASSERT_EQ(back.intra.measured_all_gather_busbw.size(), a100.intra.measured_all_gather_busbw.size());
+  for (size_t i = 0; i < back.intra.measured_all_gather_busbw.size(); ++i)
+    EXPECT_NEAR(back.intra.measured_all_gather_busbw[i], a100.intra.measured_all_gather_busbw[i], 1e-3);
+}
+
 TEST(Toml, SyntaxErrorsSayWhere) {
   try {
     parse_model_toml("layers = = 3\n", "broken.toml");

@@ -53,7 +53,8 @@ TEST(Planner, NeverProposesAPlanThatDoesNotFit) {
     EXPECT_TRUE(cand.worst.fits()) << cand.plan.to_string();
     // The reported worst stage really is the fullest one.
     for (const auto& stage : ledger_per_stage(m, cand.plan, c)) EXPECT_LE(stage.total_bytes(), cand.worst.total_bytes());
-    EXPECT_GT(cand.plan.tp * cand.plan.pp, 1) << "175 B parameters need a model split on 64 GPUs";
+    // A replica's 3 TB of state fits 64 GPUs only split by tensors or layers, or sharded whole.
+    EXPECT_TRUE(cand.plan.tp * cand.plan.pp > 1 || cand.plan.zero == 3) << cand.plan.to_string();
   }
   EXPECT_LT(r.fitting, r.valid);  // many valid plans are refused for memory
   // The choice is ordered: the first candidate is no slower than 1 + margin times any other.
@@ -185,12 +186,13 @@ TEST(Planner, ExplainsTheNextLargerSplit) {
 }
 
 TEST(Planner, NeighbourFallsBackToAFittingVariantOfTheSameSplit) {
-  // gpt-175b on 1024 GPUs with a global batch of 1152. Halving the choice's TP at a fixed world
-  // doubles dp, and the choice's other settings (mb, no recompute) then do not fit; a variant of
-  // the same split (selective recompute, another mb) does: the comparison must use that variant,
-  // not give up. The label follows whatever TP the choice has instead of freezing one answer.
+  // gpt-175b on 1024 GPUs with a global batch of 1024. Halving the choice's TP at a fixed world
+  // doubles dp, and the choice's other settings (mb, recompute) then do not fit or divide the
+  // batch; a variant of the same split (another mb, recompute) does: the comparison must use
+  // that variant, not give up. The label follows whatever TP the choice has instead of freezing
+  // one answer.
   PlannerOptions o;
-  o.global_batch = 1152;
+  o.global_batch = 1024;
   const PlanReport r = search_plans(load_model("gpt-175b"), with_world(load_cluster("dgx-a100"), 1024), o);
   ASSERT_FALSE(r.top.empty());
   const Plan& best = r.top.front().plan;

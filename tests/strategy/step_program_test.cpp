@@ -132,17 +132,32 @@ TEST(StepProgram, TensorParallelCarriesMegatronCollectives) {
   EXPECT_EQ(fwd, 1 + 2 * 48);
   EXPECT_EQ(bwd, 2 * 48 + 1);
   EXPECT_EQ(prog.groups[1].ranks, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
-  // Sequence parallel: every all-reduce becomes a reduce-scatter plus an all-gather, same bytes.
+  // Sequence parallel: every all-reduce becomes a reduce-scatter plus an all-gather, same bytes;
+  // and each block's backward gathers again the sequence shards of its two column-parallel
+  // linears' inputs (QKV, the MLP's first), which it kept instead of the gathered tensors:
+  // 2 more all-gathers per block, all after the block's backward.
   const Plan sp = plan_for(m, "tp=8,sp=on", 8);
-  int rs = 0, ag = 0, ar = 0;
-  for (const auto& op : build_step(m, sp, 0).ops) {
+  const auto sp_prog = build_step(m, sp, 0);
+  int rs = 0, ag = 0, ar = 0, regathers = 0;
+  for (const auto& op : sp_prog.ops) {
     if (op.kind == OpKind::kReduceScatter) rs += op.count;
     if (op.kind == OpKind::kAllGather) ag += op.count;
     if (op.kind == OpKind::kAllReduce && op.group == 1) ar += op.count;
+    if (op.kind == OpKind::kAllGather && op.tag.size() > 9 && op.tag.compare(op.tag.size() - 9, 9, ".ag.input") == 0) {
+      ++regathers;
+      EXPECT_EQ(op.tag.rfind("tp.bwd", 0), 0u) << op.tag;
+      EXPECT_EQ(sp_prog.ops[op.deps.at(0)].kind, OpKind::kBackward) << op.tag;
+      EXPECT_DOUBLE_EQ(op.bytes, 2048.0 * 6144 * 2) << op.tag;  // the whole s b h input, gathered
+    }
   }
   EXPECT_EQ(rs, fwd + bwd);
-  EXPECT_EQ(ag, fwd + bwd);
+  EXPECT_EQ(ag, fwd + bwd + 2 * 48);
+  EXPECT_EQ(regathers, 2 * 48);
   EXPECT_EQ(ar, 0);
+  // The lab MLP the runtime trains keeps its gathered block inputs: no re-gather.
+  const ModelSpec mlp = load_model("lab-mlp");
+  for (const auto& op : build_step(mlp, plan_for(mlp, "tp=2,sp=on", 2, "cpu-local"), 0).ops)
+    EXPECT_EQ(op.tag.find(".ag.input"), std::string::npos) << op.tag;
 }
 
 TEST(StepProgram, GradientAccumulationCommunicatesOnlyOnTheLastMicrobatch) {
