@@ -195,14 +195,17 @@ void run_collective(const CollectiveOptions& o) {
     j["cluster"] = cluster.name;
     return print_json(j);
   }
-  Table t({"op", "size(B)", "ranks", "algorithm", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "analytic(us)",
-           "analytic algo", "ratio"});
+  Table t({"op", "size(B)", "ranks", "algorithm", "protocol", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+           "analytic(us)", "analytic algo", "ratio"});
   t.add({std::string(strategy::to_string(r.op)), fmt::format("{:.0f}", r.bytes), std::to_string(r.ranks),
-         r.algorithm + (r.channels > 1 ? fmt::format(" x{}", r.channels) : ""), fmt::format("{:.2f}", r.seconds * 1e6),
+         r.algorithm + (r.channels > 1 ? fmt::format(" x{}", r.channels) : ""), r.protocol.empty() ? "-" : r.protocol,
+         fmt::format("{:.2f}", r.seconds * 1e6),
          fmt::format("{:.2f}", r.algbw_bytes_per_s / units::kGB), fmt::format("{:.2f}", r.busbw_bytes_per_s / units::kGB),
          fmt::format("{:.2f}", r.analytic.seconds * 1e6), std::string(strategy::to_string(r.analytic.algorithm)),
          ratio(r.seconds, r.analytic.seconds)});
-  fmt::print("Cluster {} (GB/s = 1e9 bytes per second; busbw as nccl-tests)\n{}", cluster.name, t.str());
+  fmt::print("Cluster {} (GB/s = 1e9 bytes per second; busbw as nccl-tests; protocol: NCCL's on one NVLink node,\n"
+             "\"measured\" where the preset times it from its nccl-tests curve)\n{}",
+             cluster.name, t.str());
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ struct ScheduleStep {
 
 struct Schedule {
   std::string algorithm;  // "ring", "hierarchical", "halving-doubling", "chain", "none"
-  std::string protocol;   // NCCL's protocol of a single-node NVLink ring ("LL", "LL128", "Simple")
+  std::string protocol;   // NCCL's protocol of a single-node NVLink ring ("LL", "LL128", "Simple", "measured")
   int channels = 1;
   std::vector<ScheduleStep> steps;
   int repeat = 1;  // run the steps this many times

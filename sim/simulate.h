@@ -97,7 +97,7 @@ struct CollectiveResult {
   double bytes = 0;
   int ranks = 0;
   std::string algorithm;
-  std::string protocol;  // NCCL's protocol of a single-node NVLink ring; empty otherwise
+  std::string protocol;  // NCCL's protocol of a single-node NVLink ring ("measured": the preset's curve); empty otherwise
   int channels = 1;
   double seconds = 0;
   double algbw_bytes_per_s = 0;

@@ -98,6 +98,12 @@ TEST(SimulateCli, CollectiveLineBesideTheAnalyticTime) {
   EXPECT_EQ(jh["protocol"], "Simple");
   const double ring_seconds = 8.4e-6 + 14 * 3.4e-6 + 1.75 * 64.0 * 1024 * 1024 / 369.9e9;
   EXPECT_NEAR(jh["busbw_bytes_per_s"].get<double>(), 1.75 * 64.0 * 1024 * 1024 / ring_seconds, 0.01 * 314e9);
+  // The text table names the protocol too.
+  const auto text = parlab({"simulate", "collective", "--op", "allreduce", "--bytes", "64M", "--ranks", "8", "--cluster",
+                            "dgx-a100"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("protocol"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" measured "), std::string::npos) << text.out;
 }
 
 TEST(SimulateCli, BadFaultNamesTheKey) {
