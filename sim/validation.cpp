@@ -264,11 +264,17 @@ std::string validation_markdown() {
   md += fmt::format("\nMean absolute error {:.1f}%, worst {:.1f}% (goal: <= 5% mean, <= 10% worst; Calculon, Isaev et\n"
                     "al. SC'23, reports 3.65% / 8.87% on the same table).\n\n",
                     100 * sum / double(t5.size()), 100 * worst);
-  md += "What the step programs count (strategy/gen/, strategy/kernel_traffic.cpp): the GEMMs at the measured\n"
-        "rate with their waves, the bandwidth-bound kernels (norms, softmax, dropout, GeLU, the fp32\n"
-        "cross-entropy) and the gradient accumulation at the memory rate, every tensor-parallel collective at\n"
-        "the measured nccl-tests curve for its size and kind (an all-gather of 100 MB moves at 168 GB/s, an\n"
-        "all-reduce at 202), including the all-gather that sequence parallelism repeats in the backward pass\n"
+  const strategy::LinkSpec& nvlink = strategy::load_cluster("dgx-a100").intra;
+  const double mib128 = 128.0 * 1024 * 1024;
+  md += fmt::format(
+      "What the step programs count (strategy/gen/, strategy/kernel_traffic.cpp): the GEMMs at the measured\n"
+      "rate with their waves, the bandwidth-bound kernels (norms, softmax, dropout, GeLU, the fp32\n"
+      "cross-entropy) and the gradient accumulation at the memory rate, every tensor-parallel collective at\n"
+      "the measured nccl-tests curve for its size and kind (at 128 MiB an all-gather moves at {:.0f} GB/s, an\n"
+      "all-reduce at {:.0f}), including",
+      strategy::measured_ring_busbw(nvlink, strategy::CollectiveOp::kAllGather, mib128, 8) / 1e9,
+      strategy::measured_ring_busbw(nvlink, strategy::CollectiveOp::kAllReduce, mib128, 8) / 1e9);
+  md += " the all-gather that sequence parallelism repeats in the backward pass\n"
         "for each column-parallel linear's input (Section 4.2.2: only the sequence shard is kept), the\n"
         "pipeline sends, the bubbles of 1F1B and of the interleaved schedule, and Adam's step.\n\n"
         "Where the prediction still falls short (each a known difference, not a fitted constant):\n"
@@ -296,12 +302,13 @@ std::string validation_markdown() {
         "collectives).\n\n";
   md += "| experiment | plan | forward: paper | predicted | error | backward: paper | predicted | error | total error |\n";
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
-  for (const auto& r : layer_rows())
+  const auto layers = layer_rows();
+  for (const auto& r : layers)
     md += fmt::format("| {} | `{}` | {:.1f} ms | {:.2f} ms | {} | {:.1f} ms | {:.2f} ms | {} | {} |\n", r.variant, r.plan,
                       r.paper_forward_ms, r.predicted_forward_ms, pct(r.forward_error()), r.paper_backward_ms,
                       r.predicted_backward_ms, pct(r.backward_error()), pct(r.total_error()));
   double fwd_worst = 0, bwd_worst = 0, sp_bwd_lo = 1e9, sp_bwd_hi = -1e9;
-  for (const auto& r : layer_rows()) {
+  for (const auto& r : layers) {
     fwd_worst = std::max(fwd_worst, std::fabs(r.forward_error()));
     if (r.plan.find("sp=on") == std::string::npos) {
       bwd_worst = std::max(bwd_worst, std::fabs(r.backward_error()));

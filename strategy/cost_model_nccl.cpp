@@ -79,7 +79,6 @@ ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const
 double measured_ring_busbw(const LinkSpec& l, CollectiveOp op, double bytes, int n) {
   const auto& size = l.measured_sizes_bytes;
   const auto& busbw = l.measured_busbw(op);
-  const size_t k = size.size();
   if (bytes >= size.back()) return busbw.back();
   if (bytes >= size.front()) {
     size_t i = 0;
@@ -87,11 +86,11 @@ double measured_ring_busbw(const LinkSpec& l, CollectiveOp op, double bytes, int
     const double w = std::log(bytes / size[i]) / std::log(size[i + 1] / size[i]);
     return busbw[i] + w * (busbw[i + 1] - busbw[i]);
   }
-  // Below the curve: time along the first two points, t(S) = t0 - (S0 - S) / r, where r is the
-  // rate (bus bytes per second) between them; no faster than t0 if the curve's time fell there.
+  // Below the curve: time along the first two points (the parser requires two),
+  // t(S) = t0 - (S0 - S) (t1 - t0) / (S1 - S0); no faster than t0 if the curve's time fell there.
   const double f = bus_bandwidth_factor(op, n);
   const double t0 = f * size[0] / busbw[0], t1 = f * size[1] / busbw[1];
-  const double t = t1 > t0 && k > 1 ? t0 - f * (size[0] - bytes) * (t1 - t0) / (f * (size[1] - size[0])) : t0;
+  const double t = t1 > t0 ? t0 - (size[0] - bytes) * (t1 - t0) / (size[1] - size[0]) : t0;
   return f * bytes / t;
 }
 

@@ -78,11 +78,7 @@ class TableReader {
   std::optional<double> number(std::string_view key, double lo, double hi, bool lo_open, bool inf_ok = false) {
     const auto v = inf_ok ? number_or_inf(key) : number(key);
     if (!v || (inf_ok && std::isinf(*v) && *v > 0)) return v;
-    if (*v < lo || (lo_open && *v == lo) || *v > hi) {
-      std::ostringstream range;
-      range << "must be a number " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi << (inf_ok ? " (or inf)" : "");
-      fail(key, describe(*find(key)), range.str());
-    }
+    check_range(key, *find(key), *v, lo, hi, lo_open, inf_ok ? " (or inf)" : "");
     return v;
   }
   // An array of finite numbers, each in [lo, hi] (`lo` excluded when `lo_open`); an error names
@@ -97,11 +93,7 @@ class TableReader {
       const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
       const auto v = (*a)[i].value<double>();
       if (!v || !std::isfinite(*v)) fail(at, describe((*a)[i]), "must be a finite number");
-      if (*v < lo || (lo_open && *v == lo) || *v > hi) {
-        std::ostringstream range;
-        range << "must be a number " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi;
-        fail(at, describe((*a)[i]), range.str());
-      }
+      check_range(at, (*a)[i], *v, lo, hi, lo_open, "");
       out.push_back(*v);
     }
     return out;
@@ -154,6 +146,14 @@ class TableReader {
   }
 
  private:
+  void check_range(std::string_view key, const toml::node& n, double v, double lo, double hi, bool lo_open,
+                   const char* also) const {
+    if (v >= lo && !(lo_open && v == lo) && v <= hi) return;
+    std::ostringstream range;
+    range << "must be a number " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi << also;
+    fail(key, describe(n), range.str());
+  }
+
   const toml::table& table_;
   std::string source_, prefix_;
   std::vector<std::string> used_;
