@@ -8,7 +8,8 @@
 //                  compute and link times); and one layer of 22B against the per-layer
 //                  times of the paper's Table 4, which shows where the step time's errors sit
 //   all-reduce     the simulated 8-GPU NVLink ring all-reduce of dgx-a100 and dgx-h100 against
-//                  nccl-tests' figures, 1 MiB .. 8 GiB
+//                  nccl-tests' figures, 1 MiB .. 8 GiB, and dgx-h100's protocol model per size
+//                  against a held-out 4-GPU H100 run
 //   activations    the memory ledger against the paper's activation formulas (Table 2 and the
 //                  pipeline schedule's in-flight factor, Section 4.2.3)
 #include <string>
@@ -28,6 +29,7 @@ struct StepTimeRow {
 
 struct BusbwRow {
   std::string cluster;
+  int ranks = 8;  // GPUs of one node in the ring
   double bytes = 0;
   std::string protocol;        // NCCL's protocol at this size (LL, LL128, Simple), or "measured" (the preset's curve)
   double simulated_busbw = 0;  // bytes/s

@@ -93,6 +93,34 @@ TEST(CostModel, NcclProtocolsOnNvlinkByMessageSize) {
   EXPECT_NEAR(rs.seconds, 10.8e-6 + 0.875 * mib / (369.9e9 / 3), 1e-12);
 }
 
+// The protocol constants against what NCCL itself prints: NCCL 2.29.2's tuning table on 6 x H100
+// SXM (NCCL_DEBUG=INFO of an NCCL_ALGO=Ring nccl-tests run, waynehacking8/nccl-collectives-bench,
+// results/scaling_attributed/g6_Ring.log), Ring latency in us / algorithm bandwidth in GB/s:
+//   AllReduce                LL 12.6 / 84.6   LL128 33.0 / 198.7   Simple 42.4 / 216.0
+//   AllGather, ReduceScatter LL  9.6 / 169.2  LL128 23.5 / 397.4   Simple 25.4 / 432.0
+// The latencies are base + steps x step latency, 10 steps for all-reduce and 5 for the others;
+// LL128 moves 0.92 of Simple's bytes (198.7 / 216.0). LL's bandwidth is where the model and the
+// table part: the table's 141 GB/s bus bandwidth is llMaxBw, the model's LL takes a quarter of
+// the plateau (92.5 GB/s), which a held-out 4-GPU run at 1 MiB bears out (docs/validation.md).
+TEST(CostModel, NcclProtocolConstantsMatchNcclsPrintedTuningTable) {
+  const ClusterSpec c = with_world(load_cluster("dgx-h100"), 6);
+  const struct {
+    CollectiveOp op;
+    double ll_us, ll128_us, simple_us;
+  } table[] = {{CollectiveOp::kAllReduce, 12.6, 33.0, 42.4},
+               {CollectiveOp::kAllGather, 9.6, 23.5, 25.4},
+               {CollectiveOp::kReduceScatter, 9.6, 23.5, 25.4}};
+  for (const auto& row : table) {
+    // A zero-byte call is the latency alone.
+    EXPECT_NEAR(nccl_ring_protocol_time(row.op, 0, 6, c, NcclProtocol::kLL).seconds, row.ll_us * 1e-6, 1e-9);
+    EXPECT_NEAR(nccl_ring_protocol_time(row.op, 0, 6, c, NcclProtocol::kLL128).seconds, row.ll128_us * 1e-6, 1e-9);
+    EXPECT_NEAR(nccl_ring_protocol_time(row.op, 0, 6, c, NcclProtocol::kSimple).seconds, row.simple_us * 1e-6, 1e-9);
+    const double ratio = nccl_ring_protocol_time(row.op, 1e9, 6, c, NcclProtocol::kLL128).bus_bytes_per_s /
+                         nccl_ring_protocol_time(row.op, 1e9, 6, c, NcclProtocol::kSimple).bus_bytes_per_s;
+    EXPECT_NEAR(ratio, 198.7 / 216.0, 0.001);
+  }
+}
+
 // Gloo on loopback (cpu-local) keeps the plain ring: 2 (n-1) a + 2 (n-1)/n S/B, no protocols.
 TEST(CostModel, LoopbackKeepsTheAlphaBetaRing) {
   const ClusterSpec c = with_world(load_cluster("cpu-local"), 4);
@@ -226,8 +254,11 @@ TEST(CostModel, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
   // No collective starts before the rank's last backward has ended (the forwards and backwards
   // run back to back from 0).
   const double last_backward_end = r.forward_seconds + r.backward_seconds;
-  for (const CollectiveTiming& t : filled.collectives)
-    if (t.rank == 0) EXPECT_GE(t.start_seconds, last_backward_end * (1 - 1e-12)) << t.tag;
+  for (const CollectiveTiming& t : filled.collectives) {
+    if (t.rank == 0) {
+      EXPECT_GE(t.start_seconds, last_backward_end * (1 - 1e-12)) << t.tag;
+    }
+  }
 
   ClusterSpec spare = c;
   spare.cores_per_node = 4;  // 2 ranks on 4 cores
