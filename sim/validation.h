@@ -8,8 +8,8 @@
 //                  compute and link times); and one layer of 22B against the per-layer
 //                  times of the paper's Table 4, which shows where the step time's errors sit
 //   all-reduce     the simulated 8-GPU NVLink ring all-reduce of dgx-a100 and dgx-h100 against
-//                  nccl-tests' figures, 1 MiB .. 8 GiB, and dgx-h100's protocol model per size
-//                  against a held-out 4-GPU H100 run
+//                  nccl-tests' plateaus, 1 MiB .. 8 GiB, and size by size against held-out
+//                  published runs (two of 8 x A100, one of 4 x H100)
 //   activations    the memory ledger against the paper's activation formulas (Table 2 and the
 //                  pipeline schedule's in-flight factor, Section 4.2.3)
 #include <string>
@@ -35,7 +35,7 @@ struct BusbwRow {
   double simulated_busbw = 0;  // bytes/s
   double analytic_busbw = 0;
   double published_busbw = 0;  // 0: no published figure for this size
-  bool published_is_run = false;  // a held-out nccl-tests run's row (else a quoted plateau)
+  std::string run;  // the held-out nccl-tests run this row is compared with; empty: a quoted plateau
   double error() const { return published_busbw > 0 ? simulated_busbw / published_busbw - 1 : 0; }
 };
 

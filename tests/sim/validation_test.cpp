@@ -2,7 +2,7 @@
 // the goals where the issue sets them against published figures: the Megatron step times of
 // Korthikanti et al. Table 5 within 5% on average, one layer within 10% of Table 4, the simulated
 // 8-GPU NVLink ring all-reduce within 10% of nccl-tests' plateau, H100's protocol model per size
-// against a held-out 4-GPU run (the held-out A100 run is compared in the document), the ledger's
+// against a held-out 4-GPU run (the held-out A100 runs are compared in the document), the ledger's
 // activations within 3% of the paper's formulas. The comparison with the committed file catches any change.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "parlab/source_dir.h"
@@ -33,24 +34,28 @@ TEST(Validation, DocumentIsCurrent) {
 }
 
 // The large-message plateaus, 1 GiB .. 8 GiB on 8 GPUs of dgx-h100 (nccl-tests: ~370 GB/s) and
-// dgx-a100 (~240 GB/s and the held-out run's 1 GiB): within 10%. At line rate (no protocol
-// efficiency) the simulator gave 447 GB/s on H100, 21% high. Below 1 GiB the held-out A100 run
-// differs from the preset's measured run by up to 30% (docs/validation.md): compared and reported
-// there (the document's currency is tested above), not held to a bound set from that figure.
+// dgx-a100 (~240 GB/s): within 10%. At line rate (no protocol efficiency) the simulator gave
+// 447 GB/s on H100, 21% high. Every held-out run is compared size by size: two A100 runs, which
+// differ from the preset's measured run by up to 20% and 30% (docs/validation.md: real nodes differ
+// that much from each other), compared and reported there, not held to a bound set from those
+// figures; and the H100 run, below.
 TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
-  int plateaus = 0, runs = 0;
+  int plateaus = 0;
+  std::map<std::string, int> run_sizes;
   for (const BusbwRow& r : busbw_rows()) {
-    if (r.published_busbw <= 0) continue;
-    if (r.ranks == 8 && r.bytes >= 1024.0 * 1024 * 1024) {
-      ++plateaus;
-      EXPECT_LT(std::fabs(r.error()), 0.10) << r.cluster << " " << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
-    } else {
-      ++runs;
-      EXPECT_TRUE(r.published_is_run) << r.cluster << " " << r.ranks << " GPUs " << r.bytes << " B";
+    if (!r.run.empty()) {
+      EXPECT_GT(r.published_busbw, 0) << r.run << " " << r.bytes;
+      ++run_sizes[r.run];
+      continue;
     }
+    if (r.published_busbw <= 0) continue;
+    ++plateaus;
+    EXPECT_EQ(r.ranks, 8);
+    EXPECT_GE(r.bytes, 1024.0 * 1024 * 1024);
+    EXPECT_LT(std::fabs(r.error()), 0.10) << r.cluster << " " << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
   }
   EXPECT_EQ(plateaus, 8);
-  EXPECT_EQ(runs, 10 + 14);  // dgx-a100 1 MiB .. 512 MiB; dgx-h100 on 4 GPUs, 1 MiB .. 8 GiB
+  EXPECT_EQ(run_sizes, (std::map<std::string, int>{{"Galvatron", 11}, {"OCI BM.GPU4.8", 14}, {"nccl-collectives-bench", 14}}));
 }
 
 // dgx-h100's NCCL protocol model per size against a run none of its figures came from: 4 GPUs
@@ -63,9 +68,10 @@ TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
 TEST(Validation, H100ProtocolModelPerSizeAgainstAHeldOutFourGpuRun) {
   int sizes = 0, within = 0;
   for (const BusbwRow& r : busbw_rows()) {
-    if (r.cluster != "dgx-h100" || r.ranks != 4) continue;
+    if (r.run != "nccl-collectives-bench") continue;
     ++sizes;
-    EXPECT_TRUE(r.published_is_run) << r.bytes;
+    EXPECT_EQ(r.cluster, "dgx-h100");
+    EXPECT_EQ(r.ranks, 4);
     within += std::fabs(r.error()) <= 0.10 ? 1 : 0;
   }
   EXPECT_EQ(sizes, 14);
