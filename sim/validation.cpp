@@ -172,8 +172,8 @@ std::vector<LayerTimeRow> layer_rows() {
 
 std::vector<BusbwRow> busbw_rows() {
   std::vector<BusbwRow> out;
-  auto simulated = [](const char* cluster, int ranks, double bytes) {
-    const ClusterSpec c = strategy::with_world(strategy::load_cluster(cluster), ranks);
+  // c: the preset with `ranks` devices, loaded once per sweep or run.
+  auto simulated = [](const ClusterSpec& c, const char* cluster, int ranks, double bytes) {
     const CollectiveResult sim = simulate_collective(strategy::CollectiveOp::kAllReduce, bytes, ranks, c,
                                                      ScheduleOptions{.algorithm = AlgorithmChoice::kRing});
     BusbwRow r;
@@ -187,16 +187,18 @@ std::vector<BusbwRow> busbw_rows() {
   };
   // The 8-GPU sweep of each preset, against its quoted plateau.
   for (const auto& pub : kPublished) {
+    const ClusterSpec c = strategy::with_world(strategy::load_cluster(pub.cluster), 8);
     for (double bytes = 1024.0 * 1024; bytes <= 8.0 * 1024 * 1024 * 1024; bytes *= 2) {
-      BusbwRow r = simulated(pub.cluster, 8, bytes);
+      BusbwRow r = simulated(c, pub.cluster, 8, bytes);
       if (bytes >= pub.from_bytes) r.published_busbw = pub.busbw_gb_per_s * 1e9;
       out.push_back(r);
     }
   }
   // Every held-out run, size by size, at its own GPU count.
   for (const auto& run : published_runs()) {
+    const ClusterSpec c = strategy::with_world(strategy::load_cluster(run.cluster), run.ranks);
     for (const auto& [mib, gb] : run.mib_busbw) {
-      BusbwRow r = simulated(run.cluster, run.ranks, mib * 1024 * 1024);
+      BusbwRow r = simulated(c, run.cluster, run.ranks, mib * 1024 * 1024);
       r.published_busbw = gb * 1e9;
       r.run = run.label;
       out.push_back(r);
@@ -439,17 +441,19 @@ std::string validation_markdown() {
   };
   std::vector<Spread> spread(1 + a100_runs.size());  // the preset's run, then each held-out run
   int common = 0;
+  double common_lo = 0, common_hi = 0;  // the smallest and largest size all three measured
   for (auto& [bytes, v] : by_size) {
     if (v.size() != spread.size()) continue;
-    ++common;
+    if (common++ == 0) common_lo = bytes;
+    common_hi = bytes;
     std::vector<double> sorted = v;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     for (size_t k = 0; k < v.size(); ++k) spread[k].add(v[k] / median - 1, bytes);
   }
   md += fmt::format("\nThe three published A100 runs against their per-size median, at the {} sizes all three measured\n"
-                    "(1 MiB .. 1 GiB):\n\n",
-                    common);
+                    "({} .. {}):\n\n",
+                    common, size_text(common_lo), size_text(common_hi));
   md += "| run | lowest, vs the median | highest, vs the median |\n| --- | ---: | ---: |\n";
   for (size_t k = 0; k < spread.size(); ++k)
     md += fmt::format("| {} | {} at {} | {} at {} |\n", k == 0 ? "superbenchmark (the preset's curve)" : a100_runs[k - 1]->label,
