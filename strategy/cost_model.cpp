@@ -125,6 +125,10 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
   // sequence of kernels -- GEMMs at the GEMM rate, then elementwise ops, norms and softmax at
   // the memory rate -- that do not overlap one another on a device, so their times add.
   if (op.kind == OpKind::kOptimizer) return std::max(op.flops / rate, op.memory_bytes / mem_bw);
+  // Clearing a buffer writes every byte of it. A CPU core's stores to lines it does not hold
+  // first read them (read for ownership), so a worker process's clear moves twice the bytes it
+  // writes; a GPU writes whole sectors without reading them.
+  if (op.kind == OpKind::kZeroGrad) return op.memory_bytes * (c.shares_cores() ? 2 : 1) / mem_bw;
   const double flops = gemms ? gemms->effective_flops(op) : op.flops;
   return flops / rate + op.memory_bytes / mem_bw;
 }

@@ -46,6 +46,7 @@ double protocol_bytes_per_s(NcclProtocol p, CollectiveOp op, const ClusterSpec& 
     case NcclProtocol::kSimple: return b;
     case NcclProtocol::kLL128: return 0.92 * b;
     case NcclProtocol::kLL: return std::min(ll_max_bytes_per_s(c), b * (op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3));
+    case NcclProtocol::kMeasured: return b;  // a measured curve carries its own bandwidth (nccl_ring_time)
   }
   return b;
 }

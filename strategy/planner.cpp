@@ -95,7 +95,10 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
   const double shard = p.zero >= 1 ? held / p.dp : held;
   opt.flops = shard * optimizer_flops_per_param(p);
   opt.memory_bytes = shard * optimizer_traffic_bytes_per_param(p);
-  q.optimizer_seconds = compute_time(opt, c, p);
+  Op clear;  // the step's gradient clear (the whole local buffer; its shard under ZeRO-2/3)
+  clear.kind = OpKind::kZeroGrad;
+  clear.memory_bytes = (p.zero >= 2 ? held / p.dp : held) * grad_accumulation_bytes_per_element(p);
+  q.optimizer_seconds = compute_time(opt, c, p) + compute_time(clear, c, p);
   q.step_seconds = q.compute_seconds + q.tp_comm_seconds + q.bubble_seconds + q.dp_exposed_seconds + q.optimizer_seconds;
   return q;
 }
@@ -327,15 +330,29 @@ void rank_candidates(const Search& s, std::vector<Candidate>& fitting, PlanRepor
   std::sort(fitting.begin(), fitting.end(), [](const Candidate& a, const Candidate& b) {
     return a.quick.step_seconds < b.quick.step_seconds;
   });
-  const size_t walked = std::min<size_t>(fitting.size(), size_t(std::max(s.o.walk, s.o.top)));
+  auto split_key = [](const Candidate& x) {
+    return std::make_tuple(split_degree(x.plan), x.plan.zero, int(x.plan.recompute), x.plan.sequence_parallel);
+  };
+  size_t walked = std::min<size_t>(fitting.size(), size_t(std::max(s.o.walk, s.o.top)));
+  // The plan that splits least within the margin of the closed form's fastest is walked too,
+  // even when many faster variants fill the walked places: it may be the choice.
+  if (walked > 0 && walked < fitting.size()) {
+    const double quick_limit = fitting.front().quick.step_seconds * (1 + s.o.simplicity_margin);
+    size_t simplest = 0;
+    for (size_t i = 1; i < fitting.size() && fitting[i].quick.step_seconds <= quick_limit; ++i)
+      if (split_key(fitting[i]) < split_key(fitting[simplest])) simplest = i;
+    bool walked_already = false;
+    for (size_t i = 0; i < walked; ++i) walked_already = walked_already || split_key(fitting[i]) <= split_key(fitting[simplest]);
+    if (!walked_already) {
+      std::rotate(fitting.begin() + walked, fitting.begin() + simplest, fitting.begin() + simplest + 1);
+      ++walked;
+    }
+  }
   for (size_t i = 0; i < walked; ++i) s.walk(fitting[i]);
   std::stable_sort(fitting.begin(), fitting.begin() + walked, [](const Candidate& a, const Candidate& b) {
     return a.step_seconds() < b.step_seconds();
   });
   // Within the margin of the fastest, the plan that splits least is the choice.
-  auto split_key = [](const Candidate& x) {
-    return std::make_tuple(split_degree(x.plan), x.plan.zero, int(x.plan.recompute), x.plan.sequence_parallel);
-  };
   if (walked > 0) {
     size_t choice = 0;
     const double limit = fitting.front().step_seconds() * (1 + s.o.simplicity_margin);

@@ -44,6 +44,7 @@ std::string_view to_string(OpKind k) {
     case OpKind::kForward: return "forward";
     case OpKind::kBackward: return "backward";
     case OpKind::kOptimizer: return "optimizer";
+    case OpKind::kZeroGrad: return "zero-grad";
     case OpKind::kAllReduce:
     case OpKind::kReduceScatter:
     case OpKind::kAllGather:
@@ -85,6 +86,7 @@ CollectiveOp collective_of(OpKind k) {
 
 std::string describe(const StepProgram& prog, const Op& op) {
   std::string s = std::string(to_string(op.kind));
+  if (op.kind == OpKind::kZeroGrad) return s + " " + op.tag + " " + units::format_bytes(op.memory_bytes);
   if (op.is_compute()) {
     char buf[96];
     std::snprintf(buf, sizeof buf, " %s layers [%d,%d) %.4g GFLOP", op.tag.c_str(), op.layers.begin,
@@ -105,9 +107,9 @@ std::string to_text(const StepProgram& prog) {
     std::snprintf(buf, sizeof buf, "%d %s %s %s", op.id, std::string(to_string(op.stream)).c_str(),
                   std::string(to_string(op.kind)).c_str(), op.tag.c_str());
     std::string line = buf;
-    if (op.is_compute() && op.kind != OpKind::kOptimizer)
+    if (op.is_layer_compute())
       line += " layers " + std::to_string(op.layers.begin) + "-" + std::to_string(op.layers.end);
-    if (op.kind == OpKind::kOptimizer || (op.is_collective() && op.flat_end > op.flat_begin))
+    if (op.kind == OpKind::kOptimizer || op.kind == OpKind::kZeroGrad || (op.is_collective() && op.flat_end > op.flat_begin))
       line += " elems " + std::to_string(op.flat_begin) + "-" + std::to_string(op.flat_end);
     if (op.is_collective() || op.is_p2p()) {
       std::snprintf(buf, sizeof buf, " %.0fB", op.bytes);

@@ -33,6 +33,10 @@ enum class OpKind {
   kForward,    // forward of `layers` for `microbatch` (compute)
   kBackward,   // backward of `layers` for `microbatch`, accumulating gradients (compute)
   kOptimizer,  // optimizer step over the flat element range [flat_begin, flat_end) (compute)
+  // Clears the gradient buffer [flat_begin, flat_end) the backward accumulates into, once per
+  // step before anything writes to it (compute, bandwidth-bound: `memory_bytes` are the bytes
+  // written). PyTorch's optimizer.zero_grad(), Megatron's zero_grad_buffer().
+  kZeroGrad,
   kAllReduce,
   kReduceScatter,
   kAllGather,
@@ -79,7 +83,9 @@ struct Op {
   std::vector<int> deps;
 
   bool is_collective() const;
-  bool is_compute() const { return kind == OpKind::kForward || kind == OpKind::kBackward || kind == OpKind::kOptimizer; }
+  bool is_compute() const { return is_layer_compute() || kind == OpKind::kOptimizer || kind == OpKind::kZeroGrad; }
+  // A forward or backward: compute over `layers` for `microbatch`.
+  bool is_layer_compute() const { return kind == OpKind::kForward || kind == OpKind::kBackward; }
   bool is_p2p() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
 };
 
@@ -136,6 +142,9 @@ double backward_memory_bytes(const ModelSpec& model, const std::vector<LayerSpec
 // precision (fp32 master + bf16 copy, bf16 gradients); SGD with momentum moves 20. About 12
 // FLOPs per element for Adam, 3 for SGD: the update is bandwidth-bound.
 double optimizer_traffic_bytes_per_param(const Plan& plan);
+// Bytes per element of the gradient buffer the backward accumulates into and kZeroGrad clears:
+// fp32 in both precisions (the runtime's host gradients, Megatron's main_grad buffer).
+double grad_accumulation_bytes_per_element(const Plan& plan);
 double optimizer_flops_per_param(const Plan& plan);
 // Bytes of the activation crossing a layer boundary for one microbatch, as pipeline stages send
 // it and tensor-parallel collectives reduce it: tokens x hidden x activation bytes (split by t

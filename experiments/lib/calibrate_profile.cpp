@@ -10,6 +10,7 @@
 #include "runtime/train/data.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/trainer.h"
+#include "strategy/cost_model.h"
 #include "strategy/errors.h"
 #include "strategy/step_program.h"
 #include "strategy/stats.h"
@@ -31,7 +32,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
   if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
   train::SyntheticDataset data({.seed = 1, .size = b * (4 * repeats + 1), .width = m.hidden, .classes = m.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::vector<double> fwdbwd, fill, update, fwdbwd_warm;
+  std::vector<double> fwdbwd, fill, update, clear, fwdbwd_warm;
   std::vector<int64_t> indices(size_t(b), 0);
   // The trainer's order per step: data, forward and backward of every microbatch (the gradients
   // accumulate), the optimizer. Step 0 warms up (page faults, first-touch of the buffers).
@@ -42,6 +43,9 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
     std::iota(indices.begin(), indices.end(), int64_t(i) * b);
     auto mb = net.new_microbatch(b, b);
     auto t0 = Clock::now();
+    net.zero_grads();
+    const double z = since(t0);
+    t0 = Clock::now();
     data.fill(indices, mb);
     const double d = since(t0);
     t0 = Clock::now();
@@ -55,7 +59,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
       fwdbwd_warm.push_back(c + d + u);
       continue;
     }
-    fill.push_back(d), fwdbwd.push_back(c), update.push_back(u);
+    fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z);
   }
   WorkloadProfile p;
   p.microbatch = b;
@@ -65,6 +69,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
   p.fwdbwd_seconds = c.median, p.fwdbwd_spread = c.relative();
   p.optimizer_seconds = u.median, p.optimizer_spread = u.relative();
   p.data_seconds = strategy::median(fill);
+  p.clear_seconds = strategy::median(clear);
   return p;
 }
 
@@ -86,14 +91,21 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
 }
 
 std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& profiled) {
-  char b[400];
+  // The gradient clear as the cost model charges it (a kZeroGrad op of the parameters' fp32
+  // gradients at the update's rate), beside the profile's own measurement of it.
+  strategy::Op clear;
+  clear.kind = strategy::OpKind::kZeroGrad;
+  clear.memory_bytes = double(p.parameters) * 4;
+  const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
+  char b[512];
   std::snprintf(b, sizeof b,
                 "compute model: a profile of this workload on one core (median of %d microbatches of %lld after a "
                 "warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms -> %.1f GFLOP/s; AdamW over %.1f M "
-                "parameters %.2f ms -> %.2f GB/s; communication from the calibration",
+                "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); "
+                "communication from the calibration",
                 p.repeats, (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread, p.data_seconds * 1e3,
                 profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6, p.optimizer_seconds * 1e3,
-                profiled.device.memory_bytes_per_s / 1e9);
+                profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3, modelled * 1e3);
   return b;
 }
 

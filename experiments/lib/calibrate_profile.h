@@ -28,6 +28,7 @@ struct WorkloadProfile {
   double data_seconds = 0;       // the synthetic data of one microbatch (median)
   double optimizer_seconds = 0;  // the AdamW update over all parameters (median)
   double optimizer_spread = 0;
+  double clear_seconds = 0;      // clearing the gradients before a step (median): reported beside the model's
   int repeats = 0;
   // The time per microbatch the cost model must charge: forward + backward + its data (the data
   // is made per sample on the compute stream, so it scales with the microbatches like compute).

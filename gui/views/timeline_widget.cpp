@@ -19,7 +19,7 @@ QColor color_of(const std::string& name) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   if (has("forward") || has("fwd")) return QColor(70, 120, 190);
   if (has("backward") || has("bwd")) return QColor(90, 160, 80);
-  if (has("optim")) return QColor(150, 90, 170);
+  if (has("optim") || has("zero-grad")) return QColor(150, 90, 170);
   if (has("send") || has("recv")) return QColor(200, 60, 60);
   if (has("all-reduce") || has("reduce-scatter") || has("all-gather") || has("broadcast")) return QColor(235, 150, 40);
   return QColor(140, 140, 140);

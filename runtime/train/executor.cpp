@@ -28,6 +28,7 @@ Executor::Handler Executor::handler_for(OpKind kind) {
     case OpKind::kForward: return &Executor::run_forward;
     case OpKind::kBackward: return &Executor::run_backward;
     case OpKind::kOptimizer: return &Executor::run_optimizer;
+    case OpKind::kZeroGrad: return &Executor::run_zero_grad;
     case OpKind::kAllReduce: return &Executor::issue_all_reduce;
     case OpKind::kReduceScatter: return &Executor::issue_reduce_scatter;
     case OpKind::kAllGather: return &Executor::issue_all_gather;
@@ -43,6 +44,9 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
     case OpKind::kForward:
     case OpKind::kBackward:
     case OpKind::kOptimizer: return "";
+    case OpKind::kZeroGrad:
+      if (op.stream != strategy::Stream::kCompute) return "a gradient clear runs on the compute stream";
+      return "";
     case OpKind::kAllReduce: {
       const strategy::Group& g = program.group_of(op);
       if (g.kind == strategy::GroupKind::kTP) return tp_unsupported_reason(program, op);
@@ -90,7 +94,7 @@ std::string Executor::tp_unsupported_reason(const strategy::StepProgram& program
   if (op.layers.size() != 1 || op.count != 1)
     return "a tensor-parallel collective must follow one layer's compute (per-layer ops, count 1)";
   if (op.deps.size() != 1 || op.deps[0] < 0 || op.deps[0] >= op.id ||
-      !program.ops[op.deps[0]].is_compute() || program.ops[op.deps[0]].kind == OpKind::kOptimizer)
+      !program.ops[op.deps[0]].is_layer_compute())
     return "a tensor-parallel collective must depend on exactly the forward or backward it reduces";
   return "";
 }
@@ -146,7 +150,7 @@ void Executor::check_and_plan() {
       if (d < 0 || d >= op.id)
         throw ConfigError("program op " + std::to_string(op.id) + " deps", std::to_string(d),
                           "must name an earlier op of the program");
-    if (op.is_compute() && op.kind != OpKind::kOptimizer) {
+    if (op.is_layer_compute()) {
       for (int l = op.layers.begin; l < op.layers.end; ++l)
         if (!model_.owns_layer(l))
           throw ConfigError("model layers", std::to_string(model_.first_layer()) + ".." +
@@ -161,7 +165,7 @@ void Executor::check_and_plan() {
                         std::to_string(optimizer_.range().begin) + ".." + std::to_string(optimizer_.range().end),
                         "must equal " + where(program_, op) + "'s range " + std::to_string(op.flat_begin) +
                             ".." + std::to_string(op.flat_end));
-    if (op.is_compute() && op.kind == OpKind::kOptimizer &&
+    if (op.kind == OpKind::kOptimizer &&
         !owned.contains({op.flat_begin, op.flat_end}))
       throw ConfigError("optimizer range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
                         "lies outside the parameters this rank holds");
@@ -179,6 +183,23 @@ void Executor::check_and_plan() {
                           "its members must be the group's ranks, in order");
     }
   }
+  // The backward accumulates into the gradient buffer: the step must clear it first, all of it.
+  int clears = 0;
+  for (const Op& op : program_.ops) {
+    if (op.kind == OpKind::kZeroGrad) {
+      ++clears;
+      const model::FlatRange want = effective_zero(program_) >= 2 ? optimizer_.range() : owned;
+      if (!(model::FlatRange{op.flat_begin, op.flat_end} == want))
+        throw ConfigError("gradient clear range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
+                          "must be the gradient buffer this rank holds (" + std::to_string(want.begin) + ".." +
+                              std::to_string(want.end) + ")");
+    }
+    if (op.kind == OpKind::kBackward && clears == 0)
+      throw ConfigError("program op " + std::to_string(op.id), where(program_, op),
+                        "accumulates gradients before the step clears them (a zero-grad op must come first)");
+  }
+  if (clears > 1)
+    throw ConfigError("zero-grad ops", std::to_string(clears), "a step clears its gradients once");
   if (shards_.zero() != effective_zero(program_))
     throw ConfigError("ZeRO stage of the shards", std::to_string(shards_.zero()),
                       "must be the program's (" + std::to_string(effective_zero(program_)) + ")");
@@ -208,7 +229,6 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
   last_comm_stream_op_ = -1;
   buffers_.clear();
   pending_reduce_scatters_.clear();
-  shards_.zero_grads();
 
   try {
     for (const Op& op : program_.ops) {
@@ -321,6 +341,17 @@ void Executor::run_backward(const Op& op) {
   result_.backward_seconds += t1 - t0;
   add_compute_event(op, t0, t1);
   after_compute(op);
+}
+
+// The gradients of the last step are cleared before this one accumulates (the program's first
+// compute op): counted with the optimizer, as PyTorch's optimizer.zero_grad() is.
+void Executor::run_zero_grad(const Op& op) {
+  const double t0 = now();
+  shards_.zero_grads();
+  model_.synchronize();
+  const double t1 = slowed(t0, now());
+  result_.optimizer_seconds += t1 - t0;
+  add_compute_event(op, t0, t1);
 }
 
 void Executor::run_optimizer(const Op& op) {

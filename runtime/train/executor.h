@@ -182,6 +182,7 @@ class Executor {
   void run_forward(const strategy::Op& op);
   void run_backward(const strategy::Op& op);
   void run_optimizer(const strategy::Op& op);
+  void run_zero_grad(const strategy::Op& op);
   void run_device_optimizer(const strategy::Op& op);
   void issue_all_reduce(const strategy::Op& op);
   void issue_reduce_scatter(const strategy::Op& op);

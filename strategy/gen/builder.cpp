@@ -152,6 +152,7 @@ void Builder::emit_slot(const Slot& slot) {
 }
 
 void Builder::build() {
+  for (auto& h : hooks_) h->start(*this);
   for (const Slot& slot : schedule_slots(plan_, coords_.pp)) emit_slot(slot);
   for (auto& h : hooks_) h->finish(*this);
 }
@@ -188,6 +189,7 @@ double backward_flops(const ModelSpec& m, const std::vector<LayerSpec>& layers, 
 
 double optimizer_traffic_bytes_per_param(const Plan& p) { return p.optimizer == OptimizerKind::kAdam ? 28 : 20; }
 double optimizer_flops_per_param(const Plan& p) { return p.optimizer == OptimizerKind::kAdam ? 12 : 3; }
+double grad_accumulation_bytes_per_element(const Plan&) { return 4; }
 
 double tp_collective_bytes(const ModelSpec& m, const Plan& p) {
   return tokens(m, p) * m.hidden * boundary_bytes_per_element(p);

@@ -30,6 +30,8 @@ class Builder;
 class Hooks {
  public:
   virtual ~Hooks() = default;
+  // Called before the first slot (ops that open the step).
+  virtual void start(Builder&) {}
   // Whether this slot's compute must be written one layer per op (so a hook can attach).
   virtual bool needs_per_layer(const Slot&) const { return false; }
   // Called before the compute op of `layers` in `slot`; returns ops the compute op depends on.

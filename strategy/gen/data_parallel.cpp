@@ -38,6 +38,20 @@ class DataParallel final : public Hooks {
     return !slot.forward && (zero_ >= 2 || slot.microbatch == last_mb_);
   }
 
+  // The step opens by clearing the gradient buffer the backward accumulates into: the whole
+  // local buffer, or under ZeRO-2/3 (no rank keeps a full gradient) the rank's shard of it.
+  void start(Builder& b) override {
+    const auto [begin, end] = grad_shard(b, zero_ >= 2);
+    Op op;
+    op.kind = OpKind::kZeroGrad;
+    op.stream = Stream::kCompute;
+    op.flat_begin = begin;
+    op.flat_end = end;
+    op.memory_bytes = double(end - begin) * grad_accumulation_bytes_per_element(b.plan());
+    op.tag = "grad.zero";
+    b.add(std::move(op));
+  }
+
   std::vector<int> before_compute(Builder& b, const Slot& slot, LayerRange range) override {
     if (dp_ <= 1 || zero_ != 3) return {};
     init(b);
@@ -112,13 +126,7 @@ class DataParallel final : public Hooks {
 
     // The optimizer updates the whole local buffer, or with ZeRO the contiguous 1/dp of it the
     // rank owns.
-    const int64_t n = b.local_elements();
-    int64_t begin = 0, end = n;
-    if (zero_ >= 1 && dp_ > 1) {
-      const int r = b.coords().dp;
-      begin = n * r / dp_;
-      end = n * (r + 1) / dp_;
-    }
+    const auto [begin, end] = grad_shard(b, zero_ >= 1);
     Op opt;
     opt.kind = OpKind::kOptimizer;
     opt.stream = Stream::kCompute;
@@ -187,6 +195,14 @@ class DataParallel final : public Hooks {
       }
       buckets_.push_back(std::move(out));
     }
+  }
+
+  // The whole local flat buffer, or (`sharded`, with dp > 1) the contiguous 1/dp the rank owns.
+  std::pair<int64_t, int64_t> grad_shard(const Builder& b, bool sharded) const {
+    const int64_t n = b.local_elements();
+    if (!sharded || dp_ <= 1) return {0, n};
+    const int r = b.coords().dp;
+    return {n * r / dp_, n * (r + 1) / dp_};
   }
 
   static std::string bucket_tag(const Builder&, const Bucket& bucket) {

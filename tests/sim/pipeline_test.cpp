@@ -22,7 +22,8 @@ const trace::Event* find_last(const std::vector<trace::Event>& events, int rank,
 
 // p stages of k equal blocks each, m microbatches, links of infinite bandwidth and no latency:
 // stage 0 ends its last backward at (m + p - 1)(t_f + t_b) and idles (p - 1)(t_f + t_b) of that,
-// a fraction (p - 1)/(m + p - 1).
+// a fraction (p - 1)/(m + p - 1). The pipeline starts once stage 0 has cleared its gradients:
+// k blocks of 2hf + f + h fp32 values written at the device's memory bandwidth.
 //
 // Stages are equal but for the MLP's head (h x 1 on the last stage, 2h FLOPs per sample against
 // 4hf per block): it can lengthen the critical path by at most m x its forward + backward time,
@@ -44,12 +45,13 @@ TEST(Pipeline, OneFOneBOnIdealLinksMatchesTheClosedForm) {
     const double t_b = 2 * t_f;
     const double head = 3.0 * 2 * h * mb * m / rate;
     const double pipeline = (m + p - 1) * (t_f + t_b);
+    const double clear = 4.0 * k * (2.0 * h * f + f + h) / ideal.device.memory_bytes_per_s;
     const auto* last_backward = find_last(r.timeline, 0, "backward");
     ASSERT_NE(last_backward, nullptr);
-    EXPECT_NEAR(last_backward->end_seconds, pipeline, head + 1e-9 * pipeline) << "p=" << p << " m=" << m;
+    EXPECT_NEAR(last_backward->end_seconds, clear + pipeline, head + 1e-9 * pipeline) << "p=" << p << " m=" << m;
     const double bubble = r.ranks.at(0).bubble_seconds;
     EXPECT_NEAR(bubble, (p - 1) * (t_f + t_b), head + 1e-9 * pipeline);
-    EXPECT_NEAR(bubble / last_backward->end_seconds, double(p - 1) / (m + p - 1), 1e-3);
+    EXPECT_NEAR(bubble / (last_backward->end_seconds - clear), double(p - 1) / (m + p - 1), 1e-3);
     EXPECT_DOUBLE_EQ(r.bubble_fraction_of_total, double(p - 1) / (m + p - 1));
   }
 }
@@ -62,15 +64,19 @@ TEST(Pipeline, OneFOneBOnIdealLinksMatchesTheClosedForm) {
 //   activation: 100 x 1000 x 4 B = 4e5 B -> 0.1 ms + 0.4 ms = 0.5 ms per message.
 //   SGD optimizer: 20 B per parameter, memory-bound. Stage 0 holds block 0: 2hf + f + h =
 //   5,003,500 parameters -> 100.07 us; stage 1 block 1 + head (C h + C = 5005): 5,008,505 ->
-//   100.1701 us.
+//   100.1701 us. Each stage first clears its fp32 gradients: 4 B per parameter -> 20.014 us and
+//   20.03402 us.
 // Stage 0 runs F0 F1 B0 B1 (warm-up 1), stage 1 F0 B0 F1 B1 (stage 0's ops are tagged by its one
 // layer, blocks.0; stage 1's by its chunk, c0). By hand (ms):
-//   s0 F0 [0,1]  send a0 issued 1, delivered 1.5   F1 [1,2]  send a1 issued 2, delivered 2.5
-//   s1 recv a0 [0,1.5]  F0 [1.5,2.501]  B0 [2.501,4.503]  send g0 issued 4.503 -> 5.003
-//   s1 recv a1: its comm stream reaches it after issuing g0 (4.503); the data came at 2.5
-//   s1 F1 [4.503,5.504]  B1 [5.504,7.506]  send g1 -> 8.006  optimizer [7.506,7.6061701]
-//   s0 recv g0 [2,5.003]  B0 [5.003,7.003]  recv g1 [5.003,8.006]  B1 [8.006,10.006]
-//   s0 optimizer [10.006,10.10607]: the step ends at 10.10607 ms.
+//   s0 Z [0,0.020014]  F0 [0.020014,1.020014]  send a0 issued 1.020014, delivered 1.520014
+//   s0 F1 [1.020014,2.020014]  send a1 issued 2.020014, delivered 2.520014
+//   s1 Z [0,0.02003402]  recv a0 [0,1.520014]  F0 [1.520014,2.521014]  B0 [2.521014,4.523014]
+//   s1 send g0 issued 4.523014 -> 5.023014
+//   s1 recv a1: its comm stream reaches it after issuing g0 (4.523014); the data came at 2.520014
+//   s1 F1 [4.523014,5.524014]  B1 [5.524014,7.526014]  send g1 -> 8.026014
+//   s1 optimizer [7.526014,7.6261841]
+//   s0 recv g0 [2.020014,5.023014]  B0 [5.023014,7.023014]  recv g1 [5.023014,8.026014]
+//   s0 B1 [8.026014,10.026014]  optimizer [10.026014,10.126084]: the step ends at 10.126084 ms.
 TEST(Pipeline, GoldenTimelineTwoStagesTwoMicrobatches) {
   const auto cluster = strategy::parse_cluster_toml(R"(
 name = "round"
@@ -104,32 +110,35 @@ latency_us = 100
   for (const auto& e : r.timeline)
     got += fmt::format("r{} {} {} {:.7f} {:.7f}\n", e.rank, e.stream, e.name, e.start_seconds * 1e3, e.end_seconds * 1e3);
   const std::string expected =
-      "r0 compute forward fwd.mb0.blocks.0 0.0000000 1.0000000\n"
-      "r0 compute forward fwd.mb1.blocks.0 1.0000000 2.0000000\n"
-      "r0 compute backward bwd.mb0.blocks.0 5.0030000 7.0030000\n"
-      "r0 compute backward bwd.mb1.blocks.0 8.0060000 10.0060000\n"
-      "r0 compute optimizer optimizer 10.0060000 10.1060700\n"
-      "r0 comm send act.mb0.vs1 1.0000000 1.5000000\n"
-      "r0 comm send act.mb1.vs1 2.0000000 2.5000000\n"
-      "r0 comm recv grad.mb0.vs1 2.0000000 5.0030000\n"
-      "r0 comm recv grad.mb1.vs1 5.0030000 8.0060000\n"
-      "r1 compute forward fwd.mb0.c0 1.5000000 2.5010000\n"
-      "r1 compute backward bwd.mb0.c0 2.5010000 4.5030000\n"
-      "r1 compute forward fwd.mb1.c0 4.5030000 5.5040000\n"
-      "r1 compute backward bwd.mb1.c0 5.5040000 7.5060000\n"
-      "r1 compute optimizer optimizer 7.5060000 7.6061701\n"
-      "r1 comm recv act.mb0.vs1 0.0000000 1.5000000\n"
-      "r1 comm send grad.mb0.vs1 4.5030000 5.0030000\n"
-      "r1 comm recv act.mb1.vs1 4.5030000 4.5030000\n"
-      "r1 comm send grad.mb1.vs1 7.5060000 8.0060000\n";
+      "r0 compute zero-grad grad.zero 0.0000000 0.0200140\n"
+      "r0 compute forward fwd.mb0.blocks.0 0.0200140 1.0200140\n"
+      "r0 compute forward fwd.mb1.blocks.0 1.0200140 2.0200140\n"
+      "r0 compute backward bwd.mb0.blocks.0 5.0230140 7.0230140\n"
+      "r0 compute backward bwd.mb1.blocks.0 8.0260140 10.0260140\n"
+      "r0 compute optimizer optimizer 10.0260140 10.1260840\n"
+      "r0 comm send act.mb0.vs1 1.0200140 1.5200140\n"
+      "r0 comm send act.mb1.vs1 2.0200140 2.5200140\n"
+      "r0 comm recv grad.mb0.vs1 2.0200140 5.0230140\n"
+      "r0 comm recv grad.mb1.vs1 5.0230140 8.0260140\n"
+      "r1 compute zero-grad grad.zero 0.0000000 0.0200340\n"
+      "r1 compute forward fwd.mb0.c0 1.5200140 2.5210140\n"
+      "r1 compute backward bwd.mb0.c0 2.5210140 4.5230140\n"
+      "r1 compute forward fwd.mb1.c0 4.5230140 5.5240140\n"
+      "r1 compute backward bwd.mb1.c0 5.5240140 7.5260140\n"
+      "r1 compute optimizer optimizer 7.5260140 7.6261841\n"
+      "r1 comm recv act.mb0.vs1 0.0000000 1.5200140\n"
+      "r1 comm send grad.mb0.vs1 4.5230140 5.0230140\n"
+      "r1 comm recv act.mb1.vs1 4.5230140 4.5230140\n"
+      "r1 comm send grad.mb1.vs1 7.5260140 8.0260140\n";
   EXPECT_EQ(got, expected);
 
-  EXPECT_NEAR(r.step_seconds, 10.10607e-3, 1e-12);
-  // Stage 0: busy 1 + 1 + 2 + 2 + 0.10007 ms, idle the rest; stage 1: 2 x 1.001 + 2 x 2.002 + 0.1001701.
-  EXPECT_NEAR(r.ranks[0].compute_seconds, 6.10007e-3, 1e-12);
-  EXPECT_NEAR(r.ranks[0].bubble_seconds, 10.10607e-3 - 6.10007e-3, 1e-12);
-  EXPECT_NEAR(r.ranks[1].compute_seconds, 6.1061701e-3, 1e-12);
-  EXPECT_NEAR(r.ranks[1].bubble_seconds, 10.10607e-3 - 6.1061701e-3, 1e-12);
+  EXPECT_NEAR(r.step_seconds, 10.126084e-3, 1e-12);
+  // Stage 0: busy 0.020014 + 1 + 1 + 2 + 2 + 0.10007 ms, idle the rest; stage 1: 0.02003402 +
+  // 2 x 1.001 + 2 x 2.002 + 0.1001701.
+  EXPECT_NEAR(r.ranks[0].compute_seconds, 6.120084e-3, 1e-12);
+  EXPECT_NEAR(r.ranks[0].bubble_seconds, 10.126084e-3 - 6.120084e-3, 1e-12);
+  EXPECT_NEAR(r.ranks[1].compute_seconds, 6.12620412e-3, 1e-12);
+  EXPECT_NEAR(r.ranks[1].bubble_seconds, 10.126084e-3 - 6.12620412e-3, 1e-12);
   EXPECT_DOUBLE_EQ(r.ranks[0].exposed_comm_seconds, 0.0);
 }
 

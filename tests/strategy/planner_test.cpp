@@ -102,8 +102,9 @@ TEST(Planner, KeysGivenInThePlanStayFixed) {
 // far below the gaps between stages, so recompute is never needed.
 // The rule: a replica's state (16 P) exceeds the device, so the blocker is "total state" and the
 // rule shards model state, smallest stage first. The model: with ideal links no split saves
-// time (every plan computes 1/4 of the step per rank and communicates for free), so the
-// smallest split within the margin wins: no TP or PP (tp pp = 1, dp = 4) and the lowest ZeRO
+// time (every plan computes 1/4 of the step per rank and communicates for free; the test also
+// makes memory 1000x faster, or ZeRO-2/3 would win by clearing a quarter of the gradients, a
+// large share of so short a step), so the smallest split within the margin wins: no TP or PP (tp pp = 1, dp = 4) and the lowest ZeRO
 // stage that fits -- the same answer as the rule.
 struct HandCase {
   double device_bytes;
@@ -126,6 +127,7 @@ TEST(Planner, ChoosesTheSmallestSplitTheLedgerAllowsWorkedByHand) {
   for (const HandCase& hc : cases) {
     ClusterSpec c = with_world(load_cluster("ideal"), 4);
     c.device.memory_bytes = hc.device_bytes;
+    c.device.memory_bytes_per_s *= 1000;
     PlannerOptions o;
     o.fixed = parse_plan("precision=fp32");
     const PlanReport r = search_plans(m, c, o);

@@ -34,20 +34,22 @@ std::vector<StepProgram> world_programs(const ModelSpec& m, const Plan& p) {
 // Bucket 1: b1.fc1.w 128, b0.fc2.b 16, b0.fc2.w 128 (272 B); + b0.fc1.b = 304 > 300, so 40-108,
 // completed by layer 0 — the bucket boundary splits block 1. Bucket 2: b0.fc1.b, b0.fc1.w (0-40).
 // The last (only) microbatch's backward is written per layer so each bucket's all-reduce starts
-// as soon as its lowest layer is done; the optimizer waits for all three.
+// as soon as its lowest layer is done; the optimizer waits for all three. The step opens by
+// clearing the whole gradient buffer (162 elements) the backward accumulates into.
 TEST(StepProgram, GoldenDdpWithThreeBuckets) {
   const ModelSpec m = load_model(kData + "tiny-mlp.toml");
   Plan p = plan_for(m, "", 2);
   p.bucket_bytes = 300;
   const std::string expected =
-      "0 compute forward fwd.mb0.c0 layers 0-3\n"
-      "1 compute backward bwd.mb0.head layers 2-3\n"
-      "2 compute backward bwd.mb0.blocks.1 layers 1-2\n"
-      "3 comm all-reduce grad.bucket0 elems 108-162 216B dp.0 deps 2\n"
-      "4 compute backward bwd.mb0.blocks.0 layers 0-1\n"
-      "5 comm all-reduce grad.bucket1 elems 40-108 272B dp.0 deps 4\n"
-      "6 comm all-reduce grad.bucket2 elems 0-40 160B dp.0 deps 4\n"
-      "7 compute optimizer optimizer elems 0-162 deps 3 5 6\n";
+      "0 compute zero-grad grad.zero elems 0-162\n"
+      "1 compute forward fwd.mb0.c0 layers 0-3\n"
+      "2 compute backward bwd.mb0.head layers 2-3\n"
+      "3 compute backward bwd.mb0.blocks.1 layers 1-2\n"
+      "4 comm all-reduce grad.bucket0 elems 108-162 216B dp.0 deps 3\n"
+      "5 compute backward bwd.mb0.blocks.0 layers 0-1\n"
+      "6 comm all-reduce grad.bucket1 elems 40-108 272B dp.0 deps 5\n"
+      "7 comm all-reduce grad.bucket2 elems 0-40 160B dp.0 deps 5\n"
+      "8 compute optimizer optimizer elems 0-162 deps 4 6 7\n";
   EXPECT_EQ(to_text(build_step(m, p, 0)), expected);
   EXPECT_EQ(to_text(build_step(m, p, 1)), expected);
 }
@@ -55,37 +57,39 @@ TEST(StepProgram, GoldenDdpWithThreeBuckets) {
 // Two-stage 1F1B with four microbatches. Stage 0 warms up with min(p - s - 1, m) = 1 forward,
 // then alternates forward/backward three times, then cools down with one backward; it sends
 // activations and receives gradients. Stage 1 has no warm-up: F0 B0 F1 B1 ... and does the
-// opposite. Sends are asynchronous (no stream waits on them), receives gate the compute.
+// opposite. Sends are asynchronous (no stream waits on them), receives gate the compute. Each
+// stage first clears the gradients of the parameters it holds.
 TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
   const ModelSpec m = load_model(kData + "tiny-mlp.toml");  // stage 0: block 0; stage 1: block 1 + head
   const Plan p = plan_for(m, "pp=2,microbatches=4", 2);
   const std::string stage0 =
-      "0 compute forward fwd.mb0.blocks.0 layers 0-1 warmup\n"
-      "1 comm send act.mb0.vs1 16B to 1 deps 0\n"
-      "2 compute forward fwd.mb1.blocks.0 layers 0-1 steady\n"
-      "3 comm send act.mb1.vs1 16B to 1 deps 2\n"
-      "4 comm recv grad.mb0.vs1 16B from 1\n"
-      "5 compute backward bwd.mb0.blocks.0 layers 0-1 steady deps 4\n"
-      "6 compute forward fwd.mb2.blocks.0 layers 0-1 steady\n"
-      "7 comm send act.mb2.vs1 16B to 1 deps 6\n"
-      "8 comm recv grad.mb1.vs1 16B from 1\n"
-      "9 compute backward bwd.mb1.blocks.0 layers 0-1 steady deps 8\n"
-      "10 compute forward fwd.mb3.blocks.0 layers 0-1 steady\n"
-      "11 comm send act.mb3.vs1 16B to 1 deps 10\n"
-      "12 comm recv grad.mb2.vs1 16B from 1\n"
-      "13 compute backward bwd.mb2.blocks.0 layers 0-1 steady deps 12\n"
-      "14 comm recv grad.mb3.vs1 16B from 1\n"
-      "15 compute backward bwd.mb3.blocks.0 layers 0-1 cooldown deps 14\n"
-      "16 compute optimizer optimizer elems 0-76\n";
-  std::string stage1;
+      "0 compute zero-grad grad.zero elems 0-76\n"
+      "1 compute forward fwd.mb0.blocks.0 layers 0-1 warmup\n"
+      "2 comm send act.mb0.vs1 16B to 1 deps 1\n"
+      "3 compute forward fwd.mb1.blocks.0 layers 0-1 steady\n"
+      "4 comm send act.mb1.vs1 16B to 1 deps 3\n"
+      "5 comm recv grad.mb0.vs1 16B from 1\n"
+      "6 compute backward bwd.mb0.blocks.0 layers 0-1 steady deps 5\n"
+      "7 compute forward fwd.mb2.blocks.0 layers 0-1 steady\n"
+      "8 comm send act.mb2.vs1 16B to 1 deps 7\n"
+      "9 comm recv grad.mb1.vs1 16B from 1\n"
+      "10 compute backward bwd.mb1.blocks.0 layers 0-1 steady deps 9\n"
+      "11 compute forward fwd.mb3.blocks.0 layers 0-1 steady\n"
+      "12 comm send act.mb3.vs1 16B to 1 deps 11\n"
+      "13 comm recv grad.mb2.vs1 16B from 1\n"
+      "14 compute backward bwd.mb2.blocks.0 layers 0-1 steady deps 13\n"
+      "15 comm recv grad.mb3.vs1 16B from 1\n"
+      "16 compute backward bwd.mb3.blocks.0 layers 0-1 cooldown deps 15\n"
+      "17 compute optimizer optimizer elems 0-76\n";
+  std::string stage1 = "0 compute zero-grad grad.zero elems 0-86\n";  // block 1 (76) + head (10)
   for (int k = 0; k < 4; ++k) {
-    const std::string mb = std::to_string(k), b = std::to_string(4 * k);
+    const std::string mb = std::to_string(k), b = std::to_string(4 * k + 1);
     stage1 += b + " comm recv act.mb" + mb + ".vs1 16B from 0\n";
-    stage1 += std::to_string(4 * k + 1) + " compute forward fwd.mb" + mb + ".c0 layers 1-3 steady deps " + b + "\n";
-    stage1 += std::to_string(4 * k + 2) + " compute backward bwd.mb" + mb + ".c0 layers 1-3 steady\n";
-    stage1 += std::to_string(4 * k + 3) + " comm send grad.mb" + mb + ".vs1 16B to 0 deps " + std::to_string(4 * k + 2) + "\n";
+    stage1 += std::to_string(4 * k + 2) + " compute forward fwd.mb" + mb + ".c0 layers 1-3 steady deps " + b + "\n";
+    stage1 += std::to_string(4 * k + 3) + " compute backward bwd.mb" + mb + ".c0 layers 1-3 steady\n";
+    stage1 += std::to_string(4 * k + 4) + " comm send grad.mb" + mb + ".vs1 16B to 0 deps " + std::to_string(4 * k + 3) + "\n";
   }
-  stage1 += "16 compute optimizer optimizer elems 0-86\n";  // block 1 (76) + head (10)
+  stage1 += "17 compute optimizer optimizer elems 0-86\n";
   EXPECT_EQ(to_text(build_step(m, p, 0)), stage0);
   EXPECT_EQ(to_text(build_step(m, p, 1)), stage1);
 }
@@ -95,25 +99,30 @@ TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
 // current one computes — and again before its backward; the one default-size bucket (86
 // elements, completed by layer 0) is reduce-scattered; the rank updates its contiguous half
 // (0-43); no all-gather follows (parameters stay sharded until the next forward gathers them).
+// No rank keeps a whole gradient: the step clears only the rank's shard of them.
 TEST(StepProgram, GoldenZero3OnTwoLayers) {
   const ModelSpec m = load_model(kData + "one-block-mlp.toml");
   const Plan p = plan_for(m, "zero=3", 2);
   const std::string expected =
-      "0 comm all-gather param.blocks.0.fwd.mb0 elems 0-76 304B dp.0\n"
-      "1 comm all-gather param.head.fwd.mb0 elems 76-86 40B dp.0\n"
-      "2 compute forward fwd.mb0.blocks.0 layers 0-1 deps 0\n"
-      "3 compute forward fwd.mb0.head layers 1-2 deps 1\n"
-      "4 comm all-gather param.head.bwd.mb0 elems 76-86 40B dp.0\n"
-      "5 comm all-gather param.blocks.0.bwd.mb0 elems 0-76 304B dp.0\n"
-      "6 compute backward bwd.mb0.head layers 1-2 deps 4\n"
-      "7 compute backward bwd.mb0.blocks.0 layers 0-1 deps 5\n"
-      "8 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B dp.0 deps 7\n"
-      "9 compute optimizer optimizer elems 0-43 deps 8\n";
+      "0 compute zero-grad grad.zero elems 0-43\n"
+      "1 comm all-gather param.blocks.0.fwd.mb0 elems 0-76 304B dp.0\n"
+      "2 comm all-gather param.head.fwd.mb0 elems 76-86 40B dp.0\n"
+      "3 compute forward fwd.mb0.blocks.0 layers 0-1 deps 1\n"
+      "4 compute forward fwd.mb0.head layers 1-2 deps 2\n"
+      "5 comm all-gather param.head.bwd.mb0 elems 76-86 40B dp.0\n"
+      "6 comm all-gather param.blocks.0.bwd.mb0 elems 0-76 304B dp.0\n"
+      "7 compute backward bwd.mb0.head layers 1-2 deps 5\n"
+      "8 compute backward bwd.mb0.blocks.0 layers 0-1 deps 6\n"
+      "9 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B dp.0 deps 8\n"
+      "10 compute optimizer optimizer elems 0-43 deps 9\n";
   EXPECT_EQ(to_text(build_step(m, p, 0)), expected);
   // Rank 1 owns the other half.
   const auto r1 = build_step(m, p, 1);
   EXPECT_EQ(r1.ops.back().flat_begin, 43);
   EXPECT_EQ(r1.ops.back().flat_end, 86);
+  EXPECT_EQ(r1.ops.front().kind, OpKind::kZeroGrad);
+  EXPECT_EQ(r1.ops.front().flat_begin, 43);
+  EXPECT_EQ(r1.ops.front().flat_end, 86);
 }
 
 TEST(StepProgram, TensorParallelCarriesMegatronCollectives) {

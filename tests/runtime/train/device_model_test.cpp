@@ -208,7 +208,9 @@ TEST(DeviceModelTest, TensorAndPipelineSplitsOnADeviceModelMoveBoundariesInCompu
       EXPECT_EQ(dev[r].host_boundaries, 0);
       EXPECT_GT(dev[r].boundaries, 0);
       EXPECT_EQ(dev[r].pulls, 3);
-      if (sp.tp) EXPECT_GT(dev[r].device_tp_ops, 0);
+      if (sp.tp) {
+        EXPECT_GT(dev[r].device_tp_ops, 0);
+      }
       if (sp.pp) {
         EXPECT_GT(dev[r].device_sends, 0);
         EXPECT_EQ(dev[r].device_sends, dev[r].device_recvs);  // each stage sends one way and receives the other

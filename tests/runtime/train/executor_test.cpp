@@ -302,8 +302,9 @@ TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
   EXPECT_GT(t.backward_seconds, 0.0);
   EXPECT_GT(t.optimizer_seconds, 0.0);
   EXPECT_EQ(t.comm_seconds, 0.0);  // no collectives at dp = 1
-  // Two microbatches x (3 layers forward + 3 backward) + optimizer + data.
-  ASSERT_EQ(rec.events.size(), 2u * 6 + 1 + 1);
+  // The gradient clear, two microbatches x (3 layers forward + 3 backward), optimizer, data.
+  ASSERT_EQ(rec.events.size(), 1 + 2u * 6 + 1 + 1);
+  EXPECT_EQ(rec.events.front().op, "zero-grad");
   // Each part against its ops' own events (recorded op by op, apart from the totals the parts
   // come from), and every event inside the step's wall-clock window [end - step, end]: a part
   // that drops an op or counts one twice, or a step time that misses work, fails here. (The idle
@@ -323,10 +324,12 @@ TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
   EXPECT_EQ(count["forward"], 6);
   EXPECT_EQ(count["backward"], 6);
   EXPECT_EQ(count["optimizer"], 1);
+  EXPECT_EQ(count["zero-grad"], 1);
   EXPECT_EQ(count["data"], 1);
   EXPECT_NEAR(by_op["forward"], t.forward_seconds, 1e-9);
   EXPECT_NEAR(by_op["backward"], t.backward_seconds, 1e-9);
-  EXPECT_NEAR(by_op["optimizer"], t.optimizer_seconds, 1e-9);
+  // The clear is the optimizer's part of the step too (optimizer.zero_grad()).
+  EXPECT_NEAR(by_op["optimizer"] + by_op["zero-grad"], t.optimizer_seconds, 1e-9);
   EXPECT_NEAR(by_op["data"], t.data_seconds, 1e-9);
   // One compute stream runs its ops one after another, so they fit in the step.
   EXPECT_LE(compute, t.step_seconds + 1e-6);
