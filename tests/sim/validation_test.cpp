@@ -38,7 +38,7 @@ TEST(Validation, DocumentIsCurrent) {
 // 447 GB/s on H100, 21% high. Every held-out run is compared size by size: two A100 runs, which
 // differ from the preset's measured run by up to 20% and 30% (docs/validation.md: real nodes differ
 // that much from each other), compared and reported there, not held to a bound set from those
-// figures; and the H100 run, below.
+// figures; and the two H100 runs, below.
 TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
   int plateaus = 0;
   std::map<std::string, int> run_sizes;
@@ -55,7 +55,35 @@ TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
     EXPECT_LT(std::fabs(r.error()), 0.10) << r.cluster << " " << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
   }
   EXPECT_EQ(plateaus, 8);
-  EXPECT_EQ(run_sizes, (std::map<std::string, int>{{"Galvatron", 11}, {"OCI BM.GPU4.8", 14}, {"nccl-collectives-bench", 14}}));
+  EXPECT_EQ(run_sizes, (std::map<std::string, int>{{"Galvatron", 11},
+                                                    {"OCI BM.GPU4.8", 14},
+                                                    {"nccl-collectives-bench", 14},
+                                                    {"together-nccl-tests", 14}}));
+}
+
+// dgx-h100's protocol model per size against a held-out single-node 8-GPU ring (NCCL_ALGO=RING,
+// NCCL 2.26.2, 1 MiB .. 8 GiB). The goal is 10% at every size; 11 of 14 are within it. Every Simple
+// size (64 MiB and up) is within 3%: the latency and step count NCCL charges, and the plateau,
+// hold at 8 GPUs. The misses are the launch-bound 1 MiB (+20%: the run's one thread takes 35 us
+// even for 8 bytes) and 2-4 MiB (-18%, -14%), where NCCL's own LL128 latency on 8 GPUs (40.6 us)
+// is nearly the run's whole call (42.0 us at 2 MiB). Fails if the plateau moved 3%, the Simple
+// protocol lost its latency or bandwidth share, or the 8-GPU step count were the 4-GPU one.
+TEST(Validation, H100ProtocolModelPerSizeAgainstAHeldOutEightGpuRingRun) {
+  int sizes = 0, within = 0, simple = 0;
+  for (const BusbwRow& r : busbw_rows()) {
+    if (r.run != "together-nccl-tests") continue;
+    ++sizes;
+    EXPECT_EQ(r.cluster, "dgx-h100");
+    EXPECT_EQ(r.ranks, 8);
+    within += std::fabs(r.error()) <= 0.10 ? 1 : 0;
+    if (r.protocol == "Simple") {
+      ++simple;
+      EXPECT_LT(std::fabs(r.error()), 0.03) << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
+    }
+  }
+  EXPECT_EQ(sizes, 14);
+  EXPECT_EQ(simple, 8);
+  EXPECT_GE(within, 11);
 }
 
 // dgx-h100's NCCL protocol model per size against a run none of its figures came from: 4 GPUs
