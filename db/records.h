@@ -96,6 +96,7 @@ struct StepTiming {
   double step_seconds = 0;
   std::optional<double> loss{};
   std::int64_t samples = 0;
+  std::optional<double> end_seconds{};  // when the rank finished the step (measured runs)
 };
 
 // One collective or point-to-point op as one rank saw it. op uses strategy::to_string spellings

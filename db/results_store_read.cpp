@@ -104,13 +104,14 @@ std::vector<std::pair<std::string, std::string>> ResultsStore::run_params(RunId 
 std::vector<StepTiming> ResultsStore::step_timings(RunId run) {
   Statement s = connection_->statement(
       "SELECT step, rank, data_seconds, forward_seconds, backward_seconds, exposed_comm_seconds, "
-      "optimizer_seconds, idle_seconds, step_seconds, loss, samples "
+      "optimizer_seconds, idle_seconds, step_seconds, loss, samples, end_seconds "
       "FROM step_timings WHERE run_id = ? ORDER BY step, rank");
   s.bind_all(run);
   return collect_rows(s, [](const Statement& row) {
     StepTiming t;
     detail::read_columns(row, 0, t.step, t.rank, t.data_seconds, t.forward_seconds, t.backward_seconds,
-                         t.exposed_comm_seconds, t.optimizer_seconds, t.idle_seconds, t.step_seconds, t.loss, t.samples);
+                         t.exposed_comm_seconds, t.optimizer_seconds, t.idle_seconds, t.step_seconds, t.loss, t.samples,
+                         t.end_seconds);
     return t;
   });
 }

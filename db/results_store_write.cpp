@@ -34,11 +34,11 @@ void ResultsStore::add_step_timing(RunId run, const StepTiming& t) {
         ->statement(
             "INSERT OR REPLACE INTO step_timings(run_id, step, rank, data_seconds, "
             "forward_seconds, backward_seconds, exposed_comm_seconds, optimizer_seconds, "
-            "idle_seconds, step_seconds, loss, samples) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            "idle_seconds, step_seconds, loss, samples, end_seconds) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         .bind_all(run, t.step, t.rank, t.data_seconds, t.forward_seconds, t.backward_seconds,
                   t.exposed_comm_seconds, t.optimizer_seconds, t.idle_seconds, t.step_seconds,
-                  t.loss, t.samples)
+                  t.loss, t.samples, t.end_seconds)
         .run();
   });
 }

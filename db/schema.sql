@@ -1,4 +1,4 @@
--- parlab results database: the current schema, version 4.
+-- parlab results database: the current schema, version 5.
 --
 -- This file is what applying every step in db/migrations/ to an empty file produces (a test
 -- checks it). Existing databases are upgraded by those steps, never by this file; it is here to
@@ -63,6 +63,8 @@ CREATE TABLE step_timings (
   step_seconds         REAL NOT NULL CHECK (step_seconds >= 0),
   loss                 REAL,
   samples              INTEGER NOT NULL DEFAULT 0 CHECK (samples >= 0),
+  -- v5 (0005_step_end_times.sql): when the rank finished the step (wall clock, epoch seconds)
+  end_seconds          REAL,
   PRIMARY KEY (run_id, step, rank)
 ) WITHOUT ROWID;
 
@@ -191,4 +193,8 @@ CREATE INDEX predictions_by_run ON predictions(run_id, id);
 -- The proofs table's provenance and digest columns (above, marked v4): see
 -- db/migrations/0004_proof_chain.sql and db/proof_chain.h.
 
-PRAGMA user_version = 4;
+-- ---- v5 -------------------------------------------------------------------------------------
+
+-- The step_timings table's end_seconds (above, marked v5): see db/migrations/0005_step_end_times.sql.
+
+PRAGMA user_version = 5;

@@ -78,6 +78,7 @@ void RunRecorder::add_step(const train::StepRecord& r) {
   t.step_seconds = r.times.step_seconds;
   if (r.samples > 0) t.loss = r.loss_sum / static_cast<double>(r.samples);
   t.samples = r.samples;
+  if (r.end_seconds > 0) t.end_seconds = r.end_seconds;
   pending_.push_back(t);
   if (pending_.size() >= 64) flush();
 }

@@ -10,7 +10,8 @@
 //                 fallback_plan_configured; final_state_xxh3_64 at the end; fallback,
 //                 fallback_plan, fallback_reason, fallback_world when the job degraded
 //   step_timings  per step and rank: data, forward, backward, exposed comm, optimizer, idle,
-//                 step seconds, the rank's mean loss, samples (a replayed step replaces its row)
+//                 step seconds, the rank's mean loss, samples, when the rank finished it (a replayed
+//                 step replaces its row)
 //   checkpoints   step, path, checksum (xxh3_64 of manifest.json), bytes, save seconds, verified
 //                 (set when a resume or the end-of-run verification read it back)
 //   incidents     every failure with rank, step, detail, detection and restart seconds, steps

@@ -68,14 +68,6 @@ launch::TrainOutcome train_recorded(Context& ctx, const launch::TrainJobSpec& sp
   return out;
 }
 
-// The measured step time: the median over the steps after the warm-up (page faults, rendezvous,
-// cold caches), with the spread of those steps, so a step that another job slowed moves neither.
-strategy::Spread measured_step_seconds(const launch::TrainOutcome& out) {
-  std::vector<double> v;
-  for (const auto& s : out.steps)
-    if (s.step >= kWarmupSteps) v.push_back(s.step_seconds);
-  return strategy::spread_of(v);
-}
 
 // Normwise relative difference ||a - b|| / ||b|| over every tensor the two have in common, and
 // the name of the worst tensor.
@@ -148,6 +140,21 @@ std::string sci(double x) {
 
 }  // namespace
 
+// The median over the steps after the warm-up (page faults, rendezvous, cold caches), with the
+// spread of those steps, so a step that another job slowed moves neither.
+strategy::Spread measured_step_seconds(const std::vector<launch::StepSummary>& steps) {
+  std::map<int64_t, const launch::StepSummary*> by_step;
+  for (const auto& s : steps) by_step[s.step] = &s;
+  std::vector<double> v;
+  for (const auto& [step, s] : by_step) {
+    if (step < kWarmupSteps) continue;
+    const auto before = by_step.find(step - 1);
+    const bool cadence = before != by_step.end() && before->second->end_seconds > 0 && s->end_seconds > before->second->end_seconds;
+    v.push_back(cadence ? s->end_seconds - before->second->end_seconds : s->step_seconds);
+  }
+  return strategy::spread_of(v);
+}
+
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   const int world = req.plan.world();
   const int measured_steps = std::max(req.steps, kMinMeasuredSteps);
@@ -165,7 +172,7 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   train::write_measured_trace(trace.string(), launch::read_run_events(spec.job.run_dir, world),
                               ctx.spec.name + " measured, " + std::to_string(world) + " workers");
   ctx.store.set_run_param(r.run, "trace", trace.string());
-  const strategy::Spread step = measured_step_seconds(out);
+  const strategy::Spread step = measured_step_seconds(out.steps);
   r.step_seconds = step.median;
   r.step_spread_seconds = step.half_iqr;
   r.steps_measured = step.n;
@@ -187,7 +194,8 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   ctx.store.set_run_metric(r.run, "machine.loadavg", measure::loadavg_1min());
   ctx.store.set_run_param(r.run, "step_seconds_definition",
                           "median over steps " + std::to_string(kWarmupSteps) + ".." + std::to_string(measured_steps + kWarmupSteps - 1) +
-                              " (steps before are warm-up); spread = (q75 - q25) / 2");
+                              " (steps before are warm-up) of the time between the last rank finishing the step before "
+                              "and the last rank finishing this one; spread = (q75 - q25) / 2");
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "experiments/lib/runner.h"
+#include "runtime/launch/progress.h"
 #include "runtime/train/memory_report.h"
 #include "runtime/train/telemetry.h"
 #include "strategy/plan.h"
@@ -43,5 +44,15 @@ struct MeasureResult {
 };
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& request);
+
+// The measured step time of a run: per step after the warm-up, the time from the moment the last
+// rank finished the step before to the moment the last rank finished this one -- the job's
+// cadence, what its throughput is -- and the median and spread of those. Not the slowest rank's
+// own step time: ranks that share cores finish a step at different moments (whoever the
+// scheduler runs first), and each rank's next step starts when its own last one ended, so the
+// largest of their step times is larger than the period the job keeps (by 4-5% on 3 and 4
+// workers of 2 cores). A step whose predecessor is missing, or a run without end times, counts
+// its slowest rank's step time.
+strategy::Spread measured_step_seconds(const std::vector<launch::StepSummary>& steps);
 
 }  // namespace parlab::experiments

@@ -23,6 +23,7 @@ std::optional<StepSummary> RunProgress::add(const train::StepRecord& record) {
   for (const train::StepRecord& r : got) {
     loss_sum += r.loss_sum;
     s.step_seconds = std::max(s.step_seconds, r.times.step_seconds);
+    s.end_seconds = std::max(s.end_seconds, r.end_seconds);
   }
   s.loss = s.global_batch > 0 ? loss_sum / static_cast<double>(s.global_batch) : 0.0;
   s.samples_per_s = s.step_seconds > 0 ? static_cast<double>(s.global_batch) / s.step_seconds : 0.0;

@@ -24,7 +24,8 @@ struct StepSummary {
   int64_t epoch = 0;
   int64_t global_batch = 0;
   double loss = 0;
-  double step_seconds = 0;
+  double step_seconds = 0;  // the slowest rank's own step time
+  double end_seconds = 0;   // wall clock when the last rank finished the step (the job's cadence)
   double samples_per_s = 0;
   double eta_seconds = 0;
 };

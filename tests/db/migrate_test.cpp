@@ -19,7 +19,7 @@ using testing::ScratchDir;
 
 // The version this code must reach: v1 (base tables) + v2 (calibrations, metrics, indexes) +
 // v3 (predictions) + v4 (the proofs digest chain).
-constexpr int kExpectedVersion = 4;
+constexpr int kExpectedVersion = 5;
 
 // Whitespace- and comment-insensitive text of one CREATE statement.
 std::string normalize_sql(std::string sql) {

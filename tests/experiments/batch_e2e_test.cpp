@@ -47,15 +47,19 @@ fs::path trace_of(db::ResultsStore& store, db::RunId id) {
 
 const std::string kModel = std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml";
 
-// The measured step of a run, recomputed here from its per-rank rows: each step lasts as long
-// as its slowest rank; steps after the warm-up step 0, five of them: the middle one, and half the
-// distance between the second and fourth as the spread.
+// The measured step of a run, recomputed here from its per-rank rows: a step ends when its last
+// rank finishes it, and lasts from the end of the step before (the job's cadence); steps after
+// the warm-up step 0, five of them: the middle one, and half the distance between the second and
+// fourth as the spread.
 std::pair<double, double> median_and_spread_of_rows(db::ResultsStore& store, db::RunId id) {
-  std::map<int64_t, double> slowest;
-  for (const auto& t : store.step_timings(id))
-    if (t.step > 0) slowest[t.step] = std::max(slowest[t.step], t.step_seconds);
+  std::map<int64_t, double> last_end;
+  for (const auto& t : store.step_timings(id)) {
+    EXPECT_TRUE(t.end_seconds.has_value()) << "run " << id << " step " << t.step << " rank " << t.rank;
+    last_end[t.step] = std::max(last_end[t.step], t.end_seconds.value_or(0));
+  }
   std::vector<double> v;
-  for (const auto& [step, s] : slowest) v.push_back(s);
+  for (const auto& [step, end] : last_end)
+    if (step > 0) v.push_back(end - last_end.at(step - 1));
   EXPECT_EQ(v.size(), 5u);
   if (v.size() != 5u) return {0, 0};
   std::sort(v.begin(), v.end());

@@ -13,6 +13,7 @@
 #include "experiments/lib/calibrate.h"
 #include "experiments/lib/calibrate_measure.h"
 #include "experiments/lib/calibrate_profile.h"
+#include "experiments/lib/measure.h"
 #include "runtime/compute/cpu/matmul.h"
 #include "strategy/cost_model.h"
 #include "strategy/errors.h"
@@ -380,4 +381,32 @@ TEST(WorkloadProfile, MeasuresTheWorkloadsOwnShape) {
   EXPECT_THROW(profile_workload(m, 0, 3), ConfigError);
 }
 
+}  // namespace parlab::experiments
+
+namespace parlab::experiments {
+namespace {
+
+// Two ranks keep a 100 ms cadence, but finish each step up to 30 ms apart (whoever the scheduler
+// ran first): each rank's own step time swings between 70 and 130 ms. The measured step time is
+// the cadence, 100 ms with no spread; the slowest rank's step time would say 130 ms.
+TEST(MeasuredStepTime, IsTheJobsCadenceNotTheSlowestRanksOwnStep) {
+  std::vector<launch::StepSummary> steps;
+  for (int s = 0; s <= 6; ++s) {
+    launch::StepSummary x;
+    x.step = s;
+    x.end_seconds = 10.0 + 0.1 * s;
+    x.step_seconds = s == 0 ? 0.5 : 0.13;  // the warm-up is slow and left out
+    steps.push_back(x);
+  }
+  std::swap(steps[2], steps[5]);  // records arrive in any order
+  const strategy::Spread m = measured_step_seconds(steps);
+  EXPECT_EQ(m.n, 6);
+  EXPECT_NEAR(m.median, 0.1, 1e-9);
+  EXPECT_NEAR(m.half_iqr, 0, 1e-9);
+  // Without end times (or a missing predecessor) a step counts its slowest rank's time.
+  for (auto& x : steps) x.end_seconds = 0;
+  EXPECT_NEAR(measured_step_seconds(steps).median, 0.13, 1e-12);
+}
+
+}  // namespace
 }  // namespace parlab::experiments
