@@ -37,9 +37,11 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
   // The trainer's order per step: data, forward and backward of every microbatch (the gradients
   // accumulate), the optimizer. Step 0 warms up (page faults, first-touch of the buffers).
   for (int i = 0; i <= repeats; ++i) {
-    // Small workloads repeat more (a quarter second of timed work at least), so that a few
-    // preempted microbatches do not move the median.
-    if (i == 1 && !fwdbwd_warm.empty()) repeats = std::clamp(int(0.25 / fwdbwd_warm.back()), repeats, 4 * repeats);
+    // Small workloads repeat more (a second and a half of timed work, up to 4x the repeats), so
+    // that neither a few preempted microbatches nor a slow half second of a shared machine
+    // (seen: a 0.45 s profile 11% slower than the 1-worker steps measured seconds later) sets the
+    // rates every prediction uses.
+    if (i == 1 && !fwdbwd_warm.empty()) repeats = std::clamp(int(1.5 / fwdbwd_warm.back()), repeats, 4 * repeats);
     std::iota(indices.begin(), indices.end(), int64_t(i) * b);
     auto mb = net.new_microbatch(b, b);
     auto t0 = Clock::now();

@@ -36,7 +36,7 @@ struct WorkloadProfile {
 };
 
 // Runs the profile on this process's core: one warm-up microbatch, then `repeats` timed ones (up to
-// four times as many for a workload whose microbatch takes under a sixteenth of a second).
+// four times as many for a workload whose microbatch takes under 0.3 s: 1.5 s of timed work).
 // Under precision=mixed the microbatches run the bf16 kernels the workload will run.
 // Throws ConfigError for a model that is not the lab MLP.
 WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t microbatch, int repeats = 5,
