@@ -38,7 +38,9 @@ void run(const CalibrateOptions& o) {
     if (!std::filesystem::exists(o.db)) {
       why = experiments::why_recalibrate(results, nullptr);
     } else {
-      auto store = open_results("--db", o.db, /*read_only=*/true);
+      // Writable: calibrate writes to this database anyway, and an older one is upgraded here
+      // rather than refused.
+      auto store = open_results("--db", o.db, /*read_only=*/false);
       why = experiments::why_recalibrate(results, &store);
     }
     if (why.empty()) {

@@ -41,14 +41,8 @@ class DataParallel final : public Hooks {
   // The step opens by clearing the gradient buffer the backward accumulates into: the whole
   // local buffer, or under ZeRO-2/3 (no rank keeps a full gradient) the rank's shard of it.
   void start(Builder& b) override {
-    const auto [begin, end] = grad_shard(b, zero_ >= 2);
-    Op op;
-    op.kind = OpKind::kZeroGrad;
-    op.stream = Stream::kCompute;
-    op.flat_begin = begin;
-    op.flat_end = end;
-    op.memory_bytes = double(end - begin) * grad_accumulation_bytes_per_element(b.plan());
-    op.tag = "grad.zero";
+    Op op = range_op(OpKind::kZeroGrad, grad_shard(b, zero_ >= 2), "grad.zero");
+    op.memory_bytes = double(op.flat_end - op.flat_begin) * grad_accumulation_bytes_per_element(b.plan());
     b.add(std::move(op));
   }
 
@@ -126,15 +120,10 @@ class DataParallel final : public Hooks {
 
     // The optimizer updates the whole local buffer, or with ZeRO the contiguous 1/dp of it the
     // rank owns.
-    const auto [begin, end] = grad_shard(b, zero_ >= 1);
-    Op opt;
-    opt.kind = OpKind::kOptimizer;
-    opt.stream = Stream::kCompute;
-    opt.flat_begin = begin;
-    opt.flat_end = end;
-    opt.flops = double(end - begin) * optimizer_flops_per_param(b.plan());
-    opt.memory_bytes = double(end - begin) * optimizer_traffic_bytes_per_param(b.plan());
-    opt.tag = "optimizer";
+    Op opt = range_op(OpKind::kOptimizer, grad_shard(b, zero_ >= 1), "optimizer");
+    const double elements = double(opt.flat_end - opt.flat_begin);
+    opt.flops = elements * optimizer_flops_per_param(b.plan());
+    opt.memory_bytes = elements * optimizer_traffic_bytes_per_param(b.plan());
     opt.deps = sync_;
     const int opt_id = b.add(std::move(opt));
 
@@ -203,6 +192,17 @@ class DataParallel final : public Hooks {
     if (!sharded || dp_ <= 1) return {0, n};
     const int r = b.coords().dp;
     return {n * r / dp_, n * (r + 1) / dp_};
+  }
+
+  // A compute-stream op over the flat element range [first, second).
+  static Op range_op(OpKind kind, std::pair<int64_t, int64_t> range, std::string tag) {
+    Op op;
+    op.kind = kind;
+    op.stream = Stream::kCompute;
+    op.flat_begin = range.first;
+    op.flat_end = range.second;
+    op.tag = std::move(tag);
+    return op;
   }
 
   static std::string bucket_tag(const Builder&, const Bucket& bucket) {
