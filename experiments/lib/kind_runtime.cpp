@@ -68,7 +68,6 @@ launch::TrainOutcome train_recorded(Context& ctx, const launch::TrainJobSpec& sp
   return out;
 }
 
-
 // Normwise relative difference ||a - b|| / ||b|| over every tensor the two have in common, and
 // the name of the worst tensor.
 struct Diff {
