@@ -9,7 +9,7 @@
 //                  times of the paper's Table 4, which shows where the step time's errors sit
 //   all-reduce     the simulated 8-GPU NVLink ring all-reduce of dgx-a100 and dgx-h100 against
 //                  nccl-tests' plateaus, 1 MiB .. 8 GiB, and size by size against held-out
-//                  published runs (two of 8 x A100, one of 4 x H100)
+//                  published runs (two of 8 x A100, one of 4 x H100, one of 8 x H100)
 //   activations    the memory ledger against the paper's activation formulas (Table 2 and the
 //                  pipeline schedule's in-flight factor, Section 4.2.3)
 #include <string>

@@ -25,6 +25,7 @@
 #include <limits>
 
 #include "strategy/cost_model.h"
+#include "strategy/errors.h"
 
 namespace parlab::strategy {
 namespace {
@@ -46,7 +47,7 @@ double protocol_bytes_per_s(NcclProtocol p, CollectiveOp op, const ClusterSpec& 
     case NcclProtocol::kSimple: return b;
     case NcclProtocol::kLL128: return 0.92 * b;
     case NcclProtocol::kLL: return std::min(ll_max_bytes_per_s(c), b * (op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3));
-    case NcclProtocol::kMeasured: return b;  // a measured curve carries its own bandwidth (nccl_ring_time)
+    case NcclProtocol::kMeasured: break;  // not one of the model's protocols: nccl_ring_protocol_time refuses it
   }
   return b;
 }
@@ -66,6 +67,8 @@ std::string_view to_string(NcclProtocol p) {
 bool uses_nccl_protocols(const ClusterSpec& c) { return c.intra.kind.rfind("nvlink", 0) == 0; }
 
 ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& c, NcclProtocol p) {
+  if (p == NcclProtocol::kMeasured)
+    throw RuntimeError("nccl_ring_protocol_time: \"measured\" is a preset's curve, not one of NCCL's protocols");
   ProtocolTime t;
   t.protocol = p;
   if (n <= 1) return t;

@@ -82,7 +82,7 @@ class TableReader {
     return v;
   }
   // An array of finite numbers, each in [lo, hi] (`lo` excluded when `lo_open`); an error names
-  // the element: "intra.measured_busbw_gb_per_s[3]".
+  // the element: "intra.measured_all_reduce_busbw_gb_per_s[3]".
   std::optional<std::vector<double>> numbers(std::string_view key, double lo, double hi, bool lo_open) {
     const toml::node* n = find(key);
     if (!n) return std::nullopt;

@@ -97,7 +97,7 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   // gradients at the update's rate), beside the profile's own measurement of it.
   strategy::Op clear;
   clear.kind = strategy::OpKind::kZeroGrad;
-  clear.memory_bytes = double(p.parameters) * 4;
+  clear.memory_bytes = double(p.parameters) * strategy::grad_accumulation_bytes_per_element(strategy::Plan{});
   const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
   char b[512];
   std::snprintf(b, sizeof b,

@@ -143,6 +143,9 @@ void Executor::check_and_plan() {
                       "must give one communicator slot per program group (" +
                           std::to_string(program_.groups.size()) + ")");
   const model::FlatRange owned = model_.owned_range();
+  // The backward accumulates into the gradient buffer: the step must clear all of it, once, first.
+  const model::FlatRange grads = effective_zero(program_) >= 2 ? optimizer_.range() : owned;
+  int clears = 0;
   for (const Op& op : program_.ops) {
     if (const std::string why = unsupported_reason(program_, op); !why.empty())
       throw UnsupportedOp("cannot execute " + where(program_, op) + ": " + why);
@@ -150,6 +153,16 @@ void Executor::check_and_plan() {
       if (d < 0 || d >= op.id)
         throw ConfigError("program op " + std::to_string(op.id) + " deps", std::to_string(d),
                           "must name an earlier op of the program");
+    if (op.kind == OpKind::kZeroGrad) {
+      ++clears;
+      if (!(model::FlatRange{op.flat_begin, op.flat_end} == grads))
+        throw ConfigError("gradient clear range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
+                          "must be the gradient buffer this rank holds (" + std::to_string(grads.begin) + ".." +
+                              std::to_string(grads.end) + ")");
+    }
+    if (op.kind == OpKind::kBackward && clears == 0)
+      throw ConfigError("program op " + std::to_string(op.id), where(program_, op),
+                        "accumulates gradients before the step clears them (a zero-grad op must come first)");
     if (op.is_layer_compute()) {
       for (int l = op.layers.begin; l < op.layers.end; ++l)
         if (!model_.owns_layer(l))
@@ -182,21 +195,6 @@ void Executor::check_and_plan() {
         throw ConfigError("communicator of group " + g.name, c->group_name(),
                           "its members must be the group's ranks, in order");
     }
-  }
-  // The backward accumulates into the gradient buffer: the step must clear it first, all of it.
-  int clears = 0;
-  for (const Op& op : program_.ops) {
-    if (op.kind == OpKind::kZeroGrad) {
-      ++clears;
-      const model::FlatRange want = effective_zero(program_) >= 2 ? optimizer_.range() : owned;
-      if (!(model::FlatRange{op.flat_begin, op.flat_end} == want))
-        throw ConfigError("gradient clear range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
-                          "must be the gradient buffer this rank holds (" + std::to_string(want.begin) + ".." +
-                              std::to_string(want.end) + ")");
-    }
-    if (op.kind == OpKind::kBackward && clears == 0)
-      throw ConfigError("program op " + std::to_string(op.id), where(program_, op),
-                        "accumulates gradients before the step clears them (a zero-grad op must come first)");
   }
   if (clears > 1)
     throw ConfigError("zero-grad ops", std::to_string(clears), "a step clears its gradients once");

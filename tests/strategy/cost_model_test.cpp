@@ -102,6 +102,14 @@ TEST(CostModel, NcclProtocolsOnNvlinkByMessageSize) {
 // LL128 moves 0.92 of Simple's bytes (198.7 / 216.0). LL's bandwidth is where the model and the
 // table part: the table's 141 GB/s bus bandwidth is llMaxBw, the model's LL takes a quarter of
 // the plateau (92.5 GB/s), which a held-out 4-GPU run at 1 MiB bears out (docs/validation.md).
+// "measured" names a preset's nccl-tests curve, not a protocol with NCCL's constants: asking the
+// protocol model for it is refused (it once read past the constants' table).
+TEST(CostModel, TheProtocolModelRefusesTheMeasuredCurveAsAProtocol) {
+  const ClusterSpec h100 = with_world(load_cluster("dgx-h100"), 8);
+  EXPECT_THROW(nccl_ring_protocol_time(CollectiveOp::kAllReduce, 1 << 20, 8, h100, NcclProtocol::kMeasured), RuntimeError);
+  EXPECT_GT(nccl_ring_protocol_time(CollectiveOp::kAllReduce, 1 << 20, 8, h100, NcclProtocol::kLL).seconds, 0);
+}
+
 TEST(CostModel, NcclProtocolConstantsMatchNcclsPrintedTuningTable) {
   const ClusterSpec c = with_world(load_cluster("dgx-h100"), 6);
   const struct {

@@ -239,6 +239,47 @@ TEST(ExecutorTest, UnsupportedPlansFailBeforeTheFirstStepNamingTheKeyAndTheOp) {
   EXPECT_THROW(Trainer(tiny_config("gbs=16,mb=4", 2, 64), *solo), ConfigError);  // world 1, plan for 2
 }
 
+// The backward adds into the gradient buffer, so a program must clear the buffer the rank holds,
+// once, before its first backward: a program that does not is refused before any step runs.
+TEST(ExecutorTest, AProgramMustClearItsGradientsOnceBeforeTheFirstBackward) {
+  const TrainConfig cfg = tiny_config("gbs=8,mb=4", 1, 64);
+  const strategy::StepProgram good = strategy::build_step(cfg.model, cfg.plan, 0, {.per_layer_ops = true});
+  ASSERT_EQ(good.ops.front().kind, strategy::OpKind::kZeroGrad);
+  model::LabMlp m(mlp_shape(cfg.model), 1);
+  const auto opt = make_optimizer(SgdConfig{.lr = 0.1}, m.owned_range());
+  const std::vector<comm::Communicator*> comms(good.groups.size(), nullptr);
+  auto refused = [&](const strategy::StepProgram& p, const std::string& why) {
+    try {
+      Executor ex(p, m, *opt, comms);
+      ADD_FAILURE() << "accepted; expected: " << why;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_NO_THROW(Executor(good, m, *opt, comms));
+
+  strategy::StepProgram partial = good;  // clears one element short of the buffer
+  partial.ops.front().flat_end -= 1;
+  refused(partial, "gradient clear range");
+
+  strategy::StepProgram twice = good;  // a second clear after the optimizer
+  strategy::Op again = good.ops.front();
+  again.id = int(twice.ops.size());
+  twice.ops.push_back(again);
+  refused(twice, "a step clears its gradients once");
+
+  strategy::StepProgram none = good;  // no clear: ids and dependencies renumbered without it
+  none.ops.erase(none.ops.begin());
+  for (strategy::Op& op : none.ops) {
+    --op.id;
+    std::vector<int> deps;
+    for (int d : op.deps)
+      if (d > 0) deps.push_back(d - 1);
+    op.deps = deps;
+  }
+  refused(none, "accumulates gradients before the step clears them");
+}
+
 // No generator writes a broadcast yet; the handler is there for the ones that will (initial
 // parameter sync). Appended to a DDP program, it gives every rank the first rank's parameters
 // of its range, and only of its range: the ranks start from different weights here.
