@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "db/proof_chain.h"
 #include "db/results_store.h"
 #include "parlab/source_dir.h"
 #include "rubric/class_report.h"
@@ -265,6 +266,41 @@ TEST(GradeQuickstart, ReSimulationCatchesAWrongOutputDigestEvenWhenTheRowIsChain
   for (const Part& p : d.parts) found = found || p.detail.find("re-simulated output differs") != std::string::npos;
   EXPECT_TRUE(found);
   EXPECT_EQ(r.tampered, 0);  // nothing was edited: the claim is simply false
+}
+
+// The same wrong output, but recorded (and chained) by another build of parlab: its simulator may
+// have changed since, so the difference is reported and not counted; the simulations this build
+// reproduces still pass the criterion.
+TEST(GradeQuickstart, ASimulationAnotherBuildRecordedIsReportedNotCountedWhenItDiffers) {
+  ScratchDir dir;
+  const fs::path db = copy_of_fixture(dir, "other-build.db");
+  {
+    auto store = db::ResultsStore::open(db, {.sweep_stale_runs = false});
+    db::ProofRecord other;
+    for (const auto& p : store.list_proofs())
+      if (p.kind == "deterministic_simulation") other = p;
+    other.evidence["output_digest"] = "xxh3_128:00000000000000000000000000000000";
+    const std::int64_t id = store.add_proof(other);
+    // The row as another binary would have written it: its provenance, and its digest over it
+    // (it is the chain's tail, so no successor points at the old digest).
+    db::StoredProof row;
+    for (const db::StoredProof& s : db::read_stored_proofs(store.connection()))
+      if (s.id == id) row = s;
+    ASSERT_EQ(row.id, id);
+    row.binary_hash = "xxh3_128:0123456789abcdef0123456789abcdef";
+    store.connection()
+        .statement("UPDATE proofs SET binary_hash = ?, digest = ? WHERE id = ?")
+        .bind_all(row.binary_hash, db::proof_digest(row), id)
+        .run();
+  }
+  const Report r = grade_file(db, default_rubric(), cpu());
+  EXPECT_EQ(r.tampered, 0);
+  const CriterionResult& d = get(r, "deterministic_simulation");
+  EXPECT_EQ(d.status, Status::kPassed) << d.detail;
+  bool reported = false;
+  for (const Part& p : d.parts) reported = reported || p.detail.find("recorded by another build") != std::string::npos;
+  EXPECT_TRUE(reported);
+  EXPECT_NE(d.detail.find("1 of another build differ (not judged)"), std::string::npos) << d.detail;
 }
 
 TEST(GradeQuickstart, PredictionsCountOnlyWhenMadeBeforeTheReveal) {
