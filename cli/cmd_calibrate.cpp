@@ -105,6 +105,15 @@ void run(const CalibrateOptions& o) {
              "largest {:.0f}%)\n{}\n",
              units::format_bytes(experiments::kJudgedMessageBytes), f.str(), c.latency_seconds * 1e6,
              c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error, 100 * c.fit_max_relative_error, a.str());
+  if (!c.sharded.empty()) {
+    Table z({"collective", "ranks", "bytes", "measured", "all-reduce fit predicts", "error"});
+    for (const auto& p : c.sharded)
+      z.add({p.op, std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_seconds(p.seconds),
+             units::format_seconds(p.predicted_seconds), fmt::format("{:+.0f}%", 100 * p.error())});
+    fmt::print("ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), beside what the\n"
+               "cost model and the simulator charge for them (the ring's n-1 steps of a + S/(nB), from the all-reduce fit):\n{}\n",
+               z.str());
+  }
   fmt::print("Communication costs CPU too: {:.2f} ns of CPU per byte a rank sends ({:.2f} GB/s per core).\n\n",
              c.comm_cpu_seconds_per_byte * 1e9, 1e-9 / c.comm_cpu_seconds_per_byte);
   fmt::print("Wrote {} (the analytic model and the simulator load it for --cluster cpu-local)\n"

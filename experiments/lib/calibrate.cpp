@@ -174,6 +174,21 @@ double weighted_spread(const std::vector<std::vector<double>>& per_size, const s
   return w > 0 ? sum / w : 0;
 }
 
+// ZeRO's reduce-scatter and all-gather (uneven, as shard boundaries cut them) at the sizes its
+// buckets and layers have, each beside the all-reduce fit's prediction for it.
+void measure_sharded(Calibration& c, const CalibrationOptions& o) {
+  const std::vector<double> sizes = o.quick ? std::vector<double>{1e6} : std::vector<double>{1e6, 4e6, 16e6};
+  for (const RingFit& f : c.ring_fits) {
+    say(o, "communication: ZeRO's uneven reduce-scatter and all-gather, " + std::to_string(f.ranks) + " ranks");
+    for (strategy::CollectiveOp op : {strategy::CollectiveOp::kReduceScatter, strategy::CollectiveOp::kAllGather}) {
+      const auto t = measure::sharded_seconds(op, f.ranks, sizes, o.quick ? 2 : 5);
+      for (size_t i = 0; i < sizes.size(); ++i)
+        c.sharded.push_back({std::string(strategy::to_string(op)), f.ranks, sizes[i], t[i],
+                             strategy::ring_collective_seconds(op, sizes[i], f.ranks, f.latency_seconds, f.link_bytes_per_s)});
+    }
+  }
+}
+
 void measure_communication(Calibration& c, const CalibrationOptions& o) {
   const std::vector<double> sizes =
       o.quick ? std::vector<double>{256e3, 1e6, 16e6} : std::vector<double>{64e3, 256e3, 1e6, 4e6, 16e6, 64e6};
@@ -213,6 +228,7 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
     if (judged(p.bytes)) errors.push_back(std::fabs(p.fitted_seconds / p.seconds - 1));
   c.fit_max_relative_error = *std::max_element(errors.begin(), errors.end());
   c.fit_median_relative_error = strategy::median(errors);
+  measure_sharded(c, o);
 }
 
 // The calibrated cluster: the preset's shape with measured figures. One "device" is one worker
@@ -394,6 +410,10 @@ nlohmann::json Calibration::to_json() const {
   for (const auto& f : ring_fits)
     fits.push_back({{"ranks", f.ranks}, {"latency_seconds", f.latency_seconds}, {"link_bytes_per_s", f.link_bytes_per_s},
                     {"weighted_error", f.weighted_error}, {"weighted_spread", f.weighted_spread}});
+  nlohmann::json sharded_json = nlohmann::json::array();
+  for (const auto& p : sharded)
+    sharded_json.push_back({{"op", p.op}, {"ranks", p.ranks}, {"bytes", p.bytes}, {"seconds", p.seconds},
+                            {"predicted_seconds", p.predicted_seconds}});
   for (const auto& p : grid.points)
     grid_json.push_back({{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn},
                          {"flops_per_s", p.flops_per_s}, {"spread", p.spread}});
@@ -401,7 +421,8 @@ nlohmann::json Calibration::to_json() const {
           {"flops_per_s", flops_per_s}, {"flops_spread", flops_spread},
           {"flops_per_s_bf16", flops_per_s_bf16}, {"flops_bf16_spread", flops_bf16_spread}, {"rate_grid", grid_json},
           {"concurrency", conc}, {"optimizer_bytes_per_s", optimizer_bytes_per_s}, {"optimizer_spread", optimizer_spread},
-          {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"ring_fits", fits}, {"latency_seconds", latency_seconds},
+          {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"ring_fits", fits}, {"sharded", sharded_json},
+          {"latency_seconds", latency_seconds},
           {"link_bytes_per_s", link_bytes_per_s}, {"fit_max_relative_error", fit_max_relative_error},
           {"fit_median_relative_error", fit_median_relative_error},
           {"comm_cpu_seconds_per_byte", comm_cpu_seconds_per_byte},

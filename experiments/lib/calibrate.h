@@ -72,6 +72,18 @@ struct RingFit {
   double weighted_spread = 0;  // time-weighted mean relative half-IQR
 };
 
+// ZeRO's uneven reduce-scatter or all-gather at one size, beside what the all-reduce fit of its
+// rank count predicts for it (the ring's (n-1) steps of a + S/(nB)): how far the model the cost
+// model and the simulator time those collectives with is from their measurement.
+struct ShardedPoint {
+  std::string op;  // "reduce-scatter" | "all-gather"
+  int ranks = 0;
+  double bytes = 0;
+  double seconds = 0;            // median burst's seconds per call
+  double predicted_seconds = 0;  // by the all-reduce fit of `ranks`
+  double error() const { return seconds > 0 ? predicted_seconds / seconds - 1 : 0; }
+};
+
 // Fits each rank count among `points` (judged sizes only) and sets the points' fitted_seconds.
 std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points);
 
@@ -114,6 +126,7 @@ struct Calibration {
   double memcpy_bytes_per_s = 0;
   std::vector<AllReducePoint> allreduce;
   std::vector<RingFit> ring_fits;  // one per rank count
+  std::vector<ShardedPoint> sharded;  // ZeRO's collectives against the fits
   double latency_seconds = 0;   // fitted per ring step (all rank counts together: the TOML's)
   double link_bytes_per_s = 0;  // fitted
   double fit_max_relative_error = 0;

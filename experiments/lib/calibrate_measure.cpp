@@ -208,6 +208,44 @@ std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, i
   return out;
 }
 
+std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std::vector<double>& sizes, int iters) {
+  if (op != strategy::CollectiveOp::kReduceScatter && op != strategy::CollectiveOp::kAllGather)
+    throw ConfigError("op", std::string(strategy::to_string(op)), "reduce-scatter or all-gather");
+  std::vector<double> out;
+  for (double bytes : sizes) {
+    const int calls = calls_per_burst(bytes);
+    // Uneven chunks, as buckets and layers cut at shard boundaries give them: rank 0 holds 3/2
+    // of another rank's share.
+    const int64_t total = std::max<int64_t>(int64_t(bytes / 4), 2 * n);
+    const int64_t unit = std::max<int64_t>(1, total * 2 / (2 * n + 1));
+    std::vector<int64_t> counts(size_t(n), unit);
+    counts[0] = total - unit * (n - 1);
+    double seconds = 0;
+    on_ranks(n, [&](comm::Communicator& c, int r) {
+      const size_t whole = size_t(total), mine = size_t(counts[size_t(r)]);
+      std::vector<float> full(whole * size_t(calls), 1.0f), shard(mine * size_t(calls), 1.0f);
+      auto issue = [&](int k) {
+        std::span<float> f(full.data() + size_t(k) * whole, whole);
+        std::span<float> s(shard.data() + size_t(k) * mine, mine);
+        return op == strategy::CollectiveOp::kReduceScatter ? c.reduce_scatter_v(f, counts, s) : c.all_gather_v(s, f, counts);
+      };
+      issue(0)->wait();  // connect and warm up
+      std::vector<double> times;
+      for (int rep = 0; rep < iters; ++rep) {
+        c.barrier()->wait();
+        const auto t0 = Clock::now();
+        std::vector<std::shared_ptr<comm::Work>> work;
+        for (int k = 0; k < calls; ++k) work.push_back(issue(k));
+        for (auto& w : work) w->wait();
+        times.push_back(since(t0));
+      }
+      if (r == 0) seconds = strategy::median(times) / calls;
+    });
+    out.push_back(seconds);
+  }
+  return out;
+}
+
 // Over loopback TCP the kernel copies every byte (several times), on the same cores the ranks
 // compute on. All `n` ranks run in this process, so its CPU time covers them all:
 // seconds / (iterations x n x factor(n) x S).

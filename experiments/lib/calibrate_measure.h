@@ -5,6 +5,7 @@
 
 #include "experiments/lib/calibrate.h"
 #include "runtime/model/lab_mlp.h"
+#include "strategy/collectives.h"
 #include "strategy/model_spec.h"
 #include "strategy/stats.h"
 
@@ -43,6 +44,12 @@ double memcpy_bytes_per_s();
 // wake-ups and skew a rank pays between back-to-back calls; a burst pays and averages them.
 std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters);
 int calls_per_burst(double bytes);
+
+// ZeRO's collectives as the executor issues them: reduce-scatter and all-gather of `bytes` (the
+// whole buffer, nccl-tests' convention) cut unevenly at shard boundaries (rank 0's chunk 3/2 of the
+// others'), in bursts of calls_per_burst(bytes) back-to-back calls, on `n` ranks (threads, as
+// allreduce_seconds). Returns per size the median burst's seconds per call over `iters` bursts.
+std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std::vector<double>& sizes, int iters);
 
 // CPU time per byte a rank sends in a Gloo all-reduce of `bytes` among `n` ranks.
 double comm_cpu_seconds_per_byte(int n, double bytes, int iters);

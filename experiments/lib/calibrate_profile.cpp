@@ -1,8 +1,19 @@
 #include "experiments/lib/calibrate_profile.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
 #include <numeric>
 #include <vector>
 
@@ -21,28 +32,38 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-}  // namespace
+constexpr int kMaxProcesses = 64;
 
-WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int repeats, strategy::Precision precision) {
-  if (repeats < 1) throw ConfigError("repeats", std::to_string(repeats), "must be >= 1");
-  if (m.kind != strategy::ModelKind::kMlp) throw ConfigError("model", m.name, "the workload profile runs the lab MLP");
-  if (b <= 0) throw ConfigError("microbatch", std::to_string(b), "must be positive");
-  const model::MlpShape shape = train::mlp_shape(m);
+// What the profiling processes share: the barrier every microbatch and update starts at, the
+// repeat count process 0 chooses after its warm-up, and each process's medians.
+struct Shared {
+  pthread_barrier_t barrier;
+  int repeats = 0;
+  int64_t parameters = 0;
+  double fwdbwd[kMaxProcesses], fwdbwd_spread[kMaxProcesses], data[kMaxProcesses], update[kMaxProcesses],
+      update_spread[kMaxProcesses], clear[kMaxProcesses];
+  char error[kMaxProcesses][160];
+};
+
+// The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
+// one of a lockstep group that meets at `s`'s barrier.
+void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy::Precision precision, Shared* s, int me,
+                  bool together) {
+  const auto sync = [s, together] {
+    if (together) pthread_barrier_wait(&s->barrier);
+  };
   model::LabMlp net(shape, 1);
   if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
-  train::SyntheticDataset data({.seed = 1, .size = b * (4 * repeats + 1), .width = m.hidden, .classes = m.classes});
+  train::SyntheticDataset data({.seed = uint64_t(1 + me), .size = b * (4 * repeats + 1), .width = shape.hidden,
+                                .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::vector<double> fwdbwd, fill, update, clear, fwdbwd_warm;
+  std::vector<double> fwdbwd, fill, update, clear;
   std::vector<int64_t> indices(size_t(b), 0);
-  // The trainer's order per step: data, forward and backward of every microbatch (the gradients
+  // The trainer's order per step: the clear, data, forward and backward (the gradients
   // accumulate), the optimizer. Step 0 warms up (page faults, first-touch of the buffers).
   for (int i = 0; i <= repeats; ++i) {
-    // Small workloads repeat more (a second and a half of timed work, up to 4x the repeats), so
-    // that neither a few preempted microbatches nor a slow half second of a shared machine
-    // (seen: a 0.45 s profile 11% slower than the 1-worker steps measured seconds later) sets the
-    // rates every prediction uses.
-    if (i == 1 && !fwdbwd_warm.empty()) repeats = std::clamp(int(1.5 / fwdbwd_warm.back()), repeats, 4 * repeats);
-    std::iota(indices.begin(), indices.end(), int64_t(i) * b);
+    std::iota(indices.begin(), indices.end(), int64_t(i % 4) * b);
+    sync();
     auto mb = net.new_microbatch(b, b);
     auto t0 = Clock::now();
     net.zero_grads();
@@ -54,40 +75,155 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
     net.forward(mb);
     net.backward(mb);
     const double c = since(t0);
+    sync();
     t0 = Clock::now();
     opt->step(net.params(), net.grads());
     const double u = since(t0);
     if (i == 0) {
-      fwdbwd_warm.push_back(c + d + u);
+      // Small workloads repeat more (a second and a half of timed work, up to 4x the repeats), so
+      // that neither a few preempted microbatches nor a slow half second of a shared machine
+      // (seen: a 0.45 s profile 11% slower than the 1-worker steps measured seconds later) sets
+      // the rates every prediction uses. Process 0 chooses for all: they meet at every barrier.
+      const int chosen = std::clamp(int(1.5 / (c + d + u)), repeats, 4 * repeats);
+      if (!together) {
+        repeats = chosen;
+      } else {
+        if (me == 0) s->repeats = chosen;
+        sync();
+        repeats = s->repeats;
+      }
       continue;
     }
     fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z);
   }
+  const auto cs = strategy::spread_of(fwdbwd), us = strategy::spread_of(update);
+  s->fwdbwd[me] = cs.median, s->fwdbwd_spread[me] = cs.relative();
+  s->update[me] = us.median, s->update_spread[me] = us.relative();
+  s->data[me] = strategy::median(fill), s->clear[me] = strategy::median(clear);
+  s->repeats = repeats;
+  s->parameters = int64_t(net.params().size());
+}
+
+// Shared memory for `n` processes, with the barrier set up for them (unmapped by the deleter).
+std::unique_ptr<Shared, void (*)(Shared*)> make_shared_block(int n) {
+  void* m = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw RuntimeError(std::string("workload profile: mmap: ") + std::strerror(errno));
+  auto* s = new (m) Shared{};
+  pthread_barrierattr_t a;
+  pthread_barrierattr_init(&a);
+  pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_barrier_init(&s->barrier, &a, unsigned(n));
+  pthread_barrierattr_destroy(&a);
+  return {s, [](Shared* p) {
+            pthread_barrier_destroy(&p->barrier);
+            ::munmap(p, sizeof(Shared));
+          }};
+}
+
+// Runs the loop in `n` forked processes and waits for all of them. A process that fails makes
+// the others wait at a barrier forever, so the first failure kills the rest.
+void run_forked(int n, const std::function<void(int)>& body, Shared* s) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      throw RuntimeError(std::string("workload profile: fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      int code = 0;
+      try {
+        body(i);
+      } catch (const std::exception& e) {
+        std::snprintf(s->error[i], sizeof s->error[i], "%s", e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::string failure;
+  for (size_t left = pids.size(); left > 0; --left) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    if (failure.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      const int i = int(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+      failure = "process " + std::to_string(i) + " of " + std::to_string(n) + " failed" +
+                (i < n && s->error[i][0] ? std::string(": ") + s->error[i] : std::string());
+      for (pid_t p : pids)
+        if (p != pid) ::kill(p, SIGKILL);
+    }
+  }
+  if (!failure.empty()) throw RuntimeError("workload profile: " + failure);
+}
+
+double mean_of(const double* x, int n) { return std::accumulate(x, x + n, 0.0) / n; }
+
+}  // namespace
+
+WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::Plan& plan, int processes, int repeats) {
+  if (repeats < 1) throw ConfigError("repeats", std::to_string(repeats), "must be >= 1");
+  if (processes < 1 || processes > kMaxProcesses)
+    throw ConfigError("processes", std::to_string(processes), "must be 1.." + std::to_string(kMaxProcesses));
+  if (m.kind != strategy::ModelKind::kMlp) throw ConfigError("model", m.name, "the workload profile runs the lab MLP");
+  const int64_t b = plan.microbatch;
+  if (b <= 0) throw ConfigError("microbatch", std::to_string(b), "must be positive");
+  // One rank's shape: its tensor-parallel slice of every block's FFN, its pipeline stage's blocks.
+  model::MlpShape shape = train::mlp_shape(m);
+  if (plan.tp > 1) shape.ffn = std::max<int64_t>(1, shape.ffn / plan.tp);
+  if (plan.pp > 1) shape.blocks = std::max<int64_t>(1, (shape.blocks + plan.pp - 1) / plan.pp);
+  auto shared = make_shared_block(processes);
+  Shared* s = shared.get();
+  if (processes == 1) {
+    // World size 1 writes the same slots, without a barrier or a fork.
+    profile_loop(shape, b, repeats, plan.precision, s, 0, false);
+  } else {
+    run_forked(processes, [&](int me) { profile_loop(shape, b, repeats, plan.precision, s, me, true); }, s);
+  }
   WorkloadProfile p;
+  p.processes = processes;
+  p.hidden = shape.hidden, p.ffn = shape.ffn, p.blocks = shape.blocks, p.classes = shape.classes;
   p.microbatch = b;
-  p.parameters = int64_t(net.params().size());
-  p.repeats = repeats;
-  const auto c = strategy::spread_of(fwdbwd), u = strategy::spread_of(update);
-  p.fwdbwd_seconds = c.median, p.fwdbwd_spread = c.relative();
-  p.optimizer_seconds = u.median, p.optimizer_spread = u.relative();
-  p.data_seconds = strategy::median(fill);
-  p.clear_seconds = strategy::median(clear);
+  p.parameters = s->parameters;
+  p.repeats = s->repeats;
+  p.fwdbwd_seconds = mean_of(s->fwdbwd, processes), p.fwdbwd_spread = mean_of(s->fwdbwd_spread, processes);
+  p.optimizer_seconds = mean_of(s->update, processes), p.optimizer_spread = mean_of(s->update_spread, processes);
+  p.data_seconds = mean_of(s->data, processes);
+  p.clear_seconds = mean_of(s->clear, processes);
   return p;
+}
+
+WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int repeats, strategy::Precision precision) {
+  strategy::Plan plan;
+  plan.microbatch = b;
+  plan.precision = precision;
+  return profile_workload(m, plan, 1, repeats);
 }
 
 strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, const strategy::ModelSpec& model,
                                           const strategy::Plan& plan, const WorkloadProfile& p) {
-  if (!cluster.calibrated || cluster.name != "cpu-local" || plan.tp != 1 || plan.pp != 1 || p.microbatch_seconds() <= 0 ||
-      p.optimizer_seconds <= 0)
+  if (!cluster.calibrated || cluster.name != "cpu-local" || p.microbatch_seconds() <= 0 || p.optimizer_seconds <= 0)
     return cluster;
+  // The FLOPs of what was profiled: the rank's shape (a profile filled in by hand may leave it at
+  // the model's), one microbatch through all its layers, as the step program counts them.
+  strategy::ModelSpec ran = model;
+  if (p.hidden > 0) ran.hidden = p.hidden, ran.ffn = p.ffn, ran.layers = p.blocks, ran.classes = p.classes;
   strategy::Plan one = plan;
   one.microbatch = p.microbatch;
-  const strategy::LayerRange all{0, int(model.layer_list().size())};
-  const double flops = strategy::forward_flops(model, one, all) + strategy::backward_flops(model, one, all);
+  one.tp = one.pp = one.v = 1;
+  const strategy::LayerRange all{0, int(ran.layer_list().size())};
+  const double flops = strategy::forward_flops(ran, one, all) + strategy::backward_flops(ran, one, all);
+  // Processes beyond the cores each got a share of one; the models share the cores out again.
+  const double share = cluster.shares_cores() && p.processes > cluster.cores_per_node
+                           ? double(p.processes) / cluster.cores_per_node
+                           : 1.0;
   strategy::ClusterSpec c = cluster;
-  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = flops / p.microbatch_seconds();
+  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = share * flops / p.microbatch_seconds();
   c.device.gemm_efficiency = 1.0;
-  c.device.memory_bytes_per_s = double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / p.optimizer_seconds;
+  c.device.memory_bytes_per_s =
+      share * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / p.optimizer_seconds;
   c.device.memory_efficiency = 1.0;
   return c;
 }
@@ -99,12 +235,13 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   clear.kind = strategy::OpKind::kZeroGrad;
   clear.memory_bytes = double(p.parameters) * strategy::grad_accumulation_bytes_per_element(strategy::Plan{});
   const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
-  char b[512];
+  char b[640];
   std::snprintf(b, sizeof b,
-                "compute model: a profile of this workload on one core (median of %d microbatches of %lld after a "
-                "warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms -> %.1f GFLOP/s; AdamW over %.1f M "
+                "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %d "
+                "process%s in lockstep (median of %d microbatches of %lld after a warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms -> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); "
                 "communication from the calibration",
+                (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, p.processes, p.processes > 1 ? "es" : "",
                 p.repeats, (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread, p.data_seconds * 1e3,
                 profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6, p.optimizer_seconds * 1e3,
                 profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3, modelled * 1e3);

@@ -1,9 +1,17 @@
 #pragma once
-// The workload profile: the seed's "benchmark a small topology before scaling". Before a DDP
-// workload on this machine is predicted, one core runs a few microbatches of THAT workload -- its
-// own depth, widths and microbatch, the training path's kernels (LabMlp forward + backward, the
-// synthetic data, the AdamW update over its parameters) -- and the calibrated cpu-local cluster is
-// given the rates it measured. Communication and core sharing still come from `parlab calibrate`.
+// The workload profile: the seed's "benchmark a small topology before scaling". Before a
+// workload on this machine is predicted, the ranks it will run on run a few microbatches of THAT
+// workload together -- a rank's own depth (its pipeline stage's blocks), widths (its tensor-
+// parallel slice of the FFN) and microbatch, the training path's kernels (LabMlp forward +
+// backward, the synthetic data, the AdamW update) -- and the calibrated cpu-local cluster is given
+// the rates they measured. Communication still comes from `parlab calibrate`.
+//
+// Why together, in lockstep: ranks that share a host slow each other beyond sharing its cores
+// (memory bandwidth, caches, page faults of the activations each microbatch allocates), and by
+// how much depends on the machine and the shapes: measured on one Zen 5 VM, two DDP ranks'
+// forward ran 2.2x slower per block than one rank's while two sgemm processes of the same shape
+// lost 5%. So W processes, forked at once, start every microbatch and every update at a shared
+// barrier, as data-parallel ranks do, and the profile keeps what each of them took.
 //
 // Why not only the calibration's GEMM-rate grid: a lab-mlp step is not GEMMs at one smooth rate.
 // At small microbatches the backward's weight-gradient GEMMs (K = microbatch) are bound by
@@ -21,6 +29,8 @@
 namespace parlab::experiments {
 
 struct WorkloadProfile {
+  int processes = 1;     // ranks that ran it together, in lockstep (the plan's workers)
+  int64_t hidden = 0, ffn = 0, blocks = 0, classes = 0;  // the shape one rank runs (its slice, its stage)
   int64_t microbatch = 0;
   int64_t parameters = 0;
   double fwdbwd_seconds = 0;     // one microbatch's forward + backward, median of the repeats
@@ -35,17 +45,26 @@ struct WorkloadProfile {
   double microbatch_seconds() const { return fwdbwd_seconds + data_seconds; }
 };
 
-// Runs the profile on this process's core: one warm-up microbatch, then `repeats` timed ones (up to
-// four times as many for a workload whose microbatch takes under 0.3 s: 1.5 s of timed work).
-// Under precision=mixed the microbatches run the bf16 kernels the workload will run.
-// Throws ConfigError for a model that is not the lab MLP.
+// Runs the profile of `plan`'s rank shape (ffn / tp, ceil(layers / pp) blocks, its microbatch and
+// precision) in `processes` processes at once (forked: call before this process starts threads
+// of its own; 1 runs here): one warm-up microbatch, then `repeats` timed ones (up to four times as
+// many for a workload whose microbatch takes under 0.3 s: 1.5 s of timed work), each microbatch and
+// each update started together. The times are the medians over repeats, then the mean over the
+// processes (what the cores deliver to the job as a whole).
+// Throws ConfigError for a model that is not the lab MLP or a bad count, RuntimeError when a
+// profiling process fails.
+WorkloadProfile profile_workload(const strategy::ModelSpec& model, const strategy::Plan& plan, int processes, int repeats = 5);
+// One process, the whole network (tp = pp = 1).
 WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t microbatch, int repeats = 5,
                                  strategy::Precision precision = strategy::Precision::kFp32);
 
-// `cluster` (a calibrated cpu-local) with the profile's rates: the compute rate is the plan's
-// forward + backward FLOPs per microbatch (as the step program counts them) over the profiled
-// microbatch time, the memory rate the optimizer's traffic (as the program counts it) over the
-// profiled update. Any other cluster is returned unchanged.
+// `cluster` (a calibrated cpu-local) with the profile's rates: the compute rate is the profiled
+// shape's forward + backward FLOPs per microbatch (as the step program counts them) over the
+// profiled microbatch time, the memory rate the optimizer's traffic (as the program counts it) over
+// the profiled update. Where more processes ran than the host has cores, each got a share of a
+// core, and the cost model and the simulator share the cores out again: the rates are then given
+// per core (times processes / cores), so that what a rank gets is what it measured. Any other
+// cluster is returned unchanged.
 strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, const strategy::ModelSpec& model,
                                           const strategy::Plan& plan, const WorkloadProfile& profile);
 

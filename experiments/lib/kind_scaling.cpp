@@ -11,6 +11,7 @@
 #include "experiments/lib/calibrate_profile.h"
 #include "experiments/lib/fidelity.h"
 #include "experiments/lib/measure.h"
+#include "experiments/lib/predict_cluster.h"
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
 #include "sim/simulate.h"
@@ -50,37 +51,6 @@ void record_simulation_proof(Context& ctx, db::RunId run, const std::string& mod
   ctx.store.add_proof(proof);
 }
 
-// The cluster one worker count of a DDP workload is predicted on. With a calibrated cpu-local
-// and the lab MLP: the workload profile's rates (its own shape, measured once per experiment on
-// one core); without a profile (tensor or pipeline parallelism), the calibration's GEMM-rate
-// grid at the workload's shape. `note` says which compute model was used.
-strategy::ClusterSpec workload_cluster(const strategy::ClusterSpec& base, const strategy::ModelSpec& model,
-                                       const strategy::Plan& p, const std::optional<WorkloadProfile>& profile,
-                                       std::string& note) {
-  const auto stored = base.calibrated && model.kind == strategy::ModelKind::kMlp
-                          ? load_stored_calibration(strategy::results_dir())
-                          : std::nullopt;
-  const std::string flagged = stored && !stored->trusted ? " -- the calibration is FLAGGED" : "";
-  if (profile && p.tp == 1 && p.pp == 1) {
-    const auto c = cluster_for_profile(base, model, p, *profile);
-    note = describe(*profile, c) + (stored ? " (" + stored->created_at + ")" : "") + flagged;
-    return c;
-  }
-  if (!stored || stored->grid.empty()) {
-    note = base.calibrated ? "compute model: the calibrated single rate (no rate grid stored)"
-                           : "compute model: the cluster preset's peak x gemm_efficiency (not calibrated)";
-    return base;
-  }
-  const auto c = cluster_for_workload(base, stored->grid, p.microbatch, model.hidden, model.ffn);
-  char b[240];
-  std::snprintf(b, sizeof b,
-                "compute model: the calibration's GEMM-rate grid (%s) at microbatch %lld, %lld x %lld: %.1f GFLOP/s",
-                stored->created_at.c_str(), (long long)p.microbatch, (long long)model.hidden, (long long)model.ffn,
-                c.device.peak_flops_fp32 / 1e9);
-  note = b + flagged;
-  return c;
-}
-
 // Measured rounds: round r runs the worker counts forwards when r is even, backwards when odd.
 struct MeasuredRounds {
   std::map<int, std::vector<double>> step, spread;  // workers -> per round
@@ -98,18 +68,9 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
   std::map<Source, std::map<int, db::RunId>> run_of;  // source -> workers -> run id
   std::string compute_note;
   const auto stored = base.calibrated ? load_stored_calibration(strategy::results_dir()) : std::nullopt;
-  // The workload profile: one core runs this workload's own microbatches before any prediction.
-  std::optional<WorkloadProfile> profile;
-  // Only with a calibration `parlab calibrate` made (its details beside the TOML): a cpu-local
-  // written by hand keeps its own figures.
-  if (stored && base.name == "cpu-local" && model.kind == strategy::ModelKind::kMlp) {
-    strategy::Plan p1 = strategy::parse_plan(t.plan);
-    if (!p1.was_given("dp")) p1.given.push_back("dp");
-    p1.dp = t.workers.front() / (p1.tp * p1.pp);
-    p1 = strategy::resolve(p1, model, t.workers.front());
-    ctx.progress("  profiling the workload on one core (microbatch " + std::to_string(p1.microbatch) + ") ...");
-    profile = profile_workload(model, p1.microbatch, 5, p1.precision);
-  }
+  // The workload profile: this workload's own microbatches, run by as many processes as each
+  // prediction has workers, before any prediction (predict_cluster.h).
+  WorkloadRates rates(base, model, [&ctx](const std::string& line) { ctx.progress(line); });
   const bool measure = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
   for (int w : t.workers) {
     strategy::Plan p = strategy::parse_plan(t.plan);
@@ -117,15 +78,10 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
     p.dp = w / (p.tp * p.pp);
     p = strategy::resolve(p, model, w);
     // Compute from the profile (or the grid), the link from the fit of w ranks.
-    // Predicted on the cluster exactly as its proof records it: the profile's rates are measured
-    // doubles, and the recorded TOML keeps 10 significant digits, so predicting on the unrounded
-    // figures would leave the grader's re-simulation a few bits off.
-    const strategy::ClusterSpec rated = strategy::parse_cluster_toml(
-        strategy::cluster_to_toml(cluster_for_world(workload_cluster(base, model, p, profile, compute_note),
-                                                    stored ? stored->ring_fits : std::vector<RingFit>{}, w),
-                                  ""),
-        "recorded cluster");
-    const strategy::ClusterSpec cluster = strategy::with_world(rated, w);
+    const PredictionCluster pc = rates.for_plan(p, w);
+    const strategy::ClusterSpec& cluster = pc.cluster;
+    const strategy::ClusterSpec& rated = pc.recorded;
+    compute_note += std::to_string(w) + " worker" + (w > 1 ? "s" : "") + ": " + pc.note + "\n";
     strategy::validate(p, model, cluster);
     plans[w] = p;
     samples[w] = double(p.global_batch);
@@ -221,7 +177,7 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
     }
     table.add(row);
   }
-  ctx.outcome->report = table.str() + compute_note + "\n";
+  ctx.outcome->report = table.str() + compute_note;
   if (stored && !stored->ring_fits.empty()) {
     std::string fits;
     for (const auto& f : stored->ring_fits)

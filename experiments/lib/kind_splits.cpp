@@ -12,6 +12,7 @@
 #include "experiments/lib/measure.h"
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
+#include "experiments/lib/predict_cluster.h"
 #include "sim/simulate.h"
 #include "strategy/collectives.h"
 #include "strategy/cost_model.h"
@@ -71,14 +72,21 @@ std::string fraction(double x) {
 
 void run_splits(Context& ctx, const SplitsTask& t) {
   const strategy::ModelSpec model = strategy::load_model(resolve_ref(ctx, t.model));
-  const strategy::ClusterSpec cluster = strategy::with_world(strategy::load_cluster(resolve_ref(ctx, t.cluster)), t.workers);
+  // Each split predicted as a worker count is (predict_cluster.h): its rank shape profiled on
+  // this machine by as many processes as it has workers, the link fitted for that many ranks.
+  WorkloadRates rates(strategy::load_cluster(resolve_ref(ctx, t.cluster)), model,
+                      [&ctx](const std::string& line) { ctx.progress(line); });
+  std::vector<std::string> notes;
   std::vector<Row> rows;
   for (const std::string& text : t.plans) {
     strategy::Plan p = strategy::parse_plan(text);
     if (!p.was_given("dp")) p.given.push_back("dp");
     p.dp = t.workers / (p.tp * p.pp);
     p = strategy::resolve(p, model, t.workers);
+    const PredictionCluster pc = rates.for_plan(p, t.workers);
+    const strategy::ClusterSpec& cluster = pc.cluster;
     strategy::validate(p, model, cluster);
+    if (std::find(notes.begin(), notes.end(), pc.note) == notes.end()) notes.push_back(pc.note);
     Row row;
     row.ledger = strategy::worst_stage(strategy::ledger_per_stage(model, p, cluster));
     row.program_wire = program_wire_bytes(model, p);
@@ -164,6 +172,7 @@ void run_splits(Context& ctx, const SplitsTask& t) {
                         "process's peak RSS):\n" + memory.str() +
                         (any_pipeline ? "\nPipeline bubble (idle share of the step's pipeline span per rank):\n" + bubble.str()
                                       : std::string());
+  for (const std::string& n : notes) ctx.outcome->report += n + "\n";
   char headline[240];
   const Row& last = rows.back();
   std::snprintf(headline, sizeof headline, "%s: model state %s per rank (DDP %s), traffic %.2fx DDP's", t.plans.back().c_str(),

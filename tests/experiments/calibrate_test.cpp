@@ -87,6 +87,14 @@ TEST(AllReduceSeries, MeasuresEachSizeAsABurstOfBucketCalls) {
   const std::vector<double> per_call = measure::allreduce_seconds(2, {1e6}, 2);
   ASSERT_EQ(per_call.size(), 1u);
   EXPECT_GT(per_call[0], 0);
+  // ZeRO's uneven reduce-scatter and all-gather, the same way.
+  for (auto op : {strategy::CollectiveOp::kReduceScatter, strategy::CollectiveOp::kAllGather}) {
+    const auto t = measure::sharded_seconds(op, 3, {1e6, 64e3}, 2);
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_GT(t[0], 0);
+    EXPECT_GT(t[1], 0);
+  }
+  EXPECT_THROW(measure::sharded_seconds(strategy::CollectiveOp::kAllReduce, 2, {1e6}, 1), ConfigError);
 }
 
 TEST(RateGrid, InterpolatesAPowerLawExactlyAndClampsAtTheEdges) {
@@ -311,6 +319,17 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   EXPECT_LT(c.link_bytes_per_s, 1e11);
   EXPECT_LT(c.latency_seconds, 10e-3);
   ASSERT_EQ(c.grid.points.size(), 4u);  // quick: 2 microbatches x 2 widths
+  // ZeRO's collectives measured beside the all-reduce fit's prediction: one size, both ops, the
+  // fit of their own rank count (2 ranks: (n-1) = 1 step of a + S/(2B)).
+  ASSERT_EQ(c.sharded.size(), 2u);
+  EXPECT_EQ(c.sharded[0].op, "reduce-scatter");
+  EXPECT_EQ(c.sharded[1].op, "all-gather");
+  for (const auto& p : c.sharded) {
+    EXPECT_EQ(p.ranks, 2);
+    EXPECT_GT(p.seconds, 0);
+    const RingFit& f = c.ring_fits.front();
+    EXPECT_NEAR(p.predicted_seconds, f.latency_seconds + p.bytes / 2 / f.link_bytes_per_s, 1e-12);
+  }
   // A bigger microbatch of the same width never runs GEMMs at under half the rate of a smaller.
   EXPECT_GT(c.grid.flops_per_s(32, 256, 1024), 0.5 * c.grid.flops_per_s(8, 256, 1024));
   EXPECT_GT(c.load.loadavg_after, 0);
@@ -379,6 +398,51 @@ TEST(WorkloadProfile, MeasuresTheWorkloadsOwnShape) {
   EXPECT_GE(p.repeats, 3);
   EXPECT_LE(p.repeats, 12);
   EXPECT_THROW(profile_workload(m, 0, 3), ConfigError);
+}
+
+// A split's profile runs the rank's own shape (its TP slice of the FFN, its pipeline stage's blocks)
+// in as many processes as the plan has workers, started together; a failing count is refused.
+TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
+  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  strategy::Plan plan = strategy::resolve(strategy::parse_plan("tp=2,pp=2,gbs=16,mb=4"), m, 4);
+  const WorkloadProfile p = profile_workload(m, plan, 2, 2);
+  EXPECT_EQ(p.processes, 2);
+  EXPECT_EQ(p.microbatch, 4);
+  EXPECT_EQ(p.hidden, m.hidden);
+  EXPECT_EQ(p.ffn, m.ffn / 2);
+  EXPECT_EQ(p.blocks, (m.layers + 1) / 2);
+  EXPECT_EQ(p.parameters, p.blocks * (2 * m.hidden * p.ffn + p.ffn + m.hidden) + m.hidden * m.classes + m.classes);
+  EXPECT_GT(p.fwdbwd_seconds, 0);
+  EXPECT_GT(p.optimizer_seconds, 0);
+  EXPECT_GE(p.repeats, 2);
+  EXPECT_THROW(profile_workload(m, plan, 0, 2), ConfigError);
+  EXPECT_THROW(profile_workload(m, plan, 65, 2), ConfigError);
+}
+
+// Four processes on two cores each measured a shared core: the cluster gets rates per core (x 4/2),
+// so that the cost model, which shares the two cores among four ranks, charges each rank exactly
+// the profiled times; and a tensor-parallel profile is rated by the slice's FLOPs.
+TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
+  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
+  c.calibrated = true;
+  c.cores_per_node = 2;
+  WorkloadProfile p;
+  p.processes = 4;
+  p.hidden = m.hidden, p.ffn = m.ffn, p.blocks = m.layers, p.classes = m.classes;
+  p.microbatch = 8;
+  p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
+  p.fwdbwd_seconds = 3e-3, p.data_seconds = 1e-3, p.optimizer_seconds = 2e-3;
+  const strategy::Plan plan = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 1);
+  const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
+  const auto r = cluster_for_profile(c, m, plan, p);
+  EXPECT_NEAR(r.device.peak_flops_fp32, 2 * 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
+  EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), 2 * double(p.parameters) * 28 / 2e-3, 1e-6);
+  p.processes = 2;  // as many as cores: each had its own
+  EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
+  p.ffn = m.ffn / 2;  // a tp=2 slice: half of each block's GEMM FLOPs in the same time
+  const double slice = 3.0 * (double(m.layers) * 4 * m.hidden * p.ffn + 2.0 * m.hidden * m.classes);
+  EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, 8 * slice / 4e-3, 1e-6 * r.device.peak_flops_fp32);
 }
 
 }  // namespace parlab::experiments

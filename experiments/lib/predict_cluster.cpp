@@ -1,0 +1,58 @@
+#include "experiments/lib/predict_cluster.h"
+
+#include <cstdio>
+
+#include "strategy/io.h"
+
+namespace parlab::experiments {
+
+WorkloadRates::WorkloadRates(const strategy::ClusterSpec& base, const strategy::ModelSpec& model,
+                             std::function<void(const std::string&)> progress)
+    : base_(base), model_(model), progress_(std::move(progress)) {
+  if (base_.calibrated && model_.kind == strategy::ModelKind::kMlp) stored_ = load_stored_calibration(strategy::results_dir());
+  // Only with a calibration `parlab calibrate` made (its details beside the TOML): a cpu-local
+  // written by hand keeps its own figures.
+  profiles_ = stored_ && base_.name == "cpu-local";
+}
+
+const WorkloadProfile& WorkloadRates::profile(const strategy::Plan& p, int world) {
+  const auto key = std::make_tuple(p.microbatch, p.tp, p.pp, int(p.precision), world);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  if (progress_)
+    progress_("  profiling the workload: microbatch " + std::to_string(p.microbatch) +
+              (p.tp > 1 ? ", a 1/" + std::to_string(p.tp) + " slice" : std::string()) +
+              (p.pp > 1 ? ", a 1/" + std::to_string(p.pp) + " stage" : std::string()) + " on " + std::to_string(world) +
+              " process" + (world > 1 ? "es" : "") + " in lockstep ...");
+  return cache_.emplace(key, profile_workload(model_, p, world)).first->second;
+}
+
+PredictionCluster WorkloadRates::for_plan(const strategy::Plan& p, int world) {
+  PredictionCluster out;
+  const std::string flagged = stored_ && !stored_->trusted ? " -- the calibration is FLAGGED" : "";
+  strategy::ClusterSpec rated = base_;
+  if (profiles_) {
+    const WorkloadProfile& prof = profile(p, world);
+    rated = cluster_for_profile(base_, model_, p, prof);
+    out.note = describe(prof, rated) + " (" + stored_->created_at + ")" + flagged;
+  } else if (stored_ && !stored_->grid.empty()) {
+    rated = cluster_for_workload(base_, stored_->grid, p.microbatch, model_.hidden, model_.ffn / p.tp);
+    char b[240];
+    std::snprintf(b, sizeof b,
+                  "compute model: the calibration's GEMM-rate grid (%s) at microbatch %lld, %lld x %lld: %.1f GFLOP/s",
+                  stored_->created_at.c_str(), (long long)p.microbatch, (long long)model_.hidden,
+                  (long long)(model_.ffn / p.tp), rated.device.peak_flops_fp32 / 1e9);
+    out.note = b + flagged;
+  } else {
+    out.note = base_.calibrated ? "compute model: the calibrated single rate (no rate grid stored)"
+                                : "compute model: the cluster preset's peak x gemm_efficiency (not calibrated)";
+  }
+  // The link from the fit of `world` ranks; predicted on the cluster exactly as its proof records
+  // it (the profile's rates are measured doubles, the TOML keeps 10 significant digits).
+  rated = cluster_for_world(rated, stored_ ? stored_->ring_fits : std::vector<RingFit>{}, world);
+  out.recorded = strategy::parse_cluster_toml(strategy::cluster_to_toml(rated, ""), "recorded cluster");
+  out.cluster = strategy::with_world(out.recorded, world);
+  return out;
+}
+
+}  // namespace parlab::experiments
