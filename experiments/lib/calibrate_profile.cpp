@@ -235,13 +235,15 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   clear.kind = strategy::OpKind::kZeroGrad;
   clear.memory_bytes = double(p.parameters) * strategy::grad_accumulation_bytes_per_element(strategy::Plan{});
   const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
+  const std::string on = p.processes == 1 ? std::string("one process")
+                                          : std::to_string(p.processes) + " processes in lockstep";
   char b[640];
   std::snprintf(b, sizeof b,
-                "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %d "
-                "process%s in lockstep (median of %d microbatches of %lld after a warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms -> %.1f GFLOP/s; AdamW over %.1f M "
+                "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s "
+                "(median of %d microbatches of %lld after a warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms -> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); "
                 "communication from the calibration",
-                (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, p.processes, p.processes > 1 ? "es" : "",
+                (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(),
                 p.repeats, (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread, p.data_seconds * 1e3,
                 profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6, p.optimizer_seconds * 1e3,
                 profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3, modelled * 1e3);

@@ -166,7 +166,12 @@ TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit
     const Outcome out = run_experiment(spec, store, options(s));
     ::unsetenv("PARLAB_RESULTS");
     EXPECT_TRUE(out.ok) << out.error;
-    EXPECT_NE(out.report.find("compute model: a profile of this workload on one core"), std::string::npos) << out.report;
+    EXPECT_NE(out.report.find("1 worker: compute model: a profile of this workload's rank shape (h 32, f 64, 2 blocks) on one process"),
+              std::string::npos) << out.report;
+    // Two workers are profiled as two ranks running together.
+    EXPECT_NE(out.report.find("2 workers: compute model: a profile of this workload's rank shape (h 32, f 64, 2 blocks) on 2 "
+                              "processes in lockstep"),
+              std::string::npos) << out.report;
     EXPECT_NE(out.report.find("fitted per rank count (2 ranks a = "), std::string::npos) << out.report;
     std::map<int, double> step;
     for (db::RunId id : out.runs) step[store.get_run(id)->world_size] = store.run_metrics(id).at("step_seconds");
@@ -176,6 +181,42 @@ TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit
   // Each run profiles afresh: the tiny model's compute differs by microseconds between them.
   EXPECT_NEAR(slow.at(1), fast.at(1), 2e-3);
   EXPECT_NEAR(slow.at(2) - fast.at(2), 2 * (10e-3 - 100e-6), 2e-3);
+}
+
+// A splits experiment predicts each split as the scaling kind predicts a worker count: from a
+// profile of the split's own rank shape (a tp=2 rank's half of the FFN) on as many processes as it
+// has workers, and with its rank count's ring fit (a slow fit slows the DDP all-reduce by exactly
+// the ring's 2(n-1) steps).
+TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
+  Scratch s;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto predict = [&](double latency) {
+    Calibration c;
+    c.machine = host;
+    c.created_at = "2026-01-01T00:00:00Z";
+    c.cluster = strategy::load_cluster("cpu-local");
+    c.cluster.calibrated = true;
+    c.ring_fits = {{2, latency, 1e9, 0, 0}};
+    write_calibrated_cluster(c, s.dir);
+    ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
+    auto store = db::ResultsStore::open(":memory:");
+    const auto spec = parse_experiment("name = \"tiny_splits\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
+                                           "\"\ncluster = \"cpu-local\"\nworkers = 2\nplans = [\"zero=0\", \"tp=2\"]\n"
+                                           "sources = [\"analytic\"]\n",
+                                       (s.dir / "p.toml").string());
+    const Outcome out = run_experiment(spec, store, options(s));
+    ::unsetenv("PARLAB_RESULTS");
+    EXPECT_TRUE(out.ok) << out.error;
+    EXPECT_NE(out.report.find("rank shape (h 32, f 64, 2 blocks) on 2 processes in lockstep"), std::string::npos) << out.report;
+    EXPECT_NE(out.report.find("rank shape (h 32, f 32, 2 blocks) on 2 processes in lockstep"), std::string::npos) << out.report;
+    std::map<int, double> step;  // tp -> analytic step
+    for (db::RunId id : out.runs) step[store.get_run(id)->plan.value("tp", 1)] = store.run_metrics(id).at("step_seconds");
+    return step;
+  };
+  const auto fast = predict(100e-6), slow = predict(10e-3);
+  ASSERT_EQ(fast.size(), 2u);
+  EXPECT_NEAR(slow.at(1) - fast.at(1), 2 * (10e-3 - 100e-6), 2e-3);
 }
 
 // The profiled cluster is measured doubles; its proof records the cluster as TOML. The grader
@@ -200,7 +241,7 @@ TEST(BatchEndToEnd, ProfiledSimulationsReSimulateByteForByteFromTheirRecord) {
   const Outcome out = run_experiment(spec, store, options(s));
   ::unsetenv("PARLAB_RESULTS");
   ASSERT_TRUE(out.ok) << out.error;
-  ASSERT_NE(out.report.find("compute model: a profile of this workload on one core"), std::string::npos) << out.report;
+  ASSERT_NE(out.report.find("compute model: a profile of this workload's rank shape"), std::string::npos) << out.report;
   int checked = 0;
   for (const auto& proof : store.list_proofs()) {
     if (proof.kind != "deterministic_simulation") continue;
