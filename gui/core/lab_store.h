@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "db/records.h"
 #include "gui/core/lab_setup.h"
@@ -15,6 +16,7 @@ struct MeasuredPoint {
   db::RunId run = 0;
   double step_seconds = 0;  // the run's recorded step time (median of its steps, or over its rounds)
   std::optional<double> spread_seconds;  // its spread (half the interquartile range), when recorded
+  std::vector<double> rounds;            // per-round step times (strategy::round_steps), when recorded
   double global_batch = 0;
 };
 
