@@ -6,6 +6,7 @@
 // this output; a test keeps the two equal.
 #include <fmt/core.h>
 
+#include "cli/checks.h"
 #include "cli/common.h"
 #include "experiments/lib/cpu_validation.h"
 #include "sim/validation.h"

@@ -99,7 +99,10 @@ TEST(OneEstimator, CompareAndTheGraderGiveTheOneSpeedupOnNoisyRounds) {
   rubric::find_check("efficiency_report")->judge(r.criteria[0], e, rubric::GradeOptions{}, out);
   bool found = false;
   for (const rubric::Measurement& m : out.measurements)
-    if (m.figure == "efficiency at 2 workers") found = true, EXPECT_DOUBLE_EQ(m.value, strategy::efficiency(want, 2, 1));
+    if (m.figure == "efficiency at 2 workers") {
+      found = true;
+      EXPECT_DOUBLE_EQ(m.value, strategy::efficiency(want, 2, 1));
+    }
   EXPECT_TRUE(found);
 }
 

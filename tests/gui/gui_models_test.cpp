@@ -247,14 +247,9 @@ class GuiModelsTest : public QObject {
     {
       QFile f(fake);
       QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(("#!/bin/sh
-echo \"$@\" > '" + args + "'
-cat \"$3\" >> '" + args + "'
-"
-               "echo 'decide_like: running' >&2
-"
-               "echo 'lab_decide  decide  ok  1.0 s  1-4  first choice DDP x2: regret 0.0% against the fastest measured, DDP x2'
-")
+      f.write(("#!/bin/sh\necho \"$@\" > '" + args + "'\ncat \"$3\" >> '" + args + "'\n"
+               "echo 'decide_like: running' >&2\n"
+               "echo 'lab_decide  decide  ok  1.0 s  1-4  first choice DDP x2: regret 0.0% against the fastest measured, DDP x2'\n")
                   .toUtf8());
       f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
     }
