@@ -57,8 +57,9 @@ TEST(Measures, RanksShareTiesAndSpearmanMatchesHandComputations) {
   // No ties: rho = 1 - 6 sum d^2 / (n (n^2 - 1)); ranks (1 2 3 4 5) against (2 1 4 3 5): sum d^2 = 4
   // -> 1 - 24 / 120 = 0.8.
   EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {0.2, 0.1, 0.4, 0.3, 0.5}), 0.8, 1e-12);
-  // With ties: x ranks (1.5 1.5 3), y ranks (1 2 3): Pearson of the ranks = 0.5 / sqrt(0.5 * 2).
-  EXPECT_NEAR(spearman({7, 7, 9}, {1, 2, 3}), 0.5 / std::sqrt(0.5 * 2), 1e-12);
+  // With ties: x ranks (1.5 1.5 3), y ranks (1 2 3), both about the mean rank 2: deviations
+  // (-0.5 -0.5 1) and (-1 0 1), so rho = 1.5 / sqrt(1.5 * 2).
+  EXPECT_NEAR(spearman({7, 7, 9}, {1, 2, 3}), 1.5 / std::sqrt(1.5 * 2), 1e-12);
   EXPECT_EQ(spearman({1, 1, 1}, {1, 2, 3}), 0);  // a constant series orders nothing
   EXPECT_THROW(spearman({1}, {1}), ConfigError);
   EXPECT_THROW(spearman({1, 2}, {1, 2, 3}), ConfigError);
