@@ -71,7 +71,7 @@ TEST(OneEstimator, CompareAndTheGraderGiveTheOneSpeedupOnNoisyRounds) {
   ASSERT_GT(std::fabs(want - strategy::median(kOne) / strategy::median(kTwo)), 0.15);
 
   Db d("noisy_scaling");
-  const strategy::Plan p1 = plan_at("gbs=64", 1), p2 = plan_at("gbs=64", 2);
+  const strategy::Plan p1 = plan_at("gbs=128", 1), p2 = plan_at("gbs=128", 2);
   const db::RunId m1 = d.run(db::RunKind::kMeasured, p1, 1.0, rounds_metrics(kOne));
   const db::RunId m2 = d.run(db::RunKind::kMeasured, p2, 0.55, rounds_metrics(kTwo));
   d.run(db::RunKind::kSimulated, p1, 0.9);
@@ -87,9 +87,9 @@ TEST(OneEstimator, CompareAndTheGraderGiveTheOneSpeedupOnNoisyRounds) {
   proof.experiment = d.exp;
   proof.kind = "scaling_report";
   proof.evidence = {{"rows",
-                     {{{"workers", 1}, {"global_batch", 64}, {"measured_step_seconds", strategy::median(kOne)},
+                     {{{"workers", 1}, {"global_batch", 128}, {"measured_step_seconds", strategy::median(kOne)},
                        {"measured_run", m1}, {"measured_round_step_seconds", kOne}},
-                      {{"workers", 2}, {"global_batch", 64}, {"measured_step_seconds", strategy::median(kTwo)},
+                      {{"workers", 2}, {"global_batch", 128}, {"measured_step_seconds", strategy::median(kTwo)},
                        {"measured_run", m2}, {"measured_round_step_seconds", kTwo}}}}};
   d.store.add_proof(proof);
   const rubric::Evidence e = rubric::read_evidence(d.store);
