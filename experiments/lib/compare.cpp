@@ -50,6 +50,8 @@ std::string split_label(const nlohmann::json& plan) {
     s += " m" + std::to_string(plan_int(plan, "microbatches", 1));
   }
   if (plan.value("sp", std::string("off")) == "on") s += " sp";
+  const std::string recompute = plan.value("recompute", std::string("none"));
+  if (recompute != "none") s += " recompute " + recompute;
   return s;
 }
 
@@ -140,6 +142,11 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
     }
   }
   if (rows.empty()) throw ConfigError("--experiment", name, "has no completed runs with a step time");
+  // Plans the label does not tell apart (microbatch size, bucket size, ...) are named in full.
+  std::map<std::string, int> label_count;
+  for (const auto& [key, r] : rows) ++label_count[std::to_string(r.world) + r.split];
+  for (auto& [key, r] : rows)
+    if (label_count[std::to_string(r.world) + r.split] > 1) r.split = r.plan;
   for (auto& [key, r] : rows) {
     c.rows.push_back(r);
     if (r.measured && r.simulated) {

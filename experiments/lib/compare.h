@@ -16,7 +16,8 @@ namespace parlab::experiments {
 
 struct CompareRow {
   std::string plan;   // the whole plan (strategy::Plan::to_string): the row's key
-  std::string split;  // what a reader tells rows apart by: "ZeRO-3 x2", "PP 2 x DP 2 1f1b m8"
+  std::string split;  // what a reader tells rows apart by: "ZeRO-3 x2", "PP 2 x DP 2 1f1b m8" (the whole plan
+                      // where two rows of one worker count would read the same)
   int world = 0;
   int zero = 0;
   double global_batch = 0;
@@ -44,7 +45,7 @@ struct Comparison {
 Comparison compare_experiment(db::ResultsStore& store, const std::string& experiment);
 
 // How a plan is named in a row: its short name, plus what tells pipelines apart (schedule,
-// chunks, microbatches) and sequence parallelism. From the plan's JSON as the database holds it.
+// chunks, microbatches), sequence parallelism and recomputation. From the plan's JSON as the database holds it.
 std::string split_label(const nlohmann::json& plan);
 
 }  // namespace parlab::experiments

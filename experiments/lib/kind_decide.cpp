@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "db/proof_chain.h"
+#include "experiments/lib/compare.h"
 #include "experiments/lib/decide.h"
 #include "experiments/lib/fidelity.h"
 #include "experiments/lib/kind_splits.h"
@@ -19,6 +20,10 @@
 
 namespace parlab::experiments {
 namespace {
+
+// What every candidate keeps fixed: the runtime does not recompute activations (a plan priced
+// with recomputation would train without it, and its measurement would not be of that plan).
+const std::string kTrainable = "recompute=none";
 
 std::string percent(double x) {
   char b[32];
@@ -38,6 +43,7 @@ std::optional<strategy::Candidate> best_of_family(const strategy::ModelSpec& mod
       if (family == "tensor") fixes.push_back("pp=1,tp=" + std::to_string(d));
       if (family == "pipeline") fixes.push_back("pp=" + std::to_string(d));
     }
+  for (std::string& fix : fixes) fix += "," + kTrainable;
   std::optional<strategy::Candidate> best;
   for (const std::string& fix : fixes) {
     strategy::PlannerOptions o = base;
@@ -57,7 +63,7 @@ std::optional<strategy::Candidate> best_of_family(const strategy::ModelSpec& mod
 DecideCandidate candidate_of(const strategy::Candidate& c, const std::string& origin) {
   DecideCandidate d;
   d.plan = c.plan.to_string();
-  d.name = c.plan.short_name();
+  d.name = split_label(strategy::to_json(c.plan));  // as compare names its row
   d.family = plan_family(c.plan);
   d.origin = origin;
   d.predicted_step_seconds = c.step_seconds();
@@ -85,6 +91,7 @@ void run_decide(Context& ctx, const DecideTask& t) {
   strategy::PlannerOptions po;
   po.global_batch = t.global_batch;
   po.top = t.top;
+  po.fixed = strategy::parse_plan(kTrainable);
   ctx.progress("  ranking splits of " + model.name + " on " + std::to_string(t.workers) + " workers ...");
   const strategy::PlanReport rep = strategy::search_plans(model, cluster, po);
   if (rep.top.empty()) throw ConfigError("decide.model", t.model, "a model some split of which fits " + std::to_string(t.workers) + " workers");

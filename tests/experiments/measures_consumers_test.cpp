@@ -141,9 +141,20 @@ TEST(OneRowPerSplit, CompareKeysRowsByTheWholePlan) {
   EXPECT_DOUBLE_EQ(*c.rows[1].measured, 0.5);
   EXPECT_DOUBLE_EQ(*c.rows[0].measured, 0.25);
   EXPECT_DOUBLE_EQ(*c.rows[2].measured, 0.29);
-  // A pipeline of another schedule is another row, not an overwrite.
+  // A pipeline of another schedule is another row, not an overwrite; so is recomputation.
   d.run(db::RunKind::kMeasured, plan_at("pp=2,schedule=gpipe,microbatches=4", 2), 0.4);
-  EXPECT_EQ(compare_experiment(d.store, "splits_2w").rows.size(), 5u);
+  d.run(db::RunKind::kMeasured, plan_at("pp=2,schedule=1f1b,microbatches=4,recompute=full", 2), 0.45);
+  c = compare_experiment(d.store, "splits_2w");
+  ASSERT_EQ(c.rows.size(), 6u);
+  EXPECT_EQ(c.rows[4].split, "PP 2 gpipe m4");
+  EXPECT_EQ(c.rows[5].split, "PP 2 1f1b m4 recompute full");
+  // Two plans the label cannot tell apart (bucket size) are each named in full.
+  d.run(db::RunKind::kMeasured, plan_at("zero=0,bucket_mb=1", 2), 0.3);
+  c = compare_experiment(d.store, "splits_2w");
+  ASSERT_EQ(c.rows.size(), 7u);
+  EXPECT_EQ(c.rows[0].split, c.rows[0].plan);
+  EXPECT_EQ(c.rows[6].split, c.rows[6].plan);
+  EXPECT_NE(c.rows[0].split, c.rows[6].split);
 }
 
 DecideCandidate cand(const std::string& name, const std::string& family, double predicted, std::optional<double> measured) {
