@@ -20,8 +20,8 @@ void add_compare_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "compare",
-      "Simulated vs measured: for each worker count of an experiment, the measured step time and\n"
-      "speedup beside the (calibrated) simulation's and the analytic model's, with their errors.");
+      "Simulated vs measured: one row per plan of an experiment (worker count and split), the measured\n"
+      "step time and speedup beside the (calibrated) simulation's and the analytic model's, with their errors.");
   cmd->add_option("--experiment,-e", o->experiment, "Experiment name")->capture_default_str();
   cmd->add_option("--db", o->db, "Results database")->capture_default_str();
   cmd->add_flag("--json", o->json, "Machine-readable output");
@@ -30,11 +30,13 @@ void add_compare_command(CLI::App& app) {
     const auto c = experiments::compare_experiment(store, o->experiment);
     if (o->json) {
       nlohmann::json rows = nlohmann::json::array();
-      for (const auto& r : c.rows) {
-        nlohmann::json j{{"workers", r.world}, {"global_batch", r.global_batch}};
+      for (size_t i = 0; i < c.rows.size(); ++i) {
+        const auto& r = c.rows[i];
+        nlohmann::json j{{"workers", r.world}, {"plan", r.plan}, {"split", r.split}, {"global_batch", r.global_batch}};
         if (r.measured) j["measured_step_seconds"] = *r.measured;
         if (r.measured_spread) j["measured_spread_seconds"] = *r.measured_spread;
-        if (r.measured_speedup) j["measured_speedup_paired"] = *r.measured_speedup;
+        if (!r.measured_rounds.empty()) j["measured_round_step_seconds"] = r.measured_rounds;
+        if (const auto x = c.measured_speedup(i)) j["measured_speedup"] = *x;
         if (r.measured_others_cores) j["measured_others_busy_cores"] = *r.measured_others_cores;
         if (r.simulated) j["simulated_step_seconds"] = *r.simulated;
         if (r.analytic) j["analytic_step_seconds"] = *r.analytic;
@@ -45,7 +47,7 @@ void add_compare_command(CLI::App& app) {
       if (c.worst_analytic_error) out["worst_analytic_error"] = *c.worst_analytic_error;
       return print_json(out);
     }
-    fmt::print("{}: step time per worker count (speedup = t1/tW x gbs_W/gbs_1; error = prediction/measured - 1)\n\n{}",
+    fmt::print("{}: step time per plan (speedup = t1/tW x gbs_W/gbs_1 against the first row; error = prediction/measured - 1)\n\n{}",
                c.experiment, c.table());
     if (c.worst_simulated_error)
       fmt::print("\nLargest error: simulated {:.1f}%, analytic {:.1f}% (goal for the calibrated simulation: within 15%).\n",

@@ -14,6 +14,7 @@
 #include "sim/simulate.h"
 #include "strategy/errors.h"
 #include "strategy/io.h"
+#include "strategy/measures.h"
 
 namespace parlab::rubric {
 
@@ -81,6 +82,15 @@ void judge_determinism(const Criterion& c, const Evidence& e, const GradeOptions
                           other_build ? fmt::format(", {} of another build differ (not judged)", other_build) : ""));
 }
 
+// A report row's measured step times per round (one, its median, when it carries none).
+std::vector<double> measured_rounds(const json& row) {
+  std::vector<double> out;
+  for (const json& t : row.value("measured_round_step_seconds", json::array()))
+    if (t.is_number()) out.push_back(t.get<double>());
+  if (out.empty()) out.push_back(num(row, "measured_step_seconds"));
+  return out;
+}
+
 // The latest trusted report with measured rows at every required worker count.
 void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {
   const Proof* p = latest_trusted(c, e, r);
@@ -97,7 +107,8 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
     return;
   }
   const int w1 = want.front();
-  const double t1 = num(rows[w1], "measured_step_seconds"), b1 = num(rows[w1], "global_batch");
+  const double b1 = num(rows[w1], "global_batch");
+  const std::vector<double> rounds1 = measured_rounds(rows[w1]);
   for (int w : want) {
     if (!rows.count(w) || !rows[w].contains("measured_step_seconds")) {
       r.measurements.push_back(at_least(fmt::format("measured run at {} workers", w), 0, 1, "not in the report"));
@@ -105,16 +116,17 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
     }
     const json& row = rows[w];
     const double tw = num(row, "measured_step_seconds");
-    // Throughput ratio at the recorded global batches: speedup = (b_W / t_W) / (b_1 / t_1).
-    const double speedup = (num(row, "global_batch") / tw) / (b1 / t1);
-    const double eff = speedup / (double(w) / w1);
+    // Throughput ratio at the recorded global batches, paired by round where the rows carry their
+    // rounds (strategy/measures.h: the tree's one estimator).
+    const double speedup = strategy::speedup(rounds1, measured_rounds(row), b1, num(row, "global_batch")).value;
+    const double eff = strategy::efficiency(speedup, w, w1);
     r.measurements.push_back(at_least(fmt::format("efficiency at {} workers", w), eff, min_eff,
                                       fmt::format("speedup {:.2f}x, step {:.1f} ms (run {})", speedup, tw * 1e3, row.value("measured_run", 0))));
     if (row.contains("measured_run")) r.runs.push_back(row["measured_run"].get<int64_t>());
     for (const char* src : {"simulated", "analytic"}) {
       const std::string key = std::string(src) + "_step_seconds";
       if (!row.contains(key)) continue;
-      const double err = std::fabs(num(row, key.c_str()) / tw - 1);
+      const double err = std::fabs(strategy::relative_error(num(row, key.c_str()), tw));
       r.measurements.push_back(at_most(fmt::format("{} error at {} workers", src, w), err, max_error,
                                        fmt::format("predicted {:.1f} ms vs measured {:.1f} ms", num(row, key.c_str()) * 1e3, tw * 1e3)));
     }
@@ -144,6 +156,12 @@ const std::vector<CheckKind>& check_kinds() {
       {"efficiency_report", "scaling_report", "measured speedup and efficiency per worker count, each prediction within its error",
        {{"max_prediction_error", 0.5, "largest |predicted / measured - 1|"}, {"min_efficiency", 0, "lowest measured efficiency"}},
        {"workers"}, judge_scaling},
+      {"decision_utility", "decision_utility",
+       "the planner's first choice among splits against the fastest measured candidate, and the rank correlation of "
+       "predicted and measured step times (kind = \"decide\")",
+       {{"max_regret", 0.05, "1 - t_fastest / t_choice"}, {"min_spearman", 0.8, "Spearman's rho, predicted vs measured"},
+        {"min_candidates", 3, "candidates measured"}, {"min_families", 4, "families among them: DDP, ZeRO, tensor, pipeline"}},
+       {}, judge_decision},
       {"kill_resume", "kill_resume_bitwise", "kill-and-resume trials end bit-identical to the uninterrupted run",
        {{"min_trials", 2, "bit-identical trials needed"}}, {}, judge_kill_resume},
       {"hang_fallback", "hang_fallback", "a hang is detected, its culprit named, and the named fallback exercised",

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "rubric/checks.h"
+#include "strategy/measures.h"
 
 namespace parlab::rubric {
 namespace {
@@ -19,7 +20,36 @@ const Proof* latest_scaling_report(const Evidence& e) {
   return best;
 }
 
+// From the decide experiment's proof: the planner's first choice among splits, measured.
+std::optional<DecisionUtility> split_decision(const Evidence& e) {
+  const auto proofs = e.trusted("decision_utility");
+  if (proofs.empty()) return std::nullopt;
+  const Proof* p = proofs.back();
+  DecisionUtility d;
+  d.proof = p->row.id;
+  d.experiment = p->experiment;
+  d.chosen_by = "planner";
+  const json rows = p->evidence.value("candidates", json::array());
+  const size_t chosen = p->evidence.value("chosen", size_t{0});
+  std::optional<size_t> best;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].contains("measured_step_seconds")) continue;
+    ++d.candidates;
+    if (!best || rows[i]["measured_step_seconds"].get<double>() < rows[*best]["measured_step_seconds"].get<double>()) best = i;
+  }
+  if (!best || chosen >= rows.size() || !rows[chosen].contains("measured_step_seconds")) return std::nullopt;
+  auto throughput = [](const json& row) { return row.value("global_batch", 0.0) / row["measured_step_seconds"].get<double>(); };
+  d.chosen = rows[chosen].value("name", std::string());
+  d.best = rows[*best].value("name", std::string());
+  d.chosen_samples_per_s = throughput(rows[chosen]);
+  d.best_samples_per_s = throughput(rows[*best]);
+  d.regret_percent = 100 * strategy::regret(rows[chosen]["measured_step_seconds"].get<double>(), rows[*best]["measured_step_seconds"].get<double>());
+  return d;
+}
+
+// Without a decide proof: the worker counts of the latest scaling report as the candidates.
 std::optional<DecisionUtility> decision_utility(const Evidence& e) {
+  if (auto d = split_decision(e)) return d;
   const Proof* p = latest_scaling_report(e);
   if (!p) return std::nullopt;
   DecisionUtility d;
@@ -43,7 +73,7 @@ std::optional<DecisionUtility> decision_utility(const Evidence& e) {
   if (d.candidates == 0) return std::nullopt;
   d.chosen_samples_per_s = measured[d.chosen];
   d.best_samples_per_s = best_meas;
-  d.regret_percent = 100.0 * (1 - d.chosen_samples_per_s / d.best_samples_per_s);
+  d.regret_percent = 100.0 * strategy::regret(1 / d.chosen_samples_per_s, 1 / d.best_samples_per_s);
   return d;
 }
 

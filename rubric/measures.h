@@ -1,9 +1,10 @@
 #pragma once
 // The chapter's three measures, in every report:
-//   decision utility   the model's choice (the plan the planner's rankings put first: the
-//                      simulated, else analytic, step time) against the best plan measured on
-//                      this machine among the same candidates; regret = 1 - throughput(choice) /
-//                      throughput(best), in percent
+//   decision utility   the model's choice against the best plan measured on this machine among
+//                      the same candidates: the decide experiment's splits (the planner's first
+//                      choice), else the worker counts of the latest scaling report (the one the
+//                      simulated, else analytic, step time puts first); regret = 1 -
+//                      throughput(choice) / throughput(best), in percent (strategy/measures.h)
 //   slice reliability  pass rate of proofs per slice: proof kind x split x worker count
 //   system latency     measured step time per worker count; restart latency (fault -> training
 //                      again) p50 and max over recorded incidents; detection time p50 and max

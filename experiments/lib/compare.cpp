@@ -6,6 +6,7 @@
 
 #include "experiments/lib/fidelity.h"
 #include "strategy/errors.h"
+#include "strategy/measures.h"
 #include "strategy/text_table.h"
 #include "strategy/units.h"
 
@@ -35,11 +36,39 @@ std::string speedup_of(const std::optional<double>& t, const std::optional<doubl
   return format_speedup(speedup(*t1, *t, g1, g));
 }
 
+int plan_int(const nlohmann::json& plan, const char* key, int fallback) {
+  return plan.contains(key) && plan[key].is_number() ? plan[key].get<int>() : fallback;
+}
+
 }  // namespace
+
+std::string split_label(const nlohmann::json& plan) {
+  std::string s = plan.value("name", std::string("?"));
+  if (plan_int(plan, "pp", 1) > 1) {
+    s += " " + plan.value("schedule", std::string());
+    if (plan_int(plan, "v", 1) > 1) s += " v" + std::to_string(plan_int(plan, "v", 1));
+    s += " m" + std::to_string(plan_int(plan, "microbatches", 1));
+  }
+  if (plan.value("sp", std::string("off")) == "on") s += " sp";
+  const std::string recompute = plan.value("recompute", std::string("none"));
+  if (recompute != "none") s += " recompute " + recompute;
+  return s;
+}
+
+std::optional<double> Comparison::measured_speedup(size_t i) const {
+  if (i >= rows.size() || rows.empty()) return std::nullopt;
+  const CompareRow &r = rows[i], &r1 = rows.front();
+  if (!r.measured || !r1.measured) return std::nullopt;
+  // An older database kept only the paired figure, against the experiment's first worker count.
+  if (r.measured_rounds.empty() && r.recorded_speedup) return r.recorded_speedup;
+  const auto rounds = [](const CompareRow& x) { return x.measured_rounds.empty() ? std::vector<double>{*x.measured} : x.measured_rounds; };
+  const strategy::Measure m = strategy::speedup(rounds(r1), rounds(r), r1.global_batch, r.global_batch);
+  return m.n > 0 ? std::optional<double>(m.value) : std::nullopt;
+}
 
 std::string Comparison::table() const {
   bool splits = false;
-  for (const auto& r : rows) splits = splits || r.zero != rows.front().zero;
+  for (const auto& r : rows) splits = splits || r.split != rows.front().split;
   std::vector<std::string> head = {"workers", "gbs", "measured", "speedup", "simulated", "speedup", "error", "analytic", "speedup", "error", "load"};
   if (splits) {
     head.insert(head.begin() + 1, "split");
@@ -48,22 +77,24 @@ std::string Comparison::table() const {
   TextTable t(head);
   if (rows.empty()) return t.str();
   const CompareRow& r1 = rows.front();
-  for (const auto& r : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const CompareRow& r = rows[i];
     char gbs[32];
     std::snprintf(gbs, sizeof gbs, "%.0f", r.global_batch);
+    const auto measured_x = measured_speedup(i);
     std::vector<std::string> line = {
-        std::to_string(r.world), gbs, ms(r.measured, r.measured_spread),
-        r.measured_speedup ? format_speedup(*r.measured_speedup) : speedup_of(r.measured, r1.measured, r.global_batch, r1.global_batch),
+        std::to_string(r.world), gbs, ms(r.measured, r.measured_spread), measured_x ? format_speedup(*measured_x) : "-",
         ms(r.simulated, {}), speedup_of(r.simulated, r1.simulated, r.global_batch, r1.global_batch), rel(r.simulated, r),
         ms(r.analytic, {}), speedup_of(r.analytic, r1.analytic, r.global_batch, r1.global_batch), rel(r.analytic, r),
         r.measured_others_cores ? format_cores(*r.measured_others_cores) : "-"};
     if (splits) {
-      line.insert(line.begin() + 1, r.zero == 0 ? "DDP" : "ZeRO-" + std::to_string(r.zero));
+      line.insert(line.begin() + 1, r.split);
       line.push_back(r.measured_peak_bytes ? units::format_bytes(*r.measured_peak_bytes) : "-");
     }
     t.add(line);
   }
-  return t.str() + "measured: median step +- half its interquartile range (or of its rounds); ~ marks an error within\n"
+  return t.str() + "measured: median step +- half its interquartile range (or of its rounds); speedup against the first row,\n"
+                   "the median of paired per-round ratios where rounds were recorded; ~ marks an error within\n"
                    "the measurement's +-, which cannot be told from noise; load: cores other jobs used during the\n"
                    "last measured run (above 0.3 the measurement is not of this machine alone)\n";
 }
@@ -73,16 +104,21 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
   if (!exp) throw ConfigError("--experiment", name, "not in the database (parlab experiment list shows what is)");
   Comparison c;
   c.experiment = name;
-  std::map<std::pair<int, int>, CompareRow> rows;  // (world, zero)
+  // Keyed by (world, the whole plan); plans of one world keep the order they were first run in.
+  std::map<std::pair<int, int>, CompareRow> rows;  // (world, first appearance) -> row
+  std::map<std::string, int> appearance;           // plan text -> first appearance
   for (const auto& run : store.runs_of_experiment(exp->id)) {  // oldest first: later runs win
     if (run.status != db::RunStatus::kCompleted) continue;
     const auto metrics = store.run_metrics(run.id);
     const auto it = metrics.find("step_seconds");
     if (it == metrics.end()) continue;
-    const int zero = run.plan.contains("zero") ? run.plan["zero"].get<int>() : 0;
-    CompareRow& r = rows[{run.world_size, zero}];
+    const std::string plan = run.plan.value("text", run.plan.dump());
+    const int order = appearance.emplace(plan, int(appearance.size())).first->second;
+    CompareRow& r = rows[{run.world_size, order}];
+    r.plan = plan;
+    r.split = split_label(run.plan);
     r.world = run.world_size;
-    r.zero = zero;
+    r.zero = plan_int(run.plan, "zero", 0);
     if (const auto peak = metrics.find("memory.max.total.peak_bytes");
         peak != metrics.end() && run.kind == db::RunKind::kMeasured)
       r.measured_peak_bytes = peak->second;
@@ -97,7 +133,8 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
         r.measured = metric("rounds.step_seconds").value_or(it->second), r.measured_run = run.id;
         r.measured_spread = metric("rounds.step_seconds_spread");
         if (!r.measured_spread) r.measured_spread = metric("step_seconds_spread");
-        r.measured_speedup = metric("rounds.speedup_paired");
+        r.measured_rounds = strategy::round_steps(metrics);
+        r.recorded_speedup = metric("rounds.speedup_paired");
         r.measured_others_cores = metric("machine.others_busy_cores");
         break;
       case db::RunKind::kSimulated: r.simulated = it->second, r.simulated_run = run.id; break;
@@ -105,7 +142,12 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
     }
   }
   if (rows.empty()) throw ConfigError("--experiment", name, "has no completed runs with a step time");
-  for (auto& [w, r] : rows) {
+  // Plans the label does not tell apart (microbatch size, bucket size, ...) are named in full.
+  std::map<std::string, int> label_count;
+  for (const auto& [key, r] : rows) ++label_count[std::to_string(r.world) + r.split];
+  for (auto& [key, r] : rows)
+    if (label_count[std::to_string(r.world) + r.split] > 1) r.split = r.plan;
+  for (auto& [key, r] : rows) {
     c.rows.push_back(r);
     if (r.measured && r.simulated) {
       const double e = std::fabs(relative_error(*r.simulated, *r.measured));

@@ -1,15 +1,18 @@
 #pragma once
-// How a prediction is set beside a measurement, written once for `compare`, the scaling
-// experiment's report and the desktop lab: step times in ms, a measurement's spread as +-, a
-// prediction's relative error, speedups.
+// How a prediction is set beside a measurement, written once for `compare` and the batch
+// runner's tables: step times in ms, a measurement's spread as +-, a prediction's relative
+// error, speedups. The measures themselves (speedup, efficiency, relative error, regret) have
+// one home, strategy/measures.h.
 #include <cmath>
 #include <cstdio>
 #include <string>
 
+#include "strategy/measures.h"
+
 namespace parlab::experiments {
 
-// prediction / measured - 1.
-inline double relative_error(double predicted, double measured) { return predicted / measured - 1; }
+using strategy::relative_error;
+using strategy::speedup;
 
 inline std::string format_ms(double seconds) {
   char b[32];
@@ -35,9 +38,6 @@ inline std::string format_speedup(double x) {
   std::snprintf(b, sizeof b, "%.2fx", x);
   return b;
 }
-
-// Throughput ratio at a fixed global batch: t1 / tW x gbs_W / gbs_1.
-inline double speedup(double t1, double tw, double gbs1, double gbsw) { return t1 / tw * (gbsw / gbs1); }
 
 // An error no larger than the measurement's own spread cannot be told from noise.
 inline bool within_noise(double predicted, double measured, double spread_seconds) {

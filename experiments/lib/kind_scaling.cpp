@@ -141,12 +141,13 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
       // Within a run (its steps) and between rounds (the machine's drift): the larger counts.
       const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
       measured_spread[w] = std::max(strategy::median(mr.spread[w]), between);
-      std::vector<double> paired;  // round by round: the two runs closest in time
-      for (size_t r = 0; r < v.size(); ++r) paired.push_back(speedup(mr.step[w1][r], v[r], samples[w1], samples[w]));
-      measured_speedup[w] = strategy::median(paired);
+      // Round by round: the two runs closest in time (strategy/measures.h, the tree's estimator).
+      measured_speedup[w] = strategy::speedup(mr.step[w1], v, samples[w1], samples[w]).value;
       run_of[Source::kMeasured][w] = mr.last_run[w];
-      // The figures over all rounds, on the last round's run (compare prefers them).
+      // The figures over all rounds, on the last round's run (compare prefers them), and each
+      // round's step time, which readers pair the same way.
       ctx.store.set_run_metric(mr.last_run[w], "rounds", double(v.size()));
+      for (size_t r = 0; r < v.size(); ++r) ctx.store.set_run_metric(mr.last_run[w], strategy::round_step_metric(int(r)), v[r]);
       ctx.store.set_run_metric(mr.last_run[w], "rounds.step_seconds", step[Source::kMeasured][w]);
       ctx.store.set_run_metric(mr.last_run[w], "rounds.step_seconds_spread", measured_spread[w]);
       ctx.store.set_run_metric(mr.last_run[w], "rounds.speedup_paired", measured_speedup[w]);
@@ -172,7 +173,7 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
       const double sp = meas ? measured_speedup[w] : speedup(t1, tw, samples[w1], samples[w]);
       row.push_back(meas ? format_ms_spread(tw, measured_spread[w]) : format_ms(tw));
       row.push_back(format_speedup(sp));
-      row.push_back(fixed(sp / (double(w) / w1), "%.2f"));  // efficiency = speedup / (W / W1)
+      row.push_back(fixed(strategy::efficiency(sp, w, w1), "%.2f"));
       if (has_measured && !meas) row.push_back(format_error(tw, step[Source::kMeasured][w]));
     }
     table.add(row);
@@ -211,7 +212,9 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
       row[s + "_step_seconds"] = step[src][w];
       row[s + "_run"] = run_of[src][w];
     }
-    if (measure) row["measured_spread_seconds"] = measured_spread[w], row["measured_speedup_paired"] = measured_speedup[w];
+    if (measure)
+      row["measured_spread_seconds"] = measured_spread[w], row["measured_speedup_paired"] = measured_speedup[w],
+      row["measured_round_step_seconds"] = mr.step[w];
     rows.push_back(row);
   }
   nlohmann::json sources = nlohmann::json::array();

@@ -5,10 +5,13 @@
 // the wire per step (the step program's, analytic and simulated alike, beside the recorded
 // calls'). What a learner should see: ZeRO-3 divides model state by the world size and pays
 // about 1.5x DDP's traffic (3 parameter-sized collectives of (n-1)/n against DDP's 2).
+#include "experiments/lib/kind_splits.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 
+#include "experiments/lib/fidelity.h"
 #include "experiments/lib/measure.h"
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
@@ -51,21 +54,76 @@ double program_wire_bytes(const strategy::ModelSpec& model, const strategy::Plan
   return worst;
 }
 
-struct Row {
-  std::map<Source, double> step, exposed;
-  double program_wire = 0, measured_wire = -1;
-  strategy::MemoryLedger ledger;
-  std::optional<train::MemoryReport> measured;  // the rank with the largest measured total
-  // Pipelines: bubble fraction by the formula (p-1)/(v m + p-1), simulated (the largest rank's,
-  // walked over the step) and measured (mean over ranks, and the largest rank's).
-  double bubble_formula = -1, bubble_simulated = -1, bubble_measured = -1, bubble_measured_max = -1;
-};
-
 std::string fraction(double x) {
   if (x < 0) return "-";
   char b[32];
   std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
   return b;
+}
+
+}  // namespace
+
+strategy::Plan split_at(const std::string& text, const strategy::ModelSpec& model, int workers) {
+  strategy::Plan p = strategy::parse_plan(text);
+  if (!p.was_given("dp")) p.given.push_back("dp");
+  p.dp = workers / (p.tp * p.pp);
+  return strategy::resolve(p, model, workers);
+}
+
+SplitRow run_split(Context& ctx, const SplitRequest& q) {
+  const strategy::Plan& p = q.plan;
+  SplitRow row;
+  row.ledger = strategy::worst_stage(strategy::ledger_per_stage(q.model, p, q.cluster));
+  row.program_wire = program_wire_bytes(q.model, p);
+  if (p.pp > 1) row.bubble_formula = strategy::bubble_fraction_of_total(p.pp, p.v, p.microbatches);
+  for (Source src : q.sources) {
+    ctx.progress("  " + q.label + ", " + std::string(to_string(src)) + " ...");
+    if (src == Source::kAnalytic) {
+      const auto e = strategy::estimate_step(q.model, p, q.cluster);
+      RunGuard run(ctx.store, new_run(ctx, db::RunKind::kAnalytic, q.model_ref, q.cluster_ref, p, q.seed), ctx.outcome);
+      record_estimate(ctx.store, run.id(), e);
+      run.complete();
+      row.step[src] = e.step_seconds;
+      row.exposed[src] = e.ranks.empty() ? 0 : e.ranks.front().exposed_comm_seconds;
+    } else if (src == Source::kSimulated) {
+      sim::SimOptions so;
+      so.steps = std::min(q.steps, 3);
+      const auto r = sim::simulate_plan(q.model, p, q.cluster, so);
+      RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, q.model_ref, q.cluster_ref, p, q.seed), ctx.outcome);
+      record_sim(ctx.store, run.id(), r);
+      run.complete();
+      row.step[src] = r.step_seconds;
+      row.exposed[src] = r.ranks.empty() ? 0 : r.ranks.front().exposed_comm_seconds;
+      if (p.pp > 1) row.bubble_simulated = r.walked_bubble_fraction;
+    } else {
+      MeasureRequest req{resolve_ref(ctx, q.model_ref), p, q.steps, q.seed, ctx.options.work_dir, ctx.options.parlab_bin};
+      const MeasureResult m = measure_plan(ctx, req);
+      row.step[src] = m.step_seconds;
+      row.measured_spread = m.step_spread_seconds;
+      row.measured_run = m.run;
+      row.exposed[src] = m.exposed_comm_seconds;
+      if (p.pp > 1) row.bubble_measured = m.bubble.mean, row.bubble_measured_max = m.bubble.max_rank;
+      double worst = 0;
+      for (double b : m.wire_bytes_per_step) worst = std::max(worst, b);
+      row.measured_wire = worst;
+      for (const train::MemoryReport& r : m.memory)
+        if (!row.measured || r.measured_peak_total_bytes > row.measured->measured_peak_total_bytes) row.measured = r;
+    }
+  }
+  return row;
+}
+
+namespace {
+
+std::string step_cell(const SplitRow& r, Source src) {
+  if (src != Source::kMeasured) return format_ms(r.step.at(src));
+  return format_ms_spread(r.step.at(src), r.measured_spread);
+}
+
+std::string error_cell(const SplitRow& r, Source src) {
+  if (!r.step.count(Source::kMeasured)) return "-";
+  const double pred = r.step.at(src), meas = r.step.at(Source::kMeasured);
+  return format_error(pred, meas) + (within_noise(pred, meas, r.measured_spread) ? " ~" : "");
 }
 
 }  // namespace
@@ -77,65 +135,31 @@ void run_splits(Context& ctx, const SplitsTask& t) {
   WorkloadRates rates(strategy::load_cluster(resolve_ref(ctx, t.cluster)), model,
                       [&ctx](const std::string& line) { ctx.progress(line); });
   std::vector<std::string> notes;
-  std::vector<Row> rows;
+  std::vector<SplitRow> rows;
   for (const std::string& text : t.plans) {
-    strategy::Plan p = strategy::parse_plan(text);
-    if (!p.was_given("dp")) p.given.push_back("dp");
-    p.dp = t.workers / (p.tp * p.pp);
-    p = strategy::resolve(p, model, t.workers);
+    const strategy::Plan p = split_at(text, model, t.workers);
     const PredictionCluster pc = rates.for_plan(p, t.workers);
-    const strategy::ClusterSpec& cluster = pc.cluster;
-    strategy::validate(p, model, cluster);
+    strategy::validate(p, model, pc.cluster);
     if (std::find(notes.begin(), notes.end(), pc.note) == notes.end()) notes.push_back(pc.note);
-    Row row;
-    row.ledger = strategy::worst_stage(strategy::ledger_per_stage(model, p, cluster));
-    row.program_wire = program_wire_bytes(model, p);
-    if (p.pp > 1) row.bubble_formula = strategy::bubble_fraction_of_total(p.pp, p.v, p.microbatches);
-    for (Source src : t.sources) {
-      ctx.progress("  " + text + ", " + std::string(to_string(src)) + " ...");
-      if (src == Source::kAnalytic) {
-        const auto e = strategy::estimate_step(model, p, cluster);
-        RunGuard run(ctx.store, new_run(ctx, db::RunKind::kAnalytic, t.model, t.cluster, p, t.seed), ctx.outcome);
-        record_estimate(ctx.store, run.id(), e);
-        run.complete();
-        row.step[src] = e.step_seconds;
-        row.exposed[src] = e.ranks.empty() ? 0 : e.ranks.front().exposed_comm_seconds;
-      } else if (src == Source::kSimulated) {
-        sim::SimOptions so;
-        so.steps = std::min(t.steps, 3);
-        const auto r = sim::simulate_plan(model, p, cluster, so);
-        RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, t.model, t.cluster, p, t.seed), ctx.outcome);
-        record_sim(ctx.store, run.id(), r);
-        run.complete();
-        row.step[src] = r.step_seconds;
-        row.exposed[src] = r.ranks.empty() ? 0 : r.ranks.front().exposed_comm_seconds;
-        if (p.pp > 1) row.bubble_simulated = r.walked_bubble_fraction;
-      } else {
-        MeasureRequest req{resolve_ref(ctx, t.model), p, t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
-        const MeasureResult m = measure_plan(ctx, req);
-        row.step[src] = m.step_seconds;
-        row.exposed[src] = m.exposed_comm_seconds;
-        if (p.pp > 1) row.bubble_measured = m.bubble.mean, row.bubble_measured_max = m.bubble.max_rank;
-        double worst = 0;
-        for (double b : m.wire_bytes_per_step) worst = std::max(worst, b);
-        row.measured_wire = worst;
-        for (const train::MemoryReport& r : m.memory)
-          if (!row.measured || r.measured_peak_total_bytes > row.measured->measured_peak_total_bytes) row.measured = r;
-      }
-    }
-    rows.push_back(std::move(row));
+    rows.push_back(run_split(ctx, {text, t.model, t.cluster, model, pc.cluster, p, t.sources, t.steps, t.seed}));
   }
+  const bool measured = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
 
+  // One row per split: each prediction's error against the measurement, beside its +-.
   std::vector<std::string> head = {"plan"};
   for (Source src : t.sources) head.push_back(std::string(to_string(src)) + " step");
+  for (Source src : t.sources)
+    if (measured && src != Source::kMeasured) head.push_back(std::string(to_string(src)) + " error");
   for (Source src : t.sources) head.push_back(std::string(to_string(src)) + " exposed");
   head.insert(head.end(), {"wire/rank (program)", "wire/rank (recorded)", "vs DDP"});
   TextTable time(head);
   const double ddp_wire = rows.front().program_wire;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
+    const SplitRow& r = rows[i];
     std::vector<std::string> line = {t.plans[i]};
-    for (Source src : t.sources) line.push_back(ms(r.step.at(src)));
+    for (Source src : t.sources) line.push_back(step_cell(r, src));
+    for (Source src : t.sources)
+      if (measured && src != Source::kMeasured) line.push_back(error_cell(r, src));
     for (Source src : t.sources) line.push_back(ms(r.exposed.at(src)));
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.2fx", ddp_wire > 0 ? r.program_wire / ddp_wire : 0.0);
@@ -146,7 +170,7 @@ void run_splits(Context& ctx, const SplitsTask& t) {
                     "measured (largest rank)"});
   bool any_pipeline = false;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
+    const SplitRow& r = rows[i];
     if (r.bubble_formula < 0) continue;
     any_pipeline = true;
     strategy::Plan p = strategy::parse_plan(t.plans[i]);
@@ -155,7 +179,7 @@ void run_splits(Context& ctx, const SplitsTask& t) {
   }
   TextTable memory({"plan", "parameters", "gradients", "optimizer", "activations", "temporary", "total", "resident"});
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
+    const SplitRow& r = rows[i];
     const double ledger[] = {r.ledger.params_bytes, r.ledger.grads_bytes, r.ledger.optimizer_bytes,
                              r.ledger.activations_bytes, r.ledger.temp_bytes};
     std::vector<std::string> line = {t.plans[i]};
@@ -167,14 +191,16 @@ void run_splits(Context& ctx, const SplitsTask& t) {
     memory.add(line);
   }
   ctx.outcome->report = "Time and traffic per step (" + std::to_string(t.workers) +
-                        " workers; wire bytes = bytes per call x bus factor, per rank):\n" + time.str() +
+                        " workers; measured: median step +- half its interquartile range, ~ marks an error within it;"
+                        " error = prediction / measured - 1; wire bytes = bytes per call x bus factor, per rank):\n" +
+                        time.str() +
                         "\nPeak memory per rank (measured by the accounting allocator / the ledger; resident = the "
                         "process's peak RSS):\n" + memory.str() +
                         (any_pipeline ? "\nPipeline bubble (idle share of the step's pipeline span per rank):\n" + bubble.str()
                                       : std::string());
   for (const std::string& n : notes) ctx.outcome->report += n + "\n";
   char headline[240];
-  const Row& last = rows.back();
+  const SplitRow& last = rows.back();
   std::snprintf(headline, sizeof headline, "%s: model state %s per rank (DDP %s), traffic %.2fx DDP's", t.plans.back().c_str(),
                 mb(last.ledger.model_state_bytes()).c_str(), mb(rows.front().ledger.model_state_bytes()).c_str(),
                 ddp_wire > 0 ? last.program_wire / ddp_wire : 0.0);

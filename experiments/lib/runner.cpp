@@ -32,6 +32,7 @@ Outcome run_experiment(const ExperimentSpec& spec, db::ResultsStore& store, cons
           else if constexpr (std::is_same_v<T, SplitsTask>) run_splits(ctx, task);
           else if constexpr (std::is_same_v<T, HangDrillTask>) run_hang_drill(ctx, task);
           else if constexpr (std::is_same_v<T, ElasticTask>) run_elastic(ctx, task);
+          else if constexpr (std::is_same_v<T, DecideTask>) run_decide(ctx, task);
           else run_planner(ctx, task);
         },
         spec.task);

@@ -58,6 +58,7 @@ void run_equivalence(Context& ctx, const EquivalenceTask& task);
 void run_kill_resume(Context& ctx, const KillResumeTask& task);
 void run_planner(Context& ctx, const PlannerTask& task);
 void run_splits(Context& ctx, const SplitsTask& task);
+void run_decide(Context& ctx, const DecideTask& task);
 void run_hang_drill(Context& ctx, const HangDrillTask& task);  // kind_drills.cpp
 void run_elastic(Context& ctx, const ElasticTask& task);       // kind_drills.cpp
 // The completeness of a run's final checkpoint as a proof row ("checkpoint_complete"): every

@@ -175,6 +175,23 @@ SplitsTask parse_splits(TableReader& r) {
   return t;
 }
 
+DecideTask parse_decide(TableReader& r) {
+  DecideTask t;
+  t.model = r.string("model").value_or(t.model);
+  t.cluster = r.string("cluster").value_or(t.cluster);
+  // Its candidates are trained here, so the cluster they are priced on must be this machine.
+  const bool path_like = t.cluster.find('/') != std::string::npos || t.cluster.ends_with(".toml");
+  if (!path_like && t.cluster != "cpu-local")
+    r.fail("cluster", "\"" + t.cluster + "\"", "\"cpu-local\" or a cluster file describing this machine (the candidates are trained here)");
+  t.workers = positive_int(r, "workers", t.workers);
+  if (t.workers < 2) r.fail("workers", std::to_string(t.workers), "must be at least 2: one worker has no split to choose");
+  t.global_batch = r.integer("gbs", 1, kMaxCount).value_or(0);
+  t.top = int(r.integer("top", 1, 16).value_or(t.top));
+  t.steps = positive_int(r, "steps", t.steps);
+  t.seed = seed_key(r);
+  return t;
+}
+
 KillResumeTask parse_kill_resume(TableReader& r) {
   KillResumeTask t;
   read_training_keys(r, t);
@@ -254,6 +271,7 @@ const Kind kKinds[] = {
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},
     {"planner", "model, cluster, world, gbs, top, simulate_top", [](TableReader& r) -> Task { return parse_planner(r); }},
     {"splits", "model, cluster, workers, plans, steps, sources, seed", [](TableReader& r) -> Task { return parse_splits(r); }},
+    {"decide", "model, cluster, workers, gbs, top, steps, seed", [](TableReader& r) -> Task { return parse_decide(r); }},
     {"hang_drill", "model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed",
      [](TableReader& r) -> Task { return parse_hang_drill(r); }},
     {"elastic", "model, plan, nproc, steps, checkpoint_every, lose_rank, lose_step, seed",

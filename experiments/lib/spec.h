@@ -56,6 +56,20 @@ struct SplitsTask {
   uint64_t seed = 1;
 };
 
+// Decision utility for splits: the planner ranks the splits of a model on `workers` processes of
+// this machine; its top `top` and the best plan of each other family as it prices them (DDP,
+// ZeRO, tensor, pipeline) are trained for real; the result is the regret of its first choice
+// against the fastest measured candidate and the rank correlation of predicted and measured.
+struct DecideTask {
+  std::string model = "lab-mlp";
+  std::string cluster = "cpu-local";  // this machine: cpu-local or a cluster file describing it
+  int workers = 4;
+  int64_t global_batch = 0;  // 0: the planner's default (one microbatch per worker)
+  int top = 3;
+  int steps = 4;  // measured steps (at least kMinMeasuredSteps are measured), after one warm-up
+  uint64_t seed = 1;
+};
+
 // The all-reduce scaling lab.
 struct ScalingLabTask {
   strategy::ScalingLabInputs inputs;
@@ -127,7 +141,7 @@ struct ElasticTask {
 };
 
 using Task = std::variant<LedgerTask, ScalingTask, ScalingLabTask, EquivalenceTask, KillResumeTask, PlannerTask,
-                          SplitsTask, HangDrillTask, ElasticTask>;
+                          SplitsTask, HangDrillTask, ElasticTask, DecideTask>;
 
 struct ExperimentSpec {
   std::string name;

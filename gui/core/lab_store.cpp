@@ -4,6 +4,7 @@
 
 #include "db/results_store.h"
 #include "strategy/io.h"
+#include "strategy/measures.h"
 
 namespace parlab::gui {
 
@@ -39,7 +40,7 @@ std::map<int, MeasuredPoint> measured_points(const std::string& db_path, const L
     const auto step = metric("rounds.step_seconds") ? metric("rounds.step_seconds") : metric("step_seconds");
     if (!step) continue;
     const auto spread = metric("rounds.step_seconds") ? metric("rounds.step_seconds_spread") : metric("step_seconds_spread");
-    out[r.world_size] = {r.id, *step, spread, double(at.global_batch)};  // oldest first: the newest wins
+    out[r.world_size] = {r.id, *step, spread, double(at.global_batch), strategy::round_steps(metrics)};  // oldest first: the newest wins
   }
   return out;
 }

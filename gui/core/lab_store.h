@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "db/records.h"
 #include "gui/core/lab_setup.h"
@@ -16,6 +17,7 @@ struct MeasuredPoint {
   double step_seconds = 0;  // the run's recorded step time (median of its steps, or over its rounds)
   std::optional<double> spread_seconds;  // its spread (half the interquartile range), when recorded
   double global_batch = 0;
+  std::vector<double> rounds;  // per-round step times (strategy::round_steps), when recorded
 };
 
 // The newest completed measured run per world size whose model, cluster and split (tp, pp,

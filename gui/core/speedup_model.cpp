@@ -21,15 +21,34 @@ int SpeedupModel::row_of(int workers) const {
   return -1;
 }
 
-void SpeedupModel::set_step(int workers, SeriesSource source, double step_seconds, std::optional<long long> run,
-                            std::optional<double> spread_seconds) {
-  const int r = row_of(workers);
-  if (r < 0) return;
-  rows_[size_t(r)].step_seconds[int(source)] = step_seconds;
-  if (source == SeriesSource::kMeasured) rows_[size_t(r)].measured_run = run, rows_[size_t(r)].measured_spread = spread_seconds;
+int SpeedupModel::row_of_plan(const std::string& plan) const {
+  for (size_t i = 0; i < rows_.size(); ++i)
+    if (rows_[i].plan == plan) return int(i);
+  return -1;
+}
+
+void SpeedupModel::fill(int r, SeriesSource source, double step_seconds, std::optional<long long> run,
+                        std::optional<double> spread_seconds, std::vector<double> rounds) {
+  SpeedupPoint& p = rows_[size_t(r)];
+  p.step_seconds[int(source)] = step_seconds;
+  if (source == SeriesSource::kMeasured) p.measured_run = run, p.measured_spread = spread_seconds, p.measured_rounds = std::move(rounds);
   // A new first point of a source moves every speedup of that source: refresh the whole table.
   emit dataChanged(index(0, 0), index(rowCount() - 1, kColumns - 1));
   emit changed();
+}
+
+void SpeedupModel::set_step(int workers, SeriesSource source, double step_seconds, std::optional<long long> run,
+                            std::optional<double> spread_seconds, std::vector<double> rounds) {
+  const int r = row_of(workers);
+  if (r >= 0) fill(r, source, step_seconds, run, spread_seconds, std::move(rounds));
+}
+
+bool SpeedupModel::set_step_of_plan(const std::string& plan, SeriesSource source, double step_seconds,
+                                    std::optional<long long> run, std::optional<double> spread_seconds,
+                                    std::vector<double> rounds) {
+  const int r = row_of_plan(plan);
+  if (r >= 0) fill(r, source, step_seconds, run, spread_seconds, std::move(rounds));
+  return r >= 0;
 }
 
 void SpeedupModel::set_prediction(int workers, double speedup) {
@@ -80,6 +99,7 @@ QVariant SpeedupModel::data(const QModelIndex& index, int role) const {
   const std::optional<double> v = value(index.row(), index.column());
   if (role == kValueRole) return v ? QVariant(*v) : QVariant();
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+  if (role == Qt::ToolTipRole && index.column() == kWorkers) return QString::fromStdString(rows_[size_t(index.row())].plan);
   if (role != Qt::DisplayRole) return {};
   if (!v) return QStringLiteral("-");
   switch (index.column()) {

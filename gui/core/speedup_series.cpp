@@ -1,6 +1,7 @@
 #include "gui/core/speedup_series.h"
 
 #include "strategy/cost_model.h"
+#include "strategy/measures.h"
 
 namespace parlab::gui {
 
@@ -17,21 +18,26 @@ std::optional<double> speedup_of(const std::vector<SpeedupPoint>& rows, size_t i
   const auto& t = rows[i].step_seconds[int(source)];
   if (!b || !t || !(*t > 0)) return std::nullopt;
   const SpeedupPoint& base = rows[*b];
-  return (rows[i].global_batch / *t) / (base.global_batch / *base.step_seconds[int(source)]);
+  const auto samples = [source](const SpeedupPoint& p) {
+    return source == SeriesSource::kMeasured && !p.measured_rounds.empty() ? p.measured_rounds
+                                                                           : std::vector<double>{*p.step_seconds[int(source)]};
+  };
+  const strategy::Measure m = strategy::speedup(samples(base), samples(rows[i]), base.global_batch, rows[i].global_batch);
+  return m.n > 0 ? std::optional<double>(m.value) : std::nullopt;
 }
 
 std::optional<double> efficiency_of(const std::vector<SpeedupPoint>& rows, size_t i, SeriesSource source) {
   const auto s = speedup_of(rows, i, source);
   const auto b = baseline(rows, source);
   if (!s) return std::nullopt;
-  return *s / (double(rows[i].workers) / rows[*b].workers);
+  return strategy::efficiency(*s, rows[i].workers, rows[*b].workers);
 }
 
 std::optional<double> step_error(const SpeedupPoint& row, SeriesSource prediction) {
   const auto& p = row.step_seconds[int(prediction)];
   const auto& m = row.step_seconds[int(SeriesSource::kMeasured)];
   if (!p || !m || !(*m > 0)) return std::nullopt;
-  return *p / *m - 1;
+  return strategy::relative_error(*p, *m);
 }
 
 std::vector<SpeedupPoint> analytic_series(const LabSetup& setup) {
@@ -40,6 +46,7 @@ std::vector<SpeedupPoint> analytic_series(const LabSetup& setup) {
     strategy::ClusterSpec cluster;
     const strategy::Plan plan = plan_at_workers(setup, w, &cluster);
     SpeedupPoint p;
+    p.plan = plan.to_string();
     p.workers = w;
     p.global_batch = double(plan.global_batch);
     if (setup.model.has_layers())

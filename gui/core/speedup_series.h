@@ -5,8 +5,9 @@
 //
 //   speedup(W)    = throughput_W / throughput_W1 = (gbs_W / t_W) / (gbs_1 / t_1)
 //   efficiency(W) = speedup(W) / (W / W1)
-// the definition `parlab experiment run` uses (experiments/lib/kind_scaling.cpp): at a fixed
-// global batch it is t_1 / t_W.
+// computed by strategy/measures.h, as `parlab compare`, the batch runner and the grader do: a
+// measured speedup is the median of paired per-round ratios where both points carry rounds.
+// A row is one plan: the setup's split at W workers, keyed by the whole plan's text.
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,11 +21,13 @@ enum class SeriesSource { kAnalytic = 0, kSimulated = 1, kMeasured = 2 };
 inline constexpr int kSeriesSources = 3;
 
 struct SpeedupPoint {
+  std::string plan;  // the whole plan at this row (strategy::Plan::to_string): the row's key
   int workers = 1;
   double global_batch = 0;
   std::optional<double> step_seconds[kSeriesSources];
   std::optional<long long> measured_run;  // the DB run a measured point came from
   std::optional<double> measured_spread;  // the measurement's +- (seconds), beside each error
+  std::vector<double> measured_rounds;    // per-round step times when the run closed a series
   std::optional<double> predicted_speedup;  // the learner's latest prediction at this W
 };
 

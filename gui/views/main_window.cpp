@@ -53,7 +53,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   split->addWidget(setup_area);
   tabs_ = new QTabWidget(split);
   memory_view_ = new MemoryView(memory_, tabs_);
-  plan_view_ = new PlanView(candidates_, tabs_);
+  plan_view_ = new PlanView(candidates_, tabs_, options);
   speedup_view_ = new SpeedupView(speedup_, db, tabs_);
   timeline_view_ = new TimelineView(sim_timeline_, measured_timeline_, tabs_);
   predict_view_ = new PredictView(options, speedup_, predictions_, tabs_);

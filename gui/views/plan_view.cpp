@@ -10,6 +10,7 @@
 
 #include "gui/core/candidates_model.h"
 #include "gui/core/memory_model.h"
+#include "gui/core/speedup_decide.h"
 
 namespace parlab::gui {
 
@@ -17,16 +18,27 @@ namespace {
 QString q(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
 }  // namespace
 
-PlanView::PlanView(CandidatesModel* model, QWidget* parent) : QWidget(parent), model_(model) {
+PlanView::PlanView(CandidatesModel* model, QWidget* parent, LabOptions options)
+    : QWidget(parent), model_(model), options_(std::move(options)) {
   job_ = new PlannerJob(this);
+  decide_ = new DecideJob(this);
   auto* layout = new QVBoxLayout(this);
   auto* head = new QHBoxLayout();
   status_ = new QLabel(this);
   use_ = new QPushButton(tr("&Use the selected plan"), this);
   use_->setEnabled(false);
+  measure_ = new QPushButton(tr("&Measure the top candidates"), this);
+  measure_->setToolTip(tr("Train the planner's top plans and the best of each other family on this machine "
+                          "(parlab experiment run, kind = decide): the regret of its choice and how well it ranks"));
+  measure_->setEnabled(false);
   head->addWidget(status_, 1);
   head->addWidget(use_);
+  head->addWidget(measure_);
   layout->addLayout(head);
+  decision_ = new QLabel(this);
+  decision_->setWordWrap(true);
+  decision_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+  layout->addWidget(decision_);
   table_ = new QTableView(this);
   table_->setModel(model);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -44,11 +56,27 @@ PlanView::PlanView(CandidatesModel* model, QWidget* parent) : QWidget(parent), m
     const int r = rows.isEmpty() ? 0 : rows.first().row();
     if (model_->report() && r < int(model_->report()->top.size())) emit use_plan(model_->report()->top[size_t(r)].plan);
   });
+  connect(measure_, &QPushButton::clicked, this, &PlanView::measure_candidates);
+  connect(decide_, &DecideJob::progress, this, [this](const QString& line) { decision_->setText(line); });
+  connect(decide_, &DecideJob::finished, this, [this](bool ok, const QString& headline, const QString&) {
+    measure_->setEnabled(setup_.has_value());
+    decision_->setText(ok ? tr("Measured: %1").arg(headline) : tr("Not measured: %1").arg(headline));
+  });
 }
 
 QString PlanView::explanation() const { return explanation_->toPlainText(); }
+QString PlanView::decision() const { return decision_->text(); }
+
+void PlanView::measure_candidates() {
+  if (!setup_ || decide_->running()) return;
+  measure_->setEnabled(false);
+  decision_->setText(tr("Training the candidates on %1 workers (parlab experiment run) …").arg(setup_->world()));
+  decide_->start(*setup_, options_.parlab.isEmpty() ? find_parlab() : options_.parlab, options_.db, runs_dir_of(options_));
+}
 
 void PlanView::set_setup(const LabSetup& setup) {
+  setup_ = setup;
+  measure_->setEnabled(setup.model.has_layers() && !decide_->running());
   status_->setText(tr("Searching plans for %1 on %2 devices (global batch %3) …")
                        .arg(QString::fromStdString(setup.model.name))
                        .arg(setup.world())

@@ -2,11 +2,15 @@
 // Plan view: the planner's ranked candidates for the setup's model, cluster and world (a
 // table), the choice and its explanation in the seed's terms — the smallest split that fits
 // and where more communication stops paying. The search runs off the UI thread (PlannerJob).
+// "Measure the top candidates" trains the planner's top plans and the best of each other family
+// for real (the decide experiment, a child `parlab experiment run`) and shows its regret and
+// rank correlation.
 #include <QWidget>
 #include <optional>
 
 #include "gui/core/lab_setup.h"
 #include "gui/core/planner_job.h"
+#include "gui/views/lab_options.h"
 
 class QLabel;
 class QPushButton;
@@ -16,13 +20,17 @@ class QTextBrowser;
 namespace parlab::gui {
 
 class CandidatesModel;
+class DecideJob;
 
 class PlanView : public QWidget {
   Q_OBJECT
  public:
-  PlanView(CandidatesModel* model, QWidget* parent = nullptr);
+  PlanView(CandidatesModel* model, QWidget* parent = nullptr, LabOptions options = {});
   void set_setup(const LabSetup& setup);
   PlannerJob* job() const { return job_; }
+  DecideJob* decide_job() const { return decide_; }
+  QPushButton* measure_button() const { return measure_; }
+  QString decision() const;  // the last measurement's headline (or why it could not run)
   QString explanation() const;
   QTableView* table() const { return table_; }
 
@@ -32,6 +40,7 @@ class PlanView : public QWidget {
 
  private:
   void on_done(const PlannerOutcome& outcome);
+  void measure_candidates();
 
   CandidatesModel* model_;
   PlannerJob* job_;
@@ -39,6 +48,11 @@ class PlanView : public QWidget {
   QTableView* table_;
   QTextBrowser* explanation_;
   QPushButton* use_;
+  QPushButton* measure_;
+  QLabel* decision_;
+  DecideJob* decide_;
+  LabOptions options_;
+  std::optional<LabSetup> setup_;
 };
 
 }  // namespace parlab::gui

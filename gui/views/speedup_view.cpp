@@ -120,7 +120,8 @@ void SpeedupView::set_preset(Preset p) {
 void SpeedupView::refresh_measured() {
   if (!setup_ || preset_->currentIndex() != kCurrentSetup) return;
   try {
-    for (const auto& [w, m] : measured_points(db_path_, *setup_)) model_->set_step(w, SeriesSource::kMeasured, m.step_seconds, m.run, m.spread_seconds);
+    for (const auto& [w, m] : measured_points(db_path_, *setup_))
+      model_->set_step(w, SeriesSource::kMeasured, m.step_seconds, m.run, m.spread_seconds, m.rounds);
   } catch (const std::exception& e) {
     note_->setText(tr("Measured points unavailable: %1").arg(QString::fromUtf8(e.what())));
   }

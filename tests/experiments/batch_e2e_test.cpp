@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "experiments/lib/compare.h"
 #include "experiments/lib/runner.h"
 #include "strategy/io.h"
+#include "strategy/measures.h"
 #include "tests/support/subprocess.h"
 #include "parlab/source_dir.h"
 #include "rubric/check_util.h"
@@ -134,8 +136,11 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
     worst = std::max({worst, std::fabs(simulated[r.world] / meas - 1), std::fabs(analytic[r.world] / meas - 1)});
   }
   const double paired = (measured[1][0] / measured[2][0] + measured[1][1] / measured[2][1]) / 2;
-  ASSERT_TRUE(c.rows[1].measured_speedup);
-  EXPECT_NEAR(*c.rows[1].measured_speedup, paired, 1e-12 * paired);
+  ASSERT_TRUE(c.measured_speedup(1));
+  EXPECT_NEAR(*c.measured_speedup(1), paired, 1e-12 * paired);
+  // Each round's step time is on the last run, in the order measured, so readers pair them.
+  EXPECT_EQ(c.rows[1].measured_rounds, measured[2]);
+  EXPECT_EQ(c.rows[0].measured_rounds, measured[1]);
   ASSERT_TRUE(c.worst_simulated_error && c.worst_analytic_error);
   EXPECT_DOUBLE_EQ(std::max(*c.worst_simulated_error, *c.worst_analytic_error), worst);
   EXPECT_NE(c.table().find(" +-"), std::string::npos);  // the spread beside the measurement
@@ -289,6 +294,59 @@ TEST(BatchEndToEnd, EquivalenceOverAListOfPlansComparesEachWithOneWorker) {
     EXPECT_LE(ev.at("grad_relative_difference").get<double>(), 1e-4) << key;
     EXPECT_LE(ev.at("weight_relative_difference").get<double>(), 1e-4) << key;
   }
+}
+
+}  // namespace parlab::experiments
+
+namespace parlab::experiments {
+
+// The decide experiment end to end on the tiny model and 2 workers: the planner's top plan and
+// the best of each other family trained for real, each recorded (analytic and measured runs,
+// one compare row per plan), and one decision_utility proof whose regret and correlation are
+// the measures of its own rows.
+TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
+  Scratch s;
+  auto store = db::ResultsStore::open(s.dir / "d.db");
+  const auto spec = parse_experiment("name = \"tiny_decide\"\nkind = \"decide\"\n[decide]\nmodel = \"" + kModel +
+                                         "\"\nworkers = 2\ngbs = 16\ntop = 1\nsteps = 1\n",
+                                     (s.dir / "tiny_decide.toml").string());
+  const Outcome out = run_experiment(spec, store, options(s));
+  ASSERT_TRUE(out.ok) << out.error << out.report;
+  EXPECT_NE(out.report.find("regret"), std::string::npos) << out.report;
+  const auto proofs = store.list_proofs();
+  ASSERT_EQ(proofs.size(), 1u);
+  EXPECT_EQ(proofs[0].kind, "decision_utility");
+  const nlohmann::json rows = proofs[0].evidence.at("candidates");
+  std::set<std::string> families, plans;
+  std::vector<double> predicted, measured;
+  for (const nlohmann::json& r : rows) {
+    families.insert(r.at("family").get<std::string>());
+    plans.insert(r.at("plan").get<std::string>());
+    if (!r.contains("measured_step_seconds")) continue;
+    predicted.push_back(r.at("predicted_step_seconds").get<double>());
+    measured.push_back(r.at("measured_step_seconds").get<double>());
+    const auto run = store.get_run(r.at("measured_run").get<db::RunId>());
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->kind, db::RunKind::kMeasured);
+    EXPECT_EQ(run->plan.at("text").get<std::string>(), r.at("plan").get<std::string>());
+  }
+  EXPECT_EQ(rows.front().at("origin"), "top 1");
+  EXPECT_EQ(families, (std::set<std::string>{"DDP", "ZeRO", "tensor", "pipeline"}));
+  EXPECT_EQ(plans.size(), rows.size());  // no plan twice
+  ASSERT_GE(measured.size(), 2u);
+  ASSERT_TRUE(rows.front().contains("measured_step_seconds"));
+  const double best = *std::min_element(measured.begin(), measured.end());
+  const double regret = strategy::regret(rows.front().at("measured_step_seconds").get<double>(), best);
+  char want[64];
+  std::snprintf(want, sizeof want, "regret %.1f%%", 100 * regret);
+  EXPECT_NE(out.headline.find(want), std::string::npos) << out.headline;
+  char rho[64];
+  std::snprintf(rho, sizeof rho, "Spearman %.2f over %zu candidates", strategy::spearman(predicted, measured), measured.size());
+  EXPECT_NE(out.headline.find(rho), std::string::npos) << out.headline;
+  // compare shows every candidate as its own row, with its analytic prediction beside the measurement.
+  const Comparison c = compare_experiment(store, "tiny_decide");
+  EXPECT_EQ(c.rows.size(), measured.size());
+  for (const CompareRow& r : c.rows) EXPECT_TRUE(r.measured && r.analytic) << r.split;
 }
 
 }  // namespace parlab::experiments

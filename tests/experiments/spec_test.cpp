@@ -113,3 +113,32 @@ TEST(ExperimentSpec, DeviceKeyOfMeasuredKinds) {
 }
 
 }  // namespace parlab::experiments
+
+namespace parlab::experiments {
+
+TEST(ExperimentSpec, DecideExperimentKeysAndTheirLimits) {
+  const auto d = parse_experiment("kind = \"decide\"\n[decide]\nmodel = \"models/deep-mlp.toml\"\nworkers = 3\ngbs = 48\n"
+                                  "top = 4\nsteps = 5\nseed = 9\n",
+                                  "d.toml");
+  const auto& t = std::get<DecideTask>(d.task);
+  EXPECT_EQ(d.kind, "decide");
+  EXPECT_EQ(t.model, "models/deep-mlp.toml");
+  EXPECT_EQ(t.cluster, "cpu-local");
+  EXPECT_EQ(t.workers, 3);
+  EXPECT_EQ(t.global_batch, 48);
+  EXPECT_EQ(t.top, 4);
+  EXPECT_EQ(t.steps, 5);
+  EXPECT_EQ(t.seed, 9u);
+  EXPECT_EQ(std::get<DecideTask>(parse_experiment("kind = \"decide\"\n", "d.toml").task).global_batch, 0);  // the planner's
+  // One worker has nothing to split; a GPU cluster cannot be measured here; top and gbs bounded.
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\nworkers = 1\n"), "x.toml: decide.workers");
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ncluster = \"dgx-a100\"\n"), "x.toml: decide.cluster");
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ncluster = \"my/cpu.toml\"\n"), "(accepted)");
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ntop = 0\n"), "x.toml: decide.top");
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ntop = 17\n"), "x.toml: decide.top");
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ngbs = 0\n"), "x.toml: decide.gbs");
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\nplans = [\"zero=1\"]\n"), "x.toml: decide.plans");
+  EXPECT_NE(experiment_kinds().find("decide [model, cluster, workers, gbs, top, steps, seed]"), std::string::npos);
+}
+
+}  // namespace parlab::experiments

@@ -3,6 +3,7 @@
 // scaling-lab preset strategy::scaling_lab's; an over-capacity plan is marked as not fitting;
 // and every item model passes QAbstractItemModelTester while the lab changes it.
 #include <QAbstractItemModelTester>
+#include <QFile>
 #include <QApplication>
 #include <QTabWidget>
 #include <QTableView>
@@ -28,6 +29,8 @@
 #include "gui/views/timeline_view.h"
 #include "gui_test_support.h"
 #include "strategy/cost_model.h"
+#include "strategy/io.h"
+#include "strategy/measures.h"
 #include "strategy/ledger.h"
 #include "strategy/scaling_lab.h"
 
@@ -192,6 +195,79 @@ class GuiModelsTest : public QObject {
     live.add(1, 1.2, 0.01);
     live.clear();
     w->memory_model()->clear();
+  }
+
+  // A speedup row is one plan (the setup's split at W, keyed by its whole text), and a measured
+  // speedup is strategy/measures.h's: the median of paired per-round ratios where the runs
+  // recorded their rounds -- on noisy rounds not the ratio of the medians.
+  void speedup_rows_are_plans_and_measured_speedups_are_paired() {
+    Lab lab;
+    set_workers(lab.setup(), 2);
+    QVERIFY(lab.setup()->setup());
+    const LabSetup s = *lab.setup()->setup();
+    SpeedupModel* m = lab.window->speedup_model();
+    QVERIFY(m->rowCount() >= 2);
+    for (const SpeedupPoint& p : m->rows()) QCOMPARE(p.plan, plan_at_workers(s, p.workers).to_string());
+    const std::vector<double> one = {1.0, 1.2, 1.0}, two = {0.5, 0.6, 0.55};
+    {
+      auto store = db::ResultsStore::open(lab.options.db.toStdString());
+      for (const auto& [w, v] : {std::pair{1, one}, std::pair{2, two}}) {
+        const db::RunId id = store.begin_run({.kind = db::RunKind::kMeasured, .model = s.inputs.model_label(),
+                                              .cluster = s.inputs.cluster, .plan = strategy::to_json(plan_at_workers(s, w)),
+                                              .world_size = w});
+        store.set_run_metric(id, "step_seconds", strategy::median(v));
+        store.set_run_metric(id, "rounds.step_seconds", strategy::median(v));
+        for (size_t r = 0; r < v.size(); ++r) store.set_run_metric(id, strategy::round_step_metric(int(r)), v[r]);
+        store.mark_run_status(id, db::RunStatus::kCompleted);
+      }
+    }
+    lab.window->speedup_view()->refresh_measured();
+    const int r2 = m->row_of(2);
+    QCOMPARE(m->row_of_plan(plan_at_workers(s, 2).to_string()), r2);
+    const double g1 = double(plan_at_workers(s, 1).global_batch), g2 = double(plan_at_workers(s, 2).global_batch);
+    const double paired = strategy::speedup(one, two, g1, g2).value;
+    QCOMPARE(m->value(r2, SpeedupModel::kMeasuredSpeedup).value(), paired);
+    QVERIFY(std::fabs(paired - strategy::speedup(strategy::median(one), strategy::median(two), g1, g2)) > 0.1);
+    QCOMPARE(m->value(r2, SpeedupModel::kMeasuredEfficiency).value(), strategy::efficiency(paired, 2, 1));
+    QVERIFY(!m->set_step_of_plan("no such plan", SeriesSource::kMeasured, 1.0));
+    QVERIFY(m->set_step_of_plan(plan_at_workers(s, 2).to_string(), SeriesSource::kSimulated, 0.5));
+    QCOMPARE(m->value(r2, SpeedupModel::kSimulatedStep).value(), 0.5);
+  }
+
+  // "Measure the top candidates" writes the decide experiment for the setup and runs it through
+  // `parlab experiment run` into the lab's database; its headline comes back. A stand-in parlab
+  // records what it was asked and prints the batch summary's line (the training is the
+  // experiments' tests').
+  void measure_top_candidates_runs_the_decide_experiment() {
+    Lab lab;
+    set_workers(lab.setup(), 2);
+    PlanView* v = lab.window->plan_view();
+    QVERIFY(v->measure_button()->isEnabled());
+    const QString fake = lab.dir.filePath("parlab-fake.sh"), args = lab.dir.filePath("args.txt");
+    {
+      QFile f(fake);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(("#!/bin/sh\necho \"$@\" > '" + args + "'\ncat \"$3\" >> '" + args + "'\n"
+               "echo 'decide_like: running' >&2\n"
+               "echo 'lab_decide  decide  ok  1.0 s  1-4  first choice DDP x2: regret 0.0% against the fastest measured, DDP x2'\n")
+                  .toUtf8());
+      f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    }
+    const QByteArray saved = qgetenv("PARLAB_BIN");
+    qputenv("PARLAB_BIN", fake.toUtf8());
+    QTest::mouseClick(v->measure_button(), Qt::LeftButton);
+    QVERIFY(!v->measure_button()->isEnabled());  // one measurement at a time
+    QVERIFY(wait_until([&] { return v->decision().startsWith("Measured"); }, 30000));
+    qputenv("PARLAB_BIN", saved);
+    QCOMPARE(v->decision(), QString("Measured: first choice DDP x2: regret 0.0% against the fastest measured, DDP x2"));
+    QVERIFY(v->measure_button()->isEnabled());
+    QFile a(args);
+    QVERIFY(a.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(a.readAll());
+    QVERIFY2(text.startsWith("experiment run " + runs_dir_of(lab.options) + "/lab_decide.toml --db " + lab.options.db), qPrintable(text));
+    QVERIFY2(text.contains("kind = \"decide\""), qPrintable(text));
+    QVERIFY2(text.contains("workers = 2\n"), qPrintable(text));
+    QVERIFY2(text.contains("gbs = " + QString::number(lab.setup()->setup()->plan.global_batch) + "\n"), qPrintable(text));
   }
 
   void every_view_is_reachable_by_keyboard() {
