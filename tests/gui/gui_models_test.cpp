@@ -6,6 +6,7 @@
 #include <QFile>
 #include <QApplication>
 #include <QTabWidget>
+#include <QPushButton>
 #include <QTableView>
 #include <QToolButton>
 #include <QTest>
