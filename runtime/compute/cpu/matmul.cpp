@@ -198,7 +198,7 @@ void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, cons
   }
 }
 
-std::string_view matmul_backend_name() { return "oneDNN 2.6 matmul"; }
+std::string_view matmul_backend_name() { return "oneDNN 2.6 matmul (fp32 weight gradients: OpenBLAS sgemm)"; }
 
 bool bf16_supported() {
   static const bool supported = cpu_has_avx512_bf16();

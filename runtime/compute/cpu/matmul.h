@@ -25,7 +25,7 @@ void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, cons
 // bf16 inputs (raw bf16 bits), fp32 accumulation and output. bias (fp32) may be null.
 void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias = nullptr);
 
-// "oneDNN 2.6 matmul" or "OpenBLAS sgemm": what gemm_f32 runs.
+// What gemm_f32 runs: "oneDNN 2.6 matmul (fp32 weight gradients: OpenBLAS sgemm)", or "OpenBLAS sgemm".
 std::string_view matmul_backend_name();
 // True when gemm_bf16 runs here: built with oneDNN and the CPU has AVX512-BF16.
 bool bf16_supported();
