@@ -6,7 +6,9 @@
 //   dW     dW (OC, C)  += dout^T @ inp            M = OC, N = C,  K = B
 // run by OpenBLAS (cblas_sgemm), BLIS (bli_sgemm), oneDNN (its matmul primitive, the code path
 // of PyTorch's CPU linear) in fp32, and oneDNN's matmul with bf16 inputs and fp32 accumulation
-// (what precision=mixed uses). Each cell is the median GFLOP/s over --repeats timed runs, with
+// (what precision=mixed uses), and oneDNN computing the transposed product C^T = op(B)^T op(A)^T
+// then transposing it into C, in fp32 and bf16 (the route gemm_f32 / gemm_bf16 take for forward
+// products, matmul.cpp). Each cell is the median GFLOP/s over --repeats timed runs, with
 // the spread (min..max) beside it, libraries interleaved so load on a shared machine hits all.
 // `det` says whether two runs of the same product gave the same bits.
 //
@@ -88,8 +90,8 @@ int main(int argc, char** argv) {
               std::string(cpu::matmul_backend_name()).c_str(), bf16 ? "yes (AVX512-BF16)" : "no",
               parlab::bench::load_average().c_str());
   std::printf("GFLOP/s: median [min..max] of %d runs; det = two runs gave identical bits\n\n", repeats);
-  std::printf("%-30s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K", "OpenBLAS",
-              "BLIS", "oneDNN fp32", "oneDNN bf16");
+  std::printf("%-30s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K",
+              "OpenBLAS", "BLIS", "oneDNN fp32", "oneDNN bf16", "oneDNN fp32 as C^T", "oneDNN bf16 as C^T");
 
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -117,6 +119,8 @@ int main(int argc, char** argv) {
         },
         [&] { cpu::onednn_gemm_f32(g, A.data(), B.data(), C.data()); },
         [&] { if (bf16) cpu::onednn_gemm_bf16(g, Ab.data(), Bb.data(), C.data()); },
+        [&] { cpu::onednn_gemm_f32_transposed(g, A.data(), B.data(), C.data()); },
+        [&] { if (bf16) cpu::onednn_gemm_bf16_transposed(g, Ab.data(), Bb.data(), C.data()); },
     };
     std::vector<Cell> cells(libs.size());
     for (size_t l = 0; l < libs.size(); ++l) {  // warm-up (primitive creation) + determinism
@@ -135,7 +139,7 @@ int main(int argc, char** argv) {
     std::printf("%-30s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M),
                 static_cast<long long>(s.N), static_cast<long long>(s.K));
     for (size_t l = 0; l < libs.size(); ++l) {
-      if (l == 3 && !bf16) {
+      if ((l == 3 || l == 5) && !bf16) {
         std::printf(" | %-22s", "n/a");
         continue;
       }

@@ -25,7 +25,7 @@ void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, cons
 // bf16 inputs (raw bf16 bits), fp32 accumulation and output. bias (fp32) may be null.
 void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias = nullptr);
 
-// "oneDNN 2.6 matmul" or "OpenBLAS sgemm": what gemm_f32 runs.
+// What gemm_f32 runs: "oneDNN 2.6 matmul (fp32 weight gradients: OpenBLAS sgemm)", or "OpenBLAS sgemm".
 std::string_view matmul_backend_name();
 // True when gemm_bf16 runs here: built with oneDNN and the CPU has AVX512-BF16.
 bool bf16_supported();
@@ -37,10 +37,23 @@ std::string_view bf16_unsupported_reason();
 void to_bf16(uint16_t* out, const float* in, int64_t n);
 void from_bf16(float* out, const uint16_t* in, int64_t n);
 
+// How gemm_f32 / gemm_bf16 run a product, chosen per shape by measurement (matmul.cpp says which
+// and why): oneDNN as stated, oneDNN computing C^T = op(B)^T op(A)^T and transposing it into C
+// (the bias and accumulation applied there), or OpenBLAS. Each route is deterministic, so a
+// shape gives the same bits run to run.
+enum class GemmRoute { kDirect, kTransposed, kOpenBlas };
+GemmRoute f32_route(const GemmShape& s);
+GemmRoute bf16_route(const GemmShape& s);
+
 // The individual backends, for bench_gemm and the backend tests (the runtime calls gemm_f32).
 void openblas_gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, const float* bias = nullptr);
 // Throw RuntimeError when parlab was built without oneDNN.
 void onednn_gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, const float* bias = nullptr);
 void onednn_gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias = nullptr);
+// The transposed route: the same result as the above up to rounding.
+void onednn_gemm_f32_transposed(const GemmShape& s, const float* A, const float* B, float* C,
+                                const float* bias = nullptr);
+void onednn_gemm_bf16_transposed(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C,
+                                 const float* bias = nullptr);
 
 }  // namespace parlab::compute::cpu

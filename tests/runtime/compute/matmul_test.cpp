@@ -78,6 +78,64 @@ TEST_F(MatmulTest, EveryFp32BackendMatchesNaiveDoubleForEveryTransposeAndMode) {
       }
 }
 
+// Shapes with M small and N >= 8 M (the transposed route's, for trans_b products), every transpose.
+std::vector<GemmShape> wide_shapes() {
+  std::vector<GemmShape> out;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool acc : {false, true}) out.push_back({.M = 5, .N = 70, .K = 23, .trans_a = ta, .trans_b = tb, .accumulate = acc});
+  return out;
+}
+
+TEST_F(MatmulTest, TransposedRouteMatchesNaiveDoubleForEveryTransposeAndMode) {
+  if (matmul_backend_name() == "OpenBLAS sgemm") GTEST_SKIP() << "built without oneDNN";
+  for (const GemmShape& s : wide_shapes())
+    for (bool with_bias : {false, true}) {
+      const auto A = random_vector(s.M * s.K, 21), B = random_vector(s.K * s.N, 22), bias = random_vector(s.N, 23);
+      const auto C0 = random_vector(s.M * s.N, 24);
+      std::vector<float> C = C0;
+      onednn_gemm_f32_transposed(s, A.data(), B.data(), C.data(), with_bias ? bias.data() : nullptr);
+      EXPECT_LT(max_rel_diff(C, naive(s, A, B, C0, with_bias ? bias.data() : nullptr)), 1e-5)
+          << "ta=" << s.trans_a << " tb=" << s.trans_b << " acc=" << s.accumulate << " bias=" << with_bias;
+      if (!bf16_supported()) continue;
+      std::vector<uint16_t> Ab(A.size()), Bb(B.size());
+      to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
+      to_bf16(Bb.data(), B.data(), static_cast<int64_t>(B.size()));
+      std::vector<float> Ar(A.size()), Br(B.size());
+      from_bf16(Ar.data(), Ab.data(), static_cast<int64_t>(Ab.size()));
+      from_bf16(Br.data(), Bb.data(), static_cast<int64_t>(Bb.size()));
+      std::vector<float> Cb = C0;
+      onednn_gemm_bf16_transposed(s, Ab.data(), Bb.data(), Cb.data(), with_bias ? bias.data() : nullptr);
+      EXPECT_LT(max_rel_diff(Cb, naive(s, Ar, Br, C0, with_bias ? bias.data() : nullptr)), 1e-5)
+          << "bf16 ta=" << s.trans_a << " tb=" << s.trans_b << " acc=" << s.accumulate << " bias=" << with_bias;
+    }
+}
+
+TEST_F(MatmulTest, LabShapesTakeTheMeasuredRoutes) {
+  if (matmul_backend_name() == "OpenBLAS sgemm") GTEST_SKIP() << "built without oneDNN";
+  const GemmShape forward{.M = 64, .N = 4096, .K = 1024, .trans_a = false, .trans_b = true};
+  const GemmShape dinp{.M = 64, .N = 1024, .K = 4096, .trans_a = false, .trans_b = false, .accumulate = true};
+  const GemmShape dweight{.M = 4096, .N = 1024, .K = 64, .trans_a = true, .trans_b = false, .accumulate = true};
+  const GemmShape head{.M = 64, .N = 16, .K = 1024, .trans_a = false, .trans_b = true};
+  EXPECT_EQ(f32_route(forward), GemmRoute::kTransposed);
+  EXPECT_EQ(f32_route(dinp), GemmRoute::kDirect);
+  EXPECT_EQ(f32_route(dweight), GemmRoute::kOpenBlas);
+  EXPECT_EQ(f32_route(head), GemmRoute::kDirect);
+  EXPECT_EQ(bf16_route(forward), GemmRoute::kTransposed);
+  EXPECT_EQ(bf16_route(dinp), GemmRoute::kDirect);
+  EXPECT_EQ(bf16_route(dweight), GemmRoute::kDirect);
+  // and gemm_f32 gives exactly what its route gives
+  for (const GemmShape& s : {forward, dweight}) {
+    const int64_t a = s.M * s.K, b = s.K * s.N;
+    const auto A = random_vector(a, 25), B = random_vector(b, 26), C0 = random_vector(s.M * s.N, 27);
+    std::vector<float> got = C0, want = C0;
+    gemm_f32(s, A.data(), B.data(), got.data());
+    if (f32_route(s) == GemmRoute::kOpenBlas) openblas_gemm_f32(s, A.data(), B.data(), want.data());
+    else onednn_gemm_f32_transposed(s, A.data(), B.data(), want.data());
+    EXPECT_TRUE(bitwise_equal(got, want)) << "M=" << s.M;
+  }
+}
+
 TEST_F(MatmulTest, Fp32BackendGivesTheSameBitsRunToRunOnALabShape) {
   // The kill-and-resume proof needs identical bits for identical inputs, wherever the buffers
   // happen to live: run the same product on fresh copies and compare.
