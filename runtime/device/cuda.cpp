@@ -61,7 +61,7 @@ CudaRank open_cuda_rank(std::shared_ptr<comm::Store> store, int rank, int size, 
   r.make_optimizer = [device](const train::Optimizer& host, model::Model& m) -> std::unique_ptr<train::DeviceOptimizer> {
     auto* cuda_model = dynamic_cast<compute::cuda::CudaModel*>(&m);
     if (cuda_model == nullptr) throw RuntimeError("the CUDA optimizer needs the CUDA model, got a " + std::string(m.device_name()) + " model");
-    return make_cuda_optimizer(host, device, cuda_model->stream());
+    return make_cuda_optimizer(host, device, cuda_model->stream(), &cuda_model->device_account());
   };
   return r;
 }
