@@ -13,6 +13,7 @@
 #include <iterator>
 #include <string>
 
+#include "parlab/source_dir.h"
 #include "runtime/device/device.h"
 #include "strategy/errors.h"
 #include "tests/support/subprocess.h"
@@ -123,8 +124,10 @@ std::vector<std::string> libraries_mapped_by_run(const std::vector<std::string>&
 
 TEST(DeviceCli, ACpuRunAndItsWorkersMapNoCudaLibrary) {
   const fs::path dir = fs::temp_directory_path() / ("parlab_device_maps_" + std::to_string(::getpid()));
+  const std::string small = std::string(PARLAB_SOURCE_DIR) + "/experiments/models/lab-mlp-small.toml";
   const std::vector<std::string> logs = libraries_mapped_by_run(
-      {"train", "--device", "cpu", "--nproc", "2", "--steps", "1", "--run-dir", (dir / "run").string()}, dir);
+      {"train", "--device", "cpu", "--nproc", "2", "--steps", "1", "--model", small, "--run-dir", (dir / "run").string()},
+      dir);
   // The command and its two workers (at least), each of whose logs saw the C library loaded.
   ASSERT_GE(logs.size(), 3u);
   for (const std::string& log : logs) {

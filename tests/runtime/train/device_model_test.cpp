@@ -430,11 +430,12 @@ TEST(DeviceModelTest, DeviceMemoryByTheSplitEqualsTheLedgerAndSteadyStepsAllocat
       EXPECT_EQ(m.measured(MemoryCategory::kOptimizer), 8 * n / (zero >= 1 ? 4 : 1)) << "rank " << m.rank;
       ASSERT_TRUE(m.deviation(MemoryCategory::kActivations));
       EXPECT_LE(std::abs(*m.deviation(MemoryCategory::kActivations)), 0.15) << "rank " << m.rank;
-      // ZeRO-2/3 gather layers and fill buckets every step: those come back from the pool.
+      // ZeRO-2/3 gather layers and fill buckets every step: those come from the pool, which
+      // keeps them between steps (DDP and ZeRO-1 reduce their buckets in place: no buffers).
       if (zero >= 2) {
+        EXPECT_GT(e.allocations_after_first, 0) << "rank " << m.rank;
         EXPECT_GT(e.cached_bytes, 0) << "rank " << m.rank << ": the pool kept nothing";
       }
-      EXPECT_GT(e.allocations_after_first, 0) << "rank " << m.rank;
       EXPECT_EQ(e.allocations_at_end, e.allocations_after_first)
           << "rank " << m.rank << ": steps 2-4 called the device allocator";
     }
