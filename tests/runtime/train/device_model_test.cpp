@@ -373,10 +373,8 @@ struct DeviceMemoryEnd {
   int64_t cached_bytes = 0;  // released buffers the pool keeps
 };
 
-std::vector<DeviceMemoryEnd> run_device_memory(int zero, int steps) {
-  constexpr int kWorld = 4;
-  const TrainConfig config = tiny_config("gbs=16,mb=4,bucket_mb=0.008,zero=" + std::to_string(zero), kWorld, 64,
-                                         AdamWConfig{.lr = 1e-2});
+std::vector<DeviceMemoryEnd> run_device_memory(const std::string& plan, int kWorld, int steps, int blocks = 2) {
+  const TrainConfig config = tiny_config(plan, kWorld, 64, AdamWConfig{.lr = 1e-2}, blocks);
   auto host_store = comm::make_in_process_store(), device_store = comm::make_in_process_store();
   std::vector<DeviceMemoryEnd> out(kWorld);
   comm::testing::run_rank_threads(kWorld, [&](int r, std::barrier<>& sync) {
@@ -414,7 +412,8 @@ TEST(DeviceModelTest, DeviceMemoryByTheSplitEqualsTheLedgerAndSteadyStepsAllocat
   const int64_t n = model::ParamLayout(shape).numel();  // divides by 4: shards are exact
   for (int zero = 0; zero <= 3; ++zero) {
     SCOPED_TRACE("zero=" + std::to_string(zero));
-    const std::vector<DeviceMemoryEnd> ranks = run_device_memory(zero, 4);
+    const std::vector<DeviceMemoryEnd> ranks =
+        run_device_memory("gbs=16,mb=4,bucket_mb=0.008,zero=" + std::to_string(zero), 4, 4);
     for (const DeviceMemoryEnd& e : ranks) {
       const MemoryReport& m = e.report;
       for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer,
@@ -438,6 +437,19 @@ TEST(DeviceModelTest, DeviceMemoryByTheSplitEqualsTheLedgerAndSteadyStepsAllocat
       }
       EXPECT_EQ(e.allocations_at_end, e.allocations_after_first)
           << "rank " << m.rank << ": steps 2-4 called the device allocator";
+    }
+  }
+}
+
+// A pipeline stage's sends copy their boundary into compute memory (a GPU pipeline cudaMalloced
+// one per send): from the second step on, every copy is a buffer an earlier send gave back.
+TEST(DeviceModelTest, PipelineSendCopiesComeFromThePoolAfterTheFirstStep) {
+  for (const char* plan : {"pp=2,gbs=16,mb=4", "pp=2,v=2,schedule=interleaved,gbs=16,mb=4"}) {
+    SCOPED_TRACE(plan);
+    for (const DeviceMemoryEnd& e : run_device_memory(plan, 2, 4, /*blocks=*/4)) {
+      EXPECT_GT(e.allocations_after_first, 0) << "rank " << e.report.rank << ": no send copy was made";
+      EXPECT_EQ(e.allocations_at_end, e.allocations_after_first) << "rank " << e.report.rank;
+      EXPECT_GT(e.cached_bytes, 0) << "rank " << e.report.rank;
     }
   }
 }
