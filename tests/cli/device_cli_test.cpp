@@ -130,10 +130,17 @@ TEST(DeviceCli, ACpuRunAndItsWorkersMapNoCudaLibrary) {
       dir);
   // The command and its two workers (at least), each of whose logs saw the C library loaded.
   ASSERT_GE(logs.size(), 3u);
+  int workers = 0;
   for (const std::string& log : logs) {
     ASSERT_NE(log.find("libc.so"), std::string::npos) << log.substr(0, 400);
     for (const char* lib : kCudaLibraries) EXPECT_EQ(log.find(lib), std::string::npos) << lib;
+    // The workers are parlab-worker, which starts without the simulator (SimGrid and ns-3).
+    if (log.find("initialize program: ") != std::string::npos && log.find("/parlab-worker") != std::string::npos) {
+      ++workers;
+      EXPECT_EQ(log.find("libsimgrid"), std::string::npos) << "a worker loaded the simulator";
+    }
   }
+  EXPECT_EQ(workers, 2) << "the supervisor did not start parlab-worker";
   // The log does see a dlopen: asking for cuda maps the plugin and cuBLAS (then says no device).
   if (device::cuda_built() && !device::unavailable_reason(device::Kind::kCuda).empty()) {
     const std::vector<std::string> cuda = libraries_mapped_by_run(
@@ -143,6 +150,23 @@ TEST(DeviceCli, ACpuRunAndItsWorkersMapNoCudaLibrary) {
     EXPECT_NE(cuda[0].find("libcublas"), std::string::npos);
   }
   fs::remove_all(dir);
+}
+
+// parlab-worker (the program `parlab train` starts as its workers) loads the GPU plugin as a cuda
+// worker does: the plugin resolves against what the worker exports, so a symbol it lacks would
+// show here as "could not be loaded", not only on a GPU machine.
+TEST(DeviceCli, TheWorkerProgramLoadsTheGpuBackendItsCudaWorkersNeed) {
+  const fs::path worker = fs::path(parlab_bin()).parent_path() / "parlab-worker";
+  ASSERT_TRUE(fs::exists(worker)) << worker;
+  const ProcessResult r = run_process({worker.string(), "--check-cuda"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (!device::cuda_built()) {
+    EXPECT_NE(r.out.find("built without the GPU backend"), std::string::npos) << r.out;
+  } else if (device::unavailable_reason(device::Kind::kCuda).empty()) {
+    EXPECT_NE(r.out.find("cuda: available"), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("no CUDA device"), std::string::npos) << r.out;
+  }
 }
 
 // A build with the GPU backend whose plugin is missing, or is not a plugin: --device cuda says
