@@ -33,3 +33,20 @@ if(NOT PARLAB_CUDA STREQUAL "OFF")
 else()
   message(STATUS "parlab: GPU backend disabled (PARLAB_CUDA=OFF)")
 endif()
+
+# The GPU backend is a plugin (runtime/device/backend.h). A program that may load it exports its
+# own symbols, which the plugin resolves against (model, comm, train live in the program).
+function(parlab_exports_for_cuda_plugin target)
+  if(PARLAB_HAVE_CUDA)
+    set_target_properties(${target} PROPERTIES ENABLE_EXPORTS ON)
+  endif()
+endfunction()
+
+# A program that links the GPU backend in instead of loading it (the GPU tests, the GPU bench):
+# runtime/device's loader finds the entry point in the program and never opens the plugin.
+function(parlab_link_cuda_backend target)
+  if(PARLAB_HAVE_CUDA)
+    target_sources(${target} PRIVATE $<TARGET_OBJECTS:parlab_cuda_backend>)
+    target_link_libraries(${target} PRIVATE parlab_model_cuda parlab_comm_nccl parlab_device)
+  endif()
+endfunction()

@@ -3,7 +3,11 @@
 # cores; every step has its own time limit and together they stay under 8 minutes).
 #   1. configure a FRESH build with the GPU backend required (-DPARLAB_CUDA=ON) for Hopper
 #      (-DCMAKE_CUDA_ARCHITECTURES=90);
-#   2. build what the checks need: parlab, test_gpu, test_gpu_train, test_cli_device, bench_gpu;
+#   2. build what the checks need: parlab (and its GPU plugin libparlab_cuda.so), test_gpu,
+#      test_gpu_train, test_cli_device, test_train_device, bench_gpu; then the plugin's proof:
+#      `ldd parlab` names no CUDA library, the plugin links NCCL and cuBLAS, and `parlab --version`
+#      and the worker program (parlab-worker) start in tens of ms (11 runs each, median and
+#      range, wall and CPU);
 #   3. the GPU tests (ctest -L gpu: every kernel against the CPU kernels, DeviceMlp against LabMlp,
 #      NCCL on device buffers (uneven reduce-scatter/all-gather too), timeout + ncclCommAbort, the
 #      GPU trainer against the CPU trainer, bit-identical GPU resume, device-independent
@@ -11,8 +15,12 @@
 #      update on the same GPU gradients; TP slices, pipeline stages and interleaved chunks on one
 #      GPU against the whole CPU network; DDP, ZeRO-1/2/3, tp=2, pp=2 (GPipe, 1F1B, interleaved) on
 #      two GPUs and tp=2,pp=2 and tp=2,dp=2,zero=2 on four against as many CPU ranks, which skip
-#      saying how many GPUs they need on a smaller machine) and test_cli_device (parlab links NCCL
-#      and cuBLAS, --help lists --device, the plan check), verbose, so every difference is logged;
+#      saying how many GPUs they need on a smaller machine); device memory by the split on two GPUs
+#      (ZeRO-0..3: parameters, gradients and optimizer state on each GPU's account equal to the
+#      ledger, no cudaMalloc and no cudaMemGetInfo growth after the first step) beside the host
+#      stand-in's proof (test_train_device); and test_cli_device (no CUDA library in the binary or
+#      a CPU run, the plugin loaded by --device cuda, --help lists --device, the plan check),
+#      verbose, so every difference is logged;
 #   3b. the device-AdamW verdict and, with >= 2 GPUs, `parlab train --nproc 2 --device cuda` for
 #      DDP, ZeRO-1/2/3, tp=2 (sp off and on), pp=2 (1F1B) and pp=2 interleaved against the CPU run
 #      of the same seed (exported weights, tolerance 1e-4); TP and pipeline boundaries stay in GPU
@@ -28,7 +36,9 @@
 #      the final parameters and optimizer state must be bit-identical to the uninterrupted run;
 #   6. bench_gpu: the cuBLAS sgemm rate of this run, the lab-mlp forward+backward and the whole
 #      `--device cuda` training step (AdamW on the device) as MFU against it (goal >= 50%), the
-#      same step with AdamW on host copies as a ratio, memcpy rates.
+#      same step with AdamW on host copies as a ratio, memcpy rates; then the simulator's
+#      prediction of that step on the h200 preset (`parlab simulate`), to set beside it.
+# The figures belong in docs/validation.md (GPU section) with the date and commit of the run.
 # Time: every step's limit is also cut to what is left of 470 s, so the whole run ends within
 # 8 minutes even when a step hangs (a step cut short fails and says so).
 # Figures go to $OUT when it is set: summary.txt (every figure), bench_gpu.json/.log,
@@ -77,23 +87,51 @@ timeout "$(limit 60)" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=R
 grep -m1 "parlab: CUDA" "$logdir/build.log" | tee -a "$logdir/summary.txt"
 
 # 2. Build only what the checks need.
-say "build parlab test_gpu test_gpu_train test_cli_device bench_gpu with $jobs jobs"
-timeout "$(limit 210)" ninja -C "$build" -j "$jobs" parlab test_gpu test_gpu_train test_cli_device bench_gpu \
-  >> "$logdir/build.log" 2>&1 || { tail -n 40 "$logdir/build.log"; fail "build (see build.log)"; exit 1; }
+say "build parlab test_gpu test_gpu_train test_cli_device test_train_device bench_gpu with $jobs jobs"
+timeout "$(limit 210)" ninja -C "$build" -j "$jobs" parlab test_gpu test_gpu_train test_cli_device test_train_device \
+  bench_gpu >> "$logdir/build.log" 2>&1 || { tail -n 40 "$logdir/build.log"; fail "build (see build.log)"; exit 1; }
 say "built"
 parlab="$build/cli/parlab"
-ldd "$parlab" | grep -E "libnccl|libcublas\.|libcudart" | sed 's/^\s*/  links /' | tee -a "$logdir/summary.txt"
+# The backend is a plugin: the binary needs no CUDA library, the plugin needs them all.
+if ldd "$parlab" | grep -qE "libnccl|libcublas|libcudart|libcuda\.so"; then
+  fail "parlab links a CUDA library: $(ldd "$parlab" | grep -E 'libnccl|libcublas|libcudart|libcuda\.so' | tr -s ' \n' ' ')"
+else
+  say "parlab links no CUDA library (the GPU backend is $build/cli/libparlab_cuda.so)"
+fi
+ldd "$build/cli/libparlab_cuda.so" | grep -E "libnccl|libcublas\.|libcudart" | sed 's/^\s*/  plugin links /' | tee -a "$logdir/summary.txt"
+# Start-up: 11 runs each of `parlab --version` and of the worker program with nothing to do, wall
+# and CPU (user + sys) in ms, median and range (goal: under 50 ms of wall).
+if command -v python3 > /dev/null; then
+  python3 - "$parlab" <<'PY' | tee -a "$logdir/summary.txt"
+import os, resource, statistics, subprocess, sys, time
+for argv in ([sys.argv[1], "--version"], [os.path.join(os.path.dirname(sys.argv[1]), "parlab-worker"), "--help"]):
+    walls, cpus = [], []
+    for _ in range(11):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        walls.append(1e3 * (time.perf_counter() - t))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(1e3 * (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime))
+    print("  %s: wall median %.1f ms (%.1f..%.1f), CPU median %.1f ms (%.1f..%.1f), 11 runs (goal < 50 ms)"
+          % (" ".join(os.path.basename(a) for a in argv), statistics.median(walls), min(walls), max(walls),
+             statistics.median(cpus), min(cpus), max(cpus)))
+PY
+fi
 
 # 3. The GPU tests, one process per test (a test that poisons its CUDA context cannot hurt the
 #    next), verbose so every printed difference lands in the log; the CLI device tests beside.
-say "ctest -L gpu -j $test_jobs, then ctest -R DeviceCli"
+say "ctest -L gpu -j $test_jobs, then ctest -R 'DeviceCli|DeviceModelTest'"
 timeout "$(limit 75)" ctest --test-dir "$build" -L gpu -j "$test_jobs" --timeout "$(limit 60)" -V \
   --output-junit "$logdir/ctest_gpu.xml" > "$logdir/ctest_gpu.log" 2>&1
 tests_rc=$?
-timeout "$(limit 30)" ctest --test-dir "$build" -R DeviceCli --timeout "$(limit 25)" -V >> "$logdir/ctest_gpu.log" 2>&1 || tests_rc=1
+timeout "$(limit 45)" ctest --test-dir "$build" -R "DeviceCli|DeviceModelTest" -j "$test_jobs" --timeout "$(limit 40)" -V \
+  >> "$logdir/ctest_gpu.log" 2>&1 || tests_rc=1
 grep -E "tests passed|tests failed|Total Test time" "$logdir/ctest_gpu.log" | tee -a "$logdir/summary.txt"
 grep -E "max diff|max rel diff|bit-identical" "$logdir/ctest_gpu.log" | sed 's/^[0-9]*: //' | sort -u \
   >> "$logdir/summary.txt"
+# Device memory by the split: each GPU's account beside the ledger, and cudaMemGetInfo over the steps.
+grep -E "GPU zero=[0-9] rank [0-9] " "$logdir/ctest_gpu.log" | sed 's/^[0-9]*: //' >> "$logdir/summary.txt"
 grep -E "\*\*\*Failed|SKIPPED" "$logdir/ctest_gpu.log" | sed 's/^[0-9]*: //' | sort -u | head -n 20 >> "$logdir/summary.txt"
 if grep -q "no CUDA device" "$logdir/ctest_gpu.log"; then
   say "$(grep -m1 -o 'no CUDA device: .*' "$logdir/ctest_gpu.log")"
@@ -177,6 +215,9 @@ if [ "$gpus" -ge 2 ] && command -v python3 > /dev/null; then
     python3 "$logdir/compare_safetensors.py" "$build/runs/gpu2_$tag.safetensors" "$build/runs/cpu2_$tag.safetensors" 1e-4 \
       > "$logdir/equivalence_2gpu_$tag.txt" 2>&1 || fail "2-GPU $split differs from the CPU run (see equivalence_2gpu_$tag.txt)"
     tail -n 1 "$logdir/equivalence_2gpu_$tag.txt" | sed "s/^/  $split on 2 GPUs: /" | tee -a "$logdir/summary.txt"
+    # The run's own memory table (each GPU's measured peak per category beside the ledger).
+    case "$split" in *zero=3*|gbs=64) sed -n '/^Per-rank peak memory/,/^Ledger/p' "$logdir/train_gpu2_$tag.log" \
+      | sed "s/^/  [$split] /" >> "$logdir/summary.txt" ;; esac
   done
 else
   say "multi-GPU split checks (DDP, ZeRO-1/2/3, tp=2, pp=2 on 2 GPUs vs the CPU run) skipped:" \
@@ -199,6 +240,12 @@ bench_rc=$?
 cat "$logdir/bench_gpu.log"
 cat "$logdir/bench_gpu.log" >> "$logdir/summary.txt"
 [ "$bench_rc" -eq 0 ] || fail "bench_gpu (rc $bench_rc; see bench_gpu.log)"
+
+# 7. The simulator's prediction of the same lab-mlp step on the h200 preset, beside the bench.
+say "parlab simulate: lab-mlp, gbs 64, one GPU of the h200 preset"
+timeout "$(limit 30)" "$parlab" simulate --model lab-mlp --cluster h200 --world 1 --plan gbs=64 \
+  > "$logdir/simulate_h200.log" 2>&1 || fail "simulate (see simulate_h200.log)"
+sed 's/^/  sim: /' "$logdir/simulate_h200.log" | head -n 30 >> "$logdir/summary.txt"
 
 if [ "$failed" -ne 0 ]; then
   say "some checks FAILED (above); figures in $logdir"

@@ -5,6 +5,7 @@
 #include "runtime/compute/cuda/device.h"
 #include "runtime/compute/cuda/memory.h"
 #include "runtime/compute/cuda/optimizer_kernels.h"
+#include "runtime/model/compute_memory.h"
 #include "strategy/errors.h"
 
 namespace parlab::device {
@@ -26,8 +27,11 @@ cuda::AdamWScalars kernel_scalars(const train::AdamWStepScalars& s) {
 
 class CudaAdamW final : public train::DeviceOptimizer {
  public:
-  CudaAdamW(const train::AdamW& host, int device, cudaStream_t stream)
-      : device_(device), stream_(stream), n_(static_cast<size_t>(host.range().numel())) {
+  CudaAdamW(const train::AdamW& host, int device, cudaStream_t stream, model::MemoryAccount* account)
+      : device_(device),
+        stream_(stream),
+        n_(static_cast<size_t>(host.range().numel())),
+        charge_(account, model::MemoryCategory::kOptimizer, static_cast<int64_t>(2 * n_ * sizeof(float))) {
     cuda::DeviceGuard guard(device_);
     exp_avg_ = cuda::DeviceBuffer<float>(n_);
     exp_avg_sq_ = cuda::DeviceBuffer<float>(n_);
@@ -62,16 +66,17 @@ class CudaAdamW final : public train::DeviceOptimizer {
   int device_;
   cudaStream_t stream_;
   size_t n_;
+  model::AccountCharge charge_;  // the two moments, on the device's account
   cuda::DeviceBuffer<float> exp_avg_, exp_avg_sq_;
 };
 
 }  // namespace
 
 std::unique_ptr<train::DeviceOptimizer> make_cuda_optimizer(const train::Optimizer& host, int device,
-                                                            cudaStream_t stream) {
+                                                            cudaStream_t stream, model::MemoryAccount* account) {
   const auto* adamw = dynamic_cast<const train::AdamW*>(&host);
   if (adamw == nullptr) return nullptr;
-  return std::make_unique<CudaAdamW>(*adamw, device, stream);
+  return std::make_unique<CudaAdamW>(*adamw, device, stream, account);
 }
 
 }  // namespace parlab::device

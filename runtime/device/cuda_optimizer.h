@@ -7,13 +7,15 @@
 
 #include <memory>
 
+#include "runtime/model/memory_account.h"
 #include "runtime/train/device_optimizer.h"
 
 namespace parlab::device {
 
-// The device twin of `host` on GPU `device`, its kernels on `stream`; zero state. Null when
-// host is not an AdamW. Throws CudaError when the device cannot hold the state.
+// The device twin of `host` on GPU `device`, its kernels on `stream`; zero state, charged to
+// `account` as optimizer state (the model's device account; null: uncounted). Null when host is
+// not an AdamW. Throws CudaError when the device cannot hold the state.
 std::unique_ptr<train::DeviceOptimizer> make_cuda_optimizer(const train::Optimizer& host, int device,
-                                                            cudaStream_t stream);
+                                                            cudaStream_t stream, model::MemoryAccount* account = nullptr);
 
 }  // namespace parlab::device

@@ -1,5 +1,6 @@
 #include "runtime/device/device.h"
 
+#include "runtime/device/backend.h"
 #include "strategy/errors.h"
 
 namespace parlab::device {
@@ -11,6 +12,22 @@ Kind parse_kind(std::string_view text, const std::string& field) {
 }
 
 std::string_view to_string(Kind kind) { return kind == Kind::kCuda ? "cuda" : "cpu"; }
+
+// Asking about cuda loads the backend (backend.h): the one place a CPU program maps CUDA.
+std::string unavailable_reason(Kind kind) {
+  if (kind == Kind::kCpu) return "";
+  std::string why;
+  const CudaBackend* backend = cuda_backend(&why);
+  return backend ? backend->unavailable_reason() : why;
+}
+
+CudaRank open_cuda_rank(std::shared_ptr<comm::Store> store, int rank, int size, int local_rank,
+                        const CudaRankOptions& options) {
+  std::string why;
+  const CudaBackend* backend = cuda_backend(&why);
+  if (backend == nullptr) throw ConfigError("--device", "cuda", why);
+  return backend->open_rank(std::move(store), rank, size, local_rank, options);
+}
 
 void require_available(Kind kind) {
   if (const std::string why = unavailable_reason(kind); !why.empty())

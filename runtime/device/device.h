@@ -5,8 +5,9 @@
 // NCCL communicators, while Gloo keeps the host-side work (checkpoint agreement, exports,
 // barriers).
 //
-// The GPU backend is optional at configure time (cmake/cuda.cmake): this interface is the same
-// either way and CMake picks its implementation (cuda.cpp, or none.cpp that refuses), so nothing
+// The GPU backend is optional at configure time (cmake/cuda.cmake) and, when built, a plugin
+// (backend.h: libparlab_cuda.so) that this interface loads the first time cuda is asked for, so
+// a CPU run never maps CUDA, cuBLAS or NCCL. The interface is the same either way: nothing
 // outside tests a macro.
 #include <chrono>
 #include <filesystem>
@@ -27,11 +28,12 @@ enum class Kind { kCpu, kCuda };
 Kind parse_kind(std::string_view text, const std::string& field = "--device");
 std::string_view to_string(Kind kind);
 
-// Whether this binary has the GPU backend (CUDA and NCCL found at configure time).
+// Whether this build made the GPU backend (CUDA and NCCL found at configure time). Loads nothing.
 bool cuda_built();
 
 // Empty when `kind` can run here; otherwise one line that says why not: the binary was built
-// without CUDA, or this machine has no usable CUDA device (and the driver's reason).
+// without CUDA, the backend plugin is missing or cannot be loaded (backend.h), or this machine
+// has no usable CUDA device (and the driver's reason). For cuda it loads the plugin.
 std::string unavailable_reason(Kind kind);
 // Throws ConfigError("--device", "cuda", <that line>) at once, so `parlab train --device cuda`
 // exits 2 before any worker starts instead of hanging in a rendezvous.

@@ -143,7 +143,13 @@ void JobRunner::prepare() {
   const fs::path job_file = job_.run_dir / "job.json";
   write_train_job(job_file, job_);
   argv_ = spec_.worker_command;
-  if (argv_.empty()) argv_ = {self_executable().string(), "train", "--worker"};
+  if (argv_.empty()) {
+    // parlab-worker beside this program starts in milliseconds (cli/worker_main.cpp: no simulator
+    // to load); without it, this program's own worker mode.
+    const fs::path self = self_executable(), worker = self.parent_path() / "parlab-worker";
+    argv_ = fs::exists(worker) ? std::vector<std::string>{worker.string()}
+                               : std::vector<std::string>{self.string(), "train", "--worker"};
+  }
   argv_.push_back("--job=" + fs::absolute(job_file).string());
 }
 

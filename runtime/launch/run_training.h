@@ -68,8 +68,9 @@ struct TrainJobSpec {
   int min_nproc = 0;     // fewest workers to continue with after a lost device (0: nproc)
   int max_restarts = 0;  // restarts after failures before giving up
   bool fresh = false;    // remove <run_dir>/checkpoints first instead of resuming from them
-  // How a worker is started: this prefix plus "--job=<run_dir>/job.json". Empty: this program
-  // with "train --worker" (the parlab binary; a library caller passes the path of parlab).
+  // How a worker is started: this prefix plus "--job=<run_dir>/job.json". Empty: parlab-worker
+  // beside this program when it is there (cli/worker_main.cpp: starts without the simulator),
+  // else this program with "train --worker" (a library caller passes the path of parlab).
   std::vector<std::string> worker_command;
   std::chrono::milliseconds grace{3000};  // SIGTERM -> SIGKILL
   std::chrono::milliseconds poll{50};

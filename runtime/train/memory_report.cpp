@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/model/compute_memory.h"
 #include "runtime/train/trainer.h"
 #include "strategy/ledger.h"
 
@@ -49,7 +50,11 @@ MemoryReport MemoryReport::from_json(const nlohmann::json& j) {
 MemoryReport memory_report(const Trainer& trainer, const strategy::ClusterSpec& cluster) {
   MemoryReport r;
   r.rank = trainer.rank();
-  const model::MemoryUsage u = trainer.memory().usage();
+  // On a device the ledger's bytes are the device's: its compute memory's account
+  // (model/compute_memory.h), not the host's, which then holds only host copies.
+  const model::Model* device = trainer.state().device_model.get();
+  const model::MemoryAccount* account = device ? model::device_account_of(*device) : nullptr;
+  const model::MemoryUsage u = (account ? *account : trainer.memory()).usage();
   r.measured_peak_bytes = u.peak_bytes;
   r.measured_peak_total_bytes = u.peak_total_bytes;
   const strategy::Plan& plan = trainer.config().plan;

@@ -1,7 +1,7 @@
 // `parlab train --device`: listed by --help; on a machine without a usable GPU (or in a build
-// without CUDA) `--device cuda` fails at once -- exit 2, one line that says which of the two it
-// is, no worker started, no hang; and the binary links NCCL and cuBLAS exactly when it was built
-// with the GPU backend.
+// without CUDA, or without its plugin) `--device cuda` fails at once -- exit 2, one line that says
+// which it is, no worker started, no hang; and neither the binary nor a CPU run's processes map
+// CUDA, cuBLAS or NCCL (the GPU backend is a plugin loaded for --device cuda only).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,8 +9,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
+#include "parlab/source_dir.h"
 #include "runtime/device/device.h"
 #include "strategy/errors.h"
 #include "tests/support/subprocess.h"
@@ -89,13 +92,110 @@ TEST(DeviceCli, TheKillResumeProofOnCudaIsRefusedTheSameWayWithoutADevice) {
   fs::remove_all(work);
 }
 
-TEST(DeviceCli, TheBinaryLinksNcclAndCublasExactlyWhenBuiltWithCuda) {
+// The GPU backend is a plugin loaded only for --device cuda (runtime/device/backend.h): nothing
+// the binary needs at start (its ELF NEEDED, transitively: ldd) is a CUDA library.
+const char* const kCudaLibraries[] = {"libcuda.so", "libcudart", "libcublas", "libnccl", "libparlab_cuda"};
+
+TEST(DeviceCli, TheBinaryNeedsNoCudaLibraryToStart) {
   const std::string libs = ldd_of(parlab_bin());
   ASSERT_NE(libs.find("libc.so"), std::string::npos) << "ldd did not run: " << libs;
-  const bool nccl = libs.find("libnccl") != std::string::npos;
-  const bool cublas = libs.find("libcublas") != std::string::npos;
-  EXPECT_EQ(nccl, device::cuda_built()) << libs;
-  EXPECT_EQ(cublas, device::cuda_built()) << libs;
+  for (const char* lib : kCudaLibraries) EXPECT_EQ(libs.find(lib), std::string::npos) << lib << " in:\n" << libs;
+}
+
+// Every library each process of a run mapped, dlopen included: the dynamic loader's own log
+// (LD_DEBUG=files, one file per process, inherited by the workers the supervisor spawns).
+std::vector<std::string> libraries_mapped_by_run(const std::vector<std::string>& args, const fs::path& dir,
+                                                 const std::vector<std::string>& extra_env = {}) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> env = {"LD_DEBUG=files", "LD_DEBUG_OUTPUT=" + (dir / "ld").string()};
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  std::vector<std::string> argv = args;
+  argv.insert(argv.begin(), parlab_bin());
+  run_process(argv, env);
+  std::vector<std::string> logs;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("ld.", 0) != 0) continue;
+    std::ifstream in(e.path());
+    logs.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return logs;
+}
+
+TEST(DeviceCli, ACpuRunAndItsWorkersMapNoCudaLibrary) {
+  const fs::path dir = fs::temp_directory_path() / ("parlab_device_maps_" + std::to_string(::getpid()));
+  const std::string small = std::string(PARLAB_SOURCE_DIR) + "/experiments/models/lab-mlp-small.toml";
+  const std::vector<std::string> logs = libraries_mapped_by_run(
+      {"train", "--device", "cpu", "--nproc", "2", "--steps", "1", "--model", small, "--run-dir", (dir / "run").string()},
+      dir);
+  // The command and its two workers (at least), each of whose logs saw the C library loaded.
+  ASSERT_GE(logs.size(), 3u);
+  int workers = 0;
+  for (const std::string& log : logs) {
+    ASSERT_NE(log.find("libc.so"), std::string::npos) << log.substr(0, 400);
+    for (const char* lib : kCudaLibraries) EXPECT_EQ(log.find(lib), std::string::npos) << lib;
+    // The workers are parlab-worker, which starts without the simulator (SimGrid and ns-3).
+    if (log.find("initialize program: ") != std::string::npos && log.find("/parlab-worker") != std::string::npos) {
+      ++workers;
+      EXPECT_EQ(log.find("libsimgrid"), std::string::npos) << "a worker loaded the simulator";
+    }
+  }
+  EXPECT_EQ(workers, 2) << "the supervisor did not start parlab-worker";
+  // The log does see a dlopen: asking for cuda maps the plugin and cuBLAS (then says no device).
+  if (device::cuda_built() && !device::unavailable_reason(device::Kind::kCuda).empty()) {
+    const std::vector<std::string> cuda = libraries_mapped_by_run(
+        {"train", "--device", "cuda", "--nproc", "1", "--steps", "1", "--run-dir", (dir / "run").string()}, dir);
+    ASSERT_FALSE(cuda.empty());
+    EXPECT_NE(cuda[0].find("libparlab_cuda.so"), std::string::npos);
+    EXPECT_NE(cuda[0].find("libcublas"), std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+// parlab-worker (the program `parlab train` starts as its workers) loads the GPU plugin as a cuda
+// worker does: the plugin resolves against what the worker exports, so a symbol it lacks would
+// show here as "could not be loaded", not only on a GPU machine.
+TEST(DeviceCli, TheWorkerProgramLoadsTheGpuBackendItsCudaWorkersNeed) {
+  const fs::path worker = fs::path(parlab_bin()).parent_path() / "parlab-worker";
+  ASSERT_TRUE(fs::exists(worker)) << worker;
+  const ProcessResult r = run_process({worker.string(), "--check-cuda"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (!device::cuda_built()) {
+    EXPECT_NE(r.out.find("built without the GPU backend"), std::string::npos) << r.out;
+  } else if (device::unavailable_reason(device::Kind::kCuda).empty()) {
+    EXPECT_NE(r.out.find("cuda: available"), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("no CUDA device"), std::string::npos) << r.out;
+  }
+}
+
+// A build with the GPU backend whose plugin is missing, or is not a plugin: --device cuda says
+// so in one line, exit 2, before any worker.
+TEST(DeviceCli, CudaWithoutItsPluginFailsWithOneLineNamingThePlugin) {
+  if (!device::cuda_built()) GTEST_SKIP() << "built without the GPU backend: no plugin to miss";
+  const fs::path dir = fs::temp_directory_path() / ("parlab_device_plugin_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path not_elf = dir / "libparlab_cuda.so";
+  std::ofstream(not_elf) << "not a shared library\n";
+  struct Case {
+    fs::path plugin;
+    const char* want;
+  };
+  for (const Case& c : {Case{dir / "missing" / "libparlab_cuda.so", "was not found"},
+                        Case{not_elf, "could not be loaded"}}) {
+    SCOPED_TRACE(c.plugin.string());
+    std::vector<std::string> argv = {parlab_bin(), "train", "--device", "cuda", "--nproc", "1", "--steps", "1",
+                                     "--run-dir", (dir / "run").string()};
+    const ProcessResult r = run_process(argv, {"PARLAB_CUDA_PLUGIN=" + c.plugin.string()});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--device = cuda"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.want), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("libparlab_cuda.so"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "run" / "rank-0.jsonl")) << "a worker ran";
+  }
+  fs::remove_all(dir);
 }
 
 // What the GPU runtime trains, decided before any process: every split the CPU runtime trains

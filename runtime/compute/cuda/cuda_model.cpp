@@ -13,25 +13,33 @@ namespace parlab::compute::cuda {
 
 namespace {
 
-// Device memory for the executor and the shards, zeroed on the model's stream (so a collective
-// or a kernel issued after it sees zeros: the communicators wait for that stream).
-class CudaBuffer final : public model::ComputeBuffer {
+// cudaMalloc under the pool (runtime/model/compute_memory.h); new buffers are zeroed on the
+// model's stream, so a collective or kernel issued after them sees zeros (communicators wait
+// for that stream).
+class CudaRawMemory final : public model::RawMemory {
  public:
-  CudaBuffer(int64_t n, int device, cudaStream_t stream) : device_(device), values_(static_cast<size_t>(n)) {
-    values_.zero(stream);
+  CudaRawMemory(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  void* allocate(std::size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* p = nullptr;
+    PARLAB_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
   }
-  ~CudaBuffer() override {
+  void free(void* p, std::size_t) noexcept override {
     try {
       DeviceGuard guard(device_);
-      values_ = DeviceBuffer<float>();  // cudaFree waits for the device: no kernel still reads it
+      cudaFree(p);  // waits for the device: no kernel still reads it
     } catch (const std::exception&) {
     }
   }
-  std::span<float> span() override { return values_.span(); }
+  void zero(void* p, std::size_t bytes) override {
+    DeviceGuard guard(device_);
+    zero_on_device(p, bytes, stream_);
+  }
 
  private:
   int device_;
-  DeviceBuffer<float> values_;
+  cudaStream_t stream_;
 };
 
 }  // namespace
@@ -40,17 +48,28 @@ CudaModel::CudaModel(model::LabMlp& host, int64_t max_batch, int slots, int devi
   const model::FlatRange whole{0, host.layout().numel()};
   // A stage's parameters go to their global offsets of a whole-network (local-shape) buffer.
   const bool replica = host.owned_range() == whole;
+  // What the host keeps, the device keeps (ZeRO-2/3 bind the rest); an interleaved stage keeps
+  // its chunks in packed buffers instead (below).
+  const bool packed = host.chunks().size() > 1;
+  const DeviceMlp::Storage storage{.params = host.holds_params() && !packed, .grads = host.holds_grads() && !packed};
   device_ = std::make_unique<DeviceMlp>(host.shape(),
-                                        host.holds_params() && replica ? host.params() : std::span<const float>{},
-                                        max_batch, device, slots);
+                                        storage.params && replica ? host.params() : std::span<const float>{},
+                                        max_batch, device, slots, storage);
   device_->set_tp_partial(host.tp_slice().size > 1);
-  if (host.chunks().size() > 1) {
+  memory_ = std::make_unique<model::ComputeMemory>(std::make_unique<CudaRawMemory>(device, stream()));
+  const DeviceMlp::Footprint f = device_->footprint();
+  model::MemoryAccount* account = &memory_->account();
+  params_charge_ = model::AccountCharge(account, model::MemoryCategory::kParameters, f.params);
+  grads_charge_ = model::AccountCharge(account, model::MemoryCategory::kGradients, f.grads);
+  activations_charge_ = model::AccountCharge(account, model::MemoryCategory::kActivations, f.activations);
+  scratch_charge_ = model::AccountCharge(account, model::MemoryCategory::kTemporary, f.scratch);
+  if (packed) {
     // Interleaved: the chunks' tensors sit packed in the host's flat coordinates, not at their
     // global offsets; bind each into packed device buffers at the host's positions.
     DeviceGuard guard(device);
     const int64_t n = host.owned_range().numel();
-    packed_params_ = std::make_unique<CudaBuffer>(n, device, stream());
-    packed_grads_ = std::make_unique<CudaBuffer>(n, device, stream());
+    packed_params_ = memory_->buffer(n, model::MemoryCategory::kParameters);
+    packed_grads_ = memory_->buffer(n, model::MemoryCategory::kGradients);
     for (const model::ParamTensor& t : host.layout().tensors()) {
       const int64_t at = host.position(t);
       if (at < 0) continue;
@@ -61,17 +80,20 @@ CudaModel::CudaModel(model::LabMlp& host, int64_t max_batch, int slots, int devi
     }
   }
   if (!replica && host.holds_params()) push_params(host.owned_range());
+  device_->synchronize();  // the zeroing of the packed buffers and the uploads are done
   slot_used_.assign(static_cast<size_t>(slots), 0);
 }
 
 std::span<float> CudaModel::compute_params() {
   if (packed()) return packed_params_->span();
+  if (!host_.holds_params()) return {};  // ZeRO-3: the shard is the executor's buffer
   const model::FlatRange o = host_.owned_range();
   return device_->params().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
 }
 
 std::span<float> CudaModel::compute_grads() {
   if (packed()) return packed_grads_->span();
+  if (!host_.holds_grads()) return {};  // ZeRO-2/3: the shard is the executor's buffer
   const model::FlatRange o = host_.owned_range();
   return device_->grads().subspan(static_cast<size_t>(o.begin), static_cast<size_t>(o.numel()));
 }
@@ -138,9 +160,8 @@ void check_sizes(size_t a, size_t b, const char* what) {
 }  // namespace
 
 std::unique_ptr<model::ComputeBuffer> CudaModel::make_compute_buffer(int64_t elements, model::MemoryAccount*,
-                                                                     model::MemoryCategory) {
-  DeviceGuard guard(device_->device());
-  return std::make_unique<CudaBuffer>(elements, device_->device(), stream());
+                                                                     model::MemoryCategory category) {
+  return memory_->buffer(elements, category);
 }
 
 // The host's dst[i] += src[i] as a kernel (residual_backward: dinp1 += dout, one fp32 add).

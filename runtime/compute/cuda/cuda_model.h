@@ -23,19 +23,26 @@
 // (lab_mlp.h): its parameters and gradients are then two packed device buffers of the owned size,
 // each chunk's tensors bound into them at the host's positions. ZeRO-2/3: the host model then
 // holds no gradients (no parameters), and the executor binds the layers to buckets and gathered
-// layers in device memory (make_compute_buffer); the DeviceMlp still allocates whole-network
-// parameter and gradient buffers, so ZeRO's traffic and update are the GPU's but its
-// device-memory saving is not realised yet.
+// layers in device memory (make_compute_buffer). The DeviceMlp keeps what the host model keeps
+// (model::ModelStorage): no parameters of its own under ZeRO-3, no gradients under ZeRO-2/3, so
+// a rank's device holds its shards and what is gathered or bucketed in flight, as the ledger says.
+//
+// Device memory is counted and pooled (runtime/model/compute_memory.h): the DeviceMlp's own
+// buffers, every compute buffer and the device optimizer's state are charged to device_account()
+// by category (what a run reports beside the ledger), and the compute buffers the
+// executor makes and drops within a step come back from the pool, so a step after the first
+// calls no cudaMalloc/cudaFree (device_memory().raw_allocations() stays put).
 #include <map>
 #include <memory>
 
 #include "runtime/compute/cuda/device_mlp.h"
+#include "runtime/model/compute_memory.h"
 #include "runtime/model/lab_mlp.h"
 #include "runtime/model/model.h"
 
 namespace parlab::compute::cuda {
 
-class CudaModel final : public model::Model {
+class CudaModel final : public model::Model, public model::DeviceMemoryOwner {
  public:
   // `host`: the whole network, borrowed; its parameters (when it holds them: not under ZeRO-3)
   // are copied to `device`. `max_batch`: the largest microbatch; `slots`: how many microbatches may be
@@ -60,8 +67,12 @@ class CudaModel final : public model::Model {
   void pull_params(model::FlatRange range) override;
   void zero_grads() override;
   bool compute_is_host() const override { return false; }
+  // Device memory from the pool, charged to device_account() (not to `account`, the host's).
   std::unique_ptr<model::ComputeBuffer> make_compute_buffer(int64_t elements, model::MemoryAccount* account,
                                                             model::MemoryCategory category) override;
+  const model::MemoryAccount& device_account() const override { return memory_->account(); }
+  model::MemoryAccount& device_account() { return memory_->account(); }
+  const model::ComputeMemory& device_memory() const { return *memory_; }
   void compute_accumulate(std::span<float> dst, std::span<const float> src) override;
   void compute_to_host(std::span<float> host, std::span<const float> compute) override;
   void compute_from_host(std::span<float> compute, std::span<const float> host) override;
@@ -98,6 +109,10 @@ class CudaModel final : public model::Model {
 
   model::LabMlp& host_;
   std::unique_ptr<DeviceMlp> device_;  // mutable through the pointer: forward_layer is const
+  // After device_ (its stream zeroes new buffers); buffers the executor still holds keep the pool.
+  std::unique_ptr<model::ComputeMemory> memory_;
+  // The DeviceMlp's own buffers on device_account().
+  model::AccountCharge params_charge_, grads_charge_, activations_charge_, scratch_charge_;
   // An interleaved stage's packed parameters and gradients (null otherwise), owned_range() sized.
   std::unique_ptr<model::ComputeBuffer> packed_params_, packed_grads_;
   mutable std::map<const model::MicrobatchState*, int> slot_of_;

@@ -42,16 +42,17 @@ struct DeviceMlpSlot {
 // Parameters, gradients and the backward scratch once; activations per slot. The members the
 // kernels read (acts, batch, ...) are the selected slot's.
 struct DeviceMlp::State {
-  State(const model::MlpShape& s, int64_t max_b, int slot_count)
+  State(const model::MlpShape& s, int64_t max_b, int slot_count, DeviceMlp::Storage storage)
       : layout(s),
         max_batch(max_b),
         blas(stream.get()),
-        params(static_cast<size_t>(layout.numel())),
-        grads(static_cast<size_t>(layout.numel())),
+        params(storage.params ? static_cast<size_t>(layout.numel()) : 0),
+        grads(storage.grads ? static_cast<size_t>(layout.numel()) : 0),
         scratch(static_cast<size_t>(max_b * std::max(s.ffn, s.classes))) {
+    // Tensors without storage of their own start unbound (null): ZeRO binds them.
     for (const model::ParamTensor& t : layout.tensors()) {
-      param_at.push_back(params.data() + t.offset);
-      grad_at.push_back(grads.data() + t.offset);
+      param_at.push_back(storage.params ? params.data() + t.offset : nullptr);
+      grad_at.push_back(storage.grads ? grads.data() + t.offset : nullptr);
     }
     slots.reserve(static_cast<size_t>(slot_count));
     for (int k = 0; k < slot_count; ++k) slots.emplace_back(s, max_b);
@@ -112,7 +113,7 @@ struct DeviceMlp::State {
 };
 
 DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params,
-                     int64_t max_batch, int device, int slots)
+                     int64_t max_batch, int device, int slots, Storage storage)
     : device_(device) {
   shape.validate();
   if (max_batch < 1) throw ConfigError("max_batch", std::to_string(max_batch), "must be >= 1");
@@ -123,8 +124,11 @@ DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_p
                       "must equal the lab-mlp's " + std::to_string(layout.numel()) +
                           " parameters (whole network), or be empty");
   }
+  if (!storage.params && !host_params.empty())
+    throw ConfigError("host_params elements", std::to_string(host_params.size()),
+                      "must be empty for a DeviceMlp that keeps no parameters (ZeRO-3)");
   DeviceGuard guard(device);
-  state_ = std::make_unique<State>(shape, max_batch, slots);
+  state_ = std::make_unique<State>(shape, max_batch, slots, storage);
   if (host_params.empty()) state_->params.zero(state_->stream.get());
   else state_->params.upload(host_params, state_->stream.get());
   state_->grads.zero(state_->stream.get());
@@ -155,6 +159,18 @@ const model::ParamLayout& DeviceMlp::layout() const { return state_->layout; }
 int64_t DeviceMlp::max_batch() const { return state_->max_batch; }
 cudaStream_t DeviceMlp::stream() const { return state_->stream.get(); }
 const CublasHandle& DeviceMlp::blas() const { return state_->blas; }
+DeviceMlp::Footprint DeviceMlp::footprint() const {
+  Footprint f;
+  f.params = static_cast<int64_t>(state_->params.bytes());
+  f.grads = static_cast<int64_t>(state_->grads.bytes());
+  f.scratch = static_cast<int64_t>(state_->scratch.bytes() + state_->zero_bias.bytes());
+  for (const DeviceMlpSlot& slot : state_->slots)
+    f.activations += static_cast<int64_t>(slot.acts.bytes() + slot.dacts.bytes() + slot.pre.bytes() + slot.post.bytes() +
+                                          slot.logits.bytes() + slot.probs.bytes() + slot.losses.bytes() +
+                                          slot.labels.bytes());
+  return f;
+}
+
 std::span<float> DeviceMlp::params() { return state_->params.span(); }
 std::span<float> DeviceMlp::grads() { return state_->grads.span(); }
 void DeviceMlp::bind_params(model::FlatRange range, std::span<float> storage) {

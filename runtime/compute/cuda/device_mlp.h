@@ -25,6 +25,12 @@
 
 namespace parlab::compute::cuda {
 
+// What a DeviceMlp keeps of its own (DeviceMlp's constructor).
+struct DeviceMlpStorage {
+  bool params = true;
+  bool grads = true;
+};
+
 class DeviceMlp {
  public:
   // Parameters copied from `host_params` (ParamLayout(shape).numel() floats, e.g.
@@ -32,8 +38,14 @@ class DeviceMlp {
   // bound to gathered buffers before they compute); gradients zero. Throws ConfigError on a bad shape,
   // parameter count or max_batch < 1, CudaError when the device cannot hold it.
   // `slots` microbatches can be in flight at once (each its own activations; see select_slot).
+  //
+  // What it keeps of its own follows model::ModelStorage: whole-network parameters unless ZeRO-3
+  // binds gathered layers (storage.params false: host_params must be empty), gradients unless
+  // ZeRO-2/3 binds buckets (storage.grads false). params() / grads() are then empty, and a layer
+  // computing on an unbound tensor throws.
+  using Storage = DeviceMlpStorage;
   DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params, int64_t max_batch,
-            int device, int slots = 1);
+            int device, int slots = 1, Storage storage = {});
   // Initialised like model::LabMlp(shape, seed): the same values bit for bit.
   static DeviceMlp from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch,
                              int device);
@@ -48,7 +60,15 @@ class DeviceMlp {
   cudaStream_t stream() const;
   const CublasHandle& blas() const;
 
-  // DEVICE memory: the flat parameter / gradient buffers (layout().numel() floats each).
+  // Device bytes it allocated, by what they are for (the memory ledger's categories): its own
+  // parameters and gradients, every slot's activations, the backward scratch.
+  struct Footprint {
+    int64_t params = 0, grads = 0, activations = 0, scratch = 0;
+  };
+  Footprint footprint() const;
+
+  // DEVICE memory: the flat parameter / gradient buffers (layout().numel() floats each, or none:
+  // Storage above).
   std::span<float> params();
   std::span<float> grads();
   void upload_params(std::span<const float> host);

@@ -7,12 +7,18 @@
 // their boundary tensors stay in GPU memory and move over NCCL. Skips saying how many GPUs it needs.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
 #include "runtime/comm/rendezvous.h"
+#include "runtime/compute/cuda/cuda_model.h"
+#include "runtime/compute/cuda/device.h"
 #include "runtime/device/device.h"
 #include "runtime/train/export.h"
+#include "runtime/train/memory_report.h"
 #include "runtime/train/trainer_checkpoint.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 #include "tests/runtime/train/train_fixture.h"
@@ -118,6 +124,88 @@ TEST(CudaSplit, TensorAndPipelineOnFourGpusMatchesTheCpuRun) { expect_split_matc
 
 TEST(CudaSplit, Zero2OfTensorSlicesOnFourGpusMatchesTheCpuRun) {
   expect_split_matches_cpu("tp=2,dp=2,zero=2,gbs=16,mb=4", 4);
+}
+
+// Device memory by the split (issue 31) on as many GPUs as ranks: each rank's device account
+// (the CudaModel's own buffers, the executor's compute buffers, the device AdamW's moments)
+// holds parameters, gradients and optimizer state exactly as the memory ledger says -- under
+// ZeRO-3 a half of the parameters on each of two GPUs, under DDP the whole model -- and the
+// steps after the first call no cudaMalloc (the pool hands back what the first step released).
+// cudaMemGetInfo's used bytes do not grow over those steps either.
+struct DeviceMemoryEnd {
+  MemoryReport report;
+  int64_t allocations_after_first = 0, allocations_at_end = 0;
+  int64_t used_after_first = 0, used_at_end = 0;  // cudaMemGetInfo: total - free
+};
+
+int64_t device_used_bytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return -1;
+  return static_cast<int64_t>(total_bytes - free_bytes);
+}
+
+std::vector<DeviceMemoryEnd> run_device_memory(const std::string& plan, int world, int steps) {
+  const TrainConfig config = testing::tiny_config(plan, world, 64, AdamWConfig{.lr = 1e-2});
+  auto store = comm::make_in_process_store();
+  std::vector<DeviceMemoryEnd> out(world);
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        comm::GlooOptions go;
+        go.timeout = testing::kTestTimeout;
+        auto c = comm::make_gloo_communicator(store, r, world, go);
+        device::CudaRankOptions o;
+        o.timeout = testing::kTestTimeout;
+        device::CudaRank gpu = device::open_cuda_rank(store, r, world, r, o);
+        TrainerOptions to;
+        to.record_events = false;
+        to.collectives = gpu.world.get();
+        to.make_device_model = gpu.make_model;
+        to.make_device_optimizer = gpu.make_optimizer;
+        Trainer t(config, *c, to);
+        const auto& cuda = dynamic_cast<const compute::cuda::CudaModel&>(*t.state().device_model);
+        compute::cuda::DeviceGuard guard(r);
+        t.step();
+        out[r].allocations_after_first = cuda.device_memory().raw_allocations();
+        out[r].used_after_first = device_used_bytes();
+        while (t.state().step < steps) t.step();
+        out[r].allocations_at_end = cuda.device_memory().raw_allocations();
+        out[r].used_at_end = device_used_bytes();
+        out[r].report = memory_report(t, strategy::load_cluster("cpu-local"));
+        c->barrier()->wait();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(CudaSplit, DeviceMemoryOnTwoGpusIsWhatTheLedgerSaysAndSteadyStepsAllocateNothing) {
+  PARLAB_REQUIRE_CUDA_DEVICES(2);
+  using model::MemoryCategory;
+  for (int zero = 0; zero <= 3; ++zero) {
+    const std::string plan = "gbs=16,mb=4,bucket_mb=0.008,zero=" + std::to_string(zero);
+    SCOPED_TRACE(plan);
+    for (const DeviceMemoryEnd& e : run_device_memory(plan, 2, 4)) {
+      const MemoryReport& m = e.report;
+      for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer,
+                               MemoryCategory::kActivations, MemoryCategory::kTemporary})
+        std::printf("  GPU zero=%d rank %d %-11s measured %8lld B, ledger %8.0f B\n", zero, m.rank,
+                    std::string(model::to_string(c)).c_str(), static_cast<long long>(m.measured(c)), m.ledger(c));
+      std::printf("  GPU zero=%d rank %d cudaMemGetInfo used %lld B after step 1, %lld B after step 4\n", zero, m.rank,
+                  static_cast<long long>(e.used_after_first), static_cast<long long>(e.used_at_end));
+      for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer})
+        EXPECT_EQ(static_cast<double>(m.measured(c)), m.ledger(c)) << "rank " << m.rank << " " << model::to_string(c);
+      EXPECT_GT(e.allocations_after_first, 0);
+      EXPECT_EQ(e.allocations_at_end, e.allocations_after_first) << "rank " << m.rank << ": cudaMalloc after step 1";
+      EXPECT_EQ(e.used_at_end, e.used_after_first) << "rank " << m.rank << ": device memory grew after step 1";
+    }
+  }
 }
 
 }  // namespace

@@ -8,12 +8,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <barrier>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/train/export.h"
+#include "runtime/train/memory_report.h"
 #include "runtime/train/trainer_checkpoint.h"
 #include "staged_model.h"
 #include "tap_communicator.h"
@@ -356,6 +360,98 @@ TEST(DeviceModelTest, Zero2OnADeviceModelWithoutADeviceOptimizerIsRefusedBeforeT
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("ZeRO-2 on the staged model"), std::string::npos) << errors[r];
+}
+
+// Device memory by the split (issue 31), on the stand-in: a device model keeps what the host
+// keeps and takes the rest from its compute memory, every byte charged by category to its own
+// account and its transient buffers pooled (runtime/model/compute_memory.h, the CUDA model's
+// pool over the heap). 4 ranks, one microbatch each (the ledger's one in flight), AdamW on the
+// "device" (its state on the device's account too).
+struct DeviceMemoryEnd {
+  MemoryReport report;  // the device's account beside the ledger
+  int64_t allocations_after_first = 0, allocations_at_end = 0;  // the device allocator's calls
+  int64_t cached_bytes = 0;  // released buffers the pool keeps
+};
+
+std::vector<DeviceMemoryEnd> run_device_memory(const std::string& plan, int kWorld, int steps, int blocks = 2) {
+  const TrainConfig config = tiny_config(plan, kWorld, 64, AdamWConfig{.lr = 1e-2}, blocks);
+  auto host_store = comm::make_in_process_store(), device_store = comm::make_in_process_store();
+  std::vector<DeviceMemoryEnd> out(kWorld);
+  comm::testing::run_rank_threads(kWorld, [&](int r, std::barrier<>& sync) {
+    comm::GlooOptions go;
+    go.timeout = testing::kTestTimeout;
+    auto c = comm::make_gloo_communicator(host_store, r, kWorld, go);
+    auto dc = comm::make_gloo_communicator(device_store, r, kWorld, go);
+    StagedModel* staged = nullptr;
+    TrainerOptions to;
+    to.record_events = false;
+    to.collectives = dc.get();
+    to.make_device_model = [&staged](model::LabMlp& host, const strategy::Plan&) {
+      auto m = std::make_unique<StagedModel>(host);
+      staged = m.get();
+      return m;
+    };
+    to.make_device_optimizer = [&staged](const Optimizer& host, model::Model&) {
+      return std::make_unique<testing::StagedOptimizer>(host, &staged->device_account());
+    };
+    Trainer trainer(config, *c, to);
+    trainer.step();
+    out[r].allocations_after_first = staged->device_memory().raw_allocations();
+    for (int s = 1; s < steps; ++s) trainer.step();
+    out[r].allocations_at_end = staged->device_memory().raw_allocations();
+    out[r].cached_bytes = staged->device_memory().cached_bytes();
+    out[r].report = memory_report(trainer, strategy::load_cluster("cpu-local"));
+    sync.arrive_and_wait();
+  });
+  return out;
+}
+
+TEST(DeviceModelTest, DeviceMemoryByTheSplitEqualsTheLedgerAndSteadyStepsAllocateNothing) {
+  using model::MemoryCategory;
+  const model::MlpShape shape = mlp_shape(tiny_config(kPlan, 4, 64).model);
+  const int64_t n = model::ParamLayout(shape).numel();  // divides by 4: shards are exact
+  for (int zero = 0; zero <= 3; ++zero) {
+    SCOPED_TRACE("zero=" + std::to_string(zero));
+    const std::vector<DeviceMemoryEnd> ranks =
+        run_device_memory("gbs=16,mb=4,bucket_mb=0.008,zero=" + std::to_string(zero), 4, 4);
+    for (const DeviceMemoryEnd& e : ranks) {
+      const MemoryReport& m = e.report;
+      for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer,
+                               MemoryCategory::kActivations, MemoryCategory::kTemporary})
+        std::printf("  device zero=%d rank %d %-11s measured %8lld B, ledger %8.0f B\n", zero, m.rank,
+                    std::string(model::to_string(c)).c_str(), static_cast<long long>(m.measured(c)), m.ledger(c));
+      for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer})
+        EXPECT_EQ(static_cast<double>(m.measured(c)), m.ledger(c)) << "rank " << m.rank << " " << model::to_string(c);
+      // By hand: DDP the whole model; ZeRO-3 a quarter of the parameters, ZeRO-2/3 of the
+      // gradients, ZeRO-1+ of the AdamW moments (what is gathered in flight is temporary).
+      EXPECT_EQ(m.measured(MemoryCategory::kParameters), 4 * n / (zero >= 3 ? 4 : 1)) << "rank " << m.rank;
+      EXPECT_EQ(m.measured(MemoryCategory::kGradients), 4 * n / (zero >= 2 ? 4 : 1)) << "rank " << m.rank;
+      EXPECT_EQ(m.measured(MemoryCategory::kOptimizer), 8 * n / (zero >= 1 ? 4 : 1)) << "rank " << m.rank;
+      ASSERT_TRUE(m.deviation(MemoryCategory::kActivations));
+      EXPECT_LE(std::abs(*m.deviation(MemoryCategory::kActivations)), 0.15) << "rank " << m.rank;
+      // ZeRO-2/3 gather layers and fill buckets every step: those come from the pool, which
+      // keeps them between steps (DDP and ZeRO-1 reduce their buckets in place: no buffers).
+      if (zero >= 2) {
+        EXPECT_GT(e.allocations_after_first, 0) << "rank " << m.rank;
+        EXPECT_GT(e.cached_bytes, 0) << "rank " << m.rank << ": the pool kept nothing";
+      }
+      EXPECT_EQ(e.allocations_at_end, e.allocations_after_first)
+          << "rank " << m.rank << ": steps 2-4 called the device allocator";
+    }
+  }
+}
+
+// A pipeline stage's sends copy their boundary into compute memory (a GPU pipeline cudaMalloced
+// one per send): from the second step on, every copy is a buffer an earlier send gave back.
+TEST(DeviceModelTest, PipelineSendCopiesComeFromThePoolAfterTheFirstStep) {
+  for (const char* plan : {"pp=2,gbs=16,mb=4", "pp=2,v=2,schedule=interleaved,gbs=16,mb=4"}) {
+    SCOPED_TRACE(plan);
+    for (const DeviceMemoryEnd& e : run_device_memory(plan, 2, 4, /*blocks=*/4)) {
+      EXPECT_GT(e.allocations_after_first, 0) << "rank " << e.report.rank << ": no send copy was made";
+      EXPECT_EQ(e.allocations_at_end, e.allocations_after_first) << "rank " << e.report.rank;
+      EXPECT_GT(e.cached_bytes, 0) << "rank " << e.report.rank;
+    }
+  }
 }
 
 }  // namespace

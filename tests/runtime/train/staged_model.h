@@ -10,8 +10,10 @@
 // executor that sent, received or reduced the host state's tensors would compute garbage, and one
 // that wrote them is counted (host_boundaries).
 #include <algorithm>
+#include <cstring>
 #include <map>
 
+#include "runtime/model/compute_memory.h"
 #include "runtime/model/lab_mlp.h"
 #include "runtime/model/model.h"
 #include "runtime/train/device_optimizer.h"
@@ -19,13 +21,22 @@
 
 namespace parlab::train::testing {
 
-class StagedModel final : public model::Model {
+class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
  public:
   // `host`: the whole network (borrowed); under ZeRO-2/3 it holds no gradients (no parameters),
   // and the executor binds the "device" layers to buffers in this model's compute memory.
   // A pipeline stage or a tensor-parallel slice computes on the same stage or slice of its own.
+  //
+  // Its "device" memory is the CUDA model's: the twin keeps what the host keeps (no parameters
+  // under ZeRO-3, no gradients under ZeRO-2/3), and it and every compute buffer are charged to the
+  // model's own account (device_account) through the same pool (runtime/model/compute_memory.h)
+  // over heap memory, so tests see the device's bytes by category and its allocator calls.
   explicit StagedModel(model::LabMlp& host)
-      : host_(host), device_(host.global_shape(), /*seed=*/0, host.chunks(), model::ModelStorage{}, host.tp_slice()) {
+      : host_(host),
+        memory_(std::make_unique<HeapMemory>()),
+        device_(host.global_shape(), /*seed=*/0, host.chunks(),
+                model::ModelStorage{.params = host.holds_params(), .grads = host.holds_grads(), .account = &memory_.account()},
+                host.tp_slice()) {
     // The device starts from garbage (another seed) until the host's weights are pushed.
     if (host_.holds_params()) push_params(host_.owned_range());
   }
@@ -62,8 +73,11 @@ class StagedModel final : public model::Model {
   std::unique_ptr<model::ComputeBuffer> make_compute_buffer(int64_t elements, model::MemoryAccount* account,
                                                             model::MemoryCategory category) override {
     ++compute_buffers;
-    return Model::make_compute_buffer(elements, account, category);
+    return memory_.buffer(elements, category);
   }
+  const model::MemoryAccount& device_account() const override { return memory_.account(); }
+  model::MemoryAccount& device_account() { return memory_.account(); }
+  const model::ComputeMemory& device_memory() const { return memory_; }
   bool owns_layer(int layer) const override { return host_.owns_layer(layer); }
   model::TpSlice tp_slice() const override { return host_.tp_slice(); }
   void zero_grads() override {
@@ -112,13 +126,22 @@ class StagedModel final : public model::Model {
     auto it = slots_.find(&mb);
     if (it == slots_.end()) {
       if (!make) throw RuntimeError("StagedModel: a microbatch reached a backward before any forward");
-      it = slots_.emplace(&mb, device_.new_microbatch(mb.batch(), mb.global_batch())).first;
+      // As the trainer's states (charged as activations), on the device's account.
+      it = slots_.emplace(&mb, model::MicrobatchState(device_.shape(), mb.batch(), mb.global_batch(), &memory_.account()))
+               .first;
       std::copy(mb.labels().begin(), mb.labels().end(), it->second.labels().begin());
     }
     return it->second;
   }
   int64_t at(model::FlatRange r) const { return r.begin - host_.owned_range().begin; }
+  // The stand-in's "device" allocator: the heap (cudaMalloc on a GPU).
+  struct HeapMemory final : model::RawMemory {
+    void* allocate(std::size_t bytes) override { return ::operator new(bytes); }
+    void free(void* p, std::size_t) noexcept override { ::operator delete(p); }
+    void zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
+  };
   model::LabMlp& host_;
+  mutable model::ComputeMemory memory_;  // before device_: the twin charges its account (slot() is const)
   mutable model::LabMlp device_;
   mutable std::map<const model::MicrobatchState*, model::MicrobatchState> slots_;
 };
@@ -129,8 +152,9 @@ class StagedModel final : public model::Model {
 // does not upload the loaded state, then sees or leaves stale numbers.
 class StagedOptimizer final : public train::DeviceOptimizer {
  public:
-  explicit StagedOptimizer(const train::Optimizer& host)
-      : twin_(train::make_optimizer(host.config(), host.range())) {}
+  // `account`: where the twin's state is charged (the staged model's device account; null: nowhere).
+  explicit StagedOptimizer(const train::Optimizer& host, model::MemoryAccount* account = nullptr)
+      : twin_(train::make_optimizer(host.config(), host.range(), account)) {}
 
   void step(const train::Optimizer& host, std::span<float> params, std::span<const float> grads) override {
     twin_->set_lr(host.lr());

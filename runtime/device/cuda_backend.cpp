@@ -1,25 +1,23 @@
-// The device layer of a build with the GPU backend: LOCAL_RANK's GPU, NCCL, the CudaModel.
+// The GPU backend (backend.h), built into libparlab_cuda.so: LOCAL_RANK's GPU, NCCL, the
+// CudaModel. Only this plugin (and programs that link it, the GPU tests) map CUDA.
 #include <algorithm>
 
 #include "runtime/comm/nccl/nccl_communicator.h"
 #include "runtime/compute/cuda/cuda_model.h"
 #include "runtime/compute/cuda/device.h"
+#include "runtime/device/backend.h"
 #include "runtime/device/cuda_optimizer.h"
-#include "runtime/device/device.h"
 #include "strategy/errors.h"
 
 namespace parlab::device {
 
-bool cuda_built() { return true; }
+namespace {
 
-std::string unavailable_reason(Kind kind) {
-  if (kind == Kind::kCpu) return "";
+std::string no_device_reason() {
   const compute::cuda::DeviceList list = compute::cuda::cuda_devices();
   if (list.devices.empty()) return "no CUDA device on this machine (" + list.reason + "); use --device cpu";
   return "";
 }
-
-namespace {
 
 // The largest microbatch a rank of `plan` computes: its share of the global batch cut into
 // `microbatches` pieces that differ by at most one (trainer.h).
@@ -29,12 +27,10 @@ int64_t max_microbatch(const strategy::Plan& plan) {
   return std::max<int64_t>((per_rank + m - 1) / m, 1);
 }
 
-}  // namespace
-
-CudaRank open_cuda_rank(std::shared_ptr<comm::Store> store, int rank, int size, int local_rank,
-                        const CudaRankOptions& options) {
+CudaRank open_rank_on_gpu(std::shared_ptr<comm::Store> store, int rank, int size, int local_rank,
+                          const CudaRankOptions& options) {
   const compute::cuda::DeviceList list = compute::cuda::cuda_devices();
-  if (list.devices.empty()) throw ConfigError("--device", "cuda", unavailable_reason(Kind::kCuda));
+  if (list.devices.empty()) throw ConfigError("--device", "cuda", no_device_reason());
   if (local_rank < 0 || local_rank >= static_cast<int>(list.devices.size()))
     throw ConfigError("LOCAL_RANK", std::to_string(local_rank),
                       "names no GPU of this machine: one GPU per rank, " + std::to_string(list.devices.size()) +
@@ -61,9 +57,26 @@ CudaRank open_cuda_rank(std::shared_ptr<comm::Store> store, int rank, int size, 
   r.make_optimizer = [device](const train::Optimizer& host, model::Model& m) -> std::unique_ptr<train::DeviceOptimizer> {
     auto* cuda_model = dynamic_cast<compute::cuda::CudaModel*>(&m);
     if (cuda_model == nullptr) throw RuntimeError("the CUDA optimizer needs the CUDA model, got a " + std::string(m.device_name()) + " model");
-    return make_cuda_optimizer(host, device, cuda_model->stream());
+    return make_cuda_optimizer(host, device, cuda_model->stream(), &cuda_model->device_account());
   };
   return r;
 }
 
+class Backend final : public CudaBackend {
+ public:
+  std::string unavailable_reason() const override { return no_device_reason(); }
+  CudaRank open_rank(std::shared_ptr<comm::Store> store, int rank, int size, int local_rank,
+                     const CudaRankOptions& options) const override {
+    return open_rank_on_gpu(std::move(store), rank, size, local_rank, options);
+  }
+};
+
+}  // namespace
 }  // namespace parlab::device
+
+extern "C" __attribute__((visibility("default"))) const parlab::device::CudaBackend* parlab_cuda_backend_v1(
+    const char* build_id) {
+  static const parlab::device::Backend backend{};
+  if (build_id == nullptr || parlab::device::backend_build_id() != build_id) return nullptr;
+  return &backend;
+}
