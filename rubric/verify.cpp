@@ -7,6 +7,7 @@
 
 #include "rubric/checks.h"
 #include "runtime/launch/kill_resume_proof.h"
+#include "runtime/launch/run_training.h"
 #include "rubric/check_util.h"
 #include "strategy/errors.h"
 #include "strategy/ledger.h"
@@ -75,7 +76,7 @@ void verify_kill_resume(const Evidence& e, const Proof& p, const GradeOptions& o
   po.nproc = p.inputs.value("nproc", 2);
   po.fault_seed = p.inputs.value("fault_seed", 1);
   po.trials = 1;
-  po.worker_command = {o.parlab_bin, "train", "--worker"};
+  po.worker_command = launch::worker_command_for(o.parlab_bin);
   po.work_dir = (o.work_dir.empty() ? std::filesystem::temp_directory_path() / "parlab-grade-verify" : o.work_dir) /
                 ("proof-" + std::to_string(p.row.id));
   po.on_note = o.progress;

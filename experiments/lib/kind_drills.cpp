@@ -34,7 +34,7 @@ launch::TrainJobSpec drill_spec(const Context& ctx, const std::string& model, co
   spec.job.run_dir = run_dir(ctx, label);
   spec.nproc = nproc;
   spec.fresh = true;
-  spec.worker_command = {ctx.options.parlab_bin, "train", "--worker"};
+  spec.worker_command = launch::worker_command_for(ctx.options.parlab_bin);
   return spec;
 }
 

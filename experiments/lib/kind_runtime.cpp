@@ -31,7 +31,7 @@ namespace {
 
 std::vector<std::string> worker_command(const Context& ctx) {
   if (ctx.options.parlab_bin.empty()) throw RuntimeError("measured runs need the parlab binary's path (RunnerOptions::parlab_bin)");
-  return {ctx.options.parlab_bin, "train", "--worker"};
+  return launch::worker_command_for(ctx.options.parlab_bin);
 }
 
 launch::TrainJobSpec job_spec(const Context& ctx, const std::string& model, const std::string& plan, int nproc,

@@ -143,13 +143,7 @@ void JobRunner::prepare() {
   const fs::path job_file = job_.run_dir / "job.json";
   write_train_job(job_file, job_);
   argv_ = spec_.worker_command;
-  if (argv_.empty()) {
-    // parlab-worker beside this program starts in milliseconds (cli/worker_main.cpp: no simulator
-    // to load); without it, this program's own worker mode.
-    const fs::path self = self_executable(), worker = self.parent_path() / "parlab-worker";
-    argv_ = fs::exists(worker) ? std::vector<std::string>{worker.string()}
-                               : std::vector<std::string>{self.string(), "train", "--worker"};
-  }
+  if (argv_.empty()) argv_ = worker_command_for(self_executable());
   argv_.push_back("--job=" + fs::absolute(job_file).string());
 }
 
@@ -587,6 +581,12 @@ TrainJob pinned_job(const TrainJob& job, int world) { return pinned(job, world);
 TrainOutcome run_training(const TrainJobSpec& spec, const TrainCallbacks& callbacks) {
   JobRunner runner(spec, callbacks);
   return runner.run();
+}
+
+std::vector<std::string> worker_command_for(const std::filesystem::path& parlab_bin) {
+  const std::filesystem::path worker = parlab_bin.parent_path() / "parlab-worker";
+  return std::filesystem::exists(worker) ? std::vector<std::string>{worker.string()}
+                                         : std::vector<std::string>{parlab_bin.string(), "train", "--worker"};
 }
 
 }  // namespace parlab::launch
