@@ -14,7 +14,8 @@ const char* kHeader =
     "Worker processes on one host, trained for real by `scripts/fidelity-check.sh` (a fresh calibration, then\n"
     "every split on 2 and 4 workers of a model the repository's presets do not hold). Predicted: the calibrated\n"
     "simulation (the analytic walk where a row has no simulation); measured: the median step +- half its\n"
-    "interquartile range; error = predicted / measured - 1 (the goal: within 15%).\n\n";
+    "interquartile range; error = predicted / measured - 1 (the goal: within 15%); load: the cores other jobs\n"
+    "used during the measurement (above 0.3 it is not of this machine alone).\n\n";
 
 std::string cell(const char* fmt, double x) {
   char b[48];
@@ -31,8 +32,8 @@ std::string cpu_validation_markdown(db::ResultsStore* store) {
            "`parlab validate --db <its database> > docs/validation.md` to write this machine's table here.\n";
     return out + kCpuSectionEnd + "\n";
   }
-  out += "| experiment | split | workers | predicted | measured | error | machine |\n"
-         "|---|---|---:|---:|---:|---:|---|\n";
+  out += "| experiment | split | workers | predicted | measured | error | machine | load |\n"
+         "|---|---|---:|---:|---:|---:|---|---:|\n";
   int rows = 0;
   double worst = 0;
   for (const db::ExperimentRecord& e : store->list_experiments()) {
@@ -50,7 +51,8 @@ std::string cpu_validation_markdown(db::ResultsStore* store) {
       worst = std::max(worst, std::fabs(err));
       out += "| " + e.name + " | " + r.split + " | " + std::to_string(r.world) + " | " + format_ms(*predicted) +
              (r.simulated ? "" : " (analytic)") + " | " + format_ms_spread(*r.measured, r.measured_spread.value_or(0)) + " | " +
-             format_error(*predicted, *r.measured) + " | " + (run ? run->host : std::string("?")) + " |\n";
+             format_error(*predicted, *r.measured) + " | " + (run ? run->host : std::string("?")) + " | " +
+             (r.measured_others_cores ? cell("%.2f cores", *r.measured_others_cores) : std::string("-")) + " |\n";
       ++rows;
     }
   }

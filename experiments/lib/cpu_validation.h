@@ -2,7 +2,7 @@
 // docs/validation.md's CPU section: every split's prediction against its measurement on this
 // machine, from a fidelity run's database (scripts/fidelity-check.sh): split x workers, the
 // simulated step (the analytic one where nothing was simulated), the measured step +- its spread,
-// the error and the machine it was measured on. Without a database the section says so, which
+// the error, the machine it was measured on and the load other jobs put on it meanwhile. Without a database the section says so, which
 // keeps `parlab validate` deterministic (a test compares its output with the committed file).
 #include <string>
 

@@ -4,6 +4,7 @@
 // and every item model passes QAbstractItemModelTester while the lab changes it.
 #include <QAbstractItemModelTester>
 #include <QFile>
+#include <QPushButton>
 #include <QApplication>
 #include <QTabWidget>
 #include <QPushButton>
