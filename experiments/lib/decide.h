@@ -21,7 +21,10 @@ struct DecideCandidate {
   std::string name;    // short name
   std::string family;  // plan_family
   std::string origin;  // "top 1".."top K", or "best <family>"
-  double predicted_step_seconds = 0;  // the planner's price (its walked estimate)
+  // The price the choice is made on: the cost model's walk on this workload's profile where the
+  // machine is a calibrated cpu-local (predict_cluster.h), else the planner's own.
+  double predicted_step_seconds = 0;
+  double planner_step_seconds = 0;  // the planner's price (its walked estimate on the cluster as loaded)
   double global_batch = 0;
   std::optional<double> measured_step_seconds;
   double measured_spread_seconds = 0;

@@ -7,7 +7,6 @@
 #include <QPushButton>
 #include <QApplication>
 #include <QTabWidget>
-#include <QPushButton>
 #include <QTableView>
 #include <QToolButton>
 #include <QTest>
