@@ -11,15 +11,28 @@
 //      and this one (user + sys, less sensitive to a loaded machine), messages (every message of
 //      every collective algorithm and send), how many of them SimGrid carried as flows (the rest
 //      were in collective steps timed in closed form, sim/executor.h), messages per wall second.
+//   4. The datacenter table (issue 34): each plan as `parlab simulate ... --steps 1` runs it (one
+//      warm-up and one measured step, then the analytic estimate), in a forked process of its own
+//      so its peak RSS is its own: wall and CPU seconds (user + sys, the simulating child
+//      included) and peak RSS of the process and of its simulating child, beside the targets;
+//      and the planner's search_seconds for gpt-175b x 1024 and gpt-1t x 4096 (median of 3).
+//      --record FILE writes the table with the machine it ran on (sim/speed_record.inc, which
+//      docs/validation.md shows).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
+#include <thread>
 
 #include "sim/simulate.h"
 #include "strategy/cost_model.h"
@@ -117,7 +130,7 @@ void accuracy_grid(const std::vector<Case>& cases, const std::string& cluster_na
     const auto t0 = std::chrono::steady_clock::now();
     const auto s = sim::simulate_plan(model, plan, cluster, o);
     const double wall = wall_since(t0);
-    const auto a = strategy::estimate_step(model, plan, cluster);
+    [[maybe_unused]] const auto a = strategy::estimate_step(model, plan, cluster);  // as parlab simulate does
     const double ratio = s.step_seconds / a.step_seconds;
     fmt::print("{:<10} {:>5}  {:<60} {:>10.4f} {:>10.4f} {:>6.3f}  {}{}\n", c.model, c.world,
                plan.short_name() + " [" + c.plan + "]" + (c.fault.empty() ? "" : " " + c.fault), s.step_seconds, a.step_seconds, ratio,
@@ -213,6 +226,140 @@ void planner_top(const std::string& model_name, int world, int k, double goal_fi
           i == 0 ? goal_first : 0, repeats);
 }
 
+// ---- 4. the datacenter table --------------------------------------------------------------
+
+struct TableRow {
+  std::string model;
+  int world;
+  std::string plan;
+  double goal_seconds;
+  double goal_gb;  // peak RSS, process + simulating child; 0: none
+};
+
+const std::vector<TableRow>& table_rows() {
+  static const std::vector<TableRow> rows = {
+      {"gpt-1t", 4096, "tp=8,pp=8,dp=64,sp=on,recompute=selective", 30, 4},
+      {"gpt-175b", 1024, "tp=8,dp=128,zero=3", 30, 0},
+      {"gpt-175b", 1024, "tp=8,pp=8,dp=16,mb=1,gbs=512", 5, 0},
+      {"gpt-175b", 1024, "tp=8,pp=8,dp=16,mb=1,gbs=1536,sp=on,recompute=selective,precision=mixed", 10, 0},
+  };
+  return rows;
+}
+
+struct Measured {
+  double wall = 0, cpu = 0, rss_gb = 0, child_rss_gb = 0, step = 0;
+  long long ops = 0, messages = 0, flows = 0;
+};
+
+double seconds_of(const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); }
+
+// What `parlab simulate --model M --world W --plan P --steps 1` does, in a forked process whose
+// heap dies with it; the figures come back through a pipe.
+Measured measure_row(const TableRow& row) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  std::fflush(stdout);  // or the child inherits what is buffered and may write it again
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    Measured m;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto model = strategy::load_model(row.model);
+    const auto cluster = strategy::with_world(strategy::load_cluster("dgx-a100"), row.world);
+    const auto plan = resolved(model, cluster, row.world, row.plan);
+    sim::SimOptions o;
+    o.warmup_steps = 1;
+    o.steps = 1;
+    const auto s = sim::simulate_plan(model, plan, cluster, o);
+    [[maybe_unused]] const auto a = strategy::estimate_step(model, plan, cluster);  // as parlab simulate does
+    m.wall = wall_since(t0);
+    rusage self{}, children{};
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &children);
+    m.cpu = seconds_of(self.ru_utime) + seconds_of(self.ru_stime) + seconds_of(children.ru_utime) +
+            seconds_of(children.ru_stime);
+    m.rss_gb = double(self.ru_maxrss) * 1024 / 1e9;
+    m.child_rss_gb = double(children.ru_maxrss) * 1024 / 1e9;
+    m.step = s.step_seconds;
+    m.ops = s.ops, m.messages = s.messages, m.flows = s.flows;
+    const std::string line = fmt::format("{} {} {} {} {} {} {} {}\n", m.wall, m.cpu, m.rss_gb, m.child_rss_gb,
+                                         m.step, m.ops, m.messages, m.flows);
+    [[maybe_unused]] auto n = write(fds[1], line.data(), line.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Measured m;
+  std::istringstream in(text);
+  in >> m.wall >> m.cpu >> m.rss_gb >> m.child_rss_gb >> m.step >> m.ops >> m.messages >> m.flows;
+  return m;
+}
+
+std::string machine_line() {
+  std::ifstream cpu("/proc/cpuinfo");
+  std::string line, name = "unknown CPU";
+  while (std::getline(cpu, line))
+    if (line.rfind("model name", 0) == 0) {
+      name = line.substr(line.find(':') + 2);
+      break;
+    }
+  return fmt::format("{}, {} hardware threads", name, std::thread::hardware_concurrency());
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::string verdict(double value, double goal) { return value < goal ? "met" : "MISSED"; }
+
+// The table (and the planner's search times) as Markdown rows, printed and, with --record, kept.
+void datacenter_table(const std::string& record) {
+  const std::string load_before = load_average();
+  fmt::print("4. The datacenter table: `parlab simulate ... --steps 1` (1 warm-up + 1 measured step, then the\n"
+             "   analytic estimate), each in a fresh process; CPU: user + sys of it and its simulating child;\n"
+             "   RSS: peak of the process + peak of its simulating child. Load average before: {}\n",
+             load_before);
+  std::string md = "| model | GPUs | plan | wall s | target | CPU s | peak RSS GB (process + simulation) | ops | simulated step s |\n"
+                   "| --- | ---: | --- | ---: | --- | ---: | --- | ---: | ---: |\n";
+  for (const TableRow& row : table_rows()) {
+    const Measured m = measure_row(row);
+    const double rss = m.rss_gb + m.child_rss_gb;
+    const std::string target =
+        fmt::format("< {:.0f} s: {}", row.goal_seconds, verdict(m.wall, row.goal_seconds)) +
+        (row.goal_gb > 0 ? fmt::format("; < {:.0f} GB: {}", row.goal_gb, verdict(rss, row.goal_gb)) : "");
+    md += fmt::format("| {} | {} | {} | {:.1f} | {} | {:.1f} | {:.2f} ({:.2f} + {:.2f}) | {} | {:.4f} |\n", row.model,
+                      row.world, row.plan, m.wall, target, m.cpu, rss, m.rss_gb, m.child_rss_gb, m.ops, m.step);
+  }
+  md += "\n| planner search | plans | search_seconds (median of 3) | target |\n| --- | ---: | ---: | --- |\n";
+  for (const auto& [name, world, goal] : {std::tuple{"gpt-175b", 1024, 0.3}, std::tuple{"gpt-1t", 4096, 1.0}}) {
+    const auto model = strategy::load_model(name);
+    const auto cluster = strategy::with_world(strategy::load_cluster("dgx-a100"), world);
+    std::vector<double> secs;
+    strategy::PlanReport r;
+    for (int k = 0; k < 3; ++k) {
+      r = strategy::search_plans(model, cluster, {});
+      secs.push_back(r.search_seconds);
+    }
+    const double t = median(secs);
+    md += fmt::format("| {} x {} dgx-a100 | {} | {:.3f} | < {} s: {} |\n", name, world, r.evaluated, t, goal, verdict(t, goal));
+  }
+  const std::string machine = fmt::format("{}; load average {} before, {} after", machine_line(), load_before, load_average());
+  fmt::print("{}\nMachine: {}\n", md, machine);
+  if (!record.empty()) {
+    std::ofstream out(record);
+    out << "// Written by bench_sim --record (bench/sim_bench.cpp); docs/validation.md shows it. Do not edit by hand.\n"
+        << "R\"md(" << md << "\nMachine: " << machine << ".\n)md\"\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -225,9 +372,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--repeats", repeats, "Runs per speed row (the median is printed)")->capture_default_str()->check(CLI::PositiveNumber);
   bool speed_only = false;
-  app.add_flag("--speed-only", speed_only, "Only section 3 (simulator speed)");
+  app.add_flag("--speed-only", speed_only, "Only sections 3 and 4 (simulator speed)");
+  bool table_only = false;
+  app.add_flag("--table", table_only, "Only section 4 (the datacenter table beside its targets)");
+  std::string record;
+  app.add_option("--record", record, "Write section 4's table, with the machine, to this file (sim/speed_record.inc)");
   CLI11_PARSE(app, argc, argv);
 
+  if (table_only) {
+    datacenter_table(record);
+    return 0;
+  }
   if (!speed_only) {
     fmt::print("1. ");
     accuracy_grid({{"gpt-22b", 16, "dp=16"},
@@ -267,6 +422,8 @@ int main(int argc, char** argv) {
     fmt::print("   the planner's best three for gpt-175b on 1024 GPUs (parlab plan --model gpt-175b --cluster dgx-a100 --world 1024):\n");
     planner_top("gpt-175b", 1024, 3, 30, repeats);
     speed("gpt-1t", 4096, "tp=8,pp=8,dp=64", false, 60, repeats);
+    fmt::print("\n");
+    datacenter_table(record);
   }
   return 0;
 }

@@ -58,5 +58,14 @@ if [ -z "${FIDELITY_SKIP_SPLITS:-}" ]; then
   echo "-- docs/validation.md with this machine's CPU table: $dir/validation.md (copy it over docs/validation.md to publish it)"
 fi
 # ---- end: every split ----
+
+# The simulator's and the planner's own speed at datacenter scale, beside their targets
+# (bench/sim_bench.cpp, section 4; docs/validation.md keeps the last recorded run). Minutes of
+# CPU and a few GB: FIDELITY_SKIP_SIM_BENCH=1 leaves it out.
+if [ -z "${FIDELITY_SKIP_SIM_BENCH:-}" ]; then
+  load
+  "${PARLAB_BUILD_DIR:-$root/build}/bench/bench_sim" --table
+fi
+
 load
 echo "Results in $db (PARLAB_RESULTS=$dir)."

@@ -13,6 +13,7 @@
 #include <simgrid/s4u.hpp>
 #include <tuple>
 
+#include "sim/executor_state.h"
 #include "sim/platform.h"
 #include "strategy/cost_model.h"
 #include "strategy/errors.h"
@@ -26,67 +27,12 @@ using strategy::Stream;
 
 namespace {
 
-// What a blocked stream actor waits for; whoever changes that state wakes it.
-// kClosedForm: the end of a collective step timed in closed form, or its preemption.
-// kCpu: on shared cores the ranks fill, the rank's other stream holds the CPU (serialize_).
-enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective, kClosedForm, kCpu };
-
-struct Rank {
-  const StepProgram* prog = nullptr;
-  std::vector<int> queue[2];        // op ids per stream, program order
-  std::vector<int> done_step;       // per op: the last step in which it finished (-1: none)
-  std::vector<int> gid;             // program group index -> global group id
-  std::vector<int64_t> calls;       // per global group: collectives issued so far
-  std::optional<Fault> stop;
-  double slowdown = 1;
-  sg4::Host* compute_host = nullptr;
-
-  sg4::SemaphorePtr sem[2];
-  Wait wait[2] = {Wait::kNone, Wait::kNone};
-  int wait_op[2] = {-1, -1};
-  // Sends issued and not yet waited for, per stream, with the record their delivery completes.
-  std::vector<std::pair<sg4::CommPtr, OpRecord*>> pending_sends[2];
-  int entered_step[2] = {0, 0};  // the step each stream is in
-  bool finished[2] = {false, false};
-  bool stopped = false;
-  bool comm_busy = false;  // the communication stream is in a collective (serialize_)
-  struct {
-    int step = 0, op = -1;
-    double since = 0;
-    int64_t sequence = -1;
-  } current[2];
-};
-
-struct Arrival {
-  int index = 0;  // program index
-  int stream = 0;
-  const Op* op = nullptr;
-  OpRecord* record = nullptr;
-};
-
-// One schedule step as the closed form sees it.
-struct StepTiming {
-  std::vector<int> links;  // every link its messages cross (sorted, unique)
-  bool exclusive = true;   // no link carries two of its messages
-  std::vector<double> bytes, latency, bytes_per_s;  // per message: as SimGrid gets them, alone
-  double alone_seconds = 0;                          // its slowest message, alone
-};
-
-struct CachedSchedule {
-  Schedule schedule;
-  std::vector<double> sent;       // per member position
-  std::vector<StepTiming> steps;  // parallel to schedule.steps
-  std::vector<int> links;         // union over the steps
-  bool exclusive = true;          // every step is
-};
-
-// A collective timed in closed form, holding its links until it ends or something preempts it.
-struct Claim {
-  int index = 0, stream = 0;  // the driving stream
-  const std::vector<int>* links = nullptr;
-  bool preempted = false;
-  double at = 0;  // when
-};
+using exec::Arrival;
+using exec::CachedSchedule;
+using exec::Claim;
+using exec::Rank;
+using exec::StepTiming;
+using exec::Wait;
 
 class Simulation {
  public:
@@ -133,6 +79,7 @@ class Simulation {
     }
     closed_form_ = options.closed_form && !(cluster.comm_cpu_seconds_per_byte > 0);
     serialize_ = cluster.serializes_comm_with_compute();
+    runs_ = !serialize_;  // taking turns for the CPU is decided op by op
     claim_of_.assign(size_t(layout_.link_count()), nullptr);
     flows_on_.assign(size_t(layout_.link_count()), 0);
     sends_on_.resize(size_t(layout_.link_count()));
@@ -220,8 +167,9 @@ class Simulation {
     const size_t nops = p.ops.size();
     for (int s = 0; s < options_.steps; ++s) {
       if (!enter_step(i, st, s)) return;
-      for (int id : R.queue[st]) {
-        if (R.stopped || (R.stop && (s > R.stop->step || (s == R.stop->step && id >= R.stop->op)))) return halt(i);
+      for (R.pos[st] = 0; R.pos[st] < R.queue[st].size(); ++R.pos[st]) {
+        const int id = R.queue[st][R.pos[st]];
+        if (stops_at(R, s, id)) return halt(i);
         const Op& op = p.ops[id];
         OpRecord& rec = run_.records[i][size_t(s) * nops + id];
         R.current[st] = {s, id, sg4::Engine::get_clock(), -1};
@@ -231,9 +179,8 @@ class Simulation {
         }
         rec.ready = sg4::Engine::get_clock();
         execute(i, st, op, rec);
-        R.done_step[id] = s;
-        if (R.wait_op[1 - st] == id) wake(i, 1 - st, Wait::kDep);
-        progress();
+        // A run of collectives (run_collective) may have carried the stream past further ops.
+        finish_op(i, st, s, R.queue[st][R.pos[st]]);
       }
       // The step ends when the rank's messages have been delivered.
       for (auto& [comm, record] : R.pending_sends[st]) {
@@ -245,6 +192,17 @@ class Simulation {
     R.finished[st] = true;
     R.current[st].op = -1;
     if (serialize_ && st == 0) wake(i, 1, Wait::kCpu);
+  }
+
+  static bool stops_at(const Rank& R, int s, int id) {
+    return R.stopped || (R.stop && (s > R.stop->step || (s == R.stop->step && id >= R.stop->op)));
+  }
+
+  void finish_op(int i, int st, int s, int id) {
+    Rank& R = ranks_[i];
+    R.done_step[id] = s;
+    if (R.wait_op[1 - st] == id) wake(i, 1 - st, Wait::kDep);
+    progress();
   }
 
   // Both streams of a rank enter step s together (s > 0: once both finished step s - 1).
@@ -324,9 +282,16 @@ class Simulation {
       return;
     }
     // The last member to arrive drives the algorithm's messages; the others wait.
-    const std::vector<Arrival> members = std::move(arrivals);
+    std::vector<Arrival> members = std::move(arrivals);
     instances_.erase(key);
-    const CachedSchedule& cs = schedule_for(gid, op);
+    do drive_call(gid, members, i, st);
+    while (runs_ && next_call(gid, members));
+    for (const Arrival& a : members)
+      if (a.index != i || a.stream != st) wake(a.index, a.stream, Wait::kCollective);
+  }
+
+  void drive_call(int gid, const std::vector<Arrival>& members, int i, int st) {
+    const CachedSchedule& cs = schedule_for(gid, *members.front().op);  // same_call: any member's
     const double start = sg4::Engine::get_clock();
     run_schedule(cs, i, st);
     const double end = sg4::Engine::get_clock();
@@ -337,8 +302,43 @@ class Simulation {
       const size_t pos = std::lower_bound(ranks.begin(), ranks.end(), programs_[a.index].rank) - ranks.begin();
       run_.sent_bytes[a.index] += cs.sent[pos];
     }
-    for (const Arrival& a : members)
-      if (a.index != i || a.stream != st) wake(a.index, a.stream, Wait::kCollective);
+  }
+
+  // A run of calls: when every member's stream goes on with the group's next call and nothing
+  // else holds it back (sequence parallelism's per-layer reduce-scatter / all-gather pairs
+  // follow one compute op), the driver runs that call too, at the moment the members would all
+  // have reached it, and moves them on to it; they wake once at the end of the run instead of
+  // meeting for every call. The driver's waits, and so the clock, are the same. False (nothing
+  // changed) when some member's next op is anything else.
+  bool next_call(int gid, std::vector<Arrival>& members) {
+    std::vector<const Op*> next(members.size());
+    for (size_t k = 0; k < members.size(); ++k) {
+      const Arrival& a = members[k];
+      const Rank& R = ranks_[a.index];
+      const int s = R.entered_step[a.stream];
+      const auto& queue = R.queue[a.stream];
+      const size_t n = R.pos[a.stream] + 1;
+      if (n >= queue.size() || stops_at(R, s, queue[n])) return false;
+      const Op& op = R.prog->ops[queue[n]];
+      if (!op.is_collective() || R.gid[op.group] != gid) return false;
+      if (k > 0 && (op.kind != next[0]->kind || op.bytes != next[0]->bytes || op.count != next[0]->count)) return false;
+      for (int d : op.deps)
+        if (R.done_step[d] < s && d != a.op->id) return false;
+      next[k] = &op;
+    }
+    const double now = sg4::Engine::get_clock();
+    for (size_t k = 0; k < members.size(); ++k) {
+      Arrival& a = members[k];
+      Rank& R = ranks_[a.index];
+      const int s = R.entered_step[a.stream];
+      finish_op(a.index, a.stream, s, a.op->id);
+      ++R.pos[a.stream];
+      a.op = next[k];
+      a.record = &run_.records[a.index][size_t(s) * R.prog->ops.size() + size_t(a.op->id)];
+      a.record->ready = now;
+      R.current[a.stream] = {s, a.op->id, now, R.calls[gid]++};
+    }
+    return true;
   }
 
   static bool same_call(const std::vector<Arrival>& arrivals) {
@@ -568,6 +568,7 @@ class Simulation {
   std::vector<sg4::ExecPtr> background_cpu_;  // CPU work of sends, kept referenced until the run ends
   bool closed_form_ = false;
   bool serialize_ = false;  // strategy::ClusterSpec::serializes_comm_with_compute
+  bool runs_ = false;       // drive runs of collectives as one meeting (next_call)
   std::vector<Claim*> claim_of_;                   // per link: the closed-form collective holding it
   std::vector<int> flows_on_;                      // per link: collective steps using it as flows
   std::vector<std::vector<sg4::CommPtr>> sends_on_;  // per link: sends that may be on their way

@@ -7,7 +7,9 @@
 //     bandwidth), so bandwidth-bound ops (the optimizer) take their roofline time;
 //   - a collective starts when the last member of its group reaches it (members meet by group
 //     and call number) and runs as the messages of its algorithm (sim/schedule.h); `count` > 1
-//     is that many back-to-back calls;
+//     is that many back-to-back calls; when every member goes on at once with the group's next
+//     call (sequence parallelism's per-layer pairs), the driver runs that one too and the
+//     members meet once for the run (the same waits, so the same times);
 //   - a send is issued and the stream moves on (a helper actor carries the message); a receive
 //     blocks its stream until the message has arrived; per pair of ranks messages arrive in order;
 //   - steps follow each other per rank: a rank starts step s+1 once both its streams finished

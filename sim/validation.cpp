@@ -13,6 +13,12 @@
 
 namespace parlab::sim {
 namespace {
+// The last bench_sim --table run (bench/sim_bench.cpp writes this file).
+constexpr const char* kSpeedRecord =
+#include "sim/speed_record.inc"
+    ;
+}  // namespace
+namespace {
 
 using strategy::ClusterSpec;
 using strategy::ModelSpec;
@@ -533,6 +539,17 @@ std::string validation_markdown() {
                       r.ledger_bytes / 1e9, pct(r.error()));
   }
   md += fmt::format("\nWorst error {:.1f}% (goal: within 3%).\n", 100 * act_worst);
+
+  // ---- the simulator's own speed ----
+  md += "\n## Simulator speed at datacenter scale\n\n";
+  md += "Not a prediction but a guard: how long the simulator and the planner take on the plans of issue 34,\n"
+        "beside their targets. Wall time depends on the machine and its load, so this table is the last\n"
+        "recorded run of `bench_sim --table --record sim/speed_record.inc` (bench/sim_bench.cpp), with the\n"
+        "machine it ran on, not recomputed here; `scripts/fidelity-check.sh` prints a fresh one. Each plan\n"
+        "runs as `parlab simulate ... --steps 1` does (one warm-up and one measured step, then the analytic\n"
+        "estimate) in a fresh process; CPU seconds count the simulating child too, and are the figure to\n"
+        "trust on a loaded machine.\n\n";
+  md += kSpeedRecord;
   return md;
 }
 

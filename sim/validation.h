@@ -12,6 +12,9 @@
 //                  published runs (two of 8 x A100, one of 4 x H100, one of 8 x H100)
 //   activations    the memory ledger against the paper's activation formulas (Table 2 and the
 //                  pipeline schedule's in-flight factor, Section 4.2.3)
+//   speed          the simulator's and the planner's own speed at datacenter scale beside their
+//                  targets: the last run bench_sim --table --record recorded (sim/speed_record.inc),
+//                  with its machine and load, as recorded (wall time is not this code's to recompute)
 #include <string>
 #include <vector>
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "strategy/errors.h"
 
@@ -273,16 +274,19 @@ class Walker {
     State& s = states_[i];
     const StepProgram& prog = programs_[i];
     const Group& g = prog.group_of(op);
-    auto& arrivals = rendezvous_[{s.group_id[op.group], s.call_index[op.id]}];
-    if (!s.arrived[op.id]) {
-      arrivals.emplace_back(prog.rank, w.start);
-      s.arrived[op.id] = true;
+    const int gid = s.group_id[op.group];
+    // Only groups with several walked members meet (a TP group has one: the walk takes one rank
+    // per stage); the planner walks thousands of such calls.
+    if (walked_members(gid, g) > 1) {
+      auto& arrivals = rendezvous_[{gid, s.call_index[op.id]}];
+      if (!s.arrived[op.id]) {
+        arrivals.emplace_back(prog.rank, w.start);
+        s.arrived[op.id] = true;
+      }
+      if (int(arrivals.size()) < walked_members(gid, g)) return false;
+      for (const auto& [r, t] : arrivals) w.start = std::max(w.start, t);
     }
-    int walked_members = 0;
-    for (int member : g.ranks) walked_members += index_of_.count(member) ? 1 : 0;
-    if (int(arrivals.size()) < walked_members) return false;
-    for (const auto& [r, t] : arrivals) w.start = std::max(w.start, t);
-    const auto est = collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_);
+    const CollectiveEstimate& est = estimate(gid, g, op);
     w.finish = w.start + est.seconds * op.count;
     s.comm_cpu += bus_bandwidth_factor(collective_of(op.kind), g.size()) * op.bytes * op.count *
                   cluster_.comm_cpu_seconds_per_byte;
@@ -290,6 +294,26 @@ class Walker {
       timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
                           g.size(), w.start, w.finish, est.seconds, std::string(to_string(est.algorithm))});
     return true;
+  }
+
+  int walked_members(int gid, const Group& g) {
+    if (size_t(gid) >= walked_members_.size()) walked_members_.resize(size_t(gid) + 1, -1);
+    int& n = walked_members_[size_t(gid)];
+    if (n < 0) {
+      n = 0;
+      for (int member : g.ranks) n += index_of_.count(member) ? 1 : 0;
+    }
+    return n;
+  }
+
+  // collective_time of one call, priced once per group, operation and size (a stage repeats
+  // the same few calls for every layer and microbatch).
+  const CollectiveEstimate& estimate(int gid, const Group& g, const Op& op) {
+    const auto key = std::make_tuple(gid, int(op.kind), op.bytes);
+    auto it = estimates_.find(key);
+    if (it == estimates_.end())
+      it = estimates_.emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_)).first;
+    return it->second;
   }
 
   // Messages between a pair match in order; a receive ends when its message has arrived.
@@ -429,6 +453,8 @@ class Walker {
   GemmTimes gemms_;
   std::map<std::string, int> group_ids_;
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;
+  std::vector<int> walked_members_;  // per walk-wide group id; -1: not counted yet
+  std::map<std::tuple<int, int, double>, CollectiveEstimate> estimates_;
   std::map<std::pair<int, int>, std::vector<double>> sends_;
   std::map<std::pair<int, int>, int> recv_count_;
   std::vector<CollectiveTiming> timings_;

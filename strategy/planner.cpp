@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <tuple>
 
 #include "strategy/errors.h"
@@ -135,9 +136,21 @@ struct Search {
     return cand;
   }
 
+  // The rule's choice, the smallest split and the neighbours are often plans the ranking has
+  // walked already: each plan is walked once.
   void walk(Candidate& cand) const {
-    if (!cand.walked) cand.walked = estimate_step(m, cand.plan, c, /*detail=*/false);
+    if (cand.walked) return;
+    const Plan& p = cand.plan;
+    const auto key = std::make_tuple(p.dp, p.tp, p.pp, p.zero, p.microbatch, p.microbatches, p.global_batch,
+                                     int(p.schedule), p.v, int(p.recompute), p.sequence_parallel, int(p.precision),
+                                     int(p.mixed_state), int(p.optimizer), p.bucket_bytes);
+    auto it = walks.find(key);
+    if (it == walks.end()) it = walks.emplace(key, estimate_step(m, p, c, /*detail=*/false)).first;
+    cand.walked = it->second;
   }
+  mutable std::map<std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int, double>,
+                   StepEstimate>
+      walks;
 
   template <typename T>
   std::vector<T> choices(const char* key, T given, std::vector<T> all) const {
@@ -564,7 +577,7 @@ PlanReport search_plans(const ModelSpec& m, const ClusterSpec& c, const PlannerO
   report.global_batch = o.global_batch > 0 ? o.global_batch
                         : o.fixed.global_batch > 0 ? o.fixed.global_batch
                                                    : int64_t(report.world) * default_mb;
-  const Search s{m, c, o, m.layer_list(), report.world, report.global_batch};
+  const Search s{m, c, o, m.layer_list(), report.world, report.global_batch, {}};
 
   std::vector<Candidate> fitting = fitting_candidates(s, enumerate_plans(s), report);
   rank_candidates(s, fitting, report);

@@ -95,6 +95,91 @@ TEST(TensorParallel, CoalescedCallsAgreeWithExactCalls) {
   }
 }
 
+// Four ranks in one group: a forward, `calls` collectives on the group right after it (the
+// shape sequence parallelism writes per layer: reduce-scatter, all-gather, ...), then a forward
+// that needs the last of them.
+std::vector<strategy::StepProgram> run_of_collectives(const strategy::ModelSpec& model,
+                                                      const strategy::ClusterSpec& cluster, int calls, double bytes) {
+  const int n = 4;
+  strategy::Group group{strategy::GroupKind::kTP, "tp.0", {0, 1, 2, 3}};
+  std::vector<strategy::StepProgram> programs(n);
+  for (int r = 0; r < n; ++r) {
+    auto& p = programs[r];
+    p.rank = r;
+    p.world = n;
+    p.plan = resolved("tp=4", model, cluster, n);
+    p.groups = {group};
+    auto add = [&](strategy::Op op) {
+      op.id = int(p.ops.size());
+      p.ops.push_back(std::move(op));
+    };
+    strategy::Op fwd;
+    fwd.kind = OpKind::kForward;
+    fwd.flops = 1e9;
+    fwd.tag = "first";
+    add(fwd);
+    for (int k = 0; k < calls; ++k) {
+      strategy::Op c;
+      c.kind = k % 2 == 0 ? OpKind::kReduceScatter : OpKind::kAllGather;
+      c.group = 0;
+      c.bytes = bytes;
+      c.tag = "c" + std::to_string(k);
+      c.deps = {0};
+      add(c);
+    }
+    fwd.tag = "last";
+    fwd.deps = {calls};
+    add(fwd);
+  }
+  return programs;
+}
+
+// The simulator drives such a run as one meeting of the members (sim/executor.cpp, next_call):
+// every call still gets its own record, back to back, each as long as the collective alone.
+TEST(TensorParallel, ARunOfCollectivesTimesEveryCall) {
+  const auto cluster = testing::uniform_cluster(4);
+  const auto model = testing::mlp(4, 1024, 4096, 16, 64);
+  const double bytes = 8e6;
+  const int calls = 6;
+  SimOptions o;
+  o.warmup_steps = 0;
+  o.timeline = true;
+  const auto r = simulate_programs(run_of_collectives(model, cluster, calls, bytes), model, cluster, o);
+  ASSERT_FALSE(r.hang.deadlock);
+  const double rs = simulate_collective(strategy::CollectiveOp::kReduceScatter, bytes, 4, cluster, {}, {}, true).seconds;
+  const double ag = simulate_collective(strategy::CollectiveOp::kAllGather, bytes, 4, cluster, {}, {}, true).seconds;
+  ASSERT_GT(rs, 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<const trace::Event*> ops;
+    for (const auto& e : r.timeline)
+      if (e.rank == rank) ops.push_back(&e);
+    ASSERT_EQ(ops.size(), size_t(calls + 2));
+    EXPECT_NEAR(ops[0]->end_seconds, 1e-3, 1e-12);  // 1e9 FLOPs at 1 TFLOP/s
+    for (int k = 1; k <= calls; ++k) {
+      EXPECT_DOUBLE_EQ(ops[k]->start_seconds, ops[k - 1]->end_seconds) << "rank " << rank << " call " << k;
+      EXPECT_NEAR(ops[k]->end_seconds - ops[k]->start_seconds, k % 2 == 1 ? rs : ag, 1e-12) << "rank " << rank << " call " << k;
+    }
+    EXPECT_DOUBLE_EQ(ops[calls + 1]->start_seconds, ops[calls]->end_seconds);
+  }
+}
+
+// A member that calls something else in the middle of a run ends the run there; the mismatch is
+// reported as it is for lone calls.
+TEST(TensorParallel, ARunStopsWhereAMemberCallsSomethingElse) {
+  const auto cluster = testing::uniform_cluster(4);
+  const auto model = testing::mlp(4, 1024, 4096, 16, 64);
+  auto programs = run_of_collectives(model, cluster, 6, 8e6);
+  programs[2].ops[3].bytes = 4e6;  // rank 2's third call of the run differs
+  SimOptions o;
+  o.warmup_steps = 0;
+  const auto r = simulate_programs(programs, model, cluster, o);
+  ASSERT_TRUE(r.hang.deadlock);
+  EXPECT_EQ(r.hang.missing_ranks, std::vector<int>({2}));
+  ASSERT_EQ(r.hang.mismatches.size(), 1u);
+  EXPECT_NE(r.hang.mismatches[0].find("group tp.0 call #2"), std::string::npos) << r.hang.mismatches[0];
+  EXPECT_EQ(r.ops, 4 * 3);  // the forward and the two calls before the mismatch, on every rank
+}
+
 // On one switch with uniform links every collective is a ring (or the tuner's tree on both
 // sides), so the simulation and the analytic walk agree.
 TEST(DataParallel, AgreesWithTheAnalyticWalkOnOneNode) {

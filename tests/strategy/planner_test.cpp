@@ -224,6 +224,48 @@ TEST(Planner, QuickEstimateAgreesWithTheWalkOnPipelines) {
   }
 }
 
+// The planner's choices as they were before its search was made faster (walks priced once per
+// plan, each collective once per group and size): the same five plans, in the same order, with
+// the same walked step times, on presets of three sizes.
+TEST(Planner, SpeedWorkKeepsTheTopFive) {
+  struct Case {
+    std::string model;
+    int world;
+    std::vector<std::pair<std::string, double>> top;  // plan text, walked step seconds
+  };
+  const std::vector<Case> cases = {
+      {"gpt-175b", 1024, {
+        {"dp=128,tp=8,pp=1,zero=3,mb=4,microbatches=2,gbs=1024,schedule=1f1b,v=1,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 12.428038620269625},
+        {"dp=32,tp=4,pp=8,zero=1,mb=2,microbatches=16,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 13.00359176537097},
+        {"dp=512,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=1024,schedule=1f1b,v=1,recompute=full,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 13.026687106095737},
+        {"dp=64,tp=4,pp=4,zero=1,mb=1,microbatches=16,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 13.069507233367535},
+        {"dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=32,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 13.11987338014868},
+      }},
+      {"gpt-22b", 64, {
+        {"dp=64,tp=1,pp=1,zero=3,mb=1,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.5595057914773658},
+        {"dp=32,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.61635605876931},
+        {"dp=32,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 1.6341303665055058},
+        {"dp=16,tp=4,pp=1,zero=3,mb=2,microbatches=2,gbs=64,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.6847455952319956},
+        {"dp=16,tp=4,pp=1,zero=3,mb=4,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.7039273157666621},
+      }},
+      {"llama2-7b", 128, {
+        {"dp=64,tp=2,pp=1,zero=3,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.1947092195633933},
+        {"dp=64,tp=2,pp=1,zero=3,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 1.21945205804149},
+        {"dp=128,tp=1,pp=1,zero=3,mb=1,microbatches=1,gbs=128,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.244183780727218},
+        {"dp=64,tp=2,pp=1,zero=2,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.2851720819471069},
+        {"dp=64,tp=2,pp=1,zero=1,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.2925658466624301},
+      }},
+  };
+  for (const Case& k : cases) {
+    const PlanReport r = search_plans(load_model(k.model), with_world(load_cluster("dgx-a100"), k.world), {});
+    ASSERT_EQ(r.top.size(), k.top.size()) << k.model;
+    for (size_t i = 0; i < k.top.size(); ++i) {
+      EXPECT_EQ(r.top[i].plan.to_string(), k.top[i].first) << k.model << " #" << i + 1;
+      EXPECT_DOUBLE_EQ(r.top[i].step_seconds(), k.top[i].second) << k.model << " #" << i + 1;
+    }
+  }
+}
+
 TEST(ScalingLab, ReproducesTheSeedTable) {
   // The seed's lab: 120.3, 125.7, 131.4, 137.8, 145.6 ms; 1.0x, 1.9x, 3.7x, 7.0x, 13.2x.
   const auto rows = scaling_lab({});
