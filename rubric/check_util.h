@@ -103,5 +103,6 @@ void judge_elastic(const Criterion&, const Evidence&, const GradeOptions&, Crite
 void judge_checkpoint(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);
 void judge_predictions(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);
 void judge_proof_passed(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);
+void judge_lesson(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);
 
 }  // namespace parlab::rubric::detail
