@@ -11,7 +11,7 @@ const std::vector<LessonStep>& lesson_steps() {
       {1, "Find what cannot fit", {lesson::kVerdicts}},
       {2, "Choose the smallest split", {lesson::kSplitLarge, lesson::kSplitHere}},
       {3, "Model the communication path", {lesson::kEfficiency, lesson::kSpeedup}},
-      {4, "The opening failure: a rank skips an all-reduce", {lesson::kHang}},
+      {4, "The opening failure", {lesson::kHang}},
       {5, "Kill and resume", {lesson::kBitIdentical}},
   };
   return steps;

@@ -236,7 +236,7 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
   for (size_t c = 0; c < per_chunk.size(); ++c) {
     L.activations_bytes += per_chunk[c] * act_per_mb_chunk[c];
     act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
-               " in flight (" + std::string(to_string(p.schedule)) + ") x " + units::format_bytes(act_per_mb_chunk[c]) +
+               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(act_per_mb_chunk[c]) +
                (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
   }
   if (m.kind == ModelKind::kMlp && fp32_main(p)) {
