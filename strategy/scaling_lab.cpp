@@ -28,7 +28,12 @@ double scaling_step_seconds(const ScalingLabInputs& in, int w) {
 }
 
 std::vector<std::string> explain_scaling(const ScalingLabInputs& in, int w) {
-  using units::format_seconds;
+  // Milliseconds to four significant digits: the chapter's table reads 120.3 and 137.8 ms.
+  auto format_seconds = [](double seconds) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g ms", seconds * 1e3);
+    return std::string(b);
+  };
   auto num = [](const char* f, double v) {
     char b[64];
     std::snprintf(b, sizeof b, f, v);

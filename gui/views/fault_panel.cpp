@@ -137,6 +137,7 @@ void FaultPanel::fix_fault(Fault fault) {
   fault_->setCurrentIndex(fault);
   fault_->setVisible(false);
   start_->setVisible(false);
+  result_->setVisible(false);  // the lesson shows the verdict in its reveal (result())
 }
 
 void FaultPanel::on_faulted(const RunOutcome& o) {

@@ -30,7 +30,8 @@ class FaultPanel : public QWidget {
   const RunOutcome& last_outcome() const { return faulted_outcome_; }
   // The uninterrupted run before it did not complete (done(false) came without a faulted run).
   bool reference_failed() const { return !reference_outcome_.ok; }
-  // One fault only (the lesson's drills): the choice and the panel's own Start are hidden.
+  // One fault only (the lesson's drills): the choice, the panel's own Start and its result
+  // (which the lesson shows in its reveal) are hidden.
   void fix_fault(Fault fault);
   // The --fault value and the job flags each choice uses.
   static QString fault_spec(Fault fault, int steps);

@@ -71,7 +71,7 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
 
   QGroupBox* box = add_assumption(tr("the local compute per step (the formula with your number)"));
   auto* form = new QFormLayout(box);
-  compute_ms_ = new QDoubleSpinBox(box);
+  compute_ms_ = new LessonSpinBox(box);
   compute_ms_->setRange(1, 10000);
   compute_ms_->setValue(120);
   compute_ms_->setSuffix(" ms");
@@ -138,7 +138,8 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
   connect(calibration_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus) {
     calibrate_->setEnabled(true);
     const QString out = QString::fromUtf8(calibration_->readAllStandardError()).trimmed().section('\n', -1);
-    calibrate_->setText(code == 0 ? tr("Calibrated (%1)").arg(out) : tr("Calibration failed: %1").arg(out));
+    calibrate_->setText(code == 0 ? tr("Calibration done; parlab calibrate said: %1").arg(out)
+                                  : tr("Calibration failed: %1").arg(out));
   });
 }
 

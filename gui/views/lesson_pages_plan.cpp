@@ -112,13 +112,13 @@ FitPage::FitPage(const LessonOptions& options, QWidget* parent)
                                    });
   QGroupBox* box = add_assumption(tr("the device or the activations (then predict again)"));
   auto* form = new QFormLayout(box);
-  device_ = new QDoubleSpinBox(box);
+  device_ = new LessonSpinBox(box);
   device_->setRange(1, 10000);
   device_->setDecimals(0);
   device_->setValue(80);
   device_->setSuffix(" GB");
   device_->setAccessibleName(tr("device memory"));
-  activations_ = new QDoubleSpinBox(box);
+  activations_ = new LessonSpinBox(box);
   activations_->setRange(0, 10000);
   activations_->setDecimals(0);
   activations_->setValue(18);

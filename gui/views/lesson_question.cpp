@@ -26,7 +26,7 @@ LessonQuestion::LessonQuestion(const QString& title, std::string quantity, QWidg
   reason_->setAccessibleName(tr("why"));
   form->addRow(tr("&Why"), reason_);
   layout->addLayout(form);
-  commit_ = new QPushButton(tr("&Commit my answer, then reveal"), this);
+  commit_ = new QPushButton(tr("Commit my answer, then reveal"), this);
   commit_->setAccessibleName(tr("commit and reveal"));
   layout->addWidget(commit_);
   busy_ = new QProgressBar(this);
@@ -120,7 +120,7 @@ void LessonQuestion::reveal(double value, std::optional<long long> run, const QS
 void LessonQuestion::fail(const QString& why) {
   busy_->setVisible(false);
   commit_->setEnabled(true);
-  commit_->setText(tr("&Reveal again"));
+  commit_->setText(tr("Reveal again"));
   error_->setText(tr("The reveal did not complete, your answer stays stored and unrevealed: %1").arg(why));
   error_->setVisible(true);
 }
@@ -134,7 +134,7 @@ void LessonQuestion::reset() {
   lock_input(false);
   busy_->setVisible(false);
   commit_->setEnabled(true);
-  commit_->setText(tr("&Commit my answer, then reveal"));
+  commit_->setText(tr("Commit my answer, then reveal"));
   error_->setVisible(false);
   result_->setVisible(false);
   status_->setText(tr("The assumption changed: predict again before you look."));
@@ -144,7 +144,7 @@ void LessonQuestion::resume(const rubric::Prediction& pending) {
   prediction_ = pending.id;
   predicted_ = pending.predicted;
   lock_input(true);
-  commit_->setText(tr("&Reveal"));
+  commit_->setText(tr("Reveal"));
   status_->setText(tr("You committed an answer earlier (prediction #%1); reveal it.").arg(pending.id));
 }
 

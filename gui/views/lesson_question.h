@@ -5,7 +5,9 @@
 // is computed -- and the page then runs the lab's engine and hands back the revealed value with
 // the text to show, which is written as the prediction's reveal. Until then the answer is shown
 // as committed and cannot be changed; an engine that failed can be retried without a new row.
+#include <QDoubleSpinBox>
 #include <QGroupBox>
+#include <QWheelEvent>
 #include <functional>
 #include <optional>
 #include <string>
@@ -20,6 +22,19 @@ class QPushButton;
 
 namespace parlab::gui {
 
+// A spin box for the lesson's assumptions: the wheel scrolls the page unless the box has focus
+// (scrolling past it used to change the assumption and reset the learner's answer).
+class LessonSpinBox : public QDoubleSpinBox {
+ public:
+  explicit LessonSpinBox(QWidget* parent = nullptr) : QDoubleSpinBox(parent) { setFocusPolicy(Qt::StrongFocus); }
+
+ protected:
+  void wheelEvent(QWheelEvent* e) override {
+    if (hasFocus()) QDoubleSpinBox::wheelEvent(e);
+    else e->ignore();
+  }
+};
+
 class LessonQuestion : public QGroupBox {
   Q_OBJECT
  public:
@@ -32,7 +47,7 @@ class LessonQuestion : public QGroupBox {
   // What reveals it: model, cluster, world size, source, plan (stored with the prediction).
   void set_context(const db::NewPrediction& context) { context_ = context; }
 
-  // The Commit button: stores the prediction (or, when one is stored and its reveal failed,
+  // The Commit button (or Enter in the Why field): stores the prediction (or, when one is stored and its reveal failed,
   // asks for the reveal again) and emits committed(). False with a message when the input is bad.
   bool commit();
   // The engine's answer: stored as the reveal, shown with the prediction beside it.

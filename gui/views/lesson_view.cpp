@@ -94,7 +94,7 @@ void LessonView::reload() {
 
 void LessonView::update_header() {
   const rubric::LessonProgress& p = model_->progress();
-  summary_->setText(p.next_step == 0 ? tr("<b>All %1 steps complete.</b> `parlab grade` credits the lesson.").arg(p.steps.size())
+  summary_->setText(p.next_step == 0 ? tr("<b>All %1 steps complete.</b> <code>parlab grade</code> credits the lesson (criterion <i>lesson</i>).").arg(p.steps.size())
                                      : tr("%1 of %2 steps complete. Your answers are kept in the results database; the "
                                           "lesson resumes at step %3.")
                                            .arg(p.completed)

@@ -398,7 +398,6 @@ TEST(GradeCli, HtmlHasTheChartsInlineAndABadRubricExitsTwoNamingTheField) {
   EXPECT_FALSE(fs::exists(dir / "nope.db"));  // grading never creates a database
 }
 
-}  // namespace parlab::rubric
 
 TEST(GradeQuickstart, TheLessonCriterionCreditsCompletedStepsAndSaysWhereItResumes) {
   ScratchDir dir;
@@ -432,3 +431,5 @@ TEST(GradeQuickstart, TheLessonCriterionCreditsCompletedStepsAndSaysWhereItResum
   EXPECT_GT(all.max_points, 0);
   EXPECT_EQ(all.predictions.size(), 7u);
 }
+
+}  // namespace parlab::rubric
