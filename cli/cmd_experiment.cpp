@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "cli/checks.h"
@@ -39,6 +40,21 @@ struct ExperimentOptions {
   std::string db = db::kDefaultDatabasePath;
 };
 
+// What the batch prints has two streams: results (tables, on stdout) and progress (on stderr).
+// Each is written whole and flushed, so where both reach one terminal or file they alternate
+// line-complete and in order, never one inside the other.
+void results_block(const std::string& text) {
+  if (text.empty()) return;
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void progress_line(const std::string& line) {
+  std::fflush(stdout);
+  std::fputs((line + "\n").c_str(), stderr);
+  std::fflush(stderr);
+}
+
 void run_batch(const ExperimentOptions& o) {
   if (o.files.empty()) throw ConfigError("experiment run", "(none)", "name at least one experiment file");
   // Parse everything first: a typo in the fourth file should not surface after three ran.
@@ -53,17 +69,18 @@ void run_batch(const ExperimentOptions& o) {
     const auto& spec = specs[i];
     const std::string prefix = fmt::format("[{}/{}] {}", i + 1, specs.size(), spec.name);
     ro.progress = [prefix](const std::string& line) {
-      fmt::print(stderr, "{}{}\n", prefix, line.rfind("  ", 0) == 0 ? ":" + line.substr(1) : ": " + line);
+      progress_line(fmt::format("{}{}", prefix, line.rfind("  ", 0) == 0 ? ":" + line.substr(1) : ": " + line));
     };
-    fmt::print("\n== {} — {} ==\n", spec.name, spec.title);
-    if (!spec.notice.empty()) fmt::print("{}\n\n", spec.notice);
-    fmt::print(stderr, "{}: running ({})\n", prefix, spec.kind);
+    // Each block goes out whole, before the progress of the next experiment: stdout into a pipe
+    // is block-buffered, and a buffer flushed mid-table put "[2/7] ..." lines inside the tables
+    // of `quickstart.sh 2>&1 | tee` (stderr is unbuffered).
+    results_block(fmt::format("\n== {} — {} ==\n{}", spec.name, spec.title, spec.notice.empty() ? "" : spec.notice + "\n\n"));
+    progress_line(fmt::format("{}: running ({})", prefix, spec.kind));
     auto out = experiments::run_experiment(spec, store, ro);
-    if (!out.report.empty()) fmt::print("{}", out.report);
-    if (!out.error.empty()) fmt::print("FAILED: {}\n", out.error);
+    results_block(out.report + (out.error.empty() ? "" : "FAILED: " + out.error + "\n"));
     outcomes.push_back(std::move(out));
   }
-  fmt::print("\n== Summary ==\n");
+  results_block("\n== Summary ==\n");
   Table t({"experiment", "kind", "result", "time", "runs", "headline"});
   bool all_ok = true;
   for (const auto& out : outcomes) {
@@ -72,7 +89,7 @@ void run_batch(const ExperimentOptions& o) {
     if (!out.runs.empty()) runs = out.runs.size() == 1 ? std::to_string(out.runs.front()) : fmt::format("{}-{}", out.runs.front(), out.runs.back());
     t.add({out.name, out.kind, out.ok ? "ok" : "FAILED", units::format_seconds(out.seconds), runs, out.headline});
   }
-  fmt::print("{}\nResults are in {} (parlab experiment list --db {}).\n", t.str(), o.db, o.db);
+  results_block(fmt::format("{}\nResults are in {} (parlab experiment list --db {}).\n", t.str(), o.db, o.db));
   if (!all_ok) throw RuntimeError("some experiments failed (see above); their partial results are in " + o.db);
 }
 

@@ -3,6 +3,7 @@
 //
 //   parlab-lab [--db results/parlab.db] [--model M] [--cluster C] [--workers N] [--plan k=v,...] [--trace F]
 //   parlab-lab --screenshot DIR      every view to DIR/<view>.png, offscreen, then exit
+// It opens on the Lesson (the chapter as a guided path) until the lesson is complete.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdio>
@@ -36,12 +37,23 @@ int main(int argc, char** argv) {
   QCommandLineOption parlab(QStringLiteral("parlab"), "The parlab binary real runs start (default: $PARLAB_BIN, beside this one, PATH)", "file");
   QCommandLineOption trace(QStringLiteral("trace"), "A measured Chrome trace (parlab train --trace) to show in the timeline", "file");
   QCommandLineOption shot(QStringLiteral("screenshot"), "Render every view offscreen to DIR/<view>.png and exit", "dir");
-  args.addOptions({db, model, cluster, workers, plan, parlab, trace, shot});
+  QCommandLineOption lesson_model(QStringLiteral("lesson-model"), "The model the lesson trains for real here (default lab-mlp)", "name", "lab-mlp");
+  QCommandLineOption lesson_steps(QStringLiteral("lesson-steps"), "Steps of each real run of the lesson (default 10)", "n", "10");
+  args.addOptions({db, model, cluster, workers, plan, parlab, trace, shot, lesson_model, lesson_steps});
   args.process(app);
 
   gui::LabOptions options;
   options.db = args.value(db);
   options.parlab = args.value(parlab);
+  options.lesson_model = args.value(lesson_model);
+  {
+    bool ok = false;
+    options.lesson_steps = args.value(lesson_steps).toInt(&ok);
+    if (!ok || options.lesson_steps < 2) {
+      std::fprintf(stderr, "parlab-lab: --lesson-steps = %s: must be an integer >= 2\n", qPrintable(args.value(lesson_steps)));
+      return 2;
+    }
+  }
   gui::MainWindow window(options);
   gui::SetupInputs in = window.setup_panel()->inputs();
   if (args.isSet(model)) in.model = args.value(model).toStdString();
@@ -79,6 +91,7 @@ int main(int argc, char** argv) {
   if (args.isSet(trace)) window.timeline_view()->load_measured(args.value(trace));
   if (args.isSet(shot)) return gui::take_screenshots(window, args.value(shot)) == 0 ? 0 : 1;
   window.resize(1440, 900);
+  if (window.lesson_pending()) window.show_view("lesson");
   window.show();
   return app.exec();
 }

@@ -104,5 +104,6 @@ void judge_checkpoint(const Criterion&, const Evidence&, const GradeOptions&, Cr
 void judge_predictions(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);
 void judge_proof_passed(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);
 void judge_decision(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);  // checks_decide.cpp
+void judge_lesson(const Criterion&, const Evidence&, const GradeOptions&, CriterionResult&);
 
 }  // namespace parlab::rubric::detail

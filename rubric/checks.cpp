@@ -11,6 +11,7 @@
 #include <map>
 
 #include "rubric/check_util.h"
+#include "rubric/lesson.h"
 
 namespace parlab::rubric {
 
@@ -240,6 +241,30 @@ void judge_predictions(const Criterion& c, const Evidence& e, const GradeOptions
   }
   r.measurements.push_back(at_least("predictions made before their reveal", credited, c.threshold("min_predictions"), ""));
   conclude(r, fmt::format("{} of {} predictions were recorded before the result was revealed", credited, e.predictions.size()));
+}
+
+void judge_lesson(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {
+  const LessonProgress lp = lesson_progress(e.predictions);
+  bool any = false;
+  for (const Prediction& p : e.predictions) any = any || p.quantity.rfind("lesson.", 0) == 0;
+  if (!any) {
+    set_missing(c, e, r);
+    r.detail = "no lesson answers in the database (the desktop lab's Lesson view writes them)";
+    return;
+  }
+  for (const LessonStepProgress& s : lp.steps) {
+    r.predictions.insert(r.predictions.end(), s.predictions.begin(), s.predictions.end());
+    std::string missing;
+    for (const std::string& q : s.missing) missing += (missing.empty() ? "" : ", ") + q;
+    r.parts.push_back({fmt::format("lesson step {}: {}", s.number, s.title), s.complete,
+                       s.complete ? "every question answered before its reveal" : "not yet answered and revealed: " + missing,
+                       {}});
+  }
+  r.measurements.push_back(at_least("lesson steps completed", lp.completed, c.threshold("min_steps"),
+                                    fmt::format("of {}", lp.steps.size())));
+  conclude(r, lp.next_step == 0 ? fmt::format("the lesson is complete: {} of {} steps", lp.completed, lp.steps.size())
+                                 : fmt::format("{} of {} lesson steps complete; it resumes at step {}", lp.completed,
+                                               lp.steps.size(), lp.next_step));
 }
 
 void judge_proof_passed(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {

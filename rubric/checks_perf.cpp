@@ -172,6 +172,8 @@ const std::vector<CheckKind>& check_kinds() {
       {"predictions_before_reveal", "", "predictions recorded in the desktop lab before their result was revealed",
        {{"min_predictions", 3, "credited predictions needed"}}, {}, judge_predictions},
       {"proof_passed", "", "the latest trusted proof of the named kind passed", {}, {}, judge_proof_passed},
+      {"lesson_progress", "", "the desktop lab's guided lesson: steps whose every question was answered before its reveal",
+       {{"min_steps", 5, "completed steps needed"}}, {}, judge_lesson},
   };
   return kinds;
 }

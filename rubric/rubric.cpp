@@ -77,7 +77,8 @@ Criterion parse_criterion(const toml::table& t, const std::string& source, size_
   if (!kind) r.fail("check", *check, "one of " + check_names());
   c.check = *check;
   c.proof = r.string("proof").value_or(kind->proof_kind);
-  if (c.proof.empty() && c.check != "predictions_before_reveal")
+  // The two checks that read predictions rows, not proofs.
+  if (c.proof.empty() && c.check != "predictions_before_reveal" && c.check != "lesson_progress")
     r.fail("proof", "(missing)", "check '" + c.check + "' needs the proof kind it reads");
   c.experiment = r.string("experiment").value_or("");
   c.gate = r.string("gate").value_or("");

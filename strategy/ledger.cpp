@@ -1,10 +1,12 @@
 #include "strategy/ledger.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "strategy/partition.h"
+#include "strategy/units.h"
 
 namespace parlab::strategy {
 namespace {
@@ -25,6 +27,37 @@ bool has_bf16_copy(const ModelSpec& m, const LayerSpec& layer, const ParamTensor
   return layer.kind == LayerKind::kBlock && t.name.size() >= 6 && t.name.compare(t.name.size() - 6, 6, "weight") == 0;
 }
 
+// "8 B", "2 B", "12 B": bytes per element.
+std::string per_elem(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g B", b);
+  return buf;
+}
+
+// " / 4 (ZeRO-1 over dp 4)" when `sharded`, else "".
+std::string shard_note(bool sharded, const Plan& p) {
+  if (!sharded || p.dp <= 1) return "";
+  return " / " + std::to_string(p.dp) + " (ZeRO-" + std::to_string(p.zero) + " over dp " + std::to_string(p.dp) + ")";
+}
+
+// What `held` counts: a rank's parameters after its tensor and pipeline split.
+std::string held_note(double held, const Plan& p) {
+  std::string s = units::format_count(held) + " params";
+  if (p.tp > 1 && p.pp > 1) s += " (this stage's, split tensors / tp " + std::to_string(p.tp) + ")";
+  else if (p.tp > 1) s += " (split tensors / tp " + std::to_string(p.tp) + ")";
+  else if (p.pp > 1) s += " (this stage's)";
+  return s;
+}
+
+// Collects each category's formula while compute_ledger computes it (null: not asked for).
+struct Explainer {
+  std::vector<LedgerTerm>* terms = nullptr;
+  void add(const char* category, const std::string& expression, double bytes) const {
+    if (!terms) return;
+    terms->push_back({category, std::string(category) + " = " + expression + " = " + units::format_bytes(bytes), bytes});
+  }
+};
+
 // Model state of `held` parameters (of which `copied` have bf16 copies) by ZeRO stage.
 //   params      ZeRO-0..2: every rank keeps them; ZeRO-3: its 1/dp. Under fp32-main they are the
 //               bf16 copies, and at ZeRO-3 none persist (each is made from a layer's gather and
@@ -32,7 +65,8 @@ bool has_bf16_copy(const ModelSpec& m, const LayerSpec& layer, const ParamTensor
 //   gradients   ZeRO-0/1 whole, ZeRO-2/3 1/dp (fp32 under fp32-main: Megatron's main grads).
 //   optimizer   moments 1/dp from ZeRO-1; the fp32 master copy of fp32-main 1/dp only at ZeRO-3
 //               (below it the optimizer updates its shard of a replicated fp32 buffer).
-void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double copied, const Plan& p) {
+void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double copied, const Plan& p,
+                     const Explainer& why) {
   const double dp = p.dp;
   const bool fm = fp32_main(p);
   if (fm) L.params_bytes = p.zero >= 3 ? 0.0 : copied * per.params;
@@ -40,6 +74,18 @@ void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double
   L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
   L.optimizer_bytes = held * (per.optimizer - per.master) / (p.zero >= 1 ? dp : 1) +
                       held * per.master / (p.zero >= 3 ? dp : 1);
+  if (fm && p.zero >= 3)
+    why.add("parameters", "0 (ZeRO-3 under fp32-main: a layer's bf16 copies are made from its gather, as temporary)",
+            L.params_bytes);
+  else if (fm)
+    why.add("parameters", per_elem(per.params) + " x " + units::format_count(copied) + " (bf16 copies of the matmul weights)",
+            L.params_bytes);
+  else
+    why.add("parameters", per_elem(per.params) + " x " + held_note(held, p) + shard_note(p.zero >= 3, p), L.params_bytes);
+  why.add("gradients", per_elem(per.grads) + " x " + held_note(held, p) + shard_note(p.zero >= 2, p), L.grads_bytes);
+  std::string opt = per_elem(per.optimizer - per.master) + " x " + held_note(held, p) + shard_note(p.zero >= 1, p);
+  if (per.master > 0) opt += " + fp32 master " + per_elem(per.master) + " x " + units::format_count(held) + shard_note(p.zero >= 3, p);
+  why.add("optimizer", opt, L.optimizer_bytes);
 }
 
 // Microbatch-chunks whose activations a stage holds at its peak.
@@ -132,8 +178,11 @@ MemoryLedger compute_ledger(const ModelSpec& m, const Plan& p, const ClusterSpec
   return compute_ledger(m, m.layer_list(), p, c, rank);
 }
 
-MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
-                            const ClusterSpec& c, int rank) {
+namespace {
+
+// The ledger, and with `why` its formulas: one pass, so a formula shows the numbers it summed.
+MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c,
+                         int rank, const Explainer& why) {
   MemoryLedger L;
   L.rank = rank;
   L.stage = coords_of(p, rank).pp;
@@ -144,8 +193,11 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
     // A bare parameter count: model state only, ZeRO over dp (Rajbhandari et al. 2020, Fig. 1:
     // stage 1 shards the K Psi of optimizer state, 2 also the 2 Psi of gradients, 3 the params).
     L.params_held = m.param_count;
-    set_model_state(L, per, m.param_count, m.param_count, p);
+    set_model_state(L, per, m.param_count, m.param_count, p, why);
     if (p.zero == 0 && p.dp > 1) L.temp_bytes = 2 * p.bucket_bytes;
+    why.add("activations", "not counted (the model is a bare parameter count)", 0);
+    why.add("temporary", L.temp_bytes > 0 ? "2 buckets x " + units::format_bytes(p.bucket_bytes) : std::string("0 (no DDP buckets)"),
+            L.temp_bytes);
     return L;
   }
 
@@ -176,11 +228,17 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
   }
 
   L.params_held = held;
-  set_model_state(L, per, held, copied, p);
+  set_model_state(L, per, held, copied, p, why);
 
   L.inflight_microbatches = inflight(p, L.stage);
   const auto per_chunk = inflight_per_chunk(p, L.inflight_microbatches, act_per_mb_chunk.size());
-  for (size_t c = 0; c < per_chunk.size(); ++c) L.activations_bytes += per_chunk[c] * act_per_mb_chunk[c];
+  std::string act_why;
+  for (size_t c = 0; c < per_chunk.size(); ++c) {
+    L.activations_bytes += per_chunk[c] * act_per_mb_chunk[c];
+    act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
+               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(act_per_mb_chunk[c]) +
+               (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
+  }
   if (m.kind == ModelKind::kMlp && fp32_main(p)) {
     // The fp32 (B, h) tensors beside the bf16 saves: the data each in-flight microbatch's first
     // block read (its loader keeps it), and once, the running block's fp32 input while its
@@ -193,7 +251,9 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
         later_block = later_block || (i > 0 && layers[i].kind == LayerKind::kBlock);
     }
     if (later_block) L.activations_bytes += bh4;
+    act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
   }
+  why.add("activations", act_why, L.activations_bytes);
 
   // Temporary buffers.
   //  - DDP and ZeRO-1/2: gradient buckets being reduced while the next fills (PyTorch DDP copies
@@ -202,19 +262,47 @@ MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& la
   //    next one, plus the full gradient of a layer before its reduce-scatter.
   //  - pipeline: one activation being sent and one being received at a stage boundary.
   //    Under fp32-main the gathers are fp32 and the running layer's bf16 copies join them.
+  std::vector<std::string> temp_why;
   if (p.dp > 1) {
-    L.temp_bytes += std::min(2 * p.bucket_bytes, held * per.grads);
+    const double buckets = std::min(2 * p.bucket_bytes, held * per.grads);
+    L.temp_bytes += buckets;
+    temp_why.push_back(buckets < 2 * p.bucket_bytes ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
+                                                    : "2 buckets x " + units::format_bytes(p.bucket_bytes));
     if (p.zero >= 3) {
       L.temp_bytes += largest_layer_held * (2 * per.wire_params + per.grads);
-      if (fp32_main(p)) L.temp_bytes += largest_layer_copied * per.params;
+      temp_why.push_back("largest layer " + units::format_count(largest_layer_held) + " x (2 x " + per_elem(per.wire_params) +
+                         " gathered, running + prefetched, + " + per_elem(per.grads) + " gradient)");
+      if (fp32_main(p)) {
+        L.temp_bytes += largest_layer_copied * per.params;
+        temp_why.push_back(units::format_count(largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
+      }
     }
   }
   if (p.pp > 1) {
     const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden *
                             boundary_bytes_per_element(p) / (p.sequence_parallel ? p.tp : 1);
     L.temp_bytes += 2 * boundary;
+    temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
   }
+  std::string temp_text;
+  for (size_t i = 0; i < temp_why.size(); ++i) temp_text += (i ? " + " : "") + temp_why[i];
+  why.add("temporary", temp_why.empty() ? std::string("0 (one replica: no buckets, no pipeline boundary)") : temp_text,
+          L.temp_bytes);
   return L;
+}
+
+}  // namespace
+
+MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
+                            const ClusterSpec& c, int rank) {
+  return ledger_pass(m, layers, p, c, rank, Explainer{});
+}
+
+ExplainedLedger explain_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
+                               const ClusterSpec& c, int rank) {
+  ExplainedLedger out;
+  out.ledger = ledger_pass(m, layers, p, c, rank, Explainer{&out.terms});
+  return out;
 }
 
 std::string state_convention(const Plan& p) {

@@ -33,11 +33,29 @@ struct MemoryLedger {
   bool fits() const { return total_bytes() <= device_bytes; }
 };
 
+// One category of a ledger as its formula with the numbers in, e.g.
+//   "optimizer = 8 B x 67.2M / 4 (ZeRO-1 over dp 4) = 134 MB".
+// Written by the same pass that computes the category (compute_ledger), so the text and the
+// number cannot disagree; the desktop lab shows it as is.
+struct LedgerTerm {
+  std::string category;  // "parameters", "gradients", "optimizer", "activations", "temporary"
+  std::string formula;   // the whole line, "category = ... = value"
+  double bytes = 0;      // the ledger's value for the category
+};
+
+struct ExplainedLedger {
+  MemoryLedger ledger;
+  std::vector<LedgerTerm> terms;  // one per category, in the ledger's order
+};
+
 // `plan` must be resolved (strategy::resolve) for `cluster` sized to the plan's world.
 MemoryLedger compute_ledger(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, int rank);
 // The same with the model's layer list already built.
 MemoryLedger compute_ledger(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
                             const ClusterSpec& cluster, int rank);
+// compute_ledger with each category's formula, numbers substituted.
+ExplainedLedger explain_ledger(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
+                               const ClusterSpec& cluster, int rank);
 // One ledger per pipeline stage (its first rank): ranks of a stage hold the same amounts.
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& model, const std::vector<LayerSpec>& layers,

@@ -22,6 +22,7 @@
 //   t_1 = 120.3 ms
 //   t_2 = 120 + 0.3 + 2(0.183) + 2(1/2)(0.1333) + 0.0408(120)(1) = 125.695 ms
 //   speedup = 2 x 120.3 / 125.695 = 1.914 (the seed's "1.9x"), efficiency 0.957.
+#include <string>
 #include <vector>
 
 namespace parlab::strategy {
@@ -49,5 +50,11 @@ struct ScalingRow {
 // Throws ConfigError naming the field for non-positive compute, bandwidth or workers.
 std::vector<ScalingRow> scaling_lab(const ScalingLabInputs& in);
 double scaling_step_seconds(const ScalingLabInputs& in, int workers);
+// The model with the numbers in, computed by the functions above (three lines):
+//   "t_1 = c 120 ms + o 0.3 ms = 120.3 ms"
+//   "t_8 = c 120 ms + o 0.3 ms + ring 2(8-1) x 0.183 ms + 2(8-1)/8 x 2.00 MB / 15.0 GB/s = 2.8 ms + stragglers ...,
+//    t_8 = 137.8 ms"
+//   "speedup = 8 x 120.3 ms / 137.8 ms = 6.98x, efficiency = t_1 / t_8 = 0.873"
+std::vector<std::string> explain_scaling(const ScalingLabInputs& in, int workers);
 
 }  // namespace parlab::strategy

@@ -7,6 +7,17 @@ QString format_gib(double bytes) { return QString::number(bytes / (1024.0 * 1024
 MemoryModel::MemoryModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void MemoryModel::set_setup(const LabSetup& s) {
+  const std::string what = s.model.name + " on " + s.base_cluster.name;
+  const std::string split = s.plan.short_name() + " on " + std::to_string(s.world()) + " workers";
+  if (what != shown_what_) {
+    previous_.reset();
+  } else if (split != shown_split_ && !rows_.empty()) {
+    Previous p{QString::fromStdString(shown_split_), {}};
+    for (const auto& l : rows_) p.total_bytes.push_back(l.total_bytes());
+    previous_ = p;
+  }
+  shown_what_ = what;
+  shown_split_ = split;
   beginResetModel();
   const std::vector<strategy::LayerSpec> layers = s.model.layer_list();
   rows_.clear();
@@ -19,6 +30,13 @@ void MemoryModel::set_setup(const LabSetup& s) {
   }
   rule_inputs_ = strategy::rule_inputs(s.model, s.plan, s.cluster);
   verdict_ = strategy::apply_rule(rule_inputs_);
+  formulas_.clear();
+  formulas_for_.clear();
+  if (!rows_.empty()) {
+    const strategy::MemoryLedger fullest = strategy::worst_stage(rows_);
+    formulas_ = strategy::explain_ledger(s.model, layers, s.plan, s.cluster, fullest.rank).terms;
+    formulas_for_ = per_stage_ ? QStringLiteral("stage %1").arg(fullest.stage) : QStringLiteral("rank %1").arg(fullest.rank);
+  }
   endResetModel();
   emit changed();
 }
@@ -26,6 +44,10 @@ void MemoryModel::set_setup(const LabSetup& s) {
 void MemoryModel::clear() {
   beginResetModel();
   rows_.clear();
+  formulas_.clear();
+  previous_.reset();
+  shown_what_.clear();
+  shown_split_.clear();
   verdict_ = {};
   rule_inputs_ = {};
   endResetModel();

@@ -2,8 +2,11 @@
 // The memory ledger as an item model: one row per rank (per pipeline stage when the world is
 // too large to draw every rank), columns the ledger's parts in bytes, the device capacity and
 // whether it fits. Every number is strategy::compute_ledger's; the seed rule's verdict on one
-// replica (strategy::apply_rule) comes with it.
+// replica (strategy::apply_rule) comes with it, and the fullest row's categories as formulas
+// with the numbers in (strategy::explain_ledger). When the split or the worker count changes,
+// the plan before stays readable (previous()) until the next change: the view draws it faintly.
 #include <QAbstractTableModel>
+#include <optional>
 #include <vector>
 
 #include "gui/core/lab_setup.h"
@@ -36,6 +39,16 @@ class MemoryModel : public QAbstractTableModel {
   const strategy::RuleVerdict& verdict() const { return verdict_; }
   const strategy::RuleInputs& rule_inputs() const { return rule_inputs_; }
   QString row_label(int row) const;
+  // The fullest row's ledger, each category as "optimizer = 8 B x 67.2M params / 4 (...) = 134 MB".
+  const std::vector<strategy::LedgerTerm>& formulas() const { return formulas_; }
+  QString formulas_for() const { return formulas_for_; }  // which row they describe
+
+  // The plan shown before the last change of split or worker count, per row: its total bytes.
+  struct Previous {
+    QString label;  // "tp=2 on 4 workers"
+    std::vector<double> total_bytes;
+  };
+  const std::optional<Previous>& previous() const { return previous_; }
 
  signals:
   void changed();
@@ -46,6 +59,12 @@ class MemoryModel : public QAbstractTableModel {
   int dp_tp_ranks_ = 1;  // ranks per stage, for labels
   strategy::RuleInputs rule_inputs_;
   strategy::RuleVerdict verdict_;
+  std::vector<strategy::LedgerTerm> formulas_;
+  QString formulas_for_;
+  // What identifies the plan shown: model and cluster (a change clears the outline), and the
+  // split with its world (a change keeps the plan before as the outline).
+  std::string shown_what_, shown_split_;
+  std::optional<Previous> previous_;
 };
 
 // "12.3 GiB"

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "strategy/errors.h"
@@ -54,6 +57,42 @@ std::vector<trace::Event> last_step(const std::vector<trace::Event>& events, dou
       s.end_seconds -= from;
       out.push_back(std::move(s));
     }
+  return out;
+}
+
+namespace {
+std::optional<int> step_of(const trace::Event& e) {
+  for (const auto& [k, v] : e.args)
+    if (k == "step") {
+      try {
+        return std::stoi(v);
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    }
+  return std::nullopt;
+}
+}  // namespace
+
+std::vector<int> traced_steps(const std::vector<trace::Event>& events) {
+  std::set<int> steps;
+  for (const auto& e : events)
+    if (const auto s = step_of(e)) steps.insert(*s);
+  return {steps.begin(), steps.end()};
+}
+
+std::vector<trace::Event> traced_step(const std::vector<trace::Event>& events, int step) {
+  std::vector<trace::Event> out;
+  double from = std::numeric_limits<double>::infinity();
+  for (const auto& e : events)
+    if (step_of(e) == step) {
+      out.push_back(e);
+      from = std::min(from, e.start_seconds);
+    }
+  for (auto& e : out) {
+    e.start_seconds -= from;
+    e.end_seconds -= from;
+  }
   return out;
 }
 

@@ -16,4 +16,10 @@ std::vector<trace::Event> read_chrome_trace_file(const std::string& path);
 // Returns the events of the last full step of length `step_seconds` ending at the last event.
 std::vector<trace::Event> last_step(const std::vector<trace::Event>& events, double step_seconds);
 
+// The step numbers a measured trace's events carry (the runtime's "step" arg), ascending.
+std::vector<int> traced_steps(const std::vector<trace::Event>& events);
+// The events of one traced step, shifted so that the step's first event starts at 0: the
+// measured step the timeline sets against the simulated one on the same axis.
+std::vector<trace::Event> traced_step(const std::vector<trace::Event>& events, int step);
+
 }  // namespace parlab::gui

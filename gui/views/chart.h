@@ -13,7 +13,9 @@
 namespace parlab::gui {
 
 struct ChartSeries {
-  enum Kind { kLine, kPoints, kBars };
+  // kOutline: the plan before the last change, drawn faintly under the current one (bar charts:
+  // each category's bar as an outline; x-y charts: a thin line).
+  enum Kind { kLine, kPoints, kBars, kOutline };
   QString name;
   Kind kind = kLine;
   // Lines and points: (x, y). Bars: y per category, x = the category's index.

@@ -120,6 +120,8 @@ void FaultPanel::on_reference(const RunOutcome& o) {
     cancel_->setEnabled(false);
     start_->setEnabled(true);
     result_->setText(tr("The uninterrupted run did not complete: %1").arg(o.message));
+    faulted_outcome_ = o;  // whoever waits on done() reads why
+    emit done(false);
     return;
   }
   RunRequest r = base_request();
@@ -131,7 +133,15 @@ void FaultPanel::on_reference(const RunOutcome& o) {
   faulted_->start(r);
 }
 
+void FaultPanel::fix_fault(Fault fault) {
+  fault_->setCurrentIndex(fault);
+  fault_->setVisible(false);
+  start_->setVisible(false);
+  result_->setVisible(false);  // the lesson shows the verdict in its reveal (result())
+}
+
 void FaultPanel::on_faulted(const RunOutcome& o) {
+  faulted_outcome_ = o;
   busy_->setVisible(false);
   cancel_->setEnabled(false);
   start_->setEnabled(true);

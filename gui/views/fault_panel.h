@@ -26,6 +26,13 @@ class FaultPanel : public QWidget {
   void cancel();
   bool running() const;
   QString result() const;
+  // The run with the fault, as it last finished (its incidents in json).
+  const RunOutcome& last_outcome() const { return faulted_outcome_; }
+  // The uninterrupted run before it did not complete (done(false) came without a faulted run).
+  bool reference_failed() const { return !reference_outcome_.ok; }
+  // One fault only (the lesson's drills): the choice, the panel's own Start and its result
+  // (which the lesson shows in its reveal) are hidden.
+  void fix_fault(Fault fault);
   // The --fault value and the job flags each choice uses.
   static QString fault_spec(Fault fault, int steps);
 
@@ -46,7 +53,7 @@ class FaultPanel : public QWidget {
   QPushButton* cancel_;
   QProgressBar* busy_;
   QLabel* result_;
-  RunOutcome reference_outcome_;
+  RunOutcome reference_outcome_, faulted_outcome_;
   Fault current_ = kKill;
 };
 

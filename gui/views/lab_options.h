@@ -9,6 +9,9 @@ struct LabOptions {
   QString db = "results/parlab.db";
   QString parlab;    // empty: found by find_parlab()
   QString runs_dir;  // empty: <db folder>/runs
+  // The lesson's model trained for real on this machine, and the steps of each of its runs.
+  QString lesson_model = "lab-mlp";
+  int lesson_steps = 10;
 };
 
 // $PARLAB_BIN, else `parlab` beside this program (installed) or in the build tree's cli/,

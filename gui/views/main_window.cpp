@@ -1,6 +1,7 @@
 #include "gui/views/main_window.h"
 
 #include <QLabel>
+#include <QMenuBar>
 #include <QScrollArea>
 #include <QShortcut>
 #include <QSplitter>
@@ -9,6 +10,7 @@
 
 #include "gui/core/candidates_model.h"
 #include "gui/core/history_model.h"
+#include "gui/core/lesson_model.h"
 #include "gui/core/memory_model.h"
 #include "gui/core/predictions_model.h"
 #include "gui/core/rubric_model.h"
@@ -16,6 +18,7 @@
 #include "gui/core/timeline_model.h"
 #include "gui/views/fault_panel.h"
 #include "gui/views/history_view.h"
+#include "gui/views/lesson_view.h"
 #include "gui/views/memory_view.h"
 #include "gui/views/plan_view.h"
 #include "gui/views/predict_view.h"
@@ -28,7 +31,7 @@
 namespace parlab::gui {
 
 const std::vector<QString>& MainWindow::view_names() {
-  static const std::vector<QString> names = {"memory", "plan", "speedup", "timeline", "predict", "run", "history", "progress"};
+  static const std::vector<QString> names = {"memory", "plan", "speedup", "timeline", "predict", "run", "history", "progress", "lesson"};
   return names;
 }
 
@@ -60,6 +63,11 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   run_view_ = new RunView(options, tabs_);
   history_view_ = new HistoryView(history_, db, tabs_);
   progress_view_ = new ProgressView(rubric_, db, tabs_);
+  LessonOptions lesson;
+  lesson.lab = options;
+  lesson.here_model = options.lesson_model.toStdString();
+  lesson.run_steps = options.lesson_steps;
+  lesson_view_ = new LessonView(lesson, tabs_);
   tabs_->addTab(memory_view_, tr("&1 Memory"));
   tabs_->addTab(plan_view_, tr("&2 Plan"));
   tabs_->addTab(speedup_view_, tr("&3 Speedup"));
@@ -68,6 +76,7 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   tabs_->addTab(run_view_, tr("&6 Run"));
   tabs_->addTab(history_view_, tr("&7 History"));
   tabs_->addTab(progress_view_, tr("&8 Progress"));
+  tabs_->addTab(lesson_view_, tr("&9 Lesson"));
   split->addWidget(tabs_);
   split->setStretchFactor(1, 1);
   setCentralWidget(split);
@@ -96,6 +105,12 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   connect(predict_view_, &PredictView::revealed, history_view_, &HistoryView::reload);
   connect(predict_view_, &PredictView::revealed, progress_view_, &ProgressView::refresh);
   connect(run_view_->faults(), &FaultPanel::done, progress_view_, &ProgressView::refresh);
+  connect(lesson_view_, &LessonView::progressed, this, [this] {
+    predictions_->load(options_.db.toStdString());
+    history_view_->reload();
+    progress_view_->refresh();
+    speedup_view_->refresh_measured();
+  });
   connect(predict_view_, &PredictView::measured_runs_recorded, speedup_view_, &SpeedupView::refresh_measured);
   connect(history_view_, &HistoryView::open_run, this, [this](const SetupInputs& in) {
     setup_->set_inputs(in);
@@ -116,9 +131,23 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
     in.set("sp", p.sequence_parallel ? "on" : "off");
     setup_->set_inputs(in);
   });
-  statusBar()->showMessage(tr("Ctrl+1..8: views, Ctrl+L: setup, Alt+T: a chart's table"));
+  create_menu();
+  statusBar()->showMessage(tr("Ctrl+1..9: views (9: the lesson), Ctrl+L: setup, Alt+T: a chart's table"));
   if (setup_->setup()) on_setup(*setup_->setup());
 }
+
+void MainWindow::create_menu() {
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  QAction* lesson = view->addAction(tr("The &lesson (start here)"));
+  connect(lesson, &QAction::triggered, this, [this] { show_view("lesson"); });
+  view->addSeparator();
+  for (int i = 0; i + 1 < tabs_->count(); ++i) {
+    QAction* a = view->addAction(tabs_->tabText(i));
+    connect(a, &QAction::triggered, this, [this, i] { tabs_->setCurrentIndex(i); });
+  }
+}
+
+bool MainWindow::lesson_pending() const { return lesson_view_->model()->progress().next_step != 0; }
 
 void MainWindow::on_setup(const LabSetup& s) {
   memory_->set_setup(s);

@@ -1,6 +1,6 @@
 #pragma once
 // The lab's window: the setup panel on the left, the views as tabs on the right (Ctrl+1 ..
-// Ctrl+8 switch tabs, Ctrl+L goes to the setup panel). It owns the item models and wires the
+// Ctrl+9 switch tabs, Ctrl+L goes to the setup panel; the View menu lists them). It owns the item models and wires the
 // views to the setup and to each other; it computes nothing itself.
 #include <QMainWindow>
 #include <vector>
@@ -14,6 +14,7 @@ namespace parlab::gui {
 class CandidatesModel;
 class HistoryModel;
 class HistoryView;
+class LessonView;
 class MemoryModel;
 class MemoryView;
 class PlanView;
@@ -34,7 +35,7 @@ class MainWindow : public QMainWindow {
  public:
   explicit MainWindow(const LabOptions& options, QWidget* parent = nullptr);
 
-  // Tab names, in order: memory, plan, speedup, timeline, predict, run, history, progress.
+  // Tab names, in order: memory, plan, speedup, timeline, predict, run, history, progress, lesson.
   static const std::vector<QString>& view_names();
   void show_view(const QString& name);
   QTabWidget* tabs() const { return tabs_; }
@@ -48,6 +49,9 @@ class MainWindow : public QMainWindow {
   RunView* run_view() const { return run_view_; }
   HistoryView* history_view() const { return history_view_; }
   ProgressView* progress_view() const { return progress_view_; }
+  LessonView* lesson_view() const { return lesson_view_; }
+  // The lesson is not complete yet: the lab opens on it.
+  bool lesson_pending() const;
 
   MemoryModel* memory_model() const { return memory_; }
   SpeedupModel* speedup_model() const { return speedup_; }
@@ -60,6 +64,7 @@ class MainWindow : public QMainWindow {
 
  private:
   void on_setup(const LabSetup& setup);
+  void create_menu();
 
   LabOptions options_;
   MemoryModel* memory_;
@@ -80,6 +85,7 @@ class MainWindow : public QMainWindow {
   RunView* run_view_;
   HistoryView* history_view_;
   ProgressView* progress_view_;
+  LessonView* lesson_view_;
 };
 
 }  // namespace parlab::gui

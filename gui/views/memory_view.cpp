@@ -1,5 +1,6 @@
 #include "gui/views/memory_view.h"
 
+#include <QCheckBox>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -26,12 +27,27 @@ MemoryView::MemoryView(MemoryModel* model, QWidget* parent) : QWidget(parent), m
   verdict_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
   layout->addWidget(fit_);
   layout->addWidget(verdict_);
+  previous_ = new QLabel(this);
+  previous_->setWordWrap(true);
+  previous_->setStyleSheet("color: #555;");
+  layout->addWidget(previous_);
+  show_formulas_ = new QCheckBox(tr("Show each category as its &formula with these numbers"), this);
+  show_formulas_->setChecked(true);
+  layout->addWidget(show_formulas_);
+  formulas_ = new QLabel(this);
+  formulas_->setWordWrap(true);
+  formulas_->setTextFormat(Qt::RichText);
+  formulas_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+  layout->addWidget(formulas_);
+  connect(show_formulas_, &QCheckBox::toggled, formulas_, &QLabel::setVisible);
   connect(model, &MemoryModel::changed, this, &MemoryView::refresh);
   refresh();
 }
 
 QString MemoryView::verdict_text() const { return verdict_->text(); }
 QString MemoryView::fit_text() const { return fit_->text(); }
+QString MemoryView::formulas_text() const { return formulas_->isVisible() || !isVisible() ? formulas_->text() : QString(); }
+QString MemoryView::previous_text() const { return previous_->text(); }
 
 void MemoryView::refresh() {
   ChartSpec spec;
@@ -64,6 +80,14 @@ void MemoryView::refresh() {
       s.points.emplace_back(r, model_->index(r, cols[i]).data(MemoryModel::kValueRole).toDouble() / kGiB);
     spec.series.push_back(s);
   }
+  if (const auto& before = model_->previous()) {
+    ChartSeries outline;
+    outline.kind = ChartSeries::kOutline;
+    outline.name = tr("before: %1").arg(before->label);
+    for (size_t r = 0; r < before->total_bytes.size() && int(r) < model_->rowCount(); ++r)
+      outline.points.emplace_back(double(r), before->total_bytes[r] / kGiB);
+    spec.series.push_back(outline);
+  }
   if (model_->rowCount() > 0) {
     spec.reference = model_->index(0, MemoryModel::kCapacity).data(MemoryModel::kValueRole).toDouble() / kGiB;
     spec.reference_name = tr("device capacity");
@@ -73,8 +97,19 @@ void MemoryView::refresh() {
   if (model_->rowCount() == 0) {
     fit_->setText(tr("No valid setup yet."));
     verdict_->clear();
+    formulas_->clear();
+    previous_->clear();
     return;
   }
+  QString formulas = tr("<b>The ledger of %1 with its numbers</b> (strategy::explain_ledger):").arg(model_->formulas_for());
+  for (const strategy::LedgerTerm& t : model_->formulas())
+    formulas += "<br><code>" + QString::fromStdString(t.formula).toHtmlEscaped() + "</code>";
+  formulas_->setText(formulas);
+  const auto& before = model_->previous();
+  previous_->setText(before ? tr("Dashed outline: the plan before the last change (%1), total per %2; it stays until the "
+                                 "next change of split or worker count.")
+                                  .arg(before->label, model_->per_stage() ? tr("stage") : tr("rank"))
+                            : QString());
   const QString total = model_->index(worst, MemoryModel::kTotal).data().toString();
   const QString cap = model_->index(worst, MemoryModel::kCapacity).data().toString();
   if (model_->all_fit())

@@ -66,6 +66,9 @@ class QtChartsChart : public Chart {
       bars->append(set);
     }
     for (double v : sums) top = std::max(top, v);
+    for (const ChartSeries& s : spec.series)
+      if (s.kind == ChartSeries::kOutline)
+        for (const QPointF& p : s.points) top = std::max(top, p.y());
     chart->addSeries(bars);
     auto* x = new QBarCategoryAxis();
     x->append(spec.categories);
@@ -78,8 +81,38 @@ class QtChartsChart : public Chart {
     chart->addAxis(y, Qt::AlignLeft);
     bars->attachAxis(x);
     bars->attachAxis(y);
+    // Lines over the categories go on a hidden value axis of the same extent.
+    QValueAxis* hx = nullptr;
+    const auto over_categories = [&](QLineSeries* line) {
+      if (!hx) {
+        hx = new QValueAxis();
+        hx->setRange(-0.5, spec.categories.size() - 0.5);
+        hx->setVisible(false);
+        chart->addAxis(hx, Qt::AlignTop);
+      }
+      chart->addSeries(line);
+      line->attachAxis(hx);
+      line->attachAxis(y);
+    };
+    for (const ChartSeries& s : spec.series) {
+      if (s.kind != ChartSeries::kOutline) continue;
+      // Each bar of the plan before as an outline a little wider than the bars (0.5 of a category).
+      auto* line = new QLineSeries();
+      line->setName(s.name);
+      for (const QPointF& p : s.points) {
+        if (p.x() < 0 || p.x() >= spec.categories.size()) continue;
+        line->append(p.x() - 0.32, 0);
+        line->append(p.x() - 0.32, p.y());
+        line->append(p.x() + 0.32, p.y());
+        line->append(p.x() + 0.32, 0);
+      }
+      QPen pen(s.color.isValid() ? s.color : QColor(90, 90, 90, 150));
+      pen.setWidth(2);
+      pen.setStyle(Qt::DashLine);
+      line->setPen(pen);
+      over_categories(line);
+    }
     if (spec.reference) {
-      // The capacity line spans the categories on a hidden value axis of the same extent.
       auto* line = new QLineSeries();
       line->setName(spec.reference_name);
       line->append(-0.5, *spec.reference);
@@ -88,13 +121,7 @@ class QtChartsChart : public Chart {
       pen.setWidth(2);
       pen.setStyle(Qt::DashLine);
       line->setPen(pen);
-      chart->addSeries(line);
-      auto* hx = new QValueAxis();
-      hx->setRange(-0.5, spec.categories.size() - 0.5);
-      hx->setVisible(false);
-      chart->addAxis(hx, Qt::AlignTop);
-      line->attachAxis(hx);
-      line->attachAxis(y);
+      over_categories(line);
     }
   }
 
@@ -145,6 +172,13 @@ class QtChartsChart : public Chart {
         QPen pen = xy->pen();
         pen.setStyle(Qt::DashLine);
         pen.setWidth(3);
+        xy->setPen(pen);
+      }
+      if (s.kind == ChartSeries::kOutline) {
+        static_cast<QLineSeries*>(xy)->setPointsVisible(false);
+        QPen pen(s.color.isValid() ? s.color : QColor(90, 90, 90, 140));
+        pen.setWidth(2);
+        pen.setStyle(Qt::DotLine);
         xy->setPen(pen);
       }
       for (const QPointF& p : s.points) xy->append(p);

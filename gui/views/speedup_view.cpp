@@ -73,7 +73,27 @@ SpeedupView::SpeedupView(SpeedupModel* model, std::string db_path, QWidget* pare
 
 QString SpeedupView::note() const { return note_->text(); }
 
+void SpeedupView::remember_previous(const LabSetup& s) {
+  const std::string what = s.model.name + " on " + s.base_cluster.name;
+  const std::string split = s.plan.short_name() + " on " + std::to_string(s.world()) + " workers";
+  if (what != shown_what_) {
+    previous_.reset();
+  } else if (split != shown_split_ && preset_->currentIndex() == kCurrentSetup && model_->rowCount() > 0) {
+    Previous p;
+    p.label = QString::fromStdString(shown_split_);
+    const int cols[3] = {SpeedupModel::kAnalyticSpeedup, SpeedupModel::kAnalyticEfficiency, SpeedupModel::kAnalyticStep};
+    for (int m = 0; m < 3; ++m)
+      for (int r = 0; r < model_->rowCount(); ++r)
+        if (const auto v = model_->value(r, cols[m]))
+          p.points[m].emplace_back(model_->rows()[size_t(r)].workers, m == kStepTime ? *v * 1e3 : *v);
+    previous_ = p;
+  }
+  shown_what_ = what;
+  shown_split_ = split;
+}
+
 void SpeedupView::set_setup(const LabSetup& setup) {
+  remember_previous(setup);
   setup_ = setup;
   if (preset_->currentIndex() == kCurrentSetup) set_preset(kCurrentSetup);
 }
@@ -88,15 +108,20 @@ void SpeedupView::set_preset(Preset p) {
     const strategy::ScalingLabInputs in;
     model_->set_rows(scaling_lab_series(in));
     simulate_->setEnabled(false);
+    QString substituted;
+    for (const std::string& line : strategy::explain_scaling(in, in.workers.back()))
+      substituted += "<br><code>" + QString::fromStdString(line).toHtmlEscaped() + "</code>";
     note_->setText(tr("Scaling lab (strategy/scaling_lab.h): t_W = c + o + 2(W-1)a + 2(W-1)/W S/B + s c log2 W with "
                       "c = %1 ms, o = %2 ms, a = %3 us, S = %4 MB, B = %5 GB/s, s = %6. Each worker processes a full "
-                      "local batch: speedup = W t_1 / t_W.")
+                      "local batch: speedup = W t_1 / t_W. With the numbers in, at W = %7:%8")
                       .arg(in.compute_seconds * 1e3)
                       .arg(in.overhead_seconds * 1e3)
                       .arg(in.latency_seconds * 1e6)
                       .arg(in.bytes / 1e6)
                       .arg(in.link_bytes_per_s / 1e9)
-                      .arg(in.straggler_fraction));
+                      .arg(in.straggler_fraction)
+                      .arg(in.workers.back())
+                      .arg(substituted));
     return;
   }
   simulate_->setEnabled(true);
@@ -179,6 +204,13 @@ void SpeedupView::refresh_chart() {
     for (int r = 0; r < model_->rowCount(); ++r)
       if (const auto v = model_->value(r, l.column[m])) s.points.emplace_back(model_->rows()[size_t(r)].workers, m == kStepTime ? *v * 1e3 : *v);
     if (!s.points.empty()) spec.series.push_back(s);
+  }
+  if (previous_ && preset_->currentIndex() == kCurrentSetup && !previous_->points[m].empty()) {
+    ChartSeries before;
+    before.kind = ChartSeries::kOutline;
+    before.name = tr("before: %1 (analytic)").arg(previous_->label);
+    before.points = previous_->points[m];
+    spec.series.insert(spec.series.begin(), before);
   }
   if (m == kSpeedup && model_->rowCount() > 0) {
     ChartSeries ideal;

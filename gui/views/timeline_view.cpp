@@ -6,8 +6,10 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <numeric>
 
 #include "gui/core/simulation_job.h"
@@ -51,8 +53,18 @@ TimelineView::TimelineView(TimelineModel* simulated, TimelineModel* measured, QW
   bar->addWidget(cancel_);
   bar->addWidget(busy_);
   bar->addWidget(load);
+  auto* step_label = new QLabel(tr("Measured s&tep"), this);
+  step_ = new QSpinBox(this);
+  step_->setEnabled(false);
+  step_->setAccessibleName(tr("measured step"));
+  step_label->setBuddy(step_);
+  bar->addWidget(step_label);
+  bar->addWidget(step_);
   bar->addWidget(status_, 1);
   layout->addLayout(bar);
+  alignment_ = new QLabel(this);
+  alignment_->setWordWrap(true);
+  layout->addWidget(alignment_);
   auto* split = new QSplitter(Qt::Vertical, this);
   sim_panel_ = timeline_panel(tr("Simulated step (Ctrl+wheel or +/- to zoom, hover or Left/Right for details)"),
                               simulated, &sim_widget_, split);
@@ -84,6 +96,9 @@ TimelineView::TimelineView(TimelineModel* simulated, TimelineModel* measured, QW
     cancel_->setEnabled(false);
     simulate_->setEnabled(true);
     if (cancelled) status_->setText(tr("Simulation cancelled."));
+  });
+  connect(step_, &QSpinBox::valueChanged, this, [this](int step) {
+    if (measured_step_ && step != *measured_step_) show_measured_step(step);
   });
   for (TimelineWidget* w : {sim_widget_, measured_widget_})
     connect(w, &TimelineWidget::current_changed, this, [this](int, const QString& d) { details_->setText(d); });
@@ -123,6 +138,7 @@ void TimelineView::on_point(const SimPoint& p) {
   const double from = each.empty() ? 0 : std::accumulate(each.begin(), each.end() - 1, 0.0);
   const double to = each.empty() ? p.result.simulated_seconds : from + each.back();
   simulated_->set_events(p.result.timeline, from, to + 1e-12);
+  share_axis();
   status_->setText(tr("Simulated step: %1 ms on %2 ranks, %3 ops; largest rank bubble %4%")
                        .arg(p.result.step_seconds * 1e3, 0, 'f', 3)
                        .arg(p.workers)
@@ -132,11 +148,62 @@ void TimelineView::on_point(const SimPoint& p) {
 
 void TimelineView::load_measured(const QString& path) {
   try {
-    measured_->set_all(read_chrome_trace_file(path.toStdString()));
+    all_measured_ = read_chrome_trace_file(path.toStdString());
   } catch (const std::exception& e) {
+    all_measured_.clear();
+    measured_steps_.clear();
+    measured_step_.reset();
     measured_->clear();
+    step_->setEnabled(false);
+    alignment_->clear();
     status_->setText(QString::fromUtf8(e.what()));
+    return;
   }
+  measured_steps_ = traced_steps(all_measured_);
+  if (measured_steps_.empty()) {
+    // A trace without step numbers: shown whole, on its own axis.
+    measured_step_.reset();
+    step_->setEnabled(false);
+    measured_->set_all(all_measured_);
+    measured_widget_->set_axis_seconds(0);
+    sim_widget_->set_axis_seconds(0);
+    alignment_->setText(tr("This trace carries no step numbers: shown whole, on its own time axis."));
+    return;
+  }
+  step_->setEnabled(true);
+  const QSignalBlocker block(step_);
+  step_->setRange(measured_steps_.front(), measured_steps_.back());
+  // The middle step: past the first steps' warm-up, before the last one's wind-down.
+  show_measured_step(measured_steps_[measured_steps_.size() / 2]);
+}
+
+void TimelineView::show_measured_step(int step) {
+  if (std::find(measured_steps_.begin(), measured_steps_.end(), step) == measured_steps_.end()) return;
+  measured_step_ = step;
+  {
+    const QSignalBlocker block(step_);
+    step_->setValue(step);
+  }
+  measured_->set_all(traced_step(all_measured_, step));
+  share_axis();
+}
+
+QString TimelineView::alignment_text() const { return alignment_->text(); }
+
+void TimelineView::share_axis() {
+  if (!measured_step_) return;
+  const double axis = std::max(simulated_->span_seconds(), measured_->span_seconds());
+  sim_widget_->set_axis_seconds(axis);
+  measured_widget_->set_axis_seconds(axis);
+  alignment_->setText(
+      tr("Measured step %1 (of steps %2..%3 in the trace, %4 ms) against the simulated step (%5 ms), both from 0 on one "
+         "%6 ms axis.")
+          .arg(*measured_step_)
+          .arg(measured_steps_.front())
+          .arg(measured_steps_.back())
+          .arg(measured_->span_seconds() * 1e3, 0, 'f', 2)
+          .arg(simulated_->rowCount() ? QString::number(simulated_->span_seconds() * 1e3, 'f', 2) : tr("not simulated yet"))
+          .arg(axis * 1e3, 0, 'g', 4));
 }
 
 }  // namespace parlab::gui

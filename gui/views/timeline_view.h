@@ -1,15 +1,19 @@
 #pragma once
 // Timeline view: one simulated step per rank (sim::simulate_plan's timeline: the same events
-// the Chrome trace export writes) and, when a measured run wrote a trace, the measured
-// timeline beside it. Each has its table toggle; simulating runs off the UI thread.
+// the Chrome trace export writes) and, when a measured run wrote a trace, one chosen measured
+// step beside it on the same time axis (both start at 0; the view says which step it took).
+// Each has its table toggle; simulating runs off the UI thread.
 #include <QWidget>
 #include <optional>
+#include <vector>
 
 #include "gui/core/lab_setup.h"
+#include "trace/trace.h"
 
 class QLabel;
 class QProgressBar;
 class QPushButton;
+class QSpinBox;
 
 namespace parlab::gui {
 
@@ -32,9 +36,16 @@ class TimelineView : public QWidget {
   TimelineWidget* simulated_widget() const { return sim_widget_; }
   ChartPanel* simulated_panel() const { return sim_panel_; }
   QString status() const;
+  // The measured step shown (the runtime's step number); nullopt before a trace with steps.
+  std::optional<int> measured_step() const { return measured_step_; }
+  void show_measured_step(int step);
+  QString alignment_text() const;
+  TimelineWidget* measured_widget() const { return measured_widget_; }
 
  private:
   void on_point(const SimPoint& p);
+  // Both timelines on one axis: the longer of the two spans.
+  void share_axis();
 
   TimelineModel* simulated_;
   TimelineModel* measured_;
@@ -49,6 +60,11 @@ class TimelineView : public QWidget {
   QProgressBar* busy_;
   QLabel* status_;
   QLabel* details_;
+  QSpinBox* step_;
+  QLabel* alignment_;
+  std::vector<trace::Event> all_measured_;
+  std::vector<int> measured_steps_;
+  std::optional<int> measured_step_;
 };
 
 }  // namespace parlab::gui

@@ -59,6 +59,13 @@ void TimelineWidget::resize_to_zoom() {
   setMinimumSize(sizeHint());
 }
 
+void TimelineWidget::set_axis_seconds(double seconds) {
+  axis_ = seconds;
+  update();
+}
+
+double TimelineWidget::axis_seconds() const { return axis_ > 0 ? axis_ : model_->span_seconds(); }
+
 void TimelineWidget::set_zoom(double z) {
   zoom_ = std::clamp(z, 1.0, 512.0);
   resize_to_zoom();
@@ -71,7 +78,7 @@ int TimelineWidget::lane_of(int rank, const std::string& stream) const {
 
 QRectF TimelineWidget::box_of(int row) const {
   const trace::Event& e = model_->events()[size_t(row)];
-  const double span = model_->span_seconds() > 0 ? model_->span_seconds() : 1;
+  const double span = axis_seconds() > 0 ? axis_seconds() : 1;
   const double scale = viewport_width_ * zoom_ / span;
   const int lane = lane_of(e.rank, e.stream);
   const double y = kTop + lane * kLane + e.rank * kGap;
@@ -85,7 +92,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter, tr("No timeline yet: simulate a step, or run for real with a trace."));
     return;
   }
-  const double span = model_->span_seconds();
+  const double span = axis_seconds();
   const double width = viewport_width_ * zoom_;
   // Lanes: the compute lane's background is the bubble/idle colour, so gaps read as waiting.
   for (int r = 0; r < model_->ranks(); ++r) {

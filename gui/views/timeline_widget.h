@@ -24,6 +24,10 @@ class TimelineWidget : public QWidget {
   void set_current(int row);
   QString details(int row) const;
   QSize sizeHint() const override;
+  // The time the full width stands for (0: the model's own span), so that two timelines share
+  // one axis.
+  void set_axis_seconds(double seconds);
+  double axis_seconds() const;
 
  signals:
   void current_changed(int row, const QString& details);
@@ -43,6 +47,7 @@ class TimelineWidget : public QWidget {
 
   TimelineModel* model_;
   double zoom_ = 1.0;
+  double axis_ = 0;
   int current_ = -1;
   int viewport_width_ = 900;
   QScrollArea* area_ = nullptr;

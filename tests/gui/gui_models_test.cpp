@@ -27,7 +27,11 @@
 #include "gui/views/plan_view.h"
 #include "gui/views/screenshot.h"
 #include "gui/views/speedup_view.h"
+#include "gui/views/lesson_view.h"
 #include "gui/views/timeline_view.h"
+#include "gui/views/timeline_widget.h"
+#include "gui/core/lesson_model.h"
+#include "trace/trace.h"
 #include "gui_test_support.h"
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
@@ -104,6 +108,86 @@ class GuiModelsTest : public QObject {
     check_memory(lab, expected("lab-mlp", "cpu-local", 2, "zero=1,gbs=256"));
   }
 
+  // "ZeRO-1 divided the optimizer state by 4" is seen, not remembered: the plan before the last
+  // change of split or worker count stays as an outline (its totals, the ledger's), until the
+  // next change; another model clears it. The formulas under the bars are explain_ledger's.
+  void memory_and_speedup_keep_the_plan_before_as_an_outline() {
+    Lab lab;
+    set_workers(lab.setup(), 4);
+    MemoryView* mv = lab.window->memory_view();
+    const QString ddp_name = QString::fromStdString(expected("lab-mlp", "cpu-local", 4, "").plan.short_name());
+    const QString before_name = "before: " + ddp_name + " on 4 workers";
+    QVERIFY(!mv->panel()->chart()->series(before_name));
+    const std::vector<double> speedup_before = [&] {
+      std::vector<double> v;
+      for (int r = 0; r < lab.window->speedup_model()->rowCount(); ++r)
+        v.push_back(*lab.window->speedup_model()->value(r, SpeedupModel::kAnalyticSpeedup));
+      return v;
+    }();
+    type_into(lab.setup(), "zero", "1");
+    QVERIFY(!lab.setup()->error());
+    const auto ddp = expected("lab-mlp", "cpu-local", 4, "");
+    const ChartSeries* outline = mv->panel()->chart()->series(before_name);
+    QVERIFY2(outline, qPrintable(mv->previous_text()));
+    QCOMPARE(outline->kind, ChartSeries::kOutline);
+    QCOMPARE(outline->points.size(), size_t(4));
+    for (int r = 0; r < 4; ++r)
+      QCOMPARE(outline->points[size_t(r)].y(), strategy::compute_ledger(ddp.model, ddp.plan, ddp.cluster, r).total_bytes() / kGiB);
+    const auto zero1 = expected("lab-mlp", "cpu-local", 4, "zero=1");
+    QVERIFY(strategy::compute_ledger(zero1.model, zero1.plan, zero1.cluster, 0).optimizer_bytes <
+            strategy::compute_ledger(ddp.model, ddp.plan, ddp.cluster, 0).optimizer_bytes);
+    QVERIFY(mv->previous_text().contains(ddp_name + " on 4 workers"));
+    // The speedup view keeps the analytic curve before the change the same way.
+    const ChartSeries* sp = lab.window->speedup_view()->panel()->chart()->series(before_name + " (analytic)");
+    QVERIFY(sp);
+    QCOMPARE(sp->kind, ChartSeries::kOutline);
+    QCOMPARE(sp->points.size(), speedup_before.size());
+    for (size_t i = 0; i < speedup_before.size(); ++i) QCOMPARE(sp->points[i].y(), speedup_before[i]);
+    // The formulas are the library's, for the fullest rank, with ZeRO-1's shard named.
+    const auto explained = strategy::explain_ledger(zero1.model, zero1.model.layer_list(), zero1.plan, zero1.cluster, 0);
+    for (const auto& t : explained.terms)
+      QVERIFY2(mv->formulas_text().contains(QString::fromStdString(t.formula).toHtmlEscaped()), t.formula.c_str());
+    QVERIFY(mv->formulas_text().contains("(ZeRO-1 over dp 4)"));
+    // The next change replaces the outline; another model clears it.
+    set_workers(lab.setup(), 2);
+    QVERIFY(mv->panel()->chart()->series("before: " + QString::fromStdString(zero1.plan.short_name()) + " on 4 workers"));
+    QVERIFY(!mv->panel()->chart()->series(before_name));
+    type_into(lab.setup(), "model", QString::fromStdString(source_path("tests/experiments/data/tiny-mlp.toml")));
+    QVERIFY(!lab.setup()->error());
+    QVERIFY(mv->previous_text().isEmpty());
+  }
+
+  // One measured step against the simulated one: the chosen step's events from 0, both
+  // timelines on one axis, and the view says which step it took.
+  void timeline_sets_one_measured_step_against_the_simulated_one() {
+    Lab lab;
+    std::vector<trace::Event> events;
+    for (int step = 3; step <= 5; ++step) {
+      const double t0 = 10.0 + step;  // steps one second apart; step 4 lasts 0.5 s
+      const double len = step == 4 ? 0.5 : 0.25;
+      events.push_back({0, "compute", "forward", t0, t0 + len / 2, {{"step", std::to_string(step)}}});
+      events.push_back({1, "comm", "all-reduce", t0 + len / 2, t0 + len, {{"step", std::to_string(step)}}});
+    }
+    const std::string path = lab.dir.filePath("trace.json").toStdString();
+    trace::write_chrome_trace_file(path, events);
+    TimelineView* tv = lab.window->timeline_view();
+    tv->load_measured(QString::fromStdString(path));
+    QCOMPARE(tv->measured_step().value_or(-1), 4);  // the middle of steps 3..5
+    QCOMPARE(lab.window->measured_timeline()->rowCount(), 2);
+    QVERIFY(std::abs(lab.window->measured_timeline()->span_seconds() - 0.5) < 1e-6);
+    QVERIFY(tv->alignment_text().contains("Measured step 4"));
+    tv->simulate();
+    QVERIFY(wait_until([&] { return !tv->job()->running(); }, 60000));
+    const double sim = lab.window->simulated_timeline()->span_seconds();
+    QVERIFY(sim > 0);
+    QCOMPARE(tv->simulated_widget()->axis_seconds(), std::max(sim, 0.5));
+    QCOMPARE(tv->measured_widget()->axis_seconds(), tv->simulated_widget()->axis_seconds());
+    tv->show_measured_step(5);
+    QCOMPARE(tv->measured_step().value_or(-1), 5);
+    QVERIFY(std::abs(lab.window->measured_timeline()->span_seconds() - 0.25) < 1e-6);
+    QVERIFY(tv->alignment_text().contains("Measured step 5 (of steps 3..5"));
+  }
+
   void scaling_lab_preset_is_the_libraries() {
     Lab lab;
     lab.window->speedup_view()->set_preset(SpeedupView::kScalingLab);
@@ -166,6 +250,7 @@ class GuiModelsTest : public QObject {
     QAbstractItemModelTester t8(w->predictions_model(), Mode::QtTest);
     LiveStepsModel live;
     QAbstractItemModelTester t9(&live, Mode::QtTest);
+    QAbstractItemModelTester t10(w->lesson_view()->model(), Mode::QtTest);
 
     set_workers(lab.setup(), 4);
     type_into(lab.setup(), "tp", "2");
@@ -192,6 +277,8 @@ class GuiModelsTest : public QObject {
     QCOMPARE(w->history_view()->filter()->rowCount(), 0);
     w->predictions_model()->load(lab.options.db.toStdString());
     QCOMPARE(w->predictions_model()->rowCount(), 1);
+    w->lesson_view()->reload();
+    QCOMPARE(w->lesson_view()->model()->rowCount(), 5);
     live.add(0, 1.5, 0.01);
     live.add(1, 1.2, 0.01);
     live.clear();

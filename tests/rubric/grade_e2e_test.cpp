@@ -398,4 +398,38 @@ TEST(GradeCli, HtmlHasTheChartsInlineAndABadRubricExitsTwoNamingTheField) {
   EXPECT_FALSE(fs::exists(dir / "nope.db"));  // grading never creates a database
 }
 
+
+TEST(GradeQuickstart, TheLessonCriterionCreditsCompletedStepsAndSaysWhereItResumes) {
+  ScratchDir dir;
+  const fs::path db = copy_of_fixture(dir, "lesson.db");
+  EXPECT_EQ(get(grade_file(db, default_rubric(), cpu()), "lesson").status, Status::kMissing);
+  // Steps 1 and 2 answered as the Lesson view writes them (committed, then revealed).
+  exec(db,
+       "INSERT INTO predictions(quantity, world_size, predicted, predicted_at, revealed, revealed_at) VALUES "
+       "('lesson.1.verdicts', 1, 2, '2026-12-01T10:00:00.000Z', 2, '2026-12-01T10:00:05.000Z'),"
+       "('lesson.2.split.large', 1024, 6, '2026-12-01T10:01:00.000Z', 6, '2026-12-01T10:01:09.000Z'),"
+       "('lesson.2.split.here', 2, 0, '2026-12-01T10:02:00.000Z', 0, '2026-12-01T10:02:01.000Z');");
+  Report r = grade_file(db, default_rubric(), cpu());
+  const CriterionResult& half = get(r, "lesson");
+  EXPECT_EQ(half.status, Status::kFailed);
+  EXPECT_EQ(half.points, 0);
+  ASSERT_EQ(half.parts.size(), 5u);
+  EXPECT_TRUE(half.parts[0].passed);
+  EXPECT_TRUE(half.parts[1].passed);
+  EXPECT_FALSE(half.parts[2].passed);
+  EXPECT_NE(half.detail.find("2 of 5 lesson steps complete; it resumes at step 3"), std::string::npos) << half.detail;
+  exec(db,
+       "INSERT INTO predictions(quantity, world_size, predicted, predicted_at, revealed, revealed_at) VALUES "
+       "('lesson.3.efficiency', 8, 0.8, '2026-12-01T10:03:00.000Z', 0.87, '2026-12-01T10:03:05.000Z'),"
+       "('lesson.3.speedup', 2, 1.5, '2026-12-01T10:04:00.000Z', 1.2, '2026-12-01T10:05:00.000Z'),"
+       "('lesson.4.hang', 2, 1, '2026-12-01T10:06:00.000Z', 1, '2026-12-01T10:07:00.000Z'),"
+       "('lesson.5.bit_identical', 2, 1, '2026-12-01T10:08:00.000Z', 1, '2026-12-01T10:09:00.000Z');");
+  r = grade_file(db, default_rubric(), cpu());
+  const CriterionResult& all = get(r, "lesson");
+  EXPECT_EQ(all.status, Status::kPassed) << all.detail;
+  EXPECT_EQ(all.points, all.max_points);
+  EXPECT_GT(all.max_points, 0);
+  EXPECT_EQ(all.predictions.size(), 7u);
+}
+
 }  // namespace parlab::rubric
