@@ -100,6 +100,10 @@ struct GlooOptions {
   // When set, a failed or timed-out op dumps the flight recorder to
   // "<dump_dir>/flight_recorder.<group>.rank<world rank>.json" (what `parlab analyze hang` reads).
   std::filesystem::path dump_dir;
+  // Set by make_communicator (comm/backend_choice.h) for --comm auto on a world that spans hosts:
+  // the host of every world rank. A split whose members all share one host then gets a
+  // shared-memory communicator instead of a Gloo one. Empty: every split is Gloo.
+  std::vector<std::string> hosts;
 };
 
 // Connects rank `rank` of `size` through `store`; collective over all `size` ranks. Throws
