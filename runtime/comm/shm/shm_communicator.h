@@ -33,7 +33,7 @@ struct ShmOptions {
   std::filesystem::path dump_dir;  // as GlooOptions::dump_dir
   // Bytes each rank publishes per round (two such slots per rank). Big enough that a round's
   // barrier is amortised, small enough that a round's data stays in cache between the copy in
-  // and the reads of the peers (bench: `parlab bench collective --shm-slot`).
+  // and the reads of the peers (`parlab bench collective` shows the effect).
   std::size_t slot_bytes = std::size_t{1} << 20;
   // Bytes per slice of a point-to-point message (two slices in flight per direction).
   std::size_t channel_bytes = std::size_t{1} << 20;
