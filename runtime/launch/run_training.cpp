@@ -175,7 +175,8 @@ void JobRunner::on_message(AttemptLog& log, const json& j) {
   const double at = j.value("seconds", 0.0);
   if (type == "started") {
     log.started[rank] = at;
-    for (const auto& [group, backend] : j.value("comms", json::object()).items()) log.comms[group] = backend.get<std::string>();
+    const json comms = j.value("comms", json::object());  // named: items() does not keep a temporary alive
+    for (const auto& [group, backend] : comms.items()) log.comms[group] = backend.get<std::string>();
     if (static_cast<int>(log.started.size()) == log.world && !log.comms.empty()) note(comms_line(log.comms));
   } else if (type == "resume") {
     log.resumed[rank] = at;

@@ -152,8 +152,9 @@ void Supervisor::start() {
   // A fresh secret per launch: whatever TCP store the workers open carries it (comm/store_token.h).
   const std::string token = comm::random_store_token();
   // Shared-memory segments of this launch are named "<prefix>.*" (comm/shm/shm_segment.h), so
-  // the teardown can remove what a killed worker left, and nothing of another job.
-  shm_prefix_ = "parlab." + std::to_string(::getpid()) + "." + std::to_string(options_.attempt) + "." +
+  // the teardown can remove what a killed worker left, and nothing of another job. The prefix
+  // extends this process's own PARLAB_SHM_PREFIX (default "parlab").
+  shm_prefix_ = comm::shm::segment_prefix() + "." + std::to_string(::getpid()) + "." + std::to_string(options_.attempt) + "." +
                 token.substr(0, 8);
   for (int r = 0; r < options_.nproc; ++r) {
     std::map<std::string, std::string> env = options_.env;

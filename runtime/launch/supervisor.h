@@ -10,7 +10,7 @@
 //               PARLAB_RUN_DIR, PARLAB_SUPERVISOR_PID           (workers die with the supervisor)
 //               PARLAB_ATTEMPT = attempt                         (rendezvous keys per attempt)
 //               PARLAB_STORE_TOKEN = a fresh random token         (per launch; comm/store_token.h)
-//               PARLAB_SHM_PREFIX = parlab.<pid>.<attempt>.<random>  (names of shared-memory segments)
+//               PARLAB_SHM_PREFIX = <ours, or parlab>.<pid>.<attempt>.<random>  (shared-memory names)
 //               OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = 1      (one BLAS thread per rank)
 //   monitor   every `poll`: waitpid(WNOHANG) on each worker, and tail the progress channel, the
 //             JSON lines each worker appends to run_dir/rank-<r>.jsonl (one per step, see

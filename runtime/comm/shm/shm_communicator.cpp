@@ -3,6 +3,7 @@
 #include "runtime/comm/shm/shm_communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -83,7 +84,9 @@ std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, cons
                             true);
     }
     // From here the segment lives only in the ranks' mappings: nothing is left to clean up.
-    shm::Segment::unlink(name);
+    // PARLAB_SHM_KEEP_NAMES (tests only) keeps the name, as a rank killed before this point
+    // would, so a test can show that the supervisor's teardown removes it.
+    if (!std::getenv("PARLAB_SHM_KEEP_NAMES")) shm::Segment::unlink(name);
   }
   return group;
 }
