@@ -406,7 +406,7 @@ void add_train_command(CLI::App& app) {
       "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
       "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault skip-allreduce:rank=2,step=7\n"
       "  parlab train --nproc 4 --max-restarts 3 --max-same-failure 1 --fallback single --fault hang:rank=1,step=7,attempts=0\n"
-      "  srun -n 4 parlab train --model lab-mlp        # one rank per task; needs MASTER_ADDR/MASTER_PORT\n"
+      "  srun -n 4 parlab train --model lab-mlp        # one rank per task; the store at the step's first node\n"
       "The global batch stays fixed when --nproc changes (accumulation adjusts) unless the plan fixes\n"
       "microbatches; without gbs it is mb x lcm(dp, 4). Running again on a --run-dir that holds\n"
       "checkpoints resumes from the newest good one; --steps is the total to reach.\n"

@@ -369,6 +369,19 @@ train::InjectedFaults trainer_faults(const std::vector<FaultSpec>& faults, int r
   return f;
 }
 
+// Started by torchrun or srun (no supervisor prints a header): rank 0 says how the ranks met and
+// which backend each of its groups uses.
+void print_launch_header(const WorkerWorld& w, const nlohmann::json& comms) {
+  std::string where = w.env.master_addr.empty() ? "a file store"
+                                                : w.env.master_addr + ":" + std::to_string(w.env.master_port);
+  if (!w.env.master_derived.empty()) where += " (" + w.env.master_derived + ", as PyTorch Lightning derives them)";
+  std::string groups;
+  for (const auto& [group, backend] : comms.items()) groups += (groups.empty() ? "" : ", ") + group + " " + backend.get<std::string>();
+  std::printf("Launch   %s, %d ranks; rendezvous at %s\ngroups   %s (rank 0's)\n", w.env.launcher.c_str(),
+              w.env.world_size, where.c_str(), groups.c_str());
+  std::fflush(stdout);
+}
+
 // Connect, build, resume, train, finish: everything that needs the communicators, which every
 // failure dumps (all groups, not only the one that failed) before it leaves their scope.
 void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
@@ -408,6 +421,7 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   for (const comm::Communicator* c : trainer.communicators()) comms[c->group_name()] = std::string(c->backend_name());
   out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()},
             {"comms", comms}});
+  if (rank == 0 && !env_or_null("PARLAB_SUPERVISOR_PID")) print_launch_header(world, comms);
   try {
     train::CommCoordinator coord(*world.comm, checkpoint_timeout(job));
     const double load_start = comm::wall_clock_seconds();
