@@ -23,7 +23,7 @@ fi
 work="$(mktemp -d)"
 started=()
 cleanup() {
-  scontrol shutdown >/dev/null 2>&1 || true
+  scontrol shutdown >/dev/null 2>&1 || true  # slurmctld and slurmd
   for p in "${started[@]}"; do kill "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
@@ -37,6 +37,7 @@ chmod 0700 /etc/munge && chmod 0400 /etc/munge/munge.key
 if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
   runuser -u munge -- /usr/sbin/munged --force
   sleep 1
+  started+=("$(cat /run/munge/munged.pid)")  # stopped again on exit
 fi
 munge -n | unmunge >/dev/null || { echo "munge does not work"; exit 1; }
 
