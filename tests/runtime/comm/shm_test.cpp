@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/comm/backend_choice.h"
 #include "runtime/comm/shm/shm_communicator.h"
 #include "runtime/comm/shm/shm_segment.h"
 #include "tests/runtime/comm/child_process.h"
@@ -143,6 +144,45 @@ TEST(ShmSendRecv, LargeMessagesBothWays) {
     v->wait();
     for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(in[i], static_cast<float>(peer * 100000 + i)) << i;
   });
+}
+
+// --comm auto on "two hosts" (ranks 0, 1 on host a; 2, 3 on host b): the world is Gloo, a group
+// inside a host is shared memory, a group across hosts Gloo; each still sums correctly. On one
+// host the world itself is shared memory; --comm shm across hosts is refused, naming the flag.
+TEST(BackendChoice, AutoUsesSharedMemoryInsideAHostAndGlooBetween) {
+  auto store = make_in_process_store();
+  testing::run_rank_threads(4, [&](int r, std::barrier<>& sync) {
+    auto world = make_communicator(store, r, 4, testing::test_options(), CommChoice::kAuto, r < 2 ? "host-a" : "host-b");
+    EXPECT_EQ(world->backend_name(), "gloo");
+    auto node = world->split(r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, "node." + std::to_string(r / 2));
+    auto across = world->split(r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, "x." + std::to_string(r % 2));
+    EXPECT_EQ(node->backend_name(), "shm");
+    EXPECT_EQ(across->backend_name(), "gloo");
+    std::vector<float> a(1000, static_cast<float>(r + 1)), b(1000, static_cast<float>(r + 1));
+    node->all_reduce(a, op_options())->wait();
+    across->all_reduce(b, op_options())->wait();
+    EXPECT_EQ(a[999], r < 2 ? 3.0f : 7.0f);        // 1 + 2, 3 + 4
+    EXPECT_EQ(b[999], r % 2 == 0 ? 4.0f : 6.0f);   // 1 + 3, 2 + 4
+    sync.arrive_and_wait();
+  });
+  auto one_host = make_in_process_store();
+  testing::run_rank_threads(2, [&](int r, std::barrier<>& sync) {
+    auto c = make_communicator(one_host, r, 2, testing::test_options(), CommChoice::kAuto, "host-a");
+    EXPECT_EQ(c->backend_name(), "shm");
+    sync.arrive_and_wait();
+  });
+  auto two_hosts = make_in_process_store();
+  testing::run_rank_threads(2, [&](int r, std::barrier<>& sync) {
+    try {
+      make_communicator(two_hosts, r, 2, testing::test_options(), CommChoice::kShm, r == 0 ? "a" : "b");
+      ADD_FAILURE() << "--comm shm connected ranks of two hosts";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("--comm"), std::string::npos) << e.what();
+    }
+    sync.arrive_and_wait();
+  });
+  EXPECT_EQ(parse_comm_choice("gloo"), CommChoice::kGloo);
+  EXPECT_THROW(parse_comm_choice("tcp"), ConfigError);
 }
 
 std::filesystem::path fresh_dir(const std::string& name) {
