@@ -41,8 +41,18 @@ void copy(float* to, const float* from, std::size_t elements) {
 
 // out[i] = src[0][i] + src[1][i] + ... + src[n-1][i], added in that order; also to out2 when
 // set. Blocked so the partial sums stay in L1 and the adds vectorise; `out` may be one of the
-// sources (each block is read before it is written).
+// sources at the same index (each element is read before it is written).
 void sum_in_rank_order(const float* const* src, int n, std::size_t count, float* out, float* out2) {
+  if (n == 2) {  // the common case in one pass: each element read once, written where it goes
+    const float* a = src[0];
+    const float* b = src[1];
+    if (out2) {
+      for (std::size_t j = 0; j < count; ++j) out2[j] = out[j] = a[j] + b[j];
+    } else {
+      for (std::size_t j = 0; j < count; ++j) out[j] = a[j] + b[j];
+    }
+    return;
+  }
   constexpr std::size_t kBlock = 1024;
   alignas(64) float acc[kBlock];
   for (std::size_t at = 0; at < count; at += kBlock) {

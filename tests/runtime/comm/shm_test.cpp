@@ -91,7 +91,7 @@ TEST(ShmSegment, NameIsUnlinkedOnceEveryRankMappedIt) {
 }
 
 // Non-integer values, so the order of the additions shows in the bits: every rank gets exactly
-// ((x0 + x1) + x2) + x3, on every run, and a buffer larger than many 1 MiB slots (default
+// ((x0 + x1) + x2) + x3, on every run, and a buffer larger than many default-sized slots (default
 // options) ends in a partial slice.
 TEST(ShmDeterminism, AllReduceIsTheRankOrderSumBitForBit) {
   constexpr int n = 4;
