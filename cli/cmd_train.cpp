@@ -439,7 +439,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--min-nproc", o->spec.min_nproc, "Fewest workers to continue with after a lost device (default --nproc)");
   cmd->add_option("--device", j.device,
-                  "cpu (Gloo, host) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; every split the CPU trains)")
+                  "cpu (host; groups on --comm) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; every split the CPU trains)")
       ->capture_default_str();
   cmd->add_option("--comm", j.comm,
                   "auto (shared memory inside a host, Gloo between hosts) | shm | gloo: the CPU groups' backend")

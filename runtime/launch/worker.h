@@ -102,7 +102,7 @@ struct TrainJob {
   bool record_samples = false;      // dataset indices in every step record
   // --export: the final full model (gathered from every shard) as safetensors; empty: none.
   std::filesystem::path export_file;
-  // --device: "cpu" (Gloo, host LabMlp) or "cuda" (LOCAL_RANK's GPU, NCCL; runtime/device).
+  // --device: "cpu" (host LabMlp; groups on --comm) or "cuda" (LOCAL_RANK's GPU, NCCL; runtime/device).
   std::string device = "cpu";
   // --comm: auto (shared memory for the groups of one host, Gloo across hosts), shm or gloo
   // (comm/backend_choice.h). --device cuda keeps NCCL for the program's collectives either way.
