@@ -112,6 +112,18 @@ class Console {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// What --comm means for this launch; the workers' "groups" line says what each group got.
+std::string comm_policy(const launch::TrainJob& j) {
+  const std::string cuda = j.device == "cuda" ? " (the program's collectives on NCCL)" : "";
+  switch (comm::parse_comm_choice(j.comm)) {
+    case comm::CommChoice::kAuto:
+      return "shared memory for groups whose ranks share a host, Gloo (TCP) between hosts" + cuda;
+    case comm::CommChoice::kShm: return "shared memory for every group (one host)" + cuda;
+    case comm::CommChoice::kGloo: return "Gloo (TCP) for every group" + cuda;
+  }
+  return "";
+}
+
 void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec) {
   const launch::TrainJob& j = spec.job;
   const model::MlpShape s = train::mlp_shape(c.model);
@@ -125,7 +137,8 @@ void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec)
   fmt::print("Train    {} steps, {} lr {:g}, seed {}, {} worker process(es) on {}, run dir {}\n", j.steps,
              sgd ? "SGD" : "AdamW",
              sgd ? std::get<train::SgdConfig>(c.optimizer).lr : std::get<train::AdamWConfig>(c.optimizer).lr,
-             j.seed, spec.nproc, j.device == "cuda" ? "GPUs (NCCL)" : "CPUs (Gloo)", j.run_dir.string());
+             j.seed, spec.nproc, j.device == "cuda" ? "GPUs (NCCL)" : "CPUs", j.run_dir.string());
+  fmt::print("Comm     --comm {}: {}\n", j.comm, comm_policy(j));
   if (j.checkpoint_every > 0)
     fmt::print("Ckpt     every {} steps and at the last, in {} (keep last {}); max restarts {}, min workers {}\n",
                j.checkpoint_every, launch::checkpoint_root(j.run_dir).string(), j.keep_last, spec.max_restarts,
@@ -393,7 +406,7 @@ void add_train_command(CLI::App& app) {
       "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
       "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault skip-allreduce:rank=2,step=7\n"
       "  parlab train --nproc 4 --max-restarts 3 --max-same-failure 1 --fallback single --fault hang:rank=1,step=7,attempts=0\n"
-      "  srun -n 4 parlab train --model lab-mlp        # one rank per task; needs MASTER_ADDR/MASTER_PORT\n"
+      "  srun -n 4 parlab train --model lab-mlp        # one rank per task; the store at the step's first node\n"
       "The global batch stays fixed when --nproc changes (accumulation adjusts) unless the plan fixes\n"
       "microbatches; without gbs it is mb x lcm(dp, 4). Running again on a --run-dir that holds\n"
       "checkpoints resumes from the newest good one; --steps is the total to reach.\n"
@@ -426,7 +439,11 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--min-nproc", o->spec.min_nproc, "Fewest workers to continue with after a lost device (default --nproc)");
   cmd->add_option("--device", j.device,
-                  "cpu (Gloo, host) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; every split the CPU trains)")
+                  "cpu (host; groups on --comm) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; every split the CPU trains)")
+      ->capture_default_str();
+  cmd->add_option("--comm", j.comm,
+                  "auto (shared memory inside a host, Gloo between hosts) | shm | gloo: the CPU groups' backend")
+      ->check(CLI::IsMember({"auto", "shm", "gloo"}))
       ->capture_default_str();
   cmd->add_option("--fault", j.faults, "Inject a fault (repeatable): see below");
   cmd->add_option("--mtbf-hours", o->spec.mtbf_hours, "Per-device MTBF for the Young/Daly checkpoint interval")

@@ -1,11 +1,18 @@
 #include "runtime/comm/collective_bench.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
 
+#include "runtime/comm/shm/shm_communicator.h"
 #include "strategy/stats.h"
 #include "strategy/units.h"
 
@@ -219,6 +226,125 @@ std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
     out += line;
   }
   return out;
+}
+
+}  // namespace parlab::comm
+
+// ---- threads as ranks, the shared-memory fit, memcpy ----
+
+namespace parlab::comm {
+
+std::string_view to_string(BenchBackend b) { return b == BenchBackend::kShm ? "shm" : "gloo"; }
+
+namespace {
+
+std::unique_ptr<Communicator> connect_bench_rank(BenchBackend backend, std::shared_ptr<Store> store, int rank,
+                                                 int nproc, std::chrono::milliseconds timeout) {
+  GlooOptions go;
+  go.timeout = timeout;
+  if (backend == BenchBackend::kShm) return make_shm_communicator(std::move(store), rank, nproc, shm_options_from(go));
+  return make_gloo_communicator(std::move(store), rank, nproc, go);
+}
+
+// Runs body(rank, communicator) on nproc threads; rethrows the first failure, naming its rank.
+void on_rank_threads(BenchBackend backend, int nproc, std::chrono::milliseconds timeout,
+                     const std::function<void(int, Communicator&)>& body) {
+  auto store = make_in_process_store();
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::barrier sync(nproc);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < nproc; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        auto c = connect_bench_rank(backend, store, r, nproc, timeout);
+        body(r, *c);
+        sync.arrive_and_wait();  // nobody tears down while a peer still benches
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
+        sync.arrive_and_drop();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  if (!failures.empty()) throw RuntimeError("collective bench failed: " + failures.front());
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+}  // namespace
+
+std::vector<CollectiveBenchRow> run_collective_bench_threads(BenchBackend backend, strategy::CollectiveOp op,
+                                                             const std::vector<double>& sizes_bytes, int nproc,
+                                                             int warmup, const std::function<int(double)>& iters_for,
+                                                             std::chrono::milliseconds timeout) {
+  std::vector<CollectiveBenchRow> rows;
+  on_rank_threads(backend, nproc, timeout, [&](int r, Communicator& c) {
+    CollectiveOptions co;
+    co.timeout = timeout;
+    co.tag = "bench";
+    std::vector<CollectiveBenchRow> mine;
+    for (double s : sizes_bytes)
+      for (const auto& row : run_collective_bench(c, op, {s}, warmup, iters_for(s), co)) mine.push_back(row);
+    if (r == 0) rows = std::move(mine);
+  });
+  return rows;
+}
+
+ShmAllReduceFit measure_shm_all_reduce(int ranks, const std::vector<double>& sizes_bytes, int iters) {
+  if (ranks < 2) throw ConfigError("ranks", std::to_string(ranks), "a fit needs at least 2 ranks");
+  if (sizes_bytes.size() < 2) throw ConfigError("sizes", std::to_string(sizes_bytes.size()), "a fit needs 2 sizes or more");
+  const auto timeout = std::chrono::milliseconds(120'000);
+  const auto op = strategy::CollectiveOp::kAllReduce;
+  ShmAllReduceFit fit;
+  fit.ranks = ranks;
+  fit.rows = run_collective_bench_threads(BenchBackend::kShm, op, sizes_bytes, ranks, 2,
+                                          [iters](double) { return iters; }, timeout);
+  // Least squares of t = alpha + x / beta with x = S * factor (bytes on the bus).
+  const double factor = strategy::bus_bandwidth_factor(op, ranks);
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& r : fit.rows) {
+    const double x = r.bytes * factor, y = r.seconds;
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  fit.alpha_seconds = std::max(0.0, (sy - slope * sx) / n);
+  fit.beta_bus_bytes_per_s = slope > 0 ? 1.0 / slope : 0;
+  // CPU: back-to-back all-reduces of the largest size, no refills or checks in between.
+  const double largest = *std::max_element(sizes_bytes.begin(), sizes_bytes.end());
+  const std::size_t elements = static_cast<std::size_t>(largest / sizeof(float));
+  double cpu = 0;
+  on_rank_threads(BenchBackend::kShm, ranks, timeout, [&](int r, Communicator& c) {
+    std::vector<float> buf(elements, 1.0f);
+    CollectiveOptions co;
+    co.timeout = timeout;
+    c.all_reduce(buf, co)->wait();  // warm: pages faulted
+    c.barrier(co)->wait();
+    const double before = r == 0 ? process_cpu_seconds() : 0;
+    for (int i = 0; i < iters; ++i) c.all_reduce(buf, co)->wait();
+    c.barrier(co)->wait();
+    if (r == 0) cpu = process_cpu_seconds() - before;
+  });
+  fit.cpu_seconds_per_byte = cpu / (static_cast<double>(iters) * static_cast<double>(elements * sizeof(float)));
+  return fit;
+}
+
+double memcpy_seconds(std::size_t bytes) {
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::vector<double> t;
+  for (int i = 0; i < 7; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    src[i % bytes] = dst[(i * 7919) % bytes];  // keep the copies observable
+  }
+  return median(t);
 }
 
 }  // namespace parlab::comm

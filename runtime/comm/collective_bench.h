@@ -10,7 +10,9 @@
 // Every member of the communicator calls it with the same arguments. Each timed run starts after
 // a barrier and its time is the slowest rank's (an all-gather of the per-rank times), so every
 // rank returns the same rows.
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,5 +45,38 @@ std::vector<double> parse_size_range(std::string_view text, const std::string& f
 // nccl-tests style table: size, time, algbw, busbw (decimal GB/s), #wrong, one row per size.
 std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
                                     strategy::CollectiveOp op, int n_ranks);
+
+}  // namespace parlab::comm
+
+namespace parlab::comm {
+
+// Which backend a threads-as-ranks bench connects: "shm" or "gloo" (loopback TCP).
+enum class BenchBackend { kShm, kGloo };
+std::string_view to_string(BenchBackend b);
+
+// Runs run_collective_bench on `nproc` threads of this process, each its own rank of a fresh
+// communicator of `backend` (an in-process store); rows as rank 0 got them. `iters_for(bytes)`
+// picks the timed repetitions per size. Throws RuntimeError naming the rank that failed.
+std::vector<CollectiveBenchRow> run_collective_bench_threads(BenchBackend backend, strategy::CollectiveOp op,
+                                                             const std::vector<double>& sizes_bytes, int nproc,
+                                                             int warmup, const std::function<int(double)>& iters_for,
+                                                             std::chrono::milliseconds timeout);
+
+// The shared-memory all-reduce as the cost model needs it (for calibration):
+//   t(S) = alpha + S * busbw_factor(n) / beta    least squares over the rows' median times
+// and the CPU it burns: process CPU seconds (all ranks, copies, sums and waits together) per
+// byte of the message, measured over back-to-back all-reduces of the largest size.
+struct ShmAllReduceFit {
+  int ranks = 0;
+  double alpha_seconds = 0;
+  double beta_bus_bytes_per_s = 0;
+  double cpu_seconds_per_byte = 0;
+  std::vector<CollectiveBenchRow> rows;
+};
+ShmAllReduceFit measure_shm_all_reduce(int ranks, const std::vector<double>& sizes_bytes, int iters);
+
+// Median seconds of one single-thread memcpy of `bytes` (source and destination pre-faulted):
+// the yardstick a same-host collective's bus bandwidth is compared with.
+double memcpy_seconds(std::size_t bytes);
 
 }  // namespace parlab::comm

@@ -232,6 +232,49 @@ std::shared_ptr<Store> make_prefixed_store(std::shared_ptr<Store> store, std::st
   return std::make_shared<PrefixedStore>(std::move(store), std::move(prefix));
 }
 
+std::string first_slurm_host(const std::string& list) {
+  // The first entry, up to a comma outside brackets: "node[01-04,07],gpu5" -> "node[01-04,07]".
+  std::size_t end = 0;
+  for (int depth = 0; end < list.size(); ++end) {
+    if (list[end] == '[') ++depth;
+    if (list[end] == ']') --depth;
+    if (list[end] == ',' && depth == 0) break;
+  }
+  const std::string entry = list.substr(0, end);
+  const std::size_t open = entry.find('['), close = entry.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return entry;
+  // "node[01-04,07]" -> "node" + "01" (the first item's first number, zeros kept) + suffix.
+  const std::string inside = entry.substr(open + 1, close - open - 1);
+  const std::string first = inside.substr(0, inside.find_first_of(",-"));
+  return entry.substr(0, open) + first + entry.substr(close + 1);
+}
+
+namespace {
+
+// Under srun without MASTER_ADDR/MASTER_PORT: the first host of the step's node list hosts the
+// store, on port 15000 + the last four digits of the job id (PyTorch Lightning's SLURMEnvironment
+// does the same), so every task of the step derives the same address without being told.
+void derive_slurm_master(const Lookup& lookup, RendezvousEnv& env) {
+  if (env.master_addr.empty()) {
+    for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
+      const auto list = lookup(var);
+      if (!list || list->empty()) continue;
+      env.master_addr = first_slurm_host(*list);
+      env.master_derived = std::string("MASTER_ADDR from ") + var;
+      break;
+    }
+  }
+  if (env.master_port == 0 && !env.master_addr.empty()) {
+    const auto job = lookup("SLURM_JOB_ID");
+    if (!job || job->empty() || job->find_first_not_of("0123456789") != std::string::npos) return;
+    const std::string last4 = job->size() > 4 ? job->substr(job->size() - 4) : *job;
+    env.master_port = 15000 + std::stoi(last4);
+    env.master_derived += std::string(env.master_derived.empty() ? "" : ", ") + "MASTER_PORT from SLURM_JOB_ID";
+  }
+}
+
+}  // namespace
+
 RendezvousEnv from_env(const Lookup& lookup) {
   RendezvousEnv env;
   std::string rank_var, size_var, local_var;
@@ -264,6 +307,7 @@ RendezvousEnv from_env(const Lookup& lookup) {
     if (file->empty()) throw ConfigError("PARLAB_STORE_TOKEN_FILE", "\"\"", "the path of a 0600 token file (or unset it)");
     env.store_token_file = *file;
   }
+  if (env.launcher == "slurm") derive_slurm_master(lookup, env);
   if (!env.master_addr.empty() && env.master_port == 0) {
     throw ConfigError("MASTER_PORT", "<unset>",
                       "must be set (an integer in [1, 65535]) when MASTER_ADDR is");

@@ -71,6 +71,9 @@ struct RendezvousEnv {
   std::string master_addr;  // empty when not given (a file store needs none)
   int master_port = 0;      // 0 when not given
   std::string launcher;     // "torchrun" or "slurm"
+  // Under srun without MASTER_ADDR / MASTER_PORT: what they were derived from ("MASTER_ADDR from
+  // SLURM_STEP_NODELIST, MASTER_PORT from SLURM_JOB_ID"); empty when they were given.
+  std::string master_derived;
   // PARLAB_STORE_TOKEN: a per-job secret every TCP store request must carry (give every rank the
   // same one, e.g. `export PARLAB_STORE_TOKEN=$(openssl rand -hex 16)` before torchrun). When it is
   // unset, resolve_store_token (store_token.h) reads it from PARLAB_STORE_TOKEN_FILE or the run
@@ -80,9 +83,13 @@ struct RendezvousEnv {
   std::string store_token_source;  // where store_token came from, for messages
 };
 
-// torchrun variables win over Slurm's. Throws ConfigError naming the missing or malformed
+// torchrun variables win over Slurm's. Under Slurm, MASTER_ADDR defaults to the first host of
+// SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST, SLURM_NODELIST) and MASTER_PORT to 15000 + the
+// last four digits of SLURM_JOB_ID, as PyTorch Lightning derives them. Throws ConfigError naming the missing or malformed
 // variable (e.g. "RANK = abc: must be an integer in [0, WORLD_SIZE)").
 RendezvousEnv from_env();
+// The first host of a Slurm node list: "node[01-04,07],gpu5" -> "node01".
+std::string first_slurm_host(const std::string& list);
 // Same, reading variables through `lookup` (tests, or a launcher's prepared environment).
 RendezvousEnv from_env(const std::function<std::optional<std::string>(const std::string&)>& lookup);
 
@@ -100,6 +107,10 @@ struct GlooOptions {
   // When set, a failed or timed-out op dumps the flight recorder to
   // "<dump_dir>/flight_recorder.<group>.rank<world rank>.json" (what `parlab analyze hang` reads).
   std::filesystem::path dump_dir;
+  // Set by make_communicator (comm/backend_choice.h) for --comm auto on a world that spans hosts:
+  // the host of every world rank. A split whose members all share one host then gets a
+  // shared-memory communicator instead of a Gloo one. Empty: every split is Gloo.
+  std::vector<std::string> hosts;
 };
 
 // Connects rank `rank` of `size` through `store`; collective over all `size` ranks. Throws

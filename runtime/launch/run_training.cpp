@@ -38,7 +38,15 @@ struct AttemptLog {
   bool fatal = false;         // a worker failed on a configuration error
   std::optional<train::StateFingerprint> final_state;
   std::unique_ptr<StragglerWatch> stragglers;
+  std::map<std::string, std::string> comms;  // group -> backend, from the ranks' "started" lines
 };
+
+// "Comm     world shm, p2p.0>1 shm" once every rank said what its groups use.
+std::string comms_line(const std::map<std::string, std::string>& comms) {
+  std::string line;
+  for (const auto& [group, backend] : comms) line += (line.empty() ? "" : ", ") + group + " " + backend;
+  return "groups   " + line;
+}
 
 // Faults whose failure the detectors must find by themselves (the fault line only times them).
 bool is_hang_fault(const std::string& kind) {
@@ -167,6 +175,9 @@ void JobRunner::on_message(AttemptLog& log, const json& j) {
   const double at = j.value("seconds", 0.0);
   if (type == "started") {
     log.started[rank] = at;
+    const json comms = j.value("comms", json::object());  // named: items() does not keep a temporary alive
+    for (const auto& [group, backend] : comms.items()) log.comms[group] = backend.get<std::string>();
+    if (static_cast<int>(log.started.size()) == log.world && !log.comms.empty()) note(comms_line(log.comms));
   } else if (type == "resume") {
     log.resumed[rank] = at;
     if (rank != 0) return;

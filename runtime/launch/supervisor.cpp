@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "runtime/comm/flight_recorder.h"
+#include "runtime/comm/shm/shm_segment.h"
 #include "runtime/comm/store_token.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/liveness.h"
@@ -100,6 +101,13 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
 Supervisor::~Supervisor() {
   // ChildProcess destructors SIGKILL and reap whatever still runs.
   children_.clear();
+  remove_shared_memory();
+}
+
+void Supervisor::remove_shared_memory() noexcept {
+  // The workers unlink their segments once every rank mapped them; only a rank killed between
+  // creating one and that moment leaves a name behind, under this launch's prefix.
+  if (!shm_prefix_.empty()) comm::shm::remove_segments(shm_prefix_);
 }
 
 // The per-rank files of attempt k-1 move to run_dir/attempt-<k-1>/ (whatever its worker count
@@ -143,6 +151,11 @@ void Supervisor::start() {
   const std::string n = std::to_string(options_.nproc);
   // A fresh secret per launch: whatever TCP store the workers open carries it (comm/store_token.h).
   const std::string token = comm::random_store_token();
+  // Shared-memory segments of this launch are named "<prefix>.*" (comm/shm/shm_segment.h), so
+  // the teardown can remove what a killed worker left, and nothing of another job. The prefix
+  // extends this process's own PARLAB_SHM_PREFIX (default "parlab").
+  shm_prefix_ = comm::shm::segment_prefix() + "." + std::to_string(::getpid()) + "." + std::to_string(options_.attempt) + "." +
+                token.substr(0, 8);
   for (int r = 0; r < options_.nproc; ++r) {
     std::map<std::string, std::string> env = options_.env;
     env["RANK"] = std::to_string(r);
@@ -154,6 +167,7 @@ void Supervisor::start() {
     env["PARLAB_SUPERVISOR_PID"] = std::to_string(::getpid());
     env["PARLAB_ATTEMPT"] = std::to_string(options_.attempt);
     env["PARLAB_STORE_TOKEN"] = token;
+    env["PARLAB_SHM_PREFIX"] = shm_prefix_;
     env["OPENBLAS_NUM_THREADS"] = "1";
     env["OMP_NUM_THREADS"] = "1";
     children_.emplace_back(options_.argv, env, rank_log_path(dir, r));
@@ -396,6 +410,7 @@ SupervisorResult Supervisor::wait() {
     }
     if (ended < n) std::this_thread::sleep_for(options_.poll);
   }
+  remove_shared_memory();  // every worker has ended
   result.started_seconds = started_seconds_;
   result.ok = !torn_down;
   for (const WorkerExit& e : result.exits) result.ok = result.ok && e.status.ok();

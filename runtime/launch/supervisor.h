@@ -10,6 +10,7 @@
 //               PARLAB_RUN_DIR, PARLAB_SUPERVISOR_PID           (workers die with the supervisor)
 //               PARLAB_ATTEMPT = attempt                         (rendezvous keys per attempt)
 //               PARLAB_STORE_TOKEN = a fresh random token         (per launch; comm/store_token.h)
+//               PARLAB_SHM_PREFIX = <ours, or parlab>.<pid>.<attempt>.<random>  (shared-memory names)
 //               OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = 1      (one BLAS thread per rank)
 //   monitor   every `poll`: waitpid(WNOHANG) on each worker, and tail the progress channel, the
 //             JSON lines each worker appends to run_dir/rank-<r>.jsonl (one per step, see
@@ -25,7 +26,8 @@
 //             others failed on communication: they waited for it; else the earliest to report.
 //   teardown  a worker that exits non-zero or dies from a signal, an unhealthy one, or
 //             request_stop() stops the rest: SIGTERM to each process group, SIGKILL after
-//             `grace`, every child reaped. Files in run_dir stay as the workers wrote them; a
+//             `grace`, every child reaped, and any shared-memory segment still named under this
+//             launch's PARLAB_SHM_PREFIX removed (a rank killed while connecting). Files in run_dir stay as the workers wrote them; a
 //             later attempt moves them to run_dir/attempt-<k>/ before starting.
 //
 // RAII: destroying a Supervisor kills and reaps any worker still running, so even an exception
@@ -153,6 +155,7 @@ class Supervisor {
   const SupervisorOptions& options() const { return options_; }
 
  private:
+  void remove_shared_memory() noexcept;
   // What a worker reported before it failed: {"type": "error", "rank", "comm", "seconds",
   // "message"} in its records file (worker.h writes it).
   struct WorkerError {
@@ -177,6 +180,7 @@ class Supervisor {
   SupervisorOptions options_;
   std::vector<ChildProcess> children_;
   std::vector<pid_t> pids_;
+  std::string shm_prefix_;  // PARLAB_SHM_PREFIX of this launch
   std::vector<JsonlTail> tails_;
   std::map<int, WorkerError> errors_;
   double started_seconds_ = 0;

@@ -67,7 +67,8 @@ void follow_supervisor() {
     throw RuntimeError("the supervisor (pid " + std::string(pid_text) + ") is gone; not training alone");
 }
 
-WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesystem::path& run_dir) {
+WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesystem::path& run_dir,
+                           comm::CommChoice choice) {
   WorkerWorld w;
   w.env = comm::from_env();
   comm::GlooOptions o = options;
@@ -98,7 +99,8 @@ WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesyst
     }
   }
   if (const char* ifname = env_or_null("GLOO_SOCKET_IFNAME")) o.interface = ifname;
-  w.comm = comm::make_gloo_communicator(store, w.env.rank, w.env.world_size, o);
+  const char* host_id = env_or_null("PARLAB_HOST_ID");
+  w.comm = comm::make_communicator(store, w.env.rank, w.env.world_size, o, choice, host_id ? host_id : "");
   w.store = std::move(store);
   return w;
 }
@@ -276,7 +278,7 @@ nlohmann::json to_json(const TrainJob& j) {
           {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"checkpoint_every", j.checkpoint_every},
           {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples},
           {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}, {"export_file", j.export_file.string()},
-          {"device", j.device}};
+          {"device", j.device}, {"comm", j.comm}};
 }
 
 TrainJob train_job_from_json(const nlohmann::json& j) {
@@ -312,6 +314,8 @@ TrainJob train_job_from_json(const nlohmann::json& j) {
     get("faults", t.faults);
     get("record_samples", t.record_samples);
     get("device", t.device);
+    get("comm", t.comm);
+    (void)comm::parse_comm_choice(t.comm, "comm");
     int64_t heartbeat_ms = 0;
     get("heartbeat_timeout_ms", heartbeat_ms);
     t.heartbeat_timeout = std::chrono::milliseconds(heartbeat_ms);
@@ -365,6 +369,19 @@ train::InjectedFaults trainer_faults(const std::vector<FaultSpec>& faults, int r
   return f;
 }
 
+// Started by torchrun or srun (no supervisor prints a header): rank 0 says how the ranks met and
+// which backend each of its groups uses.
+void print_launch_header(const WorkerWorld& w, const nlohmann::json& comms) {
+  std::string where = w.env.master_addr.empty() ? "a file store"
+                                                : w.env.master_addr + ":" + std::to_string(w.env.master_port);
+  if (!w.env.master_derived.empty()) where += " (" + w.env.master_derived + ", as PyTorch Lightning derives them)";
+  std::string groups;
+  for (const auto& [group, backend] : comms.items()) groups += (groups.empty() ? "" : ", ") + group + " " + backend.get<std::string>();
+  std::printf("Launch   %s, %d ranks; rendezvous at %s\ngroups   %s (rank 0's)\n", w.env.launcher.c_str(),
+              w.env.world_size, where.c_str(), groups.c_str());
+  std::fflush(stdout);
+}
+
 // Connect, build, resume, train, finish: everything that needs the communicators, which every
 // failure dumps (all groups, not only the one that failed) before it leaves their scope.
 void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
@@ -376,7 +393,7 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   go.timeout = rendezvous_timeout(job);
   go.attempt = attempt;
   go.dump_dir = flight_dump_dir(job.run_dir);  // a failed collective dumps its group's recorder here
-  WorkerWorld world = connect_worker(go, job.run_dir);
+  WorkerWorld world = connect_worker(go, job.run_dir, comm::parse_comm_choice(job.comm));
   Watching watch_world(*live.dumper, {world.comm.get()});
   const int rank = world.comm->rank();
   const train::TrainConfig config = make_train_config(job, world.comm->size());
@@ -399,7 +416,12 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   train::Trainer trainer(config, *world.comm, to);
   Watching watch_all(*live.dumper, trainer.communicators());
   Reporter out{sink, rank};
-  out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()}});
+  nlohmann::json comms = nlohmann::json::object();
+  comms[world.comm->group_name()] = std::string(world.comm->backend_name());
+  for (const comm::Communicator* c : trainer.communicators()) comms[c->group_name()] = std::string(c->backend_name());
+  out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()},
+            {"comms", comms}});
+  if (rank == 0 && !env_or_null("PARLAB_SUPERVISOR_PID")) print_launch_header(world, comms);
   try {
     train::CommCoordinator coord(*world.comm, checkpoint_timeout(job));
     const double load_start = comm::wall_clock_seconds();

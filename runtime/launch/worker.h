@@ -17,7 +17,8 @@
 //                 attempts they name (the first by default); --dump-step files; the rank's
 //                 events when a trace is wanted
 //   report        JSON lines in <run_dir>/rank-<r>.jsonl, the supervisor's channel:
-//                   {"type": "started", "rank", "world", "attempt", "seconds"}   connected, built
+//                   {"type": "started", "rank", "world", "attempt", "seconds", "comms"}  connected,
+//                    built; "comms" maps each group to its backend ({"world": "shm", ...})
 //                   {"type": "resume", "rank", "step", "resumed", "summary", "skipped", "seconds",
 //                    "load_seconds", "path"}                                     state loaded
 //                   {"type": "step", ...}                    one per step (train/telemetry.h)
@@ -42,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/backend_choice.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/comm/tcp_store.h"
@@ -68,7 +70,9 @@ struct WorkerWorld {
 // store's job token comes from PARLAB_STORE_TOKEN, PARLAB_STORE_TOKEN_FILE or
 // `<run_dir>/store_token` (comm/store_token.h). Throws ConfigError on missing/malformed variables,
 // RendezvousError when ranks do not all arrive within the timeout.
-WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesystem::path& run_dir);
+// `choice` picks the backend (comm/backend_choice.h); $PARLAB_HOST_ID replaces the detected host.
+WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesystem::path& run_dir,
+                           comm::CommChoice choice = comm::CommChoice::kAuto);
 
 // What `parlab train` was asked: everything a worker needs, so the launcher can hand it over on
 // the command line.
@@ -98,8 +102,11 @@ struct TrainJob {
   bool record_samples = false;      // dataset indices in every step record
   // --export: the final full model (gathered from every shard) as safetensors; empty: none.
   std::filesystem::path export_file;
-  // --device: "cpu" (Gloo, host LabMlp) or "cuda" (LOCAL_RANK's GPU, NCCL; runtime/device).
+  // --device: "cpu" (host LabMlp; groups on --comm) or "cuda" (LOCAL_RANK's GPU, NCCL; runtime/device).
   std::string device = "cpu";
+  // --comm: auto (shared memory for the groups of one host, Gloo across hosts), shm or gloo
+  // (comm/backend_choice.h). --device cuda keeps NCCL for the program's collectives either way.
+  std::string comm = "auto";
 };
 
 // The job as JSON and back (the supervisor hands it to its workers as <run_dir>/job.json).

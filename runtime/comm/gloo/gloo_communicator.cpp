@@ -9,6 +9,7 @@
 #include "runtime/comm/gloo/gloo_algorithms.h"
 #include "runtime/comm/op_queue.h"
 #include "runtime/comm/rendezvous.h"
+#include "runtime/comm/shm/shm_communicator.h"
 #include "strategy/units.h"
 
 namespace parlab::comm {
@@ -68,6 +69,14 @@ std::uint32_t gloo_tag(const OpInfo& info) {
   for (unsigned char c : info.tag) h = (h ^ c) * 16777619u;
   const std::uint32_t folded = (h >> 16) ^ (h & 0xFFFFu);
   return (folded << 16) | static_cast<std::uint32_t>(info.seq & 0xFFFFu);
+}
+
+// Whether world ranks `ranks` share one host by `hosts` (empty: not known, so no).
+bool on_one_host(const std::vector<std::string>& hosts, const std::vector<int>& ranks) {
+  if (hosts.empty()) return false;
+  for (int r : ranks)
+    if (hosts.at(static_cast<std::size_t>(r)) != hosts.at(static_cast<std::size_t>(ranks.front()))) return false;
+  return true;
 }
 
 // Keys of group `group` of attempt k live under "parlab/attempt.<k>/<group>".
@@ -193,6 +202,10 @@ class GlooCommunicator final : public Communicator {
                                           ranks.begin());
     const int sub_size = static_cast<int>(ranks.size());
     auto store = make_prefixed_store(world_->store, group_scope(world_->options, group_) + "/" + key);
+    if (on_one_host(world_->options.hosts, ranks)) {
+      return connect_shm_group(world_->store, std::move(store), me, world_->world_size, ranks, std::move(name),
+                               shm_options_from(world_->options));
+    }
     auto context = connect(*world_, *store, sub_rank, sub_size,
                            "split of group " + name + " from " + group_);
     return std::make_unique<GlooCommunicator>(world_, std::move(context), std::move(name), ranks);

@@ -52,6 +52,8 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
   ChildProcess(ChildProcess&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
 
+  pid_t pid() const { return pid_; }
+
   // Exit code, or nullopt if the child did not exit by `timeout` (it is then killed) or died
   // from a signal.
   std::optional<int> wait(std::chrono::milliseconds timeout) {

@@ -2,6 +2,10 @@
 // Threads-as-ranks (as Gloo's own tests): every rank is a thread with its own Gloo device and
 // communicator, all meeting through one in-process store. Failures inside a rank are collected
 // and reported with the rank that raised them.
+//
+// The same tests run on the shared-memory backend: test_comm_shm compiles them with
+// PARLAB_TEST_SHM, and make_test_communicator() then connects shm communicators, with slots and
+// channels so small that every op of a few thousand elements runs in many rounds.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -15,6 +19,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/rendezvous.h"
+#include "runtime/comm/shm/shm_communicator.h"
 
 namespace parlab::comm::testing {
 
@@ -32,6 +37,27 @@ inline CollectiveOptions op_options(std::string tag = "") {
   o.timeout = kTestTimeout;
   o.tag = std::move(tag);
   return o;
+}
+
+#ifdef PARLAB_TEST_SHM
+inline constexpr std::string_view kBackend = "shm";
+#else
+inline constexpr std::string_view kBackend = "gloo";
+#endif
+
+// Small enough that the closed-form tests cross many round and slice boundaries.
+inline ShmOptions test_shm_options(const GlooOptions& o) {
+  ShmOptions s = shm_options_from(o);
+  s.slot_bytes = 4096;
+  s.channel_bytes = 256;
+  return s;
+}
+
+// A communicator of the backend under test (kBackend).
+inline std::unique_ptr<Communicator> make_test_communicator(std::shared_ptr<Store> store, int rank, int size,
+                                                            const GlooOptions& options) {
+  if (kBackend == "shm") return make_shm_communicator(std::move(store), rank, size, test_shm_options(options));
+  return make_gloo_communicator(std::move(store), rank, size, options);
 }
 
 // Runs `body(rank, sync)` on `n` threads and reports an exception in a rank as a test failure
@@ -64,7 +90,7 @@ inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body
                       std::shared_ptr<Store> store = nullptr) {
   if (!store) store = make_in_process_store();
   run_rank_threads(n, [&](int r, std::barrier<>& sync) {
-    auto comm = make_gloo_communicator(store, r, n, options);
+    auto comm = make_test_communicator(store, r, n, options);
     body(r, *comm);
     sync.arrive_and_wait();
   });

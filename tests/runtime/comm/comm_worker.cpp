@@ -5,17 +5,24 @@
 //       Rendezvous (a file store, or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT with rank 0 hosting
 //       the TCP store), all-reduce C floats where rank r holds r + 1 + i, write
 //       "<rank> <size> <launcher>" and the C results (one per line) to <path>.
+//       --comm shm: connect the shared-memory backend instead of Gloo.
+//       --hold-rank R: after writing its result, rank R sleeps (for a test to kill -9 it); the
+//       others then run a second all-reduce and exit 3 if it fails with a CollectiveError (a
+//       peer is gone), 4 on a timeout.
 //   comm_worker store-echo --port P
 //       Connect to the TCP store on 127.0.0.1:P, wait for "ping", set "pong" = "echo:" + ping.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/comm/rendezvous.h"
+#include "runtime/comm/shm/shm_communicator.h"
 #include "runtime/comm/tcp_store.h"
 
 namespace {
@@ -48,7 +55,10 @@ int all_reduce(std::map<std::string, std::string> flags) {
   }
   GlooOptions options;
   options.timeout = std::chrono::seconds(20);
-  auto comm = make_gloo_communicator(store, rank, size, options);
+  const bool shm = flags.count("--comm") && flags.at("--comm") == "shm";
+  auto comm = shm ? make_shm_communicator(store, rank, size, shm_options_from(options))
+                  : make_gloo_communicator(store, rank, size, options);
+  const int hold = flags.count("--hold-rank") ? std::stoi(flags.at("--hold-rank")) : -1;
   const auto count = static_cast<std::size_t>(std::stoul(flags.at("--count")));
   std::vector<float> buf(count);
   for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(rank + 1 + i);
@@ -57,11 +67,28 @@ int all_reduce(std::map<std::string, std::string> flags) {
   comm->all_reduce(buf, o)->wait();
   comm->barrier(o)->wait();  // nobody exits (closing its pairs) while a peer still works
 
-  std::ofstream out(flags.at("--out"));
-  out.precision(9);
-  out << rank << " " << size << " " << launcher << "\n";
-  for (float x : buf) out << x << "\n";
-  return out ? 0 : 1;
+  {
+    std::ofstream out(flags.at("--out") + ".tmp");
+    out.precision(9);
+    out << rank << " " << size << " " << launcher << "\n";
+    for (float x : buf) out << x << "\n";
+    if (!out) return 1;
+  }
+  std::filesystem::rename(flags.at("--out") + ".tmp", flags.at("--out"));  // whole, or not there
+  if (hold < 0) return 0;
+  if (rank == hold) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  try {
+    comm->all_reduce(buf, o)->wait();
+    return 0;
+  } catch (const CollectiveTimeout&) {
+    return 4;
+  } catch (const CollectiveError& e) {
+    std::fprintf(stderr, "comm_worker: %s\n", e.what());
+    return 3;
+  }
 }
 
 int store_echo(std::map<std::string, std::string> flags) {

@@ -45,6 +45,29 @@ TEST(FromEnv, Slurm) {
   EXPECT_EQ(env.master_port, 0);
 }
 
+// srun sets no MASTER_ADDR/MASTER_PORT: they come from the step's first node and the job id, as
+// PyTorch Lightning derives them, and the same on every task; given ones still win.
+TEST(FromEnv, SlurmDerivesTheStoreAddressFromTheStep) {
+  const auto env = env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4711234"},
+                           {"SLURM_STEP_NODELIST", "gpu[07-09,12],cpu1"}, {"SLURM_JOB_NODELIST", "other"}});
+  EXPECT_EQ(env.master_addr, "gpu07");
+  EXPECT_EQ(env.master_port, 15000 + 1234);
+  EXPECT_EQ(env.master_derived, "MASTER_ADDR from SLURM_STEP_NODELIST, MASTER_PORT from SLURM_JOB_ID");
+  const auto given = env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "77"},
+                             {"SLURM_STEP_NODELIST", "n1"}, {"MASTER_ADDR", "10.0.0.9"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(given.master_addr, "10.0.0.9");
+  EXPECT_EQ(given.master_port, 29500);
+  EXPECT_EQ(given.master_derived, "");
+  EXPECT_EQ(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "12"},
+                    {"SLURM_NODELIST", "localhost"}}).master_port, 15012);
+  EXPECT_EQ(first_slurm_host("node[001-004]-ib,x"), "node001-ib");
+  EXPECT_EQ(first_slurm_host("solo"), "solo");
+  EXPECT_EQ(first_slurm_host("a,b"), "a");
+  // A torchrun-launched rank never reads Slurm's list.
+  EXPECT_TRUE(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"SLURM_STEP_NODELIST", "n1"}, {"SLURM_JOB_ID", "5"}})
+                  .master_addr.empty());
+}
+
 TEST(FromEnv, TorchrunWinsOverSlurm) {
   EXPECT_EQ(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "7"},
                     {"SLURM_NTASKS", "9"}})

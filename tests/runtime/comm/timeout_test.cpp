@@ -40,7 +40,7 @@ TEST(Timeout, RankThatNeverJoinsAnAllReduce) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = make_gloo_communicator(store, r, n, options);
+        auto comm = testing::make_test_communicator(store, r, n, options);
         std::vector<float> buf(1000, 1.0f);
         comm->all_reduce(buf, op_options("warmup"))->wait();
         if (r == 2) {  // the straggler: alive, connected, never calls
@@ -119,7 +119,7 @@ TEST(Timeout, QueuedOpsFailWithTheFirstReason) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = make_gloo_communicator(store, r, 2, testing::test_options());
+        auto comm = testing::make_test_communicator(store, r, 2, testing::test_options());
         if (r == 0) {
           std::vector<float> a(10), b(10);
           CollectiveOptions o;
@@ -184,12 +184,12 @@ TEST(Failure, PeerThatLeavesIsACollectiveError) {
   std::latch left(1);
   std::string outcome;
   std::thread leaver([&] {
-    auto comm = make_gloo_communicator(store, 1, 2, testing::test_options());
+    auto comm = testing::make_test_communicator(store, 1, 2, testing::test_options());
     comm.reset();
     left.count_down();
   });
   std::thread survivor([&] {
-    auto comm = make_gloo_communicator(store, 0, 2, testing::test_options());
+    auto comm = testing::make_test_communicator(store, 0, 2, testing::test_options());
     left.wait();
     std::vector<float> buf(1000, 1.0f);
     try {
@@ -240,7 +240,7 @@ TEST(Timeout, RankThatNeverJoinsTheRendezvous) {
     threads.emplace_back([&, r] {
       const auto t0 = Clock::now();
       try {
-        make_gloo_communicator(store, r, 3, options);
+        testing::make_test_communicator(store, r, 3, options);
         messages[r] = "connected without rank 2";
       } catch (const RendezvousError& e) {
         EXPECT_TRUE(e.timed_out());
@@ -278,7 +278,7 @@ TEST(Rendezvous, AttemptsAreIsolatedInOneFileStore) {
   GlooOptions options = testing::test_options();
   auto store = make_file_store(dir);
   try {
-    make_gloo_communicator(store, 0, 2, options);
+    testing::make_test_communicator(store, 0, 2, options);
     FAIL() << "a reused attempt connected";
   } catch (const RendezvousError& e) {
     EXPECT_FALSE(e.timed_out());

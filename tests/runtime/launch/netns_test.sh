@@ -3,6 +3,8 @@
 # variables, MASTER_ADDR on the veth, no GLOO_SOCKET_IFNAME) train to the same final state hash
 # as a local 2-process run. The host name resolves to loopback in the namespaces (as it does in
 # containers), so this holds only when each rank picks the interface that routes to MASTER_ADDR.
+# The namespaces share this host's /dev/shm, so --comm auto would pick shared memory: each rank
+# says it is on a host of its own (PARLAB_HOST_ID), as on two machines, and they meet over Gloo.
 # Needs root and `ip netns`; skips (exit 77) saying why otherwise.
 #   netns_test.sh PARLAB_BIN MODEL_TOML
 set -u
@@ -31,10 +33,10 @@ hash_of() { grep -h '"type":"final"' "$1" | sed 's/.*"combined_xxh3_64":"\([0-9a
 "$bin" "${args[@]}" --nproc 2 --run-dir "$work/ref" > "$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 1; }
 want="$(hash_of "$work/ref/rank-0.jsonl")"
 
-env -u GLOO_SOCKET_IFNAME RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=10.213.0.1 MASTER_PORT=29531 \
+env -u GLOO_SOCKET_IFNAME PARLAB_HOST_ID=host-b RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=10.213.0.1 MASTER_PORT=29531 \
   ip netns exec "$b" timeout 90 "$bin" "${args[@]}" --run-dir "$work/two" > "$work/r1.log" 2>&1 &
 r1=$!
-env -u GLOO_SOCKET_IFNAME RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=10.213.0.1 MASTER_PORT=29531 \
+env -u GLOO_SOCKET_IFNAME PARLAB_HOST_ID=host-a RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=10.213.0.1 MASTER_PORT=29531 \
   ip netns exec "$a" timeout 90 "$bin" "${args[@]}" --run-dir "$work/two" > "$work/r0.log" 2>&1
 s0=$?
 wait "$r1"; s1=$?
@@ -43,6 +45,7 @@ if [ "$s0" != 0 ] || [ "$s1" != 0 ]; then
 fi
 got0="$(hash_of "$work/two/rank-0.jsonl")"  # rank 0 reports the job's final state
 grep -h "Gloo uses interface" "$work/r0.log" "$work/r1.log"
+grep -q '"comms":{"world":"gloo"}' "$work/two/rank-0.jsonl" || { echo "FAIL: the two hosts did not meet over Gloo"; exit 1; }
 echo "final state hash: local reference $want, two namespaces $got0"
 [ -n "$want" ] && [ "$got0" = "$want" ] || { echo "FAIL: final state hashes differ"; exit 1; }
 echo PASS
