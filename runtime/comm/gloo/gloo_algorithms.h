@@ -62,6 +62,9 @@ class RingState {
 
   // Calls that had to register a new buffer (for tests of the reuse).
   std::uint64_t registrations() const { return registrations_; }
+  // Bytes of the scratch buffers the reduce-scatter keeps (two of its largest chunk): memory the
+  // accounting allocator does not see, reported beside it (train/memory_report.h).
+  std::size_t scratch_bytes() const { return (partial_.capacity() + inbox_.capacity()) * sizeof(float); }
 
  private:
   gloo::transport::UnboundBuffer& registered(const float* data, std::size_t elements);
@@ -99,4 +102,7 @@ class Communicator;
 // build once, run many: repeating a call on the same buffers registers nothing new); 0 for a
 // communicator of another backend.
 std::uint64_t gloo_ring_registrations(const Communicator& communicator);
+// Bytes of scratch the Gloo communicator's ring ops hold (RingState::scratch_bytes); 0 for a
+// communicator of another backend. Read between ops.
+std::size_t gloo_ring_scratch_bytes(const Communicator& communicator);
 }  // namespace parlab::comm
