@@ -265,6 +265,7 @@ class Executor {
   ExecResult result_;
   std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;  // by the op id that owns them
   std::multimap<int64_t, std::unique_ptr<model::ComputeBuffer>> spare_buffers_;  // freed this step, by size
+  int64_t in_use_elements_ = 0, spare_elements_ = 0, peak_in_use_elements_ = 0;  // of the step's buffers
   std::vector<int> pending_reduce_scatters_;            // stage 2/3: issued, not yet retired
   std::map<int64_t, int> grad_binding_;  // bucket flat begin -> the reduce-scatter whose buffer is bound
 };

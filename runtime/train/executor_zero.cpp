@@ -76,15 +76,25 @@ void Executor::plan_zero_buffers() {
 // allocation above glibc's largest mmap threshold (32 MiB), so every one was mapped, page-faulted
 // and zeroed, then unmapped (a TLB shootdown across the rank's threads): about 1 s a step of
 // "idle" on 4 ranks of 2 cores, and CPU the communication thread waited for. A freed buffer is
-// kept for the next one of its size in the step; the step's end returns them all, so between
-// steps a rank holds none, as the ledger says.
+// kept for the next one of its size in the step, but never so that a rank holds more than the
+// most it had in use at once: a buffer that must be made new first returns spares (largest
+// first) until in use + spare + new fits under that peak. So the accounted and the resident
+// peak are what they would be without the reuse, and the step's end returns every buffer:
+// between steps a rank holds none, as the ledger says.
 std::span<float> Executor::make_buffer(int op_id, int64_t elements, Fill fill) {
   std::unique_ptr<model::ComputeBuffer> buffer;
   if (const auto spare = spare_buffers_.find(elements); spare != spare_buffers_.end()) {
     buffer = std::move(spare->second);
     spare_buffers_.erase(spare);
+    spare_elements_ -= elements;
     if (fill == Fill::kZero) model_.compute_zero(buffer->span());
   } else {
+    peak_in_use_elements_ = std::max(peak_in_use_elements_, in_use_elements_ + elements);
+    while (!spare_buffers_.empty() && in_use_elements_ + spare_elements_ + elements > peak_in_use_elements_) {
+      const auto largest = std::prev(spare_buffers_.end());
+      spare_elements_ -= largest->first;
+      spare_buffers_.erase(largest);
+    }
     // In the model's compute memory (device memory on a GPU: the layers bind it, NCCL moves it).
     // A host model charges the account; device memory is not host memory. New buffers are zero.
     model::MemoryAccount* account = model_.compute_is_host() ? options_.account : nullptr;
@@ -92,6 +102,7 @@ std::span<float> Executor::make_buffer(int op_id, int64_t elements, Fill fill) {
   }
   auto [it, inserted] = buffers_.emplace(op_id, std::move(buffer));
   if (!inserted) throw RuntimeError("executor: op " + std::to_string(op_id) + " already has a buffer");
+  in_use_elements_ += elements;
   return it->second->span();
 }
 
@@ -101,11 +112,14 @@ void Executor::free_buffer(int op_id) {
   const auto elements = static_cast<int64_t>(it->second->span().size());
   spare_buffers_.emplace(elements, std::move(it->second));
   buffers_.erase(it);
+  in_use_elements_ -= elements;
+  spare_elements_ += elements;
 }
 
 void Executor::release_buffers() {
   buffers_.clear();
   spare_buffers_.clear();
+  in_use_elements_ = spare_elements_ = peak_in_use_elements_ = 0;
 }
 
 void Executor::unbind_all() {
