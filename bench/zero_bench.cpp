@@ -9,11 +9,21 @@
 //   comm busy   rank 0's collectives' own durations per step
 //   model state rank 0's measured peak parameters + gradients + optimizer state
 //   peak        rank 0's measured peak of all categories (the accounting allocator)
+//   idle        rank 0's step time that is neither compute nor a wait for communication
+// Each split is also simulated (sim::simulate_plan, the same plan on the cpu-local cluster --
+// the calibrated one when results/clusters/ has it) and its collectives priced by the
+// communication model alone (strategy::collective_time, rank 0's comm-stream collectives in
+// order): the second table sets measured step, exposed communication and idle beside the
+// simulator's, and the step beside what the communication model allows (compute measured plus
+// the modelled collectives where comm and compute share the cores, the larger of the two where
+// they do not).
 // Goals (reported, never asserted): ZeRO-1 and 2 within 10% of DDP's step (same bytes, same
 // overlap); ZeRO-3's exposed communication at most 1.5x DDP's (it moves 1.5x the bytes, and its
-// gathers are prefetched one layer ahead); model state / W for ZeRO-3. The machine may be
-// shared: the load average is printed with the figures.
+// gathers are prefetched one layer ahead); model state / W for ZeRO-3; measured within 15% of the
+// simulator. Step figures are medians over the measured steps with their spread (max - min);
+// the machine may be shared: the load average is printed with the figures.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <barrier>
 #include <cstdio>
 #include <fstream>
@@ -26,7 +36,10 @@
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/train/trainer.h"
+#include "sim/simulate.h"
+#include "strategy/cost_model.h"
 #include "strategy/io.h"
+#include "strategy/step_program.h"
 
 namespace {
 
@@ -34,9 +47,24 @@ using namespace parlab;
 using model::MemoryCategory;
 
 struct Result {
-  double step = 0, exposed = 0, comm = 0;
+  std::vector<double> steps;  // the slowest rank's step, per measured step
+  double step = 0, exposed = 0, comm = 0, idle = 0, compute = 0;  // step: median; others rank 0's means
   double state_bytes = 0, peak_bytes = 0;
 };
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// max - min over median, the spread printed beside a median.
+double spread(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return (*hi - *lo) / median(v);
+}
 
 Result run(const train::TrainConfig& config, int world, int warmup, int steps) {
   std::vector<std::vector<train::StepRecord>> records(world);
@@ -58,11 +86,40 @@ Result run(const train::TrainConfig& config, int world, int warmup, int steps) {
   for (int s = 0; s < steps; ++s) {
     double slowest = 0;
     for (int r = 0; r < world; ++r) slowest = std::max(slowest, records[r][s].times.step_seconds);
-    res.step += slowest / steps;
-    res.exposed += records[0][s].times.exposed_comm_seconds / steps;
-    res.comm += records[0][s].times.comm_seconds / steps;
+    res.steps.push_back(slowest);
+    const train::StepTimes& t = records[0][s].times;
+    res.exposed += t.exposed_comm_seconds / steps;
+    res.comm += t.comm_seconds / steps;
+    res.idle += t.idle_seconds / steps;
+    res.compute += (t.data_seconds + t.forward_seconds + t.backward_seconds + t.optimizer_seconds) / steps;
   }
+  res.step = median(res.steps);
   return res;
+}
+
+// Rank 0's comm-stream collectives of one step, each priced by the communication model alone
+// (alpha-beta over the cluster's links, as calibrated): what the communication thread needs.
+double modelled_comm_seconds(const strategy::ModelSpec& model, const strategy::Plan& plan,
+                             const strategy::ClusterSpec& cluster) {
+  const strategy::StepProgram program = strategy::build_step(model, plan, 0);
+  double seconds = 0;
+  for (const strategy::Op& op : program.ops)
+    if (op.is_collective() && op.stream == strategy::Stream::kComm)
+      seconds += op.count * strategy::collective_time(strategy::collective_of(op.kind), op.bytes,
+                                                      program.group_of(op).ranks, cluster)
+                                .seconds;
+  return seconds;
+}
+
+std::string vs(double measured, double predicted) {
+  char b[64];
+  if (predicted > 1e-6) {
+    std::snprintf(b, sizeof b, "%8.1f / %8.1f (%+4.0f%%)", measured * 1e3, predicted * 1e3,
+                  100 * (measured / predicted - 1));
+  } else {
+    std::snprintf(b, sizeof b, "%8.1f / %8.1f (  -  )", measured * 1e3, predicted * 1e3);
+  }
+  return b;
 }
 
 }  // namespace
@@ -70,7 +127,7 @@ Result run(const train::TrainConfig& config, int world, int warmup, int steps) {
 int main(int argc, char** argv) {
   CLI::App app{"ZeRO-1/2/3 against DDP through the runtime executor (ranks as threads, Gloo loopback)"};
   std::string model_name = "lab-mlp";
-  int workers = 4, warmup = 1, steps = 2;
+  int workers = 4, warmup = 1, steps = 3;
   std::string plan = "";
   app.add_option("--model", model_name, "Model preset or TOML file (kind mlp)")->capture_default_str();
   app.add_option("--workers", workers)->capture_default_str();
@@ -82,12 +139,22 @@ int main(int argc, char** argv) {
   compute::pin_blas_to_one_thread();
   const strategy::ModelSpec spec = strategy::load_model(model_name);
   const strategy::ClusterSpec cluster = strategy::load_cluster("cpu-local");
+  const strategy::ClusterSpec sized = strategy::with_world(cluster, workers);
   std::printf("bench_zero: %s (%.1f M parameters), %d workers (threads), %d measured step(s) after %d warm-up; "
-              "load average %s\n",
-              spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, bench::load_average().c_str());
-  std::printf("%-7s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms", "exposed", "comm busy", "model state",
-              "peak", "vs DDP", "goal");
+              "cluster %s%s; load average %s\n",
+              spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, cluster.name.c_str(),
+              sized.serializes_comm_with_compute() ? " (ranks share the cores: comm and compute take turns)" : "",
+              bench::load_average().c_str());
+  std::printf("%-7s %16s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms (spread)", "exposed", "idle",
+              "comm busy", "model state", "peak", "vs DDP", "goal");
   Result ddp;
+  struct Row {
+    std::string name;
+    Result measured;
+    sim::SimResult simulated;
+    double comm_model = 0;
+  };
+  std::vector<Row> rows;
   for (int zero = 0; zero <= 3; ++zero) {
     train::TrainConfig c;
     c.model = spec;
@@ -98,6 +165,11 @@ int main(int argc, char** argv) {
     c.seed = 1;
     c.comm_timeout = std::chrono::minutes(5);
     const Result r = run(c, workers, warmup, steps);
+    const std::string name = zero == 0 ? "DDP" : "ZeRO-" + std::to_string(zero);
+    sim::SimOptions so;
+    so.warmup_steps = 1;
+    so.steps = 1;
+    rows.push_back({name, r, sim::simulate_plan(spec, c.plan, sized, so), modelled_comm_seconds(spec, c.plan, sized)});
     if (zero == 0) ddp = r;
     std::string goal;
     char b[160];
@@ -112,9 +184,24 @@ int main(int argc, char** argv) {
                     1.0 / workers);
       goal = b;
     }
-    std::printf("%-7s %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n",
-                zero == 0 ? "DDP" : ("ZeRO-" + std::to_string(zero)).c_str(), r.step * 1e3, r.exposed * 1e3,
-                r.comm * 1e3, r.state_bytes / 1e6, r.peak_bytes / 1e6, r.step / ddp.step, goal.c_str());
+    std::printf("%-7s %9.1f (%3.0f%%) %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n", name.c_str(),
+                r.step * 1e3, 100 * spread(r.steps), r.exposed * 1e3, r.idle * 1e3, r.comm * 1e3, r.state_bytes / 1e6,
+                r.peak_bytes / 1e6, r.step / ddp.step, goal.c_str());
+  }
+  std::printf("\nMeasured / simulated (ms, rank 0; idle: the simulator's is its bubble), and the step beside what the "
+              "communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
+              sized.serializes_comm_with_compute() ? ", in turns" : ", overlapped: the larger");
+  std::printf("%-7s %32s %32s %32s %32s %s\n", "split", "step", "exposed comm", "idle", "comm busy / model",
+              "step / comm model allows");
+  for (const Row& row : rows) {
+    const strategy::RankTimes& s0 = row.simulated.ranks.at(0);
+    const double allows = sized.serializes_comm_with_compute() ? row.measured.compute + row.comm_model
+                                                               : std::max(row.measured.compute, row.comm_model);
+    std::printf("%-7s %32s %32s %32s %32s %s\n", row.name.c_str(),
+                vs(row.measured.step, row.simulated.step_seconds).c_str(),
+                vs(row.measured.exposed, s0.exposed_comm_seconds).c_str(),
+                vs(row.measured.idle, s0.bubble_seconds).c_str(), vs(row.measured.comm, row.comm_model).c_str(),
+                vs(row.measured.step, allows).c_str());
   }
   return 0;
 }

@@ -199,6 +199,26 @@ void print_memory_table(const std::vector<train::MemoryReport>& reports, const s
              t.str(), strategy::state_convention(plan));
 }
 
+// How each rank's resident peak (VmHWM, read when its work was done) splits: what the process held
+// before the trainer existed, the accounting allocator's peak, the communicators' scratch, and the
+// rest (the allocator's slack and workspaces the account does not see).
+void print_resident_table(const std::vector<train::MemoryReport>& reports) {
+  Table t({"rank", "resident peak", "before training", "accounted peak", "comm scratch", "rest"});
+  bool any = false;
+  for (const train::MemoryReport& m : reports) {
+    const std::optional<int64_t> rest = m.unexplained_resident_bytes();
+    if (!rest) continue;
+    any = true;
+    auto b = [](int64_t v) { return units::format_bytes(static_cast<double>(v)); };
+    t.add({std::to_string(m.rank), b(m.resident_peak_bytes), b(m.resident_baseline_bytes), b(m.measured_peak_total_bytes),
+           b(m.comm_scratch_bytes), b(*rest)});
+  }
+  if (!any) return;
+  fmt::print("\nResident peak per rank (VmHWM at the end of the rank's work) = before training (libraries, runtime, "
+             "Gloo world) + accounted peak + comm scratch + rest (allocator slack, unaccounted workspaces)\n{}",
+             t.str());
+}
+
 void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& spec) {
   if (!o.incidents.empty()) {
     Table t({"attempt", "rank", "what", "at step", "resumed", "lost", "detect", "teardown", "restart", "load",
@@ -361,6 +381,7 @@ void run_supervised(TrainOptions o) {
   } else {
     if (!out.rank_table.empty() && !out.steps.empty()) print_rank_table(out.rank_table, out.attempts);
     print_memory_table(out.memory, config.plan);
+    print_resident_table(out.memory);
     print_summary(out, spec);
     if (out.exported)
       fmt::print("Export   {} ({}; the full model, PyTorch names)\n", out.exported->string(),

@@ -413,6 +413,9 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
     to.make_device_model = gpu.make_model;
     to.make_device_optimizer = gpu.make_optimizer;
   }
+  // What the process holds before the trainer allocates anything (libraries, the runtime, the
+  // Gloo world): the baseline the memory report sets the resident peak against.
+  const int64_t resident_baseline = train::resident_bytes();
   train::Trainer trainer(config, *world.comm, to);
   Watching watch_all(*live.dumper, trainer.communicators());
   Reporter out{sink, rank};
@@ -432,8 +435,6 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
       const uint64_t bytes = train::export_safetensors(trainer, job.export_file);
       if (out.rank == 0) out.line({{"type", "export"}, {"path", job.export_file.string()}, {"bytes", bytes}});
     }
-    out.line({{"type", "memory"},
-              {"report", train::memory_report(trainer, strategy::load_cluster(job.cluster)).to_json()}});
     // Collective under ZeRO (the shards are gathered): every rank computes it, rank 0 reports it.
     const train::StateFingerprint fp = train::state_fingerprint(trainer);
     if (out.rank == 0) {
@@ -444,6 +445,11 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
     bo.timeout = job.comm_timeout;
     bo.tag = "end of training";
     world.comm->barrier(bo)->wait();
+    // Last, so the resident peak (VmHWM) covers everything the rank did: the fingerprint's and
+    // the export's gathers come after the steps.
+    train::MemoryReport memory = train::memory_report(trainer, strategy::load_cluster(job.cluster));
+    memory.resident_baseline_bytes = resident_baseline;
+    out.line({{"type", "memory"}, {"report", memory.to_json()}});
   } catch (const comm::CollectiveError&) {
     live.dumper->dump_all();
     throw;

@@ -225,7 +225,7 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
   issued_.clear();
   issued_index_.assign(program_.ops.size(), -1);
   last_comm_stream_op_ = -1;
-  buffers_.clear();
+  release_buffers();
   pending_reduce_scatters_.clear();
 
   try {

@@ -209,8 +209,14 @@ class Executor {
   void release_if_last(const strategy::Op& op);
   void retire_reduce_scatter(int op_id);
   void poll_reduce_scatters();
-  std::span<float> make_buffer(int op_id, int64_t elements);
+  // A step buffer owned by `op_id`: kZero when the op accumulates into it, kNone when it is
+  // overwritten whole (a gather's output, a send's copy).
+  enum class Fill { kNone, kZero };
+  std::span<float> make_buffer(int op_id, int64_t elements, Fill fill);
+  // Keeps the buffer for the next of its size in this step (make_buffer); release_buffers()
+  // returns every buffer at the step's end.
   void free_buffer(int op_id);
+  void release_buffers();
   std::vector<int64_t> counts_of(const strategy::Op& op) const;
   void record_issue(const strategy::Op& op, comm::Communicator& c, std::shared_ptr<comm::Work> work);
   comm::CollectiveOptions collective_options(const strategy::Op& op) const;
@@ -258,6 +264,8 @@ class Executor {
   int last_comm_stream_op_ = -1;
   ExecResult result_;
   std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;  // by the op id that owns them
+  std::multimap<int64_t, std::unique_ptr<model::ComputeBuffer>> spare_buffers_;  // freed this step, by size
+  int64_t in_use_elements_ = 0, spare_elements_ = 0, peak_in_use_elements_ = 0;  // of the step's buffers
   std::vector<int> pending_reduce_scatters_;            // stage 2/3: issued, not yet retired
   std::map<int64_t, int> grad_binding_;  // bucket flat begin -> the reduce-scatter whose buffer is bound
 };

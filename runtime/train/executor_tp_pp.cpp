@@ -128,7 +128,7 @@ void Executor::issue_send(const Op& op) {
   // A copy in compute memory (device to device on a GPU): the microbatch may release the tensor
   // before the peer has received it.
   const std::span<const float> src = boundary_of(op, p2p_layer_[op.id]);
-  const std::span<float> out = make_buffer(op.id, static_cast<int64_t>(src.size()));
+  const std::span<float> out = make_buffer(op.id, static_cast<int64_t>(src.size()), Fill::kNone);
   model_.compute_copy(out, src);
   comm::Communicator& c = p2p_comm(op);
   record_issue(op, c, c.send(out, group_rank_of(c, op.peer), collective_options(op)));

@@ -71,22 +71,61 @@ void Executor::plan_zero_buffers() {
                           "a ZeRO-3 gather must feed exactly one compute op (it is freed after it)");
 }
 
-std::span<float> Executor::make_buffer(int op_id, int64_t elements) {
-  // In the model's compute memory (device memory on a GPU: the layers bind it, NCCL moves it).
-  // A host model charges the account; device memory is not host memory.
-  model::MemoryAccount* account = model_.compute_is_host() ? options_.account : nullptr;
-  auto [it, inserted] =
-      buffers_.emplace(op_id, model_.make_compute_buffer(elements, account, model::MemoryCategory::kTemporary));
+// A step's transient buffers (ZeRO-3's gathered layers, ZeRO-2/3 gradient buckets) come and go
+// per layer and microbatch: 27 of about 33 MB in a lab-mlp ZeRO-3 step. Each used to be a fresh
+// allocation above glibc's largest mmap threshold (32 MiB), so every one was mapped, page-faulted
+// and zeroed, then unmapped (a TLB shootdown across the rank's threads): about 1 s a step of
+// "idle" on 4 ranks of 2 cores, and CPU the communication thread waited for. A freed buffer is
+// kept for the next one of its size in the step, but never so that a rank holds more than the
+// most it had in use at once: a buffer that must be made new first returns spares (largest
+// first) until in use + spare + new fits under that peak. So the accounted and the resident
+// peak are what they would be without the reuse, and the step's end returns every buffer:
+// between steps a rank holds none, as the ledger says.
+std::span<float> Executor::make_buffer(int op_id, int64_t elements, Fill fill) {
+  std::unique_ptr<model::ComputeBuffer> buffer;
+  if (const auto spare = spare_buffers_.find(elements); spare != spare_buffers_.end()) {
+    buffer = std::move(spare->second);
+    spare_buffers_.erase(spare);
+    spare_elements_ -= elements;
+    if (fill == Fill::kZero) model_.compute_zero(buffer->span());
+  } else {
+    peak_in_use_elements_ = std::max(peak_in_use_elements_, in_use_elements_ + elements);
+    while (!spare_buffers_.empty() && in_use_elements_ + spare_elements_ + elements > peak_in_use_elements_) {
+      const auto largest = std::prev(spare_buffers_.end());
+      spare_elements_ -= largest->first;
+      spare_buffers_.erase(largest);
+    }
+    // In the model's compute memory (device memory on a GPU: the layers bind it, NCCL moves it).
+    // A host model charges the account; device memory is not host memory. New buffers are zero.
+    model::MemoryAccount* account = model_.compute_is_host() ? options_.account : nullptr;
+    buffer = model_.make_compute_buffer(elements, account, model::MemoryCategory::kTemporary);
+  }
+  auto [it, inserted] = buffers_.emplace(op_id, std::move(buffer));
   if (!inserted) throw RuntimeError("executor: op " + std::to_string(op_id) + " already has a buffer");
+  in_use_elements_ += elements;
   return it->second->span();
 }
 
-void Executor::free_buffer(int op_id) { buffers_.erase(op_id); }
+void Executor::free_buffer(int op_id) {
+  const auto it = buffers_.find(op_id);
+  if (it == buffers_.end()) return;
+  const auto elements = static_cast<int64_t>(it->second->span().size());
+  spare_buffers_.emplace(elements, std::move(it->second));
+  buffers_.erase(it);
+  in_use_elements_ -= elements;
+  spare_elements_ += elements;
+}
+
+void Executor::release_buffers() {
+  buffers_.clear();
+  spare_buffers_.clear();
+  in_use_elements_ = spare_elements_ = peak_in_use_elements_ = 0;
+}
 
 void Executor::unbind_all() {
   if (shards_.zero() >= 2) model_.bind_grads(model_.owned_range(), {});
   if (shards_.zero() >= 3) model_.bind_params(model_.owned_range(), {});
-  buffers_.clear();
+  release_buffers();
   grad_binding_.clear();
 }
 
@@ -112,7 +151,8 @@ void Executor::before_compute(const Op& op) {
   for (int rs : buckets_of_[op.id]) {
     if (buffers_.count(rs)) continue;
     const Op& bucket = program_.ops[rs];
-    model_.bind_grads(range_of(bucket), make_buffer(rs, bucket.flat_end - bucket.flat_begin));
+    // Zeroed: the backward accumulates into it.
+    model_.bind_grads(range_of(bucket), make_buffer(rs, bucket.flat_end - bucket.flat_begin, Fill::kZero));
     grad_binding_[bucket.flat_begin] = rs;
   }
 }
@@ -199,7 +239,7 @@ void Executor::issue_all_gather(const Op& op) {
   if (shards_.zero() >= 3) {
     // A layer, from every rank's shard into a buffer that lives until its one consumer ran.
     // Never skipped by the fault: no rank can compute a layer it does not have.
-    const std::span<float> layer = make_buffer(op.id, op.flat_end - op.flat_begin);
+    const std::span<float> layer = make_buffer(op.id, op.flat_end - op.flat_begin, Fill::kNone);
     const std::span<const float> in =
         std::span<const float>(shards_.compute_params()).subspan(mine.begin - shards_.shard().begin, mine.count);
     record_issue(op, c, c.all_gather_v(in, layer, counts, collective_options(op)));

@@ -62,14 +62,17 @@ class RingState {
 
   // Calls that had to register a new buffer (for tests of the reuse).
   std::uint64_t registrations() const { return registrations_; }
+  // Bytes of the scratch buffer the reduce-scatter keeps (its largest input): memory the
+  // accounting allocator does not see, reported beside it (train/memory_report.h).
+  std::size_t scratch_bytes() const { return inbox_.capacity() * sizeof(float); }
 
  private:
   gloo::transport::UnboundBuffer& registered(const float* data, std::size_t elements);
   void reserve_scratch(std::size_t elements);
 
   std::shared_ptr<gloo::Context> ctx_;
-  std::vector<float> partial_, inbox_;
-  std::unique_ptr<gloo::transport::UnboundBuffer> partial_buf_, inbox_buf_;
+  std::vector<float> inbox_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> inbox_buf_;
   // Registrations of caller buffers by (address, elements), oldest first; bounded.
   struct Entry {
     const float* data = nullptr;
@@ -99,4 +102,7 @@ class Communicator;
 // build once, run many: repeating a call on the same buffers registers nothing new); 0 for a
 // communicator of another backend.
 std::uint64_t gloo_ring_registrations(const Communicator& communicator);
+// Bytes of scratch the Gloo communicator's ring ops hold (RingState::scratch_bytes); 0 for a
+// communicator of another backend. Read between ops.
+std::size_t gloo_ring_scratch_bytes(const Communicator& communicator);
 }  // namespace parlab::comm

@@ -125,6 +125,7 @@ class GlooCommunicator final : public Communicator {
   const FlightRecorder& flight_recorder() const override { return recorder_; }
   // Read between ops (the op thread is the only writer).
   std::uint64_t ring_registrations() const { return ring_->registrations(); }
+  std::size_t ring_scratch_bytes() const { return ring_->scratch_bytes(); }
 
  protected:
   std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o) override {
@@ -291,6 +292,11 @@ std::shared_ptr<gloo::transport::Device> make_device(const GlooOptions& o) {
 std::uint64_t gloo_ring_registrations(const Communicator& c) {
   const auto* g = dynamic_cast<const GlooCommunicator*>(&c);
   return g ? g->ring_registrations() : 0;
+}
+
+std::size_t gloo_ring_scratch_bytes(const Communicator& c) {
+  const auto* g = dynamic_cast<const GlooCommunicator*>(&c);
+  return g ? g->ring_scratch_bytes() : 0;
 }
 
 std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> store, int rank,

@@ -112,12 +112,11 @@ INSTANTIATE_TEST_SUITE_P(
 // elements (some 0). reduce_scatter_v: input[j] = r + 1 + j, so rank q's out[i] =
 // n(n+1)/2 + n(offset_q + i); all_gather_v: rank r's in[i] = offset_r + i, so the gathered
 // buffer is 0, 1, 2, ... Both run in place (output aliasing the rank's own chunk) and not.
-class UnevenCollectives : public ::testing::TestWithParam<std::tuple<int, bool>> {};
-
-TEST_P(UnevenCollectives, MatchClosedForm) {
-  const auto [n, in_place] = GetParam();
+// `scale` multiplies every count (chunks of several 1 MiB segments, which the rings forward
+// segment by segment, at scale 100003).
+void check_uneven(int n, bool in_place, int64_t scale) {
   std::vector<int64_t> counts;
-  for (int q = 0; q < n; ++q) counts.push_back(q == 1 ? 0 : 3 + 5 * q);  // rank 1 owns nothing
+  for (int q = 0; q < n; ++q) counts.push_back(q == 1 ? 0 : (3 + 5 * q) * scale);  // rank 1 owns nothing
   std::vector<std::size_t> offset(n + 1, 0);
   for (int q = 0; q < n; ++q) offset[q + 1] = offset[q] + static_cast<std::size_t>(counts[q]);
   const std::size_t total = offset[n];
@@ -144,6 +143,20 @@ TEST_P(UnevenCollectives, MatchClosedForm) {
       EXPECT_EQ(e.bytes, static_cast<double>(total * sizeof(float))) << to_string(e.op);
     }
   });
+}
+
+class UnevenCollectives : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(UnevenCollectives, MatchClosedForm) {
+  const auto [n, in_place] = GetParam();
+  check_uneven(n, in_place, 1);
+}
+
+// Chunks of up to 7 MB (one rank owns nothing, the others unequal shares, as a ZeRO layer cut at
+// shard boundaries): every segment of every hop lands where it belongs, and the sums are exact.
+TEST(UnevenCollectivesInSegments, MatchClosedForm) {
+  for (int n : {2, 3, 4})
+    for (bool in_place : {false, true}) check_uneven(n, in_place, 100003);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldTimesInPlace, UnevenCollectives,
