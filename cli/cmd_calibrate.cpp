@@ -99,12 +99,17 @@ void run(const CalibrateOptions& o) {
     f.add({std::to_string(r.ranks), fmt::format("{:.1f} us", r.latency_seconds * 1e6),
            fmt::format("{:.2f} GB/s", r.link_bytes_per_s / 1e9), fmt::format("{:.1f}%", 100 * r.weighted_error),
            fmt::format("{:.1f}%", 100 * r.weighted_spread)});
-  fmt::print("Gloo ring all-reduce on loopback, fitted to t = 2(n-1) a + 2(n-1)/n S/B for each rank count (messages of\n"
+  fmt::print("All-reduce between ranks of this host through shared memory (what parlab train --comm auto uses here),\n"
+             "fitted to t = 2(n-1) a + 2(n-1)/n S/B for each rank count (messages of\n"
              "{} or more, the sizes predictions use; a prediction on W workers uses the fit of W ranks):\n{}\n"
              "All rank counts at once (the cluster TOML's link): a = {:.1f} us, B = {:.2f} GB/s (error median {:.0f}%, "
              "largest {:.0f}%)\n{}\n",
              units::format_bytes(experiments::kJudgedMessageBytes), f.str(), c.latency_seconds * 1e6,
              c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error, 100 * c.fit_max_relative_error, a.str());
+  for (const auto& g : c.gloo_fits)
+    fmt::print("For reference, Gloo over loopback TCP ({} ranks; --comm gloo, or ranks on different hosts): a = {:.1f} us, "
+               "B = {:.2f} GB/s\n\n",
+               g.ranks, g.latency_seconds * 1e6, g.link_bytes_per_s / 1e9);
   if (!c.sharded.empty()) {
     Table z({"collective", "ranks", "bytes", "measured", "all-reduce fit predicts", "error"});
     for (const auto& p : c.sharded)
@@ -127,7 +132,7 @@ void add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "Measure this machine (lab-mlp compute on 1..N processes, memory bandwidth, Gloo all-reduce on\n"
+      "Measure this machine (lab-mlp compute on 1..N processes, memory bandwidth, shared-memory and Gloo all-reduce on\n"
       "loopback for 2..N ranks) and write the calibrated cpu-local cluster to results/clusters/.\n"
       "Every figure is a median of repeats with its spread; the load of other processes is measured\n"
       "meanwhile. Noisy series are repeated more; a calibration whose spread or fit error (weighted by\n"

@@ -189,12 +189,24 @@ void measure_sharded(Calibration& c, const CalibrationOptions& o) {
   }
 }
 
+// Gloo's all-reduce over loopback TCP on 2 ranks, the path `--comm gloo` and ranks on different
+// hosts take: fitted and shown beside the shared-memory fit that predictions on one host use.
+void measure_gloo_reference(Calibration& c, const CalibrationOptions& o) {
+  say(o, "communication: Gloo all-reduce on loopback (2 ranks), for reference");
+  const std::vector<double> sizes = o.quick ? std::vector<double>{256e3, 4e6} : std::vector<double>{256e3, 1e6, 4e6, 16e6};
+  const auto t = measure::allreduce_seconds(2, sizes, o.quick ? 2 : 3, comm::CommChoice::kGloo);
+  std::vector<AllReducePoint> pts;
+  for (size_t i = 0; i < sizes.size(); ++i) pts.push_back({2, std::floor(sizes[i] / 8) * 8, t[i], 0, 0, 1});
+  c.gloo_fits = fit_rings(pts);
+}
+
 void measure_communication(Calibration& c, const CalibrationOptions& o) {
   const std::vector<double> sizes =
       o.quick ? std::vector<double>{256e3, 1e6, 16e6} : std::vector<double>{64e3, 256e3, 1e6, 4e6, 16e6, 64e6};
   const int repeats = o.quick ? 2 : 3, extra = o.quick ? 1 : 4;
   for (int n = 2; n <= std::max(2, o.nproc); ++n) {
-    say(o, "communication: Gloo all-reduce on loopback, " + std::to_string(n) + " ranks, " + std::to_string(repeats) + " repeats");
+    say(o, "communication: all-reduce between ranks of this host (shared memory, as parlab train uses), " +
+               std::to_string(n) + " ranks, " + std::to_string(repeats) + " repeats");
     std::vector<std::vector<double>> per_size(sizes.size());
     auto once = [&] {
       const auto t = measure::allreduce_seconds(n, sizes, o.quick ? 3 : 5);
@@ -214,7 +226,7 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
       c.allreduce.push_back({n, moved, s.median, s.relative(), 0, int(per_size[i].size())});
     }
   }
-  say(o, "communication: CPU time per byte of Gloo traffic");
+  say(o, "communication: CPU time per byte of shared-memory traffic");
   c.comm_cpu_seconds_per_byte = measure::comm_cpu_seconds_per_byte(2, o.quick ? 4e6 : 64e6, o.quick ? 2 : 4);
   std::vector<AllReducePoint> big;
   for (const auto& p : c.allreduce)
@@ -229,6 +241,7 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
   c.fit_max_relative_error = *std::max_element(errors.begin(), errors.end());
   c.fit_median_relative_error = strategy::median(errors);
   measure_sharded(c, o);
+  measure_gloo_reference(c, o);
 }
 
 // The calibrated cluster: the preset's shape with measured figures. One "device" is one worker
@@ -410,6 +423,10 @@ nlohmann::json Calibration::to_json() const {
   for (const auto& f : ring_fits)
     fits.push_back({{"ranks", f.ranks}, {"latency_seconds", f.latency_seconds}, {"link_bytes_per_s", f.link_bytes_per_s},
                     {"weighted_error", f.weighted_error}, {"weighted_spread", f.weighted_spread}});
+  nlohmann::json gloo_fits_json = nlohmann::json::array();
+  for (const auto& f : gloo_fits)
+    gloo_fits_json.push_back({{"ranks", f.ranks}, {"latency_seconds", f.latency_seconds}, {"link_bytes_per_s", f.link_bytes_per_s},
+                              {"weighted_error", f.weighted_error}});
   nlohmann::json sharded_json = nlohmann::json::array();
   for (const auto& p : sharded)
     sharded_json.push_back({{"op", p.op}, {"ranks", p.ranks}, {"bytes", p.bytes}, {"seconds", p.seconds},
@@ -421,7 +438,8 @@ nlohmann::json Calibration::to_json() const {
           {"flops_per_s", flops_per_s}, {"flops_spread", flops_spread},
           {"flops_per_s_bf16", flops_per_s_bf16}, {"flops_bf16_spread", flops_bf16_spread}, {"rate_grid", grid_json},
           {"concurrency", conc}, {"optimizer_bytes_per_s", optimizer_bytes_per_s}, {"optimizer_spread", optimizer_spread},
-          {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"ring_fits", fits}, {"sharded", sharded_json},
+          {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"ring_fits", fits}, {"sharded", sharded_json}, {"comm", "shm"},
+          {"gloo_ring_fits", gloo_fits_json},
           {"latency_seconds", latency_seconds},
           {"link_bytes_per_s", link_bytes_per_s}, {"fit_max_relative_error", fit_max_relative_error},
           {"fit_median_relative_error", fit_median_relative_error},
@@ -459,7 +477,7 @@ fs::path write_calibrated_cluster(const Calibration& c, const fs::path& results_
                 "Compute: lab-mlp forward+backward at %.1f GFLOP/s (+-%.0f%%) per process alone; experiments\n"
                 "use the GEMM-rate grid in cpu-local.calibration.json at each workload's shape.\n"
                 "Memory: the AdamW update moves %.2f GB/s (memcpy: %.2f GB/s).\n"
-                "Links: Gloo ring all-reduce on loopback fitted to a = %.1f us per step, B = %.2f GB/s\n"
+                "Links: all-reduce between ranks of this host (shared memory) fitted to a = %.1f us per step, B = %.2f GB/s\n"
                 "(relative error of the fit: median %.0f%%, largest %.0f%%); %.2f ns of CPU per byte sent.\n"
                 "Other processes used %.2f cores meanwhile.",
                 c.machine.c_str(), c.created_at.c_str(), c.trusted() ? "" : " -- FLAGGED, not trusted", c.cluster.cores_per_node,
@@ -485,6 +503,7 @@ std::optional<StoredCalibration> load_stored_calibration(const fs::path& results
     s.machine = j.at("machine").get<std::string>();
     s.created_at = j.at("created_at").get<std::string>();
     s.trusted = j.at("trusted").get<bool>();
+    s.comm = j.value("comm", std::string("gloo"));  // calibrations before shared memory measured Gloo
     s.warnings = j.at("warnings").get<std::vector<std::string>>();
     for (const auto& p : j.at("rate_grid"))
       s.grid.points.push_back({p.at("microbatch").get<int64_t>(), p.at("hidden").get<int64_t>(), p.at("ffn").get<int64_t>(),
@@ -514,7 +533,7 @@ bool calibrated_here(const fs::path& results_dir) {
     return false;  // unreadable: calibrate again
   }
   const auto stored = load_stored_calibration(results_dir);
-  return stored && stored->trusted && stored->machine == host_name();
+  return stored && stored->trusted && stored->machine == host_name() && stored->comm == "shm";
 }
 
 std::string why_recalibrate(const fs::path& results, db::ResultsStore* store) {
@@ -522,6 +541,8 @@ std::string why_recalibrate(const fs::path& results, db::ResultsStore* store) {
   if (!calibrated_here(results)) {
     if (!stored) return "there is no calibration of this machine yet";
     if (!stored->trusted) return "the cached calibration was flagged: " + stored->warnings.front();
+    if (stored->comm != "shm")
+      return "the cached calibration measured Gloo's all-reduce; ranks of this host now talk through shared memory";
     return "the cached calibration was made on " + stored->machine;
   }
   if (!store) return "";

@@ -8,7 +8,9 @@
 //     not run -- then with 1..N processes at once, to see how many cores the workers really share;
 //   - memory: the AdamW update over lab-mlp's parameters (bandwidth-bound: 28 bytes per
 //     parameter), and a single-thread memcpy for reference;
-//   - communication: Gloo ring all-reduce on loopback for 2..N ranks over a range of sizes,
+//   - communication: all-reduce between ranks of this host for 2..N ranks, through the backend
+//     `parlab train --comm auto` gives them (shared memory; Gloo over loopback TCP is measured on
+//     2 ranks beside it, for reference) over a range of sizes,
 //     fitted to the ring's alpha-beta form (strategy::ring_collective_seconds; least squares on
 //     the relative error) for each rank count, over the sizes predictions use (RingFit).
 // Every figure is the median of repeats and carries its spread; a noisy series is measured more
@@ -127,6 +129,7 @@ struct Calibration {
   std::vector<AllReducePoint> allreduce;
   std::vector<RingFit> ring_fits;  // one per rank count
   std::vector<ShardedPoint> sharded;  // ZeRO's collectives against the fits
+  std::vector<RingFit> gloo_fits;     // Gloo over loopback TCP (2 ranks), shown for reference
   double latency_seconds = 0;   // fitted per ring step (all rank counts together: the TOML's)
   double link_bytes_per_s = 0;  // fitted
   double fit_max_relative_error = 0;
@@ -160,6 +163,7 @@ std::filesystem::path write_calibrated_cluster(const Calibration& c, const std::
 // need; nullopt when there is none or it is unreadable.
 struct StoredCalibration {
   std::string machine, created_at;
+  std::string comm;  // the backend its all-reduce fits measured: "shm" (older calibrations: "gloo")
   bool trusted = false;
   std::vector<std::string> warnings;
   RateGrid grid;

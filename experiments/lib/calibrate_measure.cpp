@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "runtime/comm/backend_choice.h"
 #include "runtime/comm/collective_bench.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/train/optimizer.h"
@@ -28,9 +29,12 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Runs `body` on `n` ranks: threads of this process, each with its own Gloo context and sockets
-// over loopback, as separate processes would have. The first rank's error is rethrown.
-void on_ranks(int n, const std::function<void(comm::Communicator&, int rank)>& body) {
+// Runs `body` on `n` ranks: threads of this process, each with its own communicator (its own
+// Gloo context and sockets over loopback, or its mapping of the group's shared-memory segment),
+// as separate processes would have, through the backend `parlab train --comm auto` gives ranks of
+// one host (shared memory) unless `choice` says otherwise. The first rank's error is rethrown.
+void on_ranks(int n, const std::function<void(comm::Communicator&, int rank)>& body,
+              comm::CommChoice choice = comm::CommChoice::kAuto) {
   auto store = comm::make_in_process_store();
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -39,7 +43,7 @@ void on_ranks(int n, const std::function<void(comm::Communicator&, int rank)>& b
       try {
         comm::GlooOptions go;
         go.timeout = std::chrono::seconds(60);
-        auto c = comm::make_gloo_communicator(store, r, n, go);
+        auto c = comm::make_communicator(store, r, n, go, choice);
         body(*c, r);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
@@ -180,7 +184,7 @@ double memcpy_bytes_per_s() {
   return double(bytes) / strategy::median(times);
 }
 
-double burst_seconds(int n, double bytes, int calls, int repeats) {
+double burst_seconds(int n, double bytes, int calls, int repeats, comm::CommChoice choice) {
   double out = 0;
   on_ranks(n, [&](comm::Communicator& c, int r) {
     const size_t per = size_t(bytes / 4) / size_t(n) * size_t(n);
@@ -196,15 +200,15 @@ double burst_seconds(int n, double bytes, int calls, int repeats) {
       times.push_back(since(t0));
     }
     if (r == 0) out = strategy::median(times);
-  });
+  }, choice);
   return out;
 }
 
 int calls_per_burst(double bytes) { return std::clamp(int(std::lround(32e6 / bytes)), 1, 64); }
 
-std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters) {
+std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters, comm::CommChoice choice) {
   std::vector<double> out;
-  for (double s : sizes) out.push_back(burst_seconds(n, s, calls_per_burst(s), iters) / calls_per_burst(s));
+  for (double s : sizes) out.push_back(burst_seconds(n, s, calls_per_burst(s), iters, choice) / calls_per_burst(s));
   return out;
 }
 

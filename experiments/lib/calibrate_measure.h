@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "experiments/lib/calibrate.h"
+#include "runtime/comm/backend_choice.h"
 #include "runtime/model/lab_mlp.h"
 #include "strategy/collectives.h"
 #include "strategy/model_spec.h"
@@ -42,7 +43,9 @@ double memcpy_bytes_per_s();
 // loopback is bimodal (a 256 kB call took 0.45 ms in one calibration, 4 ms in another, so the
 // fitted latency moved from 120 to 480 us between quiet calibrations), and the barrier hides the
 // wake-ups and skew a rank pays between back-to-back calls; a burst pays and averages them.
-std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters);
+// `choice`: the backend (auto: shared memory, as `parlab train` uses between ranks of one host).
+std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, int iters,
+                                      comm::CommChoice choice = comm::CommChoice::kAuto);
 int calls_per_burst(double bytes);
 
 // ZeRO's collectives as the executor issues them: reduce-scatter and all-gather of `bytes` (the
@@ -55,7 +58,7 @@ std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std:
 double comm_cpu_seconds_per_byte(int n, double bytes, int iters);
 // `calls` back-to-back all-reduces of `bytes` each on n ranks (issued at once, then waited for, as
 // DDP issues its gradient buckets): the median seconds of `repeats` such bursts.
-double burst_seconds(int n, double bytes, int calls, int repeats);
+double burst_seconds(int n, double bytes, int calls, int repeats, comm::CommChoice choice = comm::CommChoice::kAuto);
 
 // CPU use of the whole machine and of this process (with its waited-for children), to tell the
 // load other jobs put on the machine while calibration ran.

@@ -184,7 +184,7 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
     for (const auto& f : stored->ring_fits)
       fits += (fits.empty() ? "" : "; ") + std::to_string(f.ranks) + " ranks a = " + fixed(f.latency_seconds * 1e6, "%.0f") +
               " us, B = " + fixed(f.link_bytes_per_s / 1e9, "%.2f") + " GB/s";
-    ctx.outcome->report += "communication model: Gloo ring all-reduce fitted per rank count (" + fits +
+    ctx.outcome->report += "communication model: shared-memory all-reduce fitted per rank count (" + fits +
                            "); W workers use the fit of W ranks\n";
   }
   if (measure)
