@@ -109,7 +109,8 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
   QString error;
   if (const auto s = here_setup(kHereWorkers, &error)) {
     qb->set_prompt(tr("What <b>speedup</b> will <b>%1</b> reach on <b>%2 worker processes</b> of this machine over one "
-                      "(a throughput ratio at the same global batch)? Commit, then the lab computes it analytically, "
+                      "(a throughput ratio: samples per second on 2 over samples per second on 1)? Commit, then "
+                      "the lab computes it analytically, "
                       "simulates it, and runs it for real (%3 steps on 1 and on 2 workers).")
                        .arg(QString::fromStdString(s->model.name))
                        .arg(kHereWorkers)
