@@ -146,22 +146,30 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
   EXPECT_NE(c.table().find(" +-"), std::string::npos);  // the spread beside the measurement
 }
 
+namespace {
+// A trusted calibration of this machine in `dir` (its compute as the preset's) whose 2-rank
+// all-reduce fit has the given latency and bandwidth.
+void write_test_calibration(const std::filesystem::path& dir, double latency_seconds, double bytes_per_s) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  Calibration c;
+  c.machine = host;
+  c.created_at = "2026-01-01T00:00:00Z";
+  c.cluster = strategy::load_cluster("cpu-local");
+  c.cluster.calibrated = true;
+  c.ring_fits = {{2, latency_seconds, bytes_per_s, 0, 0}};
+  write_calibrated_cluster(c, dir);
+}
+}  // namespace
+
 // On a calibrated cpu-local the scaling experiment predicts from a profile of the workload
 // itself (and says so) and each worker count with its own rank count's ring fit: a fit with
 // 10 ms per ring step instead of 0.1 ms adds exactly the ring's 2(n-1) steps to the one gradient
 // all-reduce of 2 tiny workers, and nothing to 1 worker.
 TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit) {
   Scratch s;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   auto predict = [&](double latency) {
-    Calibration c;
-    c.machine = host;
-    c.created_at = "2026-01-01T00:00:00Z";
-    c.cluster = strategy::load_cluster("cpu-local");
-    c.cluster.calibrated = true;
-    c.ring_fits = {{2, latency, 1e9, 0, 0}};
-    write_calibrated_cluster(c, s.dir);
+    write_test_calibration(s.dir, latency, 1e9);
     ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
     auto store = db::ResultsStore::open(":memory:");
     const auto spec = parse_experiment("name = \"tiny_predicted\"\nkind = \"scaling\"\n[scaling]\nmodel = \"" + kModel +
@@ -194,16 +202,8 @@ TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit
 // the ring's 2(n-1) steps).
 TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
   Scratch s;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   auto predict = [&](double latency) {
-    Calibration c;
-    c.machine = host;
-    c.created_at = "2026-01-01T00:00:00Z";
-    c.cluster = strategy::load_cluster("cpu-local");
-    c.cluster.calibrated = true;
-    c.ring_fits = {{2, latency, 1e9, 0, 0}};
-    write_calibrated_cluster(c, s.dir);
+    write_test_calibration(s.dir, latency, 1e9);
     ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
     auto store = db::ResultsStore::open(":memory:");
     const auto spec = parse_experiment("name = \"tiny_splits\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
@@ -228,15 +228,7 @@ TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
 // re-simulates from that record, so the prediction must have run on exactly what was recorded.
 TEST(BatchEndToEnd, ProfiledSimulationsReSimulateByteForByteFromTheirRecord) {
   Scratch s;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  Calibration c;
-  c.machine = host;
-  c.created_at = "2026-01-01T00:00:00Z";
-  c.cluster = strategy::load_cluster("cpu-local");
-  c.cluster.calibrated = true;
-  c.ring_fits = {{2, 123.456789e-6, 0.987654321e9, 0, 0}};
-  write_calibrated_cluster(c, s.dir);
+  write_test_calibration(s.dir, 123.456789e-6, 0.987654321e9);
   ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
   auto store = db::ResultsStore::open(":memory:");
   const auto spec = parse_experiment("name = \"tiny_resimulated\"\nkind = \"scaling\"\n[scaling]\nmodel = \"" + kModel +
