@@ -96,10 +96,12 @@ class Console {
       fmt::print("\r\033[K{}", text);
       std::fflush(stdout);
       open_ = true;
-    } else if (every_step_ || (s.step + 1) % every == 0 || s.step + 1 == steps || now - last_ > std::chrono::seconds(30)) {
+    } else if (every_step_ ? sampled(s.step, steps, now)
+                           : (s.step + 1) % every == 0 || s.step + 1 == steps || now - last_ > std::chrono::seconds(30)) {
       fmt::print("{}\n", text);
       std::fflush(stdout);
       last_ = now;
+      ++printed_;
     }
   }
   void end_progress() {
@@ -108,7 +110,20 @@ class Console {
   }
 
  private:
+  // --progress-every-step: every step of the first kEveryStepLines, then at most one line per
+  // kMinInterval (and always the last). A tiny model's steps take a fifth of a millisecond: one
+  // line each filled the lab's pipe faster than it drew them, and the supervisor, blocked on the
+  // full pipe, could not act on the lab's SIGTERM before the lab's grace ran out (the run was then
+  // left to the stale-run sweep).
+  static constexpr int64_t kEveryStepLines = 100;
+  static constexpr auto kMinInterval = std::chrono::milliseconds(10);
+  bool sampled(int64_t step, int64_t steps, std::chrono::steady_clock::time_point now) const {
+    return printed_ < kEveryStepLines || step + 1 == steps || now - last_ >= kMinInterval;
+  }
+
+ private:
   bool quiet_, every_step_, tty_, open_ = false;
+  int64_t printed_ = 0;
   std::chrono::steady_clock::time_point last_{};
 };
 
@@ -492,7 +507,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--fallback", o->fallback, "What a repeated failure degrades to: " + plans)->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the run summary as JSON");
   cmd->add_flag("--progress-every-step", o->every_step,
-                "One progress line per step, also when stdout is a pipe (programs that plot it live)");
+                "One progress line per step, also when stdout is a pipe (programs that plot it live); after the "
+                "first 100, at most 100 lines a second (and the last step)");
   // Hidden: how the supervisor starts its workers, and fault injection for its tests.
   cmd->add_flag("--worker", o->worker)->group("");
   cmd->add_option("--job", o->job_file)->group("");
