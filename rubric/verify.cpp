@@ -7,7 +7,7 @@
 
 #include "rubric/checks.h"
 #include "runtime/launch/kill_resume_proof.h"
-#include "runtime/launch/run_training.h"
+#include "runtime/launch/process.h"
 #include "rubric/check_util.h"
 #include "strategy/errors.h"
 #include "strategy/ledger.h"

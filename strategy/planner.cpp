@@ -591,17 +591,4 @@ PlanReport search_plans(const ModelSpec& m, const ClusterSpec& c, const PlannerO
   return report;
 }
 
-int split_axes(const Plan& p) {
-  return (p.zero > 0 ? kSplitZero : 0) | (p.tp > 1 ? kSplitTensor : 0) | (p.pp > 1 ? kSplitPipeline : 0);
-}
-
-std::string split_axes_name(int axes) {
-  std::string s;
-  const auto add = [&](const char* name) { s += (s.empty() ? "" : " + ") + std::string(name); };
-  if (axes & kSplitZero) add("ZeRO");
-  if (axes & kSplitTensor) add("tensor");
-  if (axes & kSplitPipeline) add("pipeline");
-  return s.empty() ? "DDP" : s;
-}
-
 }  // namespace parlab::strategy

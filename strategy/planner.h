@@ -13,6 +13,7 @@
 
 #include "strategy/cost_model.h"
 #include "strategy/ledger.h"
+#include "strategy/plan_split.h"
 
 namespace parlab::strategy {
 
@@ -85,13 +86,6 @@ struct PlanReport {
   std::vector<std::string> explanation;     // the choice in the seed's words
 };
 
-// Which of the seed's remedies beyond plain DDP a plan uses, as bits: ZeRO sharding (zero > 0),
-// tensor parallelism (tp > 1), pipeline parallelism (pp > 1); 0 is plain DDP. The lesson's
-// "choose the smallest split" asks for this set and the planner's smallest fitting plan answers.
-enum SplitAxis : int { kSplitZero = 1, kSplitTensor = 2, kSplitPipeline = 4 };
-int split_axes(const Plan& plan);
-// "DDP", "ZeRO", "tensor + pipeline", ...
-std::string split_axes_name(int axes);
 
 // `cluster` must be sized to the world (with_world). Throws ConfigError when nothing can be
 // searched (e.g. a global batch no plan divides).

@@ -4,12 +4,6 @@
 
 namespace parlab::experiments {
 
-std::string plan_family(const strategy::Plan& p) {
-  if (p.pp > 1) return "pipeline";
-  if (p.tp > 1) return "tensor";
-  return p.zero > 0 ? "ZeRO" : "DDP";
-}
-
 Decision decide(const std::vector<DecideCandidate>& c) {
   Decision d;
   std::vector<double> predicted, measured;

@@ -9,11 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "strategy/plan.h"
+#include "strategy/plan_split.h"
 
 namespace parlab::experiments {
 
 // "pipeline" (pp > 1), else "tensor" (tp > 1), else "ZeRO" (stage > 0), else "DDP".
-std::string plan_family(const strategy::Plan& plan);
+using strategy::plan_family;  // strategy/plan_split.h
 inline const char* const kPlanFamilies[] = {"DDP", "ZeRO", "tensor", "pipeline"};
 
 struct DecideCandidate {

@@ -14,6 +14,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
+#include "runtime/launch/process.h"
 #include "runtime/launch/run_training.h"
 #include "strategy/errors.h"
 #include "strategy/text_table.h"

@@ -17,6 +17,7 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/device/device.h"
 #include "runtime/launch/kill_resume_proof.h"
+#include "runtime/launch/process.h"
 #include "runtime/launch/run_training.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"

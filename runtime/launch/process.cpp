@@ -148,4 +148,10 @@ std::filesystem::path self_executable() {
 
 bool process_exists(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
+std::vector<std::string> worker_command_for(const std::filesystem::path& parlab_bin) {
+  const std::filesystem::path worker = parlab_bin.parent_path() / "parlab-worker";
+  return std::filesystem::exists(worker) ? std::vector<std::string>{worker.string()}
+                                         : std::vector<std::string>{parlab_bin.string(), "train", "--worker"};
+}
+
 }  // namespace parlab::launch

@@ -54,6 +54,9 @@ class ChildProcess {
 
 // The path of the running executable (/proc/self/exe), so a launcher can start itself.
 std::filesystem::path self_executable();
+// How a worker of the parlab program at `parlab_bin` is started: parlab-worker beside it (it
+// starts in milliseconds: no simulator to load, cli/worker_main.cpp), else its own worker mode.
+std::vector<std::string> worker_command_for(const std::filesystem::path& parlab_bin);
 
 // Whether a process with this pid exists (kill(pid, 0)); zombies count as existing.
 bool process_exists(pid_t pid);

@@ -594,10 +594,4 @@ TrainOutcome run_training(const TrainJobSpec& spec, const TrainCallbacks& callba
   return runner.run();
 }
 
-std::vector<std::string> worker_command_for(const std::filesystem::path& parlab_bin) {
-  const std::filesystem::path worker = parlab_bin.parent_path() / "parlab-worker";
-  return std::filesystem::exists(worker) ? std::vector<std::string>{worker.string()}
-                                         : std::vector<std::string>{parlab_bin.string(), "train", "--worker"};
-}
-
 }  // namespace parlab::launch

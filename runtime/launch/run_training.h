@@ -196,8 +196,4 @@ TrainOutcome run_training(const TrainJobSpec& spec, const TrainCallbacks& callba
 // batch, and the data size made explicit.
 TrainJob pinned_job(const TrainJob& job, int world);
 
-// How a worker of the parlab program at `parlab_bin` is started: parlab-worker beside it (it
-// starts in milliseconds: no simulator to load, cli/worker_main.cpp), else its own worker mode.
-std::vector<std::string> worker_command_for(const std::filesystem::path& parlab_bin);
-
 }  // namespace parlab::launch

@@ -1,0 +1,85 @@
+// The fits calibration is judged by: the ring's alpha-beta over all-reduce points (one rank count
+// or all at once) and the GEMM-rate grid's interpolation (calibrate.h says what each means).
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "experiments/lib/calibrate.h"
+#include "strategy/collectives.h"
+#include "strategy/errors.h"
+
+namespace parlab::experiments {
+
+std::pair<double, double> fit_alpha_beta(const std::vector<AllReducePoint>& pts) {
+  using strategy::CollectiveOp;
+  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
+  for (const auto& p : pts) {
+    const double w = 1.0 / (p.seconds * p.seconds);
+    const double x = strategy::ring_steps(CollectiveOp::kAllReduce, p.ranks);
+    const double y = strategy::bus_bandwidth_factor(CollectiveOp::kAllReduce, p.ranks) * p.bytes;
+    sxx += w * x * x, sxy += w * x * y, syy += w * y * y, sxt += w * x * p.seconds, syt += w * y * p.seconds;
+  }
+  const double det = sxx * syy - sxy * sxy;
+  if (!(std::fabs(det) > 1e-12 * sxx * syy)) throw RuntimeError("calibrate: all-reduce fit is singular");
+  double a = (sxt * syy - syt * sxy) / det, beta = (sxx * syt - sxy * sxt) / det;
+  if (a < 0) {  // no measurable latency: fit the bandwidth alone
+    a = 0;
+    beta = syt / syy;
+  }
+  return {a, beta};
+}
+
+std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points) {
+  std::set<int> counts;
+  for (const auto& p : points) counts.insert(p.ranks);
+  std::vector<RingFit> fits;
+  for (int n : counts) {
+    std::vector<AllReducePoint> big;
+    for (const auto& p : points)
+      if (p.ranks == n && judged(p.bytes)) big.push_back(p);
+    if (big.size() < 2) continue;
+    const auto [a, beta] = fit_alpha_beta(big);
+    RingFit f{n, a, 1.0 / beta, 0, 0};
+    double weight = 0;
+    for (auto& p : points) {
+      if (p.ranks != n) continue;
+      p.fitted_seconds = strategy::ring_collective_seconds(strategy::CollectiveOp::kAllReduce, p.bytes, n, a, f.link_bytes_per_s);
+      if (!judged(p.bytes)) continue;
+      weight += p.seconds;
+      f.weighted_error += p.seconds * std::fabs(p.fitted_seconds / p.seconds - 1);
+      f.weighted_spread += p.seconds * p.spread;
+    }
+    f.weighted_error /= weight;
+    f.weighted_spread /= weight;
+    fits.push_back(f);
+  }
+  return fits;
+}
+
+double RateGrid::flops_per_s(int64_t microbatch, int64_t hidden, int64_t ffn) const {
+  if (points.empty()) throw RuntimeError("calibrate: the rate grid is empty");
+  auto width = [](double h, double f) { return std::sqrt(h * f); };
+  std::set<double> bs, ws;
+  for (const auto& p : points) bs.insert(double(p.microbatch)), ws.insert(width(double(p.hidden), double(p.ffn)));
+  auto rate_at = [&](double b, double w) {
+    for (const auto& p : points)
+      if (double(p.microbatch) == b && width(double(p.hidden), double(p.ffn)) == w) return p.flops_per_s;
+    throw RuntimeError("calibrate: the rate grid is not a full grid");
+  };
+  // The two grid values around x (both the nearest edge outside the grid) and x's weight
+  // between them, in log space.
+  auto bracket = [](const std::set<double>& axis, double x) {
+    auto hi = axis.lower_bound(x);
+    if (hi == axis.end()) return std::tuple{*axis.rbegin(), *axis.rbegin(), 0.0};
+    if (hi == axis.begin() || *hi == x) return std::tuple{*hi, *hi, 0.0};
+    auto lo = std::prev(hi);
+    return std::tuple{*lo, *hi, std::log(x / *lo) / std::log(*hi / *lo)};
+  };
+  const auto [b0, b1, tb] = bracket(bs, double(microbatch));
+  const auto [w0, w1, tw] = bracket(ws, width(double(hidden), double(ffn)));
+  const double l00 = std::log(rate_at(b0, w0)), l01 = std::log(rate_at(b0, w1));
+  const double l10 = std::log(rate_at(b1, w0)), l11 = std::log(rate_at(b1, w1));
+  return std::exp((1 - tb) * ((1 - tw) * l00 + tw * l01) + tb * ((1 - tw) * l10 + tw * l11));
+}
+
+}  // namespace parlab::experiments
