@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "runtime/checkpoint/checkpoint.h"
-#include "strategy/stats.h"
-#include "strategy/units.h"
+#include "base/stats.h"
+#include "base/units.h"
 
 namespace {
 
@@ -65,7 +65,7 @@ ck::TrainingState make_lab_mlp_state(int64_t hidden, int64_t ffn, int64_t blocks
   return s;
 }
 
-using parlab::strategy::median;
+using parlab::median;
 
 // write() in 16 MiB pieces + fsync of `bytes` bytes taken cyclically from the state's tensors.
 double raw_write_seconds(const fs::path& path, const ck::TrainingState& s, uint64_t bytes) {

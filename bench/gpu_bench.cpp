@@ -40,7 +40,7 @@
 #include "runtime/model/param_layout.h"
 #include "runtime/train/trainer.h"
 #include "strategy/io.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace {
 
@@ -61,7 +61,7 @@ double median_seconds(cudaStream_t stream, int reps, int inner, const std::funct
     end.synchronize();
     samples.push_back(end.seconds_since(start) / inner);
   }
-  return parlab::strategy::median(std::move(samples));
+  return parlab::median(std::move(samples));
 }
 
 // One sgemm of the step in cuBLAS's column-major terms (see runtime/compute/cuda/linear.cpp).

@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
     const bench::Range c = job.cpu_range();
     char cell[64];
     std::snprintf(cell, sizeof cell, "%.4f [%.4f..%.4f]", c.median, c.lo, c.hi);
-    std::printf("%-38s %24s %9.4f", job.name.c_str(), cell, parlab::strategy::median(job.wall));
+    std::printf("%-38s %24s %9.4f", job.name.c_str(), cell, parlab::median(job.wall));
     if (job_flops > 0) std::printf(" %9.1f", job_flops / c.median / 1e9);
     std::printf("\n");
   };

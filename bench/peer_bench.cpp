@@ -38,7 +38,7 @@
 #include "runtime/train/trainer.h"
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace {
 
@@ -99,7 +99,7 @@ ParlabRun run_parlab(const Job& job, int world, const std::string& precision) {
   std::vector<double> slowest(job.steps, 0.0);
   for (int s = 0; s < job.steps; ++s)
     for (int r = 0; r < world; ++r) slowest[s] = std::max(slowest[s], times[r][s]);
-  out.step_seconds = strategy::median(slowest);
+  out.step_seconds = parlab::median(slowest);
   for (double l : loss_sums) out.last_loss += l / double(job.gbs);
   return out;
 }
@@ -197,7 +197,7 @@ double run_torch(const std::string& env, const std::string& python, const std::s
   std::istringstream in(out.substr(at + 12));
   std::vector<double> v;
   for (double s; in >> s;) v.push_back(s);
-  return strategy::median(v);
+  return parlab::median(v);
 }
 
 // oneDNN's matmul rate (FLOP/s, wall time) at the job's forward products (B x f x h and
@@ -235,7 +235,7 @@ struct Cell {
 std::string stat(const std::vector<double>& v) {
   if (v.empty()) return "n/a";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%7.3f [%.3f..%.3f]", strategy::median(v), *std::min_element(v.begin(), v.end()),
+  std::snprintf(buf, sizeof buf, "%7.3f [%.3f..%.3f]", parlab::median(v), *std::min_element(v.begin(), v.end()),
                 *std::max_element(v.begin(), v.end()));
   return buf;
 }
@@ -318,7 +318,7 @@ int main(int argc, char** argv) {
   std::printf("\n%-6s %7s | %-26s | %-26s | %s\n", "prec", "workers", "parlab step s (median [min..max])",
               "torch step s", "parlab / torch");
   for (const auto& [key, c] : cells) {
-    const double ratio = c.torch.empty() ? 0 : strategy::median(c.parlab) / strategy::median(c.torch);
+    const double ratio = c.torch.empty() ? 0 : parlab::median(c.parlab) / parlab::median(c.torch);
     std::printf("%-6s %7d | %-26s | %-26s | %s\n", key.first.c_str(), key.second, stat(c.parlab).c_str(),
                 stat(c.torch).c_str(), c.torch.empty() ? "n/a" : std::to_string(ratio).substr(0, 5).c_str());
   }
@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
       const double predicted =
           strategy::estimate_step(cfg.model, cfg.plan, strategy::with_world(calibrated, key.second), false).step_seconds;
       std::printf("%-5s W=%d: predicted %.3f s, measured %.3f s (%+.1f%%)\n", key.first.c_str(), key.second, predicted,
-                  strategy::median(c.parlab), 100.0 * (predicted / strategy::median(c.parlab) - 1));
+                  parlab::median(c.parlab), 100.0 * (predicted / parlab::median(c.parlab) - 1));
     }
   }
   std::printf("\ngoals: 1 worker fp32 parlab >= 1.8x faster than torch (parlab/torch <= 0.56); "
@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
     const auto& [key, c] = **cell;
     const double flops = model::LabMlp::step_matmul_flops(
         model::MlpShape{.hidden = job.hidden, .ffn = job.ffn, .blocks = job.blocks, .classes = job.classes}, job.gbs);
-    const double step_rate = flops / strategy::median(c.parlab), ref = strategy::median(c.rate);
+    const double step_rate = flops / parlab::median(c.parlab), ref = parlab::median(c.rate);
     std::printf("%-5s W=1: the step runs %.1f GFLOP/s, %.1f%% of oneDNN's %s matmul rate at the lab's shapes "
                 "(%.1f GFLOP/s, median [%.1f..%.1f])%s\n",
                 key.first.c_str(), step_rate / 1e9, 100.0 * step_rate / ref, key.first == "fp32" ? "fp32" : "bf16",
@@ -355,10 +355,10 @@ int main(int argc, char** argv) {
   }
   if (f1 != cells.end() && m1 != cells.end())
     std::printf("mixed vs fp32, 1 worker: parlab %.2fx faster (goal >= 1.8x)%s\n",
-                strategy::median(f1->second.parlab) / strategy::median(m1->second.parlab),
+                parlab::median(f1->second.parlab) / parlab::median(m1->second.parlab),
                 f1->second.torch.empty() || m1->second.torch.empty()
                     ? ""
-                    : (", torch " + std::to_string(strategy::median(f1->second.torch) / strategy::median(m1->second.torch)).substr(0, 4) + "x").c_str());
+                    : (", torch " + std::to_string(parlab::median(f1->second.torch) / parlab::median(m1->second.torch)).substr(0, 4) + "x").c_str());
   // Learning and determinism, from the same runs: every repeat trains the same steps from the
   // same seed, so its weights must hash the same, and mixed's loss must follow fp32's.
   for (const auto& [key, c] : cells) {

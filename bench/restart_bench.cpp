@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "runtime/launch/run_training.h"
-#include "strategy/text_table.h"
-#include "strategy/units.h"
+#include "base/text_table.h"
+#include "base/units.h"
 
 namespace {
 

@@ -38,8 +38,8 @@
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
 #include "strategy/planner.h"
-#include "strategy/stats.h"
-#include "strategy/units.h"
+#include "base/stats.h"
+#include "base/units.h"
 
 namespace {
 
@@ -175,7 +175,7 @@ double cpu_seconds() {
   return sum;
 }
 
-using parlab::strategy::median;
+using parlab::median;
 
 void speed_header() {
   fmt::print("{:<9} {:>5}  {:<44} {:<9} {:>8} {:>7} {:>6} {:>10} {:>9} {:>10}  {}\n", "model", "world", "plan", "mode",

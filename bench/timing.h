@@ -1,6 +1,6 @@
 #pragma once
 // The timing loop the one-thread kernel benches share (bench_gemm, bench_optimizer): the
-// seconds one call takes, the samples' median and range (strategy/stats.h's median, the tree's
+// seconds one call takes, the samples' median and range (base/stats.h's median, the tree's
 // one), and the machine's load average printed beside every figure, since a shared machine's
 // timings are not its own.
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace parlab::bench {
 
@@ -39,7 +39,7 @@ struct Range {
 inline Range range_of(const std::vector<double>& v) {
   if (v.empty()) return {};
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  return {strategy::median(v), *lo, *hi};
+  return {parlab::median(v), *lo, *hi};
 }
 
 // "/proc/loadavg"'s 1, 5 and 15 minute figures.

@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "db/db_error.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::cli {
 namespace fs = std::filesystem;

@@ -19,8 +19,8 @@
 #include "cli/common.h"
 #include "runtime/comm/collective_bench.h"
 #include "runtime/comm/rendezvous.h"
-#include "strategy/errors.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/units.h"
 
 namespace parlab::cli {
 namespace {

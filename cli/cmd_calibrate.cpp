@@ -7,9 +7,9 @@
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "experiments/lib/calibrate.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::cli {
 namespace {

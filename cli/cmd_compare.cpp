@@ -7,7 +7,7 @@
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "experiments/lib/compare.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::cli {
 

@@ -10,8 +10,8 @@
 #include "cli/common.h"
 #include "db/results_store.h"
 #include "experiments/lib/runner.h"
-#include "strategy/errors.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/units.h"
 #include "parlab/source_dir.h"
 
 namespace parlab::cli {

@@ -12,7 +12,7 @@
 #include "rubric/class_report.h"
 #include "rubric/grade.h"
 #include "rubric/report.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::cli {
 namespace fs = std::filesystem;

@@ -12,14 +12,14 @@
 #include "cli/checks.h"
 #include "cli/common.h"
 #include "cli/sim_progress.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
-#include "strategy/key_values.h"
+#include "base/key_values.h"
 #include "strategy/ledger.h"
 #include "strategy/planner.h"
 #include "strategy/step_program.h"
 #include "sim/simulate.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::cli {
 namespace {
@@ -42,7 +42,7 @@ std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB);
 strategy::RuleInputs parse_ledger_gb(const std::string& text, double device_gb) {
   strategy::RuleInputs in;
   bool seen[5] = {};
-  for (const strategy::KeyValue& kv : strategy::split_key_values_strict(text, "--ledger-gb")) {
+  for (const parlab::KeyValue& kv : parlab::split_key_values_strict(text, "--ledger-gb")) {
     if (!kv.has_equals)
       throw ConfigError("--ledger-gb", kv.item, "expected key=GB pairs: params, grads, optimizer, activations, largest-layer");
     const std::string& key = kv.key;

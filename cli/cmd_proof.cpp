@@ -11,7 +11,7 @@
 #include "runtime/device/device.h"
 #include "record/proof_recorder.h"
 #include "runtime/launch/kill_resume_proof.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::cli {
 namespace {

@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "cli/common.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/scaling_lab.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::cli {
 namespace {

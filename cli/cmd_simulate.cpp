@@ -14,9 +14,9 @@
 #include "trace/trace.h"
 #include "strategy/consistency.h"
 #include "strategy/cost_model.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::cli {
 namespace {

@@ -24,10 +24,10 @@
 #include "runtime/launch/worker.h"
 #include "runtime/train/memory_report.h"
 #include "runtime/train/trainer.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "strategy/ledger.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::cli {
 namespace {

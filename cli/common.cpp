@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 
 namespace parlab::cli {

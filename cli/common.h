@@ -9,7 +9,7 @@
 #include "strategy/cluster_spec.h"
 #include "strategy/model_spec.h"
 #include "strategy/plan.h"
-#include "strategy/text_table.h"
+#include "base/text_table.h"
 
 namespace parlab::cli {
 

@@ -9,7 +9,7 @@
 
 #include "cli/common.h"
 #include "parlab/version.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include "runtime/device/device.h"
 #include "runtime/launch/worker.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace {
 

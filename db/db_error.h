@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 struct sqlite3;
 

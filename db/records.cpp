@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::db {
 

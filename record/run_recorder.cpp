@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "strategy/io.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace parlab::record {
 
@@ -192,7 +192,7 @@ void RunRecorder::finish(const TrainOutcome& o) {
     std::vector<double> after_warmup;
     for (const StepSummary& s : o.steps)
       if (s.step > 0 || o.steps.size() == 1) after_warmup.push_back(s.step_seconds);
-    const strategy::Spread st = strategy::spread_of(after_warmup);
+    const parlab::Spread st = parlab::spread_of(after_warmup);
     metric("step_seconds", st.median);
     metric("step_seconds_spread", st.half_iqr);
     metric("step_seconds_samples", st.n);

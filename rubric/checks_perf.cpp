@@ -12,7 +12,7 @@
 #include "rubric/checks.h"
 #include "sim/result.h"
 #include "sim/simulate.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "strategy/measures.h"
 

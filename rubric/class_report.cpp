@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::rubric {
 namespace {

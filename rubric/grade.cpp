@@ -13,7 +13,7 @@
 #include "parlab/version.h"
 #include "rubric/checks.h"
 #include "rubric/verify.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::rubric {
 namespace {

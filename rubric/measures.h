@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "rubric/evidence.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace parlab::rubric {
 
@@ -52,6 +52,6 @@ struct Measures {
 Measures compute_measures(const Evidence& evidence);
 
 // Median of a list (mean of the middle two for an even count): the tree's one definition.
-using strategy::median;
+using parlab::median;
 
 }  // namespace parlab::rubric

@@ -3,7 +3,7 @@
 #include <fmt/core.h>
 
 #include "rubric/report.h"
-#include "strategy/text_table.h"
+#include "base/text_table.h"
 
 namespace parlab::rubric {
 namespace {

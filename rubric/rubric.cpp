@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "rubric/checks.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/toml_reader.h"
 
 namespace parlab::rubric {

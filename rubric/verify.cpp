@@ -9,9 +9,9 @@
 #include "runtime/launch/kill_resume_proof.h"
 #include "runtime/launch/process.h"
 #include "rubric/check_util.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/ledger.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::rubric {
 namespace {

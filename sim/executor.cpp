@@ -16,7 +16,7 @@
 #include "sim/executor_state.h"
 #include "sim/platform.h"
 #include "strategy/cost_model.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::sim {
 namespace sg4 = simgrid::s4u;

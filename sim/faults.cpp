@@ -1,6 +1,6 @@
 #include "sim/faults.h"
 
-#include "strategy/key_values.h"
+#include "base/key_values.h"
 
 #include <fmt/core.h>
 
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::sim {
 namespace {
@@ -90,13 +90,13 @@ std::string_view to_string(FaultKind kind) {
 }
 
 Fault parse_fault(std::string_view spec) {
-  const std::string text = strategy::trim(spec);
+  const std::string text = parlab::trim(spec);
   const size_t colon = text.find(':');
   if (colon == std::string::npos)
     throw ConfigError("--fault", text, std::string("expected kind:key=value,... with kind one of ") + kKinds);
-  const FaultKind kind = parse_kind("--fault", strategy::trim(std::string_view(text).substr(0, colon)));
+  const FaultKind kind = parse_kind("--fault", parlab::trim(std::string_view(text).substr(0, colon)));
   std::map<std::string, std::string> kv;
-  for (const strategy::KeyValue& item : strategy::split_key_values(std::string_view(text).substr(colon + 1))) {
+  for (const parlab::KeyValue& item : parlab::split_key_values(std::string_view(text).substr(colon + 1))) {
     if (!item.has_equals) throw ConfigError("--fault " + std::string(to_string(kind)), item.item, "expected key=value");
     kv[item.key] = item.value;
   }

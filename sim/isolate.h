@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::sim {
 

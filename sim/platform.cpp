@@ -4,7 +4,7 @@
 #include <cmath>
 #include <simgrid/s4u.hpp>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::sim {
 namespace sg4 = simgrid::s4u;

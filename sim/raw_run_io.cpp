@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "sim/executor.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::sim {
 namespace {

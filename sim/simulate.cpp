@@ -6,7 +6,7 @@
 #include "sim/executor.h"
 #include "sim/isolate.h"
 #include "sim/platform.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::sim {
 

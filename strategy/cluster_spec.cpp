@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/plan.h"
 
 namespace parlab::strategy {

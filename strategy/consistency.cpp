@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 namespace {

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::strategy {
 namespace {

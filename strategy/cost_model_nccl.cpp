@@ -25,7 +25,7 @@
 #include <limits>
 
 #include "strategy/cost_model.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::strategy {
 namespace {

@@ -7,10 +7,10 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/presets.h"
 #include "strategy/toml_reader.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 namespace fs = std::filesystem;

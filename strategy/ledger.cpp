@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "strategy/partition.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::strategy {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace parlab::strategy {
 

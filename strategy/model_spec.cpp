@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::strategy {
 namespace {

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "strategy/cluster_spec.h"
-#include "strategy/errors.h"
-#include "strategy/key_values.h"
+#include "base/errors.h"
+#include "base/key_values.h"
 #include "strategy/model_spec.h"
 
 namespace parlab::strategy {

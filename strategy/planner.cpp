@@ -8,8 +8,8 @@
 #include <map>
 #include <tuple>
 
-#include "strategy/errors.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "strategy/collectives.h"
-#include "strategy/errors.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 namespace {

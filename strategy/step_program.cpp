@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 

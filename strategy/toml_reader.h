@@ -10,7 +10,7 @@
 #include <toml++/toml.h>
 #include <vector>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::strategy {
 

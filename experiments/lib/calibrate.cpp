@@ -19,12 +19,12 @@
 #include "runtime/compute/cpu/matmul.h"
 #include "runtime/train/trainer.h"
 #include "strategy/collectives.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "strategy/presets.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 #include "strategy/toml_reader.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::experiments {
 namespace fs = std::filesystem;
@@ -75,7 +75,7 @@ model::MlpShape grid_shape(int64_t hidden, int64_t ffn, int blocks) {
 
 // Step times of one shape; when they vary more than calibration accepts, as many again (a busy
 // moment passes; a busy machine does not, and is flagged).
-strategy::Spread measured_step(const model::MlpShape& shape, int64_t b, int reps) {
+parlab::Spread measured_step(const model::MlpShape& shape, int64_t b, int reps) {
   auto times = measure::step_seconds(shape, b, reps);
   // A step of a millisecond or two is one scheduler slice: a quarter second of them at least.
   const double total = std::accumulate(times.begin(), times.end(), 0.0);
@@ -83,11 +83,11 @@ strategy::Spread measured_step(const model::MlpShape& shape, int64_t b, int reps
     const auto more = measure::step_seconds(shape, b, std::min(50, int(reps * (0.25 / total))));
     times.insert(times.end(), more.begin(), more.end());
   }
-  if (strategy::spread_of(times).relative() > kMaxComputeSpread) {
+  if (parlab::spread_of(times).relative() > kMaxComputeSpread) {
     const auto more = measure::step_seconds(shape, b, reps);
     times.insert(times.end(), more.begin(), more.end());
   }
-  return strategy::spread_of(times);
+  return parlab::spread_of(times);
 }
 
 // The GEMM-rate grid: every microbatch with every width, on one core, the shapes measured
@@ -109,20 +109,20 @@ RateGrid measure_grid(const CalibrationOptions& o) {
   int more = reps;
   for (size_t s = 0; s < shapes.size(); ++s) {
     const double total = std::accumulate(times[s].begin(), times[s].end(), 0.0);
-    if (strategy::spread_of(times[s]).relative() <= kMaxComputeSpread && total >= 0.25) continue;
+    if (parlab::spread_of(times[s]).relative() <= kMaxComputeSpread && total >= 0.25) continue;
     again.push_back(s), again_shapes.push_back(shapes[s]);
     if (total > 0) more = std::max(more, std::min(50, int(reps * (0.25 / total))));
   }
   if (!again.empty()) {
     double longest = 0;  // and no shape more than two seconds more
-    for (size_t s : again) longest = std::max(longest, strategy::median(times[s]));
+    for (size_t s : again) longest = std::max(longest, parlab::median(times[s]));
     if (longest > 0) more = std::max(reps, std::min(more, int(2.0 / longest)));
     const auto extra = measure::interleaved_step_seconds(again_shapes, more);
     for (size_t k = 0; k < again.size(); ++k) times[again[k]].insert(times[again[k]].end(), extra[k].begin(), extra[k].end());
   }
   RateGrid g;
   for (size_t s = 0; s < shapes.size(); ++s) {
-    const auto spread = strategy::spread_of(times[s]);
+    const auto spread = parlab::spread_of(times[s]);
     const auto& [shape, b] = shapes[s];
     g.points.push_back({b, shape.hidden, shape.ffn, model::LabMlp::step_matmul_flops(shape, b) / spread.median, spread.relative()});
   }
@@ -134,7 +134,7 @@ RateGrid measure_grid(const CalibrationOptions& o) {
 void measure_mixed_compute(Calibration& c, const CalibrationOptions& o, const model::MlpShape& shape, int64_t b) {
   if (!compute::cpu::bf16_supported()) return;
   say(o, "compute: the same under precision=mixed (bf16 matmuls)");
-  const auto mixed = strategy::spread_of(measure::mixed_step_seconds(shape, b, o.quick ? 3 : 7));
+  const auto mixed = parlab::spread_of(measure::mixed_step_seconds(shape, b, o.quick ? 3 : 7));
   c.flops_per_s_bf16 = model::LabMlp::step_matmul_flops(shape, b) / mixed.median;
   c.flops_bf16_spread = mixed.relative();
 }
@@ -155,7 +155,7 @@ void measure_compute(Calibration& c, const CalibrationOptions& o, const strategy
     const auto each = measure::concurrent_step_flops(shape, b, k, o.quick ? 2 : 5);
     ConcurrencyPoint p;
     p.processes = k;
-    p.flops_per_s_each = strategy::median(each);
+    p.flops_per_s_each = parlab::median(each);
     for (double f : each) p.aggregate_flops_per_s += f;
     c.concurrency.push_back(p);
   }
@@ -168,7 +168,7 @@ double weighted_spread(const std::vector<std::vector<double>>& per_size, const s
   double w = 0, sum = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (!judged(sizes[i])) continue;
-    const auto s = strategy::spread_of(per_size[i]);
+    const auto s = parlab::spread_of(per_size[i]);
     w += s.median, sum += s.median * s.relative();
   }
   return w > 0 ? sum / w : 0;
@@ -220,7 +220,7 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
       once();
     }
     for (size_t i = 0; i < sizes.size(); ++i) {
-      const auto s = strategy::spread_of(per_size[i]);
+      const auto s = parlab::spread_of(per_size[i]);
       // The bench moves whole fp32 elements, a multiple of n: the size it really moved.
       const double moved = std::floor(sizes[i] / 4 / n) * n * 4;
       c.allreduce.push_back({n, moved, s.median, s.relative(), 0, int(per_size[i].size())});
@@ -239,7 +239,7 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
   for (const auto& p : c.allreduce)
     if (judged(p.bytes)) errors.push_back(std::fabs(p.fitted_seconds / p.seconds - 1));
   c.fit_max_relative_error = *std::max_element(errors.begin(), errors.end());
-  c.fit_median_relative_error = strategy::median(errors);
+  c.fit_median_relative_error = parlab::median(errors);
   measure_sharded(c, o);
   measure_gloo_reference(c, o);
 }
@@ -274,7 +274,7 @@ Calibration calibrate_once(const CalibrationOptions& o, const strategy::ModelSpe
 
   measure_compute(c, o, m);
   say(o, "memory: AdamW update and memcpy");
-  const auto opt = strategy::spread_of(measure::optimizer_bytes_per_s(train::mlp_shape(m), o.quick ? 3 : 5));
+  const auto opt = parlab::spread_of(measure::optimizer_bytes_per_s(train::mlp_shape(m), o.quick ? 3 : 5));
   c.optimizer_bytes_per_s = opt.median;
   c.optimizer_spread = opt.relative();
   c.memcpy_bytes_per_s = measure::memcpy_bytes_per_s();

@@ -6,7 +6,7 @@
 
 #include "experiments/lib/calibrate.h"
 #include "strategy/collectives.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::experiments {
 

@@ -20,7 +20,7 @@
 #include "runtime/comm/rendezvous.h"
 #include "runtime/train/optimizer.h"
 #include "strategy/collectives.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::experiments::measure {
 namespace {
@@ -131,7 +131,7 @@ std::vector<double> concurrent_step_flops(const model::MlpShape& shape, int64_t 
       if (::read(go[0], &c, 1) != 1) ::_exit(2);
       double f = 0;
       try {
-        f = flops / strategy::median(step_seconds(shape, microbatch, reps));
+        f = flops / parlab::median(step_seconds(shape, microbatch, reps));
       } catch (...) {
         ::_exit(3);
       }
@@ -181,7 +181,7 @@ double memcpy_bytes_per_s() {
     std::memcpy(b.data(), a.data(), bytes);
     times.push_back(since(t0));
   }
-  return double(bytes) / strategy::median(times);
+  return double(bytes) / parlab::median(times);
 }
 
 double burst_seconds(int n, double bytes, int calls, int repeats, comm::CommChoice choice) {
@@ -199,7 +199,7 @@ double burst_seconds(int n, double bytes, int calls, int repeats, comm::CommChoi
       for (auto& w : work) w->wait();
       times.push_back(since(t0));
     }
-    if (r == 0) out = strategy::median(times);
+    if (r == 0) out = parlab::median(times);
   }, choice);
   return out;
 }
@@ -243,7 +243,7 @@ std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std:
         for (auto& w : work) w->wait();
         times.push_back(since(t0));
       }
-      if (r == 0) seconds = strategy::median(times) / calls;
+      if (r == 0) seconds = parlab::median(times) / calls;
     });
     out.push_back(seconds);
   }

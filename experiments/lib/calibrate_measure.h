@@ -1,6 +1,6 @@
 #pragma once
 // The measurements calibration is made of, each repeated and summarised by its median and
-// spread (strategy/stats.h). Internal to experiments/lib/calibrate.cpp.
+// spread (base/stats.h). Internal to experiments/lib/calibrate.cpp.
 #include <vector>
 
 #include "experiments/lib/calibrate.h"
@@ -8,7 +8,7 @@
 #include "runtime/model/lab_mlp.h"
 #include "strategy/collectives.h"
 #include "strategy/model_spec.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace parlab::experiments::measure {
 

@@ -22,9 +22,9 @@
 #include "runtime/train/optimizer.h"
 #include "runtime/train/trainer.h"
 #include "strategy/cost_model.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/step_program.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace parlab::experiments {
 namespace {
@@ -96,10 +96,10 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy
     }
     fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z);
   }
-  const auto cs = strategy::spread_of(fwdbwd), us = strategy::spread_of(update);
+  const auto cs = parlab::spread_of(fwdbwd), us = parlab::spread_of(update);
   s->fwdbwd[me] = cs.median, s->fwdbwd_spread[me] = cs.relative();
   s->update[me] = us.median, s->update_spread[me] = us.relative();
-  s->data[me] = strategy::median(fill), s->clear[me] = strategy::median(clear);
+  s->data[me] = parlab::median(fill), s->clear[me] = parlab::median(clear);
   s->repeats = repeats;
   s->parameters = int64_t(net.params().size());
 }

@@ -5,10 +5,10 @@
 #include <map>
 
 #include "experiments/lib/fidelity.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/measures.h"
-#include "strategy/text_table.h"
-#include "strategy/units.h"
+#include "base/text_table.h"
+#include "base/units.h"
 
 namespace parlab::experiments {
 namespace {

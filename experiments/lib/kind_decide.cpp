@@ -16,10 +16,10 @@
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
 #include "strategy/cost_model.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "strategy/planner.h"
-#include "strategy/text_table.h"
+#include "base/text_table.h"
 
 namespace parlab::experiments {
 namespace {

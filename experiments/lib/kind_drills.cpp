@@ -16,8 +16,8 @@
 #include "runtime/launch/faults.h"
 #include "runtime/launch/process.h"
 #include "runtime/launch/run_training.h"
-#include "strategy/errors.h"
-#include "strategy/text_table.h"
+#include "base/errors.h"
+#include "base/text_table.h"
 
 namespace parlab::experiments {
 namespace fs = std::filesystem;

@@ -3,8 +3,8 @@
 
 #include "experiments/lib/runner.h"
 #include "strategy/ledger.h"
-#include "strategy/text_table.h"
-#include "strategy/units.h"
+#include "base/text_table.h"
+#include "base/units.h"
 
 namespace parlab::experiments {
 

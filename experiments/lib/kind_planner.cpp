@@ -7,8 +7,8 @@
 #include "sim/simulate.h"
 #include "strategy/io.h"
 #include "strategy/planner.h"
-#include "strategy/text_table.h"
-#include "strategy/units.h"
+#include "base/text_table.h"
+#include "base/units.h"
 
 namespace parlab::experiments {
 

@@ -23,8 +23,8 @@
 #include "runtime/train/dump.h"
 #include "runtime/train/telemetry.h"
 #include "strategy/collectives.h"
-#include "strategy/errors.h"
-#include "strategy/text_table.h"
+#include "base/errors.h"
+#include "base/text_table.h"
 
 namespace parlab::experiments {
 namespace fs = std::filesystem;
@@ -142,7 +142,7 @@ std::string sci(double x) {
 
 // The median over the steps after the warm-up (page faults, rendezvous, cold caches), with the
 // spread of those steps, so a step that another job slowed moves neither.
-strategy::Spread measured_step_seconds(const std::vector<launch::StepSummary>& steps) {
+parlab::Spread measured_step_seconds(const std::vector<launch::StepSummary>& steps) {
   std::map<int64_t, const launch::StepSummary*> by_step;
   for (const auto& s : steps) by_step[s.step] = &s;
   std::vector<double> v;
@@ -152,7 +152,7 @@ strategy::Spread measured_step_seconds(const std::vector<launch::StepSummary>& s
     const bool cadence = before != by_step.end() && before->second->end_seconds > 0 && s->end_seconds > before->second->end_seconds;
     v.push_back(cadence ? s->end_seconds - before->second->end_seconds : s->step_seconds);
   }
-  return strategy::spread_of(v);
+  return parlab::spread_of(v);
 }
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
@@ -172,7 +172,7 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   train::write_measured_trace(trace.string(), launch::read_run_events(spec.job.run_dir, world),
                               ctx.spec.name + " measured, " + std::to_string(world) + " workers");
   ctx.store.set_run_param(r.run, "trace", trace.string());
-  const strategy::Spread step = measured_step_seconds(out.steps);
+  const parlab::Spread step = measured_step_seconds(out.steps);
   r.step_seconds = step.median;
   r.step_spread_seconds = step.half_iqr;
   r.steps_measured = step.n;

@@ -17,9 +17,9 @@
 #include "sim/simulate.h"
 #include "trace/trace.h"
 #include "strategy/io.h"
-#include "strategy/stats.h"
-#include "strategy/text_table.h"
-#include "strategy/units.h"
+#include "base/stats.h"
+#include "base/text_table.h"
+#include "base/units.h"
 
 namespace parlab::experiments {
 namespace {
@@ -137,10 +137,10 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
   if (measure) {
     for (int w : t.workers) {
       const auto& v = mr.step[w];
-      step[Source::kMeasured][w] = strategy::median(v);
+      step[Source::kMeasured][w] = parlab::median(v);
       // Within a run (its steps) and between rounds (the machine's drift): the larger counts.
       const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
-      measured_spread[w] = std::max(strategy::median(mr.spread[w]), between);
+      measured_spread[w] = std::max(parlab::median(mr.spread[w]), between);
       // Round by round: the two runs closest in time (strategy/measures.h, the tree's estimator).
       measured_speedup[w] = strategy::speedup(mr.step[w1], v, samples[w1], samples[w]).value;
       run_of[Source::kMeasured][w] = mr.last_run[w];

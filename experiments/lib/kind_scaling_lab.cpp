@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "experiments/lib/runner.h"
-#include "strategy/text_table.h"
+#include "base/text_table.h"
 
 namespace parlab::experiments {
 

@@ -22,8 +22,8 @@
 #include "strategy/io.h"
 #include "strategy/ledger.h"
 #include "strategy/step_program.h"
-#include "strategy/text_table.h"
-#include "strategy/units.h"
+#include "base/text_table.h"
+#include "base/units.h"
 
 namespace parlab::experiments {
 namespace {

@@ -10,7 +10,7 @@
 #include "runtime/train/memory_report.h"
 #include "runtime/train/telemetry.h"
 #include "strategy/plan.h"
-#include "strategy/stats.h"
+#include "base/stats.h"
 
 namespace parlab::experiments {
 
@@ -53,6 +53,6 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& request);
 // largest of their step times is larger than the period the job keeps (by 4-5% on 3 and 4
 // workers of 2 cores). A step whose predecessor is missing, or a run without end times, counts
 // its slowest rank's step time.
-strategy::Spread measured_step_seconds(const std::vector<launch::StepSummary>& steps);
+parlab::Spread measured_step_seconds(const std::vector<launch::StepSummary>& steps);
 
 }  // namespace parlab::experiments

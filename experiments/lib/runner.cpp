@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::experiments {
 

@@ -6,7 +6,7 @@
 
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/toml_reader.h"
 
 namespace parlab::experiments {

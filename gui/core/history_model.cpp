@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "db/results_store.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::gui {
 

@@ -4,7 +4,7 @@
 #include <exception>
 #include <set>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 
 namespace parlab::gui {

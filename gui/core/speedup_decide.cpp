@@ -5,7 +5,7 @@
 #include <QRegularExpression>
 #include <filesystem>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::gui {
 

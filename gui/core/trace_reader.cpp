@@ -8,7 +8,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::gui {
 

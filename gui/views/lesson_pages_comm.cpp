@@ -21,7 +21,7 @@
 #include "gui/views/lesson_question.h"
 #include "gui/views/run_view.h"
 #include "strategy/scaling_lab.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::gui {
 

@@ -14,7 +14,7 @@
 #include "gui/views/lesson_question.h"
 #include "strategy/ledger.h"
 #include "strategy/planner.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::gui {
 

@@ -1,6 +1,6 @@
 #include "runtime/checkpoint/coordinator.h"
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::checkpoint {
 

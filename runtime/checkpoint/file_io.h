@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::checkpoint {
 

@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "runtime/checkpoint/file_io.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::checkpoint {
 namespace fs = std::filesystem;

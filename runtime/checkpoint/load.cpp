@@ -7,7 +7,7 @@
 
 #include "runtime/checkpoint/file_io.h"
 #include "runtime/checkpoint/layout.h"
-#include "strategy/text.h"
+#include "base/text.h"
 
 namespace parlab::checkpoint {
 namespace fs = std::filesystem;
@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-using strategy::printable;
+using parlab::printable;
 
 // The manifest of `dir`, or the reason there is none. Whatever the file holds, an unreadable
 // manifest is a problem of this checkpoint (the caller falls back to an older one), never a throw.

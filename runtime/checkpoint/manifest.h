@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "runtime/checkpoint/state.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::checkpoint {
 

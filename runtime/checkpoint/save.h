@@ -28,7 +28,7 @@
 
 #include "runtime/checkpoint/coordinator.h"
 #include "runtime/checkpoint/state.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::checkpoint {
 

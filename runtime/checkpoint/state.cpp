@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "runtime/checkpoint/file_io.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::checkpoint {
 

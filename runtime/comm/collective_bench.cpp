@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "runtime/comm/shm/shm_communicator.h"
-#include "strategy/stats.h"
-#include "strategy/units.h"
+#include "base/stats.h"
+#include "base/units.h"
 
 namespace parlab::comm {
 namespace {
@@ -94,7 +94,7 @@ class BenchBuffers {
   std::vector<float> a_, b_;
 };
 
-using strategy::median;
+using parlab::median;
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 
 #include "runtime/comm/flight_recorder.h"
 #include "strategy/collectives.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::comm {
 

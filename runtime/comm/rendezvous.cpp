@@ -10,7 +10,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
 
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::comm {
 namespace {

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::comm {
 namespace {

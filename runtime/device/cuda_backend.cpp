@@ -7,7 +7,7 @@
 #include "runtime/compute/cuda/device.h"
 #include "runtime/device/backend.h"
 #include "runtime/device/cuda_optimizer.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::device {
 

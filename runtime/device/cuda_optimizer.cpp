@@ -6,7 +6,7 @@
 #include "runtime/compute/cuda/memory.h"
 #include "runtime/compute/cuda/optimizer_kernels.h"
 #include "runtime/model/compute_memory.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::device {
 namespace {

@@ -1,7 +1,7 @@
 #include "runtime/device/device.h"
 
 #include "runtime/device/backend.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::device {
 

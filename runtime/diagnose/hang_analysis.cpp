@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "strategy/consistency.h"
-#include "strategy/errors.h"
-#include "strategy/text.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/text.h"
+#include "base/units.h"
 
 namespace parlab::diagnose {
 namespace fs = std::filesystem;
@@ -324,7 +324,7 @@ comm::FlightRecorderDump load_dump(const fs::path& file, const std::string* text
     return text ? comm::FlightRecorder::from_json(*text) : comm::FlightRecorder::load(file);
   } catch (const Error& e) {
     throw ConfigError("dump", file.string(),
-                      "is not a readable flight-recorder dump (" + strategy::printable(e.what()) + ")");
+                      "is not a readable flight-recorder dump (" + parlab::printable(e.what()) + ")");
   }
 }
 

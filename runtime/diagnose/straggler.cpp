@@ -7,14 +7,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "strategy/errors.h"
-#include "strategy/stats.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/stats.h"
+#include "base/units.h"
 
 namespace parlab::diagnose {
 namespace {
 
-using strategy::median;
+using parlab::median;
 
 }  // namespace
 

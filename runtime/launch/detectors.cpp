@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "strategy/errors.h"
-#include "strategy/text_table.h"
+#include "base/errors.h"
+#include "base/text_table.h"
 
 namespace parlab::launch {
 namespace {

@@ -1,6 +1,6 @@
 #include "runtime/launch/faults.h"
 
-#include "strategy/key_values.h"
+#include "base/key_values.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <map>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::launch {
 namespace {
@@ -113,7 +113,7 @@ FaultSpec parse_fault(std::string_view text) {
 
   std::map<std::string, std::string> values;
   const std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
-  for (const strategy::KeyValue& item : strategy::split_key_values(rest)) {
+  for (const parlab::KeyValue& item : parlab::split_key_values(rest)) {
     if (!item.has_equals) throw fail("'" + item.item + "' is not key=value (" + takes + ")");
     const std::string& key = item.key;
     const bool known = std::count(info->required.begin(), info->required.end(), key) > 0 ||

@@ -4,8 +4,8 @@
 
 #include "runtime/diagnose/hang_analysis.h"
 #include "runtime/launch/detectors.h"
-#include "strategy/errors.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/units.h"
 
 namespace parlab::launch {
 namespace {

@@ -7,9 +7,9 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/compute/counter_rng.h"
-#include "strategy/errors.h"
-#include "strategy/text_table.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/text_table.h"
+#include "base/units.h"
 
 namespace parlab::launch {
 namespace {

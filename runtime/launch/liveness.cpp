@@ -7,7 +7,7 @@
 
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/comm/rendezvous.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::launch {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <thread>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 extern char** environ;
 

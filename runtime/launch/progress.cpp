@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::launch {
 

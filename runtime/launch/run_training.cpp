@@ -12,9 +12,9 @@
 #include "runtime/launch/faults.h"
 #include "runtime/launch/incidents.h"
 #include "runtime/launch/supervisor.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::launch {
 namespace {

@@ -15,8 +15,8 @@
 #include "runtime/comm/store_token.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/liveness.h"
-#include "strategy/errors.h"
-#include "strategy/units.h"
+#include "base/errors.h"
+#include "base/units.h"
 
 namespace parlab::launch {
 namespace {

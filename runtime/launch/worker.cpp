@@ -21,9 +21,9 @@
 #include "runtime/train/export.h"
 #include "runtime/train/memory_report.h"
 #include "runtime/train/trainer_checkpoint.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
-#include "strategy/key_values.h"
+#include "base/key_values.h"
 
 namespace parlab::launch {
 namespace {
@@ -120,7 +120,7 @@ train::TrainConfig make_train_config(const TrainJob& job, int world) {
       throw ConfigError("--optimizer", job.optimizer, "one of adam, sgd");
     // --optimizer overrides the plan's key, and a plan names each key once.
     plan_text.clear();
-    for (const strategy::KeyValue& kv : strategy::split_key_values(job.plan))
+    for (const parlab::KeyValue& kv : parlab::split_key_values(job.plan))
       if (kv.key != "optimizer") plan_text += kv.item + ",";
     plan_text += "optimizer=" + job.optimizer;
   }

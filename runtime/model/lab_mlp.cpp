@@ -7,7 +7,7 @@
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/counter_rng.h"
 #include "runtime/compute/cpu/kernels.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::model {
 namespace cpu = compute::cpu;

@@ -12,7 +12,7 @@
 
 #include "runtime/compute/cpu/kernels.h"
 #include "runtime/model/lab_mlp.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::model {
 namespace cpu = compute::cpu;

@@ -3,7 +3,7 @@
 #include <string>
 #include <type_traits>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::model {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::model {
 

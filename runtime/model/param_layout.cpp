@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::model {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "runtime/compute/counter_rng.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "runtime/checkpoint/safetensors.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "runtime/comm/flight_recorder.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 namespace {

@@ -4,7 +4,7 @@
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/train/executor.h"
 #include "runtime/train/sampler.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 namespace {

@@ -3,7 +3,7 @@
 #include <system_error>
 
 #include "runtime/train/dump.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 namespace {

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "runtime/compute/counter_rng.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <map>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 

@@ -9,7 +9,7 @@
 #include "runtime/compute/cpu/matmul.h"
 #include "runtime/train/dump.h"
 #include "runtime/train/export.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/step_program.h"
 
 namespace parlab::train {

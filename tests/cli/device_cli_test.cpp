@@ -15,7 +15,7 @@
 
 #include "parlab/source_dir.h"
 #include "runtime/device/device.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "tests/support/subprocess.h"
 
 namespace parlab::testing {

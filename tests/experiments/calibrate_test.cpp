@@ -16,7 +16,7 @@
 #include "experiments/lib/measure.h"
 #include "runtime/compute/cpu/matmul.h"
 #include "strategy/cost_model.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "parlab/source_dir.h"
 
@@ -463,7 +463,7 @@ TEST(MeasuredStepTime, IsTheJobsCadenceNotTheSlowestRanksOwnStep) {
     steps.push_back(x);
   }
   std::swap(steps[2], steps[5]);  // records arrive in any order
-  const strategy::Spread m = measured_step_seconds(steps);
+  const parlab::Spread m = measured_step_seconds(steps);
   EXPECT_EQ(m.n, 6);
   EXPECT_NEAR(m.median, 0.1, 1e-9);
   EXPECT_NEAR(m.half_iqr, 0, 1e-9);

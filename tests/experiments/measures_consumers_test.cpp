@@ -59,7 +59,7 @@ strategy::Plan plan_at(const std::string& text, int workers) {
 const std::vector<double> kOne = {1.0, 1.2, 1.0}, kTwo = {0.5, 0.6, 0.55};
 
 std::map<std::string, double> rounds_metrics(const std::vector<double>& v) {
-  std::map<std::string, double> m = {{"rounds", double(v.size())}, {"rounds.step_seconds", strategy::median(v)},
+  std::map<std::string, double> m = {{"rounds", double(v.size())}, {"rounds.step_seconds", parlab::median(v)},
                                      {"rounds.step_seconds_spread", 0.05}};
   for (size_t r = 0; r < v.size(); ++r) m[strategy::round_step_metric(int(r))] = v[r];
   return m;
@@ -68,7 +68,7 @@ std::map<std::string, double> rounds_metrics(const std::vector<double>& v) {
 TEST(OneEstimator, CompareAndTheGraderGiveTheOneSpeedupOnNoisyRounds) {
   const double want = strategy::speedup(kOne, kTwo, 64, 64).value;
   ASSERT_DOUBLE_EQ(want, 2.0);
-  ASSERT_GT(std::fabs(want - strategy::median(kOne) / strategy::median(kTwo)), 0.15);
+  ASSERT_GT(std::fabs(want - parlab::median(kOne) / parlab::median(kTwo)), 0.15);
 
   Db d("noisy_scaling");
   const strategy::Plan p1 = plan_at("gbs=128", 1), p2 = plan_at("gbs=128", 2);
@@ -87,9 +87,9 @@ TEST(OneEstimator, CompareAndTheGraderGiveTheOneSpeedupOnNoisyRounds) {
   proof.experiment = d.exp;
   proof.kind = "scaling_report";
   proof.evidence = {{"rows",
-                     {{{"workers", 1}, {"global_batch", 128}, {"measured_step_seconds", strategy::median(kOne)},
+                     {{{"workers", 1}, {"global_batch", 128}, {"measured_step_seconds", parlab::median(kOne)},
                        {"measured_run", m1}, {"measured_round_step_seconds", kOne}},
-                      {{"workers", 2}, {"global_batch", 128}, {"measured_step_seconds", strategy::median(kTwo)},
+                      {{"workers", 2}, {"global_batch", 128}, {"measured_step_seconds", parlab::median(kTwo)},
                        {"measured_run", m2}, {"measured_round_step_seconds", kTwo}}}}};
   d.store.add_proof(proof);
   const rubric::Evidence e = rubric::read_evidence(d.store);

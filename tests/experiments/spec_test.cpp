@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "experiments/lib/spec.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "parlab/source_dir.h"
 
 namespace parlab::experiments {

@@ -21,7 +21,7 @@
 #include "strategy/ledger.h"
 #include "strategy/planner.h"
 #include "strategy/scaling_lab.h"
-#include "strategy/units.h"
+#include "base/units.h"
 #include "tests/gui/gui_test_support.h"
 
 using namespace parlab;

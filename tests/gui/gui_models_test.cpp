@@ -303,8 +303,8 @@ class GuiModelsTest : public QObject {
         const db::RunId id = store.begin_run({.kind = db::RunKind::kMeasured, .model = s.inputs.model_label(),
                                               .cluster = s.inputs.cluster, .plan = strategy::to_json(plan_at_workers(s, w)),
                                               .world_size = w});
-        store.set_run_metric(id, "step_seconds", strategy::median(v));
-        store.set_run_metric(id, "rounds.step_seconds", strategy::median(v));
+        store.set_run_metric(id, "step_seconds", parlab::median(v));
+        store.set_run_metric(id, "rounds.step_seconds", parlab::median(v));
         for (size_t r = 0; r < v.size(); ++r) store.set_run_metric(id, strategy::round_step_metric(int(r)), v[r]);
         store.mark_run_status(id, db::RunStatus::kCompleted);
       }
@@ -315,7 +315,7 @@ class GuiModelsTest : public QObject {
     const double g1 = double(plan_at_workers(s, 1).global_batch), g2 = double(plan_at_workers(s, 2).global_batch);
     const double paired = strategy::speedup(one, two, g1, g2).value;
     QCOMPARE(m->value(r2, SpeedupModel::kMeasuredSpeedup).value(), paired);
-    QVERIFY(std::fabs(paired - strategy::speedup(strategy::median(one), strategy::median(two), g1, g2)) > 0.1);
+    QVERIFY(std::fabs(paired - strategy::speedup(parlab::median(one), parlab::median(two), g1, g2)) > 0.1);
     QCOMPARE(m->value(r2, SpeedupModel::kMeasuredEfficiency).value(), strategy::efficiency(paired, 2, 1));
     QVERIFY(!m->set_step_of_plan("no such plan", SeriesSource::kMeasured, 1.0));
     QVERIFY(m->set_step_of_plan(plan_at_workers(s, 2).to_string(), SeriesSource::kSimulated, 0.5));

@@ -25,16 +25,17 @@ namespace fs = std::filesystem;
 // first path component names a folder of the repository; "parlab/" is generated build data).
 const std::map<std::string, std::set<std::string>>& allowed() {
   static const std::map<std::string, std::set<std::string>> a = {
-      {"strategy", {"strategy", "parlab"}},
-      {"trace", {"trace", "strategy", "parlab"}},
-      {"sim", {"sim", "trace", "strategy", "parlab"}},
-      {"runtime", {"runtime", "trace", "strategy", "parlab"}},
+      {"base", {"base"}},
+      {"strategy", {"base", "strategy", "parlab"}},
+      {"trace", {"base", "trace", "strategy", "parlab"}},
+      {"sim", {"base", "sim", "trace", "strategy", "parlab"}},
+      {"runtime", {"base", "runtime", "trace", "strategy", "parlab"}},
   };
   return a;
 }
 
 // The repository's own top-level folders: an include starting with any other word is a library's.
-const std::set<std::string> kProjectFolders = {"strategy", "trace",  "sim", "runtime", "db",    "record",
+const std::set<std::string> kProjectFolders = {"base", "strategy", "trace",  "sim", "runtime", "db",    "record",
                                                "experiments", "rubric", "cli", "gui",   "bench", "tests"};
 
 // "path:line: includes X" for every include of `root`'s layer folders that crosses an arrow.

@@ -7,7 +7,7 @@
 #include "rubric/checks.h"
 #include "rubric/measures.h"
 #include "rubric/rubric.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::rubric {
 namespace {

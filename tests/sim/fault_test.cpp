@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/simulate.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "tests/sim/sim_test_util.h"
 

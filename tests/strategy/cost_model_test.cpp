@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "strategy/cost_model.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "parlab/source_dir.h"
 

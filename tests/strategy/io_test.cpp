@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 

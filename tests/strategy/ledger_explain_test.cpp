@@ -6,7 +6,7 @@
 #include "strategy/io.h"
 #include "strategy/ledger.h"
 #include "strategy/scaling_lab.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::strategy {
 namespace {

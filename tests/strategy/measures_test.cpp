@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/measures.h"
 
 namespace parlab::strategy {

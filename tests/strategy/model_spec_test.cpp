@@ -2,7 +2,7 @@
 // here by hand, independently of ModelSpec::layer_list().
 #include <gtest/gtest.h>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "strategy/model_spec.h"
 

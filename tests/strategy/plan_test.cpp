@@ -1,7 +1,7 @@
 // Plan parsing, defaults and every validation rule, accepted and rejected.
 #include <gtest/gtest.h>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/io.h"
 #include "strategy/plan.h"
 

@@ -6,7 +6,7 @@
 
 #include "strategy/io.h"
 #include "strategy/planner.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "strategy/scaling_lab.h"
 #include "parlab/source_dir.h"
 

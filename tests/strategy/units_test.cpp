@@ -1,4 +1,4 @@
-#include "strategy/units.h"
+#include "base/units.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include "runtime/comm/op_queue.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/comm/shm/shm_communicator.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::comm {
 namespace {

@@ -14,7 +14,7 @@
 #include <chrono>
 #include <string>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::comm {
 

@@ -6,7 +6,7 @@
 #include "runtime/comm/nccl/nccl_check.h"
 #include "runtime/comm/nccl/nccl_impl.h"
 #include "runtime/compute/cuda/device.h"
-#include "strategy/units.h"
+#include "base/units.h"
 
 namespace parlab::comm {
 namespace nccl_backend {

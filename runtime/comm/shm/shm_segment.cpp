@@ -16,7 +16,7 @@
 #include <new>
 #include <utility>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::comm::shm {
 namespace {

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 #if PARLAB_HAVE_DNNL
 #include <omp.h>

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "runtime/compute/cpu/kernels.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::compute::cpu {
 

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::compute::cuda {
 

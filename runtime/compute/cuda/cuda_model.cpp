@@ -7,7 +7,7 @@
 #include "runtime/compute/cuda/device.h"
 #include "runtime/compute/cuda/kernels.h"
 #include "runtime/compute/cuda/memory.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::compute::cuda {
 

@@ -12,7 +12,7 @@
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/counter_rng.h"
 #include "tests/runtime/compute/random_vector.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::compute::cpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "runtime/diagnose/hang_analysis.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::diagnose {
 namespace {

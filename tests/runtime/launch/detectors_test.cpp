@@ -6,7 +6,7 @@
 #include <cctype>
 
 #include "runtime/launch/detectors.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::launch {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "runtime/launch/faults.h"
 #include "runtime/launch/kill_resume_proof.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::launch {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/compute/counter_rng.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::model {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::model {
 namespace {

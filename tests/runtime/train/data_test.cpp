@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 namespace {

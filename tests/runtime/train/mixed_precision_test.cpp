@@ -16,7 +16,7 @@
 #include <cstdio>
 
 #include "runtime/compute/cpu/matmul.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 #include "tests/runtime/train/train_fixture.h"
 
 namespace parlab::train {

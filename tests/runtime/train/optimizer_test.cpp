@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 namespace {

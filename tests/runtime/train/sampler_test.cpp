@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 namespace {

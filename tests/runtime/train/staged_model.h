@@ -17,7 +17,7 @@
 #include "runtime/model/lab_mlp.h"
 #include "runtime/model/model.h"
 #include "runtime/train/device_optimizer.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train::testing {
 

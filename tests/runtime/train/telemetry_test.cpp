@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/train/telemetry.h"
-#include "strategy/errors.h"
+#include "base/errors.h"
 
 namespace parlab::train {
 namespace {

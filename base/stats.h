@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-namespace parlab::strategy {
+namespace parlab {
 
 // The q-quantile (0 <= q <= 1) with linear interpolation between order statistics (type 7, the
 // default of R and NumPy); 0 for no values.
@@ -36,4 +36,4 @@ inline Spread spread_of(const std::vector<double>& v) {
   return {median(v), (quantile(v, 0.75) - quantile(v, 0.25)) / 2, int(v.size())};
 }
 
-}  // namespace parlab::strategy
+}  // namespace parlab

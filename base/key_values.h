@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "strategy/errors.h"
+#include "base/errors.h"
 
-namespace parlab::strategy {
+namespace parlab {
 
 inline std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -71,4 +71,4 @@ inline std::vector<KeyValue> split_key_values_strict(std::string_view text, cons
   return out;
 }
 
-}  // namespace parlab::strategy
+}  // namespace parlab

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace parlab::strategy {
+namespace parlab {
 
 inline std::string printable(std::string_view text) {
   std::string out;
@@ -23,4 +23,4 @@ inline std::string printable(std::string_view text) {
   return out;
 }
 
-}  // namespace parlab::strategy
+}  // namespace parlab
