@@ -33,8 +33,8 @@
 
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/counter_rng.h"
-#include "runtime/compute/cuda/device.h"
-#include "runtime/compute/cuda/device_mlp.h"
+#include "runtime/gpu/device.h"
+#include "runtime/model/cuda/device_mlp.h"
 #include "runtime/compute/cuda/kernels.h"
 #include "runtime/device/device.h"
 #include "runtime/model/param_layout.h"

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "runtime/comm/nccl/nccl_communicator.h"
-#include "runtime/compute/cuda/cuda_model.h"
-#include "runtime/compute/cuda/device.h"
+#include "runtime/model/cuda/cuda_model.h"
+#include "runtime/gpu/device.h"
 #include "runtime/device/backend.h"
 #include "runtime/device/cuda_optimizer.h"
 #include "base/errors.h"

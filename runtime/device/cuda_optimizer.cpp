@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "runtime/compute/cuda/device.h"
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/device.h"
+#include "runtime/gpu/memory.h"
 #include "runtime/compute/cuda/optimizer_kernels.h"
 #include "runtime/model/compute_memory.h"
 #include "base/errors.h"

@@ -1,7 +1,7 @@
 #pragma once
 // Where a rank computes: `parlab train --device cpu|cuda` (and `device = ...` in experiment
 // files). The CPU path is the host LabMlp over Gloo; the CUDA path binds LOCAL_RANK's GPU, runs
-// the step program on a CudaModel (runtime/compute/cuda/cuda_model.h) and its collectives on
+// the step program on a CudaModel (runtime/model/cuda/cuda_model.h) and its collectives on
 // NCCL communicators, while Gloo keeps the host-side work (checkpoint agreement, exports,
 // barriers).
 //

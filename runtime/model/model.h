@@ -1,7 +1,7 @@
 #pragma once
 // model::Model: what the executor, the optimizer path and checkpoints need of the network one
 // rank computes, whichever device computes it. LabMlp (runtime/model/lab_mlp.h) computes on the
-// host; the CUDA model (runtime/compute/cuda/cuda_model.h) on one GPU. Both run the same step
+// host; the CUDA model (runtime/model/cuda/cuda_model.h) on one GPU. Both run the same step
 // program through train::Executor.
 //
 // Two places the numbers live:

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "runtime/compute/cuda/cuda_check.h"
+#include "runtime/gpu/cuda_check.h"
 
 namespace parlab::comm {
 

@@ -7,7 +7,7 @@
 
 #include "runtime/comm/nccl/nccl_check.h"
 #include "runtime/comm/nccl/nccl_impl.h"
-#include "runtime/compute/cuda/device.h"
+#include "runtime/gpu/device.h"
 
 namespace parlab::comm {
 

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "runtime/comm/nccl/nccl_check.h"
-#include "runtime/compute/cuda/device.h"
+#include "runtime/gpu/device.h"
 
 namespace parlab::comm::nccl_backend {
 

@@ -12,7 +12,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/flight_recorder.h"
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/memory.h"
 
 namespace parlab::comm::nccl_backend {
 

@@ -9,7 +9,7 @@
 // count under these conditions (cuBLAS docs, "Results reproducibility").
 #include <cublas_v2.h>
 
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/memory.h"
 
 namespace parlab::compute::cuda {
 

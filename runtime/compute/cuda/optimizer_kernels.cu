@@ -1,5 +1,5 @@
 // AdamW on the device (optimizer_kernels.h says why each operation is an intrinsic).
-#include "runtime/compute/cuda/cuda_check.h"
+#include "runtime/gpu/cuda_check.h"
 #include "runtime/compute/cuda/optimizer_kernels.h"
 
 namespace parlab::compute::cuda {

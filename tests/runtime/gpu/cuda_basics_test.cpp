@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/compute/cuda/cuda_check.h"
-#include "runtime/compute/cuda/device.h"
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/cuda_check.h"
+#include "runtime/gpu/device.h"
+#include "runtime/gpu/memory.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 #include "parlab/source_dir.h"
 

@@ -4,8 +4,8 @@
 // either lerp form), and the state survives a download/upload round trip. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include "runtime/compute/cuda/device.h"
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/device.h"
+#include "runtime/gpu/memory.h"
 #include "runtime/device/cuda_optimizer.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "runtime/comm/rendezvous.h"
-#include "runtime/compute/cuda/cuda_model.h"
-#include "runtime/compute/cuda/device.h"
+#include "runtime/model/cuda/cuda_model.h"
+#include "runtime/gpu/device.h"
 #include "runtime/device/device.h"
 #include "runtime/train/export.h"
 #include "runtime/train/memory_report.h"

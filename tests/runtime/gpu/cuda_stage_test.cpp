@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "runtime/compute/cuda/cuda_model.h"
+#include "runtime/model/cuda/cuda_model.h"
 #include "runtime/model/lab_mlp.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 

@@ -8,9 +8,9 @@
 
 #include <vector>
 
-#include "runtime/compute/cuda/device.h"
-#include "runtime/compute/cuda/device_mlp.h"
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/device.h"
+#include "runtime/model/cuda/device_mlp.h"
+#include "runtime/gpu/memory.h"
 #include "runtime/model/lab_mlp.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 

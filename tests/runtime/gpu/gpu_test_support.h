@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/compute/cuda/device.h"
+#include "runtime/gpu/device.h"
 
 namespace parlab::gpu_test {
 

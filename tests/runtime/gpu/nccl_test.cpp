@@ -14,7 +14,7 @@
 #include "runtime/comm/nccl/nccl_check.h"
 #include "runtime/comm/nccl/nccl_communicator.h"
 #include "runtime/compute/cuda/kernels.h"
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/memory.h"
 #include "tests/runtime/gpu/gpu_test_support.h"
 
 namespace parlab::comm {

@@ -10,7 +10,7 @@
 #include <span>
 #include <utility>
 
-#include "runtime/compute/cuda/cuda_check.h"
+#include "runtime/gpu/cuda_check.h"
 
 namespace parlab::compute::cuda {
 

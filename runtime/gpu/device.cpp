@@ -1,10 +1,10 @@
-#include "runtime/compute/cuda/device.h"
+#include "runtime/gpu/device.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 
-#include "runtime/compute/cuda/cuda_check.h"
+#include "runtime/gpu/cuda_check.h"
 
 namespace parlab::compute::cuda {
 

@@ -2,7 +2,7 @@
 // Checked calls at the CUDA and cuBLAS boundary. Every runtime or cuBLAS call whose status we do
 // not handle ourselves goes through a macro that turns a failure into a typed exception naming
 // the call, the source location and the library's own words:
-//   "cudaMalloc(&ptr, bytes) failed at runtime/compute/cuda/memory.cpp:21:
+//   "cudaMalloc(&ptr, bytes) failed at runtime/gpu/memory.cpp:21:
 //    cudaErrorMemoryAllocation (out of memory)"
 // Sticky device errors (an illegal address inside a kernel) surface at the next checked call;
 // they poison the CUDA context of the process, so the only recovery is a new process.
@@ -35,7 +35,7 @@ class CublasError : public RuntimeError {
   cublasStatus_t status_;
 };
 
-// "runtime/compute/cuda/memory.cpp:21": __FILE__ relative to the source tree (no build paths in
+// "runtime/gpu/memory.cpp:21": __FILE__ relative to the source tree (no build paths in
 // messages), as "file:line".
 std::string source_location(const char* file, int line);
 

@@ -1,4 +1,4 @@
-#include "runtime/compute/cuda/cuda_check.h"
+#include "runtime/gpu/cuda_check.h"
 
 #include <cstring>
 #include "parlab/source_dir.h"

@@ -35,7 +35,7 @@
 #include <map>
 #include <memory>
 
-#include "runtime/compute/cuda/device_mlp.h"
+#include "runtime/model/cuda/device_mlp.h"
 #include "runtime/model/compute_memory.h"
 #include "runtime/model/lab_mlp.h"
 #include "runtime/model/model.h"

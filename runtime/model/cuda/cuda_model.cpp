@@ -1,12 +1,12 @@
-#include "runtime/compute/cuda/cuda_model.h"
+#include "runtime/model/cuda/cuda_model.h"
 
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "runtime/compute/cuda/device.h"
+#include "runtime/gpu/device.h"
 #include "runtime/compute/cuda/kernels.h"
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/memory.h"
 #include "base/errors.h"
 
 namespace parlab::compute::cuda {

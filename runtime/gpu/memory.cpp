@@ -1,4 +1,4 @@
-#include "runtime/compute/cuda/memory.h"
+#include "runtime/gpu/memory.h"
 
 #include <string>
 

@@ -1,9 +1,9 @@
-#include "runtime/compute/cuda/device_mlp.h"
+#include "runtime/model/cuda/device_mlp.h"
 
 #include <algorithm>
 #include <string>
 
-#include "runtime/compute/cuda/device.h"
+#include "runtime/gpu/device.h"
 #include "runtime/compute/cuda/kernels.h"
 #include "runtime/model/lab_mlp.h"
 
