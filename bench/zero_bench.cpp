@@ -158,8 +158,8 @@ int main(int argc, char** argv) {
   for (int zero = 0; zero <= 3; ++zero) {
     train::TrainConfig c;
     c.model = spec;
-    c.plan = train::resolve_train_plan(spec, (plan.empty() ? "" : plan + ",") + "zero=" + std::to_string(zero), workers,
-                                       cluster);
+    c.plan = train::resolve_train_plan(spec, strategy::parse_plan("zero=" + std::to_string(zero), strategy::parse_plan(plan)),
+                                       workers, cluster);
     c.optimizer = train::AdamWConfig{};
     c.data_size = c.plan.global_batch * 8;
     c.seed = 1;

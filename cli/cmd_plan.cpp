@@ -363,7 +363,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", opts->json, "Machine-readable output with every number");
   cmd->add_flag("--search", opts->search,
                 "Search all plans (the default when --plan is absent); keys given in --plan stay fixed");
-  cmd->add_option("--gbs", opts->gbs, "Global batch for the search (default: one sample per device)");
+  cmd->add_option("--gbs", opts->gbs, "Global batch (default: the plan policy's, the model's microbatch x lcm(world, 4))");
   cmd->add_option("--top", opts->top, "Candidates to show in a search")->capture_default_str();
   cmd->add_option("--program", opts->program_rank, "Print the step program of this rank (a fixed --plan)");
   cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
@@ -381,7 +381,7 @@ void add_plan_command(CLI::App& app) {
     if (opts->simulate < 0) throw ConfigError("--simulate", std::to_string(opts->simulate), "must be >= 0");
     const bool search = opts->search || (opts->in.plan.empty() && opts->program_rank < 0);
     if (search) return run_search(*opts);
-    if (opts->gbs > 0) opts->in.plan += (opts->in.plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(opts->gbs);
+    opts->in.global_batch = opts->gbs;
     run_model_ledger(*opts);
   });
 }

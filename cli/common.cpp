@@ -48,6 +48,13 @@ Resolved load_inputs(const PlanInputs& in) {
   r.cluster = strategy::with_world(base, world);
   r.world = world;
   r.plan = parsed;
+  if (in.global_batch > 0) {
+    if (parsed.was_given("gbs") && parsed.global_batch != in.global_batch)
+      throw ConfigError("--gbs", std::to_string(in.global_batch),
+                        "contradicts the plan's gbs=" + std::to_string(parsed.global_batch) + "; give one of them");
+    r.plan.global_batch = in.global_batch;
+    if (!parsed.was_given("gbs")) r.plan.given.push_back("gbs");
+  }
   return r;
 }
 

@@ -21,6 +21,7 @@ struct PlanInputs {
   int world = 0;      // 0: from --plan (dp*tp*pp) when dp is given, else the cluster's devices
   bool world_given = false;  // --world was on the command line (then it must be >= 1)
   std::string plan;   // key=value list
+  int64_t global_batch = 0;  // a subcommand's --gbs: the plan's gbs (0: the plan text's, else the plan policy's)
 };
 
 // Adds --model, --params, --cluster, --world, --plan to a subcommand.

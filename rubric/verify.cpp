@@ -87,6 +87,11 @@ void verify_kill_resume(const Evidence& e, const Proof& p, const GradeOptions& o
   } catch (const std::exception&) {
     po.checkpoint_every = 5;
   }
+  try {  // the batch the run pinned (runs recorded before it was a parameter carry it as gbs= in plan_text)
+    po.job.global_batch = params.count("global_batch") ? std::stoll(params.at("global_batch")) : 0;
+  } catch (const std::exception&) {
+    po.job.global_batch = 0;
+  }
   try {
     const launch::ProofReport rep = launch::run_kill_resume_proof(po);
     const json trials = p.evidence.value("trials", json::array());

@@ -1,7 +1,9 @@
 #include "strategy/plan.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <numeric>
 #include <sstream>
 
 #include "strategy/cluster_spec.h"
@@ -76,6 +78,13 @@ std::string_view to_string(Recompute r) {
 std::string_view to_string(Precision p) { return p == Precision::kFp32 ? "fp32" : "mixed"; }
 std::string_view to_string(OptimizerKind o) { return o == OptimizerKind::kAdam ? "adam" : "sgd"; }
 std::string_view to_string(MixedState s) { return s == MixedState::kZero ? "zero" : "fp32-main"; }
+
+std::string Plan::given_text() const {
+  std::string out;
+  for (const parlab::KeyValue& kv : parlab::split_key_values(to_string()))
+    if (was_given(kv.key)) out += (out.empty() ? "" : ",") + kv.item;
+  return out;
+}
 
 std::string Plan::to_string() const {
   // Unset (zero) fields are left out, so the text parses back to the same plan.
@@ -180,12 +189,48 @@ Plan parse_plan(std::string_view text, Plan plan) {
   return plan;
 }
 
+int64_t default_microbatches(int dp, int pp) {
+  const int64_t replicas = std::max(dp, 1);
+  return std::lcm(std::lcm<int64_t>(replicas, kReplicasSharingABatch) / replicas, std::max<int64_t>(pp, 1));
+}
+
+int64_t default_global_batch(const ModelSpec& model, int dp, int pp, int64_t microbatch) {
+  const int64_t mb = microbatch > 0 ? microbatch : std::max<int64_t>(model.default_microbatch, 1);
+  return mb * std::max(dp, 1) * default_microbatches(dp, pp);
+}
+
+namespace {
+
+// gbs set, mb not: the largest microbatch up to the model's default that cuts each replica's
+// share of gbs into a whole number of microbatches (a multiple of pp of them under a pipeline,
+// `microbatches` of them when that was set too).
+int64_t microbatch_for(const Plan& p, const ModelSpec& model) {
+  const int64_t preferred = std::max<int64_t>(model.default_microbatch, 1);
+  if (p.global_batch % p.dp != 0)
+    throw ConfigError("plan.gbs", num(p.global_batch), "must be a multiple of dp (" + num(p.dp) + ")");
+  const int64_t share = p.global_batch / p.dp;
+  if (p.microbatches > 0) {
+    if (share % p.microbatches != 0)
+      throw ConfigError("plan.microbatches", num(p.microbatches),
+                        "must divide gbs / dp (" + num(p.global_batch) + " / " + num(p.dp) + " = " + num(share) + ")");
+    return share / p.microbatches;
+  }
+  for (int64_t mb = std::min(preferred, share); mb >= 1; --mb)
+    if (share % mb == 0 && (share / mb) % std::max(p.pp, 1) == 0) return mb;
+  throw ConfigError("plan.gbs", num(p.global_batch),
+                    "gives each of dp = " + num(p.dp) + " replicas " + num(share) +
+                        " samples, which no microbatch cuts into a multiple of pp = " + num(p.pp) + " microbatches");
+}
+
+}  // namespace
+
 Plan resolve(Plan p, const ModelSpec& model, int world) {
   if (world <= 0) throw ConfigError("world", num(world), "must be a positive number of devices");
   if (world % (p.tp * p.pp) != 0)
     throw ConfigError("plan.tp*pp", num(p.tp * p.pp), "must divide the world size (" + num(world) + ")");
   if (p.dp == 0) p.dp = world / (p.tp * p.pp);
-  if (p.microbatch == 0) p.microbatch = model.default_microbatch > 0 ? model.default_microbatch : 1;
+  if (p.microbatch == 0)
+    p.microbatch = p.global_batch > 0 ? microbatch_for(p, model) : std::max<int64_t>(model.default_microbatch, 1);
   if (p.global_batch > 0) {
     const int64_t per_step = p.microbatch * p.dp;
     if (p.global_batch % per_step != 0)
@@ -197,7 +242,7 @@ Plan resolve(Plan p, const ModelSpec& model, int world) {
                         "contradicts gbs / (mb * dp) = " + num(m) + "; give one of them");
     p.microbatches = m;
   }
-  if (p.microbatches == 0) p.microbatches = 1;
+  if (p.microbatches == 0) p.microbatches = default_microbatches(p.dp, p.pp);
   p.global_batch = p.microbatch * p.microbatches * p.dp;
   if (p.v == 0) p.v = p.schedule == Schedule::kInterleaved ? 2 : 1;
   if (!p.was_given("precision")) p.precision = model.default_precision;

@@ -50,8 +50,8 @@ struct Plan {
   int pp = 1;
   int zero = 0;
   int64_t microbatch = 0;    // 0: model default
-  int64_t microbatches = 0;  // 0: from gbs, else 1
-  int64_t global_batch = 0;  // 0: microbatch * microbatches * dp
+  int64_t microbatches = 0;  // 0: from gbs, else default_microbatches(dp, pp)
+  int64_t global_batch = 0;  // 0: microbatch * microbatches * dp (resolve(): the plan policy)
   Schedule schedule = Schedule::k1F1B;
   int v = 0;  // 0: 2 when interleaved, else 1
   Recompute recompute = Recompute::kNone;
@@ -71,6 +71,9 @@ struct Plan {
   int world() const { return dp * tp * pp; }
   // "dp=8,tp=8,pp=16,zero=1,mb=1,microbatches=64,schedule=1f1b,...": every key, parseable back.
   std::string to_string() const;
+  // Only the keys the plan text named, in to_string()'s order: parse_plan(given_text()) is the
+  // plan as given, before resolve() fills the rest.
+  std::string given_text() const;
   // The shortest human name: "DDP x8", "ZeRO-3 x64", "TP 8 x PP 16 x DP 8 (ZeRO-1)".
   std::string short_name() const;
 };
@@ -90,10 +93,30 @@ std::vector<int> pp_group(const Plan& plan, int rank);
 // malformed pair or a value of the wrong type; range rules are checked by validate().
 Plan parse_plan(std::string_view text, Plan base = {});
 
-// Fills the defaults (dp from world, mb from the model, microbatches from gbs, v) and checks
-// the arithmetic rules that need the world size. Throws ConfigError naming the field, its value
-// and the rule broken.
+// The plan policy: the one place where what a plan did not set is decided. Every entry point
+// (the planner, the simulator, `parlab train`, the lab) resolves through resolve(), and each
+// default gives way to what the plan set:
+//  - dp: world / (tp * pp);
+//  - mb: the model's default microbatch; with gbs set and mb not, the largest microbatch up to that
+//    default that cuts each replica's gbs / dp samples into whole microbatches (a multiple of pp
+//    of them under a pipeline, `microbatches` of them when that is set);
+//  - microbatches: gbs / (mb * dp) when gbs is set, else default_microbatches(dp, pp);
+//  - gbs: mb * microbatches * dp;
+//  - v (2 when interleaved), precision (the model's), mixed_state (fp32-main for the lab network).
+// Throws ConfigError naming the field, its value and the rule broken.
 Plan resolve(Plan plan, const ModelSpec& model, int world);
+
+// Replicas that share one default global batch: with no gbs set, a step trains the samples of
+// mb * lcm(dp, 4), the same on 1, 2 and 4 replicas (a run on 1 worker and one on 4 train the
+// same samples, so their weights can be compared bit for bit) and one microbatch per replica
+// from 4 replicas up.
+inline constexpr int64_t kReplicasSharingABatch = 4;
+// Microbatches per replica when gbs is not set: lcm(dp, 4) / dp, rounded up to a multiple of pp
+// (a pipeline needs at least pp of them in flight).
+int64_t default_microbatches(int dp, int pp);
+// The global batch resolve() gives a plan of dp replicas and pp stages that set no gbs (microbatch
+// 0: the model's default).
+int64_t default_global_batch(const ModelSpec& model, int dp, int pp = 1, int64_t microbatch = 0);
 
 // Rejects impossible plans: dp*tp*pp = world, world fits the cluster, tp divides heads, kv
 // heads and ffn, pp <= layers, interleaving rules, ZeRO stage limits, sequence parallel needs

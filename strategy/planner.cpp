@@ -573,10 +573,10 @@ PlanReport search_plans(const ModelSpec& m, const ClusterSpec& c, const PlannerO
   const auto t0 = std::chrono::steady_clock::now();
   PlanReport report;
   report.world = c.devices();
-  const int64_t default_mb = m.default_microbatch > 0 ? m.default_microbatch : 1;
-  report.global_batch = o.global_batch > 0 ? o.global_batch
+  // Not set: the plan policy's batch for the world as one data-parallel group (resolve()).
+  report.global_batch = o.global_batch > 0         ? o.global_batch
                         : o.fixed.global_batch > 0 ? o.fixed.global_batch
-                                                   : int64_t(report.world) * default_mb;
+                                                   : default_global_batch(m, report.world, 1, o.fixed.microbatch);
   const Search s{m, c, o, m.layer_list(), report.world, report.global_batch, {}};
 
   std::vector<Candidate> fitting = fitting_candidates(s, enumerate_plans(s), report);

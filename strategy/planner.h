@@ -18,7 +18,7 @@
 namespace parlab::strategy {
 
 struct PlannerOptions {
-  int64_t global_batch = 0;  // 0: one sample per device (world x the model's default microbatch)
+  int64_t global_batch = 0;  // 0: the plan policy's for dp = world (strategy::default_global_batch)
   Plan fixed;                // keys named in fixed.given are not searched
   int top = 5;               // candidates reported
   int walk = 24;             // best closed-form candidates re-estimated by walking programs

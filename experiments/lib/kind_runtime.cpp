@@ -207,11 +207,9 @@ struct EquivalenceRun {
   std::vector<double> losses;
 };
 
-// Joins a plan's keys onto the base plan ("gbs=128" + "zero=3"): later keys win.
+// A plan's keys on top of the base plan ("gbs=128" and "zero=3"): later keys win.
 std::string with_keys(const std::string& base, const std::string& extra) {
-  if (base.empty()) return extra;
-  if (extra.empty()) return base;
-  return base + "," + extra;
+  return strategy::parse_plan(extra, strategy::parse_plan(base)).given_text();
 }
 
 EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const std::string& plan, int w,

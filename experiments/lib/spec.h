@@ -64,7 +64,7 @@ struct DecideTask {
   std::string model = "lab-mlp";
   std::string cluster = "cpu-local";  // this machine: cpu-local or a cluster file describing it
   int workers = 4;
-  int64_t global_batch = 0;  // 0: the planner's default (one microbatch per worker)
+  int64_t global_batch = 0;  // 0: the plan policy's (strategy::default_global_batch)
   int top = 3;
   int steps = 4;  // measured steps (at least kMinMeasuredSteps are measured), after one warm-up
   uint64_t seed = 1;
@@ -107,7 +107,7 @@ struct PlannerTask {
   std::string model = "gpt-175b";
   std::string cluster = "dgx-a100";
   int world = 1024;
-  int64_t global_batch = 1536;
+  int64_t global_batch = 0;  // gbs; 0: the plan policy's (strategy::default_global_batch)
   int top = 5;
   int simulate_top = 0;
 };

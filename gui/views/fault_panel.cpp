@@ -83,10 +83,7 @@ RunRequest FaultPanel::base_request() const {
   r.db = options_.db;
   r.model = QString::fromStdString(setup_->inputs.model);
   r.cluster = QString::fromStdString(setup_->inputs.cluster);
-  std::string plan = setup_->inputs.plan_text();
-  if (setup_->inputs.value("gbs").empty())
-    plan += (plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(setup_->plan.global_batch);
-  r.plan = QString::fromStdString(plan);
+  r.plan = QString::fromStdString(setup_->inputs.plan_text());  // resolved as the lab resolved it
   r.nproc = setup_->world();
   r.steps = steps_for(current_);
   r.checkpoint_every = 3;

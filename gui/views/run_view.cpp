@@ -156,11 +156,8 @@ RunRequest run_request_for(const LabSetup& setup, const LabOptions& options, int
   r.cluster = QString::fromStdString(setup.inputs.cluster);
   SetupInputs in = setup.inputs;
   in.set("dp", "");  // workers / (tp pp), as the series scale it
-  std::string plan = in.plan_text();
-  // The trainer's own default global batch differs from the planner's: pin the series' one.
-  if (in.value("gbs").empty())
-    plan += (plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(plan_at_workers(setup, workers).global_batch);
-  r.plan = QString::fromStdString(plan);
+  // The series and the trainer resolve the same text through one plan policy (strategy::resolve).
+  r.plan = QString::fromStdString(in.plan_text());
   r.nproc = workers;
   r.steps = steps;
   r.seed = seed;

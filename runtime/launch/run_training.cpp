@@ -118,12 +118,8 @@ class JobRunner {
 };
 
 TrainJob pinned(const TrainJob& job, int world) {
-  TrainJob j = job;
-  const train::TrainConfig c = make_train_config(job, world);
-  const strategy::Plan given = strategy::parse_plan(job.plan);
-  if (!given.was_given("gbs") && !given.was_given("microbatches"))
-    j.plan += (j.plan.empty() ? "" : ",") + std::string("gbs=") + std::to_string(c.plan.global_batch);
-  j.data_size = c.data_size;
+  TrainJob j = pin_global_batch(job, world);
+  j.data_size = make_train_config(j, world).data_size;
   return j;
 }
 

@@ -110,21 +110,37 @@ InjectedFailure::InjectedFailure(int rank, int64_t step, int code)
                    std::to_string(code) + " before step " + std::to_string(step)),
       code_(code) {}
 
+strategy::Plan given_plan(const TrainJob& job) {
+  strategy::Plan p = strategy::parse_plan(job.plan);
+  auto set = [&p](const char* key) {
+    if (!p.was_given(key)) p.given.push_back(key);
+  };
+  if (!job.optimizer.empty()) {  // --optimizer overrides the plan's key
+    if (job.optimizer != "adam" && job.optimizer != "sgd")
+      throw ConfigError("--optimizer", job.optimizer, "one of adam, sgd");
+    p.optimizer = job.optimizer == "sgd" ? strategy::OptimizerKind::kSgd : strategy::OptimizerKind::kAdam;
+    set("optimizer");
+  }
+  if (job.global_batch > 0 && !p.was_given("gbs") && !p.was_given("microbatches")) {
+    p.global_batch = job.global_batch;
+    set("gbs");
+  }
+  return p;
+}
+
+TrainJob pin_global_batch(const TrainJob& job, int world) {
+  TrainJob j = job;
+  const strategy::Plan given = strategy::parse_plan(job.plan);
+  if (j.global_batch == 0 && !given.was_given("gbs") && !given.was_given("microbatches"))
+    j.global_batch = make_train_config(job, world).plan.global_batch;
+  return j;
+}
+
 train::TrainConfig make_train_config(const TrainJob& job, int world) {
   train::TrainConfig c;
   c.model = strategy::load_model(job.model);
   (void)train::mlp_shape(c.model);  // refuse non-mlp models before anything else
-  std::string plan_text = job.plan;
-  if (!job.optimizer.empty()) {
-    if (job.optimizer != "adam" && job.optimizer != "sgd")
-      throw ConfigError("--optimizer", job.optimizer, "one of adam, sgd");
-    // --optimizer overrides the plan's key, and a plan names each key once.
-    plan_text.clear();
-    for (const parlab::KeyValue& kv : parlab::split_key_values(job.plan))
-      if (kv.key != "optimizer") plan_text += kv.item + ",";
-    plan_text += "optimizer=" + job.optimizer;
-  }
-  c.plan = train::resolve_train_plan(c.model, plan_text, world, strategy::load_cluster(job.cluster));
+  c.plan = train::resolve_train_plan(c.model, given_plan(job), world, strategy::load_cluster(job.cluster));
   // The job's --lr, else the model preset's AdamW default (lab-mlp: 2e-4), else the optimizer's.
   const double preset_lr = c.plan.optimizer == strategy::OptimizerKind::kAdam ? c.model.default_lr : 0;
   c.optimizer = train::optimizer_config(c.plan.optimizer, job.lr > 0 ? job.lr : preset_lr, job.momentum,
@@ -272,7 +288,7 @@ std::filesystem::path checkpoint_root(const std::filesystem::path& run_dir) { re
 std::filesystem::path final_state_path(const std::filesystem::path& run_dir) { return run_dir / "final-state.json"; }
 
 nlohmann::json to_json(const TrainJob& j) {
-  return {{"model", j.model}, {"cluster", j.cluster}, {"plan", j.plan}, {"steps", j.steps}, {"seed", j.seed},
+  return {{"model", j.model}, {"cluster", j.cluster}, {"plan", j.plan}, {"global_batch", j.global_batch}, {"steps", j.steps}, {"seed", j.seed},
           {"data_size", j.data_size}, {"optimizer", j.optimizer}, {"lr", j.lr}, {"momentum", j.momentum},
           {"weight_decay", j.weight_decay}, {"run_dir", j.run_dir.string()}, {"dump_dir", j.dump_dir.string()},
           {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"checkpoint_every", j.checkpoint_every},
@@ -293,6 +309,7 @@ TrainJob train_job_from_json(const nlohmann::json& j) {
     get("model", t.model);
     get("cluster", t.cluster);
     get("plan", t.plan);
+    get("global_batch", t.global_batch);
     get("steps", t.steps);
     get("seed", t.seed);
     get("data_size", t.data_size);

@@ -79,7 +79,11 @@ WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesyst
 struct TrainJob {
   std::string model = "lab-mlp";   // preset name or TOML file
   std::string cluster = "cpu-local";
-  std::string plan;                // key=value list (strategy/plan.h)
+  std::string plan;                // key=value list (strategy/plan.h), as the user gave it
+  // Samples per optimizer step for the whole job, fixed by its first attempt (pin_global_batch)
+  // when the plan sets neither gbs nor microbatches, so a shrunken world trains the same batch.
+  // 0: the plan policy's for the world at hand (strategy::resolve).
+  int64_t global_batch = 0;
   int64_t steps = 10;
   uint64_t seed = 0;
   int64_t data_size = 0;           // 0: 64 global batches
@@ -125,6 +129,12 @@ int attempt_from_env();
 // The trainer's configuration for `world` ranks: model, resolved plan (the global batch stays
 // fixed across worker counts unless the plan fixes microbatches), optimizer, data size.
 train::TrainConfig make_train_config(const TrainJob& job, int world);
+// The job's plan as given (its text, then --optimizer and the pinned global batch on top), for
+// strategy::resolve to complete: nothing edits plan text.
+strategy::Plan given_plan(const TrainJob& job);
+// The job with its global batch fixed to what `world` workers resolve (unless the plan sets gbs or
+// microbatches): a restart on fewer workers then trains the same samples per step.
+TrainJob pin_global_batch(const TrainJob& job, int world);
 
 // A failure injected by an exit fault (faults.h): the worker's exit code is `code`.
 class InjectedFailure : public RuntimeError {

@@ -146,19 +146,14 @@ model::MlpShape mlp_shape(const strategy::ModelSpec& m) {
   return s;
 }
 
-int64_t default_global_batch(int64_t microbatch, int dp) {
-  return microbatch * std::lcm<int64_t>(dp, 4);
-}
-
 strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text,
                                   int world, const strategy::ClusterSpec& cluster) {
-  strategy::Plan p = strategy::parse_plan(plan_text);
-  if (!p.was_given("gbs") && !p.was_given("microbatches") && world >= 1 && world % (p.tp * p.pp) == 0) {
-    const int64_t mb = p.microbatch > 0 ? p.microbatch : std::max<int64_t>(model.default_microbatch, 1);
-    const int dp = p.dp > 0 ? p.dp : world / (p.tp * p.pp);
-    p.global_batch = default_global_batch(mb, dp);
-  }
-  p = strategy::resolve(p, model, world);
+  return resolve_train_plan(model, strategy::parse_plan(plan_text), world, cluster);
+}
+
+strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, strategy::Plan given, int world,
+                                  const strategy::ClusterSpec& cluster) {
+  strategy::Plan p = strategy::resolve(std::move(given), model, world);
   strategy::validate(p, model, strategy::with_world(cluster, world));
   if (p.precision == strategy::Precision::kMixed && !compute::cpu::bf16_supported())
     throw ConfigError("plan.precision", "mixed",

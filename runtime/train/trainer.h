@@ -58,14 +58,13 @@ strategy::LayerRange stage_layers(const strategy::ModelSpec& model, const strate
 std::vector<model::LayerChunk> stage_model_chunks(const strategy::ModelSpec& model, const strategy::Plan& plan,
                                                  int rank);
 
-// Global batch when the plan names neither gbs nor microbatches: mb x lcm(dp, 4), so 1, 2 and 4
-// workers train the same global batch (4 = the cpu-local preset's devices).
-int64_t default_global_batch(int64_t microbatch, int dp);
-
-// Plan text ("gbs=256,bucket_mb=4") for `world` workers: parsed, given the default global batch
-// above when it fixes neither gbs nor microbatches, resolved and validated against `cluster`
-// sized to the world. Refuses what the CPU runtime cannot train (precision=mixed where bf16
-// matmuls are unavailable, saying why). Throws ConfigError naming the field.
+// A plan as given (parse_plan) for `world` workers: resolved by the plan policy
+// (strategy::resolve, the same defaults the planner and the simulator take) and validated against
+// `cluster` sized to the world. Refuses what the CPU runtime cannot train (precision=mixed where
+// bf16 matmuls are unavailable, saying why). Throws ConfigError naming the field.
+strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, strategy::Plan given, int world,
+                                  const strategy::ClusterSpec& cluster);
+// The same for plan text ("gbs=256,bucket_mb=4"), parsed first.
 strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text,
                                   int world, const strategy::ClusterSpec& cluster);
 

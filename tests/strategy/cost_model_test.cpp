@@ -371,7 +371,7 @@ TEST(CostModel, DdpBucketsOverlapTheBackwardPass) {
 TEST(CostModel, SingleDeviceHasNoCommunicationAndMfuBelowEfficiency) {
   const ModelSpec m = load_model("gpt-22b");
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 1);
-  Plan plan = resolve(parse_plan(""), m, 1);
+  Plan plan = resolve(parse_plan("microbatches=1"), m, 1);
   const StepEstimate e = estimate_step(m, plan, c);
   EXPECT_EQ(e.ranks[0].exposed_comm_seconds, 0);
   EXPECT_TRUE(e.collectives.empty());

@@ -146,7 +146,7 @@ namespace parlab::strategy {
 TEST(OneProgram, FullRecomputeReplaysTheForwardCollectives) {
   const ModelSpec m = load_model("gpt-22b");
   auto backward_calls = [&](const std::string& recompute) {
-    const Plan p = resolve(parse_plan("tp=8,recompute=" + recompute), m, 8);
+    const Plan p = resolve(parse_plan("tp=8,microbatches=1,recompute=" + recompute), m, 8);
     int n = 0;
     for (const Op& op : build_step(m, p, 0).ops)
       if (op.kind == OpKind::kAllReduce && op.tag.rfind("tp.bwd", 0) == 0) n += op.count;

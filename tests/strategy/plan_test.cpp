@@ -83,8 +83,10 @@ TEST(Plan, DefaultsFollowTheWorld) {
   const Plan p = check("tp=8,pp=4", "gpt-175b", 64);
   EXPECT_EQ(p.dp, 2);  // 64 / (8 * 4)
   EXPECT_EQ(p.microbatch, 1);
-  EXPECT_EQ(p.microbatches, 1);
-  EXPECT_EQ(p.global_batch, 2);
+  // The plan policy: lcm(dp, 4) / dp = 2 microbatches per replica, rounded up to a multiple of
+  // pp = 4 (a pipeline keeps its stages busy); gbs = 1 * 4 * 2.
+  EXPECT_EQ(p.microbatches, 4);
+  EXPECT_EQ(p.global_batch, 8);
   // gbs implies microbatches = gbs / (mb * dp) = 512 / (2 * 2).
   const Plan q = check("tp=8,pp=4,mb=2,gbs=512", "gpt-175b", 64);
   EXPECT_EQ(q.microbatches, 128);

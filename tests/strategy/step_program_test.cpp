@@ -38,7 +38,7 @@ std::vector<StepProgram> world_programs(const ModelSpec& m, const Plan& p) {
 // clearing the whole gradient buffer (162 elements) the backward accumulates into.
 TEST(StepProgram, GoldenDdpWithThreeBuckets) {
   const ModelSpec m = load_model(kData + "tiny-mlp.toml");
-  Plan p = plan_for(m, "", 2);
+  Plan p = plan_for(m, "microbatches=1", 2);
   p.bucket_bytes = 300;
   const std::string expected =
       "0 compute zero-grad grad.zero elems 0-162\n"
@@ -102,7 +102,7 @@ TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
 // No rank keeps a whole gradient: the step clears only the rank's shard of them.
 TEST(StepProgram, GoldenZero3OnTwoLayers) {
   const ModelSpec m = load_model(kData + "one-block-mlp.toml");
-  const Plan p = plan_for(m, "zero=3", 2);
+  const Plan p = plan_for(m, "zero=3,microbatches=1", 2);  // one microbatch (the policy's default is 2 on 2)
   const std::string expected =
       "0 compute zero-grad grad.zero elems 0-43\n"
       "1 comm all-gather param.blocks.0.fwd.mb0 elems 0-76 304B dp.0\n"
@@ -127,7 +127,7 @@ TEST(StepProgram, GoldenZero3OnTwoLayers) {
 
 TEST(StepProgram, TensorParallelCarriesMegatronCollectives) {
   const ModelSpec m = load_model("gpt-22b");
-  const Plan p = plan_for(m, "tp=8", 8);
+  const Plan p = plan_for(m, "tp=8,microbatches=1", 8);
   const auto prog = build_step(m, p, 3);
   // Forward of the whole model: 1 (vocab-parallel embedding) + 2 per block; backward: 2 per
   // block + 1 (output layer input).
@@ -145,7 +145,7 @@ TEST(StepProgram, TensorParallelCarriesMegatronCollectives) {
   // and each block's backward gathers again the sequence shards of its two column-parallel
   // linears' inputs (QKV, the MLP's first), which it kept instead of the gathered tensors:
   // 2 more all-gathers per block, all after the block's backward.
-  const Plan sp = plan_for(m, "tp=8,sp=on", 8);
+  const Plan sp = plan_for(m, "tp=8,sp=on,microbatches=1", 8);
   const auto sp_prog = build_step(m, sp, 0);
   int rs = 0, ag = 0, ar = 0, regathers = 0;
   for (const auto& op : sp_prog.ops) {
