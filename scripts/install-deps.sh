@@ -11,6 +11,7 @@ packages=(
   libqt6opengl6-dev         # find_package(Qt6 Charts) needs Qt6::OpenGL's CMake files on Debian 12
   libsqlite3-dev            # the results database
   libgtest-dev libgmock-dev # tests
+  clang-format              # the format check (scripts/check-format.sh)
   libopenblas-dev           # CPU GEMM (pthread flavour; pinned to one thread per rank)
   libdnnl-dev               # oneDNN: the matmul backend (fp32 and bf16 mixed precision)
   libblis-dev               # BLIS: measured beside them by bench_gemm

@@ -5,11 +5,17 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
+# The house's guardrails first: they take seconds and name what to fix (CONTRIBUTING.md).
+"$root/scripts/check-format.sh"
+python3 "$root/scripts/check-function-length.py"
 "$root/scripts/build.sh"
 cd "${PARLAB_BUILD_DIR:-$root/build}"
 # BLAS must not spawn hidden threads: one thread per rank keeps runs deterministic and honest.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 jobs="${PARLAB_TEST_JOBS:-2}"
+# The unit tests that need no processes or timing, under AddressSanitizer + UndefinedBehavior-
+# Sanitizer (their own build, build-asan/; PARLAB_SANITIZE=0 skips them on a developer's machine).
+if [ "${PARLAB_SANITIZE:-1}" != 0 ]; then "$root/scripts/sanitize.sh"; fi
 if ctest -N -L gpu | grep -q "Total Tests: [1-9]"; then
   echo "== GPU tests =="
   gpu_log="$(mktemp)"

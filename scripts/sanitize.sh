@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the unit tests that need no real
+# processes and assert no timing: the strategy layer, the simulator, the results database, the
+# communicator with threads as ranks (Gloo over an in-process store, and the shared-memory
+# backend), the rubric and the layer rules. Built in build-asan/ (PARLAB_ASAN_BUILD_DIR) without
+# the GUI and the GPU backend, at -O1 without debug info to stay inside CI's budget; every
+# finding fails the run (-fno-sanitize-recover). scripts/test.sh runs it after the suite.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${PARLAB_ASAN_BUILD_DIR:-$root/build-asan}"
+flags="-O1 -g0 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+if [ ! -f "$build/build.ninja" ]; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DPARLAB_CUDA=OFF -DPARLAB_BUILD_GUI=OFF \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" "${launcher[@]}" >/dev/null
+fi
+# name: test binary (relative to the build) and the gtest filter that leaves out real processes.
+suites=(
+  "tests/strategy/test_strategy:*"
+  "tests/sim/test_sim:*"
+  "tests/db/test_db:-*Concurren*:*Process*"
+  "tests/runtime/comm/test_comm:-*MultiProcess*:*Multiprocess*:*TcpStore*:*Timeout*:*Desync*"
+  "tests/runtime/comm/test_comm_shm:-*MultiProcess*:*Multiprocess*:*Timeout*:*Desync*:*Process*"
+  "tests/rubric/test_rubric:*"
+  "tests/layers/test_layers:*"
+)
+targets=()
+for s in "${suites[@]}"; do targets+=("$(basename "${s%%:*}")"); done
+echo "== sanitizers (ASan + UBSan): building ${targets[*]} =="
+cmake --build "$build" -- -j"${PARLAB_JOBS:-$(nproc)}" "${targets[@]}"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+failed=0
+for s in "${suites[@]}"; do
+  bin="$build/${s%%:*}"
+  filter="${s#*:}"
+  if ! (cd "$(dirname "$bin")" && "$bin" --gtest_filter="$filter" --gtest_brief=1 > "$bin.log" 2>&1); then
+    echo "FAILED under sanitizers: $(basename "$bin") (filter $filter)"; tail -40 "$bin.log"; failed=1
+  else
+    echo "passed under sanitizers: $(basename "$bin") ($(grep -m1 -oE '[0-9]+ tests? from [0-9]+ test suites? ran' "$bin.log" || echo '?'))"
+  fi
+done
+exit "$failed"
