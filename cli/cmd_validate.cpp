@@ -9,7 +9,7 @@
 #include "cli/checks.h"
 #include "cli/common.h"
 #include "experiments/lib/cpu_validation.h"
-#include "sim/validation.h"
+#include "experiments/lib/gpu_validation.h"
 
 namespace parlab::cli {
 
@@ -31,7 +31,7 @@ void add_validate_command(CLI::App& app) {
       auto store = open_results("--db", *db, /*read_only=*/true);
       cpu = experiments::cpu_validation_markdown(&store);
     }
-    fmt::print("{}\n{}", sim::validation_markdown(), cpu);
+    fmt::print("{}\n{}", experiments::gpu_validation_markdown(), cpu);
   });
 }
 

@@ -4,16 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <cmath>
 #include <deque>
 #include <map>
-#include <memory>
-#include <optional>
 #include <simgrid/s4u.hpp>
 #include <tuple>
 
 #include "sim/executor_state.h"
+#include "sim/network.h"
 #include "sim/platform.h"
 #include "strategy/cost_model.h"
 #include "base/errors.h"
@@ -29,9 +26,7 @@ namespace {
 
 using exec::Arrival;
 using exec::CachedSchedule;
-using exec::Claim;
 using exec::Rank;
-using exec::StepTiming;
 using exec::Wait;
 
 class Simulation {
@@ -40,7 +35,8 @@ class Simulation {
              const std::vector<Fault>& faults, const ExecOptions& options)
       : programs_(programs), cluster_(cluster), options_(options),
         layout_(make_layout(cluster, programs.front().world)),
-        platform_(cluster, layout_, cluster.device_flops_per_s(programs.front().plan.precision), faults) {
+        platform_(cluster, layout_, cluster.device_flops_per_s(programs.front().plan.precision), faults),
+        network_(layout_, platform_, cluster, options.closed_form, network_driver()) {
     index_of_.assign(layout_.world, -1);
     for (size_t i = 0; i < programs.size(); ++i) index_of_.at(programs[i].rank) = int(i);
     // Global group ids, in name order, so ids do not depend on which rank was seen first.
@@ -77,12 +73,8 @@ class Simulation {
       run_.records[i].assign(size_t(options.steps) * p.ops.size(), OpRecord{});
       total_ops_ += int64_t(options.steps) * int64_t(p.ops.size());
     }
-    closed_form_ = options.closed_form && !(cluster.comm_cpu_seconds_per_byte > 0);
     serialize_ = cluster.serializes_comm_with_compute();
     runs_ = !serialize_;  // taking turns for the CPU is decided op by op
-    claim_of_.assign(size_t(layout_.link_count()), nullptr);
-    flows_on_.assign(size_t(layout_.link_count()), 0);
-    sends_on_.resize(size_t(layout_.link_count()));
   }
 
   void spawn() {
@@ -116,10 +108,10 @@ class Simulation {
       p.mismatch = !same_call(inst);
       run_.pending.push_back(std::move(p));
     }
-    run_.messages = messages_;
-    run_.flows = flows_;
-    run_.closed_form_steps = closed_form_steps_;
-    run_.preempted_steps = preempted_steps_;
+    run_.messages = network_.messages();
+    run_.flows = network_.flows();
+    run_.closed_form_steps = network_.closed_form_steps();
+    run_.preempted_steps = network_.preempted_steps();
     run_.ops = ops_done_;
     return std::move(run_);
   }
@@ -158,6 +150,19 @@ class Simulation {
     if (R.wait[st] != why) return;
     R.wait[st] = Wait::kNone;
     R.sem[st]->release();
+  }
+
+  // A collective step timed in closed form parks its driving stream until the step's end or
+  // a preemption (sim/network.h).
+  Network::Driver network_driver() {
+    return {.wait = [this](int i, int st, double seconds) {
+              Rank& R = ranks_[i];
+              R.wait[st] = Wait::kClosedForm;
+              const bool timed_out = R.sem[st]->acquire_timeout(seconds);
+              R.wait[st] = Wait::kNone;
+              return timed_out;
+            },
+            .wake = [this](int i, int st) { wake(i, st, Wait::kClosedForm); }};
   }
 
   // ---- the stream actor --------------------------------------------------------------------
@@ -293,7 +298,7 @@ class Simulation {
   void drive_call(int gid, const std::vector<Arrival>& members, int i, int st) {
     const CachedSchedule& cs = schedule_for(gid, *members.front().op);  // same_call: any member's
     const double start = sg4::Engine::get_clock();
-    run_schedule(cs, i, st);
+    network_.run(cs.timed, i, st);
     const double end = sg4::Engine::get_clock();
     const auto& ranks = group_members_[gid];
     for (const Arrival& a : members) {
@@ -353,150 +358,10 @@ class Simulation {
     auto it = schedules_.find(key);
     if (it != schedules_.end()) return it->second;
     CachedSchedule cs;
-    cs.schedule = collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, group_members_[gid],
-                                      layout_, cluster_, options_.schedule);
-    cs.sent = sent_bytes(cs.schedule, group_members_[gid]);
-    for (const ScheduleStep& step : cs.schedule.steps) {
-      cs.steps.push_back(step_timing(step));
-      cs.exclusive = cs.exclusive && cs.steps.back().exclusive;
-      cs.links.insert(cs.links.end(), cs.steps.back().links.begin(), cs.steps.back().links.end());
-    }
-    std::sort(cs.links.begin(), cs.links.end());
-    cs.links.erase(std::unique(cs.links.begin(), cs.links.end()), cs.links.end());
+    cs.timed = network_.timed(collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count,
+                                                  group_members_[gid], layout_, cluster_, options_.schedule));
+    cs.sent = sent_bytes(cs.timed.schedule, group_members_[gid]);
     return schedules_.emplace(key, std::move(cs)).first->second;
-  }
-
-  StepTiming step_timing(const ScheduleStep& step) const {
-    StepTiming t;
-    for (const auto& m : step.messages) {
-      const auto route = layout_.route(m.from, m.to);
-      t.links.insert(t.links.end(), route.begin(), route.end());
-      const double bytes = double(std::llround(m.bytes));
-      t.bytes.push_back(bytes);
-      t.latency.push_back(platform_.link_latency_seconds(route[0]) + platform_.link_latency_seconds(route[1]));
-      t.bytes_per_s.push_back(std::min(platform_.link_bytes_per_s(route[0]), platform_.link_bytes_per_s(route[1])));
-      t.alone_seconds = std::max(t.alone_seconds, platform_.alone_seconds(m.from, m.to, bytes));
-    }
-    std::sort(t.links.begin(), t.links.end());
-    t.exclusive = std::adjacent_find(t.links.begin(), t.links.end()) == t.links.end();
-    t.links.erase(std::unique(t.links.begin(), t.links.end()), t.links.end());
-    return t;
-  }
-
-  // Where communication costs CPU (loopback TCP on shared cores: cluster comm_cpu_seconds_per_byte),
-  // the sender's host also executes that work, on the same cores its ranks compute on, so the
-  // two slow each other down as they do on the real machine.
-  sg4::ExecPtr comm_cpu_work(int from, double bytes) {
-    const double flops = bytes * cluster_.comm_cpu_seconds_per_byte * platform_.flops_per_core();
-    if (!(flops > 0)) return nullptr;
-    return sg4::this_actor::exec_init(flops)->set_host(platform_.compute_host(from))->start();
-  }
-
-  // Step by step; in closed form while the collective has its links to itself (executor.h).
-  void run_schedule(const CachedSchedule& cs, int i, int st) {
-    const Schedule& s = cs.schedule;
-    Claim claim{i, st, &cs.links};
-    bool closed = closed_form_ && cs.exclusive && links_free(cs.links);
-    if (closed)
-      for (int l : cs.links) claim_of_[l] = &claim;
-    for (int rep = 0; rep < s.repeat; ++rep)
-      for (size_t k = 0; k < s.steps.size(); ++k) {
-        const ScheduleStep& step = s.steps[k];
-        if (closed) closed = closed_form_step(claim, step, cs.steps[k]);
-        else flow_step(step, cs.steps[k]);
-        messages_ += int64_t(step.messages.size());
-        if (step.extra_seconds > 0) sg4::this_actor::sleep_for(step.extra_seconds);
-      }
-    if (closed && claim.preempted) release_preempted(claim);  // between steps or in the last one's latency sleep
-    else if (closed)
-      for (int l : cs.links) claim_of_[l] = nullptr;
-  }
-
-  // preempt() counted the claim's links as carrying flows until its driver has taken over.
-  void release_preempted(const Claim& claim) {
-    for (int l : *claim.links) --flows_on_[l];
-  }
-
-  // The step's messages as SimGrid flows; whoever held their links in closed form gives way.
-  void flow_step(const ScheduleStep& step, const StepTiming& t, const std::vector<double>* bytes = nullptr) {
-    for (int l : t.links) {
-      ++flows_on_[l];
-      if (claim_of_[l]) preempt(*claim_of_[l]);
-    }
-    std::vector<sg4::CommPtr> comms;
-    std::vector<sg4::ExecPtr> cpu;
-    for (size_t m = 0; m < step.messages.size(); ++m) {
-      const Message& msg = step.messages[m];
-      const double b = bytes ? (*bytes)[m] : t.bytes[m];
-      if (b < 0) continue;  // a preempted message that had already arrived
-      comms.push_back(sg4::Comm::sendto_async(platform_.source(msg.from, msg.to), platform_.destination(msg.from, msg.to),
-                                              uint64_t(b)));
-      if (auto e = comm_cpu_work(msg.from, b)) cpu.push_back(e);
-    }
-    sg4::Comm::wait_all(comms);
-    for (auto& e : cpu) e->wait();
-    flows_ += int64_t(comms.size());
-    for (int l : t.links) --flows_on_[l];
-  }
-
-  // Waits the step's closed-form time; true if it ran to its end alone. Preempted, what each
-  // message has left (it has moved at its lone rate since the step began) goes on as flows.
-  bool closed_form_step(Claim& claim, const ScheduleStep& step, const StepTiming& t) {
-    const double start = sg4::Engine::get_clock();
-    const double end = start + t.alone_seconds;
-    Rank& R = ranks_[claim.index];
-    const int st = claim.stream;
-    while (!claim.preempted) {
-      const double left = end - sg4::Engine::get_clock();
-      if (!(left > 0)) break;
-      R.wait[st] = Wait::kClosedForm;
-      const bool timed_out = R.sem[st]->acquire_timeout(left);
-      R.wait[st] = Wait::kNone;
-      if (timed_out) break;  // else preempted, or a stale release: look again
-    }
-    if (!claim.preempted) {
-      ++closed_form_steps_;
-      return true;
-    }
-    ++preempted_steps_;
-    std::vector<double> left(t.bytes.size());  // -1: arrived before the preemption
-    for (size_t m = 0; m < left.size(); ++m) {
-      if (start + t.latency[m] + t.bytes[m] / t.bytes_per_s[m] <= claim.at) {
-        left[m] = -1;
-        continue;
-      }
-      // The flow starting now pays the route latency again; it carries what the message would
-      // still have to move after that latency had it stayed alone (the newcomer's flows are in
-      // their own latency meanwhile), so the hand-over costs no time.
-      const double moved = std::clamp((claim.at - start) * t.bytes_per_s[m], 0.0, t.bytes[m]);
-      left[m] = std::round(t.bytes[m] - moved);
-    }
-    flow_step(step, t, &left);
-    release_preempted(claim);
-    return false;
-  }
-
-  // Traffic wants a link `claim` holds: the claim ends now; its links carry flows from here on
-  // (its driver takes them over when it wakes).
-  void preempt(Claim& claim) {
-    claim.preempted = true;
-    claim.at = sg4::Engine::get_clock();
-    for (int l : *claim.links) {
-      claim_of_[l] = nullptr;
-      ++flows_on_[l];
-    }
-    wake(claim.index, claim.stream, Wait::kClosedForm);
-  }
-
-  // Nothing uses the links: no claim, no collective flows, no send still on its way.
-  bool links_free(const std::vector<int>& links) {
-    for (int l : links) {
-      if (claim_of_[l] || flows_on_[l] > 0) return false;
-      auto& sends = sends_on_[l];
-      std::erase_if(sends, [](const sg4::CommPtr& c) { return !(c->get_remaining() > 0); });
-      if (!sends.empty()) return false;
-    }
-    return true;
   }
 
   // The message starts at once (it needs no matching receive: the receiver's buffer is there)
@@ -506,19 +371,7 @@ class Simulation {
     Rank& R = ranks_[i];
     const int from = R.prog->rank, to = op.peer;
     rec.start = sg4::Engine::get_clock();
-    for (int l : layout_.route(from, to))
-      if (claim_of_[l]) preempt(*claim_of_[l]);
-    sg4::CommPtr comm = sg4::Comm::sendto_async(platform_.source(from, to), platform_.destination(from, to),
-                                                uint64_t(std::llround(op.bytes)));
-    if (closed_form_)
-      for (int l : layout_.route(from, to)) {
-        auto& sends = sends_on_[l];
-        if (sends.size() > 16) std::erase_if(sends, [](const sg4::CommPtr& c) { return !(c->get_remaining() > 0); });
-        sends.push_back(comm);
-      }
-    if (auto e = comm_cpu_work(from, op.bytes)) background_cpu_.push_back(e);  // competes for the cores; nobody waits on it
-    ++messages_;
-    ++flows_;
+    sg4::CommPtr comm = network_.send(from, to, op.bytes);
     run_.sent_bytes[i] += op.bytes;
     channels_[{from, to}].push_back(comm);
     R.pending_sends[st].push_back({comm, &rec});
@@ -548,7 +401,8 @@ class Simulation {
     last_print_ = now;
     options_.progress(double(ops_done_) / double(total_ops_),
                       fmt::format("{:.6f} s simulated, {} of {} ops, {} messages ({} as SimGrid flows)",
-                                  sg4::Engine::get_clock(), ops_done_, total_ops_, messages_, flows_));
+                                  sg4::Engine::get_clock(), ops_done_, total_ops_, network_.messages(),
+                                  network_.flows()));
   }
 
   const std::vector<StepProgram>& programs_;
@@ -556,6 +410,7 @@ class Simulation {
   ExecOptions options_;
   Layout layout_;
   Platform platform_;
+  Network network_;
   std::vector<int> index_of_;
   std::map<std::string, int> gid_of_;
   std::vector<std::string> group_names_;
@@ -565,14 +420,9 @@ class Simulation {
   std::map<std::tuple<int, int, double, int>, CachedSchedule> schedules_;
   std::map<std::pair<int, int>, std::deque<sg4::CommPtr>> channels_;
   RawRun run_;
-  std::vector<sg4::ExecPtr> background_cpu_;  // CPU work of sends, kept referenced until the run ends
-  bool closed_form_ = false;
   bool serialize_ = false;  // strategy::ClusterSpec::serializes_comm_with_compute
   bool runs_ = false;       // drive runs of collectives as one meeting (next_call)
-  std::vector<Claim*> claim_of_;                   // per link: the closed-form collective holding it
-  std::vector<int> flows_on_;                      // per link: collective steps using it as flows
-  std::vector<std::vector<sg4::CommPtr>> sends_on_;  // per link: sends that may be on their way
-  int64_t messages_ = 0, flows_ = 0, closed_form_steps_ = 0, preempted_steps_ = 0, ops_done_ = 0, total_ops_ = 0;
+  int64_t ops_done_ = 0, total_ops_ = 0;
   std::chrono::steady_clock::time_point last_print_ = std::chrono::steady_clock::now();
 };
 

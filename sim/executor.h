@@ -15,18 +15,9 @@
 //   - steps follow each other per rank: a rank starts step s+1 once both its streams finished
 //     step s and its sends were delivered (no global barrier: pipeline stages drift as they do).
 //
-// A collective step whose links carry nothing else is timed in closed form (ExecOptions::
-// closed_form): alone on its links every message takes what SimGrid's model gives a lone flow,
-// route latency + bytes / narrowest link (Platform::alone_seconds), so the step takes its slowest
-// message and the executor waits that long instead of handing SimGrid one flow per message. It
-// claims the links while it runs; traffic that then wants one of them (a send, a collective step
-// run as flows) preempts it: what each message has left goes on as SimGrid flows, sharing the
-// links max-min fairly with the newcomer from then on. A flow pays its route latency when it
-// starts, so the hand-over credits each message with what it would have moved alone during that
-// latency: exact when the newcomer's latency is no shorter (its own flows move nothing before
-// it), otherwise off by at most the difference. SimGrid's cost per flow grows
-// with the flows in flight (docs/DESIGN.md), so plans whose groups share no links -- TP inside
-// the nodes, DP rings each through its own NIC -- simulate in a fraction of the time.
+// How the messages cross the links is the network's (sim/network.h): a collective step alone on
+// its links is timed in closed form (ExecOptions::closed_form), other traffic on them preempts it
+// and the rest goes on as SimGrid flows, max-min fair with the newcomer.
 //
 // When no actor can progress (a stopped rank, inconsistent programs), SimGrid ends the run; the
 // executor reports every blocked stream and every collective some members reached but others
@@ -51,7 +42,7 @@ struct ExecOptions {
   // model's time for them (strategy::compute_seconds_alone with the same GemmTimes).
   strategy::GemmTimes gemms;
   ScheduleOptions schedule;
-  // Time collective steps alone on their links in closed form (see above); false: every message
+  // Time collective steps alone on their links in closed form (sim/network.h); false: every message
   // is a SimGrid flow. Off where communication costs CPU (cpu-local): that work competes with
   // compute on the cores, which only SimGrid's CPU model captures.
   bool closed_form = true;

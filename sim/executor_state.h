@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "sim/executor.h"
-#include "sim/schedule.h"
+#include "sim/network.h"
 #include "strategy/step_program.h"
 
 namespace parlab::sim::exec {
 
 // What a blocked stream actor waits for; whoever changes that state wakes it.
-// kClosedForm: the end of a collective step timed in closed form, or its preemption.
+// kClosedForm: the end of a collective step timed in closed form, or its preemption (sim/network.h).
 // kCpu: on shared cores the ranks fill, the rank's other stream holds the CPU (serialize_).
 enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective, kClosedForm, kCpu };
 
@@ -52,28 +52,10 @@ struct Arrival {
   OpRecord* record = nullptr;
 };
 
-// One schedule step as the closed form sees it.
-struct StepTiming {
-  std::vector<int> links;  // every link its messages cross (sorted, unique)
-  bool exclusive = true;   // no link carries two of its messages
-  std::vector<double> bytes, latency, bytes_per_s;  // per message: as SimGrid gets them, alone
-  double alone_seconds = 0;                          // its slowest message, alone
-};
-
+// A collective's schedule, timed by the network, with what each member sends in one pass.
 struct CachedSchedule {
-  Schedule schedule;
-  std::vector<double> sent;       // per member position
-  std::vector<StepTiming> steps;  // parallel to schedule.steps
-  std::vector<int> links;         // union over the steps
-  bool exclusive = true;          // every step is
-};
-
-// A collective timed in closed form, holding its links until it ends or something preempts it.
-struct Claim {
-  int index = 0, stream = 0;  // the driving stream
-  const std::vector<int>* links = nullptr;
-  bool preempted = false;
-  double at = 0;  // when
+  TimedSchedule timed;
+  std::vector<double> sent;  // per member position
 };
 
 }  // namespace parlab::sim::exec

@@ -127,57 +127,60 @@ std::tuple<int, double, int> majority_call(const PendingCollective& pc, const st
   return best->first;
 }
 
-HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& run, const std::vector<Fault>& faults) {
-  HangReport h;
-  h.deadlock = run.deadlock();
-  h.at_seconds = run.end_seconds;
-  h.stopped_ranks = run.stopped;
-  std::sort(h.stopped_ranks.begin(), h.stopped_ranks.end());
+// A run's hang, indexed: programs by rank, pending collectives by group and call number.
+struct HangIndex {
   std::map<int, const StepProgram*> by_rank;
-  for (const auto& p : programs) by_rank[p.rank] = &p;
   std::map<std::pair<std::string, int64_t>, const PendingCollective*> pending;
-  for (const auto& pc : run.pending) pending[{pc.group, pc.sequence}] = &pc;
-  std::set<int> missing;
+};
 
-  for (const BlockedStream& b : run.blocked) {
-    const StepProgram& p = *by_rank.at(b.rank);
-    Waiter w;
-    w.rank = b.rank;
-    w.stream = b.stream == 0 ? "compute" : "comm";
-    w.step = b.step;
-    w.op_id = b.op;
-    w.since_seconds = b.since_seconds;
-    if (b.op >= 0) {
-      const Op& op = p.ops[b.op];
-      w.op = std::string(strategy::to_string(op.kind));
-      w.tag = op.tag;
-      if (op.is_collective()) {
-        const auto& g = p.group_of(op);
-        w.group = g.name;
-        w.call = call_in_step(p, op);
-        auto it = pending.find({g.name, b.sequence});
-        if (it != pending.end()) {
-          const PendingCollective& pc = *it->second;
-          for (int r : g.ranks)
-            if (!std::binary_search(pc.arrived.begin(), pc.arrived.end(), r)) w.waiting_for.push_back(r);
-          // When members called different things, the ones that left the call most members made
-          // (as strategy/consistency.h picks its reference) are missing too.
-          const auto reference = majority_call(pc, by_rank);
-          if (call_of(op) == reference)
-            for (size_t k = 0; k < pc.arrived.size(); ++k)
-              if (call_of(by_rank.at(pc.arrived[k])->ops[pc.ops[k]]) != reference) w.waiting_for.push_back(pc.arrived[k]);
-          std::sort(w.waiting_for.begin(), w.waiting_for.end());
-        }
-      } else if (op.kind == OpKind::kRecv) {
-        w.waiting_for.push_back(op.peer);
-      }
-      const size_t i = size_t(&p - programs.data());
-      for (int d : op.deps)
-        if (w.waiting_on_op < 0 && run.records[i][size_t(b.step) * p.ops.size() + d].end < 0) w.waiting_on_op = d;
-    }
-    missing.insert(w.waiting_for.begin(), w.waiting_for.end());
-    h.waiting.push_back(std::move(w));
+// Whom a member blocked in collective `op` of group `g` waits for: the members that never reached
+// the call and, when members called different things, the ones that left the call most members
+// made (as strategy/consistency.h picks its reference). Ascending.
+std::vector<int> missing_members(const Op& op, const strategy::Group& g, const PendingCollective& pc,
+                                 const std::map<int, const StepProgram*>& by_rank) {
+  std::vector<int> out;
+  for (int r : g.ranks)
+    if (!std::binary_search(pc.arrived.begin(), pc.arrived.end(), r)) out.push_back(r);
+  const auto reference = majority_call(pc, by_rank);
+  if (call_of(op) == reference)
+    for (size_t k = 0; k < pc.arrived.size(); ++k)
+      if (call_of(by_rank.at(pc.arrived[k])->ops[pc.ops[k]]) != reference) out.push_back(pc.arrived[k]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Where one blocked stream waits, and for whom.
+Waiter waiter_of(const BlockedStream& b, const std::vector<StepProgram>& programs, const RawRun& run,
+                 const HangIndex& index) {
+  const StepProgram& p = *index.by_rank.at(b.rank);
+  Waiter w;
+  w.rank = b.rank;
+  w.stream = b.stream == 0 ? "compute" : "comm";
+  w.step = b.step;
+  w.op_id = b.op;
+  w.since_seconds = b.since_seconds;
+  if (b.op < 0) return w;
+  const Op& op = p.ops[b.op];
+  w.op = std::string(strategy::to_string(op.kind));
+  w.tag = op.tag;
+  if (op.is_collective()) {
+    const auto& g = p.group_of(op);
+    w.group = g.name;
+    w.call = call_in_step(p, op);
+    auto it = index.pending.find({g.name, b.sequence});
+    if (it != index.pending.end()) w.waiting_for = missing_members(op, g, *it->second, index.by_rank);
+  } else if (op.kind == OpKind::kRecv) {
+    w.waiting_for.push_back(op.peer);
   }
+  const size_t i = size_t(&p - programs.data());
+  for (int d : op.deps)
+    if (w.waiting_on_op < 0 && run.records[i][size_t(b.step) * p.ops.size() + d].end < 0) w.waiting_on_op = d;
+  return w;
+}
+
+// One line per collective whose members called different things, naming who called what.
+std::vector<std::string> mismatch_lines(const RawRun& run, const std::map<int, const StepProgram*>& by_rank) {
+  std::vector<std::string> out;
   for (const auto& pc : run.pending) {
     if (!pc.mismatch) continue;
     // Group the arrivals by the call they made.
@@ -190,34 +193,57 @@ HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& r
     for (const auto& [call, ranks] : by_call)
       line += fmt::format(" rank {} called {};", strategy::join_ranks(ranks), call);
     line.pop_back();
-    h.mismatches.push_back(line);
+    out.push_back(line);
   }
+  return out;
+}
+
+// A waiter as one readable line.
+std::string waiter_line(const Waiter& w, const std::map<int, const StepProgram*>& by_rank) {
+  std::string line = fmt::format("rank {} ({}) waits since {:.6f} s in ", w.rank, w.stream, w.since_seconds);
+  if (w.op_id < 0) line += fmt::format("the start of step {} for its other stream", w.step);
+  else if (!w.group.empty())
+    line += fmt::format("{} {} [group {}, call #{} of step {}]", w.op, w.tag, w.group, w.call, w.step);
+  else line += fmt::format("{}{} (op {} of step {})", w.op, w.tag == w.op ? "" : " " + w.tag, w.op_id, w.step);
+  if (w.waiting_on_op >= 0) {
+    const StepProgram& p = *by_rank.at(w.rank);
+    const Op& dep = p.ops[w.waiting_on_op];
+    line += fmt::format(", for {} {} (op {}, {} stream)", strategy::to_string(dep.kind), dep.tag, dep.id,
+                        strategy::to_string(dep.stream));
+  }
+  if (!w.waiting_for.empty()) line += "; missing: rank " + strategy::join_ranks(w.waiting_for);
+  return line;
+}
+
+std::string stopped_line(int rank, const std::vector<Fault>& faults) {
+  std::string why;
+  for (const auto& f : faults)
+    if (f.kind == FaultKind::kStop && f.rank == rank) why = " (fault " + to_string(f) + ")";
+  return fmt::format("rank {} stopped issuing ops{}", rank, why);
+}
+
+HangReport hang_report(const std::vector<StepProgram>& programs, const RawRun& run, const std::vector<Fault>& faults) {
+  HangReport h;
+  h.deadlock = run.deadlock();
+  h.at_seconds = run.end_seconds;
+  h.stopped_ranks = run.stopped;
+  std::sort(h.stopped_ranks.begin(), h.stopped_ranks.end());
+  HangIndex index;
+  for (const auto& p : programs) index.by_rank[p.rank] = &p;
+  for (const auto& pc : run.pending) index.pending[{pc.group, pc.sequence}] = &pc;
+  std::set<int> missing;
+  for (const BlockedStream& b : run.blocked) {
+    Waiter w = waiter_of(b, programs, run, index);
+    missing.insert(w.waiting_for.begin(), w.waiting_for.end());
+    h.waiting.push_back(std::move(w));
+  }
+  h.mismatches = mismatch_lines(run, index.by_rank);
   std::sort(h.waiting.begin(), h.waiting.end(),
             [](const Waiter& a, const Waiter& b) { return std::tie(a.rank, a.stream) < std::tie(b.rank, b.stream); });
   h.missing_ranks.assign(missing.begin(), missing.end());
-
-  for (const Waiter& w : h.waiting) {
-    std::string line = fmt::format("rank {} ({}) waits since {:.6f} s in ", w.rank, w.stream, w.since_seconds);
-    if (w.op_id < 0) line += fmt::format("the start of step {} for its other stream", w.step);
-    else if (!w.group.empty())
-      line += fmt::format("{} {} [group {}, call #{} of step {}]", w.op, w.tag, w.group, w.call, w.step);
-    else line += fmt::format("{}{} (op {} of step {})", w.op, w.tag == w.op ? "" : " " + w.tag, w.op_id, w.step);
-    if (w.waiting_on_op >= 0) {
-      const StepProgram& p = *by_rank.at(w.rank);
-      const Op& dep = p.ops[w.waiting_on_op];
-      line += fmt::format(", for {} {} (op {}, {} stream)", strategy::to_string(dep.kind), dep.tag, dep.id,
-                          strategy::to_string(dep.stream));
-    }
-    if (!w.waiting_for.empty()) line += "; missing: rank " + strategy::join_ranks(w.waiting_for);
-    h.lines.push_back(line);
-  }
+  for (const Waiter& w : h.waiting) h.lines.push_back(waiter_line(w, index.by_rank));
   for (const auto& m : h.mismatches) h.lines.push_back(m);
-  for (int r : h.stopped_ranks) {
-    std::string why;
-    for (const auto& f : faults)
-      if (f.kind == FaultKind::kStop && f.rank == r) why = " (fault " + to_string(f) + ")";
-    h.lines.push_back(fmt::format("rank {} stopped issuing ops{}", r, why));
-  }
+  for (int r : h.stopped_ranks) h.lines.push_back(stopped_line(r, faults));
   return h;
 }
 
@@ -230,23 +256,8 @@ std::vector<int> default_detail_ranks(const std::vector<StepProgram>& programs) 
   return out;
 }
 
-}  // namespace
-
-SimResult summarize(const std::vector<StepProgram>& programs, const RawRun& run, const strategy::ModelSpec& model,
-                    const strategy::ClusterSpec& cluster, const SummaryOptions& o) {
-  SimResult out;
-  out.warmup_steps = o.warmup_steps;
-  out.messages = run.messages;
-  out.flows = run.flows;
-  out.closed_form_steps = run.closed_form_steps;
-  out.preempted_steps = run.preempted_steps;
-  out.ops = run.ops;
-  out.simulated_seconds = run.end_seconds;
-  out.hang = hang_report(programs, run, o.faults);
-  if (o.timeline) out.timeline = timeline(programs, run);
-  if (programs.empty()) return out;
-
-  // Step s ends when the last rank finishes it; steps are measured between those instants.
+// When each step ended (the last rank's last op), for the steps every rank completed, in order.
+std::vector<double> step_ends(const std::vector<StepProgram>& programs, const RawRun& run) {
   std::vector<double> ends;
   for (int s = 0; s < run.steps; ++s) {
     double end = 0;
@@ -257,12 +268,14 @@ SimResult summarize(const std::vector<StepProgram>& programs, const RawRun& run,
       for (size_t k = 0; complete && k < n; ++k) end = std::max(end, run.records[i][size_t(s) * n + k].end);
     }
     if (!complete) break;
-    out.step_seconds_each.push_back(end - (ends.empty() ? 0.0 : ends.back()));
     ends.push_back(end);
   }
-  const int first = o.warmup_steps, last = int(ends.size());  // measured: [first, last)
-  out.measured_steps = std::max(0, last - first);
+  return ends;
+}
 
+// The step time and every rank's compute / exposed communication / bubble, averaged over the
+// measured steps [first, last); ranks sorted by rank.
+void measure_ranks(SimResult& out, const std::vector<StepProgram>& programs, const RawRun& run, int first, int last) {
   out.ranks.resize(programs.size());
   out.sent_bytes.resize(programs.size());
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -287,57 +300,90 @@ SimResult summarize(const std::vector<StepProgram>& programs, const RawRun& run,
     }
   }
   std::sort(out.ranks.begin(), out.ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+}
 
-  // Collectives of the detail ranks in the last measured step.
-  if (out.measured_steps > 0) {
-    const int s = last - 1;
-    const double t0 = s > 0 ? ends[s - 1] : 0.0;
-    const std::vector<int> detail = o.detail_ranks.empty() ? default_detail_ranks(programs) : o.detail_ranks;
-    const Layout layout = make_layout(cluster, programs.front().world);
-    std::map<std::tuple<int, double, int, std::vector<int>>, std::string> algorithms;
-    for (size_t i = 0; i < programs.size(); ++i) {
-      const StepProgram& p = programs[i];
-      if (std::find(detail.begin(), detail.end(), p.rank) == detail.end()) continue;
-      for (const Op& op : p.ops) {
-        if (!op.is_collective()) continue;
-        const OpRecord& r = run.records[i][size_t(s) * p.ops.size() + op.id];
-        const auto& g = p.group_of(op);
-        auto key = std::make_tuple(int(op.kind), op.bytes, op.count, g.ranks);
-        auto it = algorithms.find(key);
-        if (it == algorithms.end())
-          it = algorithms.emplace(key, collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, g.ranks,
-                                                           layout, cluster, o.schedule)
-                                           .algorithm)
-                   .first;
-        out.collectives.push_back({p.rank, op.id, std::string(strategy::to_string(op.kind)), g.name, op.tag, op.bytes,
-                                   op.count, g.size(), r.start - t0, r.end - t0, (r.end - r.start) / std::max(1, op.count),
-                                   it->second});
-      }
+// Collectives of the detail ranks in step `s`, which began at `t0` (times relative to it), with
+// the algorithm each ran; sorted by rank, then start.
+std::vector<strategy::CollectiveTiming> detail_collectives(const std::vector<StepProgram>& programs, const RawRun& run,
+                                                           const strategy::ClusterSpec& cluster,
+                                                           const SummaryOptions& o, int s, double t0) {
+  std::vector<strategy::CollectiveTiming> out;
+  const std::vector<int> detail = o.detail_ranks.empty() ? default_detail_ranks(programs) : o.detail_ranks;
+  const Layout layout = make_layout(cluster, programs.front().world);
+  std::map<std::tuple<int, double, int, std::vector<int>>, std::string> algorithms;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const StepProgram& p = programs[i];
+    if (std::find(detail.begin(), detail.end(), p.rank) == detail.end()) continue;
+    for (const Op& op : p.ops) {
+      if (!op.is_collective()) continue;
+      const OpRecord& r = run.records[i][size_t(s) * p.ops.size() + op.id];
+      const auto& g = p.group_of(op);
+      auto key = std::make_tuple(int(op.kind), op.bytes, op.count, g.ranks);
+      auto it = algorithms.find(key);
+      if (it == algorithms.end())
+        it = algorithms.emplace(key, collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, g.ranks,
+                                                         layout, cluster, o.schedule)
+                                         .algorithm)
+                 .first;
+      out.push_back({p.rank, op.id, std::string(strategy::to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
+                     g.size(), r.start - t0, r.end - t0, (r.end - r.start) / std::max(1, op.count), it->second});
     }
-    std::sort(out.collectives.begin(), out.collectives.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.rank, a.start_seconds, a.op_id) < std::tie(b.rank, b.start_seconds, b.op_id);
-    });
   }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.rank, a.start_seconds, a.op_id) < std::tie(b.rank, b.start_seconds, b.op_id);
+  });
+  return out;
+}
 
-  const strategy::Plan& plan = programs.front().plan;
+// The bubble fractions, throughput and MFU as the analytic model computes them (cost_model.cpp).
+void add_bubbles_and_rates(SimResult& out, const strategy::Plan& plan, const strategy::ModelSpec& model,
+                           const strategy::ClusterSpec& cluster) {
   if (plan.pp > 1) {
     out.bubble_fraction_of_ideal = strategy::bubble_fraction_of_ideal(plan.pp, plan.v, plan.microbatches);
     out.bubble_fraction_of_total = strategy::bubble_fraction_of_total(plan.pp, plan.v, plan.microbatches);
   }
-  if (out.step_seconds > 0) {
-    double bubble = 0;
-    for (const auto& r : out.ranks) bubble = std::max(bubble, r.bubble_seconds);
-    out.walked_bubble_fraction = bubble / out.step_seconds;
-    // Throughput and MFU as the analytic model computes them (cost_model.cpp).
-    const double samples = double(plan.global_batch);
-    const double tokens = samples * double(model.tokens_per_sample());
-    out.samples_per_s = samples / out.step_seconds;
-    out.tokens_per_s = tokens / out.step_seconds;
-    const double peak = plan.precision == strategy::Precision::kFp32 ? cluster.device.peak_flops_fp32
-                                                                     : cluster.device.peak_flops_bf16;
-    const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
-    out.mfu = model_flops / (out.step_seconds * plan.world() * peak);
+  if (!(out.step_seconds > 0)) return;
+  double bubble = 0;
+  for (const auto& r : out.ranks) bubble = std::max(bubble, r.bubble_seconds);
+  out.walked_bubble_fraction = bubble / out.step_seconds;
+  const double samples = double(plan.global_batch);
+  const double tokens = samples * double(model.tokens_per_sample());
+  out.samples_per_s = samples / out.step_seconds;
+  out.tokens_per_s = tokens / out.step_seconds;
+  const double peak = plan.precision == strategy::Precision::kFp32 ? cluster.device.peak_flops_fp32
+                                                                   : cluster.device.peak_flops_bf16;
+  const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
+  out.mfu = model_flops / (out.step_seconds * plan.world() * peak);
+}
+
+}  // namespace
+
+SimResult summarize(const std::vector<StepProgram>& programs, const RawRun& run, const strategy::ModelSpec& model,
+                    const strategy::ClusterSpec& cluster, const SummaryOptions& o) {
+  SimResult out;
+  out.warmup_steps = o.warmup_steps;
+  out.messages = run.messages;
+  out.flows = run.flows;
+  out.closed_form_steps = run.closed_form_steps;
+  out.preempted_steps = run.preempted_steps;
+  out.ops = run.ops;
+  out.simulated_seconds = run.end_seconds;
+  out.hang = hang_report(programs, run, o.faults);
+  if (o.timeline) out.timeline = timeline(programs, run);
+  if (programs.empty()) return out;
+
+  // Step s ends when the last rank finishes it; steps are measured between those instants.
+  const std::vector<double> ends = step_ends(programs, run);
+  for (size_t s = 0; s < ends.size(); ++s) out.step_seconds_each.push_back(ends[s] - (s == 0 ? 0.0 : ends[s - 1]));
+  const int first = o.warmup_steps, last = int(ends.size());  // measured: [first, last)
+  out.measured_steps = std::max(0, last - first);
+  measure_ranks(out, programs, run, first, last);
+  // Collectives of the detail ranks in the last measured step.
+  if (out.measured_steps > 0) {
+    const int s = last - 1;
+    out.collectives = detail_collectives(programs, run, cluster, o, s, s > 0 ? ends[s - 1] : 0.0);
   }
+  add_bubbles_and_rates(out, programs.front().plan, model, cluster);
   return out;
 }
 

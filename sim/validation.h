@@ -1,7 +1,7 @@
 #pragma once
-// The GPU presets against published measurements: docs/validation.md is validation_markdown(),
-// `parlab validate` prints it, and a test regenerates it and compares it with the committed file,
-// so the document always shows what the code predicts today.
+// The GPU presets against published measurements: the rows docs/validation.md shows (its text is
+// experiments/lib/gpu_validation.h's, `parlab validate` prints it, and a test regenerates it and
+// compares it with the committed file, so the document always shows what the code predicts today).
 //
 //   step time      the Megatron runs of Korthikanti et al. 2022, Table 5, predicted by the cost
 //                  model (the walk of the same step programs the simulator runs, with the same
@@ -12,10 +12,9 @@
 //                  published runs (two of 8 x A100, one of 4 x H100, one of 8 x H100)
 //   activations    the memory ledger against the paper's activation formulas (Table 2 and the
 //                  pipeline schedule's in-flight factor, Section 4.2.3)
-//   speed          the simulator's and the planner's own speed at datacenter scale beside their
-//                  targets: the last run bench_sim --table --record recorded (sim/speed_record.inc),
-//                  with its machine and load, as recorded (wall time is not this code's to recompute)
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace parlab::sim {
@@ -64,12 +63,30 @@ struct ActivationRow {
   double error() const { return ledger_bytes / paper_bytes - 1; }
 };
 
+// Published ring all-reduce busbw on 8 GPUs of one node, GB/s, and the sizes it holds for.
+struct PublishedPlateau {
+  const char* cluster;
+  double busbw_gb_per_s;
+  double from_bytes;  // the figure is the large-message plateau: sizes >= this
+  const char* source;
+};
+
+// A published nccl-tests all_reduce_perf run on one node, per message size: held out, i.e. not
+// the run a preset's measured curve comes from, nor anything its protocol model was set from.
+struct PublishedRun {
+  const char* label;  // short name in the tables
+  const char* cluster;
+  int ranks;  // GPUs in the ring
+  const char* source;
+  std::vector<std::pair<double, double>> mib_busbw;  // (size MiB, out-of-place busbw GB/s)
+};
+
+std::span<const PublishedPlateau> published_plateaus();
+const std::vector<PublishedRun>& published_runs();
+
 std::vector<StepTimeRow> table5_rows();
-std::vector<BusbwRow> busbw_rows();
+std::vector<BusbwRow> busbw_rows();  // the plateau sweeps, then every held-out run size by size
 std::vector<ActivationRow> activation_rows();
 std::vector<LayerTimeRow> layer_rows();
-
-// docs/validation.md.
-std::string validation_markdown();
 
 }  // namespace parlab::sim
