@@ -180,6 +180,106 @@ MemoryLedger compute_ledger(const ModelSpec& m, const Plan& p, const ClusterSpec
 
 namespace {
 
+// What a stage holds of its layers' parameters, per element (tp-sharded), and its largest layer.
+struct HeldParams {
+  double held = 0, largest_layer_held = 0, copied = 0, largest_layer_copied = 0;
+  std::vector<double> act_per_mb_chunk;  // activation bytes of one microbatch, per chunk
+};
+
+HeldParams held_params(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
+                       const std::vector<LayerRange>& chunks, int stage) {
+  HeldParams h;
+  for (const auto& range : chunks) {
+    double chunk_act = 0;
+    for (int i = range.begin; i < range.end; ++i) {
+      double layer_held = 0, layer_copied = 0;
+      for (const auto& t : layers[i].params) {
+        layer_held += held_numel(t, p.tp);
+        if (has_bf16_copy(m, layers[i], t)) layer_copied += held_numel(t, p.tp);
+      }
+      h.held += layer_held;
+      h.copied += layer_copied;
+      h.largest_layer_held = std::max(h.largest_layer_held, layer_held);
+      h.largest_layer_copied = std::max(h.largest_layer_copied, layer_copied);
+      chunk_act += activation_bytes(layers[i], m, p);
+    }
+    h.act_per_mb_chunk.push_back(chunk_act);
+  }
+  // Tied embeddings under pipeline parallelism: the last stage keeps its own copy of the token
+  // embedding for the logits (Megatron), kept in sync by an all-reduce of its gradient.
+  if (m.tied_embeddings && m.kind == ModelKind::kTransformer && p.pp > 1 && stage == p.pp - 1) {
+    h.held += double(m.vocab) * m.hidden / p.tp;
+    h.copied += double(m.vocab) * m.hidden / p.tp;
+  }
+  return h;
+}
+
+// Activations: each chunk's microbatches in flight times its per-microbatch bytes.
+void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
+                     const std::vector<LayerRange>& chunks, const HeldParams& h, const Explainer& why) {
+  L.inflight_microbatches = inflight(p, L.stage);
+  const auto per_chunk = inflight_per_chunk(p, L.inflight_microbatches, h.act_per_mb_chunk.size());
+  std::string act_why;
+  for (size_t c = 0; c < per_chunk.size(); ++c) {
+    L.activations_bytes += per_chunk[c] * h.act_per_mb_chunk[c];
+    act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
+               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(h.act_per_mb_chunk[c]) +
+               (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
+  }
+  if (m.kind == ModelKind::kMlp && fp32_main(p)) {
+    // The fp32 (B, h) tensors beside the bf16 saves: the data each in-flight microbatch's first
+    // block read (its loader keeps it), and once, the running block's fp32 input while its
+    // output is written (freed right after; the first block's input is the data itself).
+    const double bh4 = double(p.microbatch) * m.hidden * 4.0;
+    bool later_block = false;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].begin == 0) L.activations_bytes += per_chunk[c] * bh4;
+      for (int i = chunks[c].begin; i < chunks[c].end; ++i)
+        later_block = later_block || (i > 0 && layers[i].kind == LayerKind::kBlock);
+    }
+    if (later_block) L.activations_bytes += bh4;
+    act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
+  }
+  why.add("activations", act_why, L.activations_bytes);
+}
+
+// Temporary buffers.
+//  - DDP and ZeRO-1/2: gradient buckets being reduced while the next fills (PyTorch DDP copies
+//    gradients into bucket buffers): 2 buckets, at most the gradients themselves.
+//  - ZeRO-3: the all-gathered (unsharded) parameters of the running layer and the prefetched
+//    next one, plus the full gradient of a layer before its reduce-scatter.
+//  - pipeline: one activation being sent and one being received at a stage boundary.
+//    Under fp32-main the gathers are fp32 and the running layer's bf16 copies join them.
+void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const StateBytes& per, const HeldParams& h,
+                   const Explainer& why) {
+  std::vector<std::string> temp_why;
+  if (p.dp > 1) {
+    const double buckets = std::min(2 * p.bucket_bytes, h.held * per.grads);
+    L.temp_bytes += buckets;
+    temp_why.push_back(buckets < 2 * p.bucket_bytes ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
+                                                    : "2 buckets x " + units::format_bytes(p.bucket_bytes));
+    if (p.zero >= 3) {
+      L.temp_bytes += h.largest_layer_held * (2 * per.wire_params + per.grads);
+      temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " + per_elem(per.wire_params) +
+                         " gathered, running + prefetched, + " + per_elem(per.grads) + " gradient)");
+      if (fp32_main(p)) {
+        L.temp_bytes += h.largest_layer_copied * per.params;
+        temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
+      }
+    }
+  }
+  if (p.pp > 1) {
+    const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden *
+                            boundary_bytes_per_element(p) / (p.sequence_parallel ? p.tp : 1);
+    L.temp_bytes += 2 * boundary;
+    temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
+  }
+  std::string temp_text;
+  for (size_t i = 0; i < temp_why.size(); ++i) temp_text += (i ? " + " : "") + temp_why[i];
+  why.add("temporary", temp_why.empty() ? std::string("0 (one replica: no buckets, no pipeline boundary)") : temp_text,
+          L.temp_bytes);
+}
+
 // The ledger, and with `why` its formulas: one pass, so a formula shows the numbers it summed.
 MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c,
                          int rank, const Explainer& why) {
@@ -202,92 +302,11 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
   }
 
   const auto chunks = stage_chunks(layers, p, L.stage);
-  double held = 0, largest_layer_held = 0, copied = 0, largest_layer_copied = 0;
-  std::vector<double> act_per_mb_chunk;
-  for (const auto& range : chunks) {
-    double chunk_act = 0;
-    for (int i = range.begin; i < range.end; ++i) {
-      double layer_held = 0, layer_copied = 0;
-      for (const auto& t : layers[i].params) {
-        layer_held += held_numel(t, p.tp);
-        if (has_bf16_copy(m, layers[i], t)) layer_copied += held_numel(t, p.tp);
-      }
-      held += layer_held;
-      copied += layer_copied;
-      largest_layer_held = std::max(largest_layer_held, layer_held);
-      largest_layer_copied = std::max(largest_layer_copied, layer_copied);
-      chunk_act += activation_bytes(layers[i], m, p);
-    }
-    act_per_mb_chunk.push_back(chunk_act);
-  }
-  // Tied embeddings under pipeline parallelism: the last stage keeps its own copy of the token
-  // embedding for the logits (Megatron), kept in sync by an all-reduce of its gradient.
-  if (m.tied_embeddings && m.kind == ModelKind::kTransformer && p.pp > 1 && L.stage == p.pp - 1) {
-    held += double(m.vocab) * m.hidden / p.tp;
-    copied += double(m.vocab) * m.hidden / p.tp;
-  }
-
-  L.params_held = held;
-  set_model_state(L, per, held, copied, p, why);
-
-  L.inflight_microbatches = inflight(p, L.stage);
-  const auto per_chunk = inflight_per_chunk(p, L.inflight_microbatches, act_per_mb_chunk.size());
-  std::string act_why;
-  for (size_t c = 0; c < per_chunk.size(); ++c) {
-    L.activations_bytes += per_chunk[c] * act_per_mb_chunk[c];
-    act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
-               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(act_per_mb_chunk[c]) +
-               (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
-  }
-  if (m.kind == ModelKind::kMlp && fp32_main(p)) {
-    // The fp32 (B, h) tensors beside the bf16 saves: the data each in-flight microbatch's first
-    // block read (its loader keeps it), and once, the running block's fp32 input while its
-    // output is written (freed right after; the first block's input is the data itself).
-    const double bh4 = double(p.microbatch) * m.hidden * 4.0;
-    bool later_block = false;
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      if (chunks[c].begin == 0) L.activations_bytes += per_chunk[c] * bh4;
-      for (int i = chunks[c].begin; i < chunks[c].end; ++i)
-        later_block = later_block || (i > 0 && layers[i].kind == LayerKind::kBlock);
-    }
-    if (later_block) L.activations_bytes += bh4;
-    act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
-  }
-  why.add("activations", act_why, L.activations_bytes);
-
-  // Temporary buffers.
-  //  - DDP and ZeRO-1/2: gradient buckets being reduced while the next fills (PyTorch DDP copies
-  //    gradients into bucket buffers): 2 buckets, at most the gradients themselves.
-  //  - ZeRO-3: the all-gathered (unsharded) parameters of the running layer and the prefetched
-  //    next one, plus the full gradient of a layer before its reduce-scatter.
-  //  - pipeline: one activation being sent and one being received at a stage boundary.
-  //    Under fp32-main the gathers are fp32 and the running layer's bf16 copies join them.
-  std::vector<std::string> temp_why;
-  if (p.dp > 1) {
-    const double buckets = std::min(2 * p.bucket_bytes, held * per.grads);
-    L.temp_bytes += buckets;
-    temp_why.push_back(buckets < 2 * p.bucket_bytes ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
-                                                    : "2 buckets x " + units::format_bytes(p.bucket_bytes));
-    if (p.zero >= 3) {
-      L.temp_bytes += largest_layer_held * (2 * per.wire_params + per.grads);
-      temp_why.push_back("largest layer " + units::format_count(largest_layer_held) + " x (2 x " + per_elem(per.wire_params) +
-                         " gathered, running + prefetched, + " + per_elem(per.grads) + " gradient)");
-      if (fp32_main(p)) {
-        L.temp_bytes += largest_layer_copied * per.params;
-        temp_why.push_back(units::format_count(largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
-      }
-    }
-  }
-  if (p.pp > 1) {
-    const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden *
-                            boundary_bytes_per_element(p) / (p.sequence_parallel ? p.tp : 1);
-    L.temp_bytes += 2 * boundary;
-    temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
-  }
-  std::string temp_text;
-  for (size_t i = 0; i < temp_why.size(); ++i) temp_text += (i ? " + " : "") + temp_why[i];
-  why.add("temporary", temp_why.empty() ? std::string("0 (one replica: no buckets, no pipeline boundary)") : temp_text,
-          L.temp_bytes);
+  const HeldParams h = held_params(m, layers, p, chunks, L.stage);
+  L.params_held = h.held;
+  set_model_state(L, per, h.held, h.copied, p, why);
+  add_activations(L, m, layers, p, chunks, h, why);
+  add_temporary(L, m, p, per, h, why);
   return L;
 }
 

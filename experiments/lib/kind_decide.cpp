@@ -88,6 +88,109 @@ std::string table_of(const std::vector<DecideCandidate>& cands) {
 
 }  // namespace
 
+namespace {
+
+// The candidates: the planner's top, then the best plan of each family the top lacks.
+struct Candidates {
+  std::vector<DecideCandidate> cands;
+  std::vector<strategy::Plan> plans;
+  std::vector<strategy::ClusterSpec> clusters;  // each priced on its own profile (price_on_profiles)
+  std::vector<std::string> notes;
+};
+
+Candidates gather_candidates(const strategy::ModelSpec& model, const strategy::ClusterSpec& cluster,
+                             strategy::PlannerOptions po, const strategy::PlanReport& rep, int workers) {
+  Candidates c;
+  for (size_t i = 0; i < rep.top.size(); ++i) {
+    c.cands.push_back(candidate_of(rep.top[i], "top " + std::to_string(i + 1)));
+    c.plans.push_back(rep.top[i].plan);
+  }
+  for (const char* family : kPlanFamilies) {
+    bool present = false;
+    for (const DecideCandidate& d : c.cands) present = present || d.family == family;
+    if (present) continue;
+    po.global_batch = rep.global_batch;  // the top's, so every candidate trains the same samples
+    if (const auto best = best_of_family(model, cluster, po, family, workers)) {
+      c.cands.push_back(candidate_of(*best, std::string("best ") + family));
+      c.plans.push_back(best->plan);
+    }
+  }
+  return c;
+}
+
+// The seed's "benchmark a small topology before scaling": on a calibrated cpu-local each
+// candidate is priced again on a profile of its own rank shape run by as many processes as it
+// has workers (predict_cluster.h) -- the planner's cluster knows one compute rate for every
+// shape and no contention between ranks -- and the first choice is the cheapest so priced.
+void price_on_profiles(Candidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers) {
+  for (size_t i = 0; i < c.cands.size(); ++i) {
+    const PredictionCluster pc = rates.for_plan(c.plans[i], workers);
+    c.clusters.push_back(pc.cluster);
+    if (rates.profiles()) {
+      c.cands[i].predicted_step_seconds = strategy::estimate_step(model, c.plans[i], pc.cluster).step_seconds;
+      if (std::find(c.notes.begin(), c.notes.end(), pc.note) == c.notes.end()) c.notes.push_back(pc.note);
+    }
+  }
+  std::vector<size_t> order(c.cands.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return c.cands[a].predicted_step_seconds < c.cands[b].predicted_step_seconds;
+  });
+  Candidates sorted;
+  for (size_t i : order)
+    sorted.cands.push_back(c.cands[i]), sorted.plans.push_back(c.plans[i]), sorted.clusters.push_back(c.clusters[i]);
+  sorted.notes = std::move(c.notes);
+  c = std::move(sorted);
+}
+
+// Each candidate run as the splits experiment runs a plan: its analytic run (the cost model's
+// walk, whose error `compare` shows) and its measured one. One the runtime refuses stays in
+// the table with the reason, outside the regret and the correlation.
+void measure_candidates(Context& ctx, const DecideTask& t, const strategy::ModelSpec& model, Candidates& c) {
+  for (size_t i = 0; i < c.cands.size(); ++i) {
+    try {
+      const SplitRow row = run_split(ctx, {c.cands[i].name, t.model, t.cluster, model, c.clusters[i], c.plans[i],
+                                           {Source::kAnalytic, Source::kMeasured}, t.steps, t.seed});
+      c.cands[i].measured_step_seconds = row.step.at(Source::kMeasured);
+      c.cands[i].measured_spread_seconds = row.measured_spread;
+      c.cands[i].measured_run = row.measured_run;
+    } catch (const Error& e) {
+      c.cands[i].not_run = e.what();
+      ctx.progress("  " + c.cands[i].name + " not run: " + e.what());
+    }
+  }
+}
+
+std::string decide_headline(const std::vector<DecideCandidate>& cands, const Decision& d) {
+  if (!d.regret) return "the planner's first choice (" + cands.front().name + ") was not measured: " + cands.front().not_run;
+  std::string headline = "first choice " + cands.front().name + ": regret " + percent(*d.regret) +
+                         " against the fastest measured, " + cands[*d.fastest].name;
+  if (d.spearman) {
+    char rho[48];
+    std::snprintf(rho, sizeof rho, "; Spearman %.2f over %d candidates", *d.spearman, d.measured);
+    headline += rho;
+  }
+  return headline;
+}
+
+void record_decision_proof(Context& ctx, const DecideTask& t, const strategy::ModelSpec& model, int64_t global_batch,
+                           const std::vector<DecideCandidate>& cands, const Decision& d, const std::string& headline) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const DecideCandidate& c : cands) rows.push_back(to_json(c));
+  db::ProofRecord proof;
+  proof.experiment = ctx.experiment;
+  proof.kind = "decision_utility";
+  proof.inputs = {{"model", t.model}, {"model_digest", db::content_digest(strategy::to_json(model).dump())},
+                  {"cluster", t.cluster}, {"workers", t.workers}, {"global_batch", global_batch}, {"top", t.top},
+                  {"steps", t.steps}, {"seed", t.seed}};
+  proof.evidence = {{"candidates", rows}, {"chosen", 0}};
+  proof.result = headline;
+  proof.passed = d.regret.has_value();  // a record; the grader recomputes regret and correlation from the rows
+  ctx.store.add_proof(proof);
+}
+
+}  // namespace
+
 void run_decide(Context& ctx, const DecideTask& t) {
   const strategy::ModelSpec model = strategy::load_model(resolve_ref(ctx, t.model));
   const strategy::ClusterSpec cluster = strategy::with_world(strategy::load_cluster(resolve_ref(ctx, t.cluster)), t.workers);
@@ -99,103 +202,24 @@ void run_decide(Context& ctx, const DecideTask& t) {
   const strategy::PlanReport rep = strategy::search_plans(model, cluster, po);
   if (rep.top.empty()) throw ConfigError("decide.model", t.model, "a model some split of which fits " + std::to_string(t.workers) + " workers");
 
-  std::vector<DecideCandidate> cands;
-  std::vector<strategy::Plan> plans;
-  for (size_t i = 0; i < rep.top.size(); ++i) {
-    cands.push_back(candidate_of(rep.top[i], "top " + std::to_string(i + 1)));
-    plans.push_back(rep.top[i].plan);
-  }
-  for (const char* family : kPlanFamilies) {
-    bool present = false;
-    for (const DecideCandidate& c : cands) present = present || c.family == family;
-    if (present) continue;
-    po.global_batch = rep.global_batch;  // the top's, so every candidate trains the same samples
-    if (const auto best = best_of_family(model, cluster, po, family, t.workers)) {
-      cands.push_back(candidate_of(*best, std::string("best ") + family));
-      plans.push_back(best->plan);
-    }
-  }
-
-  // The seed's "benchmark a small topology before scaling": on a calibrated cpu-local each
-  // candidate is priced again on a profile of its own rank shape run by as many processes as it
-  // has workers (predict_cluster.h) -- the planner's cluster knows one compute rate for every
-  // shape and no contention between ranks -- and the first choice is the cheapest so priced.
+  Candidates c = gather_candidates(model, cluster, po, rep, t.workers);
   WorkloadRates rates(strategy::load_cluster(resolve_ref(ctx, t.cluster)), model,
                       [&ctx](const std::string& line) { ctx.progress(line); });
-  std::vector<strategy::ClusterSpec> clusters;
-  std::vector<std::string> notes;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    const PredictionCluster pc = rates.for_plan(plans[i], t.workers);
-    clusters.push_back(pc.cluster);
-    if (rates.profiles()) {
-      cands[i].predicted_step_seconds = strategy::estimate_step(model, plans[i], pc.cluster).step_seconds;
-      if (std::find(notes.begin(), notes.end(), pc.note) == notes.end()) notes.push_back(pc.note);
-    }
-  }
-  std::vector<size_t> order(cands.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return cands[a].predicted_step_seconds < cands[b].predicted_step_seconds;
-  });
-  {
-    std::vector<DecideCandidate> c2;
-    std::vector<strategy::Plan> p2;
-    std::vector<strategy::ClusterSpec> k2;
-    for (size_t i : order) c2.push_back(cands[i]), p2.push_back(plans[i]), k2.push_back(clusters[i]);
-    cands = std::move(c2), plans = std::move(p2), clusters = std::move(k2);
-  }
+  price_on_profiles(c, rates, model, t.workers);
+  measure_candidates(ctx, t, model, c);
 
-  // Each candidate run as the splits experiment runs a plan: its analytic run (the cost model's
-  // walk, whose error `compare` shows) and its measured one. One the runtime refuses stays in
-  // the table with the reason, outside the regret and the correlation.
-  for (size_t i = 0; i < cands.size(); ++i) {
-    try {
-      const SplitRow row = run_split(ctx, {cands[i].name, t.model, t.cluster, model, clusters[i], plans[i],
-                                           {Source::kAnalytic, Source::kMeasured}, t.steps, t.seed});
-      cands[i].measured_step_seconds = row.step.at(Source::kMeasured);
-      cands[i].measured_spread_seconds = row.measured_spread;
-      cands[i].measured_run = row.measured_run;
-    } catch (const Error& e) {
-      cands[i].not_run = e.what();
-      ctx.progress("  " + cands[i].name + " not run: " + e.what());
-    }
-  }
-
-  const Decision d = decide(cands);
-  std::string report = table_of(cands) +
+  const Decision d = decide(c.cands);
+  std::string report = table_of(c.cands) +
                        std::string(rates.profiles() ? "predicted: the cost model on each candidate's own workload profile "
                                                       "(the planner's price beside it); "
                                                     : "predicted: the planner's price (its walked estimate); ") +
                        "measured: median step +- half its interquartile "
                        "range; regret = 1 - t_fastest / t_first choice; rank correlation: Spearman's rho of predicted and measured\n";
-  std::string headline;
-  if (!d.regret) {
-    headline = "the planner's first choice (" + cands.front().name + ") was not measured: " + cands.front().not_run;
-  } else {
-    headline = "first choice " + cands.front().name + ": regret " + percent(*d.regret) + " against the fastest measured, " +
-               cands[*d.fastest].name;
-    if (d.spearman) {
-      char rho[48];
-      std::snprintf(rho, sizeof rho, "; Spearman %.2f over %d candidates", *d.spearman, d.measured);
-      headline += rho;
-    }
-  }
-  for (const std::string& n : notes) report += n + "\n";
+  const std::string headline = decide_headline(c.cands, d);
+  for (const std::string& n : c.notes) report += n + "\n";
   ctx.outcome->report = report + headline + "\n";
   ctx.outcome->headline = headline;
-
-  nlohmann::json rows = nlohmann::json::array();
-  for (const DecideCandidate& c : cands) rows.push_back(to_json(c));
-  db::ProofRecord proof;
-  proof.experiment = ctx.experiment;
-  proof.kind = "decision_utility";
-  proof.inputs = {{"model", t.model}, {"model_digest", db::content_digest(strategy::to_json(model).dump())},
-                  {"cluster", t.cluster}, {"workers", t.workers}, {"global_batch", rep.global_batch}, {"top", t.top},
-                  {"steps", t.steps}, {"seed", t.seed}};
-  proof.evidence = {{"candidates", rows}, {"chosen", 0}};
-  proof.result = headline;
-  proof.passed = d.regret.has_value();  // a record; the grader recomputes regret and correlation from the rows
-  ctx.store.add_proof(proof);
+  record_decision_proof(ctx, t, model, rep.global_batch, c.cands, d, headline);
   ctx.outcome->ok = d.regret.has_value();
 }
 

@@ -57,164 +57,186 @@ struct MeasuredRounds {
   std::map<int, db::RunId> last_run;
 };
 
-}  // namespace
-
-void run_scaling(Context& ctx, const ScalingTask& t) {
-  const strategy::ModelSpec model = strategy::load_model(resolve_ref(ctx, t.model));
-  const strategy::ClusterSpec base = strategy::load_cluster(resolve_ref(ctx, t.cluster));
+// Everything one scaling experiment computes, by worker count.
+struct Scaling {
+  const ScalingTask& t;
+  strategy::ModelSpec model;
+  strategy::ClusterSpec base;
+  std::optional<StoredCalibration> stored;
+  bool measure = false;
   std::map<Source, std::map<int, double>> step;  // source -> workers -> seconds
   std::map<int, double> samples, predicted, measured_spread, measured_speedup;
   std::map<int, strategy::Plan> plans;
   std::map<Source, std::map<int, db::RunId>> run_of;  // source -> workers -> run id
   std::string compute_note;
-  const auto stored = base.calibrated ? load_stored_calibration(strategy::results_dir()) : std::nullopt;
+  MeasuredRounds mr;
+};
+
+// One prediction (analytic or simulated) of plan `p` on w workers, recorded as a run.
+void predict_one(Context& ctx, Scaling& s, Source src, int w, const strategy::Plan& p, const PredictionCluster& pc) {
+  const ScalingTask& t = s.t;
+  if (src == Source::kAnalytic) {
+    const auto e = strategy::estimate_step(s.model, p, pc.cluster);
+    RunGuard run(ctx.store, new_run(ctx, db::RunKind::kAnalytic, t.model, t.cluster, p, t.seed), ctx.outcome);
+    record_estimate(ctx.store, run.id(), e);
+    run.complete();
+    s.run_of[src][w] = run.id();
+    s.step[src][w] = e.step_seconds;
+    return;
+  }
+  sim::SimOptions so;
+  so.steps = std::min(t.steps, 3);  // a simulated step is deterministic: a few suffice
+  so.timeline = true;
+  const auto r = sim::simulate_plan(s.model, p, pc.cluster, so);
+  RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, t.model, t.cluster, p, t.seed), ctx.outcome);
+  record_sim(ctx.store, run.id(), r);
+  // The simulated timeline beside the measured one (chrome://tracing, Perfetto).
+  const auto trace = run_dir(ctx, "sim-" + std::to_string(w) + "w") / "trace.json";
+  trace::write_chrome_trace_file(trace.string(), r.timeline, ctx.spec.name + " simulated, " + std::to_string(w) + " workers");
+  ctx.store.set_run_param(run.id(), "trace", trace.string());
+  run.complete();
+  s.run_of[src][w] = run.id();
+  record_simulation_proof(ctx, run.id(), t.model, s.model, pc.recorded, p, so, r);
+  s.step[src][w] = r.step_seconds;
+}
+
+// The plan at each worker count, and every prediction of it.
+void predict_all(Context& ctx, Scaling& s) {
   // The workload profile: this workload's own microbatches, run by as many processes as each
   // prediction has workers, before any prediction (predict_cluster.h).
-  WorkloadRates rates(base, model, [&ctx](const std::string& line) { ctx.progress(line); });
-  const bool measure = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
-  for (int w : t.workers) {
-    strategy::Plan p = strategy::parse_plan(t.plan);
+  WorkloadRates rates(s.base, s.model, [&ctx](const std::string& line) { ctx.progress(line); });
+  for (int w : s.t.workers) {
+    strategy::Plan p = strategy::parse_plan(s.t.plan);
     if (!p.was_given("dp")) p.given.push_back("dp");
     p.dp = w / (p.tp * p.pp);
-    p = strategy::resolve(p, model, w);
+    p = strategy::resolve(p, s.model, w);
     // Compute from the profile (or the grid), the link from the fit of w ranks.
     const PredictionCluster pc = rates.for_plan(p, w);
-    const strategy::ClusterSpec& cluster = pc.cluster;
-    const strategy::ClusterSpec& rated = pc.recorded;
-    compute_note += std::to_string(w) + " worker" + (w > 1 ? "s" : "") + ": " + pc.note + "\n";
-    strategy::validate(p, model, cluster);
-    plans[w] = p;
-    samples[w] = double(p.global_batch);
-    predicted[w] = strategy::estimate_step(model, p, cluster).step_seconds;
-    for (Source src : t.sources) {
-      const std::string what = std::string(to_string(src)) + ", " + std::to_string(w) + " worker" + (w > 1 ? "s" : "");
-      if (src == Source::kMeasured) continue;  // measured in rounds below
-      ctx.progress("  " + what + " ...");
-      if (src == Source::kAnalytic) {
-        const auto e = strategy::estimate_step(model, p, cluster);
-        RunGuard run(ctx.store, new_run(ctx, db::RunKind::kAnalytic, t.model, t.cluster, p, t.seed), ctx.outcome);
-        record_estimate(ctx.store, run.id(), e);
-        run.complete();
-        run_of[src][w] = run.id();
-        step[src][w] = e.step_seconds;
-      } else {
-        sim::SimOptions so;
-        so.steps = std::min(t.steps, 3);  // a simulated step is deterministic: a few suffice
-        so.timeline = true;
-        const auto r = sim::simulate_plan(model, p, cluster, so);
-        RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, t.model, t.cluster, p, t.seed), ctx.outcome);
-        record_sim(ctx.store, run.id(), r);
-        // The simulated timeline beside the measured one (chrome://tracing, Perfetto).
-        const auto trace = run_dir(ctx, "sim-" + std::to_string(w) + "w") / "trace.json";
-        trace::write_chrome_trace_file(trace.string(), r.timeline, ctx.spec.name + " simulated, " + std::to_string(w) + " workers");
-        ctx.store.set_run_param(run.id(), "trace", trace.string());
-        run.complete();
-        run_of[src][w] = run.id();
-        record_simulation_proof(ctx, run.id(), t.model, model, rated, p, so, r);
-        step[src][w] = r.step_seconds;
-      }
+    s.compute_note += std::to_string(w) + " worker" + (w > 1 ? "s" : "") + ": " + pc.note + "\n";
+    strategy::validate(p, s.model, pc.cluster);
+    s.plans[w] = p;
+    s.samples[w] = double(p.global_batch);
+    s.predicted[w] = strategy::estimate_step(s.model, p, pc.cluster).step_seconds;
+    for (Source src : s.t.sources) {
+      if (src == Source::kMeasured) continue;  // measured in rounds (measure_rounds)
+      ctx.progress("  " + std::string(to_string(src)) + ", " + std::to_string(w) + " worker" + (w > 1 ? "s" : "") + " ...");
+      predict_one(ctx, s, src, w, p, pc);
     }
   }
+}
 
-  // Measured, in rounds of alternating order; each run carries the analytic prediction made with
-  // this calibration (what `calibrate --if-needed` checks for staleness).
-  MeasuredRounds mr;
-  for (int round = 0; measure && round < t.rounds; ++round) {
+// Measured, in rounds of alternating order; each run carries the analytic prediction made with
+// this calibration (what `calibrate --if-needed` checks for staleness).
+void measure_rounds(Context& ctx, Scaling& s) {
+  const ScalingTask& t = s.t;
+  for (int round = 0; s.measure && round < t.rounds; ++round) {
     std::vector<int> order = t.workers;
     if (round % 2 == 1) std::reverse(order.begin(), order.end());
     for (int w : order) {
       if (t.rounds > 1) ctx.progress("  measured round " + std::to_string(round + 1) + "/" + std::to_string(t.rounds) + ":");
-      MeasureRequest req{resolve_ref(ctx, t.model), plans[w], t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
+      MeasureRequest req{resolve_ref(ctx, t.model), s.plans[w], t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
       const MeasureResult m = measure_plan(ctx, req);
-      ctx.store.set_run_metric(m.run, "predicted_step_seconds", predicted[w]);
-      if (base.calibrated && stored) ctx.store.set_run_param(m.run, "calibrated_at", stored->created_at);
-      mr.step[w].push_back(m.step_seconds);
-      mr.spread[w].push_back(m.step_spread_seconds);
-      mr.last_run[w] = m.run;
+      ctx.store.set_run_metric(m.run, "predicted_step_seconds", s.predicted[w]);
+      if (s.base.calibrated && s.stored) ctx.store.set_run_param(m.run, "calibrated_at", s.stored->created_at);
+      s.mr.step[w].push_back(m.step_seconds);
+      s.mr.spread[w].push_back(m.step_spread_seconds);
+      s.mr.last_run[w] = m.run;
     }
   }
+  if (!s.measure) return;
   const int w1 = t.workers.front();
-  if (measure) {
-    for (int w : t.workers) {
-      const auto& v = mr.step[w];
-      step[Source::kMeasured][w] = parlab::median(v);
-      // Within a run (its steps) and between rounds (the machine's drift): the larger counts.
-      const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
-      measured_spread[w] = std::max(parlab::median(mr.spread[w]), between);
-      // Round by round: the two runs closest in time (strategy/measures.h, the tree's estimator).
-      measured_speedup[w] = strategy::speedup(mr.step[w1], v, samples[w1], samples[w]).value;
-      run_of[Source::kMeasured][w] = mr.last_run[w];
-      // The figures over all rounds, on the last round's run (compare prefers them), and each
-      // round's step time, which readers pair the same way.
-      ctx.store.set_run_metric(mr.last_run[w], "rounds", double(v.size()));
-      for (size_t r = 0; r < v.size(); ++r) ctx.store.set_run_metric(mr.last_run[w], strategy::round_step_metric(int(r)), v[r]);
-      ctx.store.set_run_metric(mr.last_run[w], "rounds.step_seconds", step[Source::kMeasured][w]);
-      ctx.store.set_run_metric(mr.last_run[w], "rounds.step_seconds_spread", measured_spread[w]);
-      ctx.store.set_run_metric(mr.last_run[w], "rounds.speedup_paired", measured_speedup[w]);
-    }
+  for (int w : t.workers) {
+    const auto& v = s.mr.step[w];
+    const db::RunId last = s.mr.last_run[w];
+    s.step[Source::kMeasured][w] = parlab::median(v);
+    // Within a run (its steps) and between rounds (the machine's drift): the larger counts.
+    const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
+    s.measured_spread[w] = std::max(parlab::median(s.mr.spread[w]), between);
+    // Round by round: the two runs closest in time (strategy/measures.h, the tree's estimator).
+    s.measured_speedup[w] = strategy::speedup(s.mr.step[w1], v, s.samples[w1], s.samples[w]).value;
+    s.run_of[Source::kMeasured][w] = last;
+    // The figures over all rounds, on the last round's run (compare prefers them), and each
+    // round's step time, which readers pair the same way.
+    ctx.store.set_run_metric(last, "rounds", double(v.size()));
+    for (size_t r = 0; r < v.size(); ++r) ctx.store.set_run_metric(last, strategy::round_step_metric(int(r)), v[r]);
+    ctx.store.set_run_metric(last, "rounds.step_seconds", s.step[Source::kMeasured][w]);
+    ctx.store.set_run_metric(last, "rounds.step_seconds_spread", s.measured_spread[w]);
+    ctx.store.set_run_metric(last, "rounds.speedup_paired", s.measured_speedup[w]);
   }
+}
 
-  // The table: measured first (the truth, with its spread), then each prediction and its error.
-  const bool has_measured = measure;
+// The table: measured first (the truth, with its spread), then each prediction and its error.
+std::string scaling_table(const Scaling& s) {
+  const ScalingTask& t = s.t;
+  const int w1 = t.workers.front();
   std::vector<std::string> header = {"workers", "gbs"};
   for (Source src : t.sources) {
-    const std::string s(to_string(src));
-    header.push_back(s + " step");
-    header.push_back("speedup");
-    header.push_back("eff.");
-    if (has_measured && src != Source::kMeasured) header.push_back("error");
+    const std::string name(to_string(src));
+    header.insert(header.end(), {name + " step", "speedup", "eff."});
+    if (s.measure && src != Source::kMeasured) header.push_back("error");
   }
   TextTable table(header);
   for (int w : t.workers) {
-    std::vector<std::string> row = {std::to_string(w), fixed(samples[w], "%.0f")};
+    std::vector<std::string> row = {std::to_string(w), fixed(s.samples.at(w), "%.0f")};
     for (Source src : t.sources) {
-      const double tw = step[src][w], t1 = step[src][w1];
+      const double tw = s.step.at(src).at(w), t1 = s.step.at(src).at(w1);
       const bool meas = src == Source::kMeasured;
-      const double sp = meas ? measured_speedup[w] : speedup(t1, tw, samples[w1], samples[w]);
-      row.push_back(meas ? format_ms_spread(tw, measured_spread[w]) : format_ms(tw));
+      const double sp = meas ? s.measured_speedup.at(w) : speedup(t1, tw, s.samples.at(w1), s.samples.at(w));
+      row.push_back(meas ? format_ms_spread(tw, s.measured_spread.at(w)) : format_ms(tw));
       row.push_back(format_speedup(sp));
       row.push_back(fixed(strategy::efficiency(sp, w, w1), "%.2f"));
-      if (has_measured && !meas) row.push_back(format_error(tw, step[Source::kMeasured][w]));
+      if (s.measure && !meas) row.push_back(format_error(tw, s.step.at(Source::kMeasured).at(w)));
     }
     table.add(row);
   }
-  ctx.outcome->report = table.str() + compute_note;
-  if (stored && !stored->ring_fits.empty()) {
+  return table.str();
+}
+
+// The report under the table: the communication model and how measured figures were taken.
+std::string scaling_notes(const Scaling& s) {
+  std::string out = s.compute_note;
+  if (s.stored && !s.stored->ring_fits.empty()) {
     std::string fits;
-    for (const auto& f : stored->ring_fits)
+    for (const auto& f : s.stored->ring_fits)
       fits += (fits.empty() ? "" : "; ") + std::to_string(f.ranks) + " ranks a = " + fixed(f.latency_seconds * 1e6, "%.0f") +
               " us, B = " + fixed(f.link_bytes_per_s / 1e9, "%.2f") + " GB/s";
-    ctx.outcome->report += "communication model: shared-memory all-reduce fitted per rank count (" + fits +
-                           "); W workers use the fit of W ranks\n";
+    out += "communication model: shared-memory all-reduce fitted per rank count (" + fits +
+           "); W workers use the fit of W ranks\n";
   }
-  if (measure)
-    ctx.outcome->report += "measured: median of >= " + std::to_string(kMinMeasuredSteps) + " steps after " +
-                           std::to_string(kWarmupSteps) + " warm-up, " + std::to_string(t.rounds) +
-                           " round(s) alternating the order; +- is the larger of the steps' and the rounds' spread;\n"
-                           "measured speedup = median over rounds of the paired t1 / tW\n";
-  if (has_measured) {
-    double worst = 0;
-    for (Source src : t.sources)
-      if (src != Source::kMeasured)
-        for (int w : t.workers) worst = std::max(worst, std::fabs(relative_error(step[src][w], step[Source::kMeasured][w])));
-    const int wn = t.workers.back();
-    ctx.outcome->headline = "measured " + format_speedup(measured_speedup[wn]) + " on " + std::to_string(wn) +
-                            " workers; largest prediction error " + fixed(100 * worst, "%.1f%%");
-  } else {
-    ctx.outcome->headline = "predicted only (no measured source)";
-  }
-  // The table as evidence: every source's step time and run per worker count.
+  if (s.measure)
+    out += "measured: median of >= " + std::to_string(kMinMeasuredSteps) + " steps after " +
+           std::to_string(kWarmupSteps) + " warm-up, " + std::to_string(s.t.rounds) +
+           " round(s) alternating the order; +- is the larger of the steps' and the rounds' spread;\n"
+           "measured speedup = median over rounds of the paired t1 / tW\n";
+  return out;
+}
+
+std::string scaling_headline(const Scaling& s) {
+  if (!s.measure) return "predicted only (no measured source)";
+  double worst = 0;
+  for (Source src : s.t.sources)
+    if (src != Source::kMeasured)
+      for (int w : s.t.workers)
+        worst = std::max(worst, std::fabs(relative_error(s.step.at(src).at(w), s.step.at(Source::kMeasured).at(w))));
+  const int wn = s.t.workers.back();
+  return "measured " + format_speedup(s.measured_speedup.at(wn)) + " on " + std::to_string(wn) +
+         " workers; largest prediction error " + fixed(100 * worst, "%.1f%%");
+}
+
+// The table as evidence: every source's step time and run per worker count.
+void record_scaling_proof(Context& ctx, const Scaling& s) {
+  const ScalingTask& t = s.t;
   nlohmann::json rows = nlohmann::json::array();
   for (int w : t.workers) {
-    nlohmann::json row = {{"workers", w}, {"global_batch", samples[w]}};
+    nlohmann::json row = {{"workers", w}, {"global_batch", s.samples.at(w)}};
     for (Source src : t.sources) {
-      const std::string s(to_string(src));
-      row[s + "_step_seconds"] = step[src][w];
-      row[s + "_run"] = run_of[src][w];
+      const std::string name(to_string(src));
+      row[name + "_step_seconds"] = s.step.at(src).at(w);
+      row[name + "_run"] = s.run_of.at(src).at(w);
     }
-    if (measure)
-      row["measured_spread_seconds"] = measured_spread[w], row["measured_speedup_paired"] = measured_speedup[w],
-      row["measured_round_step_seconds"] = mr.step[w];
+    if (s.measure)
+      row["measured_spread_seconds"] = s.measured_spread.at(w), row["measured_speedup_paired"] = s.measured_speedup.at(w),
+      row["measured_round_step_seconds"] = s.mr.step.at(w);
     rows.push_back(row);
   }
   nlohmann::json sources = nlohmann::json::array();
@@ -228,6 +250,19 @@ void run_scaling(Context& ctx, const ScalingTask& t) {
   proof.result = ctx.outcome->headline;
   proof.passed = true;  // a record; the grader computes speedups and errors from the rows
   ctx.store.add_proof(proof);
+}
+
+}  // namespace
+
+void run_scaling(Context& ctx, const ScalingTask& t) {
+  Scaling s{t, strategy::load_model(resolve_ref(ctx, t.model)), strategy::load_cluster(resolve_ref(ctx, t.cluster))};
+  if (s.base.calibrated) s.stored = load_stored_calibration(strategy::results_dir());
+  s.measure = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
+  predict_all(ctx, s);
+  measure_rounds(ctx, s);
+  ctx.outcome->report = scaling_table(s) + scaling_notes(s);
+  ctx.outcome->headline = scaling_headline(s);
+  record_scaling_proof(ctx, s);
   ctx.outcome->ok = true;
 }
 
