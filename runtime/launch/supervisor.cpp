@@ -15,6 +15,7 @@
 #include "runtime/comm/store_token.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/liveness.h"
+#include "runtime/launch/protocol.h"
 #include "base/errors.h"
 #include "base/units.h"
 
@@ -32,6 +33,11 @@ std::string last_lines(const std::filesystem::path& path, int n) {
   std::string out;
   for (const std::string& l : lines) out += "  | " + l + "\n";
   return out;
+}
+
+// The error record of a rank the supervisor itself failed as a hang (no worker wrote it).
+nlohmann::json verdict(int rank, double seconds, const std::string& why, protocol::Hang hang) {
+  return protocol::encode(protocol::Error{.from = {rank, seconds}, .message = why, .hang = std::move(hang)});
 }
 
 std::string list_ranks(const std::vector<int>& ranks) {
@@ -182,18 +188,20 @@ void Supervisor::pump_records() {
     for (const std::string& line : tail.read_new_lines()) {
       last_line_seconds_[r] = comm::wall_clock_seconds();
       nlohmann::json j;
+      protocol::MessageType type{};
       try {
         j = nlohmann::json::parse(line);
+        type = protocol::type_of(j);
+      } catch (const Error&) {
+        continue;  // a line of no type we know: the worker's own log says more
       } catch (const nlohmann::json::exception&) {
         continue;  // not ours to judge; the worker's own log says more
       }
-      const std::string type = j.value("type", "");
-      if (type == "error") {
-        const int rank = j.value("rank", -1);
-        if (!errors_.count(rank))
-          errors_[rank] = WorkerError{j.value("comm", false), j.value("seconds", 0.0), j.value("message", ""), j};
+      if (type == protocol::MessageType::kError) {
+        const auto e = j.get<protocol::Error>();
+        if (!errors_.count(e.from.rank)) errors_[e.from.rank] = WorkerError{e.comm, e.from.seconds, e.message, j};
       }
-      if (type != "step") {
+      if (type != protocol::MessageType::kStep) {
         if (options_.on_message) options_.on_message(j);
         continue;
       }
@@ -227,7 +235,7 @@ void Supervisor::check_heartbeats(const std::vector<bool>& seen, std::vector<int
                             "): it stopped responding";
     unhealthy_[rank] = why;
     silent_.insert(rank);
-    errors_[rank] = WorkerError{false, now, why, {{"kind", "hang"}, {"detector", std::string(kHeartbeatDetector)}}};
+    errors_[rank] = WorkerError{false, now, why, verdict(rank, now, why, {.detector = std::string(kHeartbeatDetector)})};
     failed.push_back(rank);
   }
 }
@@ -383,7 +391,8 @@ SupervisorResult Supervisor::wait() {
         silent_.insert(root);
         // The collective timeout fired; the silence names the culprit.
         errors_[root] = WorkerError{false, decided, unhealthy_[root],
-                                    {{"kind", "hang"}, {"detector", std::string(kCollectiveTimeoutDetector)}, {"silent", true}}};
+                                    verdict(root, decided, unhealthy_[root],
+                                            {.detector = std::string(kCollectiveTimeoutDetector), .silent = true})};
       }
       result.failed_rank = root;
       result.interrupted = root < 0;
