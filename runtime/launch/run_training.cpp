@@ -12,6 +12,7 @@
 #include "runtime/launch/faults.h"
 #include "runtime/launch/incidents.h"
 #include "runtime/launch/protocol.h"
+#include "runtime/launch/restart_policy.h"
 #include "runtime/launch/supervisor.h"
 #include "base/errors.h"
 #include "strategy/io.h"
@@ -95,9 +96,17 @@ class JobRunner {
   void report_incident(const IncidentReport& incident);
   void report_stragglers(const AttemptLog& log);
   int choose_world(int capacity, std::string& why_not) const;
-  // The --max-same-failure rule: empty, or the fallback to apply (give_up set for stop).
-  std::optional<Fallback> check_repeats(const IncidentReport& incident, std::string& give_up);
-  int degrade(Fallback plan, const IncidentReport& incident, int world, std::string& give_up);
+  // The --max-same-failure rule: empty, or the fallback it names (restart_policy.h decides).
+  std::optional<Fallback> check_repeats(const IncidentReport& incident);
+  // The world of the next attempt (a degradation, or a restart without the lost device); when
+  // none fits, the decision becomes giving up.
+  int degrade(Fallback plan, const IncidentReport& incident, int world, RestartDecision& decision);
+  int restart_world(const IncidentReport& incident, RestartDecision& decision);
+  // The decision for a failed attempt, with the next world (0 when giving up).
+  RestartDecision decide_after(const IncidentReport& incident, const AttemptLog& log, int world, int restarts,
+                               int& next_world);
+  void give_up(const IncidentReport& incident, const SupervisorResult& result, const AttemptLog& log,
+               const RestartDecision& decision);
   // Says and records what the fallback does; `why_not`: why a degradation could not be applied.
   void announce_fallback(const std::string& why_not);
   void use_devices(int world);
@@ -372,7 +381,7 @@ void JobRunner::use_devices(int world) {
   write_train_job(job_.run_dir / "job.json", job_);
 }
 
-std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident, std::string& give_up) {
+std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident) {
   if (incident.rank < 0 || incident.rank >= static_cast<int>(devices_.size())) return std::nullopt;
   const int device = devices_[static_cast<size_t>(incident.rank)];
   const std::string kind(to_string(incident.kind));
@@ -387,7 +396,6 @@ std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident,
   f.reason = degraded_ ? reason + ", again after the fallback " + std::string(fallback_plan(spec_.fallback).flag) : reason;
   f.culprit_rank = incident.rank;
   out_.fallback = f;
-  if (plan == Fallback::kStop) give_up = "stopped (--fallback " + std::string(fallback_plan(plan).flag) + ")";
   return plan;
 }
 
@@ -414,8 +422,8 @@ void JobRunner::announce_fallback(const std::string& why_not) {
   if (cb_.recorder) cb_.recorder->add_fallback(f);
 }
 
-// Applies a survivors or single fallback; returns the next world (0: cannot, give_up says why).
-int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world, std::string& give_up) {
+// Applies a survivors or single fallback; returns the next world (0: cannot, the decision says why).
+int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world, RestartDecision& decision) {
   devices_.erase(devices_.begin() + incident.rank);  // the culprit's device is not used again
   int next = 0;
   std::string why_not;
@@ -430,7 +438,9 @@ int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world,
   } else {
     next = choose_world(static_cast<int>(devices_.size()), why_not);
   }
-  if (next == 0) give_up = "cannot apply --fallback " + std::string(fallback_plan(plan).flag) + (why_not.empty() ? "" : ": " + why_not);
+  if (next == 0)
+    decision.give_up(GiveUpReason::kNoWorld,
+                     "cannot apply --fallback " + std::string(fallback_plan(plan).flag) + (why_not.empty() ? "" : ": " + why_not));
   FallbackReport& f = *out_.fallback;
   f.world_before = world;
   f.world_after = next;
@@ -480,6 +490,41 @@ void JobRunner::finish_run() {
   if (cb_.recorder) cb_.recorder->finish(out_);
 }
 
+int JobRunner::restart_world(const IncidentReport& incident, RestartDecision& decision) {
+  if (incident.kind == IncidentKind::kLost && incident.rank >= 0 && incident.rank < static_cast<int>(devices_.size()))
+    devices_.erase(devices_.begin() + incident.rank);
+  std::string why_not;
+  const int next = choose_world(static_cast<int>(devices_.size()), why_not);
+  if (next == 0)
+    decision.give_up(GiveUpReason::kNoWorld, "cannot continue: " + std::to_string(devices_.size()) +
+                                                 " worker(s) left, --min-nproc " +
+                                                 std::to_string(spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc) +
+                                                 (why_not.empty() ? "" : " (" + why_not + ")"));
+  return next;
+}
+
+RestartDecision JobRunner::decide_after(const IncidentReport& incident, const AttemptLog& log, int world, int restarts,
+                                        int& next_world) {
+  // The repeat rule counts only failures a restart could fix.
+  const std::optional<Fallback> repeat = log.fatal ? std::nullopt : check_repeats(incident);
+  RestartDecision d = decide_restart({.fatal = log.fatal, .repeat = repeat, .restarts = restarts, .max_restarts = spec_.max_restarts});
+  if (d.action == RestartAction::kDegrade) next_world = degrade(*d.fallback, incident, world, d);
+  else if (d.action == RestartAction::kRestart) next_world = restart_world(incident, d);
+  return d;
+}
+
+void JobRunner::give_up(const IncidentReport& incident, const SupervisorResult& result, const AttemptLog& log,
+                        const RestartDecision& d) {
+  report_incident(incident);
+  const std::string last_good = last_good_text(!log.fatal);
+  std::string why = d.why;
+  if (out_.fallback && out_.fallback->world_after == 0) {
+    announce_fallback(d.fallback == Fallback::kStop ? "" : d.why);
+    why = "fallback: " + out_.fallback->message;
+  }
+  out_.message = why + "; last incident: " + incident.describe() + "\n" + result.message + "\n" + last_good;
+}
+
 TrainOutcome JobRunner::run() {
   prepare();
   const double t0 = now();
@@ -519,41 +564,17 @@ TrainOutcome JobRunner::run() {
     IncidentReport incident = incident_of(result, log, completed);
     stopped_seconds_ = result.stopped_seconds;
     if (incident.kind == IncidentKind::kHang && !incident.analysis.empty()) note("hang: " + incident.analysis);
-    std::string give_up;
-    std::optional<Fallback> fallback;
-    if (log.fatal) give_up = "not restarted: a configuration error does not go away on restart";
-    else fallback = check_repeats(incident, give_up);
-    if (give_up.empty() && restarts >= spec_.max_restarts)
-      give_up = "gave up after " + std::to_string(restarts) + " restart(s) (--max-restarts " +
-                std::to_string(spec_.max_restarts) + ")";
-    std::string why_not;
     int next_world = 0;
-    if (give_up.empty() && fallback) {
-      next_world = degrade(*fallback, incident, world, give_up);
-    } else if (give_up.empty()) {
-      if (incident.kind == IncidentKind::kLost && incident.rank >= 0 && incident.rank < static_cast<int>(devices_.size()))
-        devices_.erase(devices_.begin() + incident.rank);
-      next_world = choose_world(static_cast<int>(devices_.size()), why_not);
-      if (next_world == 0)
-        give_up = "cannot continue: " + std::to_string(devices_.size()) + " worker(s) left, --min-nproc " +
-                  std::to_string(spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc) +
-                  (why_not.empty() ? "" : " (" + why_not + ")");
-    }
-    if (!give_up.empty()) {
-      report_incident(incident);
-      const std::string last_good = last_good_text(!log.fatal);
-      if (out_.fallback && out_.fallback->world_after == 0) {
-        announce_fallback(*fallback == Fallback::kStop ? "" : give_up);
-        give_up = "fallback: " + out_.fallback->message;
-      }
-      out_.message = give_up + "; last incident: " + incident.describe() + "\n" + result.message + "\n" + last_good;
+    const RestartDecision decision = decide_after(incident, log, world, restarts, next_world);
+    if (decision.action == RestartAction::kGiveUp) {
+      give_up(incident, result, log, decision);
       break;
     }
     incident.restarted = true;
     ++restarts;
     note("incident: " + incident.what() + "; restarting with " + std::to_string(next_world) +
          " worker(s) (restart " + std::to_string(restarts) + " of " + std::to_string(spec_.max_restarts) + ")");
-    if (fallback) announce_fallback("");
+    if (decision.action == RestartAction::kDegrade) announce_fallback("");
     pending_ = incident;
     world = next_world;
     use_devices(world);
