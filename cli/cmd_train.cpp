@@ -240,7 +240,7 @@ void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& sp
              "1st step", "total"});
     auto sec = [](const std::optional<double>& s) { return s ? units::format_seconds(*s) : std::string("-"); };
     for (const launch::IncidentReport& i : o.incidents)
-      t.add({std::to_string(i.attempt), std::to_string(i.rank), i.kind + (i.phase.empty() ? "" : " (" + i.phase + ")"),
+      t.add({std::to_string(i.attempt), std::to_string(i.rank), std::string(to_string(i.kind)) + (i.phase.empty() ? "" : " (" + i.phase + ")"),
              std::to_string(i.failed_at_step), i.resumed_step ? std::to_string(*i.resumed_step) : "-",
              i.steps_lost ? std::to_string(*i.steps_lost) : "-", sec(i.latency.detection_seconds),
              sec(i.latency.teardown_seconds), sec(i.latency.restart_seconds), sec(i.latency.state_load_seconds),
@@ -273,7 +273,7 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
                      {"optimizer_seconds", r.mean.optimizer_seconds}, {"idle_seconds", r.mean.idle_seconds},
                      {"step_seconds", r.mean.step_seconds}, {"comm_seconds", r.mean.comm_seconds}});
   for (const launch::IncidentReport& i : o.incidents) {
-    nlohmann::json j = {{"attempt", i.attempt}, {"rank", i.rank}, {"kind", i.kind}, {"status", i.status.describe()},
+    nlohmann::json j = {{"attempt", i.attempt}, {"rank", i.rank}, {"kind", std::string(to_string(i.kind))}, {"status", i.status.describe()},
                         {"fault", i.fault}, {"failed_at_step", i.failed_at_step}, {"detail", i.describe()}};
     if (!i.detector.empty()) j["detector"] = i.detector;
     if (!i.collective.empty()) j["collective"] = i.collective;
@@ -368,7 +368,7 @@ void run_supervised(TrainOptions o) {
   cb.on_note = [&](const std::string& line) { console.line(line); };
   cb.on_incident = [&](const launch::IncidentReport& i) {
     if (i.restarted) console.line("restart: " + i.describe());
-    if (i.kind == "straggler") console.line("straggler incident: " + i.what());
+    if (i.kind == launch::IncidentKind::kStraggler) console.line("straggler incident: " + i.what());
   };
   cb.on_checkpoint = [&](const launch::CheckpointReport& c) {
     console.line(fmt::format("checkpoint step {} -> {} ({} in {})", c.step, c.path.string(),

@@ -27,9 +27,11 @@ constexpr Names<RunStatus, 4> kRunStatuses{{
     {RunStatus::kKilled, "killed"},
 }};
 
-constexpr Names<IncidentKind, 9> kIncidentKinds{{
+constexpr Names<IncidentKind, 11> kIncidentKinds{{
     {IncidentKind::kCrash, "crash"},
     {IncidentKind::kKilled, "killed"},
+    {IncidentKind::kLost, "lost"},
+    {IncidentKind::kUnhealthy, "unhealthy"},
     {IncidentKind::kHang, "hang"},
     {IncidentKind::kStraggler, "straggler"},
     {IncidentKind::kNan, "nan"},

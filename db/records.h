@@ -17,12 +17,17 @@ using RunId = std::int64_t;
 enum class RunKind { kAnalytic, kSimulated, kMeasured };
 enum class RunStatus { kRunning, kCompleted, kFailed, kKilled };
 // What went wrong in an incident. kCrash: a rank exited on its own (signal, abort, non-zero
-// status); kKilled: a rank was killed on purpose (fault injection, operator); kHang: the
-// watchdog or a heartbeat timed out; kStraggler: a rank fell persistently behind; kNan: the loss
-// or a gradient became non-finite; kCheckpointCorrupt: a checkpoint failed verification.
+// status); kKilled: a rank was killed on purpose (fault injection, operator); kLost: a rank's
+// device is gone with it (the job shrinks; schema v6); kUnhealthy: a health check failed a
+// running rank (schema v6); kHang: the watchdog or a heartbeat timed out; kStraggler: a rank fell
+// persistently behind; kNan: the loss or a gradient became non-finite; kCheckpointCorrupt: a
+// checkpoint failed verification. Every kind the runtime reports (launch::IncidentKind) has
+// one here of the same spelling.
 enum class IncidentKind {
   kCrash,
   kKilled,
+  kLost,
+  kUnhealthy,
   kHang,
   kStraggler,
   kNan,

@@ -106,8 +106,8 @@ CREATE TABLE checkpoints (
 CREATE TABLE incidents (
   id                INTEGER PRIMARY KEY,
   run_id            INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  kind              TEXT NOT NULL CHECK (kind IN ('crash', 'killed', 'hang', 'straggler',
-                      'nan', 'oom', 'network', 'checkpoint_corrupt', 'other')),
+  kind              TEXT NOT NULL CHECK (kind IN ('crash', 'killed', 'lost', 'unhealthy', 'hang',
+                      'straggler', 'nan', 'oom', 'network', 'checkpoint_corrupt', 'other')),
   rank              INTEGER CHECK (rank >= 0),
   step              INTEGER CHECK (step >= 0),
   detail            TEXT NOT NULL DEFAULT '',
@@ -197,4 +197,8 @@ CREATE INDEX predictions_by_run ON predictions(run_id, id);
 
 -- The step_timings table's end_seconds (above, marked v5): see db/migrations/0005_step_end_times.sql.
 
-PRAGMA user_version = 5;
+-- ---- v6 -------------------------------------------------------------------------------------
+-- The incidents table's kinds 'lost' and 'unhealthy' (above): see
+-- db/migrations/0006_incident_kinds.sql.
+
+PRAGMA user_version = 6;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "strategy/io.h"
+#include "base/errors.h"
 #include "base/stats.h"
 
 namespace parlab::record {
@@ -126,12 +127,21 @@ void RunRecorder::checkpoint_skipped(int64_t step, const std::string& path, cons
   store_->add_incident(run_, i);
 }
 
+db::IncidentKind to_db(IncidentKind kind) {
+  switch (kind) {
+    case IncidentKind::kCrash: return db::IncidentKind::kCrash;
+    case IncidentKind::kKilled: return db::IncidentKind::kKilled;
+    case IncidentKind::kLost: return db::IncidentKind::kLost;
+    case IncidentKind::kUnhealthy: return db::IncidentKind::kUnhealthy;
+    case IncidentKind::kHang: return db::IncidentKind::kHang;
+    case IncidentKind::kStraggler: return db::IncidentKind::kStraggler;
+  }
+  throw RuntimeError("incident kind " + std::to_string(static_cast<int>(kind)) + " has no database kind");
+}
+
 db::IncidentRecord to_incident_record(const IncidentReport& x) {
   db::IncidentRecord i;
-  i.kind = x.kind == "killed" || x.kind == "lost"  ? db::IncidentKind::kKilled
-           : x.kind == "unhealthy" || x.kind == "hang" ? db::IncidentKind::kHang
-           : x.kind == "straggler"                     ? db::IncidentKind::kStraggler
-                                                       : db::IncidentKind::kCrash;
+  i.kind = to_db(x.kind);
   if (x.rank >= 0) i.rank = x.rank;
   i.step = x.failed_at_step;
   i.detail = x.describe();

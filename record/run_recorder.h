@@ -79,8 +79,8 @@ class RunRecorder final : public launch::RunSink {
   std::set<std::pair<int64_t, std::string>> checkpoints_;  // (step, path) rows written
 };
 
-// How an incident is stored (killed for injected kills and lost devices, hang, straggler, crash
-// otherwise).
+// How an incident is stored: each runtime kind under the database kind of the same name.
+db::IncidentKind to_db(launch::IncidentKind kind);
 db::IncidentRecord to_incident_record(const launch::IncidentReport& incident);
 
 }  // namespace parlab::record

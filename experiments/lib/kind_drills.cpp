@@ -95,7 +95,7 @@ void run_hang_drill(Context& ctx, const HangDrillTask& t) {
   bool named = false;
   double detection = 0;
   for (const launch::IncidentReport& i : out.incidents) {
-    if (i.kind != "hang") continue;
+    if (i.kind != launch::IncidentKind::kHang) continue;
     json row = {{"attempt", i.attempt}, {"rank", i.rank}, {"detector", i.detector}, {"collective", i.collective},
                 {"analysis", i.analysis}, {"step", i.failed_at_step}};
     if (i.latency.detection_seconds) row["detection_seconds"] = *i.latency.detection_seconds, detection = *i.latency.detection_seconds;

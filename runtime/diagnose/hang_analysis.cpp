@@ -55,6 +55,36 @@ strategy::Disagreement stuck_waiting_for(const ByRank& by_rank, uint64_t first, 
   return d;
 }
 
+// The finding for a receive whose send never came: rank `from` never sent send #seq to
+// `receiver` (it sent `sent` with another tag there instead, or its last send was `last_sent`).
+HangFinding missing_send(const std::string& group, uint64_t seq, const comm::FlightRecord& rec, int from, int receiver,
+                         const comm::FlightRecord* sent, const comm::FlightRecord* last_sent, bool left_no_dump,
+                         double waited_seconds) {
+  HangFinding f;
+  f.group = group;
+  f.seq = seq;
+  f.op = "send";
+  f.bytes = rec.bytes;
+  f.tag = rec.tag;
+  f.waited = {receiver};
+  f.waited_seconds = waited_seconds;
+  Culprit c;
+  c.rank = from;
+  c.never_reached = sent == nullptr;
+  c.left_no_dump = left_no_dump;
+  if (sent) {
+    c.instead = "it sent " + describe(*sent) + " there instead";
+  } else if (last_sent) {
+    c.instead = "its last was " + describe(*last_sent);
+  }
+  f.culprits.push_back(c);
+  f.sentence = "rank " + std::to_string(from) + (c.left_no_dump ? " left no dump and never sent" : " never sent") +
+               " send #" + std::to_string(seq) + " (" + f.tag + ", " + units::format_bytes(f.bytes) + ", group " +
+               group + ") to rank " + std::to_string(receiver) + (c.instead.empty() ? "" : ": " + c.instead) +
+               "; rank " + std::to_string(receiver) + " waited " + seconds(f.waited_seconds);
+  return f;
+}
+
 // Pipeline sends and receives. Each direction of a neighbour pair has its own communicator
 // ("p2p.A>B": A only sends on it, B only receives), numbered from 0 on both sides. A receive
 // that never completed while the sender has no matching send (none at that number, or one with
@@ -111,30 +141,11 @@ std::optional<HangFinding> broken_pipeline_edge(const std::vector<comm::FlightRe
         const size_t dot = group.find('.'), gt = group.find('>');
         if (dot != std::string::npos && gt != std::string::npos) from = std::atoi(group.substr(dot + 1, gt - dot - 1).c_str());
       }
-      HangFinding f;
-      f.group = group;
-      f.seq = seq;
-      f.op = "send";
-      f.bytes = rec->bytes;
-      f.tag = rec->tag;
-      f.waited = {receiver.rank};
       const auto snap = dumped_at.find({group, receiver.rank});
       const double until = snap != dumped_at.end() ? std::max(snap->second, latest) : latest;
-      f.waited_seconds = rec->end_seconds.value_or(until) - start;
-      Culprit c;
-      c.rank = from;
-      c.never_reached = sent == sender.ops.end();
-      c.left_no_dump = sender.rank < 0;
-      if (sent != sender.ops.end()) {
-        c.instead = "it sent " + describe(*sent->second) + " there instead";
-      } else if (!sender.ops.empty()) {
-        c.instead = "its last was " + describe(*sender.ops.rbegin()->second);
-      }
-      f.culprits.push_back(c);
-      f.sentence = "rank " + std::to_string(from) + (c.left_no_dump ? " left no dump and never sent" : " never sent") +
-                   " send #" + std::to_string(seq) + " (" + f.tag + ", " + units::format_bytes(f.bytes) + ", group " +
-                   group + ") to rank " + std::to_string(receiver.rank) + (c.instead.empty() ? "" : ": " + c.instead) +
-                   "; rank " + std::to_string(receiver.rank) + " waited " + seconds(f.waited_seconds);
+      HangFinding f = missing_send(group, seq, *rec, from, receiver.rank, sent != sender.ops.end() ? sent->second : nullptr,
+                                   sender.ops.empty() ? nullptr : sender.ops.rbegin()->second, sender.rank < 0,
+                                   rec->end_seconds.value_or(until) - start);
       best = std::move(f);
       best_start = start;
       best_explained = is_explained;

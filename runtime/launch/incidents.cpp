@@ -28,7 +28,7 @@ bool is_hang(const SupervisorResult& result) {
 
 void classify_hang(IncidentReport& i, const SupervisorResult& r, const std::filesystem::path& run_dir,
                    const TrainJob& job) {
-  i.kind = "hang";
+  i.kind = IncidentKind::kHang;
   int silent = -1;
   for (const WorkerExit& e : r.exits)
     if (e.silent && silent < 0) silent = e.rank;
@@ -99,7 +99,7 @@ std::vector<IncidentReport> StragglerWatch::incidents(int attempt) const {
     IncidentReport i;
     i.attempt = attempt;
     i.rank = s.rank;
-    i.kind = "straggler";
+    i.kind = IncidentKind::kStraggler;
     i.detector = kStragglerDetector;
     i.analysis = s.sentence;
     i.message = s.sentence;

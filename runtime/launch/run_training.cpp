@@ -11,6 +11,8 @@
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/incidents.h"
+#include "runtime/launch/protocol.h"
+#include "runtime/launch/restart_policy.h"
 #include "runtime/launch/supervisor.h"
 #include "base/errors.h"
 #include "strategy/io.h"
@@ -34,7 +36,7 @@ struct AttemptLog {
   std::optional<int64_t> resume_step;
   std::string resume_summary;
   bool resumed_from_checkpoint = false;
-  std::optional<json> fault;  // the first "fault" line of a failing worker
+  std::optional<protocol::Fault> fault;  // the first fault line of a failing worker
   bool fatal = false;         // a worker failed on a configuration error
   std::optional<train::StateFingerprint> final_state;
   std::unique_ptr<StragglerWatch> stragglers;
@@ -49,9 +51,8 @@ std::string comms_line(const std::map<std::string, std::string>& comms) {
 }
 
 // Faults whose failure the detectors must find by themselves (the fault line only times them).
-bool is_hang_fault(const std::string& kind) {
-  return kind == fault_kind_name(FaultKind::kSkipAllReduce) || kind == fault_kind_name(FaultKind::kHang) ||
-         kind == fault_kind_name(FaultKind::kSkipSend);
+bool is_hang_fault(FaultKind kind) {
+  return kind == FaultKind::kSkipAllReduce || kind == FaultKind::kHang || kind == FaultKind::kSkipSend;
 }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
@@ -79,15 +80,33 @@ class JobRunner {
   void prepare();
   SupervisorResult run_attempt(AttemptLog& log, RunProgress& progress);
   void on_message(AttemptLog& log, const json& j);
+  // One handler per message type (protocol.h); the step records come through on_record.
+  void handle(AttemptLog& log, const protocol::Started& m);
+  void handle(AttemptLog& log, const protocol::Resume& m);
+  void handle(AttemptLog& log, const protocol::Checkpoint& m);
+  void handle(AttemptLog& log, const protocol::Fault& m);
+  void handle(AttemptLog& log, const protocol::Final& m);
+  void handle(AttemptLog& log, const protocol::Memory& m);
+  void handle(AttemptLog& log, const protocol::Export& m);
+  void handle(AttemptLog& log, const protocol::Error& m);
+  void handle(AttemptLog&, const train::StepRecord&) {}
   void on_record(AttemptLog& log, RunProgress& progress, const train::StepRecord& r);
   IncidentReport incident_of(const SupervisorResult& result, const AttemptLog& log, int64_t completed) const;
   void finish_pending_incident(const AttemptLog& next, bool first_step_done);
   void report_incident(const IncidentReport& incident);
   void report_stragglers(const AttemptLog& log);
   int choose_world(int capacity, std::string& why_not) const;
-  // The --max-same-failure rule: empty, or the fallback to apply (give_up set for stop).
-  std::optional<Fallback> check_repeats(const IncidentReport& incident, std::string& give_up);
-  int degrade(Fallback plan, const IncidentReport& incident, int world, std::string& give_up);
+  // The --max-same-failure rule: empty, or the fallback it names (restart_policy.h decides).
+  std::optional<Fallback> check_repeats(const IncidentReport& incident);
+  // The world of the next attempt (a degradation, or a restart without the lost device); when
+  // none fits, the decision becomes giving up.
+  int degrade(Fallback plan, const IncidentReport& incident, int world, RestartDecision& decision);
+  int restart_world(const IncidentReport& incident, RestartDecision& decision);
+  // The decision for a failed attempt, with the next world (0 when giving up).
+  RestartDecision decide_after(const IncidentReport& incident, const AttemptLog& log, int world, int restarts,
+                               int& next_world);
+  void give_up(const IncidentReport& incident, const SupervisorResult& result, const AttemptLog& log,
+               const RestartDecision& decision);
   // Says and records what the fallback does; `why_not`: why a degradation could not be applied.
   void announce_fallback(const std::string& why_not);
   void use_devices(int world);
@@ -166,69 +185,73 @@ int JobRunner::choose_world(int capacity, std::string& why_not) const {
 }
 
 void JobRunner::on_message(AttemptLog& log, const json& j) {
-  const std::string type = j.value("type", "");
-  const int rank = j.value("rank", -1);
-  const double at = j.value("seconds", 0.0);
-  if (type == "started") {
-    log.started[rank] = at;
-    const json comms = j.value("comms", json::object());  // named: items() does not keep a temporary alive
-    for (const auto& [group, backend] : comms.items()) log.comms[group] = backend.get<std::string>();
-    if (static_cast<int>(log.started.size()) == log.world && !log.comms.empty()) note(comms_line(log.comms));
-  } else if (type == "resume") {
-    log.resumed[rank] = at;
-    if (rank != 0) return;
-    log.resume_step = j.value("step", int64_t{0});
-    log.resumed_from_checkpoint = j.value("resumed", false);
-    log.resume_summary = j.value("summary", "");
-    if (log.resumed_from_checkpoint) note(log.resume_summary);
-    if (log.resumed_from_checkpoint && cb_.recorder)
-      cb_.recorder->checkpoint_verified(*log.resume_step, j.value("path", ""), true);
-    for (const json& k : j.value("skipped", json::array())) {
-      const std::string key = k.value("path", "") + ": " + k.value("reason", "");
-      if (!reported_skips_.insert(key).second) continue;
-      if (!log.resumed_from_checkpoint) note("skipped checkpoint " + key);
-      // A save torn by the crash being recovered from is expected, not corruption.
-      const bool torn = k.value("reason", "").rfind("incomplete", 0) == 0;
-      if (cb_.recorder && !torn)
-        cb_.recorder->checkpoint_skipped(k.value("step", int64_t{0}), k.value("path", ""), k.value("reason", ""));
-    }
-  } else if (type == "checkpoint") {
-    CheckpointReport c;
-    c.attempt = log.attempt;
-    c.step = j.value("step", int64_t{0});
-    c.path = j.value("path", "");
-    c.bytes = j.value("bytes", uint64_t{0});
-    c.checksum = j.value("checksum", "");
-    c.save_seconds = j.value("save_seconds", 0.0);
-    c.timings = j.value("timings", json::object());
-    out_.checkpoints.push_back(c);
-    if (cb_.recorder) cb_.recorder->add_checkpoint(c);
-    announce_.push_back(c);
-    announce_checkpoints(steps_done_);
-  } else if (type == "fault") {
-    const std::string kind = j.value("kind", "");
-    if (kind == fault_kind_name(FaultKind::kCorruptCheckpoint)) {
-      note("injected fault " + j.value("spec", "") + ": flipped a byte of " + j.value("file", ""));
-    } else if (kind == fault_kind_name(FaultKind::kSlow)) {
-      note("injected fault " + j.value("spec", "") + ": rank " + std::to_string(rank) + " computes slower from step " +
-           std::to_string(j.value("step", int64_t{0})));
-    } else if (!log.fault) {
-      log.fault = j;
-    }
-  } else if (type == "final") {
-    log.final_state = train::StateFingerprint::from_json(j.at("state"));
-  } else if (type == "memory") {
-    train::MemoryReport m = train::MemoryReport::from_json(j.at("report"));
-    std::erase_if(out_.memory, [&](const train::MemoryReport& x) { return x.rank == m.rank; });
-    out_.memory.push_back(std::move(m));
-    std::sort(out_.memory.begin(), out_.memory.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  } else if (type == "export") {
-    out_.exported = std::filesystem::path(j.value("path", ""));
-    out_.exported_bytes = j.value("bytes", uint64_t{0});
-  } else if (type == "error") {
-    log.fatal = log.fatal || j.value("fatal", false);
+  std::visit([&](const auto& m) { handle(log, m); }, protocol::decode(j));
+}
+
+void JobRunner::handle(AttemptLog& log, const protocol::Started& m) {
+  log.started[m.from.rank] = m.from.seconds;
+  for (const auto& [group, backend] : m.comms) log.comms[group] = backend;
+  if (static_cast<int>(log.started.size()) == log.world && !log.comms.empty()) note(comms_line(log.comms));
+}
+
+void JobRunner::handle(AttemptLog& log, const protocol::Resume& m) {
+  log.resumed[m.from.rank] = m.from.seconds;
+  if (m.from.rank != 0) return;
+  log.resume_step = m.step;
+  log.resumed_from_checkpoint = m.resumed;
+  log.resume_summary = m.summary;
+  if (log.resumed_from_checkpoint) note(log.resume_summary);
+  if (log.resumed_from_checkpoint && cb_.recorder) cb_.recorder->checkpoint_verified(*log.resume_step, m.path, true);
+  for (const protocol::SkippedCheckpoint& k : m.skipped) {
+    const std::string key = k.path + ": " + k.reason;
+    if (!reported_skips_.insert(key).second) continue;
+    if (!log.resumed_from_checkpoint) note("skipped checkpoint " + key);
+    // A save torn by the crash being recovered from is expected, not corruption.
+    const bool torn = k.reason.rfind("incomplete", 0) == 0;
+    if (cb_.recorder && !torn) cb_.recorder->checkpoint_skipped(k.step, k.path, k.reason);
   }
 }
+
+void JobRunner::handle(AttemptLog& log, const protocol::Checkpoint& m) {
+  CheckpointReport c;
+  c.attempt = log.attempt;
+  c.step = m.step;
+  c.path = m.path;
+  c.bytes = m.bytes;
+  c.checksum = m.checksum;
+  c.save_seconds = m.save_seconds;
+  c.timings = protocol::to_json(m.timings);
+  out_.checkpoints.push_back(c);
+  if (cb_.recorder) cb_.recorder->add_checkpoint(c);
+  announce_.push_back(c);
+  announce_checkpoints(steps_done_);
+}
+
+void JobRunner::handle(AttemptLog& log, const protocol::Fault& m) {
+  if (m.kind == FaultKind::kCorruptCheckpoint) {
+    note("injected fault " + m.spec + ": flipped a byte of " + m.file.value_or(""));
+  } else if (m.kind == FaultKind::kSlow) {
+    note("injected fault " + m.spec + ": rank " + std::to_string(m.from.rank) + " computes slower from step " +
+         std::to_string(m.step));
+  } else if (!log.fault) {
+    log.fault = m;
+  }
+}
+
+void JobRunner::handle(AttemptLog& log, const protocol::Final& m) { log.final_state = m.state; }
+
+void JobRunner::handle(AttemptLog&, const protocol::Memory& m) {
+  std::erase_if(out_.memory, [&](const train::MemoryReport& x) { return x.rank == m.report.rank; });
+  out_.memory.push_back(m.report);
+  std::sort(out_.memory.begin(), out_.memory.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+}
+
+void JobRunner::handle(AttemptLog&, const protocol::Export& m) {
+  out_.exported = std::filesystem::path(m.path);
+  out_.exported_bytes = m.bytes;
+}
+
+void JobRunner::handle(AttemptLog& log, const protocol::Error& m) { log.fatal = log.fatal || m.fatal; }
 
 void JobRunner::on_record(AttemptLog& log, RunProgress& progress, const train::StepRecord& r) {
   if (cb_.on_record) cb_.on_record(r);
@@ -292,21 +315,21 @@ IncidentReport JobRunner::incident_of(const SupervisorResult& result, const Atte
   i.message = first_line(result.message);
   i.detected_seconds = result.detected_seconds;
   i.failed_at_step = completed;
-  i.kind = "crash";
-  if (i.rank >= 0 && !result.exits[i.rank].unhealthy.empty()) i.kind = "unhealthy";
+  i.kind = IncidentKind::kCrash;
+  if (i.rank >= 0 && !result.exits[i.rank].unhealthy.empty()) i.kind = IncidentKind::kUnhealthy;
   if (is_hang(result)) classify_hang(i, result, job_.run_dir, job_);
-  if (log.fault && is_hang_fault(log.fault->value("kind", ""))) {
-    i.fault = log.fault->value("spec", "");
-    i.failed_at_step = log.fault->value("step", completed);
-    i.fault_seconds = log.fault->value("seconds", 0.0);
+  if (log.fault && is_hang_fault(log.fault->kind)) {
+    i.fault = log.fault->spec;
+    i.failed_at_step = log.fault->step;
+    i.fault_seconds = log.fault->from.seconds;
   } else if (log.fault) {
-    const json& f = *log.fault;
-    i.rank = f.value("rank", i.rank);
+    const protocol::Fault& f = *log.fault;
+    if (f.from.rank >= 0) i.rank = f.from.rank;
     if (i.rank >= 0 && i.rank < static_cast<int>(result.exits.size())) i.status = result.exits[i.rank].status;
-    i.fault = f.value("spec", "");
-    i.kind = f.value("lost", false) ? "lost" : "killed";
-    i.failed_at_step = f.value("step", completed);
-    i.fault_seconds = f.value("seconds", 0.0);
+    i.fault = f.spec;
+    i.kind = f.lost ? IncidentKind::kLost : IncidentKind::kKilled;
+    i.failed_at_step = f.step;
+    i.fault_seconds = f.from.seconds;
     // Killed inside the save of step S: S steps were done, the save of them may not be.
     if (i.fault.find("kill-during-checkpoint") == 0) i.phase = checkpoint::save_phase_name(parse_fault(i.fault).phase);
   }
@@ -354,12 +377,13 @@ void JobRunner::use_devices(int world) {
   write_train_job(job_.run_dir / "job.json", job_);
 }
 
-std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident, std::string& give_up) {
+std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident) {
   if (incident.rank < 0 || incident.rank >= static_cast<int>(devices_.size())) return std::nullopt;
   const int device = devices_[static_cast<size_t>(incident.rank)];
-  const int times = history_.add(incident.kind, device);
+  const std::string kind(to_string(incident.kind));
+  const int times = history_.add(kind, device);
   if (times <= spec_.max_same_failure) return std::nullopt;
-  const std::string reason = incident.kind + " of rank " + std::to_string(incident.rank) + " happened " +
+  const std::string reason = kind + " of rank " + std::to_string(incident.rank) + " happened " +
                              std::to_string(times) + " times (more than --max-same-failure " +
                              std::to_string(spec_.max_same_failure) + ")";
   const Fallback plan = degraded_ ? Fallback::kStop : spec_.fallback;
@@ -368,7 +392,6 @@ std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident,
   f.reason = degraded_ ? reason + ", again after the fallback " + std::string(fallback_plan(spec_.fallback).flag) : reason;
   f.culprit_rank = incident.rank;
   out_.fallback = f;
-  if (plan == Fallback::kStop) give_up = "stopped (--fallback " + std::string(fallback_plan(plan).flag) + ")";
   return plan;
 }
 
@@ -395,8 +418,8 @@ void JobRunner::announce_fallback(const std::string& why_not) {
   if (cb_.recorder) cb_.recorder->add_fallback(f);
 }
 
-// Applies a survivors or single fallback; returns the next world (0: cannot, give_up says why).
-int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world, std::string& give_up) {
+// Applies a survivors or single fallback; returns the next world (0: cannot, the decision says why).
+int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world, RestartDecision& decision) {
   devices_.erase(devices_.begin() + incident.rank);  // the culprit's device is not used again
   int next = 0;
   std::string why_not;
@@ -411,7 +434,9 @@ int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world,
   } else {
     next = choose_world(static_cast<int>(devices_.size()), why_not);
   }
-  if (next == 0) give_up = "cannot apply --fallback " + std::string(fallback_plan(plan).flag) + (why_not.empty() ? "" : ": " + why_not);
+  if (next == 0)
+    decision.give_up(GiveUpReason::kNoWorld,
+                     "cannot apply --fallback " + std::string(fallback_plan(plan).flag) + (why_not.empty() ? "" : ": " + why_not));
   FallbackReport& f = *out_.fallback;
   f.world_before = world;
   f.world_after = next;
@@ -461,6 +486,41 @@ void JobRunner::finish_run() {
   if (cb_.recorder) cb_.recorder->finish(out_);
 }
 
+int JobRunner::restart_world(const IncidentReport& incident, RestartDecision& decision) {
+  if (incident.kind == IncidentKind::kLost && incident.rank >= 0 && incident.rank < static_cast<int>(devices_.size()))
+    devices_.erase(devices_.begin() + incident.rank);
+  std::string why_not;
+  const int next = choose_world(static_cast<int>(devices_.size()), why_not);
+  if (next == 0)
+    decision.give_up(GiveUpReason::kNoWorld, "cannot continue: " + std::to_string(devices_.size()) +
+                                                 " worker(s) left, --min-nproc " +
+                                                 std::to_string(spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc) +
+                                                 (why_not.empty() ? "" : " (" + why_not + ")"));
+  return next;
+}
+
+RestartDecision JobRunner::decide_after(const IncidentReport& incident, const AttemptLog& log, int world, int restarts,
+                                        int& next_world) {
+  // The repeat rule counts only failures a restart could fix.
+  const std::optional<Fallback> repeat = log.fatal ? std::nullopt : check_repeats(incident);
+  RestartDecision d = decide_restart({.fatal = log.fatal, .repeat = repeat, .restarts = restarts, .max_restarts = spec_.max_restarts});
+  if (d.action == RestartAction::kDegrade) next_world = degrade(*d.fallback, incident, world, d);
+  else if (d.action == RestartAction::kRestart) next_world = restart_world(incident, d);
+  return d;
+}
+
+void JobRunner::give_up(const IncidentReport& incident, const SupervisorResult& result, const AttemptLog& log,
+                        const RestartDecision& d) {
+  report_incident(incident);
+  const std::string last_good = last_good_text(!log.fatal);
+  std::string why = d.why;
+  if (out_.fallback && out_.fallback->world_after == 0) {
+    announce_fallback(d.fallback == Fallback::kStop ? "" : d.why);
+    why = "fallback: " + out_.fallback->message;
+  }
+  out_.message = why + "; last incident: " + incident.describe() + "\n" + result.message + "\n" + last_good;
+}
+
 TrainOutcome JobRunner::run() {
   prepare();
   const double t0 = now();
@@ -499,42 +559,18 @@ TrainOutcome JobRunner::run() {
     }
     IncidentReport incident = incident_of(result, log, completed);
     stopped_seconds_ = result.stopped_seconds;
-    if (incident.kind == "hang" && !incident.analysis.empty()) note("hang: " + incident.analysis);
-    std::string give_up;
-    std::optional<Fallback> fallback;
-    if (log.fatal) give_up = "not restarted: a configuration error does not go away on restart";
-    else fallback = check_repeats(incident, give_up);
-    if (give_up.empty() && restarts >= spec_.max_restarts)
-      give_up = "gave up after " + std::to_string(restarts) + " restart(s) (--max-restarts " +
-                std::to_string(spec_.max_restarts) + ")";
-    std::string why_not;
+    if (incident.kind == IncidentKind::kHang && !incident.analysis.empty()) note("hang: " + incident.analysis);
     int next_world = 0;
-    if (give_up.empty() && fallback) {
-      next_world = degrade(*fallback, incident, world, give_up);
-    } else if (give_up.empty()) {
-      if (incident.kind == "lost" && incident.rank >= 0 && incident.rank < static_cast<int>(devices_.size()))
-        devices_.erase(devices_.begin() + incident.rank);
-      next_world = choose_world(static_cast<int>(devices_.size()), why_not);
-      if (next_world == 0)
-        give_up = "cannot continue: " + std::to_string(devices_.size()) + " worker(s) left, --min-nproc " +
-                  std::to_string(spec_.min_nproc > 0 ? spec_.min_nproc : spec_.nproc) +
-                  (why_not.empty() ? "" : " (" + why_not + ")");
-    }
-    if (!give_up.empty()) {
-      report_incident(incident);
-      const std::string last_good = last_good_text(!log.fatal);
-      if (out_.fallback && out_.fallback->world_after == 0) {
-        announce_fallback(*fallback == Fallback::kStop ? "" : give_up);
-        give_up = "fallback: " + out_.fallback->message;
-      }
-      out_.message = give_up + "; last incident: " + incident.describe() + "\n" + result.message + "\n" + last_good;
+    const RestartDecision decision = decide_after(incident, log, world, restarts, next_world);
+    if (decision.action == RestartAction::kGiveUp) {
+      give_up(incident, result, log, decision);
       break;
     }
     incident.restarted = true;
     ++restarts;
     note("incident: " + incident.what() + "; restarting with " + std::to_string(next_world) +
          " worker(s) (restart " + std::to_string(restarts) + " of " + std::to_string(spec_.max_restarts) + ")");
-    if (fallback) announce_fallback("");
+    if (decision.action == RestartAction::kDegrade) announce_fallback("");
     pending_ = incident;
     world = next_world;
     use_devices(world);
@@ -547,8 +583,8 @@ TrainOutcome JobRunner::run() {
 }  // namespace
 
 std::string IncidentReport::what() const {
-  if (kind == "straggler") return analysis;
-  if (kind == "hang") {
+  if (kind == IncidentKind::kStraggler) return analysis;
+  if (kind == IncidentKind::kHang) {
     const bool heartbeat = detector == kHeartbeatDetector;
     std::string s = "hang of rank " + std::to_string(rank) + " at step " + std::to_string(failed_at_step) +
                     ", detected by the " + (heartbeat ? "heartbeat" : "collective timeout") + " (" +
@@ -560,8 +596,8 @@ std::string IncidentReport::what() const {
     return s;
   }
   std::string s = rank >= 0 ? "rank " + std::to_string(rank) + " " + status.describe() : message;
-  if (kind == "lost") s += " and its device is lost";
-  if (kind == "unhealthy") s = message;
+  if (kind == IncidentKind::kLost) s += " and its device is lost";
+  if (kind == IncidentKind::kUnhealthy) s = message;
   s += " at step " + std::to_string(failed_at_step);
   if (!fault.empty()) s += " (injected: " + fault + ")";
   return s;

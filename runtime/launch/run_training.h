@@ -53,6 +53,7 @@
 
 #include "runtime/diagnose/straggler.h"
 #include "runtime/launch/detectors.h"
+#include "runtime/launch/incident_kind.h"
 #include "runtime/launch/process.h"
 #include "runtime/launch/progress.h"
 #include "runtime/launch/run_sink.h"
@@ -94,9 +95,7 @@ struct RestartLatency {
 struct IncidentReport {
   int attempt = 0;             // the attempt that failed
   int rank = -1;               // the root cause (-1: unknown)
-  // "killed" (injected), "lost" (device gone), "crash", "unhealthy", "hang" (a collective timed
-  // out or a rank went silent), "straggler" (not a failure: the job went on)
-  std::string kind;
+  IncidentKind kind = IncidentKind::kCrash;  // incident_kind.h
   std::string detector;        // hang/straggler: kCollectiveTimeoutDetector, kHeartbeatDetector, ...
   double detector_timeout_seconds = 0;  // the threshold of the detector that fired (hang)
   std::string collective;      // hang: the collective the others waited in, when known

@@ -15,6 +15,7 @@
 #include "runtime/comm/store_token.h"
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/liveness.h"
+#include "runtime/launch/protocol.h"
 #include "base/errors.h"
 #include "base/units.h"
 
@@ -32,6 +33,11 @@ std::string last_lines(const std::filesystem::path& path, int n) {
   std::string out;
   for (const std::string& l : lines) out += "  | " + l + "\n";
   return out;
+}
+
+// The error record of a rank the supervisor itself failed as a hang (no worker wrote it).
+nlohmann::json verdict(int rank, double seconds, const std::string& why, protocol::Hang hang) {
+  return protocol::encode(protocol::Error{.from = {rank, seconds}, .message = why, .hang = std::move(hang)});
 }
 
 std::string list_ranks(const std::vector<int>& ranks) {
@@ -182,18 +188,20 @@ void Supervisor::pump_records() {
     for (const std::string& line : tail.read_new_lines()) {
       last_line_seconds_[r] = comm::wall_clock_seconds();
       nlohmann::json j;
+      protocol::MessageType type{};
       try {
         j = nlohmann::json::parse(line);
+        type = protocol::type_of(j);
+      } catch (const Error&) {
+        continue;  // a line of no type we know: the worker's own log says more
       } catch (const nlohmann::json::exception&) {
         continue;  // not ours to judge; the worker's own log says more
       }
-      const std::string type = j.value("type", "");
-      if (type == "error") {
-        const int rank = j.value("rank", -1);
-        if (!errors_.count(rank))
-          errors_[rank] = WorkerError{j.value("comm", false), j.value("seconds", 0.0), j.value("message", ""), j};
+      if (type == protocol::MessageType::kError) {
+        const auto e = j.get<protocol::Error>();
+        if (!errors_.count(e.from.rank)) errors_[e.from.rank] = WorkerError{e.comm, e.from.seconds, e.message, j};
       }
-      if (type != "step") {
+      if (type != protocol::MessageType::kStep) {
         if (options_.on_message) options_.on_message(j);
         continue;
       }
@@ -227,7 +235,7 @@ void Supervisor::check_heartbeats(const std::vector<bool>& seen, std::vector<int
                             "): it stopped responding";
     unhealthy_[rank] = why;
     silent_.insert(rank);
-    errors_[rank] = WorkerError{false, now, why, {{"kind", "hang"}, {"detector", std::string(kHeartbeatDetector)}}};
+    errors_[rank] = WorkerError{false, now, why, verdict(rank, now, why, {.detector = std::string(kHeartbeatDetector)})};
     failed.push_back(rank);
   }
 }
@@ -323,6 +331,83 @@ std::string Supervisor::failure_message(const SupervisorResult& result, int fail
   return msg;
 }
 
+void Supervisor::poll_exits(SupervisorResult& result, std::vector<bool>& seen, size_t& ended, std::vector<int>& failed) {
+  for (size_t r = 0; r < children_.size(); ++r) {
+    if (seen[r]) continue;
+    if (auto s = children_[r].poll()) {
+      seen[r] = true;
+      ++ended;
+      result.exits[r].status = *s;
+      if (!s->ok()) failed.push_back(static_cast<int>(r));
+    }
+  }
+}
+
+int Supervisor::name_root_cause(std::vector<int>& failed, const std::vector<bool>& seen, double decided,
+                                const std::vector<double>& ages) {
+  const int n = static_cast<int>(children_.size());
+  // Candidates: every rank that failed by itself, and every rank that reported an error
+  // even if the teardown's signal reached it while it was exiting.
+  for (const auto& [rank, err] : errors_)
+    if (rank >= 0 && rank < n && std::find(failed.begin(), failed.end(), rank) == failed.end()) failed.push_back(rank);
+  const int silent = failed.empty() ? -1 : silent_rank(seen, decided);
+  const int root = failed.empty() ? -1 : root_cause(failed, silent);
+  if (root >= 0 && root == silent && !unhealthy_.count(root)) {
+    std::vector<int> waiting;
+    for (int r : failed)
+      if (r != root) waiting.push_back(r);
+    std::sort(waiting.begin(), waiting.end());
+    waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
+    unhealthy_[root] = "no heartbeat for " + units::format_seconds(ages[root]) + " while " +
+                       (waiting.size() == 1 ? "rank " : "ranks ") + list_ranks(waiting) +
+                       " failed on communication: it stopped responding";
+    silent_.insert(root);
+    // The collective timeout fired; the silence names the culprit.
+    errors_[root] = WorkerError{false, decided, unhealthy_[root],
+                                verdict(root, decided, unhealthy_[root],
+                                        {.detector = std::string(kCollectiveTimeoutDetector), .silent = true})};
+  }
+  return root;
+}
+
+void Supervisor::stop_after_failure(SupervisorResult& result, std::vector<int>& failed, std::vector<bool>& seen,
+                                    size_t& ended) {
+  const size_t n = children_.size();
+  // Let the workers that are failing too finish failing (and write their error records).
+  // Not after a health verdict alone: the others are waiting for that rank, not failing.
+  const bool health_only = std::all_of(failed.begin(), failed.end(), [&](int r) { return unhealthy_.count(r) > 0; });
+  const auto settle_until = std::chrono::steady_clock::now() + (health_only ? std::chrono::milliseconds(0) : options_.settle);
+  while (!failed.empty() && ended < n && std::chrono::steady_clock::now() < settle_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    poll_exits(result, seen, ended, failed);
+  }
+  pump_records();
+  const double decided = comm::wall_clock_seconds();
+  const std::vector<double> ages = heartbeat_ages(decided);
+  const int root = name_root_cause(failed, seen, decided, ages);
+  result.failed_rank = root;
+  result.interrupted = root < 0;
+  if (result.detected_seconds == 0) result.detected_seconds = decided;
+  const std::vector<int> stopped = teardown();
+  for (int r : stopped) result.exits[r].stopped = true;
+  for (const auto& [r, why] : unhealthy_) result.exits[r].unhealthy = why;
+  for (size_t r = 0; r < n; ++r) {
+    result.exits[r].heartbeat_age_seconds = ages[r];
+    result.exits[r].silent = silent_.count(static_cast<int>(r)) > 0;
+  }
+  for (size_t r = 0; r < n; ++r) {  // everyone has ended now
+    if (seen[r]) continue;
+    result.exits[r].status = *children_[r].poll();
+    seen[r] = true;
+    ++ended;
+  }
+  pump_records();
+  for (const auto& [r, err] : errors_)
+    if (r >= 0 && r < int(n)) result.exits[r].error = err.record;
+  result.stopped_seconds = comm::wall_clock_seconds();
+  result.message = failure_message(result, root, stopped);
+}
+
 SupervisorResult Supervisor::wait() {
   SupervisorResult result;
   const size_t n = children_.size();
@@ -331,81 +416,16 @@ SupervisorResult Supervisor::wait() {
   std::vector<bool> seen(n, false);
   size_t ended = 0;
   bool torn_down = false;
-  // Collects the workers that exited since the last call; the abnormal ones go to `failed`.
-  auto poll_exits = [&](std::vector<int>& failed) {
-    for (size_t r = 0; r < n; ++r) {
-      if (seen[r]) continue;
-      if (auto s = children_[r].poll()) {
-        seen[r] = true;
-        ++ended;
-        result.exits[r].status = *s;
-        if (!s->ok()) failed.push_back(static_cast<int>(r));
-      }
-    }
-  };
   while (ended < n) {
     std::vector<int> failed;
-    poll_exits(failed);
+    poll_exits(result, seen, ended, failed);
     pump_records();  // after the polls: a dead worker's last lines are all there
     check_health(seen, failed);
     if (!failed.empty() && result.detected_seconds == 0) result.detected_seconds = comm::wall_clock_seconds();
     if (options_.on_tick) options_.on_tick();
-    const bool stop = stop_requested_.load();
-    if (!torn_down && (!failed.empty() || stop)) {
+    if (!torn_down && (!failed.empty() || stop_requested_.load())) {
       torn_down = true;
-      // Let the workers that are failing too finish failing (and write their error records).
-      // Not after a health verdict alone: the others are waiting for that rank, not failing.
-      const bool health_only = std::all_of(failed.begin(), failed.end(), [&](int r) { return unhealthy_.count(r) > 0; });
-      const auto settle_until = std::chrono::steady_clock::now() + (health_only ? std::chrono::milliseconds(0) : options_.settle);
-      while (!failed.empty() && ended < n && std::chrono::steady_clock::now() < settle_until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        poll_exits(failed);
-      }
-      pump_records();
-      // Candidates: every rank that failed by itself, and every rank that reported an error
-      // even if the teardown's signal reached it while it was exiting.
-      for (const auto& [rank, err] : errors_)
-        if (rank >= 0 && rank < int(n) && std::find(failed.begin(), failed.end(), rank) == failed.end())
-          failed.push_back(rank);
-      const double decided = comm::wall_clock_seconds();
-      const std::vector<double> ages = heartbeat_ages(decided);
-      const int silent = failed.empty() ? -1 : silent_rank(seen, decided);
-      const int root = failed.empty() ? -1 : root_cause(failed, silent);
-      if (root >= 0 && root == silent && !unhealthy_.count(root)) {
-        std::vector<int> waiting;
-        for (int r : failed)
-          if (r != root) waiting.push_back(r);
-        std::sort(waiting.begin(), waiting.end());
-        waiting.erase(std::unique(waiting.begin(), waiting.end()), waiting.end());
-        unhealthy_[root] = "no heartbeat for " + units::format_seconds(ages[root]) + " while " +
-                           (waiting.size() == 1 ? "rank " : "ranks ") + list_ranks(waiting) +
-                           " failed on communication: it stopped responding";
-        silent_.insert(root);
-        // The collective timeout fired; the silence names the culprit.
-        errors_[root] = WorkerError{false, decided, unhealthy_[root],
-                                    {{"kind", "hang"}, {"detector", std::string(kCollectiveTimeoutDetector)}, {"silent", true}}};
-      }
-      result.failed_rank = root;
-      result.interrupted = root < 0;
-      if (result.detected_seconds == 0) result.detected_seconds = decided;
-      const std::vector<int> stopped = teardown();
-      for (int r : stopped) result.exits[r].stopped = true;
-      for (const auto& [r, why] : unhealthy_) result.exits[r].unhealthy = why;
-      for (size_t r = 0; r < n; ++r) {
-        result.exits[r].heartbeat_age_seconds = ages[r];
-        result.exits[r].silent = silent_.count(static_cast<int>(r)) > 0;
-      }
-      for (size_t r = 0; r < n; ++r) {  // everyone has ended now
-        if (seen[r]) continue;
-        result.exits[r].status = *children_[r].poll();
-        seen[r] = true;
-        ++ended;
-      }
-      pump_records();
-      for (const auto& [r, err] : errors_)
-        if (r >= 0 && r < int(n)) result.exits[r].error = err.record;
-      result.stopped_seconds = comm::wall_clock_seconds();
-      result.message = failure_message(result, root, stopped);
+      stop_after_failure(result, failed, seen, ended);
       continue;
     }
     if (ended < n) std::this_thread::sleep_for(options_.poll);

@@ -173,6 +173,13 @@ class Supervisor {
   int silent_rank(const std::vector<bool>& seen, double now) const;
   void archive_previous_attempt() const;
   std::vector<int> teardown();
+  // wait()'s parts: collect the workers that exited (the abnormal ones into `failed`); after the
+  // first failure (or a stop request) let the others finish failing, name the root cause, stop
+  // every worker and fill the result.
+  void poll_exits(SupervisorResult& result, std::vector<bool>& seen, size_t& ended, std::vector<int>& failed);
+  void stop_after_failure(SupervisorResult& result, std::vector<int>& failed, std::vector<bool>& seen, size_t& ended);
+  int name_root_cause(std::vector<int>& failed, const std::vector<bool>& seen, double decided,
+                      const std::vector<double>& ages);
   int root_cause(const std::vector<int>& failed, int silent) const;
   std::string failure_message(const SupervisorResult& result, int failed,
                               const std::vector<int>& stopped) const;

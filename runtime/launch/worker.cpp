@@ -16,6 +16,7 @@
 #include "runtime/launch/detectors.h"
 #include "runtime/launch/faults.h"
 #include "runtime/launch/liveness.h"
+#include "runtime/launch/protocol.h"
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
 #include "runtime/train/export.h"
@@ -34,19 +35,16 @@ const char* env_or_null(const char* name) {
 }
 
 // The error line the supervisor reads to name the root cause of a failed job.
-// `fatal`: a configuration error, which a restart cannot fix.
-// `extra`: more fields (a collective timeout's kind, op, seq, group, ...).
+// `fatal`: a configuration error, which a restart cannot fix; `hang`: a collective timeout's.
 void write_error_record(const std::filesystem::path& file, int rank, bool comm, const std::string& message,
-                        bool fatal = false, const nlohmann::json& extra = nlohmann::json::object()) {
-  nlohmann::json j = {{"type", "error"},
-                      {"rank", rank},
-                      {"comm", comm},
-                      {"fatal", fatal},
-                      {"seconds", comm::wall_clock_seconds()},
-                      {"message", message}};
-  j.update(extra);
+                        bool fatal = false, std::optional<protocol::Hang> hang = std::nullopt) {
+  const protocol::Error e{.from = {rank, comm::wall_clock_seconds()},
+                          .comm = comm,
+                          .fatal = fatal,
+                          .message = message,
+                          .hang = std::move(hang)};
   std::ofstream out(file, std::ios::app);
-  out << j.dump() << '\n';
+  out << protocol::encode(e).dump() << '\n';
 }
 
 bool is_loopback(const std::string& host) {
@@ -168,15 +166,15 @@ struct Reporter {
   train::JsonlSink& sink;
   int rank = 0;
 
-  void line(nlohmann::json j) {
-    j["rank"] = rank;
-    j["seconds"] = comm::wall_clock_seconds();
-    sink.write_line(j);
+  // One message (protocol.h), stamped with this rank and the wall clock.
+  template <class Message>
+  void send(Message m) {
+    m.from = {rank, comm::wall_clock_seconds()};
+    sink.write_line(protocol::encode(m));
   }
-  // The {"type": "fault"} line the supervisor times detection from.
+  // The fault line the supervisor times detection from.
   void fault(const FaultSpec& f, int64_t step) {
-    line({{"type", "fault"}, {"kind", fault_kind_name(f.kind)}, {"step", step}, {"spec", f.to_string()},
-          {"lost", f.kind == FaultKind::kLoseRank}});
+    send(protocol::Fault{.kind = f.kind, .step = step, .spec = f.to_string(), .lost = f.kind == FaultKind::kLoseRank});
   }
   // Says what is about to happen, then dies the way a lost process does: no cleanup at all.
   [[noreturn]] void die(const FaultSpec& f, int64_t step, const std::string& where) {
@@ -207,12 +205,14 @@ std::chrono::milliseconds checkpoint_timeout(const TrainJob& job) {
 }
 
 void report_resume(Reporter& out, const train::ResumeResult& r, double started) {
-  nlohmann::json skipped = nlohmann::json::array();
-  for (const checkpoint::SkippedCheckpoint& k : r.load.skipped)
-    skipped.push_back({{"step", k.step}, {"path", k.path.string()}, {"reason", k.reason}});
-  out.line({{"type", "resume"}, {"step", r.step}, {"resumed", r.resumed}, {"summary", r.summary()},
-            {"path", r.resumed ? r.load.checkpoint->path().string() : ""}, {"skipped", skipped},
-            {"written_by_world", r.written_by_world}, {"load_seconds", comm::wall_clock_seconds() - started}});
+  protocol::Resume m{.step = r.step,
+                     .resumed = r.resumed,
+                     .summary = r.summary(),
+                     .path = r.resumed ? r.load.checkpoint->path().string() : "",
+                     .written_by_world = r.written_by_world,
+                     .load_seconds = comm::wall_clock_seconds() - started};
+  for (const checkpoint::SkippedCheckpoint& k : r.load.skipped) m.skipped.push_back({k.step, k.path.string(), k.reason});
+  out.send(std::move(m));
   std::printf("rank %d: %s\n", out.rank, r.summary().c_str());
   std::fflush(stdout);
 }
@@ -223,19 +223,17 @@ void after_save(Reporter& out, const checkpoint::SaveResult& r, const std::vecto
   const std::string checksum =
       std::string(checkpoint::kHashAlgorithm) + ":" +
       checkpoint::hash_to_hex(checkpoint::xxh3_64_of_file(r.path / checkpoint::kManifestFileName));
-  const checkpoint::SaveTimings& t = r.timings;
-  out.line({{"type", "checkpoint"}, {"step", r.step}, {"path", r.path.string()}, {"bytes", r.total_bytes},
-            {"checksum", checksum}, {"save_seconds", t.total_seconds},
-            {"timings", {{"prepare_seconds", t.prepare_seconds}, {"shard_write_seconds", t.shard_write_seconds},
-                         {"shard_fsync_seconds", t.shard_fsync_seconds}, {"gather_seconds", t.gather_seconds},
-                         {"manifest_seconds", t.manifest_seconds}, {"commit_seconds", t.commit_seconds},
-                         {"retention_seconds", t.retention_seconds}, {"total_seconds", t.total_seconds}}}});
+  out.send(protocol::Checkpoint{.step = r.step,
+                                .path = r.path.string(),
+                                .bytes = r.total_bytes,
+                                .checksum = checksum,
+                                .save_seconds = r.timings.total_seconds,
+                                .timings = r.timings});
   for (const FaultSpec& f : faults) {
     if (f.kind != FaultKind::kCorruptCheckpoint || f.step != r.step) continue;
     const std::filesystem::path file = r.path / checkpoint::shard_file_name(f.shard);
     const uint64_t offset = checkpoint::corrupt_byte(file);
-    out.line({{"type", "fault"}, {"kind", fault_kind_name(f.kind)}, {"step", f.step}, {"spec", f.to_string()},
-              {"file", file.string()}, {"offset", offset}});
+    out.send(protocol::Fault{.kind = f.kind, .step = f.step, .spec = f.to_string(), .file = file.string(), .offset = offset});
   }
 }
 
@@ -388,12 +386,12 @@ train::InjectedFaults trainer_faults(const std::vector<FaultSpec>& faults, int r
 
 // Started by torchrun or srun (no supervisor prints a header): rank 0 says how the ranks met and
 // which backend each of its groups uses.
-void print_launch_header(const WorkerWorld& w, const nlohmann::json& comms) {
+void print_launch_header(const WorkerWorld& w, const std::map<std::string, std::string>& comms) {
   std::string where = w.env.master_addr.empty() ? "a file store"
                                                 : w.env.master_addr + ":" + std::to_string(w.env.master_port);
   if (!w.env.master_derived.empty()) where += " (" + w.env.master_derived + ", as PyTorch Lightning derives them)";
   std::string groups;
-  for (const auto& [group, backend] : comms.items()) groups += (groups.empty() ? "" : ", ") + group + " " + backend.get<std::string>();
+  for (const auto& [group, backend] : comms) groups += (groups.empty() ? "" : ", ") + group + " " + backend;
   std::printf("Launch   %s, %d ranks; rendezvous at %s\ngroups   %s (rank 0's)\n", w.env.launcher.c_str(),
               w.env.world_size, where.c_str(), groups.c_str());
   std::fflush(stdout);
@@ -436,12 +434,11 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   train::Trainer trainer(config, *world.comm, to);
   Watching watch_all(*live.dumper, trainer.communicators());
   Reporter out{sink, rank};
-  nlohmann::json comms = nlohmann::json::object();
-  comms[world.comm->group_name()] = std::string(world.comm->backend_name());
-  for (const comm::Communicator* c : trainer.communicators()) comms[c->group_name()] = std::string(c->backend_name());
-  out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()},
-            {"comms", comms}});
-  if (rank == 0 && !env_or_null("PARLAB_SUPERVISOR_PID")) print_launch_header(world, comms);
+  protocol::Started started{.world = world.comm->size(), .attempt = attempt, .pid = ::getpid()};
+  started.comms[world.comm->group_name()] = std::string(world.comm->backend_name());
+  for (const comm::Communicator* c : trainer.communicators()) started.comms[c->group_name()] = std::string(c->backend_name());
+  out.send(started);
+  if (rank == 0 && !env_or_null("PARLAB_SUPERVISOR_PID")) print_launch_header(world, started.comms);
   try {
     train::CommCoordinator coord(*world.comm, checkpoint_timeout(job));
     const double load_start = comm::wall_clock_seconds();
@@ -450,12 +447,12 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
     train_loop(job, trainer, coord, out, faults, live);
     if (!job.export_file.empty()) {
       const uint64_t bytes = train::export_safetensors(trainer, job.export_file);
-      if (out.rank == 0) out.line({{"type", "export"}, {"path", job.export_file.string()}, {"bytes", bytes}});
+      if (out.rank == 0) out.send(protocol::Export{.path = job.export_file.string(), .bytes = bytes});
     }
     // Collective under ZeRO (the shards are gathered): every rank computes it, rank 0 reports it.
     const train::StateFingerprint fp = train::state_fingerprint(trainer);
     if (out.rank == 0) {
-      out.line({{"type", "final"}, {"state", fp.to_json()}});
+      out.send(protocol::Final{.state = fp});
       std::ofstream(final_state_path(job.run_dir)) << fp.to_json().dump(2) << '\n';
     }
     comm::CollectiveOptions bo;
@@ -466,7 +463,7 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
     // the export's gathers come after the steps.
     train::MemoryReport memory = train::memory_report(trainer, strategy::load_cluster(job.cluster));
     memory.resident_baseline_bytes = resident_baseline;
-    out.line({{"type", "memory"}, {"report", memory.to_json()}});
+    out.send(protocol::Memory{.report = memory});
   } catch (const comm::CollectiveError&) {
     live.dumper->dump_all();
     throw;
@@ -477,16 +474,15 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
 }
 
 // What the supervisor needs from a timed-out collective to name the hang: op, seq, group, tag.
-nlohmann::json hang_fields(const comm::CollectiveTimeout& e) {
-  return {{"kind", "hang"},
-          {"detector", std::string(kCollectiveTimeoutDetector)},
-          {"op", std::string(comm::to_string(e.op()))},
-          {"seq", e.seq()},
-          {"group", e.group()},
-          {"tag", e.tag()},
-          {"bytes", e.bytes()},
-          {"collective", e.info().describe()},
-          {"timeout_seconds", e.timeout_seconds()}};
+protocol::Hang hang_of(const comm::CollectiveTimeout& e) {
+  return {.detector = std::string(kCollectiveTimeoutDetector),
+          .collective = protocol::TimedOutCollective{.op = std::string(comm::to_string(e.op())),
+                                                     .seq = e.seq(),
+                                                     .group = e.group(),
+                                                     .tag = e.tag(),
+                                                     .bytes = e.bytes(),
+                                                     .collective = e.info().describe(),
+                                                     .timeout_seconds = e.timeout_seconds()}};
 }
 
 }  // namespace
@@ -510,7 +506,7 @@ void run_train_worker(const TrainJob& job) {
         records, job.trace ? rank_events_path(job.run_dir, env.rank) : std::filesystem::path{});
     train_worker(job, *sink, live);
   } catch (const comm::CollectiveTimeout& e) {
-    write_error_record(records, env.rank, true, e.what(), false, hang_fields(e));
+    write_error_record(records, env.rank, true, e.what(), false, hang_of(e));
     throw;
   } catch (const comm::CollectiveError& e) {
     write_error_record(records, env.rank, true, e.what());

@@ -16,7 +16,8 @@
 //                 job.checkpoint_every steps and at the last step; faults (faults.h) on the
 //                 attempts they name (the first by default); --dump-step files; the rank's
 //                 events when a trace is wanted
-//   report        JSON lines in <run_dir>/rank-<r>.jsonl, the supervisor's channel:
+//   report        JSON lines in <run_dir>/rank-<r>.jsonl, the supervisor's channel (the types and
+//                 their keys: protocol.h):
 //                   {"type": "started", "rank", "world", "attempt", "seconds", "comms"}  connected,
 //                    built; "comms" maps each group to its backend ({"world": "shm", ...})
 //                   {"type": "resume", "rank", "step", "resumed", "summary", "skipped", "seconds",

@@ -137,67 +137,76 @@ Executor::Executor(const strategy::StepProgram& program, model::Model& model,
 
 Executor::~Executor() = default;
 
-void Executor::check_and_plan() {
-  if (comms_.size() != program_.groups.size())
-    throw ConfigError("executor.comms", std::to_string(comms_.size()),
-                      "must give one communicator slot per program group (" +
-                          std::to_string(program_.groups.size()) + ")");
-  const model::FlatRange owned = model_.owned_range();
-  // The backward accumulates into the gradient buffer: the step must clear all of it, once, first.
-  const model::FlatRange grads = effective_zero(program_) >= 2 ? optimizer_.range() : owned;
-  int clears = 0;
-  for (const Op& op : program_.ops) {
-    if (const std::string why = unsupported_reason(program_, op); !why.empty())
-      throw UnsupportedOp("cannot execute " + where(program_, op) + ": " + why);
-    for (int d : op.deps)
-      if (d < 0 || d >= op.id)
-        throw ConfigError("program op " + std::to_string(op.id) + " deps", std::to_string(d),
-                          "must name an earlier op of the program");
-    if (op.kind == OpKind::kZeroGrad) {
-      ++clears;
-      if (!(model::FlatRange{op.flat_begin, op.flat_end} == grads))
-        throw ConfigError("gradient clear range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
-                          "must be the gradient buffer this rank holds (" + std::to_string(grads.begin) + ".." +
-                              std::to_string(grads.end) + ")");
-    }
-    if (op.kind == OpKind::kBackward && clears == 0)
-      throw ConfigError("program op " + std::to_string(op.id), where(program_, op),
-                        "accumulates gradients before the step clears them (a zero-grad op must come first)");
-    if (op.is_layer_compute()) {
-      for (int l = op.layers.begin; l < op.layers.end; ++l)
-        if (!model_.owns_layer(l))
-          throw ConfigError("model layers", std::to_string(model_.first_layer()) + ".." +
-                                                std::to_string(model_.end_layer() - 1),
-                            where(program_, op) + " computes layer " + std::to_string(l));
-      if (op.microbatch < 0 || op.microbatch >= program_.plan.microbatches)
-        throw ConfigError("program op " + std::to_string(op.id) + " microbatch",
-                          std::to_string(op.microbatch), "outside the plan's microbatches");
-    }
-    if (op.kind == OpKind::kOptimizer && !(model::FlatRange{op.flat_begin, op.flat_end} == optimizer_.range()))
-      throw ConfigError("optimizer range",
-                        std::to_string(optimizer_.range().begin) + ".." + std::to_string(optimizer_.range().end),
-                        "must equal " + where(program_, op) + "'s range " + std::to_string(op.flat_begin) +
-                            ".." + std::to_string(op.flat_end));
-    if (op.kind == OpKind::kOptimizer &&
-        !owned.contains({op.flat_begin, op.flat_end}))
-      throw ConfigError("optimizer range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
-                        "lies outside the parameters this rank holds");
-    if (op.is_collective()) {
-      if (!is_tp(op) && !owned.contains({op.flat_begin, op.flat_end}))
-        throw ConfigError("bucket range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
-                          where(program_, op) + " lies outside the gradients this rank holds");
-      const comm::Communicator* c = comms_.at(op.group);
-      const strategy::Group& g = program_.group_of(op);
-      if (c == nullptr)
-        throw ConfigError("executor.comms[" + std::to_string(op.group) + "]", "null",
-                          "group " + g.name + " needs a communicator for " + where(program_, op));
-      if (c->world_ranks() != g.ranks)
-        throw ConfigError("communicator of group " + g.name, c->group_name(),
-                          "its members must be the group's ranks, in order");
-    }
+// The program's structure: ops the executor can run, dependencies on earlier ops only.
+void Executor::check_runnable(const Op& op) const {
+  if (const std::string why = unsupported_reason(program_, op); !why.empty())
+    throw UnsupportedOp("cannot execute " + where(program_, op) + ": " + why);
+  for (int d : op.deps)
+    if (d < 0 || d >= op.id)
+      throw ConfigError("program op " + std::to_string(op.id) + " deps", std::to_string(d),
+                        "must name an earlier op of the program");
+}
+
+// The backward accumulates into the gradient buffer: the step must clear all of it, once, first.
+void Executor::check_gradient_clear(const Op& op, model::FlatRange grads, int& clears) const {
+  if (op.kind == OpKind::kZeroGrad) {
+    ++clears;
+    if (!(model::FlatRange{op.flat_begin, op.flat_end} == grads))
+      throw ConfigError("gradient clear range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
+                        "must be the gradient buffer this rank holds (" + std::to_string(grads.begin) + ".." +
+                            std::to_string(grads.end) + ")");
   }
-  if (clears > 1)
-    throw ConfigError("zero-grad ops", std::to_string(clears), "a step clears its gradients once");
+  if (op.kind == OpKind::kBackward && clears == 0)
+    throw ConfigError("program op " + std::to_string(op.id), where(program_, op),
+                      "accumulates gradients before the step clears them (a zero-grad op must come first)");
+}
+
+// A layer's forward or backward: a layer the model holds, a microbatch of the plan.
+void Executor::check_layer_compute(const Op& op) const {
+  if (!op.is_layer_compute()) return;
+  for (int l = op.layers.begin; l < op.layers.end; ++l)
+    if (!model_.owns_layer(l))
+      throw ConfigError("model layers", std::to_string(model_.first_layer()) + ".." +
+                                            std::to_string(model_.end_layer() - 1),
+                        where(program_, op) + " computes layer " + std::to_string(l));
+  if (op.microbatch < 0 || op.microbatch >= program_.plan.microbatches)
+    throw ConfigError("program op " + std::to_string(op.id) + " microbatch",
+                      std::to_string(op.microbatch), "outside the plan's microbatches");
+}
+
+// The optimizer op covers exactly the optimizer's range, inside what the rank holds.
+void Executor::check_optimizer_range(const Op& op, model::FlatRange owned) const {
+  if (op.kind != OpKind::kOptimizer) return;
+  if (!(model::FlatRange{op.flat_begin, op.flat_end} == optimizer_.range()))
+    throw ConfigError("optimizer range",
+                      std::to_string(optimizer_.range().begin) + ".." + std::to_string(optimizer_.range().end),
+                      "must equal " + where(program_, op) + "'s range " + std::to_string(op.flat_begin) +
+                          ".." + std::to_string(op.flat_end));
+  if (!owned.contains({op.flat_begin, op.flat_end}))
+    throw ConfigError("optimizer range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
+                      "lies outside the parameters this rank holds");
+}
+
+// A collective: a bucket the rank holds (data parallel), a communicator whose members are the
+// group's ranks.
+void Executor::check_collective(const Op& op, model::FlatRange owned) const {
+  if (!op.is_collective()) return;
+  if (!is_tp(op) && !owned.contains({op.flat_begin, op.flat_end}))
+    throw ConfigError("bucket range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
+                      where(program_, op) + " lies outside the gradients this rank holds");
+  const comm::Communicator* c = comms_.at(op.group);
+  const strategy::Group& g = program_.group_of(op);
+  if (c == nullptr)
+    throw ConfigError("executor.comms[" + std::to_string(op.group) + "]", "null",
+                      "group " + g.name + " needs a communicator for " + where(program_, op));
+  if (c->world_ranks() != g.ranks)
+    throw ConfigError("communicator of group " + g.name, c->group_name(),
+                      "its members must be the group's ranks, in order");
+}
+
+// What the rank keeps between steps matches the program: the ZeRO stage, the shard, where the
+// update runs.
+void Executor::check_shards() const {
   if (shards_.zero() != effective_zero(program_))
     throw ConfigError("ZeRO stage of the shards", std::to_string(shards_.zero()),
                       "must be the program's (" + std::to_string(effective_zero(program_)) + ")");
@@ -208,6 +217,26 @@ void Executor::check_and_plan() {
     throw ConfigError("optimizer", std::string(optimizer_.kind()),
                       "ZeRO-" + std::to_string(shards_.zero()) + " on the " + std::string(model_.device_name()) +
                           " model keeps its shards in device memory: the update must run there (AdamW)");
+}
+
+void Executor::check_and_plan() {
+  if (comms_.size() != program_.groups.size())
+    throw ConfigError("executor.comms", std::to_string(comms_.size()),
+                      "must give one communicator slot per program group (" +
+                          std::to_string(program_.groups.size()) + ")");
+  const model::FlatRange owned = model_.owned_range();
+  const model::FlatRange grads = effective_zero(program_) >= 2 ? optimizer_.range() : owned;
+  int clears = 0;
+  for (const Op& op : program_.ops) {
+    check_runnable(op);
+    check_gradient_clear(op, grads, clears);
+    check_layer_compute(op);
+    check_optimizer_range(op, owned);
+    check_collective(op, owned);
+  }
+  if (clears > 1)
+    throw ConfigError("zero-grad ops", std::to_string(clears), "a step clears its gradients once");
+  check_shards();
   flat_elements_ = owned.numel();
   plan_zero_buffers();
   plan_p2p();

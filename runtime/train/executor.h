@@ -199,7 +199,14 @@ class Executor {
   // The boundary tensor a send or recv moves: its layer index and direction.
   std::span<float> boundary_of(const strategy::Op& op, int layer);
 
+  // The program and the rank's state agree (one check per concern), then the step's buffers.
   void check_and_plan();
+  void check_runnable(const strategy::Op& op) const;
+  void check_gradient_clear(const strategy::Op& op, model::FlatRange grads, int& clears) const;
+  void check_layer_compute(const strategy::Op& op) const;
+  void check_optimizer_range(const strategy::Op& op, model::FlatRange owned) const;
+  void check_collective(const strategy::Op& op, model::FlatRange owned) const;
+  void check_shards() const;
   // ZeRO bookkeeping (executor_zero.cpp).
   void plan_zero_buffers();
   void unbind_all();

@@ -328,6 +328,53 @@ std::vector<model::MicrobatchState> Trainer::load_microbatches(
   return mbs;
 }
 
+// --dump-step: the weights and gradients the optimizer is about to use, as whole tensors in
+// weights/grads.safetensors. Runs inside the step, just before the optimizer op; issues its own
+// collectives when the rank holds only part of the model (every rank reaches its optimizer op at
+// the same point of the program, so they pair up).
+void Trainer::dump_optimizer_inputs(const strategy::Op& op, std::span<const float> params, std::span<const float> grads,
+                                    const std::map<std::string, std::string>& meta) {
+  const model::ParamLayout& layout = state_.model.layout();
+  if (config_.plan.tp > 1 || config_.plan.pp > 1) {
+    // Slices of a stage: the whole network's tensors, gathered over the world (every rank
+    // reaches its one optimizer op, so the gathers pair up). Under ZeRO the reduced
+    // gradients are the shard's: the DP group gathers the rank's whole local buffer first.
+    std::vector<float> local_grads(grads.begin(), grads.end());
+    if (state_.shards->zero() >= 1) {
+      const int64_t n = state_.model.owned_range().numel();
+      std::vector<float> whole(static_cast<size_t>(n));
+      comm::CollectiveOptions o;
+      o.timeout = config_.comm_timeout;
+      o.tag = "dump.local_grads";
+      dp_comm_->all_gather_v(grads, whole, shard_counts({0, n}, n, dp_comm_->size()), o)->wait();
+      local_grads = std::move(whole);
+    }
+    const std::vector<float> all_params = gather_split_buffer(*this, state_.model.params(), "dump.weights");
+    const std::vector<float> all_grads = gather_split_buffer(*this, local_grads, "dump.grads");
+    const model::ParamLayout whole(mlp_shape(config_.model));
+    write_dump_tensors(options_.dump_dir / "weights.safetensors", whole, 0, all_params, meta);
+    write_dump_tensors(options_.dump_dir / "grads.safetensors", whole, 0, all_grads, meta);
+  } else if (state_.shards->zero() >= 1) {
+    // A ZeRO rank holds a shard: gather both so the files hold whole tensors, as a
+    // replica's do. Every rank reaches its optimizer op at the same point of the program,
+    // so these collectives pair up (the parameter all-gathers come after it).
+    const int64_t n = layout.numel();
+    const std::vector<int64_t> counts = shard_counts({0, n}, n, dp_comm_->size());
+    comm::CollectiveOptions o;
+    o.timeout = config_.comm_timeout;
+    std::vector<float> all_params(static_cast<size_t>(n)), all_grads(static_cast<size_t>(n));
+    o.tag = "dump.weights";
+    dp_comm_->all_gather_v(params, all_params, counts, o)->wait();
+    o.tag = "dump.grads";
+    dp_comm_->all_gather_v(grads, all_grads, counts, o)->wait();
+    write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, 0, all_params, meta);
+    write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, 0, all_grads, meta);
+  } else {
+    write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, op.flat_begin, params, meta);
+    write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, op.flat_begin, grads, meta);
+  }
+}
+
 StepRecord Trainer::step() {
   const double t0 = now();
   const GlobalBatch batch = state_.sampler.next_batch();
@@ -343,45 +390,7 @@ StepRecord Trainer::step() {
     executor_->set_before_optimizer([&, meta](const strategy::Op& op, std::span<const float> params,
                                               std::span<const float> grads) {
       const double w0 = now();
-      const model::ParamLayout& layout = state_.model.layout();
-      if (config_.plan.tp > 1 || config_.plan.pp > 1) {
-        // Slices of a stage: the whole network's tensors, gathered over the world (every rank
-        // reaches its one optimizer op, so the gathers pair up). Under ZeRO the reduced
-        // gradients are the shard's: the DP group gathers the rank's whole local buffer first.
-        std::vector<float> local_grads(grads.begin(), grads.end());
-        if (state_.shards->zero() >= 1) {
-          const int64_t n = state_.model.owned_range().numel();
-          std::vector<float> whole(static_cast<size_t>(n));
-          comm::CollectiveOptions o;
-          o.timeout = config_.comm_timeout;
-          o.tag = "dump.local_grads";
-          dp_comm_->all_gather_v(grads, whole, shard_counts({0, n}, n, dp_comm_->size()), o)->wait();
-          local_grads = std::move(whole);
-        }
-        const std::vector<float> all_params = gather_split_buffer(*this, state_.model.params(), "dump.weights");
-        const std::vector<float> all_grads = gather_split_buffer(*this, local_grads, "dump.grads");
-        const model::ParamLayout whole(mlp_shape(config_.model));
-        write_dump_tensors(options_.dump_dir / "weights.safetensors", whole, 0, all_params, meta);
-        write_dump_tensors(options_.dump_dir / "grads.safetensors", whole, 0, all_grads, meta);
-      } else if (state_.shards->zero() >= 1) {
-        // A ZeRO rank holds a shard: gather both so the files hold whole tensors, as a
-        // replica's do. Every rank reaches its optimizer op at the same point of the program,
-        // so these collectives pair up (the parameter all-gathers come after it).
-        const int64_t n = layout.numel();
-        const std::vector<int64_t> counts = shard_counts({0, n}, n, dp_comm_->size());
-        comm::CollectiveOptions o;
-        o.timeout = config_.comm_timeout;
-        std::vector<float> all_params(static_cast<size_t>(n)), all_grads(static_cast<size_t>(n));
-        o.tag = "dump.weights";
-        dp_comm_->all_gather_v(params, all_params, counts, o)->wait();
-        o.tag = "dump.grads";
-        dp_comm_->all_gather_v(grads, all_grads, counts, o)->wait();
-        write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, 0, all_params, meta);
-        write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, 0, all_grads, meta);
-      } else {
-        write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, op.flat_begin, params, meta);
-        write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, op.flat_begin, grads, meta);
-      }
+      dump_optimizer_inputs(op, params, grads, meta);
       dump_seconds += now() - w0;
     });
     dump_seconds += now() - t1;

@@ -19,7 +19,10 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -171,6 +174,8 @@ class Trainer {
  private:
   std::vector<model::MicrobatchState> load_microbatches(const GlobalBatch& batch,
                                                         std::vector<std::vector<int64_t>>& indices);
+  void dump_optimizer_inputs(const strategy::Op& op, std::span<const float> params, std::span<const float> grads,
+                             const std::map<std::string, std::string>& meta);
 
   TrainConfig config_;
   comm::Communicator& world_;

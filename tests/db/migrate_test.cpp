@@ -18,8 +18,9 @@ namespace {
 using testing::ScratchDir;
 
 // The version this code must reach: v1 (base tables) + v2 (calibrations, metrics, indexes) +
-// v3 (predictions) + v4 (the proofs digest chain).
-constexpr int kExpectedVersion = 5;
+// v3 (predictions) + v4 (the proofs digest chain) + v5 (step end times) + v6 (incident kinds
+// lost and unhealthy).
+constexpr int kExpectedVersion = 6;
 
 // Whitespace- and comment-insensitive text of one CREATE statement.
 std::string normalize_sql(std::string sql) {
