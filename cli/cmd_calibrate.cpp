@@ -31,47 +31,29 @@ void print_warnings(const experiments::Calibration& c) {
   fmt::print(stderr, "\n");
 }
 
-void run(const CalibrateOptions& o) {
-  const std::filesystem::path results = strategy::results_dir();
-  if (o.if_needed) {
-    std::string why;
-    if (!std::filesystem::exists(o.db)) {
-      why = experiments::why_recalibrate(results, nullptr);
-    } else {
-      // Writable: calibrate writes to this database anyway, and an older one is upgraded here
-      // rather than refused.
-      auto store = open_results("--db", o.db, /*read_only=*/false);
-      why = experiments::why_recalibrate(results, &store);
-    }
-    if (why.empty()) {
-      // Cached, trusted, not contradicted by a measurement: one compute step says whether the
-      // machine and its kernels still run at the calibrated rate.
-      fmt::print(stderr, "calibrate: checking the cached calibration with one compute probe ...\n");
-      why = experiments::compute_probe_disagrees(*experiments::load_stored_calibration(results));
-    }
-    if (why.empty()) {
-      fmt::print("cpu-local is already calibrated on this machine ({}); `parlab calibrate` measures again.\n",
-                 (results / "clusters" / "cpu-local.toml").string());
-      return;
-    }
-    fmt::print(stderr, "calibrate: measuring because {}\n", why);
+// Why --if-needed must measure: the cached calibration cannot serve (none, another machine's, flagged, or stale by
+// the runs in the database) or one compute probe disagrees with it. Empty when the cached one still holds.
+std::string why_measure(const std::string& db, const std::filesystem::path& results) {
+  std::string why;
+  if (!std::filesystem::exists(db)) {
+    why = experiments::why_recalibrate(results, nullptr);
+  } else {
+    // Writable: calibrate writes to this database anyway, and an older one is upgraded here
+    // rather than refused.
+    auto store = open_results("--db", db, /*read_only=*/false);
+    why = experiments::why_recalibrate(results, &store);
   }
-  // The database is checked before seconds of measuring, not after.
-  auto store = open_results("--db", o.db, /*read_only=*/false);
-  experiments::CalibrationOptions co;
-  co.nproc = o.nproc;
-  co.quick = o.quick;
-  co.progress = [](const std::string& s) { fmt::print(stderr, "calibrate: {} ...\n", s); };
-  const auto c = experiments::calibrate(co);
-  const auto path = experiments::write_calibrated_cluster(c, results);
-  store.add_calibration(c.machine, c.to_json());
-  print_warnings(c);
-  if (o.json) return print_json(c.to_json());
+  if (why.empty()) {
+    // Cached, trusted, not contradicted by a measurement: one compute step says whether the
+    // machine and its kernels still run at the calibrated rate.
+    fmt::print(stderr, "calibrate: checking the cached calibration with one compute probe ...\n");
+    why = experiments::compute_probe_disagrees(*experiments::load_stored_calibration(results));
+  }
+  return why;
+}
 
-  fmt::print("Calibration of {} ({} hardware threads), {}: {}\n", c.machine, c.hardware_threads, c.created_at,
-             c.trusted() ? "trusted" : "FLAGGED (see the warnings)");
-  fmt::print("Machine load: load average {:.1f} before, {:.1f} after; other processes used {:.2f} cores meanwhile.\n\n",
-             c.load.loadavg_before, c.load.loadavg_after, c.load.others_busy_cores);
+// One process's GEMM rate and its grid, processes computing at once, and the memory bandwidth.
+void print_compute(const experiments::Calibration& c) {
   fmt::print("Compute, 1 process alone: {:.1f} GFLOP/s +-{:.1f}% (median of repeated steps, +- half the interquartile range)\n",
              c.flops_per_s / 1e9, 100 * c.flops_spread);
   Table g({"microbatch", "hidden", "ffn", "GFLOP/s", "+-"});
@@ -88,6 +70,10 @@ void run(const CalibrateOptions& o) {
   fmt::print("Compute: lab-mlp forward+backward, processes running at once\n{}\n", t.str());
   fmt::print("Memory: AdamW update {:.2f} GB/s, memcpy {:.2f} GB/s (one thread)\n\n", c.optimizer_bytes_per_s / 1e9,
              c.memcpy_bytes_per_s / 1e9);
+}
+
+// The shared-memory all-reduce and its ring fits, Gloo for reference, ZeRO's collectives and the CPU cost of sending.
+void print_communication(const experiments::Calibration& c) {
   Table a({"ranks", "bytes", "measured", "+-", "repeats", "fitted", "error"});
   for (const auto& p : c.allreduce)
     a.add({std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_seconds(p.seconds),
@@ -121,6 +107,37 @@ void run(const CalibrateOptions& o) {
   }
   fmt::print("Communication costs CPU too: {:.2f} ns of CPU per byte a rank sends ({:.2f} GB/s per core).\n\n",
              c.comm_cpu_seconds_per_byte * 1e9, 1e-9 / c.comm_cpu_seconds_per_byte);
+}
+
+void run(const CalibrateOptions& o) {
+  const std::filesystem::path results = strategy::results_dir();
+  if (o.if_needed) {
+    const std::string why = why_measure(o.db, results);
+    if (why.empty()) {
+      fmt::print("cpu-local is already calibrated on this machine ({}); `parlab calibrate` measures again.\n",
+                 (results / "clusters" / "cpu-local.toml").string());
+      return;
+    }
+    fmt::print(stderr, "calibrate: measuring because {}\n", why);
+  }
+  // The database is checked before seconds of measuring, not after.
+  auto store = open_results("--db", o.db, /*read_only=*/false);
+  experiments::CalibrationOptions co;
+  co.nproc = o.nproc;
+  co.quick = o.quick;
+  co.progress = [](const std::string& s) { fmt::print(stderr, "calibrate: {} ...\n", s); };
+  const auto c = experiments::calibrate(co);
+  const auto path = experiments::write_calibrated_cluster(c, results);
+  store.add_calibration(c.machine, c.to_json());
+  print_warnings(c);
+  if (o.json) return print_json(c.to_json());
+
+  fmt::print("Calibration of {} ({} hardware threads), {}: {}\n", c.machine, c.hardware_threads, c.created_at,
+             c.trusted() ? "trusted" : "FLAGGED (see the warnings)");
+  fmt::print("Machine load: load average {:.1f} before, {:.1f} after; other processes used {:.2f} cores meanwhile.\n\n",
+             c.load.loadavg_before, c.load.loadavg_after, c.load.others_busy_cores);
+  print_compute(c);
+  print_communication(c);
   fmt::print("Wrote {} (the analytic model and the simulator load it for --cluster cpu-local)\n"
              "and a calibration row in {}.\n", path.string(), o.db);
   if (!c.trusted()) fmt::print("The calibration is FLAGGED (warnings above): do not trust predictions made with it.\n");

@@ -427,30 +427,53 @@ void run_worker(const TrainOptions& o) {
   }
 }
 
+// `parlab train --help` ends with examples, the batch rule and the fault grammar.
+const char* const kTrainFooter =
+    "Examples:\n"
+    "  parlab train --nproc 2 --model lab-mlp --steps 20\n"
+    "  parlab train --nproc 4 --model tiny.toml --plan gbs=64,mb=8,bucket_mb=1 --trace run.json\n"
+    "  parlab train --nproc 2 --dump-step dump/      # step 0 tensors as safetensors, per rank\n"
+    "  parlab train --nproc 4 --plan zero=3 --export model.safetensors   # ZeRO-3, the full model out\n"
+    "  parlab train --nproc 2 --steps 40 --checkpoint-every 5 --max-restarts 2 --fault kill:rank=1,step=7\n"
+    "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
+    "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault skip-allreduce:rank=2,step=7\n"
+    "  parlab train --nproc 4 --max-restarts 3 --max-same-failure 1 --fallback single --fault hang:rank=1,step=7,attempts=0\n"
+    "  srun -n 4 parlab train --model lab-mlp        # one rank per task; the store at the step's first node\n"
+    "The global batch stays fixed when --nproc changes (accumulation adjusts) unless the plan fixes\n"
+    "microbatches; without gbs it is mb x lcm(dp, 4). Running again on a --run-dir that holds\n"
+    "checkpoints resumes from the newest good one; --steps is the total to reach.\n"
+    "Faults (repeatable --fault; the first attempt only, or the first K with attempts=K, 0: every attempt):\n"
+    "  kill:rank=R,step=S | kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] |\n"
+    "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | skip-send:rank=R,step=S | hang:rank=R,step=S |\n"
+    "  slow:rank=R,factor=F[,step=S] | exit:rank=R,step=S[,code=C]\n"
+    "Hangs and stragglers: detectors, thresholds, mitigations and fallbacks are in `parlab runbook`.";
+
+// After parsing: the flags that need the whole command line, then a worker (started by us, torchrun or srun) or
+// the supervisor that starts and restarts the workers.
+void run_train(const CLI::App& cmd, TrainOptions& o, const CLI::Option& nproc) {
+  check_train_flags(cmd, o);
+  o.spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_seconds * 1000));
+  o.spec.job.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_seconds * 1000));
+  o.spec.fallback = launch::parse_fallback(o.fallback);
+  if (nproc.count() > 0 && (o.nproc < 1 || o.nproc > kMaxNproc))
+    throw ConfigError("--nproc", std::to_string(o.nproc), "must be between 1 and " + std::to_string(kMaxNproc));
+  (void)launch::parse_faults(o.spec.job.faults);  // a malformed --fault fails before anything starts
+  if (const std::string e = o.spec.job.export_file.string(); !e.empty() && !e.ends_with(".safetensors"))
+    throw ConfigError("--export", e, "must name a .safetensors file (the format PyTorch's safetensors loads)");
+  if (o.worker || (o.nproc == 0 && launch::launched_as_worker())) {
+    if (!o.trace.empty()) o.spec.job.trace = true;
+    run_worker(o);
+  } else {
+    run_supervised(o);
+  }
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model for real: N worker processes running the plan's step programs");
-  cmd->footer(
-      "Examples:\n"
-      "  parlab train --nproc 2 --model lab-mlp --steps 20\n"
-      "  parlab train --nproc 4 --model tiny.toml --plan gbs=64,mb=8,bucket_mb=1 --trace run.json\n"
-      "  parlab train --nproc 2 --dump-step dump/      # step 0 tensors as safetensors, per rank\n"
-      "  parlab train --nproc 4 --plan zero=3 --export model.safetensors   # ZeRO-3, the full model out\n"
-      "  parlab train --nproc 2 --steps 40 --checkpoint-every 5 --max-restarts 2 --fault kill:rank=1,step=7\n"
-      "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
-      "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault skip-allreduce:rank=2,step=7\n"
-      "  parlab train --nproc 4 --max-restarts 3 --max-same-failure 1 --fallback single --fault hang:rank=1,step=7,attempts=0\n"
-      "  srun -n 4 parlab train --model lab-mlp        # one rank per task; the store at the step's first node\n"
-      "The global batch stays fixed when --nproc changes (accumulation adjusts) unless the plan fixes\n"
-      "microbatches; without gbs it is mb x lcm(dp, 4). Running again on a --run-dir that holds\n"
-      "checkpoints resumes from the newest good one; --steps is the total to reach.\n"
-      "Faults (repeatable --fault; the first attempt only, or the first K with attempts=K, 0: every attempt):\n"
-      "  kill:rank=R,step=S | kill-during-checkpoint:rank=R,step=S,phase=P | corrupt-checkpoint:step=S[,shard=K] |\n"
-      "  lose-rank:rank=R,step=S | skip-allreduce:rank=R,step=S | skip-send:rank=R,step=S | hang:rank=R,step=S |\n"
-      "  slow:rank=R,factor=F[,step=S] | exit:rank=R,step=S[,code=C]\n"
-      "Hangs and stragglers: detectors, thresholds, mitigations and fallbacks are in `parlab runbook`.");
+  cmd->footer(kTrainFooter);
   launch::TrainJob& j = o->spec.job;
   j.checkpoint_every = 50;
   auto* nproc = cmd->add_option("--nproc,-n", o->nproc, "Worker processes to start on this machine (default 1)");
@@ -514,23 +537,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--job", o->job_file)->group("");
   cmd->add_flag("--trace-events", j.trace)->group("");
   cmd->add_flag("--record-samples", j.record_samples)->group("");
-  cmd->callback([o, nproc, cmd] {
-    check_train_flags(*cmd, *o);
-    o->spec.job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_seconds * 1000));
-    o->spec.job.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(o->heartbeat_seconds * 1000));
-    o->spec.fallback = launch::parse_fallback(o->fallback);
-    if (nproc->count() > 0 && (o->nproc < 1 || o->nproc > kMaxNproc))
-      throw ConfigError("--nproc", std::to_string(o->nproc), "must be between 1 and " + std::to_string(kMaxNproc));
-    (void)launch::parse_faults(o->spec.job.faults);  // a malformed --fault fails before anything starts
-    if (const std::string e = o->spec.job.export_file.string(); !e.empty() && !e.ends_with(".safetensors"))
-      throw ConfigError("--export", e, "must name a .safetensors file (the format PyTorch's safetensors loads)");
-    if (o->worker || (o->nproc == 0 && launch::launched_as_worker())) {
-      if (!o->trace.empty()) o->spec.job.trace = true;
-      run_worker(*o);
-    } else {
-      run_supervised(*o);
-    }
-  });
+  cmd->callback([o, nproc, cmd] { run_train(*cmd, *o, *nproc); });
 }
 
 }  // namespace parlab::cli

@@ -129,6 +129,9 @@ class CommPage : public LessonPage {
   QPushButton* calibrate_button() const { return calibrate_; }
 
  private:
+  void build_efficiency_question();
+  void build_speedup_question();
+  void connect_jobs();
   void reveal_efficiency();
   void show_assumption();
   void reveal_speedup();

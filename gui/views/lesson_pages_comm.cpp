@@ -54,6 +54,14 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
                     "small topology before scaling the job. First the chapter's all-reduce scaling lab: a 120 ms "
                     "local-compute step, a ring all-reduce of the gradients and a logarithmic straggler penalty."),
                  parent) {
+  build_efficiency_question();
+  build_speedup_question();
+  connect_jobs();
+}
+
+// The chapter's question (the 8-worker efficiency of the scaling lab) and the assumption box that recomputes the
+// formula with the learner's compute time.
+void CommPage::build_efficiency_question() {
   efficiency_ = new QLineEdit(this);
   efficiency_->setPlaceholderText(tr("e.g. 0.9"));
   efficiency_->setAccessibleName(tr("predicted efficiency"));
@@ -84,7 +92,11 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
   form->addRow(assumption_result_);
   connect(compute_ms_, &QDoubleSpinBox::valueChanged, this, &CommPage::show_assumption);
   show_assumption();
+}
 
+// "Benchmark a small topology": the calibrate button, the speedup question on the model here and the table of the
+// three numbers, hidden until the reveal.
+void CommPage::build_speedup_question() {
   auto* here = new QWidget(this);
   auto* hl = new QVBoxLayout(here);
   hl->setContentsMargins(0, 0, 0, 0);
@@ -114,7 +126,7 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
                       "simulates it, and runs it for real (%3 steps on 1 and on 2 workers).")
                        .arg(QString::fromStdString(s->model.name))
                        .arg(kHereWorkers)
-                       .arg(options.run_steps));
+                       .arg(options_.run_steps));
     db::NewPrediction cb;
     cb.model = s->inputs.model_label();
     cb.cluster = s->base_cluster.name;
@@ -124,9 +136,13 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
   } else {
     qb->set_prompt(error.toHtmlEscaped());
   }
+  connect(qb, &LessonQuestion::committed, this, &CommPage::reveal_speedup);
+}
+
+// The simulation, the real runs and the calibration report back into the speedup question.
+void CommPage::connect_jobs() {
   sim_ = new SimulationJob(this);
   runs_ = new RunController(this);
-  connect(qb, &LessonQuestion::committed, this, &CommPage::reveal_speedup);
   connect(sim_, &SimulationJob::point_ready, this, &CommPage::on_point);
   connect(sim_, &SimulationJob::finished, this, [this](bool cancelled) {
     if (!cancelled && !pending_runs_.empty()) start_next_run();

@@ -37,7 +37,6 @@ const std::vector<QString>& MainWindow::view_names() {
 
 MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow(parent), options_(options) {
   setWindowTitle(tr("parlab lab — %1").arg(options.db));
-  const std::string db = options.db.toStdString();
   memory_ = new MemoryModel(this);
   speedup_ = new SpeedupModel(this);
   candidates_ = new CandidatesModel(this);
@@ -46,7 +45,17 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   history_ = new HistoryModel(this);
   predictions_ = new PredictionsModel(this);
   rubric_ = new RubricModel(this);
+  build_layout();
+  create_shortcuts();
+  connect_signals();
+  create_menu();
+  statusBar()->showMessage(tr("Ctrl+1..9: views (9: the lesson), Ctrl+L: setup, Alt+T: a chart's table"));
+  if (setup_->setup()) on_setup(*setup_->setup());
+}
 
+// The setup panel (scrollable) on the left, the views as numbered tabs on the right.
+void MainWindow::build_layout() {
+  const std::string db = options_.db.toStdString();
   auto* split = new QSplitter(this);
   setup_ = new SetupPanel();
   auto* setup_area = new QScrollArea(split);
@@ -56,17 +65,17 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   split->addWidget(setup_area);
   tabs_ = new QTabWidget(split);
   memory_view_ = new MemoryView(memory_, tabs_);
-  plan_view_ = new PlanView(candidates_, tabs_, options);
+  plan_view_ = new PlanView(candidates_, tabs_, options_);
   speedup_view_ = new SpeedupView(speedup_, db, tabs_);
   timeline_view_ = new TimelineView(sim_timeline_, measured_timeline_, tabs_);
-  predict_view_ = new PredictView(options, speedup_, predictions_, tabs_);
-  run_view_ = new RunView(options, tabs_);
+  predict_view_ = new PredictView(options_, speedup_, predictions_, tabs_);
+  run_view_ = new RunView(options_, tabs_);
   history_view_ = new HistoryView(history_, db, tabs_);
   progress_view_ = new ProgressView(rubric_, db, tabs_);
   LessonOptions lesson;
-  lesson.lab = options;
-  lesson.here_model = options.lesson_model.toStdString();
-  lesson.run_steps = options.lesson_steps;
+  lesson.lab = options_;
+  lesson.here_model = options_.lesson_model.toStdString();
+  lesson.run_steps = options_.lesson_steps;
   lesson_view_ = new LessonView(lesson, tabs_);
   tabs_->addTab(memory_view_, tr("&1 Memory"));
   tabs_->addTab(plan_view_, tr("&2 Plan"));
@@ -80,7 +89,10 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   split->addWidget(tabs_);
   split->setStretchFactor(1, 1);
   setCentralWidget(split);
+}
 
+// Ctrl+1..9 switch tabs and focus the view, Ctrl+L goes to the setup panel.
+void MainWindow::create_shortcuts() {
   for (int i = 0; i < tabs_->count(); ++i) {
     auto* s = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)), this);
     connect(s, &QShortcut::activated, this, [this, i] {
@@ -90,7 +102,11 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
   }
   auto* to_setup = new QShortcut(QKeySequence(Qt::CTRL | Qt::Key_L), this);
   connect(to_setup, &QShortcut::activated, this, [this] { setup_->field("model")->setFocus(); });
+}
 
+// Wires the views to the setup and to each other: a finished run, a reveal or a lesson step refreshes the views
+// that show what they recorded; a run or a plan picked elsewhere loads into the setup.
+void MainWindow::connect_signals() {
   connect(setup_, &SetupPanel::setup_changed, this, &MainWindow::on_setup);
   connect(setup_, &SetupPanel::setup_invalid, this,
           [this](const SetupError& e) { statusBar()->showMessage(QString::fromStdString(e.message)); });
@@ -131,9 +147,6 @@ MainWindow::MainWindow(const LabOptions& options, QWidget* parent) : QMainWindow
     in.set("sp", p.sequence_parallel ? "on" : "off");
     setup_->set_inputs(in);
   });
-  create_menu();
-  statusBar()->showMessage(tr("Ctrl+1..9: views (9: the lesson), Ctrl+L: setup, Alt+T: a chart's table"));
-  if (setup_->setup()) on_setup(*setup_->setup());
 }
 
 void MainWindow::create_menu() {

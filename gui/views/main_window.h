@@ -64,6 +64,9 @@ class MainWindow : public QMainWindow {
 
  private:
   void on_setup(const LabSetup& setup);
+  void build_layout();
+  void create_shortcuts();
+  void connect_signals();
   void create_menu();
 
   LabOptions options_;

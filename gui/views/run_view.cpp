@@ -52,6 +52,15 @@ std::optional<QString> why_not_runnable(const LabSetup& s) {
 RunView::RunView(const LabOptions& options, QWidget* parent) : QWidget(parent), options_(options) {
   controller_ = new RunController(this);
   steps_ = new LiveStepsModel(this);
+  build_layout();
+  progress_->setRange(0, steps_field_->value());
+  connect_signals();
+  refresh_charts();
+}
+
+// The command line, steps and seed with the Run, Cancel and Calibrate buttons and the progress bar, the live charts,
+// the output and the fault panel, top to bottom.
+void RunView::build_layout() {
   auto* layout = new QVBoxLayout(this);
   command_ = new QLabel(this);
   command_->setWordWrap(true);
@@ -102,8 +111,10 @@ RunView::RunView(const LabOptions& options, QWidget* parent) : QWidget(parent), 
   layout->addWidget(log_);
   faults_ = new FaultPanel(options_, this);
   layout->addWidget(faults_);
+}
 
-  progress_->setRange(0, steps_field_->value());
+// The buttons start and stop the run and the calibration; the run's steps feed the progress bar and the charts.
+void RunView::connect_signals() {
   connect(steps_field_, &QSpinBox::valueChanged, this, [this](int steps) {
     if (!controller_->running()) progress_->setRange(0, steps);
   });
@@ -130,7 +141,6 @@ RunView::RunView(const LabOptions& options, QWidget* parent) : QWidget(parent), 
   connect(controller_, &RunController::output_line, log_, &QPlainTextEdit::appendPlainText);
   connect(controller_, &RunController::finished, this, &RunView::on_finished);
   connect(steps_, &LiveStepsModel::changed, this, &RunView::refresh_charts);
-  refresh_charts();
 }
 
 QString RunView::status() const { return status_->text(); }

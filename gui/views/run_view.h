@@ -49,6 +49,8 @@ class RunView : public QWidget {
   void calibrated();
 
  private:
+  void build_layout();
+  void connect_signals();
   void refresh_charts();
   void on_finished(const RunOutcome& o);
 

@@ -64,7 +64,21 @@ QComboBox* editable_combo(const QStringList& items, QWidget* parent) {
 
 SetupPanel::SetupPanel(QWidget* parent) : QWidget(parent) {
   auto* outer = new QVBoxLayout(this);
+  outer->addWidget(build_model_and_cluster());
+  outer->addWidget(build_split());
+  summary_ = new QLabel(this);
+  summary_->setWordWrap(true);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  outer->addWidget(summary_);
+  outer->addStretch();
 
+  connect_fields();
+  SetupInputs defaults;
+  set_inputs(defaults);
+}
+
+// Model (preset or file), a bare parameter count, cluster (preset or file) and the workers slider with its spin box.
+QGroupBox* SetupPanel::build_model_and_cluster() {
   auto* what = new QGroupBox(tr("Model and cluster"), this);
   auto* form = new QFormLayout(what);
   QStringList models;
@@ -109,8 +123,13 @@ SetupPanel::SetupPanel(QWidget* parent) : QWidget(parent) {
   workers_box->setLayout(workers_row);
   add_field(form, "workers", tr("&Workers"), workers_box);
   fields_["workers"] = workers_;
-  outer->addWidget(what);
+  connect(model_browse, &QPushButton::clicked, this, [this] { browse(model_, tr("model")); });
+  connect(cluster_browse, &QPushButton::clicked, this, [this] { browse(cluster_, tr("cluster")); });
+  return what;
+}
 
+// One field per plan key: a combo box where the key has a fixed set of choices, a line edit otherwise.
+QGroupBox* SetupPanel::build_split() {
   auto* split = new QGroupBox(tr("Split (empty = default)"), this);
   auto* pform = new QFormLayout(split);
   for (const std::string& key : setup_plan_keys()) {
@@ -125,13 +144,11 @@ SetupPanel::SetupPanel(QWidget* parent) : QWidget(parent) {
     w->setAccessibleName(q(key));
     add_field(pform, key, label_of(key), w);
   }
-  outer->addWidget(split);
-  summary_ = new QLabel(this);
-  summary_->setWordWrap(true);
-  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  outer->addWidget(summary_);
-  outer->addStretch();
+  return split;
+}
 
+// Every edit resolves the inputs again; the slider and the spin box follow each other.
+void SetupPanel::connect_fields() {
   connect(model_, &QComboBox::currentTextChanged, this, [this] { resolve(); });
   connect(cluster_, &QComboBox::currentTextChanged, this, [this] { resolve(); });
   connect(params_, &QLineEdit::textChanged, this, [this] { resolve(); });
@@ -143,11 +160,6 @@ SetupPanel::SetupPanel(QWidget* parent) : QWidget(parent) {
     if (auto* e = qobject_cast<QLineEdit*>(w)) connect(e, &QLineEdit::textChanged, this, [this] { resolve(); });
     if (auto* c = qobject_cast<QComboBox*>(w)) connect(c, &QComboBox::currentTextChanged, this, [this] { resolve(); });
   }
-  connect(model_browse, &QPushButton::clicked, this, [this] { browse(model_, tr("model")); });
-  connect(cluster_browse, &QPushButton::clicked, this, [this] { browse(cluster_, tr("cluster")); });
-
-  SetupInputs defaults;
-  set_inputs(defaults);
 }
 
 void SetupPanel::add_field(QFormLayout* form, const std::string& key, const QString& label, QWidget* w) {

@@ -12,6 +12,7 @@
 #include "gui/core/lab_setup.h"
 
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QSlider;
@@ -42,6 +43,9 @@ class SetupPanel : public QWidget {
   void setup_invalid(const parlab::gui::SetupError& error);
 
  private:
+  QGroupBox* build_model_and_cluster();
+  QGroupBox* build_split();
+  void connect_fields();
   void add_field(QFormLayout* form, const std::string& key, const QString& label, QWidget* w);
   void resolve();
   void show_error(const std::optional<SetupError>& e);
