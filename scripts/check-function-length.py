@@ -120,7 +120,8 @@ def main():
     bad = []
     for d, dirs, files in os.walk(root):
         rel = os.path.relpath(d, root)
-        if rel.split(os.sep)[0] in SKIP_DIRS:
+        top = rel.split(os.sep)[0]
+        if top in SKIP_DIRS or top.startswith("build") or (top.startswith(".") and top != "."):
             dirs[:] = []
             continue
         for f in sorted(files):
