@@ -96,8 +96,8 @@ struct RunRecord {
 struct StepTiming {
   std::int64_t step = 0;
   int rank = 0;
-  double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, exposed_comm_seconds = 0,
-         optimizer_seconds = 0, idle_seconds = 0;
+  double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, exposed_comm_seconds = 0, optimizer_seconds = 0,
+         idle_seconds = 0;
   double step_seconds = 0;
   std::optional<double> loss{};
   std::int64_t samples = 0;
@@ -170,7 +170,7 @@ struct NewPrediction {
   std::optional<RunId> run{};
   std::optional<ExperimentId> experiment{};
   std::string learner{};
-  std::string quantity = "speedup";  // what was predicted: "speedup", "step_seconds", ...
+  std::string quantity = "speedup";      // what was predicted: "speedup", "step_seconds", ...
   RunKind source = RunKind::kSimulated;  // what will reveal it
   std::string model{}, cluster{};
   nlohmann::json plan = nlohmann::json::object();

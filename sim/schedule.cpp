@@ -117,7 +117,8 @@ bool hierarchical(Schedule& s, CollectiveOp op, double bytes, const std::vector<
       add(inter, N - 1, inter_bytes);
       add(intra, kk - 1, intra_bytes);
       break;
-    case CollectiveOp::kBroadcast: return false;
+    case CollectiveOp::kBroadcast:
+      return false;
   }
   s.algorithm = "hierarchical";
   return true;
@@ -201,16 +202,21 @@ bool on_one_node(const std::vector<int>& members, const Layout& layout) {
 
 std::string_view to_string(AlgorithmChoice c) {
   switch (c) {
-    case AlgorithmChoice::kAuto: return "auto";
-    case AlgorithmChoice::kRing: return "ring";
-    case AlgorithmChoice::kTree: return "tree";
-    case AlgorithmChoice::kAnalytic: return "analytic";
+    case AlgorithmChoice::kAuto:
+      return "auto";
+    case AlgorithmChoice::kRing:
+      return "ring";
+    case AlgorithmChoice::kTree:
+      return "tree";
+    case AlgorithmChoice::kAnalytic:
+      return "analytic";
   }
   return "?";
 }
 
 Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std::vector<int>& members,
-                             const Layout& layout, const strategy::ClusterSpec& cluster, const ScheduleOptions& options) {
+                             const Layout& layout, const strategy::ClusterSpec& cluster,
+                             const ScheduleOptions& options) {
   const AlgorithmChoice choice = options.algorithm;
   Schedule s;
   const int n = int(members.size());
@@ -221,14 +227,18 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
   const bool merge = options.coalesce_calls && count > 1;
   const double call_bytes = merge ? bytes * count : bytes;
   const bool follow = choice == AlgorithmChoice::kAuto || choice == AlgorithmChoice::kAnalytic;
-  const auto tuned = follow ? strategy::collective_time(op, bytes, members, cluster).algorithm : strategy::Algorithm::kNone;
+  const auto tuned =
+      follow ? strategy::collective_time(op, bytes, members, cluster).algorithm : strategy::Algorithm::kNone;
   const bool tree = op == CollectiveOp::kAllReduce && is_power_of_two(n) &&
                     (choice == AlgorithmChoice::kTree || tuned == strategy::Algorithm::kTree);
-  if (tree) halving_doubling(s, call_bytes, members);
+  if (tree)
+    halving_doubling(s, call_bytes, members);
   else if (choice == AlgorithmChoice::kAnalytic && tuned == strategy::Algorithm::kHierarchical &&
            hierarchical(s, op, call_bytes, members, layout)) {
-  } else if (op == CollectiveOp::kBroadcast) chain(s, call_bytes, members, layout);
-  else ring(s, op, call_bytes, members, layout);
+  } else if (op == CollectiveOp::kBroadcast)
+    chain(s, call_bytes, members, layout);
+  else
+    ring(s, op, call_bytes, members, layout);
 
   if (merge) {
     for (auto& step : s.steps) step.extra_seconds = (count - 1) * largest_latency(step, layout);

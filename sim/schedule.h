@@ -37,8 +37,8 @@
 namespace parlab::sim {
 
 enum class AlgorithmChoice {
-  kAuto,      // NCCL-like: rings (channels across nodes); halving-doubling where the analytic
-              // tuner picks a tree
+  kAuto,  // NCCL-like: rings (channels across nodes); halving-doubling where the analytic
+          // tuner picks a tree
   kRing,
   kTree,      // halving-doubling for all-reduce when n is a power of two, else ring
   kAnalytic,  // exactly the analytic tuner's algorithm: like kAuto, but groups spanning nodes
@@ -81,7 +81,8 @@ struct Schedule {
 // The schedule of `count` back-to-back calls of `bytes` (nccl-tests size convention) over
 // `members` (world ranks, ascending), coalesced and merged as `options` say.
 Schedule collective_schedule(strategy::CollectiveOp op, double bytes, int count, const std::vector<int>& members,
-                             const Layout& layout, const strategy::ClusterSpec& cluster, const ScheduleOptions& options);
+                             const Layout& layout, const strategy::ClusterSpec& cluster,
+                             const ScheduleOptions& options);
 
 // Bytes each rank puts on links in one pass of the schedule (index: position in `members`).
 std::vector<double> sent_bytes(const Schedule& schedule, const std::vector<int>& members);

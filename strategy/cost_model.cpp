@@ -23,7 +23,9 @@ double device_network_bytes_per_s(const ClusterSpec& c) {
 }
 
 // Ring time for `op` over n ranks on one level: (steps) a + (fraction) S/B.
-double ring(CollectiveOp op, double bytes, int n, double a, double b) { return ring_collective_seconds(op, bytes, n, a, b); }
+double ring(CollectiveOp op, double bytes, int n, double a, double b) {
+  return ring_collective_seconds(op, bytes, n, a, b);
+}
 
 // Gloo, the runtime's backend on loopback, runs ring all-reduce whatever the size: predict that,
 // not a tree it never runs.
@@ -38,19 +40,23 @@ double tree_allreduce(double bytes, int n, double a, double b) {
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kPointToPoint: return "p2p";
-    case Algorithm::kNone: return "none";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kTree:
+      return "tree";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
+    case Algorithm::kPointToPoint:
+      return "p2p";
+    case Algorithm::kNone:
+      return "none";
   }
   return "?";
 }
 
 int node_of(const ClusterSpec& c, int rank) { return rank / std::max(1, c.devices_per_node); }
 
-CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks,
-                                   const ClusterSpec& c) {
+CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks, const ClusterSpec& c) {
   CollectiveEstimate e;
   const int n = int(ranks.size());
   if (n <= 1) return e;
@@ -108,14 +114,14 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
 }
 
 double p2p_time(double bytes, int from, int to, const ClusterSpec& c) {
-  if (node_of(c, from) == node_of(c, to)) return c.intra.latency_seconds + transfer(bytes, c.intra.achieved_bytes_per_s());
+  if (node_of(c, from) == node_of(c, to))
+    return c.intra.latency_seconds + transfer(bytes, c.intra.achieved_bytes_per_s());
   return c.inter.latency_seconds + transfer(bytes, device_network_bytes_per_s(c));
 }
 
 double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
   double rate = c.device_flops_per_s(plan.precision);
-  if (c.shares_cores() && c.devices_per_node > c.cores_per_node)
-    rate *= double(c.cores_per_node) / c.devices_per_node;
+  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) rate *= double(c.cores_per_node) / c.devices_per_node;
   return rate;
 }
 
@@ -357,9 +363,12 @@ class Walker {
 
   static double& compute_share(State& s, OpKind kind) {
     switch (kind) {
-      case OpKind::kForward: return s.forward;
-      case OpKind::kBackward: return s.backward;
-      default: return s.optimizer;
+      case OpKind::kForward:
+        return s.forward;
+      case OpKind::kBackward:
+        return s.backward;
+      default:
+        return s.optimizer;
     }
   }
 
@@ -467,7 +476,8 @@ void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, c
   const double tokens = samples * model.tokens_per_sample();
   e.samples_per_s = samples / e.step_seconds;
   e.tokens_per_s = tokens / e.step_seconds;
-  const double peak = plan.precision == Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
+  const double peak =
+      plan.precision == Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
   const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
   e.mfu = model_flops / (e.step_seconds * plan.world() * peak);
 }

@@ -44,10 +44,14 @@ double ll_max_bytes_per_s(const ClusterSpec& c) { return (c.intra.kind == "nvlin
 double protocol_bytes_per_s(NcclProtocol p, CollectiveOp op, const ClusterSpec& c) {
   const double b = c.intra.achieved_bytes_per_s();
   switch (p) {
-    case NcclProtocol::kSimple: return b;
-    case NcclProtocol::kLL128: return 0.92 * b;
-    case NcclProtocol::kLL: return std::min(ll_max_bytes_per_s(c), b * (op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3));
-    case NcclProtocol::kMeasured: break;  // not one of the model's protocols: nccl_ring_protocol_time refuses it
+    case NcclProtocol::kSimple:
+      return b;
+    case NcclProtocol::kLL128:
+      return 0.92 * b;
+    case NcclProtocol::kLL:
+      return std::min(ll_max_bytes_per_s(c), b * (op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3));
+    case NcclProtocol::kMeasured:
+      break;  // not one of the model's protocols: nccl_ring_protocol_time refuses it
   }
   return b;
 }
@@ -56,10 +60,14 @@ double protocol_bytes_per_s(NcclProtocol p, CollectiveOp op, const ClusterSpec& 
 
 std::string_view to_string(NcclProtocol p) {
   switch (p) {
-    case NcclProtocol::kLL: return "LL";
-    case NcclProtocol::kLL128: return "LL128";
-    case NcclProtocol::kSimple: return "Simple";
-    case NcclProtocol::kMeasured: return "measured";
+    case NcclProtocol::kLL:
+      return "LL";
+    case NcclProtocol::kLL128:
+      return "LL128";
+    case NcclProtocol::kSimple:
+      return "Simple";
+    case NcclProtocol::kMeasured:
+      return "measured";
   }
   return "?";
 }
@@ -76,7 +84,8 @@ ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const
   t.base_seconds = k.base_us * kUs;
   t.step_seconds = k.step_us * kUs;
   t.bus_bytes_per_s = protocol_bytes_per_s(p, op, c);
-  t.seconds = t.base_seconds + ring_steps(op, n) * t.step_seconds + bus_bandwidth_factor(op, n) * bytes / t.bus_bytes_per_s;
+  t.seconds =
+      t.base_seconds + ring_steps(op, n) * t.step_seconds + bus_bandwidth_factor(op, n) * bytes / t.bus_bytes_per_s;
   return t;
 }
 

@@ -167,10 +167,10 @@ void from_json(const json& j, Resume& m) {
 }
 
 json to_json(const checkpoint::SaveTimings& t) {
-  return {{"prepare_seconds", t.prepare_seconds},   {"shard_write_seconds", t.shard_write_seconds},
+  return {{"prepare_seconds", t.prepare_seconds},         {"shard_write_seconds", t.shard_write_seconds},
           {"shard_fsync_seconds", t.shard_fsync_seconds}, {"gather_seconds", t.gather_seconds},
-          {"manifest_seconds", t.manifest_seconds}, {"commit_seconds", t.commit_seconds},
-          {"retention_seconds", t.retention_seconds}, {"total_seconds", t.total_seconds}};
+          {"manifest_seconds", t.manifest_seconds},       {"commit_seconds", t.commit_seconds},
+          {"retention_seconds", t.retention_seconds},     {"total_seconds", t.total_seconds}};
 }
 
 void to_json(json& j, const Checkpoint& m) {
@@ -316,23 +316,34 @@ json encode(const Message& m) {
   return std::visit(
       [](const auto& x) -> json {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, train::StepRecord>) return train::to_json(x, false);
-        else return json(x);
+        if constexpr (std::is_same_v<T, train::StepRecord>)
+          return train::to_json(x, false);
+        else
+          return json(x);
       },
       m);
 }
 
 Message decode(const json& line) {
   switch (type_of(line)) {
-    case MessageType::kStarted: return line.get<Started>();
-    case MessageType::kResume: return line.get<Resume>();
-    case MessageType::kStep: return train::step_record_from_json(line);
-    case MessageType::kCheckpoint: return line.get<Checkpoint>();
-    case MessageType::kFault: return line.get<Fault>();
-    case MessageType::kFinal: return line.get<Final>();
-    case MessageType::kMemory: return line.get<Memory>();
-    case MessageType::kExport: return line.get<Export>();
-    case MessageType::kError: return line.get<Error>();
+    case MessageType::kStarted:
+      return line.get<Started>();
+    case MessageType::kResume:
+      return line.get<Resume>();
+    case MessageType::kStep:
+      return train::step_record_from_json(line);
+    case MessageType::kCheckpoint:
+      return line.get<Checkpoint>();
+    case MessageType::kFault:
+      return line.get<Fault>();
+    case MessageType::kFinal:
+      return line.get<Final>();
+    case MessageType::kMemory:
+      return line.get<Memory>();
+    case MessageType::kExport:
+      return line.get<Export>();
+    case MessageType::kError:
+      return line.get<Error>();
   }
   throw ConfigError("worker message.type", excerpt(line), allowed_types());  // not reached
 }

@@ -72,7 +72,7 @@ struct Resume {
   int64_t step = 0;       // the step training continues from (0: fresh)
   bool resumed = false;   // loaded from a checkpoint
   std::string summary{};  // "resumed from step 3 (<path>)" or "no checkpoint: starting fresh"
-  std::string path{};  // the checkpoint loaded ("" when none)
+  std::string path{};     // the checkpoint loaded ("" when none)
   std::vector<SkippedCheckpoint> skipped{};
   int written_by_world = 0;
   double load_seconds = 0;
@@ -93,7 +93,7 @@ struct Fault {
   FaultKind kind = FaultKind::kKill;
   int64_t step = 0;
   std::string spec{};  // FaultSpec::to_string()
-  bool lost = false;  // lose-rank: the device is gone with the process
+  bool lost = false;   // lose-rank: the device is gone with the process
   // corrupt-checkpoint: the byte flipped.
   std::optional<std::string> file{};
   std::optional<uint64_t> offset{};
@@ -120,7 +120,7 @@ struct TimedOutCollective {
   std::string op{};  // comm::to_string(OpKind): "all-reduce", ...
   uint64_t seq = 0;
   std::string group{}, tag{};
-  double bytes = 0;  // as comm::OpInfo counts them
+  double bytes = 0;          // as comm::OpInfo counts them
   std::string collective{};  // CollectiveInfo::describe()
   double timeout_seconds = 0;
 };

@@ -16,12 +16,14 @@ RestartDecision decide_restart(const RestartInputs& in) {
   }
   d.fallback = in.repeat;
   if (in.repeat == Fallback::kStop) {
-    d.give_up(GiveUpReason::kFallbackStop, "stopped (--fallback " + std::string(fallback_plan(Fallback::kStop).flag) + ")");
+    d.give_up(GiveUpReason::kFallbackStop,
+              "stopped (--fallback " + std::string(fallback_plan(Fallback::kStop).flag) + ")");
     return d;
   }
   if (in.restarts >= in.max_restarts) {
     d.give_up(GiveUpReason::kRestartsExhausted, "gave up after " + std::to_string(in.restarts) +
-                                                    " restart(s) (--max-restarts " + std::to_string(in.max_restarts) + ")");
+                                                    " restart(s) (--max-restarts " + std::to_string(in.max_restarts) +
+                                                    ")");
     return d;
   }
   d.action = in.repeat ? RestartAction::kDegrade : RestartAction::kRestart;

@@ -16,17 +16,17 @@ enum class RestartAction { kRestart, kDegrade, kGiveUp };
 enum class GiveUpReason { kConfigError, kFallbackStop, kRestartsExhausted, kNoWorld };
 
 struct RestartInputs {
-  bool fatal = false;             // a worker failed on a configuration error
+  bool fatal = false;                // a worker failed on a configuration error
   std::optional<Fallback> repeat{};  // the --max-same-failure rule fired: the plan it names
-  int restarts = 0;               // restarts so far
+  int restarts = 0;                  // restarts so far
   int max_restarts = 0;
 };
 
 struct RestartDecision {
   RestartAction action = RestartAction::kRestart;
-  std::optional<Fallback> fallback{};  // kDegrade's plan; on kGiveUp the rule's, when it fired
+  std::optional<Fallback> fallback{};    // kDegrade's plan; on kGiveUp the rule's, when it fired
   std::optional<GiveUpReason> reason{};  // kGiveUp only
-  std::string why{};  // kGiveUp: the sentence for people
+  std::string why{};                     // kGiveUp: the sentence for people
 
   // Turns the decision into giving up (a restart found no world to run on).
   void give_up(GiveUpReason r, std::string sentence);

@@ -89,9 +89,10 @@ WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesyst
       if (!env_or_null("GLOO_SOCKET_IFNAME") && comm::resolves_to_loopback(o.hostname)) {
         if (const auto ifname = comm::interface_towards(w.env.master_addr)) {
           o.interface = *ifname;
-          std::fprintf(stderr, "rank %d: host name %s resolves to loopback; Gloo uses interface %s (the route to "
-                       "MASTER_ADDR %s; set GLOO_SOCKET_IFNAME to choose)\n", w.env.rank, o.hostname.c_str(),
-                       ifname->c_str(), w.env.master_addr.c_str());
+          std::fprintf(stderr,
+                       "rank %d: host name %s resolves to loopback; Gloo uses interface %s (the route to "
+                       "MASTER_ADDR %s; set GLOO_SOCKET_IFNAME to choose)\n",
+                       w.env.rank, o.hostname.c_str(), ifname->c_str(), w.env.master_addr.c_str());
         }
       }
     }
@@ -104,8 +105,8 @@ WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesyst
 }
 
 InjectedFailure::InjectedFailure(int rank, int64_t step, int code)
-    : RuntimeError("injected failure: rank " + std::to_string(rank) + " exits with code " +
-                   std::to_string(code) + " before step " + std::to_string(step)),
+    : RuntimeError("injected failure: rank " + std::to_string(rank) + " exits with code " + std::to_string(code) +
+                   " before step " + std::to_string(step)),
       code_(code) {}
 
 strategy::Plan given_plan(const TrainJob& job) {
@@ -141,8 +142,8 @@ train::TrainConfig make_train_config(const TrainJob& job, int world) {
   c.plan = train::resolve_train_plan(c.model, given_plan(job), world, strategy::load_cluster(job.cluster));
   // The job's --lr, else the model preset's AdamW default (lab-mlp: 2e-4), else the optimizer's.
   const double preset_lr = c.plan.optimizer == strategy::OptimizerKind::kAdam ? c.model.default_lr : 0;
-  c.optimizer = train::optimizer_config(c.plan.optimizer, job.lr > 0 ? job.lr : preset_lr, job.momentum,
-                                        job.weight_decay);
+  c.optimizer =
+      train::optimizer_config(c.plan.optimizer, job.lr > 0 ? job.lr : preset_lr, job.momentum, job.weight_decay);
   c.data_size = job.data_size > 0 ? job.data_size : 64 * c.plan.global_batch;
   c.seed = job.seed;
   c.comm_timeout = job.comm_timeout;
@@ -188,8 +189,8 @@ struct Reporter {
   // outside any collective (its communicators sit idle), until the supervisor kills it.
   [[noreturn]] void freeze(const FaultSpec& f, int64_t step, Liveness& live) {
     fault(f, step);
-    std::fprintf(stderr, "rank %d: injected fault %s: stops responding before step %lld\n", rank,
-                 f.to_string().c_str(), static_cast<long long>(step));
+    std::fprintf(stderr, "rank %d: injected fault %s: stops responding before step %lld\n", rank, f.to_string().c_str(),
+                 static_cast<long long>(step));
     std::fflush(stderr);
     if (live.heartbeat) live.heartbeat->stop();
     live.dumper->freeze();
@@ -197,7 +198,9 @@ struct Reporter {
   }
 };
 
-std::chrono::milliseconds rendezvous_timeout(const TrainJob& job) { return std::max(job.comm_timeout, kLabCollectiveTimeout); }
+std::chrono::milliseconds rendezvous_timeout(const TrainJob& job) {
+  return std::max(job.comm_timeout, kLabCollectiveTimeout);
+}
 
 // A collective of the checkpoint protocol waits for the slowest rank's whole shard write.
 std::chrono::milliseconds checkpoint_timeout(const TrainJob& job) {
@@ -211,7 +214,8 @@ void report_resume(Reporter& out, const train::ResumeResult& r, double started) 
                      .path = r.resumed ? r.load.checkpoint->path().string() : "",
                      .written_by_world = r.written_by_world,
                      .load_seconds = comm::wall_clock_seconds() - started};
-  for (const checkpoint::SkippedCheckpoint& k : r.load.skipped) m.skipped.push_back({k.step, k.path.string(), k.reason});
+  for (const checkpoint::SkippedCheckpoint& k : r.load.skipped)
+    m.skipped.push_back({k.step, k.path.string(), k.reason});
   out.send(std::move(m));
   std::printf("rank %d: %s\n", out.rank, r.summary().c_str());
   std::fflush(stdout);
@@ -233,7 +237,8 @@ void after_save(Reporter& out, const checkpoint::SaveResult& r, const std::vecto
     if (f.kind != FaultKind::kCorruptCheckpoint || f.step != r.step) continue;
     const std::filesystem::path file = r.path / checkpoint::shard_file_name(f.shard);
     const uint64_t offset = checkpoint::corrupt_byte(file);
-    out.send(protocol::Fault{.kind = f.kind, .step = f.step, .spec = f.to_string(), .file = file.string(), .offset = offset});
+    out.send(protocol::Fault{
+        .kind = f.kind, .step = f.step, .spec = f.to_string(), .file = file.string(), .offset = offset});
   }
 }
 
@@ -286,13 +291,29 @@ std::filesystem::path checkpoint_root(const std::filesystem::path& run_dir) { re
 std::filesystem::path final_state_path(const std::filesystem::path& run_dir) { return run_dir / "final-state.json"; }
 
 nlohmann::json to_json(const TrainJob& j) {
-  return {{"model", j.model}, {"cluster", j.cluster}, {"plan", j.plan}, {"global_batch", j.global_batch}, {"steps", j.steps}, {"seed", j.seed},
-          {"data_size", j.data_size}, {"optimizer", j.optimizer}, {"lr", j.lr}, {"momentum", j.momentum},
-          {"weight_decay", j.weight_decay}, {"run_dir", j.run_dir.string()}, {"dump_dir", j.dump_dir.string()},
-          {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"checkpoint_every", j.checkpoint_every},
-          {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples},
-          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}, {"export_file", j.export_file.string()},
-          {"device", j.device}, {"comm", j.comm}};
+  return {{"model", j.model},
+          {"cluster", j.cluster},
+          {"plan", j.plan},
+          {"global_batch", j.global_batch},
+          {"steps", j.steps},
+          {"seed", j.seed},
+          {"data_size", j.data_size},
+          {"optimizer", j.optimizer},
+          {"lr", j.lr},
+          {"momentum", j.momentum},
+          {"weight_decay", j.weight_decay},
+          {"run_dir", j.run_dir.string()},
+          {"dump_dir", j.dump_dir.string()},
+          {"trace", j.trace},
+          {"timeout_ms", j.comm_timeout.count()},
+          {"checkpoint_every", j.checkpoint_every},
+          {"keep_last", j.keep_last},
+          {"faults", j.faults},
+          {"record_samples", j.record_samples},
+          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()},
+          {"export_file", j.export_file.string()},
+          {"device", j.device},
+          {"comm", j.comm}};
 }
 
 TrainJob train_job_from_json(const nlohmann::json& j) {
@@ -363,7 +384,9 @@ namespace {
 // Unwatches at scope exit, before the communicators it names are destroyed.
 struct Watching {
   DumpOnTerminate& dumper;
-  Watching(DumpOnTerminate& d, std::vector<const comm::Communicator*> comms) : dumper(d) { dumper.watch(std::move(comms)); }
+  Watching(DumpOnTerminate& d, std::vector<const comm::Communicator*> comms) : dumper(d) {
+    dumper.watch(std::move(comms));
+  }
   ~Watching() { dumper.unwatch(); }
   Watching(const Watching&) = delete;
   Watching& operator=(const Watching&) = delete;
@@ -387,8 +410,8 @@ train::InjectedFaults trainer_faults(const std::vector<FaultSpec>& faults, int r
 // Started by torchrun or srun (no supervisor prints a header): rank 0 says how the ranks met and
 // which backend each of its groups uses.
 void print_launch_header(const WorkerWorld& w, const std::map<std::string, std::string>& comms) {
-  std::string where = w.env.master_addr.empty() ? "a file store"
-                                                : w.env.master_addr + ":" + std::to_string(w.env.master_port);
+  std::string where =
+      w.env.master_addr.empty() ? "a file store" : w.env.master_addr + ":" + std::to_string(w.env.master_port);
   if (!w.env.master_derived.empty()) where += " (" + w.env.master_derived + ", as PyTorch Lightning derives them)";
   std::string groups;
   for (const auto& [group, backend] : comms) groups += (groups.empty() ? "" : ", ") + group + " " + backend;
@@ -436,7 +459,8 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   Reporter out{sink, rank};
   protocol::Started started{.world = world.comm->size(), .attempt = attempt, .pid = ::getpid()};
   started.comms[world.comm->group_name()] = std::string(world.comm->backend_name());
-  for (const comm::Communicator* c : trainer.communicators()) started.comms[c->group_name()] = std::string(c->backend_name());
+  for (const comm::Communicator* c : trainer.communicators())
+    started.comms[c->group_name()] = std::string(c->backend_name());
   out.send(started);
   if (rank == 0 && !env_or_null("PARLAB_SUPERVISOR_PID")) print_launch_header(world, started.comms);
   try {

@@ -35,9 +35,14 @@ std::vector<Message> one_of_each() {
   step.loss_sum = 9.5;
   step.times.step_seconds = 0.5;
   step.end_seconds = 1700000001.0;
-  checkpoint::SaveTimings timings{.prepare_seconds = 0.1, .shard_write_seconds = 0.2, .shard_fsync_seconds = 0.3,
-                                  .gather_seconds = 0.4, .manifest_seconds = 0.5, .commit_seconds = 0.6,
-                                  .retention_seconds = 0.7, .total_seconds = 2.8};
+  checkpoint::SaveTimings timings{.prepare_seconds = 0.1,
+                                  .shard_write_seconds = 0.2,
+                                  .shard_fsync_seconds = 0.3,
+                                  .gather_seconds = 0.4,
+                                  .manifest_seconds = 0.5,
+                                  .commit_seconds = 0.6,
+                                  .retention_seconds = 0.7,
+                                  .total_seconds = 2.8};
   train::StateFingerprint state;
   state.step = 8;
   state.optimizer_step = 8;
@@ -51,21 +56,43 @@ std::vector<Message> one_of_each() {
   memory.resident_peak_bytes = 1 << 20;
   return {
       Started{.from = h, .world = 4, .attempt = 1, .pid = 4242, .comms = {{"world", "shm"}, {"p2p.0>1", "gloo"}}},
-      Resume{.from = h, .step = 6, .resumed = true, .summary = "resumed from step 6 (ckpt/step-000006)",
-             .path = "ckpt/step-000006", .skipped = {{9, "ckpt/step-000009", "incomplete: no manifest"}},
-             .written_by_world = 2, .load_seconds = 0.75},
+      Resume{.from = h,
+             .step = 6,
+             .resumed = true,
+             .summary = "resumed from step 6 (ckpt/step-000006)",
+             .path = "ckpt/step-000006",
+             .skipped = {{9, "ckpt/step-000009", "incomplete: no manifest"}},
+             .written_by_world = 2,
+             .load_seconds = 0.75},
       step,
-      Checkpoint{.from = h, .step = 6, .path = "ckpt/step-000006", .bytes = 123456, .checksum = "xxh3_64:00ff",
-                 .save_seconds = 2.8, .timings = timings},
-      Fault{.from = h, .kind = FaultKind::kCorruptCheckpoint, .step = 6, .spec = "corrupt-checkpoint:step=6,shard=0",
-            .lost = false, .file = "ckpt/step-000006/shard-0.safetensors", .offset = 77},
+      Checkpoint{.from = h,
+                 .step = 6,
+                 .path = "ckpt/step-000006",
+                 .bytes = 123456,
+                 .checksum = "xxh3_64:00ff",
+                 .save_seconds = 2.8,
+                 .timings = timings},
+      Fault{.from = h,
+            .kind = FaultKind::kCorruptCheckpoint,
+            .step = 6,
+            .spec = "corrupt-checkpoint:step=6,shard=0",
+            .lost = false,
+            .file = "ckpt/step-000006/shard-0.safetensors",
+            .offset = 77},
       Final{.from = h, .state = state},
       Memory{.from = h, .report = memory},
       Export{.from = h, .path = "model.safetensors", .bytes = 999},
-      Error{.from = h, .comm = true, .fatal = false, .message = "all-reduce #7 did not complete within 2.00 s",
-            .hang = Hang{.detector = "collective-timeout", .silent = false,
-                         .collective = TimedOutCollective{.op = "all-reduce", .seq = 7, .group = "world",
-                                                          .tag = "s5/grad.bucket0", .bytes = 12582912,
+      Error{.from = h,
+            .comm = true,
+            .fatal = false,
+            .message = "all-reduce #7 did not complete within 2.00 s",
+            .hang = Hang{.detector = "collective-timeout",
+                         .silent = false,
+                         .collective = TimedOutCollective{.op = "all-reduce",
+                                                          .seq = 7,
+                                                          .group = "world",
+                                                          .tag = "s5/grad.bucket0",
+                                                          .bytes = 12582912,
                                                           .collective = "all-reduce #7 (s5/grad.bucket0)",
                                                           .timeout_seconds = 2}}},
   };
@@ -124,11 +151,11 @@ TEST(ProtocolTest, TheWireKeepsItsKeys) {
   EXPECT_EQ(keys_of(encode(m[0])), (Keys{"type", "rank", "seconds", "world", "attempt", "pid", "comms"}));
   EXPECT_EQ(keys_of(encode(m[1])), (Keys{"type", "rank", "seconds", "step", "resumed", "summary", "path", "skipped",
                                          "written_by_world", "load_seconds"}));
-  EXPECT_EQ(keys_of(encode(m[3])), (Keys{"type", "rank", "seconds", "step", "path", "bytes", "checksum",
-                                         "save_seconds", "timings"}));
+  EXPECT_EQ(keys_of(encode(m[3])),
+            (Keys{"type", "rank", "seconds", "step", "path", "bytes", "checksum", "save_seconds", "timings"}));
   EXPECT_EQ(keys_of(encode(m[3]).at("timings")),
-            (Keys{"prepare_seconds", "shard_write_seconds", "shard_fsync_seconds", "gather_seconds",
-                  "manifest_seconds", "commit_seconds", "retention_seconds", "total_seconds"}));
+            (Keys{"prepare_seconds", "shard_write_seconds", "shard_fsync_seconds", "gather_seconds", "manifest_seconds",
+                  "commit_seconds", "retention_seconds", "total_seconds"}));
   EXPECT_EQ(keys_of(encode(m[4])), (Keys{"type", "rank", "seconds", "kind", "step", "spec", "lost", "file", "offset"}));
   EXPECT_EQ(encode(m[4]).at("kind"), "corrupt-checkpoint");
   EXPECT_EQ(keys_of(encode(m[5])), (Keys{"type", "rank", "seconds", "state"}));
@@ -163,10 +190,10 @@ TEST(ProtocolTest, AnUnknownTypeIsAClearError) {
     EXPECT_EQ(e.value(), "'heartbeat'");
     EXPECT_EQ(e.allowed(), "one of started, resume, step, checkpoint, fault, final, memory, export, error");
   }
-  EXPECT_THROW(decode(json{{"rank", 0}}), ConfigError);           // no type
-  EXPECT_THROW(decode(json{{"type", 3}}), ConfigError);           // not a string
-  EXPECT_THROW(decode(json::array()), ConfigError);               // not an object
-  EXPECT_THROW(parse_message_type("Step"), ConfigError);          // spellings are exact
+  EXPECT_THROW(decode(json{{"rank", 0}}), ConfigError);   // no type
+  EXPECT_THROW(decode(json{{"type", 3}}), ConfigError);   // not a string
+  EXPECT_THROW(decode(json::array()), ConfigError);       // not an object
+  EXPECT_THROW(parse_message_type("Step"), ConfigError);  // spellings are exact
   // A field of the wrong JSON type names the message and the key.
   try {
     decode(json{{"type", "checkpoint"}, {"step", "six"}});
@@ -177,7 +204,7 @@ TEST(ProtocolTest, AnUnknownTypeIsAClearError) {
   }
   EXPECT_THROW(decode(json{{"type", "fault"}, {"kind", "meteor"}}), ConfigError);
   EXPECT_THROW(decode(json{{"type", "error"}, {"kind", "oom"}}), ConfigError);  // only hangs have a kind
-  EXPECT_THROW(decode(json{{"type", "final"}}), ConfigError);  // the fingerprint is required
+  EXPECT_THROW(decode(json{{"type", "final"}}), ConfigError);                   // the fingerprint is required
 }
 
 }  // namespace
@@ -212,7 +239,8 @@ TEST(IncidentKindTest, EveryKindHasOneSpellingAndParsesBack) {
 TEST(IncidentKindTest, EveryKindReachesTheDatabaseWithoutLoss) {
   parlab::testing::ScratchDir dir;
   db::ResultsStore store = db::ResultsStore::open(dir / "kinds.db");
-  const db::RunId run = store.begin_run({.kind = db::RunKind::kMeasured, .model = "m", .cluster = "c", .world_size = 2});
+  const db::RunId run =
+      store.begin_run({.kind = db::RunKind::kMeasured, .model = "m", .cluster = "c", .world_size = 2});
   for (IncidentKind k : kAllKinds) {
     IncidentReport i;
     i.kind = k;
@@ -234,11 +262,9 @@ TEST(IncidentKindTest, EveryKindReachesTheDatabaseWithoutLoss) {
   }
   EXPECT_EQ(stored.size(), std::size(kAllKinds));
   // The database refuses a kind it does not know, and the reader names one it cannot parse.
-  EXPECT_THROW(store.connection()
-                   .statement("INSERT INTO incidents(run_id, kind) VALUES (?, 'meltdown')")
-                   .bind_all(run)
-                   .run(),
-               db::DbError);
+  EXPECT_THROW(
+      store.connection().statement("INSERT INTO incidents(run_id, kind) VALUES (?, 'meltdown')").bind_all(run).run(),
+      db::DbError);
   EXPECT_THROW(db::parse_incident_kind("meltdown"), ConfigError);
 }
 
