@@ -10,6 +10,33 @@
 
 namespace parlab::cli {
 
+namespace {
+
+// `analyze hang --json`: every finding with its culprits.
+nlohmann::json hang_json(const diagnose::HangAnalysis& a) {
+  nlohmann::json f = nlohmann::json::array();
+  for (const auto& x : a.findings) {
+    nlohmann::json culprits = nlohmann::json::array();
+    for (const auto& c : x.culprits)
+      culprits.push_back({{"rank", c.rank},
+                          {"never_reached", c.never_reached},
+                          {"instead", c.instead},
+                          {"left_no_dump", c.left_no_dump}});
+    f.push_back({{"group", x.group},
+                 {"seq", x.seq},
+                 {"op", x.op},
+                 {"bytes", x.bytes},
+                 {"tag", x.tag},
+                 {"waited", x.waited},
+                 {"waited_seconds", x.waited_seconds},
+                 {"culprits", culprits},
+                 {"sentence", x.sentence}});
+  }
+  return {{"found", a.found}, {"findings", f}, {"notes", a.notes}};
+}
+
+}  // namespace
+
 void add_analyze_command(CLI::App& app) {
   struct Options {
     std::string path;
@@ -32,27 +59,7 @@ void add_analyze_command(CLI::App& app) {
   hang->add_flag("--json", o->json, "Machine-readable output");
   hang->callback([o] {
     const auto a = diagnose::analyze_path(o->path);
-    if (o->json) {
-      nlohmann::json f = nlohmann::json::array();
-      for (const auto& x : a.findings) {
-        nlohmann::json culprits = nlohmann::json::array();
-        for (const auto& c : x.culprits)
-          culprits.push_back({{"rank", c.rank},
-                              {"never_reached", c.never_reached},
-                              {"instead", c.instead},
-                              {"left_no_dump", c.left_no_dump}});
-        f.push_back({{"group", x.group},
-                     {"seq", x.seq},
-                     {"op", x.op},
-                     {"bytes", x.bytes},
-                     {"tag", x.tag},
-                     {"waited", x.waited},
-                     {"waited_seconds", x.waited_seconds},
-                     {"culprits", culprits},
-                     {"sentence", x.sentence}});
-      }
-      return print_json({{"found", a.found}, {"findings", f}, {"notes", a.notes}});
-    }
+    if (o->json) return print_json(hang_json(a));
     fmt::print("{}", a.summary());
     for (const auto& n : a.notes) fmt::print("  ({})\n", n);
   });

@@ -305,17 +305,10 @@ nlohmann::json candidate_json(const strategy::Candidate& c) {
   return j;
 }
 
-void run_search(const PlanOptions& o) {
-  const Resolved r = load_inputs(o.in);
-  strategy::PlannerOptions po;
-  po.global_batch = o.gbs;
-  po.fixed = r.plan;
-  po.top = o.top;
-  if (!o.json)
-    fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
-  const auto rep = strategy::search_plans(r.model, r.cluster, po);
-  // The simulated twin of the best K candidates (SimGrid; contention and topology included).
-  // Each in its own process, as many at once as there are cores.
+// The simulated twin of the best K candidates (SimGrid; contention and topology included).
+// Each in its own process, as many at once as there are cores.
+std::vector<std::optional<sim::SimResult>> simulate_top(const PlanOptions& o, const Resolved& r,
+                                                        const strategy::PlanReport& rep) {
   std::vector<std::optional<sim::SimResult>> simulated(rep.top.size());
   std::vector<strategy::Plan> to_simulate;
   for (size_t i = 0; i < rep.top.size() && int(i) < o.simulate; ++i) {
@@ -332,75 +325,97 @@ void run_search(const PlanOptions& o) {
     progress.done();
     for (size_t i = 0; i < results.size(); ++i) simulated[i] = std::move(results[i]);
   }
-  if (o.json) {
-    nlohmann::json top = nlohmann::json::array();
-    for (size_t i = 0; i < rep.top.size(); ++i) {
-      auto j = candidate_json(rep.top[i]);
-      if (simulated[i]) j["simulated"] = sim::to_json(*simulated[i]);
-      top.push_back(j);
-    }
-    nlohmann::json neighbours = nlohmann::json::array();
-    for (const auto& n : rep.neighbours)
-      neighbours.push_back({{"label", n.label},
-                            {"possible", n.possible},
-                            {"why_not", n.why_not},
-                            {"comm_added_seconds", n.comm_added_seconds},
-                            {"compute_saved_seconds", n.compute_saved_seconds},
-                            {"step_seconds", n.step_seconds},
-                            {"sentence", n.sentence}});
-    nlohmann::json out{{"model", strategy::to_json(r.model)},
-                       {"cluster", strategy::to_json(r.cluster)},
-                       {"world", rep.world},
-                       {"global_batch", rep.global_batch},
-                       {"evaluated", rep.evaluated},
-                       {"valid", rep.valid},
-                       {"fitting", rep.fitting},
-                       {"search_seconds", rep.search_seconds},
-                       {"top", top},
-                       {"neighbours", neighbours},
-                       {"rule", strategy::to_json(rep.rule_inputs, rep.rule)},
-                       {"rule_choice_name", rep.rule_choice_name},
-                       {"rule_choice_problem", rep.rule_choice_problem},
-                       {"explanation", rep.explanation}};
-    if (rep.rule_choice) out["rule_choice"] = candidate_json(*rep.rule_choice);
-    if (rep.smallest_split) out["smallest_split"] = candidate_json(*rep.smallest_split);
-    if (!rep.top.empty()) out["step_seconds"] = rep.top.front().step_seconds();
-    print_json(out);
-    return;
+  return simulated;
+}
+
+void print_search_json(const Resolved& r, const strategy::PlanReport& rep,
+                       const std::vector<std::optional<sim::SimResult>>& simulated) {
+  nlohmann::json top = nlohmann::json::array();
+  for (size_t i = 0; i < rep.top.size(); ++i) {
+    auto j = candidate_json(rep.top[i]);
+    if (simulated[i]) j["simulated"] = sim::to_json(*simulated[i]);
+    top.push_back(j);
   }
+  nlohmann::json neighbours = nlohmann::json::array();
+  for (const auto& n : rep.neighbours)
+    neighbours.push_back({{"label", n.label},
+                          {"possible", n.possible},
+                          {"why_not", n.why_not},
+                          {"comm_added_seconds", n.comm_added_seconds},
+                          {"compute_saved_seconds", n.compute_saved_seconds},
+                          {"step_seconds", n.step_seconds},
+                          {"sentence", n.sentence}});
+  nlohmann::json out{{"model", strategy::to_json(r.model)},
+                     {"cluster", strategy::to_json(r.cluster)},
+                     {"world", rep.world},
+                     {"global_batch", rep.global_batch},
+                     {"evaluated", rep.evaluated},
+                     {"valid", rep.valid},
+                     {"fitting", rep.fitting},
+                     {"search_seconds", rep.search_seconds},
+                     {"top", top},
+                     {"neighbours", neighbours},
+                     {"rule", strategy::to_json(rep.rule_inputs, rep.rule)},
+                     {"rule_choice_name", rep.rule_choice_name},
+                     {"rule_choice_problem", rep.rule_choice_problem},
+                     {"explanation", rep.explanation}};
+  if (rep.rule_choice) out["rule_choice"] = candidate_json(*rep.rule_choice);
+  if (rep.smallest_split) out["smallest_split"] = candidate_json(*rep.smallest_split);
+  if (!rep.top.empty()) out["step_seconds"] = rep.top.front().step_seconds();
+  print_json(out);
+}
+
+// The fastest plans that fit, one row each (with their simulated twins when asked for).
+std::string top_table(const PlanOptions& o, const strategy::PlanReport& rep,
+                      const std::vector<std::optional<sim::SimResult>>& simulated) {
+  std::vector<std::string> header = {"#",         "plan", "split",        "memory", "step",
+                                     "samples/s", "MFU",  "exposed comm", "bubble"};
+  if (o.simulate > 0) header.insert(header.begin() + 5, {"simulated", "sim/model"});
+  Table t(header);
+  int i = 0;
+  for (const auto& c : rep.top) {
+    double comm = 0, bubble = 0;
+    if (c.walked)
+      for (const auto& rt : c.walked->ranks)
+        comm = std::max(comm, rt.exposed_comm_seconds), bubble = std::max(bubble, rt.bubble_seconds);
+    std::vector<std::string> row = {
+        std::to_string(++i),
+        c.plan.short_name(),
+        plan_cell(c.plan),
+        fmt::format("{:.0f}/{:.0f} GB", c.worst.total_bytes() / units::kGB, c.worst.device_bytes / units::kGB),
+        units::format_seconds(c.step_seconds()),
+        fmt::format("{:.1f}", c.walked ? c.walked->samples_per_s : 0.0),
+        fmt::format("{:.1f}%", c.walked ? 100 * c.walked->mfu : 0.0),
+        units::format_seconds(comm),
+        units::format_seconds(bubble)};
+    if (o.simulate > 0) {
+      const auto& s = simulated[size_t(i - 1)];
+      row.insert(row.begin() + 5, {s ? units::format_seconds(s->step_seconds) : "-",
+                                   s ? fmt::format("{:.3f}", s->step_seconds / c.step_seconds()) : "-"});
+    }
+    t.add(row);
+  }
+  return t.str();
+}
+
+void run_search(const PlanOptions& o) {
+  const Resolved r = load_inputs(o.in);
+  strategy::PlannerOptions po;
+  po.global_batch = o.gbs;
+  po.fixed = r.plan;
+  po.top = o.top;
+  if (!o.json)
+    fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
+  const auto rep = strategy::search_plans(r.model, r.cluster, po);
+  const auto simulated = simulate_top(o, r, rep);
+  if (o.json) return print_search_json(r, rep, simulated);
   fmt::print("Model {} ({} parameters) on {} x {}, global batch {}\n", r.model.name,
              units::format_count(r.model.total_params()), rep.world, r.cluster.device.name, rep.global_batch);
   fmt::print("Searched {} plans in {}: {} valid, {} fit in memory.\n\n", rep.evaluated,
              units::format_seconds(rep.search_seconds), rep.valid, rep.fitting);
   if (!rep.top.empty()) {
-    std::vector<std::string> header = {"#",         "plan", "split",        "memory", "step",
-                                       "samples/s", "MFU",  "exposed comm", "bubble"};
-    if (o.simulate > 0) header.insert(header.begin() + 5, {"simulated", "sim/model"});
-    Table t(header);
-    int i = 0;
-    for (const auto& c : rep.top) {
-      double comm = 0, bubble = 0;
-      if (c.walked)
-        for (const auto& rt : c.walked->ranks)
-          comm = std::max(comm, rt.exposed_comm_seconds), bubble = std::max(bubble, rt.bubble_seconds);
-      std::vector<std::string> row = {
-          std::to_string(++i),
-          c.plan.short_name(),
-          plan_cell(c.plan),
-          fmt::format("{:.0f}/{:.0f} GB", c.worst.total_bytes() / units::kGB, c.worst.device_bytes / units::kGB),
-          units::format_seconds(c.step_seconds()),
-          fmt::format("{:.1f}", c.walked ? c.walked->samples_per_s : 0.0),
-          fmt::format("{:.1f}%", c.walked ? 100 * c.walked->mfu : 0.0),
-          units::format_seconds(comm),
-          units::format_seconds(bubble)};
-      if (o.simulate > 0) {
-        const auto& s = simulated[size_t(i - 1)];
-        row.insert(row.begin() + 5, {s ? units::format_seconds(s->step_seconds) : "-",
-                                     s ? fmt::format("{:.3f}", s->step_seconds / c.step_seconds()) : "-"});
-      }
-      t.add(row);
-    }
-    fmt::print("Fastest plans that fit (analytic critical path; memory = fullest rank / device)\n{}\n", t.str());
+    fmt::print("Fastest plans that fit (analytic critical path; memory = fullest rank / device)\n{}\n",
+               top_table(o, rep, simulated));
     fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n",
                o.in.model.empty() ? "..." : o.in.model, o.in.cluster, rep.world, rep.top.front().plan.to_string());
   }

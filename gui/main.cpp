@@ -16,6 +16,28 @@
 
 using namespace parlab;
 
+namespace {
+
+// --plan k=v,...: each key's text as typed into the panel (the library checks it: parse_plan via
+// the panel). False, having said why, for an item that is not key=value with a key the panel has.
+bool apply_plan_option(const QString& text, gui::SetupInputs& in) {
+  const auto& keys = gui::setup_plan_keys();
+  for (const QString& pair : text.split(',', Qt::SkipEmptyParts)) {
+    const QString key = pair.section('=', 0, 0).trimmed();
+    if (!pair.contains('=') || std::find(keys.begin(), keys.end(), key.toStdString()) == keys.end()) {
+      QStringList names;
+      for (const auto& k : keys) names << QString::fromStdString(k);
+      std::fprintf(stderr, "parlab-lab: --plan = %s: expected key=value pairs with keys %s\n", qPrintable(pair),
+                   qPrintable(names.join(", ")));
+      return false;
+    }
+    in.set(key.toStdString(), pair.section('=', 1).trimmed().toStdString());
+  }
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Screenshots need no display: choose the offscreen platform before QApplication exists.
   for (int i = 1; i < argc; ++i)
@@ -73,24 +95,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (args.isSet(plan)) {
-    // The panel holds each key's text as typed; the library checks it (parse_plan via the panel).
-    const auto& keys = gui::setup_plan_keys();
-    for (const QString& pair : args.value(plan).split(',', Qt::SkipEmptyParts)) {
-      const QString key = pair.section('=', 0, 0).trimmed();
-      if (!pair.contains('=') || std::find(keys.begin(), keys.end(), key.toStdString()) == keys.end()) {
-        std::fprintf(stderr, "parlab-lab: --plan = %s: expected key=value pairs with keys %s\n", qPrintable(pair),
-                     qPrintable(QStringList([&] {
-                                  QStringList l;
-                                  for (const auto& k : keys) l << QString::fromStdString(k);
-                                  return l;
-                                }())
-                                    .join(", ")));
-        return 2;
-      }
-      in.set(key.toStdString(), pair.section('=', 1).trimmed().toStdString());
-    }
-  }
+  if (args.isSet(plan) && !apply_plan_option(args.value(plan), in)) return 2;
   window.setup_panel()->set_inputs(in);
   if (const auto& e = window.setup_panel()->error()) {
     std::fprintf(stderr, "parlab-lab: %s\n", e->message.c_str());

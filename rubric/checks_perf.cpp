@@ -144,9 +144,12 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
 }  // namespace
 }  // namespace detail
 
-const std::vector<CheckKind>& check_kinds() {
+namespace {
+
+// The checks that recompute the chapter's numbers and the lab's predictions from their proofs.
+std::vector<CheckKind> modelling_checks() {
   using namespace detail;
-  static const std::vector<CheckKind> kinds = {
+  return {
       {"seed_worked_example",
        "seed_worked_example",
        "the seed's memory ledger recomputed from its recorded inputs and compared with the chapter",
@@ -196,6 +199,13 @@ const std::vector<CheckKind>& check_kinds() {
         {"min_families", 4, "families among them: DDP, ZeRO, tensor, pipeline"}},
        {},
        judge_decision},
+  };
+}
+
+// The checks of the runtime's fault tolerance and of the desktop lab's use.
+std::vector<CheckKind> runtime_and_lab_checks() {
+  using namespace detail;
+  return {
       {"kill_resume",
        "kill_resume_bitwise",
        "kill-and-resume trials end bit-identical to the uninterrupted run",
@@ -234,6 +244,16 @@ const std::vector<CheckKind>& check_kinds() {
        {},
        judge_lesson},
   };
+}
+
+}  // namespace
+
+const std::vector<CheckKind>& check_kinds() {
+  static const std::vector<CheckKind> kinds = [] {
+    std::vector<CheckKind> k = modelling_checks();
+    for (CheckKind& c : runtime_and_lab_checks()) k.push_back(std::move(c));
+    return k;
+  }();
   return kinds;
 }
 

@@ -9,38 +9,39 @@ namespace parlab::rubric {
 
 using nlohmann::json;
 
-json to_json(const Report& r) {
-  json criteria = json::array();
-  for (const CriterionResult& c : r.criteria) {
-    json ms = json::array(), parts = json::array();
-    for (const Measurement& m : c.measurements)
-      ms.push_back({{"figure", m.figure},
-                    {"value", m.value},
-                    {"op", m.op},
-                    {"threshold", m.threshold},
-                    {"ok", m.ok},
-                    {"note", m.note}});
-    for (const Part& p : c.parts)
-      parts.push_back({{"name", p.name}, {"passed", p.passed}, {"detail", p.detail}, {"proofs", p.proofs}});
-    json j = {{"id", c.id},
-              {"title", c.title},
-              {"category", c.category},
-              {"status", to_string(c.status)},
-              {"points", c.points},
-              {"max_points", c.max_points},
-              {"proofs", c.proofs},
-              {"runs", c.runs},
-              {"predictions", c.predictions},
-              {"measurements", ms},
-              {"parts", parts},
-              {"detail", c.detail},
-              {"fix", c.fix},
-              {"integrity", c.integrity}};
-    if (!c.gated_by.empty()) j["gated_by"] = c.gated_by;
-    if (c.reproduced) j["reproduced"] = *c.reproduced;
-    criteria.push_back(j);
-  }
-  const Measures& m = r.measures;
+namespace {
+
+json criterion_json(const CriterionResult& c) {
+  json ms = json::array(), parts = json::array();
+  for (const Measurement& m : c.measurements)
+    ms.push_back({{"figure", m.figure},
+                  {"value", m.value},
+                  {"op", m.op},
+                  {"threshold", m.threshold},
+                  {"ok", m.ok},
+                  {"note", m.note}});
+  for (const Part& p : c.parts)
+    parts.push_back({{"name", p.name}, {"passed", p.passed}, {"detail", p.detail}, {"proofs", p.proofs}});
+  json j = {{"id", c.id},
+            {"title", c.title},
+            {"category", c.category},
+            {"status", to_string(c.status)},
+            {"points", c.points},
+            {"max_points", c.max_points},
+            {"proofs", c.proofs},
+            {"runs", c.runs},
+            {"predictions", c.predictions},
+            {"measurements", ms},
+            {"parts", parts},
+            {"detail", c.detail},
+            {"fix", c.fix},
+            {"integrity", c.integrity}};
+  if (!c.gated_by.empty()) j["gated_by"] = c.gated_by;
+  if (c.reproduced) j["reproduced"] = *c.reproduced;
+  return j;
+}
+
+json measures_json(const Measures& m) {
   json measures = {{"slice_reliability", json::array()}, {"step_times", json::array()}};
   if (m.decision)
     measures["decision_utility"] = {{"chosen", m.decision->chosen},
@@ -66,6 +67,15 @@ json to_json(const Report& r) {
   measures["detection"] = {{"count", m.detections},
                            {"p50_seconds", opt(m.detection_p50_seconds)},
                            {"max_seconds", opt(m.detection_max_seconds)}};
+  return measures;
+}
+
+}  // namespace
+
+json to_json(const Report& r) {
+  json criteria = json::array();
+  for (const CriterionResult& c : r.criteria) criteria.push_back(criterion_json(c));
+  const json measures = measures_json(r.measures);
   return {
       {"rubric", {{"name", r.rubric_name}, {"title", r.rubric_title}, {"source", r.rubric_source}}},
       {"db", {{"path", r.db_path}, {"digest", r.db_digest}}},

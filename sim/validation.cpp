@@ -50,6 +50,8 @@ constexpr PublishedPlateau kPublished[] = {
 
 }  // namespace
 
+// The published rows, size (MiB) and bus bandwidth (GB/s), seven to a line.
+// clang-format off
 const std::vector<PublishedRun>& published_runs() {
   static const std::vector<PublishedRun> runs = {
       {"Galvatron",
@@ -57,17 +59,8 @@ const std::vector<PublishedRun>& published_runs() {
        8,
        "8 x A100-SXM4-40GB in one process (`nGpus 8`, one host), NCCL's default algorithm: the nccl-tests "
        "output AFDWang/Hetu-Galvatron parses in tests/profiler/test_hardware_profile.py (commit 6f77a6c)",
-       {{1, 23.29},
-        {2, 33.73},
-        {4, 55.97},
-        {8, 80.04},
-        {16, 99.99},
-        {32, 141.27},
-        {64, 178.69},
-        {128, 186.91},
-        {256, 200.85},
-        {512, 202.00},
-        {1024, 230.84}}},
+       {{1, 23.29}, {2, 33.73}, {4, 55.97}, {8, 80.04}, {16, 99.99}, {32, 141.27}, {64, 178.69},
+        {128, 186.91}, {256, 200.85}, {512, 202.00}, {1024, 230.84}}},
       {"OCI BM.GPU4.8",
        "dgx-a100",
        8,
@@ -75,20 +68,8 @@ const std::vector<PublishedRun>& published_runs() {
        "-t 1 -g 8`), NCCL of the horovod/horovod container, default algorithm: oracle-japan/ocitutorials, "
        "tutorials/_intermediates/spinup-gpu-cluster.md, section 4-2 (the version with the Horovod walkthrough; "
        "later versions keep only a 10 GiB row, 235.6 GB/s)",
-       {{1, 23.92},
-        {2, 32.66},
-        {4, 54.57},
-        {8, 79.02},
-        {16, 119.81},
-        {32, 147.46},
-        {64, 199.23},
-        {128, 197.17},
-        {256, 221.38},
-        {512, 223.26},
-        {1024, 230.08},
-        {2048, 231.52},
-        {4096, 234.17},
-        {8192, 235.14}}},
+       {{1, 23.92}, {2, 32.66}, {4, 54.57}, {8, 79.02}, {16, 119.81}, {32, 147.46}, {64, 199.23},
+        {128, 197.17}, {256, 221.38}, {512, 223.26}, {1024, 230.08}, {2048, 231.52}, {4096, 234.17}, {8192, 235.14}}},
       {"nccl-collectives-bench",
        "dgx-h100",
        4,
@@ -96,20 +77,8 @@ const std::vector<PublishedRun>& published_runs() {
        "which is the ring here (at 256 MiB, 1 GiB and 8 GiB the same repository's NCCL_ALGO=Ring sweep, "
        "results/algo_sweep.txt, is within 0.1% of it and NVLS 3-6% above): waynehacking8/nccl-collectives-bench, "
        "results/quiet/all_reduce.txt (commit 8ab7496)",
-       {{1, 58.79},
-        {2, 103.76},
-        {4, 144.88},
-        {8, 199.50},
-        {16, 247.07},
-        {32, 286.29},
-        {64, 305.61},
-        {128, 325.91},
-        {256, 339.44},
-        {512, 347.80},
-        {1024, 355.35},
-        {2048, 360.85},
-        {4096, 363.07},
-        {8192, 366.18}}},
+       {{1, 58.79}, {2, 103.76}, {4, 144.88}, {8, 199.50}, {16, 247.07}, {32, 286.29}, {64, 305.61},
+        {128, 325.91}, {256, 339.44}, {512, 347.80}, {1024, 355.35}, {2048, 360.85}, {4096, 363.07}, {8192, 366.18}}},
       {"together-nccl-tests",
        "dgx-h100",
        8,
@@ -118,23 +87,12 @@ const std::vector<PublishedRun>& published_runs() {
        "togethercomputer/together-nccl-tests, benchmarks/H100/results/20260306_001221_slurm/all_reduce_ring.out "
        "(commit c9a53f3). Two nodes ran it at once, each its own 8-GPU ring; the first row printed per size is "
        "taken (the other is within 1.6%)",
-       {{1, 43.81},
-        {2, 87.40},
-        {4, 137.23},
-        {8, 182.95},
-        {16, 234.58},
-        {32, 274.42},
-        {64, 319.78},
-        {128, 333.11},
-        {256, 346.77},
-        {512, 353.20},
-        {1024, 360.78},
-        {2048, 363.99},
-        {4096, 366.75},
-        {8192, 368.15}}},
+       {{1, 43.81}, {2, 87.40}, {4, 137.23}, {8, 182.95}, {16, 234.58}, {32, 274.42}, {64, 319.78},
+        {128, 333.11}, {256, 346.77}, {512, 353.20}, {1024, 360.78}, {2048, 363.99}, {4096, 366.75}, {8192, 368.15}}},
   };
   return runs;
 }
+// clang-format on
 
 std::span<const PublishedPlateau> published_plateaus() { return kPublished; }
 

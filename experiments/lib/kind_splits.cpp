@@ -128,6 +128,42 @@ std::string error_cell(const SplitRow& r, Source src) {
   return format_error(pred, meas) + (within_noise(pred, meas, r.measured_spread) ? " ~" : "");
 }
 
+// The pipeline bubble of each pipelined split: formula, simulated, measured ("" without one).
+std::string bubble_table(const SplitsTask& t, const std::vector<SplitRow>& rows) {
+  TextTable bubble({"plan", "schedule", "formula (p-1)/(vm+p-1)", "simulated (largest rank)",
+                    "measured (mean of ranks)", "measured (largest rank)"});
+  bool any_pipeline = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SplitRow& r = rows[i];
+    if (r.bubble_formula < 0) continue;
+    any_pipeline = true;
+    strategy::Plan p = strategy::parse_plan(t.plans[i]);
+    bubble.add({t.plans[i], std::string(strategy::to_string(p.schedule)), fraction(r.bubble_formula),
+                fraction(r.bubble_simulated), fraction(r.bubble_measured), fraction(r.bubble_measured_max)});
+  }
+  return any_pipeline ? bubble.str() : std::string();
+}
+
+// Peak memory per rank and category: measured / the ledger, and the resident peak.
+std::string memory_table(const SplitsTask& t, const std::vector<SplitRow>& rows) {
+  TextTable memory({"plan", "parameters", "gradients", "optimizer", "activations", "temporary", "total", "resident"});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SplitRow& r = rows[i];
+    const double ledger[] = {r.ledger.params_bytes, r.ledger.grads_bytes, r.ledger.optimizer_bytes,
+                             r.ledger.activations_bytes, r.ledger.temp_bytes};
+    std::vector<std::string> line = {t.plans[i]};
+    for (int c = 0; c < model::kMemoryCategories; ++c)
+      line.push_back((r.measured ? mb(double(r.measured->measured_peak_bytes[c])) + " / " : std::string()) +
+                     mb(ledger[c]));
+    line.push_back((r.measured ? mb(double(r.measured->measured_peak_total_bytes)) + " / " : std::string()) +
+                   mb(r.ledger.total_bytes()));
+    line.push_back(r.measured && r.measured->resident_peak_bytes > 0 ? mb(double(r.measured->resident_peak_bytes))
+                                                                     : "-");
+    memory.add(line);
+  }
+  return memory.str();
+}
+
 }  // namespace
 
 void run_splits(Context& ctx, const SplitsTask& t) {
@@ -168,32 +204,7 @@ void run_splits(Context& ctx, const SplitsTask& t) {
     line.insert(line.end(), {mb(r.program_wire), r.measured_wire >= 0 ? mb(r.measured_wire) : "-", ratio});
     time.add(line);
   }
-  TextTable bubble({"plan", "schedule", "formula (p-1)/(vm+p-1)", "simulated (largest rank)",
-                    "measured (mean of ranks)", "measured (largest rank)"});
-  bool any_pipeline = false;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const SplitRow& r = rows[i];
-    if (r.bubble_formula < 0) continue;
-    any_pipeline = true;
-    strategy::Plan p = strategy::parse_plan(t.plans[i]);
-    bubble.add({t.plans[i], std::string(strategy::to_string(p.schedule)), fraction(r.bubble_formula),
-                fraction(r.bubble_simulated), fraction(r.bubble_measured), fraction(r.bubble_measured_max)});
-  }
-  TextTable memory({"plan", "parameters", "gradients", "optimizer", "activations", "temporary", "total", "resident"});
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const SplitRow& r = rows[i];
-    const double ledger[] = {r.ledger.params_bytes, r.ledger.grads_bytes, r.ledger.optimizer_bytes,
-                             r.ledger.activations_bytes, r.ledger.temp_bytes};
-    std::vector<std::string> line = {t.plans[i]};
-    for (int c = 0; c < model::kMemoryCategories; ++c)
-      line.push_back((r.measured ? mb(double(r.measured->measured_peak_bytes[c])) + " / " : std::string()) +
-                     mb(ledger[c]));
-    line.push_back((r.measured ? mb(double(r.measured->measured_peak_total_bytes)) + " / " : std::string()) +
-                   mb(r.ledger.total_bytes()));
-    line.push_back(r.measured && r.measured->resident_peak_bytes > 0 ? mb(double(r.measured->resident_peak_bytes))
-                                                                     : "-");
-    memory.add(line);
-  }
+  const std::string memory = memory_table(t, rows), pipeline = bubble_table(t, rows);
   ctx.outcome->report =
       "Time and traffic per step (" + std::to_string(t.workers) +
       " workers; measured: median step +- half its interquartile range, ~ marks an error within it;"
@@ -201,9 +212,9 @@ void run_splits(Context& ctx, const SplitsTask& t) {
       time.str() +
       "\nPeak memory per rank (measured by the accounting allocator / the ledger; resident = the "
       "process's peak RSS):\n" +
-      memory.str() +
-      (any_pipeline ? "\nPipeline bubble (idle share of the step's pipeline span per rank):\n" + bubble.str()
-                    : std::string());
+      memory +
+      (pipeline.empty() ? std::string()
+                        : "\nPipeline bubble (idle share of the step's pipeline span per rank):\n" + pipeline);
   for (const std::string& n : notes) ctx.outcome->report += n + "\n";
   char headline[240];
   const SplitRow& last = rows.back();

@@ -51,7 +51,7 @@ QString MemoryView::formulas_text() const {
 }
 QString MemoryView::previous_text() const { return previous_->text(); }
 
-void MemoryView::refresh() {
+ChartSpec MemoryView::chart_spec(int* worst_row) const {
   ChartSpec spec;
   spec.x_title = model_->per_stage() ? tr("pipeline stage") : tr("rank");
   spec.y_title = tr("GiB");
@@ -95,8 +95,13 @@ void MemoryView::refresh() {
     spec.reference = model_->index(0, MemoryModel::kCapacity).data(MemoryModel::kValueRole).toDouble() / kGiB;
     spec.reference_name = tr("device capacity");
   }
-  panel_->chart()->show_spec(spec);
+  *worst_row = worst;
+  return spec;
+}
 
+void MemoryView::refresh() {
+  int worst = -1;
+  panel_->chart()->show_spec(chart_spec(&worst));
   if (model_->rowCount() == 0) {
     fit_->setText(tr("No valid setup yet."));
     verdict_->clear();
@@ -104,6 +109,12 @@ void MemoryView::refresh() {
     previous_->clear();
     return;
   }
+  refresh_texts(worst);
+}
+
+// The fit sentence, the ledger's formulas, the outline's caption and the seed's rule, for the
+// fullest row `worst`.
+void MemoryView::refresh_texts(int worst) {
   QString formulas =
       tr("<b>The ledger of %1 with its numbers</b> (strategy::explain_ledger):").arg(model_->formulas_for());
   for (const strategy::LedgerTerm& t : model_->formulas())

@@ -5,6 +5,8 @@
 // last change of split or worker count stays as a faint outline until the next change.
 #include <QWidget>
 
+#include "gui/views/chart.h"
+
 class QCheckBox;
 class QLabel;
 
@@ -26,6 +28,8 @@ class MemoryView : public QWidget {
 
  private:
   void refresh();
+  ChartSpec chart_spec(int* worst_row) const;  // the bars, the outline and the capacity line
+  void refresh_texts(int worst);
 
   MemoryModel* model_;
   ChartPanel* panel_;
