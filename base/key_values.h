@@ -54,10 +54,13 @@ inline std::vector<KeyValue> split_key_values_strict(std::string_view text, cons
   size_t begin = 0, index = 0;
   for (;;) {
     const size_t comma = whole.find(',', begin);
-    const std::string item = trim(std::string_view(whole).substr(begin, comma == std::string::npos ? comma : comma - begin));
+    const std::string item =
+        trim(std::string_view(whole).substr(begin, comma == std::string::npos ? comma : comma - begin));
     ++index;
     if (item.empty())
-      throw ConfigError(field, whole, "item " + std::to_string(index) + " is empty; write key=value pairs separated by single commas");
+      throw ConfigError(
+          field, whole,
+          "item " + std::to_string(index) + " is empty; write key=value pairs separated by single commas");
     for (KeyValue& kv : split_key_values(item)) {
       for (const KeyValue& seen : out) {
         if (kv.has_equals && seen.key == kv.key)

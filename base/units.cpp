@@ -8,8 +8,7 @@ namespace parlab::units {
 namespace {
 
 // Three significant digits with a unit prefix chosen so the mantissa is in [1, 1000).
-std::string scaled(double value, const char* const* prefixes, int n_prefixes, double step,
-                   const char* suffix) {
+std::string scaled(double value, const char* const* prefixes, int n_prefixes, double step, const char* suffix) {
   if (std::isinf(value)) return std::string(value > 0 ? "inf " : "-inf ") + suffix;
   if (std::isnan(value)) return std::string("nan ") + suffix;
   int i = 0;

@@ -92,8 +92,7 @@ double raw_read_seconds(const fs::path& path) {
   std::vector<std::byte> buf(kChunkBytes);
   const double t0 = ck::now_seconds();
   ck::File f = ck::File::open_read(path);
-  while (f.read_some(buf) > 0) {
-  }
+  while (f.read_some(buf) > 0) {}
   return ck::now_seconds() - t0;
 }
 
@@ -216,21 +215,24 @@ int main(int argc, char** argv) {
   }
   fs::remove_all(work);
 
-  std::printf("checkpoint bandwidth, lab-mlp + AdamW state, medians of %d reps (GB = 1e9 B);\n"
-              "ratio = median over reps of raw_seconds / checkpoint_seconds (same bytes, same rep)\n", reps);
-  std::printf("%-8s %9s %3s | %10s %10s %6s %6s | %10s %10s %6s %6s\n", "state", "bytes", "W",
-              "save", "raw write", "ratio", "goal", "load", "raw read", "ratio", "goal");
+  std::printf(
+      "checkpoint bandwidth, lab-mlp + AdamW state, medians of %d reps (GB = 1e9 B);\n"
+      "ratio = median over reps of raw_seconds / checkpoint_seconds (same bytes, same rep)\n",
+      reps);
+  std::printf("%-8s %9s %3s | %10s %10s %6s %6s | %10s %10s %6s %6s\n", "state", "bytes", "W", "save", "raw write",
+              "ratio", "goal", "load", "raw read", "ratio", "goal");
   for (const Row& r : rows) {
     const double b = static_cast<double>(r.bytes);
     const double rw = median(r.ratio_w), rr = median(r.ratio_r);
-    std::printf("%-8s %9s %3d | %10s %10s %6.2f %6s | %10s %10s %6.2f %6s\n", r.state.c_str(),
-                format_bytes(b).c_str(), r.writers, format_bytes_per_s(b / median(r.save_s)).c_str(),
+    std::printf("%-8s %9s %3d | %10s %10s %6.2f %6s | %10s %10s %6.2f %6s\n", r.state.c_str(), format_bytes(b).c_str(),
+                r.writers, format_bytes_per_s(b / median(r.save_s)).c_str(),
                 format_bytes_per_s(b / median(r.raw_write_s)).c_str(), rw, rw >= kGoalRatio ? ">=0.7 ok" : ">=0.7 MISS",
-                format_bytes_per_s(b / median(r.load_s)).c_str(),
-                format_bytes_per_s(b / median(r.raw_read_s)).c_str(), rr, rr >= kGoalRatio ? ">=0.7 ok" : ">=0.7 MISS");
+                format_bytes_per_s(b / median(r.load_s)).c_str(), format_bytes_per_s(b / median(r.raw_read_s)).c_str(),
+                rr, rr >= kGoalRatio ? ">=0.7 ok" : ">=0.7 MISS");
   }
-  std::printf("\nphases (rank 0, medians): shard write+hash | shard fsync | manifest+rename+pointer+retention"
-              " || load verify+copy | load read (other ranks' files)\n");
+  std::printf(
+      "\nphases (rank 0, medians): shard write+hash | shard fsync | manifest+rename+pointer+retention"
+      " || load verify+copy | load read (other ranks' files)\n");
   for (const Row& r : rows) {
     std::printf("%-8s W=%d: %s | %s | %s || %s | %s\n", r.state.c_str(), r.writers,
                 format_seconds(median(r.shard_write_s)).c_str(), format_seconds(median(r.shard_fsync_s)).c_str(),

@@ -130,8 +130,12 @@ GemmTimes sgemm_seconds(const model::MlpShape& s, int64_t B, int reps) {
     for (size_t i = 0; i < g.size(); ++i) {
       const Gemm& x = g[i];
       // Through the kernels' matmul backend, as LabMlp runs it.
-      compute::cpu::gemm_f32({.M = x.M, .N = x.N, .K = x.K, .trans_a = x.ta == CblasTrans,
-                              .trans_b = x.tb == CblasTrans, .accumulate = true},
+      compute::cpu::gemm_f32({.M = x.M,
+                              .N = x.N,
+                              .K = x.K,
+                              .trans_a = x.ta == CblasTrans,
+                              .trans_b = x.tb == CblasTrans,
+                              .accumulate = true},
                              a[i].data(), b[i].data(), c[i].data());
     }
     if (r > 0) {
@@ -178,21 +182,23 @@ int main(int argc, char** argv) {
   std::printf("bench_ddp: lab-mlp h %lld, f %lld, %lld blocks, %lld classes (%.1f M parameters), %s, bucket %g MiB\n",
               (long long)hidden, (long long)ffn, (long long)blocks, (long long)classes,
               model::ParamLayout(shape).numel() / 1e6, optimizer == "adam" ? "AdamW" : "SGD", bucket_mb);
-  std::printf("cores online %u; load average before: %s\n", std::thread::hardware_concurrency(), bench::load_average().c_str());
+  std::printf("cores online %u; load average before: %s\n", std::thread::hardware_concurrency(),
+              bench::load_average().c_str());
 
   const GemmTimes gemm = sgemm_seconds(shape, mb, 3);
   const double gemm_flops = model::LabMlp::step_matmul_flops(shape, mb);
   const double sgemm_rate = gemm_flops / gemm.wall, sgemm_cpu_rate = gemm_flops / gemm.cpu;
   std::printf("sgemm rate on the step's shapes (B = %lld, one thread): %.1f GFLOP/s wall, %.1f GFLOP/s of CPU time\n",
               (long long)mb, sgemm_rate / 1e9, sgemm_cpu_rate / 1e9);
-  std::printf("(cpu/step = process CPU seconds per step, all ranks and comm threads; cores = cpu / wall:\n"
-              " what the run actually got of the machine; cpu eff. = W=1 cpu/step over this cpu/step)\n\n");
+  std::printf(
+      "(cpu/step = process CPU seconds per step, all ranks and comm threads; cores = cpu / wall:\n"
+      " what the run actually got of the machine; cpu eff. = W=1 cpu/step over this cpu/step)\n\n");
 
   for (int64_t G : batches) {
     std::printf("global batch %lld\n", (long long)G);
-    std::printf("%7s %5s %5s %9s %10s %7s %8s %8s %8s %8s %8s %7s %8s %6s %9s\n", "workers", "mb", "accum",
-                "step (s)", "samples/s", "effic.", "fwd", "bwd", "exposed", "comm", "optim", "hidden", "cpu/step",
-                "cores", "cpu eff.");
+    std::printf("%7s %5s %5s %9s %10s %7s %8s %8s %8s %8s %8s %7s %8s %6s %9s\n", "workers", "mb", "accum", "step (s)",
+                "samples/s", "effic.", "fwd", "bwd", "exposed", "comm", "optim", "hidden", "cpu/step", "cores",
+                "cpu eff.");
     double base_sps = 0, base_cpu = 0;
     for (int W : workers) {
       if (G % W != 0) {
@@ -221,12 +227,13 @@ int main(int argc, char** argv) {
       if (W == 1) {
         const double need = cfg.plan.microbatches * model::LabMlp::step_matmul_flops(shape, m);
         const double ideal = need / sgemm_rate, ideal_cpu = need / sgemm_cpu_rate;
-        std::printf("        1 worker: %.1f GFLOP of sgemm = %.3f s at the sgemm rate; step %.3f s -> %.2f of the "
-                    "sgemm rate (goal >= 0.90)\n"
-                    "                  in CPU time: %.3f s of sgemm vs %.3f s per step -> %.2f; "
-                    "optimizer %.3f s, data %.3f s, idle %.3f s\n",
-                    need / 1e9, ideal, r.step_seconds, ideal / r.step_seconds, ideal_cpu, r.cpu_seconds,
-                    ideal_cpu / r.cpu_seconds, r.optimizer, r.data, r.idle);
+        std::printf(
+            "        1 worker: %.1f GFLOP of sgemm = %.3f s at the sgemm rate; step %.3f s -> %.2f of the "
+            "sgemm rate (goal >= 0.90)\n"
+            "                  in CPU time: %.3f s of sgemm vs %.3f s per step -> %.2f; "
+            "optimizer %.3f s, data %.3f s, idle %.3f s\n",
+            need / 1e9, ideal, r.step_seconds, ideal / r.step_seconds, ideal_cpu, r.cpu_seconds,
+            ideal_cpu / r.cpu_seconds, r.optimizer, r.data, r.idle);
       }
     }
     std::printf("\n");

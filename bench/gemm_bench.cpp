@@ -44,8 +44,11 @@ struct Shape {
 };
 
 std::vector<Shape> lab_shapes(const std::vector<int64_t>& batches) {
-  struct Layer { const char* name; int64_t C, OC; };
-  const Layer layers[] = {{"mlp fc1", 1024, 4096}, {"mlp fc2", 4096, 1024}, {"mlp head", 1024, 16},
+  struct Layer {
+    const char* name;
+    int64_t C, OC;
+  };
+  const Layer layers[] = {{"mlp fc1", 1024, 4096},  {"mlp fc2", 4096, 1024},  {"mlp head", 1024, 16},
                           {"small fc1", 256, 1024}, {"small fc2", 1024, 256}, {"small head", 256, 16}};
   std::vector<Shape> out;
   for (const Layer& l : layers) {
@@ -69,7 +72,6 @@ struct Cell {
   std::vector<float> first;
 };
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,7 +79,8 @@ int main(int argc, char** argv) {
   int repeats = 7;
   double min_seconds = 0.05;
   std::vector<int64_t> batches{64, 32};
-  app.add_option("--repeats", repeats, "timed runs per library and shape (median and spread)")->check(CLI::Range(1, 1000));
+  app.add_option("--repeats", repeats, "timed runs per library and shape (median and spread)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--min-seconds", min_seconds, "each timed run repeats the product for at least this long")
       ->check(CLI::Range(0.001, 10.0));
   app.add_option("--batches", batches, "microbatch sizes (lab-mlp uses 64, lab-mlp-small 32)");
@@ -90,8 +93,8 @@ int main(int argc, char** argv) {
               std::string(cpu::matmul_backend_name()).c_str(), bf16 ? "yes (AVX512-BF16)" : "no",
               parlab::bench::load_average().c_str());
   std::printf("GFLOP/s: median [min..max] of %d runs; det = two runs gave identical bits\n\n", repeats);
-  std::printf("%-30s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K",
-              "OpenBLAS", "BLIS", "oneDNN fp32", "oneDNN bf16", "oneDNN fp32 as C^T", "oneDNN bf16 as C^T");
+  std::printf("%-30s %6s %6s %6s | %-22s | %-22s | %-22s | %-22s | %-22s | %-22s\n", "shape", "M", "N", "K", "OpenBLAS",
+              "BLIS", "oneDNN fp32", "oneDNN bf16", "oneDNN fp32 as C^T", "oneDNN bf16 as C^T");
 
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -108,27 +111,33 @@ int main(int argc, char** argv) {
 
     std::vector<std::function<void()>> libs{
         [&] {
-          cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.M,
-                      s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), s.N);
+          cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.M, s.N, s.K,
+                      1.0f, A.data(), lda, B.data(), ldb, 0.0f, C.data(), s.N);
         },
         [&] {
           float one = 1.0f, zero = 0.0f;
           // BLIS takes general strides: row-major (rs = ld, cs = 1).
-          bli_sgemm(s.ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.M,
-                    s.N, s.K, &one, A.data(), lda, 1, B.data(), ldb, 1, &zero, C.data(), s.N, 1);
+          bli_sgemm(s.ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.M, s.N, s.K,
+                    &one, A.data(), lda, 1, B.data(), ldb, 1, &zero, C.data(), s.N, 1);
         },
         [&] { cpu::onednn_gemm_f32(g, A.data(), B.data(), C.data()); },
-        [&] { if (bf16) cpu::onednn_gemm_bf16(g, Ab.data(), Bb.data(), C.data()); },
+        [&] {
+          if (bf16) cpu::onednn_gemm_bf16(g, Ab.data(), Bb.data(), C.data());
+        },
         [&] { cpu::onednn_gemm_f32_transposed(g, A.data(), B.data(), C.data()); },
-        [&] { if (bf16) cpu::onednn_gemm_bf16_transposed(g, Ab.data(), Bb.data(), C.data()); },
+        [&] {
+          if (bf16) cpu::onednn_gemm_bf16_transposed(g, Ab.data(), Bb.data(), C.data());
+        },
     };
     std::vector<Cell> cells(libs.size());
     for (size_t l = 0; l < libs.size(); ++l) {  // warm-up (primitive creation) + determinism
       for (int k = 0; k < 2; ++k) {
         std::fill(C.begin(), C.end(), 0.0f);
         libs[l]();
-        if (k == 0) cells[l].first = C;
-        else cells[l].deterministic = std::memcmp(C.data(), cells[l].first.data(), C.size() * 4) == 0;
+        if (k == 0)
+          cells[l].first = C;
+        else
+          cells[l].deterministic = std::memcmp(C.data(), cells[l].first.data(), C.size() * 4) == 0;
       }
     }
     for (int r = 0; r < repeats; ++r) {
@@ -136,8 +145,8 @@ int main(int argc, char** argv) {
         cells[l].gflops.push_back(flops * parlab::bench::calls_per_second(libs[l], min_seconds) / 1e9);
       }
     }
-    std::printf("%-30s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M),
-                static_cast<long long>(s.N), static_cast<long long>(s.K));
+    std::printf("%-30s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M), static_cast<long long>(s.N),
+                static_cast<long long>(s.K));
     for (size_t l = 0; l < libs.size(); ++l) {
       if ((l == 3 || l == 5) && !bf16) {
         std::printf(" | %-22s", "n/a");

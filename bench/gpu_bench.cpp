@@ -74,15 +74,12 @@ struct Gemm {
 // dinp + dweight).
 std::vector<Gemm> step_gemms(const MlpShape& s, int B) {
   std::vector<Gemm> gemms;
-  auto forward = [&](int in, int out) {
-    gemms.push_back({CUBLAS_OP_T, CUBLAS_OP_N, out, B, in, in, in, out});
-  };
+  auto forward = [&](int in, int out) { gemms.push_back({CUBLAS_OP_T, CUBLAS_OP_N, out, B, in, in, in, out}); };
   auto backward = [&](int in, int out) {
-    gemms.push_back({CUBLAS_OP_N, CUBLAS_OP_N, in, B, out, in, out, in});   // dinp
-    gemms.push_back({CUBLAS_OP_N, CUBLAS_OP_T, in, out, B, in, out, in});   // dweight
+    gemms.push_back({CUBLAS_OP_N, CUBLAS_OP_N, in, B, out, in, out, in});  // dinp
+    gemms.push_back({CUBLAS_OP_N, CUBLAS_OP_T, in, out, B, in, out, in});  // dweight
   };
-  const int h = static_cast<int>(s.hidden), f = static_cast<int>(s.ffn),
-            C = static_cast<int>(s.classes);
+  const int h = static_cast<int>(s.hidden), f = static_cast<int>(s.ffn), C = static_cast<int>(s.classes);
   for (int l = 0; l < s.blocks; ++l) {
     forward(h, f);
     forward(f, h);
@@ -97,12 +94,8 @@ std::vector<Gemm> step_gemms(const MlpShape& s, int B) {
 }
 
 // Column-major operand sizes of a gemm: op(A) is m x k, op(B) is k x n, C is m x n.
-std::size_t a_elems(const Gemm& g) {
-  return static_cast<std::size_t>(g.lda) * (g.ta == CUBLAS_OP_N ? g.k : g.m);
-}
-std::size_t b_elems(const Gemm& g) {
-  return static_cast<std::size_t>(g.ldb) * (g.tb == CUBLAS_OP_N ? g.n : g.k);
-}
+std::size_t a_elems(const Gemm& g) { return static_cast<std::size_t>(g.lda) * (g.ta == CUBLAS_OP_N ? g.k : g.m); }
+std::size_t b_elems(const Gemm& g) { return static_cast<std::size_t>(g.ldb) * (g.tb == CUBLAS_OP_N ? g.n : g.k); }
 std::size_t c_elems(const Gemm& g) { return static_cast<std::size_t>(g.ldc) * g.n; }
 
 const char* verdict(bool met) { return met ? "met" : "NOT met"; }
@@ -139,9 +132,8 @@ json bench_model(const cuda::DeviceInfo& dev, const MlpShape& shape, int64_t B, 
   const double sgemm = median_seconds(stream, reps, inner, [&] {
     for (size_t i = 0; i < gemms.size(); ++i) {
       const Gemm& g = gemms[i];
-      PARLAB_CUBLAS_CHECK(cublasSgemm(model.blas().get(), g.ta, g.tb, g.m, g.n, g.k, &one,
-                                      as[i].data(), g.lda, bs[i].data(), g.ldb, &one,
-                                      cs[i].data(), g.ldc));
+      PARLAB_CUBLAS_CHECK(cublasSgemm(model.blas().get(), g.ta, g.tb, g.m, g.n, g.k, &one, as[i].data(), g.lda,
+                                      bs[i].data(), g.ldb, &one, cs[i].data(), g.ldc));
     }
   });
 
@@ -153,18 +145,17 @@ json bench_model(const cuda::DeviceInfo& dev, const MlpShape& shape, int64_t B, 
   // sgemm is ~0.5 GFLOP, so launch latency and low occupancy dominate (>= 25% of peak, >= 70%).
   const bool large = B >= 512;
   const double sgemm_goal = large ? 0.60 : 0.25, ratio_goal = large ? 0.90 : 0.70;
-  std::printf("\nlab-mlp h%lld f%lld L%lld C%lld, microbatch %lld: %.2f GFLOP per step\n",
-              (long long)shape.hidden, (long long)shape.ffn, (long long)shape.blocks,
-              (long long)shape.classes, (long long)B, flops / 1e9);
-  std::printf("  forward+backward step  %9.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak\n",
-              step * 1e3, step_rate / 1e12, peak > 0 ? 100 * step_rate / peak : 0.0);
-  std::printf("  sgemm alone (%zu calls) %9.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak "
-              "(goal >= %.0f%%): %s\n",
-              gemms.size(), sgemm * 1e3, sgemm_rate / 1e12,
-              peak > 0 ? 100 * sgemm_rate / peak : 0.0, 100 * sgemm_goal,
-              peak > 0 ? verdict(sgemm_rate >= sgemm_goal * peak) : "peak unknown");
-  std::printf("  step reaches %.1f%% of the sgemm-alone rate (goal >= %.0f%%): %s\n",
-              100 * step_vs_sgemm, 100 * ratio_goal, verdict(step_vs_sgemm >= ratio_goal));
+  std::printf("\nlab-mlp h%lld f%lld L%lld C%lld, microbatch %lld: %.2f GFLOP per step\n", (long long)shape.hidden,
+              (long long)shape.ffn, (long long)shape.blocks, (long long)shape.classes, (long long)B, flops / 1e9);
+  std::printf("  forward+backward step  %9.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak\n", step * 1e3, step_rate / 1e12,
+              peak > 0 ? 100 * step_rate / peak : 0.0);
+  std::printf(
+      "  sgemm alone (%zu calls) %9.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak "
+      "(goal >= %.0f%%): %s\n",
+      gemms.size(), sgemm * 1e3, sgemm_rate / 1e12, peak > 0 ? 100 * sgemm_rate / peak : 0.0, 100 * sgemm_goal,
+      peak > 0 ? verdict(sgemm_rate >= sgemm_goal * peak) : "peak unknown");
+  std::printf("  step reaches %.1f%% of the sgemm-alone rate (goal >= %.0f%%): %s\n", 100 * step_vs_sgemm,
+              100 * ratio_goal, verdict(step_vs_sgemm >= ratio_goal));
   return {{"batch", B},
           {"step_flops", flops},
           {"step_seconds", step},
@@ -190,13 +181,13 @@ double bench_gemm_rate(const cuda::DeviceInfo& dev, int reps) {
   c.zero(stream.get());
   const float one = 1.0f, zero = 0.0f;
   const double seconds = median_seconds(stream.get(), reps, 2, [&] {
-    PARLAB_CUBLAS_CHECK(cublasSgemm(blas.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.data(), n, b.data(), n,
-                                    &zero, c.data(), n));
+    PARLAB_CUBLAS_CHECK(
+        cublasSgemm(blas.get(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.data(), n, b.data(), n, &zero, c.data(), n));
   });
   const double rate = 2.0 * n * double(n) * n / seconds;
   const double peak = dev.fp32_peak_flops_per_s();
-  std::printf("\ncuBLAS sgemm %d^3 (fp32, no TF32)  %8.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak\n", n,
-              seconds * 1e3, rate / 1e12, peak > 0 ? 100 * rate / peak : 0.0);
+  std::printf("\ncuBLAS sgemm %d^3 (fp32, no TF32)  %8.3f ms  %7.2f TFLOP/s  %5.1f%% of fp32 peak\n", n, seconds * 1e3,
+              rate / 1e12, peak > 0 ? 100 * rate / peak : 0.0);
   return rate;
 }
 
@@ -240,12 +231,19 @@ json bench_train_step(const cuda::DeviceInfo& dev, int64_t B, int steps, double 
     std::printf("  MFU vs this run's cuBLAS sgemm rate: %5.1f%% (goal >= 50%%): %s\n", 100 * mfu, verdict(mfu >= 0.5));
   else
     std::printf("  MFU vs this run's cuBLAS sgemm rate: %5.1f%% (the path the device optimizer replaced)\n", 100 * mfu);
-  std::printf("  of which the optimizer op (%s): %.3f ms\n",
-              device_optimizer ? "fused AdamW kernel on the device" : "gradients to the host, AdamW there, weights back",
-              opt * 1e3);
-  return {{"batch", B},        {"steps", steps},     {"step_seconds", step},   {"step_seconds_min", total.front()},
-          {"step_seconds_max", total.back()}, {"optimizer_seconds", opt}, {"step_flops", flops},
-          {"mfu_vs_cublas", mfu}, {"optimizer_on_device", device_optimizer}};
+  std::printf(
+      "  of which the optimizer op (%s): %.3f ms\n",
+      device_optimizer ? "fused AdamW kernel on the device" : "gradients to the host, AdamW there, weights back",
+      opt * 1e3);
+  return {{"batch", B},
+          {"steps", steps},
+          {"step_seconds", step},
+          {"step_seconds_min", total.front()},
+          {"step_seconds_max", total.back()},
+          {"optimizer_seconds", opt},
+          {"step_flops", flops},
+          {"mfu_vs_cublas", mfu},
+          {"optimizer_on_device", device_optimizer}};
 }
 
 json bench_memcpy(const cuda::DeviceInfo& dev, int reps) {
@@ -254,34 +252,32 @@ json bench_memcpy(const cuda::DeviceInfo& dev, int reps) {
   const std::size_t bytes = std::size_t{1} << 30;
   cuda::DeviceAllocation a(bytes), b(bytes);
   cuda::zero_on_device(a.get(), bytes, stream.get());
-  const double d2d = median_seconds(stream.get(), reps, 3, [&] {
-    cuda::copy_on_device(b.get(), a.get(), bytes, stream.get());
-  });
+  const double d2d =
+      median_seconds(stream.get(), reps, 3, [&] { cuda::copy_on_device(b.get(), a.get(), bytes, stream.get()); });
   // Host side: 256 MiB of pinned memory (pageable copies measure the driver's staging instead).
   const std::size_t host_bytes = std::size_t{256} << 20;
   void* pinned = nullptr;
   PARLAB_CUDA_CHECK(cudaMallocHost(&pinned, host_bytes));
-  const double h2d = median_seconds(stream.get(), reps, 3, [&] {
-    cuda::copy_to_device(a.get(), pinned, host_bytes, stream.get());
-  });
+  const double h2d =
+      median_seconds(stream.get(), reps, 3, [&] { cuda::copy_to_device(a.get(), pinned, host_bytes, stream.get()); });
   const double d2h = median_seconds(stream.get(), reps, 3, [&] {
-    PARLAB_CUDA_CHECK(
-        cudaMemcpyAsync(pinned, a.get(), host_bytes, cudaMemcpyDeviceToHost, stream.get()));
+    PARLAB_CUDA_CHECK(cudaMemcpyAsync(pinned, a.get(), host_bytes, cudaMemcpyDeviceToHost, stream.get()));
   });
   cudaFreeHost(pinned);
   const double peak = dev.memory_peak_bytes_per_s();
   const double d2d_rate = 2.0 * bytes / d2d;
   const double h2d_rate = host_bytes / h2d, d2h_rate = host_bytes / d2h;
   std::printf("\nmemory\n");
-  std::printf("  device-to-device 1 GiB   %8.1f GB/s (read+write)  %5.1f%% of peak %.0f GB/s "
-              "(goal >= 75%%): %s\n",
-              d2d_rate / 1e9, peak > 0 ? 100 * d2d_rate / peak : 0.0, peak / 1e9,
-              peak > 0 ? verdict(d2d_rate >= 0.75 * peak) : "peak unknown");
+  std::printf(
+      "  device-to-device 1 GiB   %8.1f GB/s (read+write)  %5.1f%% of peak %.0f GB/s "
+      "(goal >= 75%%): %s\n",
+      d2d_rate / 1e9, peak > 0 ? 100 * d2d_rate / peak : 0.0, peak / 1e9,
+      peak > 0 ? verdict(d2d_rate >= 0.75 * peak) : "peak unknown");
   // PCIe Gen5 x16 moves ~64 GB/s raw, ~50 GB/s in practice; Gen4 half that.
-  std::printf("  host-to-device 256 MiB   %8.1f GB/s (pinned; goal >= 20 GB/s): %s\n",
-              h2d_rate / 1e9, verdict(h2d_rate >= 20e9));
-  std::printf("  device-to-host 256 MiB   %8.1f GB/s (pinned; goal >= 20 GB/s): %s\n",
-              d2h_rate / 1e9, verdict(d2h_rate >= 20e9));
+  std::printf("  host-to-device 256 MiB   %8.1f GB/s (pinned; goal >= 20 GB/s): %s\n", h2d_rate / 1e9,
+              verdict(h2d_rate >= 20e9));
+  std::printf("  device-to-host 256 MiB   %8.1f GB/s (pinned; goal >= 20 GB/s): %s\n", d2h_rate / 1e9,
+              verdict(d2h_rate >= 20e9));
   return {{"d2d_bytes", bytes},
           {"d2d_bytes_per_s", d2d_rate},
           {"d2d_fraction_of_peak", peak > 0 ? d2d_rate / peak : 0.0},
@@ -309,23 +305,21 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (device < 0 || device >= static_cast<int>(list.devices.size())) {
-    std::fprintf(stderr, "--device %d: this machine has devices 0..%zu\n", device,
-                 list.devices.size() - 1);
+    std::fprintf(stderr, "--device %d: this machine has devices 0..%zu\n", device, list.devices.size() - 1);
     return 2;
   }
   try {
     const cuda::DeviceInfo& dev = list.devices[static_cast<size_t>(device)];
-    std::printf("device %d: %s\n  fp32 peak %.1f TFLOP/s (%d SMs x %d lanes x 2 x %.2f GHz), "
-                "DRAM peak %.0f GB/s\n",
-                dev.index, dev.describe().c_str(), dev.fp32_peak_flops_per_s() / 1e12,
-                dev.sm_count, dev.fp32_lanes_per_sm(), dev.clock_hz / 1e9,
-                dev.memory_peak_bytes_per_s() / 1e9);
+    std::printf(
+        "device %d: %s\n  fp32 peak %.1f TFLOP/s (%d SMs x %d lanes x 2 x %.2f GHz), "
+        "DRAM peak %.0f GB/s\n",
+        dev.index, dev.describe().c_str(), dev.fp32_peak_flops_per_s() / 1e12, dev.sm_count, dev.fp32_lanes_per_sm(),
+        dev.clock_hz / 1e9, dev.memory_peak_bytes_per_s() / 1e9);
     json out = {{"device",
                  {{"index", dev.index},
                   {"name", dev.name},
                   {"sm_count", dev.sm_count},
-                  {"compute_capability",
-                   std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
+                  {"compute_capability", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
                   {"memory_bytes", dev.memory_bytes},
                   {"fp32_peak_flops_per_s", dev.fp32_peak_flops_per_s()},
                   {"memory_peak_bytes_per_s", dev.memory_peak_bytes_per_s()}}}};
@@ -349,7 +343,8 @@ int main(int argc, char** argv) {
           (on_device ? out["train_step"] : out["train_step_host_optimizer"]).push_back(std::move(r));
         } catch (const std::exception& e) {  // the other figures still count
           std::printf("\ntraining step at microbatch %lld FAILED: %s\n", (long long)B, e.what());
-          (on_device ? out["train_step"] : out["train_step_host_optimizer"]).push_back({{"batch", B}, {"error", e.what()}});
+          (on_device ? out["train_step"] : out["train_step_host_optimizer"])
+              .push_back({{"batch", B}, {"error", e.what()}});
         }
       }
       if (pair.contains("device") && pair.contains("host"))

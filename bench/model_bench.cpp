@@ -96,7 +96,8 @@ struct Products {
       float* out = kind == Kind::kDweight ? g + w : y.data();
       const float* b = kind == Kind::kForward ? p + bias : nullptr;
       if (bf16)
-        cpu::gemm_bf16(shape, kind == Kind::kDweight ? dy16.data() : x16.data(), weight_b ? w16 + w : x16.data(), out, b);
+        cpu::gemm_bf16(shape, kind == Kind::kDweight ? dy16.data() : x16.data(), weight_b ? w16 + w : x16.data(), out,
+                       b);
       else
         cpu::gemm_f32(shape, kind == Kind::kDweight ? dy.data() : x.data(), weight_b ? p + w : x.data(), out, b);
     };
@@ -130,8 +131,7 @@ struct Products {
       }
     }
     cpu::softmax_cross_entropy_forward(y.data(), dy.data() + B, x.data(), labels.data(), B, C);
-    cpu::softmax_cross_entropy_backward(y.data(), cpu::GradWrite::kOverwrite, dy.data() + B, labels.data(), 1.0f, B,
-                                        C);
+    cpu::softmax_cross_entropy_backward(y.data(), cpu::GradWrite::kOverwrite, dy.data() + B, labels.data(), 1.0f, B, C);
   }
   MlpShape s;
   int64_t B;
@@ -195,7 +195,9 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> w16(f32.model.params().size());
   std::vector<float> dbias(ffn, 0.0f);
   std::vector<Job> jobs;
-  auto add = [&jobs](std::string name, std::function<void()> run) { jobs.push_back({std::move(name), std::move(run), {}, {}}); };
+  auto add = [&jobs](std::string name, std::function<void()> run) {
+    jobs.push_back({std::move(name), std::move(run), {}, {}});
+  };
   add("oneDNN fp32 matmul alone", [&] {
     for (int64_t i = 0; i < ref_calls; ++i) {
       cpu::onednn_gemm_f32(fc1, ra.data(), rb.data(), rc.data());
@@ -209,7 +211,9 @@ int main(int argc, char** argv) {
   add("  matmuls: forward", [&] { matmuls(Kind::kForward, f32, nullptr); });
   add("  matmuls: input gradients", [&] { matmuls(Kind::kDinp, f32, nullptr); });
   add("  matmuls: weight gradients", [&] { matmuls(Kind::kDweight, f32, nullptr); });
-  add("  element-wise kernels", [&] { for (int64_t m = 0; m < micro; ++m) products.elementwise(false, dbias.data()); });
+  add("  element-wise kernels", [&] {
+    for (int64_t m = 0; m < micro; ++m) products.elementwise(false, dbias.data());
+  });
   add("  data fill", [&] {
     for (const auto& idx : batches) {
       parlab::model::MicrobatchState state = f32.model.new_microbatch(mb, gbs);
@@ -229,7 +233,9 @@ int main(int argc, char** argv) {
     add("  matmuls: forward", [&] { matmuls(Kind::kForward, *mix, w16.data()); });
     add("  matmuls: input gradients", [&] { matmuls(Kind::kDinp, *mix, w16.data()); });
     add("  matmuls: weight gradients", [&] { matmuls(Kind::kDweight, *mix, w16.data()); });
-    add("  element-wise kernels", [&] { for (int64_t m = 0; m < micro; ++m) products.elementwise(true, dbias.data()); });
+    add("  element-wise kernels", [&] {
+      for (int64_t m = 0; m < micro; ++m) products.elementwise(true, dbias.data());
+    });
     add("  data fill", [&] { jobs[6].run(); });
     add("  bf16 weight copies", [&] {
       const auto p = mix->model.params();
@@ -248,10 +254,11 @@ int main(int argc, char** argv) {
       job.wall.push_back(wall_seconds() - w0);
     }
 
-  std::printf("bench_model: lab-mlp h%lld f%lld L%lld C%lld, 1 worker, gbs %lld in microbatches of %lld, AdamW; "
-              "one thread; %s; load %s\n",
-              (long long)hidden, (long long)ffn, (long long)blocks, (long long)classes, (long long)gbs, (long long)mb,
-              std::string(cpu::matmul_backend_name()).c_str(), bench::load_average().c_str());
+  std::printf(
+      "bench_model: lab-mlp h%lld f%lld L%lld C%lld, 1 worker, gbs %lld in microbatches of %lld, AdamW; "
+      "one thread; %s; load %s\n",
+      (long long)hidden, (long long)ffn, (long long)blocks, (long long)classes, (long long)gbs, (long long)mb,
+      std::string(cpu::matmul_backend_name()).c_str(), bench::load_average().c_str());
   std::printf("step matmul FLOPs %.1f GFLOP; process CPU seconds per step, median [min..max] of %d rounds\n\n",
               flops / 1e9, rounds);
   std::printf("%-38s %24s %9s %9s\n", "job", "cpu s", "wall s", "GFLOP/s");

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_optimizer: fused AdamW pass vs memcpy bandwidth, one thread"};
   int64_t n = 67'186'704;  // lab-mlp's parameter count
   int repeats = 7;
-  app.add_option("--params", n, "elements updated per step (default: lab-mlp)")->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
+  app.add_option("--params", n, "elements updated per step (default: lab-mlp)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32));
   app.add_option("--repeats", repeats, "timed steps (median and spread)")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
 

@@ -50,8 +50,8 @@ struct Job {
 };
 
 struct ParlabRun {
-  double step_seconds = 0;  // median over measured steps of the slowest rank's step
-  double last_loss = 0;     // global mean loss of the last step
+  double step_seconds = 0;    // median over measured steps of the slowest rank's step
+  double last_loss = 0;       // global mean loss of the last step
   uint64_t weights_hash = 0;  // FNV-1a of rank 0's fp32 weights after the last step (DDP: a replica)
 };
 
@@ -70,10 +70,10 @@ train::TrainConfig job_config(const Job& job, int world, const std::string& prec
        << "\nprecision = \"fp32\"\n";
   train::TrainConfig cfg;
   cfg.model = strategy::parse_model_toml(toml.str(), "bench");
-  cfg.plan = train::resolve_train_plan(cfg.model,
-                                       "gbs=" + std::to_string(job.gbs) + ",mb=" + std::to_string(job.mb) +
-                                           ",optimizer=adam,precision=" + precision,
-                                       world, strategy::load_cluster("cpu-local"));
+  cfg.plan = train::resolve_train_plan(
+      cfg.model,
+      "gbs=" + std::to_string(job.gbs) + ",mb=" + std::to_string(job.mb) + ",optimizer=adam,precision=" + precision,
+      world, strategy::load_cluster("cpu-local"));
   cfg.optimizer = train::AdamWConfig{.lr = 2e-4};
   cfg.data_size = job.gbs * (job.warmup + job.steps);
   cfg.seed = 1;
@@ -141,9 +141,10 @@ bool cpu_has_flag(const std::string& flag) {
 std::string peer_blas_env(const std::string& python, const std::string& request) {
   bool ok = false;
   const std::string detected =
-      capture(python + " -c 'import ctypes; l = ctypes.CDLL(\"libopenblas.so.0\"); "
-                       "l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' "
-                       "2>/dev/null",
+      capture(python +
+                  " -c 'import ctypes; l = ctypes.CDLL(\"libopenblas.so.0\"); "
+                  "l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' "
+                  "2>/dev/null",
               ok);
   const std::string core = ok ? detected.substr(0, detected.find('\n')) : "unknown (no libopenblas.so.0)";
   std::string chosen;
@@ -154,8 +155,10 @@ std::string peer_blas_env(const std::string& python, const std::string& request)
     chosen = request;
     why = "named by --peer-coretype";
   } else {
-    static const char* kPreAvx[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Northwood"};
-    const bool fell_back = std::any_of(std::begin(kPreAvx), std::end(kPreAvx), [&](const char* c) { return core == c; });
+    static const char* kPreAvx[] = {"Prescott", "Core2", "Penryn", "Dunnington",
+                                    "Nehalem",  "Atom",  "Katmai", "Northwood"};
+    const bool fell_back =
+        std::any_of(std::begin(kPreAvx), std::end(kPreAvx), [&](const char* c) { return core == c; });
     if (!fell_back) {
       why = "OpenBLAS's own detection (" + core + ") is kept";
     } else if (cpu_has_flag("avx512f")) {
@@ -178,10 +181,10 @@ std::string peer_blas_env(const std::string& python, const std::string& request)
 double run_torch(const std::string& env, const std::string& python, const std::string& script, const Job& job,
                  int world, const std::string& precision, int port) {
   std::ostringstream cmd;
-  cmd << env << python << " " << script << " --workers " << world << " --precision " << precision << " --gbs " << job.gbs
-      << " --mb " << job.mb << " --hidden " << job.hidden << " --ffn " << job.ffn << " --blocks " << job.blocks
-      << " --classes " << job.classes << " --warmup " << job.warmup << " --steps " << job.steps << " --port "
-      << port << " 2>&1";
+  cmd << env << python << " " << script << " --workers " << world << " --precision " << precision << " --gbs "
+      << job.gbs << " --mb " << job.mb << " --hidden " << job.hidden << " --ffn " << job.ffn << " --blocks "
+      << job.blocks << " --classes " << job.classes << " --warmup " << job.warmup << " --steps " << job.steps
+      << " --port " << port << " 2>&1";
   bool ok = false;
   const std::string out = capture(cmd.str(), ok);
   const auto at = out.find("step_seconds");
@@ -228,8 +231,8 @@ double matmul_rate(const Job& job, bool bf16) {
 struct Cell {
   std::vector<double> rate;  // oneDNN's matmul rate at the lab's shapes, per repeat (FLOP/s)
   std::vector<double> parlab, torch;
-  std::vector<double> loss;       // parlab's last-step loss, per repeat
-  std::vector<uint64_t> hashes;   // parlab's weights after the run, per repeat
+  std::vector<double> loss;      // parlab's last-step loss, per repeat
+  std::vector<uint64_t> hashes;  // parlab's weights after the run, per repeat
 };
 
 std::string stat(const std::vector<double>& v) {
@@ -257,7 +260,9 @@ int main(int argc, char** argv) {
   app.add_option("--gbs", job.gbs, "global batch")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--mb", job.mb, "microbatch")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--workers", workers, "worker counts")->delimiter(',')->check(CLI::Range(1, 64));
-  app.add_option("--precisions", precisions, "fp32 and/or mixed")->delimiter(',')->check(CLI::IsMember({"fp32", "mixed"}));
+  app.add_option("--precisions", precisions, "fp32 and/or mixed")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "mixed"}));
   app.add_option("--python", python, "interpreter with torch for the peer");
   app.add_option("--peer-script", script, "the PyTorch peer");
   std::string cluster_file;
@@ -272,10 +277,11 @@ int main(int argc, char** argv) {
   compute::pin_blas_to_one_thread();
   bool have_torch = false;
   const std::string version = capture(python + " -c 'import torch; print(torch.__version__)' 2>&1", have_torch);
-  std::printf("bench_peer: lab-mlp h %lld f %lld x %lld blocks, %lld classes; global batch %lld, microbatch %lld, "
-              "AdamW, one thread per rank\n",
-              (long long)job.hidden, (long long)job.ffn, (long long)job.blocks, (long long)job.classes,
-              (long long)job.gbs, (long long)job.mb);
+  std::printf(
+      "bench_peer: lab-mlp h %lld f %lld x %lld blocks, %lld classes; global batch %lld, microbatch %lld, "
+      "AdamW, one thread per rank\n",
+      (long long)job.hidden, (long long)job.ffn, (long long)job.blocks, (long long)job.classes, (long long)job.gbs,
+      (long long)job.mb);
   std::printf("parlab matmuls: %s; bf16: %s\n", std::string(compute::cpu::matmul_backend_name()).c_str(),
               compute::cpu::bf16_supported() ? "yes" : std::string(compute::cpu::bf16_unsupported_reason()).c_str());
   std::string peer_env;
@@ -331,13 +337,15 @@ int main(int argc, char** argv) {
     for (const auto& [key, c] : cells) {
       const train::TrainConfig cfg = job_config(job, key.second, key.first);
       const double predicted =
-          strategy::estimate_step(cfg.model, cfg.plan, strategy::with_world(calibrated, key.second), false).step_seconds;
+          strategy::estimate_step(cfg.model, cfg.plan, strategy::with_world(calibrated, key.second), false)
+              .step_seconds;
       std::printf("%-5s W=%d: predicted %.3f s, measured %.3f s (%+.1f%%)\n", key.first.c_str(), key.second, predicted,
                   parlab::median(c.parlab), 100.0 * (predicted / parlab::median(c.parlab) - 1));
     }
   }
-  std::printf("\ngoals: 1 worker fp32 parlab >= 1.8x faster than torch (parlab/torch <= 0.56); "
-              "2 workers fp32 parlab/torch < 1.00\n");
+  std::printf(
+      "\ngoals: 1 worker fp32 parlab >= 1.8x faster than torch (parlab/torch <= 0.56); "
+      "2 workers fp32 parlab/torch < 1.00\n");
   const auto f1 = cells.find({"fp32", 1}), m1 = cells.find({"mixed", 1});
   // The 1-worker step's matmul FLOPs over its time, against oneDNN's rate measured beside it.
   for (const auto* cell : {&f1, &m1}) {
@@ -346,19 +354,22 @@ int main(int argc, char** argv) {
     const double flops = model::LabMlp::step_matmul_flops(
         model::MlpShape{.hidden = job.hidden, .ffn = job.ffn, .blocks = job.blocks, .classes = job.classes}, job.gbs);
     const double step_rate = flops / parlab::median(c.parlab), ref = parlab::median(c.rate);
-    std::printf("%-5s W=1: the step runs %.1f GFLOP/s, %.1f%% of oneDNN's %s matmul rate at the lab's shapes "
-                "(%.1f GFLOP/s, median [%.1f..%.1f])%s\n",
-                key.first.c_str(), step_rate / 1e9, 100.0 * step_rate / ref, key.first == "fp32" ? "fp32" : "bf16",
-                ref / 1e9, *std::min_element(c.rate.begin(), c.rate.end()) / 1e9,
-                *std::max_element(c.rate.begin(), c.rate.end()) / 1e9,
-                key.first == "fp32" ? (step_rate / ref >= 0.85 ? " (goal >= 85%: met)" : " (goal >= 85%: NOT met)") : "");
+    std::printf(
+        "%-5s W=1: the step runs %.1f GFLOP/s, %.1f%% of oneDNN's %s matmul rate at the lab's shapes "
+        "(%.1f GFLOP/s, median [%.1f..%.1f])%s\n",
+        key.first.c_str(), step_rate / 1e9, 100.0 * step_rate / ref, key.first == "fp32" ? "fp32" : "bf16", ref / 1e9,
+        *std::min_element(c.rate.begin(), c.rate.end()) / 1e9, *std::max_element(c.rate.begin(), c.rate.end()) / 1e9,
+        key.first == "fp32" ? (step_rate / ref >= 0.85 ? " (goal >= 85%: met)" : " (goal >= 85%: NOT met)") : "");
   }
   if (f1 != cells.end() && m1 != cells.end())
-    std::printf("mixed vs fp32, 1 worker: parlab %.2fx faster (goal >= 1.8x)%s\n",
-                parlab::median(f1->second.parlab) / parlab::median(m1->second.parlab),
-                f1->second.torch.empty() || m1->second.torch.empty()
-                    ? ""
-                    : (", torch " + std::to_string(parlab::median(f1->second.torch) / parlab::median(m1->second.torch)).substr(0, 4) + "x").c_str());
+    std::printf(
+        "mixed vs fp32, 1 worker: parlab %.2fx faster (goal >= 1.8x)%s\n",
+        parlab::median(f1->second.parlab) / parlab::median(m1->second.parlab),
+        f1->second.torch.empty() || m1->second.torch.empty()
+            ? ""
+            : (", torch " +
+               std::to_string(parlab::median(f1->second.torch) / parlab::median(m1->second.torch)).substr(0, 4) + "x")
+                  .c_str());
   // Learning and determinism, from the same runs: every repeat trains the same steps from the
   // same seed, so its weights must hash the same, and mixed's loss must follow fp32's.
   for (const auto& [key, c] : cells) {

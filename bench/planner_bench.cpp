@@ -21,8 +21,8 @@ int main() {
     best = std::min(best, r.search_seconds);
   }
   std::printf("planner: gpt-175b on 1024 x dgx-a100, global batch 1536\n");
-  std::printf("  plans enumerated          %lld (valid %lld, fitting %lld)\n", (long long)r.evaluated, (long long)r.valid,
-              (long long)r.fitting);
+  std::printf("  plans enumerated          %lld (valid %lld, fitting %lld)\n", (long long)r.evaluated,
+              (long long)r.valid, (long long)r.fitting);
   std::printf("  search wall time (best/3) %.3f s      goal: well under 1 s\n", best);
   std::printf("  plans evaluated per second %.0f\n", r.evaluated / best);
 

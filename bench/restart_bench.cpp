@@ -71,16 +71,16 @@ launch::TrainJobSpec spec_for(const Settings& s, int workers, const fs::path& di
 std::string sec(const std::optional<double>& s) { return s ? format_seconds(*s) : "-"; }
 
 void bench_restart(const Settings& s) {
-  parlab::TextTable t({"workers", "detection", "teardown", "restart", "state load", "first step", "total",
-                       "steps lost", "goal < 10 s"});
+  parlab::TextTable t({"workers", "detection", "teardown", "restart", "state load", "first step", "total", "steps lost",
+                       "goal < 10 s"});
   for (int w : s.workers) {
     launch::TrainJobSpec spec = spec_for(s, w, s.work_dir / ("restart-" + std::to_string(w)));
     spec.job.steps = s.restart_steps;
     spec.job.checkpoint_every = s.restart_every;
     spec.job.faults = {"kill:rank=" + std::to_string(w - 1) + ",step=" + std::to_string(s.kill_step)};
     spec.max_restarts = 1;
-    fmt::print("restart: {} workers, {} steps, checkpoint every {}, --fault {}\n", w, s.restart_steps,
-               s.restart_every, spec.job.faults[0]);
+    fmt::print("restart: {} workers, {} steps, checkpoint every {}, --fault {}\n", w, s.restart_steps, s.restart_every,
+               spec.job.faults[0]);
     std::fflush(stdout);
     const launch::TrainOutcome out = launch::run_training(spec);
     if (!out.ok || out.incidents.empty()) {
@@ -119,7 +119,8 @@ ThroughputRun throughput(const Settings& s, int64_t every, const std::string& na
     if (r.step == 0 && (first_start == 0 || start < first_start)) first_start = start;
     last_end = std::max(last_end, r.end_seconds);
   };
-  fmt::print("throughput: 2 workers, {} steps, checkpoint every {}\n", s.overhead_steps, every == 0 ? "-" : std::to_string(every));
+  fmt::print("throughput: 2 workers, {} steps, checkpoint every {}\n", s.overhead_steps,
+             every == 0 ? "-" : std::to_string(every));
   std::fflush(stdout);
   const launch::TrainOutcome out = launch::run_training(spec, cb);
   ThroughputRun r;
@@ -152,9 +153,10 @@ void bench_overhead(const Settings& s) {
   t.add({"every " + std::to_string(s.interval), std::to_string(s.overhead_steps), std::to_string(on.saves),
          format_seconds(on.save_seconds), format_seconds(on.loop_seconds), fmt::format("{:.1f}", rate_on),
          fmt::format("{:.2f}% (stall {:.2f}%)", 100 * loss, 100 * stall), loss <= kOverheadGoal ? "met" : "MISSED"});
-  fmt::print("\nCheckpoint overhead on throughput ({} {}; overhead = 1 - throughput ratio; stall = save time / step "
-             "time)\n{}\n",
-             s.model, s.plan.empty() ? "default plan" : s.plan, t.str());
+  fmt::print(
+      "\nCheckpoint overhead on throughput ({} {}; overhead = 1 - throughput ratio; stall = save time / step "
+      "time)\n{}\n",
+      s.model, s.plan.empty() ? "default plan" : s.plan, t.str());
 }
 
 }  // namespace

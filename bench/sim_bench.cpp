@@ -52,7 +52,8 @@ struct Case {
   std::string fault{};  // optional
 };
 
-strategy::Plan resolved(const strategy::ModelSpec& m, const strategy::ClusterSpec& c, int world, const std::string& text) {
+strategy::Plan resolved(const strategy::ModelSpec& m, const strategy::ClusterSpec& c, int world,
+                        const std::string& text) {
   strategy::Plan p = strategy::resolve(strategy::parse_plan(text), m, world);
   strategy::validate(p, m, strategy::with_world(c, world));
   return p;
@@ -105,8 +106,9 @@ std::string why(const sim::SimResult& s, const strategy::StepEstimate& a, bool s
   if (fault.rfind("degrade-link", 0) == 0)
     return deltas + "fault (not in the analytic model): messages through the degraded link (p2p, rings) crawl";
   if (shares_cores && std::abs(dc) > 0.02 * step)
-    return deltas + "shared cores -- the analytic model splits them over all ranks all the time; here a rank computing "
-                    "alone (pipeline warm-up, cool-down) gets a whole core, which also shrinks the bubbles";
+    return deltas +
+           "shared cores -- the analytic model splits them over all ranks all the time; here a rank computing "
+           "alone (pipeline warm-up, cool-down) gets a whole core, which also shrinks the bubbles";
   if (std::abs(de) >= std::abs(db) && worst)
     return deltas + fmt::format("{}: sim {} {:.3f} ms/call vs analytic {} {:.3f} ms/call", worst_kind, worst->sim_algo,
                                 worst->sim_call * 1e3, worst->analytic_algo, worst->analytic_call * 1e3);
@@ -118,8 +120,8 @@ void accuracy_grid(const std::vector<Case>& cases, const std::string& cluster_na
   const auto base = strategy::load_cluster(cluster_name);
   fmt::print("Simulated vs analytic step time on {} (1 warm-up + 2 measured steps, coalesced collectives)\n",
              cluster_name);
-  fmt::print("{:<10} {:>5}  {:<60} {:>10} {:>10} {:>6}  {}\n", "model", "world", "plan", "sim s", "analytic s",
-             "ratio", "why (|ratio - 1| > 10%)");
+  fmt::print("{:<10} {:>5}  {:<60} {:>10} {:>10} {:>6}  {}\n", "model", "world", "plan", "sim s", "analytic s", "ratio",
+             "why (|ratio - 1| > 10%)");
   for (const auto& c : cases) {
     const auto model = strategy::load_model(c.model);
     const auto cluster = strategy::with_world(base, c.world);
@@ -133,8 +135,8 @@ void accuracy_grid(const std::vector<Case>& cases, const std::string& cluster_na
     [[maybe_unused]] const auto a = strategy::estimate_step(model, plan, cluster);  // as parlab simulate does
     const double ratio = s.step_seconds / a.step_seconds;
     fmt::print("{:<10} {:>5}  {:<60} {:>10.4f} {:>10.4f} {:>6.3f}  {}{}\n", c.model, c.world,
-               plan.short_name() + " [" + c.plan + "]" + (c.fault.empty() ? "" : " " + c.fault), s.step_seconds, a.step_seconds, ratio,
-               std::abs(ratio - 1) > 0.10 ? why(s, a, cluster.shares_cores(), c.fault) : "",
+               plan.short_name() + " [" + c.plan + "]" + (c.fault.empty() ? "" : " " + c.fault), s.step_seconds,
+               a.step_seconds, ratio, std::abs(ratio - 1) > 0.10 ? why(s, a, cluster.shares_cores(), c.fault) : "",
                fmt::format("  ({:.1f} s wall)", wall));
   }
   fmt::print("\n");
@@ -201,10 +203,11 @@ void speed(const std::string& model_name, int world, const strategy::Plan& plan,
   }
   const double wall = median(walls), cpu = median(cpus);
   const auto [lo, hi] = std::minmax_element(walls.begin(), walls.end());
-  fmt::print("{:<9} {:>5}  {:<44} {:<9} {:>8.2f} {:>7} {:>6.2f} {:>10} {:>9} {:>10.0f}  {}\n", model_name, world, label,
-             exact ? "exact" : "default", wall, repeats > 1 ? fmt::format("{:.1f}-{:.1f}", *lo, *hi) : "-", cpu,
-             s.messages, s.flows, double(s.messages) / wall,
-             goal_seconds > 0 ? fmt::format("< {:.0f} s: {}", goal_seconds, wall < goal_seconds ? "met" : "MISSED") : "");
+  fmt::print(
+      "{:<9} {:>5}  {:<44} {:<9} {:>8.2f} {:>7} {:>6.2f} {:>10} {:>9} {:>10.0f}  {}\n", model_name, world, label,
+      exact ? "exact" : "default", wall, repeats > 1 ? fmt::format("{:.1f}-{:.1f}", *lo, *hi) : "-", cpu, s.messages,
+      s.flows, double(s.messages) / wall,
+      goal_seconds > 0 ? fmt::format("< {:.0f} s: {}", goal_seconds, wall < goal_seconds ? "met" : "MISSED") : "");
 }
 
 void speed(const std::string& model_name, int world, const std::string& text, bool exact, double goal_seconds,
@@ -282,8 +285,8 @@ Measured measure_row(const TableRow& row) {
     m.child_rss_gb = double(children.ru_maxrss) * 1024 / 1e9;
     m.step = s.step_seconds;
     m.ops = s.ops, m.messages = s.messages, m.flows = s.flows;
-    const std::string line = fmt::format("{} {} {} {} {} {} {} {}\n", m.wall, m.cpu, m.rss_gb, m.child_rss_gb,
-                                         m.step, m.ops, m.messages, m.flows);
+    const std::string line = fmt::format("{} {} {} {} {} {} {} {}\n", m.wall, m.cpu, m.rss_gb, m.child_rss_gb, m.step,
+                                         m.ops, m.messages, m.flows);
     [[maybe_unused]] auto n = write(fds[1], line.data(), line.size());
     _exit(0);
   }
@@ -323,12 +326,15 @@ std::string verdict(double value, double goal) { return value < goal ? "met" : "
 // The table (and the planner's search times) as Markdown rows, printed and, with --record, kept.
 void datacenter_table(const std::string& record) {
   const std::string load_before = load_average();
-  fmt::print("4. The datacenter table: `parlab simulate ... --steps 1` (1 warm-up + 1 measured step, then the\n"
-             "   analytic estimate), each in a fresh process; CPU: user + sys of it and its simulating child;\n"
-             "   RSS: peak of the process + peak of its simulating child. Load average before: {}\n",
-             load_before);
-  std::string md = "| model | GPUs | plan | wall s | target | CPU s | peak RSS GB (process + simulation) | ops | simulated step s |\n"
-                   "| --- | ---: | --- | ---: | --- | ---: | --- | ---: | ---: |\n";
+  fmt::print(
+      "4. The datacenter table: `parlab simulate ... --steps 1` (1 warm-up + 1 measured step, then the\n"
+      "   analytic estimate), each in a fresh process; CPU: user + sys of it and its simulating child;\n"
+      "   RSS: peak of the process + peak of its simulating child. Load average before: {}\n",
+      load_before);
+  std::string md =
+      "| model | GPUs | plan | wall s | target | CPU s | peak RSS GB (process + simulation) | ops | simulated step s "
+      "|\n"
+      "| --- | ---: | --- | ---: | --- | ---: | --- | ---: | ---: |\n";
   for (const TableRow& row : table_rows()) {
     const Measured m = measure_row(row);
     const double rss = m.rss_gb + m.child_rss_gb;
@@ -349,9 +355,11 @@ void datacenter_table(const std::string& record) {
       secs.push_back(r.search_seconds);
     }
     const double t = median(secs);
-    md += fmt::format("| {} x {} dgx-a100 | {} | {:.3f} | < {} s: {} |\n", name, world, r.evaluated, t, goal, verdict(t, goal));
+    md += fmt::format("| {} x {} dgx-a100 | {} | {:.3f} | < {} s: {} |\n", name, world, r.evaluated, t, goal,
+                      verdict(t, goal));
   }
-  const std::string machine = fmt::format("{}; load average {} before, {} after", machine_line(), load_before, load_average());
+  const std::string machine =
+      fmt::format("{}; load average {} before, {} after", machine_line(), load_before, load_average());
   fmt::print("{}\nMachine: {}\n", md, machine);
   if (!record.empty()) {
     std::ofstream out(record);
@@ -370,7 +378,9 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-big", skip_big, "Skip the 1024- and 4096-rank speed runs");
   app.add_option("--big-microbatches", big_microbatches, "Microbatches of the 1024-rank TP 8 x PP 8 x DP 16 plan")
       ->capture_default_str();
-  app.add_option("--repeats", repeats, "Runs per speed row (the median is printed)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats, "Runs per speed row (the median is printed)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   bool speed_only = false;
   app.add_flag("--speed-only", speed_only, "Only sections 3 and 4 (simulator speed)");
   bool table_only = false;
@@ -409,17 +419,21 @@ int main(int argc, char** argv) {
     collective_sweep("dgx-a100");
   }
 
-  fmt::print("3. Simulator speed: one simulated step on dgx-a100 (the simulation runs on one core; wall: median of {}{})\n",
-             repeats, repeats > 1 ? " runs, (range)" : " run");
-  fmt::print("   default: coalesced calls, merged ring steps, lone collective steps in closed form; exact: every call,\n"
-             "   every step, every message a SimGrid flow. flows: the messages SimGrid carried.\n");
+  fmt::print(
+      "3. Simulator speed: one simulated step on dgx-a100 (the simulation runs on one core; wall: median of {}{})\n",
+      repeats, repeats > 1 ? " runs, (range)" : " run");
+  fmt::print(
+      "   default: coalesced calls, merged ring steps, lone collective steps in closed form; exact: every call,\n"
+      "   every step, every message a SimGrid flow. flows: the messages SimGrid carried.\n");
   speed_header();
   speed("gpt-175b", 64, "tp=8,pp=8,microbatches=16", false, 0, repeats);
   speed("gpt-175b", 64, "tp=8,pp=8,microbatches=16", true, 0, repeats);
   speed("gpt-22b", 64, "dp=64", false, 0, repeats);
   if (!skip_big) {
     speed("gpt-175b", 1024, "tp=8,pp=8,dp=16,microbatches=" + std::to_string(big_microbatches), false, 0, repeats);
-    fmt::print("   the planner's best three for gpt-175b on 1024 GPUs (parlab plan --model gpt-175b --cluster dgx-a100 --world 1024):\n");
+    fmt::print(
+        "   the planner's best three for gpt-175b on 1024 GPUs (parlab plan --model gpt-175b --cluster dgx-a100 "
+        "--world 1024):\n");
     planner_top("gpt-175b", 1024, 3, 30, repeats);
     speed("gpt-1t", 4096, "tp=8,pp=8,dp=64", false, 60, repeats);
     fmt::print("\n");

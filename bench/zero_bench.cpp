@@ -47,7 +47,7 @@ using namespace parlab;
 using model::MemoryCategory;
 
 struct Result {
-  std::vector<double> steps;  // the slowest rank's step, per measured step
+  std::vector<double> steps;                                      // the slowest rank's step, per measured step
   double step = 0, exposed = 0, comm = 0, idle = 0, compute = 0;  // step: median; others rank 0's means
   double state_bytes = 0, peak_bytes = 0;
 };
@@ -140,11 +140,12 @@ int main(int argc, char** argv) {
   const strategy::ModelSpec spec = strategy::load_model(model_name);
   const strategy::ClusterSpec cluster = strategy::load_cluster("cpu-local");
   const strategy::ClusterSpec sized = strategy::with_world(cluster, workers);
-  std::printf("bench_zero: %s (%.1f M parameters), %d workers (threads), %d measured step(s) after %d warm-up; "
-              "cluster %s%s; load average %s\n",
-              spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, cluster.name.c_str(),
-              sized.serializes_comm_with_compute() ? " (ranks share the cores: comm and compute take turns)" : "",
-              bench::load_average().c_str());
+  std::printf(
+      "bench_zero: %s (%.1f M parameters), %d workers (threads), %d measured step(s) after %d warm-up; "
+      "cluster %s%s; load average %s\n",
+      spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, cluster.name.c_str(),
+      sized.serializes_comm_with_compute() ? " (ranks share the cores: comm and compute take turns)" : "",
+      bench::load_average().c_str());
   std::printf("%-7s %16s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms (spread)", "exposed", "idle",
               "comm busy", "model state", "peak", "vs DDP", "goal");
   Result ddp;
@@ -158,8 +159,8 @@ int main(int argc, char** argv) {
   for (int zero = 0; zero <= 3; ++zero) {
     train::TrainConfig c;
     c.model = spec;
-    c.plan = train::resolve_train_plan(spec, strategy::parse_plan("zero=" + std::to_string(zero), strategy::parse_plan(plan)),
-                                       workers, cluster);
+    c.plan = train::resolve_train_plan(
+        spec, strategy::parse_plan("zero=" + std::to_string(zero), strategy::parse_plan(plan)), workers, cluster);
     c.optimizer = train::AdamWConfig{};
     c.data_size = c.plan.global_batch * 8;
     c.seed = 1;
@@ -184,24 +185,24 @@ int main(int argc, char** argv) {
                     1.0 / workers);
       goal = b;
     }
-    std::printf("%-7s %9.1f (%3.0f%%) %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n", name.c_str(),
-                r.step * 1e3, 100 * spread(r.steps), r.exposed * 1e3, r.idle * 1e3, r.comm * 1e3, r.state_bytes / 1e6,
+    std::printf("%-7s %9.1f (%3.0f%%) %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n", name.c_str(), r.step * 1e3,
+                100 * spread(r.steps), r.exposed * 1e3, r.idle * 1e3, r.comm * 1e3, r.state_bytes / 1e6,
                 r.peak_bytes / 1e6, r.step / ddp.step, goal.c_str());
   }
-  std::printf("\nMeasured / simulated (ms, rank 0; idle: the simulator's is its bubble), and the step beside what the "
-              "communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
-              sized.serializes_comm_with_compute() ? ", in turns" : ", overlapped: the larger");
+  std::printf(
+      "\nMeasured / simulated (ms, rank 0; idle: the simulator's is its bubble), and the step beside what the "
+      "communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
+      sized.serializes_comm_with_compute() ? ", in turns" : ", overlapped: the larger");
   std::printf("%-7s %32s %32s %32s %32s %s\n", "split", "step", "exposed comm", "idle", "comm busy / model",
               "step / comm model allows");
   for (const Row& row : rows) {
     const strategy::RankTimes& s0 = row.simulated.ranks.at(0);
     const double allows = sized.serializes_comm_with_compute() ? row.measured.compute + row.comm_model
                                                                : std::max(row.measured.compute, row.comm_model);
-    std::printf("%-7s %32s %32s %32s %32s %s\n", row.name.c_str(),
-                vs(row.measured.step, row.simulated.step_seconds).c_str(),
-                vs(row.measured.exposed, s0.exposed_comm_seconds).c_str(),
-                vs(row.measured.idle, s0.bubble_seconds).c_str(), vs(row.measured.comm, row.comm_model).c_str(),
-                vs(row.measured.step, allows).c_str());
+    std::printf(
+        "%-7s %32s %32s %32s %32s %s\n", row.name.c_str(), vs(row.measured.step, row.simulated.step_seconds).c_str(),
+        vs(row.measured.exposed, s0.exposed_comm_seconds).c_str(), vs(row.measured.idle, s0.bubble_seconds).c_str(),
+        vs(row.measured.comm, row.comm_model).c_str(), vs(row.measured.step, allows).c_str());
   }
   return 0;
 }

@@ -18,7 +18,8 @@ std::string show(double v) { return fmt::format("{}", v); }
 
 double positive(const std::string& flag, double v, double most) {
   if (!std::isfinite(v) || v <= 0 || v > most)
-    throw ConfigError(flag, show(v), most < 1e300 ? "must be a number > 0 and <= " + show(most) : "must be a finite number > 0");
+    throw ConfigError(flag, show(v),
+                      most < 1e300 ? "must be a number > 0 and <= " + show(most) : "must be a finite number > 0");
   return v;
 }
 
@@ -40,7 +41,8 @@ double seconds_flag(const std::string& flag, double v, bool zero_ok) {
 
 int64_t in_range(const std::string& flag, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
-    throw ConfigError(flag, std::to_string(v), "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+    throw ConfigError(flag, std::to_string(v),
+                      "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
   return v;
 }
 
@@ -84,7 +86,8 @@ void writable_directory(const std::string& flag, const fs::path& dir) {
   }
   if (!is_dir) throw ConfigError(flag, dir.string(), "is not a directory");
   if (!writable)
-    throw ConfigError(flag, dir.string(), "is not writable: " + std::error_code(err, std::generic_category()).message());
+    throw ConfigError(flag, dir.string(),
+                      "is not writable: " + std::error_code(err, std::generic_category()).message());
 }
 
 void database_path(const std::string& flag, const std::string& path, bool must_exist) {
@@ -106,14 +109,22 @@ namespace {
 // flag's value, the SQL beside it would only distract).
 std::string sqlite_reason(const db::DbError& e) {
   switch (e.code()) {
-    case 5: return "it is locked by another process (SQLITE_BUSY)";
-    case 8: return "it is read-only (SQLITE_READONLY)";
-    case 10: return "a disk I/O error (SQLITE_IOERR)";
-    case 11: return "it is damaged or truncated (SQLITE_CORRUPT)";
-    case 13: return "the disk is full (SQLITE_FULL)";
-    case 14: return "it cannot be opened (SQLITE_CANTOPEN)";
-    case 26: return "it is not a SQLite database (SQLITE_NOTADB)";
-    default: return e.what();
+    case 5:
+      return "it is locked by another process (SQLITE_BUSY)";
+    case 8:
+      return "it is read-only (SQLITE_READONLY)";
+    case 10:
+      return "a disk I/O error (SQLITE_IOERR)";
+    case 11:
+      return "it is damaged or truncated (SQLITE_CORRUPT)";
+    case 13:
+      return "the disk is full (SQLITE_FULL)";
+    case 14:
+      return "it cannot be opened (SQLITE_CANTOPEN)";
+    case 26:
+      return "it is not a SQLite database (SQLITE_NOTADB)";
+    default:
+      return e.what();
   }
 }
 
@@ -126,8 +137,9 @@ db::ResultsStore open_results(const std::string& flag, const std::string& path, 
     std::error_code ec;
     const bool exists = fs::exists(path, ec);
     if ((exists && ::access(path.c_str(), W_OK) != 0) || ::access(parent.c_str(), W_OK) != 0)
-      throw ConfigError(flag, path, "is read-only (" + std::error_code(errno, std::generic_category()).message() +
-                                        "); commands that only read it (experiment list, compare) still can");
+      throw ConfigError(flag, path,
+                        "is read-only (" + std::error_code(errno, std::generic_category()).message() +
+                            "); commands that only read it (experiment list, compare) still can");
   }
   try {
     db::OpenOptions options;
@@ -136,8 +148,9 @@ db::ResultsStore open_results(const std::string& flag, const std::string& path, 
     (void)store.list_experiments();  // a read, so a damaged file is found here and not mid-run
     return store;
   } catch (const db::DbError& e) {
-    throw ConfigError(flag, path, std::string(read_only ? "cannot be read" : "cannot be opened for writing") +
-                                      " as a results database: " + sqlite_reason(e));
+    throw ConfigError(flag, path,
+                      std::string(read_only ? "cannot be read" : "cannot be opened for writing") +
+                          " as a results database: " + sqlite_reason(e));
   }
 }
 

@@ -37,9 +37,18 @@ void add_analyze_command(CLI::App& app) {
       for (const auto& x : a.findings) {
         nlohmann::json culprits = nlohmann::json::array();
         for (const auto& c : x.culprits)
-          culprits.push_back({{"rank", c.rank}, {"never_reached", c.never_reached}, {"instead", c.instead}, {"left_no_dump", c.left_no_dump}});
-        f.push_back({{"group", x.group}, {"seq", x.seq}, {"op", x.op}, {"bytes", x.bytes}, {"tag", x.tag},
-                     {"waited", x.waited}, {"waited_seconds", x.waited_seconds}, {"culprits", culprits},
+          culprits.push_back({{"rank", c.rank},
+                              {"never_reached", c.never_reached},
+                              {"instead", c.instead},
+                              {"left_no_dump", c.left_no_dump}});
+        f.push_back({{"group", x.group},
+                     {"seq", x.seq},
+                     {"op", x.op},
+                     {"bytes", x.bytes},
+                     {"tag", x.tag},
+                     {"waited", x.waited},
+                     {"waited_seconds", x.waited_seconds},
+                     {"culprits", culprits},
                      {"sentence", x.sentence}});
       }
       return print_json({{"found", a.found}, {"findings", f}, {"notes", a.notes}});
@@ -66,10 +75,17 @@ void add_analyze_command(CLI::App& app) {
     if (o->json) {
       nlohmann::json s = nlohmann::json::array();
       for (const auto& x : rep.stragglers)
-        s.push_back({{"rank", x.rank}, {"ratio", x.ratio}, {"z", x.z}, {"windows_flagged", x.windows_flagged},
-                     {"cost_seconds_per_step", x.cost_seconds_per_step}, {"cost_fraction", x.cost_fraction},
+        s.push_back({{"rank", x.rank},
+                     {"ratio", x.ratio},
+                     {"z", x.z},
+                     {"windows_flagged", x.windows_flagged},
+                     {"cost_seconds_per_step", x.cost_seconds_per_step},
+                     {"cost_fraction", x.cost_fraction},
                      {"sentence", x.sentence}});
-      return print_json({{"steps", rep.steps}, {"ranks", rep.ranks}, {"windows", rep.windows}, {"method", rep.method},
+      return print_json({{"steps", rep.steps},
+                         {"ranks", rep.ranks},
+                         {"windows", rep.windows},
+                         {"method", rep.method},
                          {"stragglers", s}});
     }
     fmt::print("{}  (method: {})\n", rep.summary(), rep.method);

@@ -85,13 +85,17 @@ void run_bench_collective(const CLI::App& cmd, const BenchCollectiveOptions& o) 
       nlohmann::json out = nlohmann::json::array();
       for (size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
-        out.push_back({{"op", std::string(strategy::to_string(*op))}, {"ranks", o.nproc}, {"bytes", r.bytes},
-                       {"seconds", r.seconds}, {"algbw_bytes_per_s", r.algbw_bytes_per_s},
-                       {"busbw_bytes_per_s", r.busbw_bytes_per_s}, {"wrong", r.wrong},
+        out.push_back({{"op", std::string(strategy::to_string(*op))},
+                       {"ranks", o.nproc},
+                       {"bytes", r.bytes},
+                       {"seconds", r.seconds},
+                       {"algbw_bytes_per_s", r.algbw_bytes_per_s},
+                       {"busbw_bytes_per_s", r.busbw_bytes_per_s},
+                       {"wrong", r.wrong},
                        {"memcpy_bytes_per_s", memcpy_bw[i]}});
       }
-      backends.push_back({{"backend", std::string(comm::to_string(b))}, {"transport", std::string(transport(b))},
-                          {"rows", out}});
+      backends.push_back(
+          {{"backend", std::string(comm::to_string(b))}, {"transport", std::string(transport(b))}, {"rows", out}});
     }
     print_json({{"backends", backends}});
     return;
@@ -120,7 +124,8 @@ void add_bench_command(CLI::App& app) {
   coll->add_option("--bytes,-b", o->bytes, "Size or range: 64M, 1K..256M (x2 steps; K/M/G binary)")
       ->capture_default_str();
   coll->add_option("--nproc,-n", o->nproc, "Ranks")->capture_default_str();
-  coll->add_option("--iters", o->iters, "Timed repetitions per size (default: 20 up to 1 MiB, 10 up to 16 MiB, then 3)");
+  coll->add_option("--iters", o->iters,
+                   "Timed repetitions per size (default: 20 up to 1 MiB, 10 up to 16 MiB, then 3)");
   coll->add_option("--warmup", o->warmup, "Untimed repetitions per size")->capture_default_str();
   coll->add_option("--timeout", o->timeout_seconds, "Per-op timeout, seconds")->capture_default_str();
   coll->add_option("--comm", o->comm, "both | shm | gloo: the backends to measure")

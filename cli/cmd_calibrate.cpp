@@ -24,8 +24,9 @@ struct CalibrateOptions {
 
 void print_warnings(const experiments::Calibration& c) {
   if (c.trusted()) return;
-  fmt::print(stderr, "\nWARNING: this calibration is NOT trustworthy (measured {} time{}); it is written for inspection\n"
-                     "but not cached: `calibrate --if-needed` will measure again. Measure on a quieter machine.\n",
+  fmt::print(stderr,
+             "\nWARNING: this calibration is NOT trustworthy (measured {} time{}); it is written for inspection\n"
+             "but not cached: `calibrate --if-needed` will measure again. Measure on a quieter machine.\n",
              c.attempts, c.attempts > 1 ? "s" : "");
   for (const auto& w : c.warnings) fmt::print(stderr, "  - {}\n", w);
   fmt::print(stderr, "\n");
@@ -41,10 +42,11 @@ void print_sharded(const experiments::Calibration& c) {
            units::format_seconds(p.seconds), units::format_seconds(p.predicted_seconds),
            fmt::format("{:+.0f}%", 100 * p.error()), units::format_seconds(p.uneven_predicted_seconds),
            fmt::format("{:+.0f}%", 100 * p.uneven_error())});
-  fmt::print("ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), beside the all-reduce\n"
-             "fit's price for them as a balanced ring (n-1 steps of a + S/(nB), what the model charged before) and by\n"
-             "their smallest chunk ((n-1) a + (S - c_min)/B, what the cost model and the simulator charge ZeRO now):\n{}\n",
-             z.str());
+  fmt::print(
+      "ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), beside the all-reduce\n"
+      "fit's price for them as a balanced ring (n-1 steps of a + S/(nB), what the model charged before) and by\n"
+      "their smallest chunk ((n-1) a + (S - c_min)/B, what the cost model and the simulator charge ZeRO now):\n{}\n",
+      z.str());
 }
 
 void run(const CalibrateOptions& o) {
@@ -88,14 +90,18 @@ void run(const CalibrateOptions& o) {
              c.trusted() ? "trusted" : "FLAGGED (see the warnings)");
   fmt::print("Machine load: load average {:.1f} before, {:.1f} after; other processes used {:.2f} cores meanwhile.\n\n",
              c.load.loadavg_before, c.load.loadavg_after, c.load.others_busy_cores);
-  fmt::print("Compute, 1 process alone: {:.1f} GFLOP/s +-{:.1f}% (median of repeated steps, +- half the interquartile range)\n",
-             c.flops_per_s / 1e9, 100 * c.flops_spread);
+  fmt::print(
+      "Compute, 1 process alone: {:.1f} GFLOP/s +-{:.1f}% (median of repeated steps, +- half the interquartile "
+      "range)\n",
+      c.flops_per_s / 1e9, 100 * c.flops_spread);
   Table g({"microbatch", "hidden", "ffn", "GFLOP/s", "+-"});
   for (const auto& p : c.grid.points)
-    g.add({std::to_string(p.microbatch), std::to_string(p.hidden), std::to_string(p.ffn), fmt::format("{:.1f}", p.flops_per_s / 1e9),
-           fmt::format("{:.1f}%", 100 * p.spread)});
-  fmt::print("The GEMM-rate model: experiments predict each workload's compute at the rate interpolated from this grid\n"
-             "(log rate, bilinear in log microbatch x log sqrt(hidden x ffn)):\n{}\n", g.str());
+    g.add({std::to_string(p.microbatch), std::to_string(p.hidden), std::to_string(p.ffn),
+           fmt::format("{:.1f}", p.flops_per_s / 1e9), fmt::format("{:.1f}%", 100 * p.spread)});
+  fmt::print(
+      "The GEMM-rate model: experiments predict each workload's compute at the rate interpolated from this grid\n"
+      "(log rate, bilinear in log microbatch x log sqrt(hidden x ffn)):\n{}\n",
+      g.str());
   Table t({"processes", "GFLOP/s each", "aggregate", "predicted", "error"});
   for (const auto& p : c.concurrency)
     t.add({std::to_string(p.processes), fmt::format("{:.1f}", p.flops_per_s_each / 1e9),
@@ -115,22 +121,26 @@ void run(const CalibrateOptions& o) {
     f.add({std::to_string(r.ranks), fmt::format("{:.1f} us", r.latency_seconds * 1e6),
            fmt::format("{:.2f} GB/s", r.link_bytes_per_s / 1e9), fmt::format("{:.1f}%", 100 * r.weighted_error),
            fmt::format("{:.1f}%", 100 * r.weighted_spread)});
-  fmt::print("All-reduce between ranks of this host through shared memory (what parlab train --comm auto uses here),\n"
-             "fitted to t = 2(n-1) a + 2(n-1)/n S/B for each rank count (messages of\n"
-             "{} or more, the sizes predictions use; a prediction on W workers uses the fit of W ranks):\n{}\n"
-             "All rank counts at once (the cluster TOML's link): a = {:.1f} us, B = {:.2f} GB/s (error median {:.0f}%, "
-             "largest {:.0f}%)\n{}\n",
-             units::format_bytes(experiments::kJudgedMessageBytes), f.str(), c.latency_seconds * 1e6,
-             c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error, 100 * c.fit_max_relative_error, a.str());
+  fmt::print(
+      "All-reduce between ranks of this host through shared memory (what parlab train --comm auto uses here),\n"
+      "fitted to t = 2(n-1) a + 2(n-1)/n S/B for each rank count (messages of\n"
+      "{} or more, the sizes predictions use; a prediction on W workers uses the fit of W ranks):\n{}\n"
+      "All rank counts at once (the cluster TOML's link): a = {:.1f} us, B = {:.2f} GB/s (error median {:.0f}%, "
+      "largest {:.0f}%)\n{}\n",
+      units::format_bytes(experiments::kJudgedMessageBytes), f.str(), c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9,
+      100 * c.fit_median_relative_error, 100 * c.fit_max_relative_error, a.str());
   for (const auto& g : c.gloo_fits)
-    fmt::print("For reference, Gloo over loopback TCP ({} ranks; --comm gloo, or ranks on different hosts): a = {:.1f} us, "
-               "B = {:.2f} GB/s\n\n",
-               g.ranks, g.latency_seconds * 1e6, g.link_bytes_per_s / 1e9);
+    fmt::print(
+        "For reference, Gloo over loopback TCP ({} ranks; --comm gloo, or ranks on different hosts): a = {:.1f} us, "
+        "B = {:.2f} GB/s\n\n",
+        g.ranks, g.latency_seconds * 1e6, g.link_bytes_per_s / 1e9);
   print_sharded(c);
   fmt::print("Communication costs CPU too: {:.2f} ns of CPU per byte a rank sends ({:.2f} GB/s per core).\n\n",
              c.comm_cpu_seconds_per_byte * 1e9, 1e-9 / c.comm_cpu_seconds_per_byte);
-  fmt::print("Wrote {} (the analytic model and the simulator load it for --cluster cpu-local)\n"
-             "and a calibration row in {}.\n", path.string(), o.db);
+  fmt::print(
+      "Wrote {} (the analytic model and the simulator load it for --cluster cpu-local)\n"
+      "and a calibration row in {}.\n",
+      path.string(), o.db);
   if (!c.trusted()) fmt::print("The calibration is FLAGGED (warnings above): do not trust predictions made with it.\n");
 }
 
@@ -140,7 +150,8 @@ void add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "Measure this machine (lab-mlp compute on 1..N processes, memory bandwidth, shared-memory and Gloo all-reduce on\n"
+      "Measure this machine (lab-mlp compute on 1..N processes, memory bandwidth, shared-memory and Gloo all-reduce "
+      "on\n"
       "loopback for 2..N ranks) and write the calibrated cpu-local cluster to results/clusters/.\n"
       "Every figure is a median of repeats with its spread; the load of other processes is measured\n"
       "meanwhile. Noisy series are repeated more; a calibration whose spread or fit error (weighted by\n"

@@ -47,11 +47,14 @@ void add_compare_command(CLI::App& app) {
       if (c.worst_analytic_error) out["worst_analytic_error"] = *c.worst_analytic_error;
       return print_json(out);
     }
-    fmt::print("{}: step time per plan (speedup = t1/tW x gbs_W/gbs_1 against the first row; error = prediction/measured - 1)\n\n{}",
-               c.experiment, c.table());
+    fmt::print(
+        "{}: step time per plan (speedup = t1/tW x gbs_W/gbs_1 against the first row; error = prediction/measured - "
+        "1)\n\n{}",
+        c.experiment, c.table());
     if (c.worst_simulated_error)
-      fmt::print("\nLargest error: simulated {:.1f}%, analytic {:.1f}% (goal for the calibrated simulation: within 15%).\n",
-                 100 * *c.worst_simulated_error, 100 * c.worst_analytic_error.value_or(0));
+      fmt::print(
+          "\nLargest error: simulated {:.1f}%, analytic {:.1f}% (goal for the calibrated simulation: within 15%).\n",
+          100 * *c.worst_simulated_error, 100 * c.worst_analytic_error.value_or(0));
   });
 }
 

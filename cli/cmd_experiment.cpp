@@ -26,7 +26,8 @@ fs::path find_experiment(const std::string& name) {
     const fs::path p = dir / (name + (name.ends_with(".toml") ? "" : ".toml"));
     if (fs::exists(p)) return p;
   }
-  throw ConfigError("experiment", name, "no such file, and no experiments/" + name + (name.ends_with(".toml") ? "" : ".toml"));
+  throw ConfigError("experiment", name,
+                    "no such file, and no experiments/" + name + (name.ends_with(".toml") ? "" : ".toml"));
 }
 
 std::string self_binary() {
@@ -74,7 +75,8 @@ void run_batch(const ExperimentOptions& o) {
     // Each block goes out whole, before the progress of the next experiment: stdout into a pipe
     // is block-buffered, and a buffer flushed mid-table put "[2/7] ..." lines inside the tables
     // of `quickstart.sh 2>&1 | tee` (stderr is unbuffered).
-    results_block(fmt::format("\n== {} — {} ==\n{}", spec.name, spec.title, spec.notice.empty() ? "" : spec.notice + "\n\n"));
+    results_block(
+        fmt::format("\n== {} — {} ==\n{}", spec.name, spec.title, spec.notice.empty() ? "" : spec.notice + "\n\n"));
     progress_line(fmt::format("{}: running ({})", prefix, spec.kind));
     auto out = experiments::run_experiment(spec, store, ro);
     results_block(out.report + (out.error.empty() ? "" : "FAILED: " + out.error + "\n"));
@@ -86,7 +88,9 @@ void run_batch(const ExperimentOptions& o) {
   for (const auto& out : outcomes) {
     all_ok = all_ok && out.ok;
     std::string runs;
-    if (!out.runs.empty()) runs = out.runs.size() == 1 ? std::to_string(out.runs.front()) : fmt::format("{}-{}", out.runs.front(), out.runs.back());
+    if (!out.runs.empty())
+      runs = out.runs.size() == 1 ? std::to_string(out.runs.front())
+                                  : fmt::format("{}-{}", out.runs.front(), out.runs.back());
     t.add({out.name, out.kind, out.ok ? "ok" : "FAILED", units::format_seconds(out.seconds), runs, out.headline});
   }
   results_block(fmt::format("{}\nResults are in {} (parlab experiment list --db {}).\n", t.str(), o.db, o.db));
@@ -105,8 +109,8 @@ void list_db(const ExperimentOptions& o) {
     }
     int passed = 0, total = 0;
     for (const auto& p : store.proofs_of_experiment(e.id)) ++total, passed += p.passed;
-    t.add({e.name, std::to_string(runs.size()), std::to_string(kinds[0]), std::to_string(kinds[1]), std::to_string(kinds[2]),
-           std::to_string(bad), total ? fmt::format("{}/{} passed", passed, total) : "-"});
+    t.add({e.name, std::to_string(runs.size()), std::to_string(kinds[0]), std::to_string(kinds[1]),
+           std::to_string(kinds[2]), std::to_string(bad), total ? fmt::format("{}/{} passed", passed, total) : "-"});
   }
   fmt::print("{} (schema v{})\n{}", o.db, store.schema_version(), t.str());
 }
@@ -115,13 +119,15 @@ void list_db(const ExperimentOptions& o) {
 
 void add_experiment_command(CLI::App& app) {
   auto o = std::make_shared<ExperimentOptions>();
-  CLI::App* cmd = app.add_subcommand("experiment", "Run experiment definitions (experiments/*.toml) and list recorded results");
+  CLI::App* cmd =
+      app.add_subcommand("experiment", "Run experiment definitions (experiments/*.toml) and list recorded results");
   cmd->require_subcommand(1);
-  CLI::App* run = cmd->add_subcommand(
-      "run",
-      "Run experiments as a batch, record every result in the database, print a summary.\n"
-      "FILE is a path or a name in experiments/ (seed_budget, scaling_1_2_4, equivalence,\n"
-      "kill_resume, allreduce_lab, llm_planning). Kinds: " + experiments::experiment_kinds());
+  CLI::App* run =
+      cmd->add_subcommand("run",
+                          "Run experiments as a batch, record every result in the database, print a summary.\n"
+                          "FILE is a path or a name in experiments/ (seed_budget, scaling_1_2_4, equivalence,\n"
+                          "kill_resume, allreduce_lab, llm_planning). Kinds: " +
+                              experiments::experiment_kinds());
   run->add_option("files", o->files, "Experiment files or names")->required();
   run->add_option("--db", o->db, "Results database")->capture_default_str();
   run->callback([o] { run_batch(*o); });

@@ -60,7 +60,8 @@ void list_checks() {
 
 void run_grade(const GradeCliOptions& o) {
   if (o.list_checks) return list_checks();
-  if (o.db.empty() == o.class_dir.empty()) throw ConfigError("--db/--class", "(both or neither)", "give exactly one: --db FILE or --class DIR");
+  if (o.db.empty() == o.class_dir.empty())
+    throw ConfigError("--db/--class", "(both or neither)", "give exactly one: --db FILE or --class DIR");
   const rubric::Rubric rubric = o.rubric.empty() ? rubric::default_rubric() : rubric::load_rubric(o.rubric);
   rubric::GradeOptions go;
   go.verify = o.verify;
@@ -81,24 +82,30 @@ void run_grade(const GradeCliOptions& o) {
     return;
   }
   const rubric::Report report = rubric::grade_file(o.db, rubric, go);
-  if (o.format == "text") emit(o, "report.txt", rubric::render_text(report));
-  else if (o.format == "md") emit(o, "report.md", rubric::render_markdown(report));
-  else if (o.format == "json") emit(o, "report.json", rubric::to_json(report).dump(2) + "\n");
-  else if (o.format == "gradescope") emit(o, "results.json", rubric::gradescope_json(report).dump(2) + "\n");
+  if (o.format == "text")
+    emit(o, "report.txt", rubric::render_text(report));
+  else if (o.format == "md")
+    emit(o, "report.md", rubric::render_markdown(report));
+  else if (o.format == "json")
+    emit(o, "report.json", rubric::to_json(report).dump(2) + "\n");
+  else if (o.format == "gradescope")
+    emit(o, "results.json", rubric::gradescope_json(report).dump(2) + "\n");
   else {
     // The charts read the same evidence the grade did.
     auto store = db::ResultsStore::open(o.db, {.sweep_stale_runs = false});
     emit(o, "report.html", rubric::render_html(report, rubric::read_evidence(store, o.accept_unchained)));
   }
   if (!o.out.empty())
-    fmt::print("{}: {:g}/{:g} = {:.1f}% ({})\n", o.db, report.score, report.max_score, report.percent(), report.passed ? "passed" : "not passed");
+    fmt::print("{}: {:g}/{:g} = {:.1f}% ({})\n", o.db, report.score, report.max_score, report.percent(),
+               report.passed ? "passed" : "not passed");
 }
 
 }  // namespace
 
 void add_grade_command(CLI::App& app) {
   auto o = std::make_shared<GradeCliOptions>();
-  CLI::App* cmd = app.add_subcommand("grade", "Grade a results database against a rubric (default: the chapter's, rubric/parallelism.toml)");
+  CLI::App* cmd = app.add_subcommand(
+      "grade", "Grade a results database against a rubric (default: the chapter's, rubric/parallelism.toml)");
   cmd->footer(
       "Statuses: passed, failed, missing (no evidence), blocked (needs hardware the learner's machine lacks;\n"
       "reported apart, not counted). Performance points count only when their correctness gate passed.\n"
@@ -116,12 +123,16 @@ void add_grade_command(CLI::App& app) {
   cmd->add_option("--format", o->format, "text | md | html | json | gradescope")
       ->check(CLI::IsMember({"text", "md", "html", "json", "gradescope"}))
       ->capture_default_str();
-  cmd->add_option("--out", o->out, "Folder to write the report into (report.txt/.md/.html/.json, results.json); default stdout");
+  cmd->add_option("--out", o->out,
+                  "Folder to write the report into (report.txt/.md/.html/.json, results.json); default stdout");
   cmd->add_flag("--verify", o->verify,
-                "Re-run the cheap checks (seed example, simulations, one kill-resume trial) and mark evidence that does not reproduce");
-  cmd->add_option("--hardware", o->hardware, "cpu | gpu: the learner's machine (default: from the evidence; gpu when a run trained on CUDA)")
+                "Re-run the cheap checks (seed example, simulations, one kill-resume trial) and mark evidence that "
+                "does not reproduce");
+  cmd->add_option("--hardware", o->hardware,
+                  "cpu | gpu: the learner's machine (default: from the evidence; gpu when a run trained on CUDA)")
       ->check(CLI::IsMember({"cpu", "gpu"}));
-  cmd->add_flag("--accept-unchained", o->accept_unchained, "Credit proofs written before schema v4 (they carry no digest)");
+  cmd->add_flag("--accept-unchained", o->accept_unchained,
+                "Credit proofs written before schema v4 (they carry no digest)");
   cmd->add_flag("--list-checks", o->list_checks, "List the checks a rubric criterion may name, with their thresholds");
   cmd->callback([o] { run_grade(*o); });
 }

@@ -44,7 +44,8 @@ strategy::RuleInputs parse_ledger_gb(const std::string& text, double device_gb) 
   bool seen[5] = {};
   for (const parlab::KeyValue& kv : parlab::split_key_values_strict(text, "--ledger-gb")) {
     if (!kv.has_equals)
-      throw ConfigError("--ledger-gb", kv.item, "expected key=GB pairs: params, grads, optimizer, activations, largest-layer");
+      throw ConfigError("--ledger-gb", kv.item,
+                        "expected key=GB pairs: params, grads, optimizer, activations, largest-layer");
     const std::string& key = kv.key;
     const std::string& value = kv.value;
     char* end = nullptr;
@@ -54,17 +55,26 @@ strategy::RuleInputs parse_ledger_gb(const std::string& text, double device_gb) 
     if (v < 0) throw ConfigError("--ledger-gb " + key, value, "must be >= 0");
     const double bytes = v * units::kGB;
     int idx = -1;
-    if (key == "params" || key == "parameters") in.params_bytes = bytes, idx = 0;
-    else if (key == "grads" || key == "gradients") in.grads_bytes = bytes, idx = 1;
-    else if (key == "optimizer") in.optimizer_bytes = bytes, idx = 2;
-    else if (key == "activations") in.activations_bytes = bytes, idx = 3;
-    else if (key == "largest-layer" || key == "largest_layer") in.largest_layer_bytes = bytes, idx = 4;
-    else throw ConfigError("--ledger-gb " + key, value, "unknown key; allowed: params, grads, optimizer, activations, largest-layer");
+    if (key == "params" || key == "parameters")
+      in.params_bytes = bytes, idx = 0;
+    else if (key == "grads" || key == "gradients")
+      in.grads_bytes = bytes, idx = 1;
+    else if (key == "optimizer")
+      in.optimizer_bytes = bytes, idx = 2;
+    else if (key == "activations")
+      in.activations_bytes = bytes, idx = 3;
+    else if (key == "largest-layer" || key == "largest_layer")
+      in.largest_layer_bytes = bytes, idx = 4;
+    else
+      throw ConfigError("--ledger-gb " + key, value,
+                        "unknown key; allowed: params, grads, optimizer, activations, largest-layer");
     seen[idx] = true;
   }
   const char* names[] = {"params", "grads", "optimizer", "activations", "largest-layer"};
   for (int i = 0; i < 5; ++i)
-    if (!seen[i]) throw ConfigError(std::string("--ledger-gb ") + names[i], "(missing)", "all five of params, grads, optimizer, activations, largest-layer are needed");
+    if (!seen[i])
+      throw ConfigError(std::string("--ledger-gb ") + names[i], "(missing)",
+                        "all five of params, grads, optimizer, activations, largest-layer are needed");
   positive("--device-gb", device_gb, 1e9);
   in.device_bytes = device_gb * units::kGB;
   return in;
@@ -112,8 +122,8 @@ void print_ledger(const Resolved& r, const std::vector<strategy::MemoryLedger>& 
   const auto& m = r.model;
   const auto& c = r.cluster;
   if (m.has_layers())
-    fmt::print("Model    {} ({}): {} parameters, {} layers, hidden {}, largest layer {} parameters\n",
-               m.name, m.kind_name(), units::format_count(m.total_params()), m.layers, m.hidden,
+    fmt::print("Model    {} ({}): {} parameters, {} layers, hidden {}, largest layer {} parameters\n", m.name,
+               m.kind_name(), units::format_count(m.total_params()), m.layers, m.hidden,
                units::format_count(double(m.largest_layer_params())));
   else
     fmt::print("Model    a bare parameter count: {} parameters\n", units::format_count(m.param_count));
@@ -126,8 +136,8 @@ void print_ledger(const Resolved& r, const std::vector<strategy::MemoryLedger>& 
   Table t({"stage", "rank", "params", "grads", "optimizer", "activations", "temp", "total", "device", "fits"});
   for (const auto& l : stages)
     t.add({std::to_string(l.stage), std::to_string(l.rank), gb(l.params_bytes), gb(l.grads_bytes),
-           gb(l.optimizer_bytes), gb(l.activations_bytes), gb(l.temp_bytes), gb(l.total_bytes()),
-           gb(l.device_bytes), l.fits() ? "yes" : "NO"});
+           gb(l.optimizer_bytes), gb(l.activations_bytes), gb(l.temp_bytes), gb(l.total_bytes()), gb(l.device_bytes),
+           l.fits() ? "yes" : "NO"});
   fmt::print("Memory ledger per rank (GB = 1e9 bytes; every rank of a pipeline stage holds the same)\n{}", t.str());
   fmt::print("State    {}\n\n", strategy::state_convention(r.plan));
 
@@ -145,12 +155,25 @@ void print_ledger(const Resolved& r, const std::vector<strategy::MemoryLedger>& 
 nlohmann::json estimate_json(const strategy::StepEstimate& e) {
   nlohmann::json cols = nlohmann::json::array();
   for (const auto& c : e.collectives)
-    cols.push_back({{"rank", c.rank}, {"op", c.op}, {"group", c.group}, {"tag", c.tag}, {"bytes", c.bytes},
-                    {"count", c.count}, {"ranks", c.ranks}, {"seconds", c.seconds}, {"algorithm", c.algorithm},
-                    {"start_seconds", c.start_seconds}, {"end_seconds", c.end_seconds}});
-  return {{"step_seconds", e.step_seconds}, {"bubble_fraction_of_ideal", e.bubble_fraction_of_ideal},
-          {"bubble_fraction_of_total", e.bubble_fraction_of_total}, {"walked_bubble_fraction", e.walked_bubble_fraction},
-          {"samples_per_s", e.samples_per_s}, {"tokens_per_s", e.tokens_per_s}, {"mfu", e.mfu}, {"collectives", cols}};
+    cols.push_back({{"rank", c.rank},
+                    {"op", c.op},
+                    {"group", c.group},
+                    {"tag", c.tag},
+                    {"bytes", c.bytes},
+                    {"count", c.count},
+                    {"ranks", c.ranks},
+                    {"seconds", c.seconds},
+                    {"algorithm", c.algorithm},
+                    {"start_seconds", c.start_seconds},
+                    {"end_seconds", c.end_seconds}});
+  return {{"step_seconds", e.step_seconds},
+          {"bubble_fraction_of_ideal", e.bubble_fraction_of_ideal},
+          {"bubble_fraction_of_total", e.bubble_fraction_of_total},
+          {"walked_bubble_fraction", e.walked_bubble_fraction},
+          {"samples_per_s", e.samples_per_s},
+          {"tokens_per_s", e.tokens_per_s},
+          {"mfu", e.mfu},
+          {"collectives", cols}};
 }
 
 void print_estimate(const Resolved& r, const strategy::StepEstimate& e) {
@@ -159,16 +182,21 @@ void print_estimate(const Resolved& r, const strategy::StepEstimate& e) {
     t.add({std::to_string(rt.stage), std::to_string(rt.rank), units::format_seconds(rt.compute_seconds),
            units::format_seconds(rt.exposed_comm_seconds), units::format_seconds(rt.bubble_seconds),
            units::format_seconds(rt.step_seconds)});
-  fmt::print("Estimated step (analytic model: critical path through one compute and one communication stream per rank)\n{}\n",
-             t.str());
+  fmt::print(
+      "Estimated step (analytic model: critical path through one compute and one communication stream per rank)\n{}\n",
+      t.str());
   fmt::print("Step {}: {:.1f} samples/s, {} tokens/s, MFU {:.1f}%\n", units::format_seconds(e.step_seconds),
              e.samples_per_s, units::format_count(e.tokens_per_s), 100 * e.mfu);
   if (r.plan.pp > 1)
-    fmt::print("Pipeline bubble: {:.1f}% of the ideal time ((p-1)/(v m)), {:.1f}% of the total ((p-1)/(v m + p - 1)); "
-               "walked: {:.1f}% of the step on the idlest stage\n",
-               100 * e.bubble_fraction_of_ideal, 100 * e.bubble_fraction_of_total, 100 * e.walked_bubble_fraction);
+    fmt::print(
+        "Pipeline bubble: {:.1f}% of the ideal time ((p-1)/(v m)), {:.1f}% of the total ((p-1)/(v m + p - 1)); "
+        "walked: {:.1f}% of the step on the idlest stage\n",
+        100 * e.bubble_fraction_of_ideal, 100 * e.bubble_fraction_of_total, 100 * e.walked_bubble_fraction);
   // Collectives of the first walked rank, grouped by group and op.
-  struct Sum { int calls = 0; double bytes = 0, seconds = 0; };
+  struct Sum {
+    int calls = 0;
+    double bytes = 0, seconds = 0;
+  };
   std::map<std::pair<std::string, std::string>, Sum> sums;
   for (const auto& c : e.collectives) {
     if (c.rank != e.ranks.front().rank) continue;
@@ -180,7 +208,8 @@ void print_estimate(const Resolved& r, const strategy::StepEstimate& e) {
   if (!sums.empty()) {
     Table ct({"group", "collective", "calls", "bytes", "time"});
     for (const auto& [k, v] : sums)
-      ct.add({k.first, k.second, std::to_string(v.calls), units::format_bytes(v.bytes), units::format_seconds(v.seconds)});
+      ct.add(
+          {k.first, k.second, std::to_string(v.calls), units::format_bytes(v.bytes), units::format_seconds(v.seconds)});
     fmt::print("\nCollectives per step on rank {} (before overlap)\n{}", e.ranks.front().rank, ct.str());
   }
 }
@@ -189,7 +218,8 @@ void run_model_ledger(const PlanOptions& o) {
   const Resolved r = resolve_inputs(o.in);
   if (o.program_rank >= 0) {
     if (o.program_rank >= r.world)
-      throw ConfigError("--program", std::to_string(o.program_rank), "must be a rank below the world size (" + std::to_string(r.world) + ")");
+      throw ConfigError("--program", std::to_string(o.program_rank),
+                        "must be a rank below the world size (" + std::to_string(r.world) + ")");
     fmt::print("{}", strategy::to_text(strategy::build_step(r.model, r.plan, o.program_rank)));
     return;
   }
@@ -213,9 +243,14 @@ void run_model_ledger(const PlanOptions& o) {
       ranks.push_back(j);
     }
     const auto worst = strategy::worst_stage(stages);
-    nlohmann::json out{{"model", strategy::to_json(r.model)}, {"cluster", strategy::to_json(r.cluster)},
-                       {"plan", strategy::to_json(r.plan)}, {"world", r.world}, {"ranks", ranks},
-                       {"worst", strategy::to_json(worst)}, {"fits", worst.fits()}, {"rule", strategy::to_json(in, v)}};
+    nlohmann::json out{{"model", strategy::to_json(r.model)},
+                       {"cluster", strategy::to_json(r.cluster)},
+                       {"plan", strategy::to_json(r.plan)},
+                       {"world", r.world},
+                       {"ranks", ranks},
+                       {"worst", strategy::to_json(worst)},
+                       {"fits", worst.fits()},
+                       {"rule", strategy::to_json(in, v)}};
     if (can_estimate) out.update(estimate_json(est));
     print_json(out);
     return;
@@ -233,25 +268,35 @@ std::string plan_cell(const strategy::Plan& p) {
   std::string s = fmt::format("dp {} tp {} pp {}", p.dp, p.tp, p.pp);
   if (p.zero) s += fmt::format(" zero {}", p.zero);
   s += fmt::format(" mb {} x{}", p.microbatch, p.microbatches);
-  if (p.pp > 1) s += p.schedule == strategy::Schedule::kInterleaved ? fmt::format(" interleaved v{}", p.v) : " " + std::string(strategy::to_string(p.schedule));
+  if (p.pp > 1)
+    s += p.schedule == strategy::Schedule::kInterleaved ? fmt::format(" interleaved v{}", p.v)
+                                                        : " " + std::string(strategy::to_string(p.schedule));
   if (p.recompute != strategy::Recompute::kNone) s += " rc " + std::string(strategy::to_string(p.recompute));
   if (p.sequence_parallel) s += " sp";
   return s;
 }
 
 nlohmann::json candidate_json(const strategy::Candidate& c) {
-  nlohmann::json j{{"plan", strategy::to_json(c.plan)}, {"worst", strategy::to_json(c.worst)},
-                   {"quick", {{"step_seconds", c.quick.step_seconds}, {"compute_seconds", c.quick.compute_seconds},
-                              {"tp_comm_seconds", c.quick.tp_comm_seconds}, {"bubble_seconds", c.quick.bubble_seconds},
-                              {"dp_exposed_seconds", c.quick.dp_exposed_seconds}, {"optimizer_seconds", c.quick.optimizer_seconds}}},
+  nlohmann::json j{{"plan", strategy::to_json(c.plan)},
+                   {"worst", strategy::to_json(c.worst)},
+                   {"quick",
+                    {{"step_seconds", c.quick.step_seconds},
+                     {"compute_seconds", c.quick.compute_seconds},
+                     {"tp_comm_seconds", c.quick.tp_comm_seconds},
+                     {"bubble_seconds", c.quick.bubble_seconds},
+                     {"dp_exposed_seconds", c.quick.dp_exposed_seconds},
+                     {"optimizer_seconds", c.quick.optimizer_seconds}}},
                    {"step_seconds", c.step_seconds()}};
   if (c.walked) {
     j["samples_per_s"] = c.walked->samples_per_s;
     j["mfu"] = c.walked->mfu;
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& r : c.walked->ranks)
-      ranks.push_back({{"rank", r.rank}, {"stage", r.stage}, {"compute_seconds", r.compute_seconds},
-                       {"exposed_comm_seconds", r.exposed_comm_seconds}, {"bubble_seconds", r.bubble_seconds},
+      ranks.push_back({{"rank", r.rank},
+                       {"stage", r.stage},
+                       {"compute_seconds", r.compute_seconds},
+                       {"exposed_comm_seconds", r.exposed_comm_seconds},
+                       {"bubble_seconds", r.bubble_seconds},
                        {"step_seconds", r.step_seconds}});
     j["ranks"] = ranks;
     j["bubble_fraction_of_ideal"] = c.walked->bubble_fraction_of_ideal;
@@ -266,7 +311,8 @@ void run_search(const PlanOptions& o) {
   po.global_batch = o.gbs;
   po.fixed = r.plan;
   po.top = o.top;
-  if (!o.json) fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
+  if (!o.json)
+    fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
   const auto rep = strategy::search_plans(r.model, r.cluster, po);
   // The simulated twin of the best K candidates (SimGrid; contention and topology included).
   // Each in its own process, as many at once as there are cores.
@@ -274,8 +320,8 @@ void run_search(const PlanOptions& o) {
   std::vector<strategy::Plan> to_simulate;
   for (size_t i = 0; i < rep.top.size() && int(i) < o.simulate; ++i) {
     if (!o.json)
-      fmt::print(stderr, "simulating candidate {} of {}: {} ({} ranks) ...\n", i + 1, std::min<size_t>(rep.top.size(), o.simulate),
-                 rep.top[i].plan.short_name(), rep.top[i].plan.world());
+      fmt::print(stderr, "simulating candidate {} of {}: {} ({} ranks) ...\n", i + 1,
+                 std::min<size_t>(rep.top.size(), o.simulate), rep.top[i].plan.short_name(), rep.top[i].plan.world());
     to_simulate.push_back(rep.top[i].plan);
   }
   if (!to_simulate.empty()) {
@@ -295,14 +341,26 @@ void run_search(const PlanOptions& o) {
     }
     nlohmann::json neighbours = nlohmann::json::array();
     for (const auto& n : rep.neighbours)
-      neighbours.push_back({{"label", n.label}, {"possible", n.possible}, {"why_not", n.why_not},
-                            {"comm_added_seconds", n.comm_added_seconds}, {"compute_saved_seconds", n.compute_saved_seconds},
-                            {"step_seconds", n.step_seconds}, {"sentence", n.sentence}});
-    nlohmann::json out{{"model", strategy::to_json(r.model)}, {"cluster", strategy::to_json(r.cluster)},
-                       {"world", rep.world}, {"global_batch", rep.global_batch}, {"evaluated", rep.evaluated},
-                       {"valid", rep.valid}, {"fitting", rep.fitting}, {"search_seconds", rep.search_seconds},
-                       {"top", top}, {"neighbours", neighbours}, {"rule", strategy::to_json(rep.rule_inputs, rep.rule)},
-                       {"rule_choice_name", rep.rule_choice_name}, {"rule_choice_problem", rep.rule_choice_problem},
+      neighbours.push_back({{"label", n.label},
+                            {"possible", n.possible},
+                            {"why_not", n.why_not},
+                            {"comm_added_seconds", n.comm_added_seconds},
+                            {"compute_saved_seconds", n.compute_saved_seconds},
+                            {"step_seconds", n.step_seconds},
+                            {"sentence", n.sentence}});
+    nlohmann::json out{{"model", strategy::to_json(r.model)},
+                       {"cluster", strategy::to_json(r.cluster)},
+                       {"world", rep.world},
+                       {"global_batch", rep.global_batch},
+                       {"evaluated", rep.evaluated},
+                       {"valid", rep.valid},
+                       {"fitting", rep.fitting},
+                       {"search_seconds", rep.search_seconds},
+                       {"top", top},
+                       {"neighbours", neighbours},
+                       {"rule", strategy::to_json(rep.rule_inputs, rep.rule)},
+                       {"rule_choice_name", rep.rule_choice_name},
+                       {"rule_choice_problem", rep.rule_choice_problem},
                        {"explanation", rep.explanation}};
     if (rep.rule_choice) out["rule_choice"] = candidate_json(*rep.rule_choice);
     if (rep.smallest_split) out["smallest_split"] = candidate_json(*rep.smallest_split);
@@ -310,23 +368,31 @@ void run_search(const PlanOptions& o) {
     print_json(out);
     return;
   }
-  fmt::print("Model {} ({} parameters) on {} x {}, global batch {}\n", r.model.name, units::format_count(r.model.total_params()),
-             rep.world, r.cluster.device.name, rep.global_batch);
+  fmt::print("Model {} ({} parameters) on {} x {}, global batch {}\n", r.model.name,
+             units::format_count(r.model.total_params()), rep.world, r.cluster.device.name, rep.global_batch);
   fmt::print("Searched {} plans in {}: {} valid, {} fit in memory.\n\n", rep.evaluated,
              units::format_seconds(rep.search_seconds), rep.valid, rep.fitting);
   if (!rep.top.empty()) {
-    std::vector<std::string> header = {"#", "plan", "split", "memory", "step", "samples/s", "MFU", "exposed comm", "bubble"};
+    std::vector<std::string> header = {"#",         "plan", "split",        "memory", "step",
+                                       "samples/s", "MFU",  "exposed comm", "bubble"};
     if (o.simulate > 0) header.insert(header.begin() + 5, {"simulated", "sim/model"});
     Table t(header);
     int i = 0;
     for (const auto& c : rep.top) {
       double comm = 0, bubble = 0;
       if (c.walked)
-        for (const auto& rt : c.walked->ranks) comm = std::max(comm, rt.exposed_comm_seconds), bubble = std::max(bubble, rt.bubble_seconds);
-      std::vector<std::string> row = {std::to_string(++i), c.plan.short_name(), plan_cell(c.plan),
-             fmt::format("{:.0f}/{:.0f} GB", c.worst.total_bytes() / units::kGB, c.worst.device_bytes / units::kGB),
-             units::format_seconds(c.step_seconds()), fmt::format("{:.1f}", c.walked ? c.walked->samples_per_s : 0.0),
-             fmt::format("{:.1f}%", c.walked ? 100 * c.walked->mfu : 0.0), units::format_seconds(comm), units::format_seconds(bubble)};
+        for (const auto& rt : c.walked->ranks)
+          comm = std::max(comm, rt.exposed_comm_seconds), bubble = std::max(bubble, rt.bubble_seconds);
+      std::vector<std::string> row = {
+          std::to_string(++i),
+          c.plan.short_name(),
+          plan_cell(c.plan),
+          fmt::format("{:.0f}/{:.0f} GB", c.worst.total_bytes() / units::kGB, c.worst.device_bytes / units::kGB),
+          units::format_seconds(c.step_seconds()),
+          fmt::format("{:.1f}", c.walked ? c.walked->samples_per_s : 0.0),
+          fmt::format("{:.1f}%", c.walked ? 100 * c.walked->mfu : 0.0),
+          units::format_seconds(comm),
+          units::format_seconds(bubble)};
       if (o.simulate > 0) {
         const auto& s = simulated[size_t(i - 1)];
         row.insert(row.begin() + 5, {s ? units::format_seconds(s->step_seconds) : "-",
@@ -335,8 +401,8 @@ void run_search(const PlanOptions& o) {
       t.add(row);
     }
     fmt::print("Fastest plans that fit (analytic critical path; memory = fullest rank / device)\n{}\n", t.str());
-    fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n", o.in.model.empty() ? "..." : o.in.model,
-               o.in.cluster, rep.world, rep.top.front().plan.to_string());
+    fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n",
+               o.in.model.empty() ? "..." : o.in.model, o.in.cluster, rep.world, rep.top.front().plan.to_string());
   }
   for (const auto& line : rep.explanation) fmt::print("{}\n", line);
 }
@@ -357,16 +423,20 @@ void add_plan_command(CLI::App& app) {
       "  parlab plan --params 7.5e9 --cluster h200\n"
       "  parlab plan --ledger-gb params=28,grads=28,optimizer=56,activations=18,largest-layer=6 --device-gb 80");
   add_plan_inputs(cmd, opts->in);
-  auto* ledger = cmd->add_option("--ledger-gb", opts->ledger_gb,
-                                 "A hand ledger in GB instead of a model: params=,grads=,optimizer=,activations=,largest-layer=");
+  auto* ledger =
+      cmd->add_option("--ledger-gb", opts->ledger_gb,
+                      "A hand ledger in GB instead of a model: params=,grads=,optimizer=,activations=,largest-layer=");
   cmd->add_option("--device-gb", opts->device_gb, "Device memory in GB for --ledger-gb")->needs(ledger);
   cmd->add_flag("--json", opts->json, "Machine-readable output with every number");
   cmd->add_flag("--search", opts->search,
                 "Search all plans (the default when --plan is absent); keys given in --plan stay fixed");
-  cmd->add_option("--gbs", opts->gbs, "Global batch (default: the plan policy's, the model's microbatch x lcm(world, 4))");
+  cmd->add_option("--gbs", opts->gbs,
+                  "Global batch (default: the plan policy's, the model's microbatch x lcm(world, 4))");
   cmd->add_option("--top", opts->top, "Candidates to show in a search")->capture_default_str();
   cmd->add_option("--program", opts->program_rank, "Print the step program of this rank (a fixed --plan)");
-  cmd->add_option("--simulate", opts->simulate, "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
+  cmd->add_option(
+      "--simulate", opts->simulate,
+      "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
   cmd->callback([opts, cmd] {
     if (!opts->ledger_gb.empty()) {
       if (!opts->in.model.empty() || opts->in.params_given)

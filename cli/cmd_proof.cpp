@@ -31,18 +31,21 @@ void run_kill_resume(ProofCliOptions& o) {
   p.fault_seed = o.fault_seed.value_or(p.job.seed + 1);
   launch::check_proof_options(p);
   if (!o.json) {
-    p.on_note = [](const std::string& line) { fmt::print("{}\n", line); std::fflush(stdout); };
+    p.on_note = [](const std::string& line) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    };
     fmt::print("Kill-and-resume proof: {} workers, {} steps, checkpoint every {}, {} trial(s), fault seed {}{}\n",
                p.nproc, p.job.steps, p.checkpoint_every, p.trials, p.fault_seed,
                p.shrink ? ", each trial loses a rank (elastic)" : "");
-    fmt::print("Replay a trial with: parlab train --nproc {} --model {}{} --steps {} --seed {} --checkpoint-every {} "
-               "--max-restarts 1{} --fault <its fault>\n\n",
-               p.nproc, p.job.model,
-               (p.job.plan.empty() ? "" : " --plan " + p.job.plan) +
-                   (p.job.optimizer.empty() ? "" : " --optimizer " + p.job.optimizer) +
-                   (p.job.data_size > 0 ? " --data-size " + std::to_string(p.job.data_size) : ""),
-               p.job.steps, p.job.seed,
-               p.checkpoint_every, p.shrink ? " --min-nproc " + std::to_string(p.nproc - 1) : "");
+    fmt::print(
+        "Replay a trial with: parlab train --nproc {} --model {}{} --steps {} --seed {} --checkpoint-every {} "
+        "--max-restarts 1{} --fault <its fault>\n\n",
+        p.nproc, p.job.model,
+        (p.job.plan.empty() ? "" : " --plan " + p.job.plan) +
+            (p.job.optimizer.empty() ? "" : " --optimizer " + p.job.optimizer) +
+            (p.job.data_size > 0 ? " --data-size " + std::to_string(p.job.data_size) : ""),
+        p.job.steps, p.job.seed, p.checkpoint_every, p.shrink ? " --min-nproc " + std::to_string(p.nproc - 1) : "");
   }
   std::optional<db::ResultsStore> store;
   std::optional<record::ProofRecorder> recorder;
@@ -55,7 +58,9 @@ void run_kill_resume(ProofCliOptions& o) {
     fmt::print("Recorded proof {} on run {} (and {} trial run(s)) in {}\n", *report.proof_id,
                report.reference_run.value_or(0), report.trials.size(), o.db);
   if (o.json) {
-    print_json({{"passed", report.passed}, {"headline", report.headline()}, {"inputs", report.inputs()},
+    print_json({{"passed", report.passed},
+                {"headline", report.headline()},
+                {"inputs", report.inputs()},
                 {"evidence", report.evidence()}});
   } else {
     fmt::print("\n{}\n{}\n", report.table(), report.headline());
@@ -92,9 +97,12 @@ void add_proof_command(CLI::App& app) {
   kr->add_option("--data-size", j.data_size, "Synthetic dataset samples");
   kr->add_option("--device", j.device, "cpu | cuda (each worker binds LOCAL_RANK's GPU; DDP)")->capture_default_str();
   kr->add_flag("--shrink", o->proof.shrink, "Lose a rank instead (elastic restart with nproc - 1 workers)");
-  kr->add_option("--tolerance", o->proof.tolerance, "--shrink: largest relative difference allowed")->capture_default_str();
-  kr->add_option("--work-dir", o->proof.work_dir, "Run directories of the reference and the trials")->capture_default_str();
-  kr->add_option("--timeout", o->timeout_seconds, "Per-collective and rendezvous timeout, seconds")->capture_default_str();
+  kr->add_option("--tolerance", o->proof.tolerance, "--shrink: largest relative difference allowed")
+      ->capture_default_str();
+  kr->add_option("--work-dir", o->proof.work_dir, "Run directories of the reference and the trials")
+      ->capture_default_str();
+  kr->add_option("--timeout", o->timeout_seconds, "Per-collective and rendezvous timeout, seconds")
+      ->capture_default_str();
   kr->add_option("--db", o->db, "Record the proof (and its reference run) in this results database");
   kr->add_flag("--json", o->json, "Print the report as JSON");
   kr->callback([o, kr] {
@@ -103,7 +111,8 @@ void add_proof_command(CLI::App& app) {
     refuse_negative_unsigned(*kr, "--fault-seed");
     at_least("--tolerance", o->proof.tolerance, 0, 1);
     if (given(*kr, "--data-size") && o->proof.job.data_size < 1)
-      throw ConfigError("--data-size", std::to_string(o->proof.job.data_size), "must be at least one global batch of samples");
+      throw ConfigError("--data-size", std::to_string(o->proof.job.data_size),
+                        "must be at least one global batch of samples");
     if (given(*kr, "--work-dir")) writable_directory("--work-dir", o->proof.work_dir);
     device::require_available(device::parse_kind(o->proof.job.device));
     run_kill_resume(*o);

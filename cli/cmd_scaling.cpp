@@ -35,7 +35,8 @@ std::vector<int> parse_workers(const std::string& text) {
     char* end = nullptr;
     errno = 0;
     const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || end != item.c_str() + item.size()) throw ConfigError("--workers", item, "must be a comma-separated list of integers");
+    if (item.empty() || end != item.c_str() + item.size())
+      throw ConfigError("--workers", item, "must be a comma-separated list of integers");
     // Checked before the narrowing to int: 99999999999 would wrap to 1215752191.
     if (errno == ERANGE || v < 1 || v > kMaxWorkers)
       throw ConfigError("--workers", item, "each count must be an integer from 1 to " + std::to_string(kMaxWorkers));
@@ -54,14 +55,22 @@ double parse_bytes(const std::string& field, const std::string& text) {
   if (end == text.c_str()) throw ConfigError(field, text, "must be a size such as 64K, 25MB, 1GiB or 1e6");
   std::string unit(end);
   double scale = 1;
-  if (unit == "" || unit == "B") scale = 1;
-  else if (unit == "kB" || unit == "KB") scale = 1e3;
-  else if (unit == "MB") scale = 1e6;
-  else if (unit == "GB") scale = 1e9;
-  else if (unit == "K" || unit == "KiB") scale = 1024.0;
-  else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else throw ConfigError(field, text, "unknown unit '" + unit + "'; use B, kB, MB, GB, K/KiB, M/MiB, G/GiB");
+  if (unit == "" || unit == "B")
+    scale = 1;
+  else if (unit == "kB" || unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
+  else if (unit == "K" || unit == "KiB")
+    scale = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else
+    throw ConfigError(field, text, "unknown unit '" + unit + "'; use B, kB, MB, GB, K/KiB, M/MiB, G/GiB");
   if (!(v >= 0)) throw ConfigError(field, text, "must be >= 0");
   // Far beyond any message or gradient, and low enough that times and bandwidths stay finite.
   constexpr double kMostBytes = 1125899906842624.0;  // 1 PiB
@@ -79,10 +88,12 @@ void add_scaling_command(CLI::App& app) {
       "The defaults reproduce the seed's table (120 ms of local compute).");
   cmd->add_option("--compute-ms", o->compute_ms, "Local compute per step c, in ms")->capture_default_str();
   cmd->add_option("--overhead-ms", o->overhead_ms, "Fixed per-step overhead o, in ms")->capture_default_str();
-  cmd->add_option("--bytes", o->bytes, "Gradient bytes all-reduced per step S (e.g. 2MB, 25MiB)")->capture_default_str();
+  cmd->add_option("--bytes", o->bytes, "Gradient bytes all-reduced per step S (e.g. 2MB, 25MiB)")
+      ->capture_default_str();
   cmd->add_option("--link", o->link_gbps, "Link bandwidth B in GB/s")->capture_default_str();
   cmd->add_option("--latency-us", o->latency_us, "Per-hop latency a in microseconds")->capture_default_str();
-  cmd->add_option("--straggler", o->straggler, "Straggler penalty s per doubling of workers, fraction of c")->capture_default_str();
+  cmd->add_option("--straggler", o->straggler, "Straggler penalty s per doubling of workers, fraction of c")
+      ->capture_default_str();
   cmd->add_option("--workers", o->workers, "Worker counts W, comma-separated")->capture_default_str();
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([o] {
@@ -110,25 +121,36 @@ void add_scaling_command(CLI::App& app) {
     if (o->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : rows)
-        j.push_back({{"workers", r.workers}, {"step_seconds", r.step_seconds}, {"comm_seconds", r.comm_seconds},
-                     {"straggler_seconds", r.straggler_seconds}, {"speedup", r.speedup}, {"efficiency", r.efficiency}});
-      print_json({{"inputs", {{"compute_seconds", in.compute_seconds}, {"overhead_seconds", in.overhead_seconds},
-                              {"bytes", in.bytes}, {"link_bytes_per_s", in.link_bytes_per_s},
-                              {"latency_seconds", in.latency_seconds}, {"straggler_fraction", in.straggler_fraction}}},
+        j.push_back({{"workers", r.workers},
+                     {"step_seconds", r.step_seconds},
+                     {"comm_seconds", r.comm_seconds},
+                     {"straggler_seconds", r.straggler_seconds},
+                     {"speedup", r.speedup},
+                     {"efficiency", r.efficiency}});
+      print_json({{"inputs",
+                   {{"compute_seconds", in.compute_seconds},
+                    {"overhead_seconds", in.overhead_seconds},
+                    {"bytes", in.bytes},
+                    {"link_bytes_per_s", in.link_bytes_per_s},
+                    {"latency_seconds", in.latency_seconds},
+                    {"straggler_fraction", in.straggler_fraction}}},
                   {"rows", j}});
       return;
     }
     Table t({"workers", "step", "all-reduce", "straggler", "speedup", "efficiency", ""});
     for (const auto& r : rows) {
       const int bar = int(r.efficiency * 40 + 0.5);
-      t.add({std::to_string(r.workers), fmt::format("{:.1f} ms", r.step_seconds * 1e3), fmt::format("{:.2f} ms", r.comm_seconds * 1e3),
-             fmt::format("{:.2f} ms", r.straggler_seconds * 1e3), fmt::format("{:.1f}x", r.speedup),
-             fmt::format("{:.2f}", r.efficiency), std::string(bar, '#')});
+      t.add({std::to_string(r.workers), fmt::format("{:.1f} ms", r.step_seconds * 1e3),
+             fmt::format("{:.2f} ms", r.comm_seconds * 1e3), fmt::format("{:.2f} ms", r.straggler_seconds * 1e3),
+             fmt::format("{:.1f}x", r.speedup), fmt::format("{:.2f}", r.efficiency), std::string(bar, '#')});
     }
-    fmt::print("Data-parallel scaling: c = {} ms compute, S = {} over {} GB/s links ({} us per hop), straggler {:.1f}% of c per doubling\n\n{}",
-               o->compute_ms, units::format_bytes(in.bytes), o->link_gbps, o->latency_us, 100 * o->straggler, t.str());
-    fmt::print("\nspeedup = W t1 / tW; efficiency = throughput_W / (W throughput_1) = t1 / tW. Stop adding workers when\n"
-               "the next doubling's speedup gain is worth less than the devices it takes.\n");
+    fmt::print(
+        "Data-parallel scaling: c = {} ms compute, S = {} over {} GB/s links ({} us per hop), straggler {:.1f}% of c "
+        "per doubling\n\n{}",
+        o->compute_ms, units::format_bytes(in.bytes), o->link_gbps, o->latency_us, 100 * o->straggler, t.str());
+    fmt::print(
+        "\nspeedup = W t1 / tW; efficiency = throughput_W / (W throughput_1) = t1 / tW. Stop adding workers when\n"
+        "the next doubling's speedup gain is worth less than the devices it takes.\n");
   });
 }
 

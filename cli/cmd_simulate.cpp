@@ -114,15 +114,15 @@ void print_table(const sim::SimResult& s, const strategy::StepEstimate* a, bool 
   fmt::print("{}\n", t.str());
 }
 
-void print_human(const Resolved& r, const sim::SimOptions& so, const sim::SimResult& s,
-                 const strategy::StepEstimate* a, bool per_rank) {
+void print_human(const Resolved& r, const sim::SimOptions& so, const sim::SimResult& s, const strategy::StepEstimate* a,
+                 bool per_rank) {
   fmt::print("Model    {}\n", r.model.name);
   fmt::print("Cluster  {}: {} node(s) x {} {}\n", r.cluster.name, r.cluster.nodes, r.cluster.devices_per_node,
              r.cluster.device.name);
   fmt::print("Plan     {}  [{}]\n", r.plan.short_name(), r.plan.to_string());
   for (const auto& f : so.faults) fmt::print("Fault    {}\n", sim::to_string(f));
-  fmt::print("SimGrid: {} warm-up + {} measured step(s), {} messages, {} ops, {:.6f} s simulated\n\n",
-             so.warmup_steps, s.measured_steps, s.messages, s.ops, s.simulated_seconds);
+  fmt::print("SimGrid: {} warm-up + {} measured step(s), {} messages, {} ops, {:.6f} s simulated\n\n", so.warmup_steps,
+             s.measured_steps, s.messages, s.ops, s.simulated_seconds);
   if (s.measured_steps > 0) {
     fmt::print("Step time: simulated {}  analytic {}  ratio {}\n", units::format_seconds(s.step_seconds),
                a ? units::format_seconds(a->step_seconds) : "n/a", a ? ratio(s.step_seconds, a->step_seconds) : "-");
@@ -167,8 +167,9 @@ void run_simulate(const SimulateOptions& o) {
   }
   if (!o.trace.empty()) {
     trace::write_chrome_trace_file(o.trace, s.timeline, "parlab simulate " + r.model.name + " " + r.plan.to_string());
-    if (!o.json) fmt::print("Trace: {} ({} events; open in https://ui.perfetto.dev or chrome://tracing)\n", o.trace,
-                            s.timeline.size());
+    if (!o.json)
+      fmt::print("Trace: {} ({} events; open in https://ui.perfetto.dev or chrome://tracing)\n", o.trace,
+                 s.timeline.size());
   }
   if (o.json) {
     nlohmann::json j = sim::to_json(s);
@@ -195,17 +196,17 @@ void run_collective(const CollectiveOptions& o) {
     j["cluster"] = cluster.name;
     return print_json(j);
   }
-  Table t({"op", "size(B)", "ranks", "algorithm", "protocol", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-           "analytic(us)", "analytic algo", "ratio"});
+  Table t({"op", "size(B)", "ranks", "algorithm", "protocol", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "analytic(us)",
+           "analytic algo", "ratio"});
   t.add({std::string(strategy::to_string(r.op)), fmt::format("{:.0f}", r.bytes), std::to_string(r.ranks),
          r.algorithm + (r.channels > 1 ? fmt::format(" x{}", r.channels) : ""), r.protocol.empty() ? "-" : r.protocol,
-         fmt::format("{:.2f}", r.seconds * 1e6),
-         fmt::format("{:.2f}", r.algbw_bytes_per_s / units::kGB), fmt::format("{:.2f}", r.busbw_bytes_per_s / units::kGB),
-         fmt::format("{:.2f}", r.analytic.seconds * 1e6), std::string(strategy::to_string(r.analytic.algorithm)),
-         ratio(r.seconds, r.analytic.seconds)});
-  fmt::print("Cluster {} (GB/s = 1e9 bytes per second; busbw as nccl-tests; protocol: NCCL's on one NVLink node,\n"
-             "\"measured\" where the preset times it from its nccl-tests curve)\n{}",
-             cluster.name, t.str());
+         fmt::format("{:.2f}", r.seconds * 1e6), fmt::format("{:.2f}", r.algbw_bytes_per_s / units::kGB),
+         fmt::format("{:.2f}", r.busbw_bytes_per_s / units::kGB), fmt::format("{:.2f}", r.analytic.seconds * 1e6),
+         std::string(strategy::to_string(r.analytic.algorithm)), ratio(r.seconds, r.analytic.seconds)});
+  fmt::print(
+      "Cluster {} (GB/s = 1e9 bytes per second; busbw as nccl-tests; protocol: NCCL's on one NVLink node,\n"
+      "\"measured\" where the preset times it from its nccl-tests curve)\n{}",
+      cluster.name, t.str());
 }
 
 }  // namespace
@@ -224,12 +225,15 @@ void add_simulate_command(CLI::App& app) {
   add_plan_inputs(cmd, opts->in);
   cmd->add_option("--steps", opts->steps, "Measured steps (results are their mean)")->capture_default_str();
   cmd->add_option("--warmup", opts->warmup, "Warm-up steps simulated first and left out")->capture_default_str();
-  cmd->add_option("--fault", opts->faults,
-                  "Inject a fault (repeatable): slow:rank=R,factor=F | degrade-link:rank=R,factor=F[,link=intra|nic|all] "
-                  "| stop:rank=R,step=K[,op=N]");
-  cmd->add_option("--fault-file", opts->fault_file, "TOML file with [[fault]] tables (kind, rank, factor, step, op, link)");
+  cmd->add_option(
+      "--fault", opts->faults,
+      "Inject a fault (repeatable): slow:rank=R,factor=F | degrade-link:rank=R,factor=F[,link=intra|nic|all] "
+      "| stop:rank=R,step=K[,op=N]");
+  cmd->add_option("--fault-file", opts->fault_file,
+                  "TOML file with [[fault]] tables (kind, rank, factor, step, op, link)");
   cmd->add_option("--trace", opts->trace, "Write a Chrome trace-event JSON of every op (Perfetto, chrome://tracing)");
-  cmd->add_option("--algorithm", opts->algorithm, "Collective algorithm: auto (NCCL-like rings; halving-doubling where the analytic\n"
+  cmd->add_option("--algorithm", opts->algorithm,
+                  "Collective algorithm: auto (NCCL-like rings; halving-doubling where the analytic\n"
                   "tuner picks a tree), ring, tree, analytic (the tuner's choice exactly, hierarchical included)")
       ->capture_default_str();
   cmd->add_flag("--exact", opts->exact,
@@ -237,12 +241,15 @@ void add_simulate_command(CLI::App& app) {
                 "message as a SimGrid flow (slower; finer under contention) instead of coalescing them and\n"
                 "timing collectives that have their links to themselves in closed form");
   cmd->add_flag("--per-rank", opts->per_rank, "One table row per rank even for big worlds");
-  cmd->add_flag("--json", opts->json, "Machine-readable output (the analytic model's keys, analytic under \"analytic\")");
+  cmd->add_flag("--json", opts->json,
+                "Machine-readable output (the analytic model's keys, analytic under \"analytic\")");
 
   auto copts = std::make_shared<CollectiveOptions>();
-  CLI::App* coll = cmd->add_subcommand("collective", "Simulate one collective (an nccl-tests line) beside the analytic time");
+  CLI::App* coll =
+      cmd->add_subcommand("collective", "Simulate one collective (an nccl-tests line) beside the analytic time");
   coll->add_option("--op", copts->op, "allreduce | reducescatter | allgather | broadcast")->capture_default_str();
-  coll->add_option("--bytes", copts->bytes, "Size S (nccl-tests convention): 1K, 64M, 1G (x1024), or kB/MB/GB (x1000)")->capture_default_str();
+  coll->add_option("--bytes", copts->bytes, "Size S (nccl-tests convention): 1K, 64M, 1G (x1024), or kB/MB/GB (x1000)")
+      ->capture_default_str();
   coll->add_option("--ranks,-n", copts->ranks, "Number of ranks")->capture_default_str();
   coll->add_option("--cluster,-c", copts->cluster, "Cluster preset or TOML file")->capture_default_str();
   coll->add_option("--algorithm", copts->algorithm, "auto | ring | tree | analytic")->capture_default_str();

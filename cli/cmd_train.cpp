@@ -71,7 +71,8 @@ class StopSignals {
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 std::string ms(double seconds) { return fmt::format("{:.2f}", seconds * 1e3); }
@@ -96,8 +97,9 @@ class Console {
       fmt::print("\r\033[K{}", text);
       std::fflush(stdout);
       open_ = true;
-    } else if (every_step_ ? sampled(s.step, steps, now)
-                           : (s.step + 1) % every == 0 || s.step + 1 == steps || now - last_ > std::chrono::seconds(30)) {
+    } else if (every_step_
+                   ? sampled(s.step, steps, now)
+                   : (s.step + 1) % every == 0 || s.step + 1 == steps || now - last_ > std::chrono::seconds(30)) {
       fmt::print("{}\n", text);
       std::fflush(stdout);
       last_ = now;
@@ -133,8 +135,10 @@ std::string comm_policy(const launch::TrainJob& j) {
   switch (comm::parse_comm_choice(j.comm)) {
     case comm::CommChoice::kAuto:
       return "shared memory for groups whose ranks share a host, Gloo (TCP) between hosts" + cuda;
-    case comm::CommChoice::kShm: return "shared memory for every group (one host)" + cuda;
-    case comm::CommChoice::kGloo: return "Gloo (TCP) for every group" + cuda;
+    case comm::CommChoice::kShm:
+      return "shared memory for every group (one host)" + cuda;
+    case comm::CommChoice::kGloo:
+      return "Gloo (TCP) for every group" + cuda;
   }
   return "";
 }
@@ -143,16 +147,16 @@ void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec)
   const launch::TrainJob& j = spec.job;
   const model::MlpShape s = train::mlp_shape(c.model);
   const strategy::Plan& p = c.plan;
-  fmt::print("Model    {}: h {}, f {}, {} blocks, {} classes ({} parameters)\n", c.model.name, s.hidden,
-             s.ffn, s.blocks, s.classes, units::format_count(c.model.total_params()));
+  fmt::print("Model    {}: h {}, f {}, {} blocks, {} classes ({} parameters)\n", c.model.name, s.hidden, s.ffn,
+             s.blocks, s.classes, units::format_count(c.model.total_params()));
   fmt::print("Plan     {}  [{}]\n", p.short_name(), p.to_string());
   fmt::print("         global batch {} = microbatch {} x {} microbatches x dp {}; {} synthetic samples\n",
              p.global_batch, p.microbatch, p.microbatches, p.dp, c.data_size);
   const bool sgd = std::holds_alternative<train::SgdConfig>(c.optimizer);
   fmt::print("Train    {} steps, {} lr {:g}, seed {}, {} worker process(es) on {}, run dir {}\n", j.steps,
              sgd ? "SGD" : "AdamW",
-             sgd ? std::get<train::SgdConfig>(c.optimizer).lr : std::get<train::AdamWConfig>(c.optimizer).lr,
-             j.seed, spec.nproc, j.device == "cuda" ? "GPUs (NCCL)" : "CPUs", j.run_dir.string());
+             sgd ? std::get<train::SgdConfig>(c.optimizer).lr : std::get<train::AdamWConfig>(c.optimizer).lr, j.seed,
+             spec.nproc, j.device == "cuda" ? "GPUs (NCCL)" : "CPUs", j.run_dir.string());
   fmt::print("Comm     --comm {}: {}\n", j.comm, comm_policy(j));
   if (j.checkpoint_every > 0)
     fmt::print("Ckpt     every {} steps and at the last, in {} (keep last {}); max restarts {}, min workers {}\n",
@@ -161,17 +165,17 @@ void print_header(const train::TrainConfig& c, const launch::TrainJobSpec& spec)
   else
     fmt::print("Ckpt     off (--checkpoint-every 0); max restarts {}\n", spec.max_restarts);
   const launch::FallbackPlan& fb = launch::fallback_plan(spec.fallback);
-  fmt::print("Watch    collective timeout {}, heartbeat timeout {}; the same failure more than {} time(s): "
-             "--fallback {} ({})\n",
-             launch::human_duration(j.comm_timeout),
-             j.heartbeat_timeout.count() > 0 ? launch::human_duration(j.heartbeat_timeout) : std::string("off"),
-             spec.max_same_failure, fb.flag, fb.name);
+  fmt::print(
+      "Watch    collective timeout {}, heartbeat timeout {}; the same failure more than {} time(s): "
+      "--fallback {} ({})\n",
+      launch::human_duration(j.comm_timeout),
+      j.heartbeat_timeout.count() > 0 ? launch::human_duration(j.heartbeat_timeout) : std::string("off"),
+      spec.max_same_failure, fb.flag, fb.name);
   for (const std::string& f : j.faults) fmt::print("Fault    {}\n", f);
 }
 
 void print_rank_table(const std::vector<launch::RankSummary>& rows, int attempts) {
-  Table t({"rank", "data", "forward", "backward", "exposed comm", "optimizer", "idle", "step", "comm busy",
-           "hidden"});
+  Table t({"rank", "data", "forward", "backward", "exposed comm", "optimizer", "idle", "step", "comm busy", "hidden"});
   for (const launch::RankSummary& r : rows) {
     const train::StepTimes& m = r.mean;
     const std::string hidden =
@@ -209,9 +213,10 @@ void print_memory_table(const std::vector<train::MemoryReport>& reports, const s
     row.push_back(m.resident_peak_bytes > 0 ? units::format_bytes(static_cast<double>(m.resident_peak_bytes)) : "-");
     t.add(row);
   }
-  fmt::print("\nPer-rank peak memory (measured by the accounting allocator / the memory ledger's prediction; "
-             "resident = the process's peak RSS)\n{}Ledger   {}\n",
-             t.str(), strategy::state_convention(plan));
+  fmt::print(
+      "\nPer-rank peak memory (measured by the accounting allocator / the memory ledger's prediction; "
+      "resident = the process's peak RSS)\n{}Ledger   {}\n",
+      t.str(), strategy::state_convention(plan));
 }
 
 // How each rank's resident peak (VmHWM, read when its work was done) splits: what the process held
@@ -225,13 +230,14 @@ void print_resident_table(const std::vector<train::MemoryReport>& reports) {
     if (!rest) continue;
     any = true;
     auto b = [](int64_t v) { return units::format_bytes(static_cast<double>(v)); };
-    t.add({std::to_string(m.rank), b(m.resident_peak_bytes), b(m.resident_baseline_bytes), b(m.measured_peak_total_bytes),
-           b(m.comm_scratch_bytes), b(*rest)});
+    t.add({std::to_string(m.rank), b(m.resident_peak_bytes), b(m.resident_baseline_bytes),
+           b(m.measured_peak_total_bytes), b(m.comm_scratch_bytes), b(*rest)});
   }
   if (!any) return;
-  fmt::print("\nResident peak per rank (VmHWM at the end of the rank's work) = before training (libraries, runtime, "
-             "Gloo world) + accounted peak + comm scratch + rest (allocator slack, unaccounted workspaces)\n{}",
-             t.str());
+  fmt::print(
+      "\nResident peak per rank (VmHWM at the end of the rank's work) = before training (libraries, runtime, "
+      "Gloo world) + accounted peak + comm scratch + rest (allocator slack, unaccounted workspaces)\n{}",
+      t.str());
 }
 
 void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& spec) {
@@ -245,36 +251,48 @@ void print_summary(const launch::TrainOutcome& o, const launch::TrainJobSpec& sp
              i.steps_lost ? std::to_string(*i.steps_lost) : "-", sec(i.latency.detection_seconds),
              sec(i.latency.teardown_seconds), sec(i.latency.restart_seconds), sec(i.latency.state_load_seconds),
              sec(i.latency.first_step_seconds), sec(i.latency.total_seconds)});
-    fmt::print("\nIncidents (restart latency from the fault to the first step completed after the restart)\n{}", t.str());
+    fmt::print("\nIncidents (restart latency from the fault to the first step completed after the restart)\n{}",
+               t.str());
   }
   if (o.young_daly) {
     const launch::YoungDaly& y = *o.young_daly;
-    fmt::print("\nYoung/Daly: checkpoint cost C = {} (mean of {} save(s)), cluster MTBF M = {:g} h / {} device(s) = {:.4g} h\n"
-               "            recommended interval sqrt(2 C M) = {} = about {:.0f} steps (this run: every {})\n",
-               units::format_seconds(y.checkpoint_seconds), o.checkpoints.size(), spec.mtbf_hours, o.final_world,
-               y.mtbf_seconds / 3600, units::format_seconds(y.interval_seconds), y.interval_steps,
-               spec.job.checkpoint_every);
+    fmt::print(
+        "\nYoung/Daly: checkpoint cost C = {} (mean of {} save(s)), cluster MTBF M = {:g} h / {} device(s) = {:.4g} h\n"
+        "            recommended interval sqrt(2 C M) = {} = about {:.0f} steps (this run: every {})\n",
+        units::format_seconds(y.checkpoint_seconds), o.checkpoints.size(), spec.mtbf_hours, o.final_world,
+        y.mtbf_seconds / 3600, units::format_seconds(y.interval_seconds), y.interval_steps, spec.job.checkpoint_every);
   }
   if (o.fallback) fmt::print("Fallback {}\n", o.fallback->message);
-  if (o.final_state) fmt::print("Final    step {}, state hash {} (xxh3_64 over parameters and optimizer state)\n",
-                                o.final_state->step, o.final_state->combined_hex());
+  if (o.final_state)
+    fmt::print("Final    step {}, state hash {} (xxh3_64 over parameters and optimizer state)\n", o.final_state->step,
+               o.final_state->combined_hex());
   if (o.last_good_checkpoint) fmt::print("Ckpt     last good checkpoint {}\n", o.last_good_checkpoint->string());
 }
 
 nlohmann::json summary_json(const launch::TrainOutcome& o) {
   nlohmann::json steps = nlohmann::json::array(), ranks = nlohmann::json::array(), incidents = nlohmann::json::array();
   for (const launch::StepSummary& s : o.steps)
-    steps.push_back({{"step", s.step}, {"epoch", s.epoch}, {"global_batch", s.global_batch}, {"loss", s.loss},
-                     {"step_seconds", s.step_seconds}, {"samples_per_s", s.samples_per_s}});
+    steps.push_back({{"step", s.step},
+                     {"epoch", s.epoch},
+                     {"global_batch", s.global_batch},
+                     {"loss", s.loss},
+                     {"step_seconds", s.step_seconds},
+                     {"samples_per_s", s.samples_per_s}});
   for (const launch::RankSummary& r : o.rank_table)
-    ranks.push_back({{"rank", r.rank}, {"steps", r.steps}, {"data_seconds", r.mean.data_seconds},
-                     {"forward_seconds", r.mean.forward_seconds}, {"backward_seconds", r.mean.backward_seconds},
+    ranks.push_back({{"rank", r.rank},
+                     {"steps", r.steps},
+                     {"data_seconds", r.mean.data_seconds},
+                     {"forward_seconds", r.mean.forward_seconds},
+                     {"backward_seconds", r.mean.backward_seconds},
                      {"exposed_comm_seconds", r.mean.exposed_comm_seconds},
-                     {"optimizer_seconds", r.mean.optimizer_seconds}, {"idle_seconds", r.mean.idle_seconds},
-                     {"step_seconds", r.mean.step_seconds}, {"comm_seconds", r.mean.comm_seconds}});
+                     {"optimizer_seconds", r.mean.optimizer_seconds},
+                     {"idle_seconds", r.mean.idle_seconds},
+                     {"step_seconds", r.mean.step_seconds},
+                     {"comm_seconds", r.mean.comm_seconds}});
   for (const launch::IncidentReport& i : o.incidents) {
-    nlohmann::json j = {{"attempt", i.attempt}, {"rank", i.rank}, {"kind", i.kind}, {"status", i.status.describe()},
-                        {"fault", i.fault}, {"failed_at_step", i.failed_at_step}, {"detail", i.describe()}};
+    nlohmann::json j = {{"attempt", i.attempt},          {"rank", i.rank},   {"kind", i.kind},
+                        {"status", i.status.describe()}, {"fault", i.fault}, {"failed_at_step", i.failed_at_step},
+                        {"detail", i.describe()}};
     if (!i.detector.empty()) j["detector"] = i.detector;
     if (!i.collective.empty()) j["collective"] = i.collective;
     if (!i.analysis.empty()) j["analysis"] = i.analysis;
@@ -284,8 +302,14 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
     if (i.latency.total_seconds) j["restart_total_seconds"] = *i.latency.total_seconds;
     incidents.push_back(j);
   }
-  nlohmann::json j = {{"ok", o.ok}, {"message", o.message}, {"attempts", o.attempts}, {"final_world", o.final_world},
-                      {"start_step", o.start_step}, {"steps", steps}, {"ranks", ranks}, {"incidents", incidents},
+  nlohmann::json j = {{"ok", o.ok},
+                      {"message", o.message},
+                      {"attempts", o.attempts},
+                      {"final_world", o.final_world},
+                      {"start_step", o.start_step},
+                      {"steps", steps},
+                      {"ranks", ranks},
+                      {"incidents", incidents},
                       {"checkpoints", o.checkpoints.size()}};
   if (o.final_state) j["final_state_xxh3_64"] = o.final_state->combined_hex();
   if (o.last_good_checkpoint) j["last_good_checkpoint"] = o.last_good_checkpoint->string();
@@ -295,8 +319,10 @@ nlohmann::json summary_json(const launch::TrainOutcome& o) {
   j["memory"] = memory;
   if (o.exported) j["export"] = {{"path", o.exported->string()}, {"bytes", o.exported_bytes}};
   if (o.fallback)
-    j["fallback"] = {{"plan", std::string(launch::fallback_plan(o.fallback->plan).flag)}, {"reason", o.fallback->reason},
-                     {"world_after", o.fallback->world_after}, {"message", o.fallback->message}};
+    j["fallback"] = {{"plan", std::string(launch::fallback_plan(o.fallback->plan).flag)},
+                     {"reason", o.fallback->reason},
+                     {"world_after", o.fallback->world_after},
+                     {"message", o.fallback->message}};
   return j;
 }
 
@@ -330,16 +356,16 @@ void check_train_config(const train::TrainConfig& c, const launch::TrainJobSpec&
   const strategy::ClusterSpec cluster = strategy::with_world(strategy::load_cluster(spec.job.cluster), spec.nproc);
   const strategy::MemoryLedger worst = strategy::worst_stage(strategy::ledger_per_stage(c.model, c.plan, cluster));
   if (!worst.fits())
-    throw ConfigError("--model", c.model.name,
-                      fmt::format("does not fit with plan {}: the memory ledger says stage {} needs {} per worker "
-                                  "(parameters {}, gradients {}, optimizer {}, activations {}) but a {} device holds "
-                                  "{}; see `parlab plan --model {} --cluster {} --world {}`",
-                                  c.plan.short_name(), worst.stage, units::format_bytes(worst.total_bytes()),
-                                  units::format_bytes(worst.params_bytes), units::format_bytes(worst.grads_bytes),
-                                  units::format_bytes(worst.optimizer_bytes),
-                                  units::format_bytes(worst.activations_bytes), cluster.name,
-                                  units::format_bytes(worst.device_bytes), spec.job.model, spec.job.cluster,
-                                  spec.nproc));
+    throw ConfigError(
+        "--model", c.model.name,
+        fmt::format("does not fit with plan {}: the memory ledger says stage {} needs {} per worker "
+                    "(parameters {}, gradients {}, optimizer {}, activations {}) but a {} device holds "
+                    "{}; see `parlab plan --model {} --cluster {} --world {}`",
+                    c.plan.short_name(), worst.stage, units::format_bytes(worst.total_bytes()),
+                    units::format_bytes(worst.params_bytes), units::format_bytes(worst.grads_bytes),
+                    units::format_bytes(worst.optimizer_bytes), units::format_bytes(worst.activations_bytes),
+                    cluster.name, units::format_bytes(worst.device_bytes), spec.job.model, spec.job.cluster,
+                    spec.nproc));
 }
 
 void run_supervised(TrainOptions o) {
@@ -431,7 +457,8 @@ void run_worker(const TrainOptions& o) {
 
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model for real: N worker processes running the plan's step programs");
+  CLI::App* cmd =
+      app.add_subcommand("train", "Train a model for real: N worker processes running the plan's step programs");
   cmd->footer(
       "Examples:\n"
       "  parlab train --nproc 2 --model lab-mlp --steps 20\n"
@@ -440,8 +467,10 @@ void add_train_command(CLI::App& app) {
       "  parlab train --nproc 4 --plan zero=3 --export model.safetensors   # ZeRO-3, the full model out\n"
       "  parlab train --nproc 2 --steps 40 --checkpoint-every 5 --max-restarts 2 --fault kill:rank=1,step=7\n"
       "  parlab train --nproc 2 --min-nproc 1 --max-restarts 1 --fault lose-rank:rank=1,step=5\n"
-      "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault skip-allreduce:rank=2,step=7\n"
-      "  parlab train --nproc 4 --max-restarts 3 --max-same-failure 1 --fallback single --fault hang:rank=1,step=7,attempts=0\n"
+      "  parlab train --nproc 4 --checkpoint-every 5 --max-restarts 1 --timeout 2 --fault "
+      "skip-allreduce:rank=2,step=7\n"
+      "  parlab train --nproc 4 --max-restarts 3 --max-same-failure 1 --fallback single --fault "
+      "hang:rank=1,step=7,attempts=0\n"
       "  srun -n 4 parlab train --model lab-mlp        # one rank per task; the store at the step's first node\n"
       "The global batch stays fixed when --nproc changes (accumulation adjusts) unless the plan fixes\n"
       "microbatches; without gbs it is mb x lcm(dp, 4). Running again on a --run-dir that holds\n"
@@ -458,7 +487,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--cluster,-c", j.cluster, "Cluster preset or TOML file the plan is validated against")
       ->capture_default_str();
   cmd->add_option("--plan,-p", j.plan, "Plan key=value pairs (gbs, mb, microbatches, bucket_mb, optimizer, ...)");
-  cmd->add_option("--steps", j.steps, "Optimizer steps in total (a resumed run trains the rest)")->capture_default_str();
+  cmd->add_option("--steps", j.steps, "Optimizer steps in total (a resumed run trains the rest)")
+      ->capture_default_str();
   cmd->add_option("--seed", j.seed, "Seed of the initial weights, the data and the shuffles")->capture_default_str();
   cmd->add_option("--data-size", j.data_size, "Synthetic dataset samples (default 64 global batches)");
   cmd->add_option("--optimizer", j.optimizer, "adam | sgd (overrides the plan's optimizer key)")
@@ -473,9 +503,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--keep-last", j.keep_last, "Checkpoints to keep (plus the last known good)")->capture_default_str();
   cmd->add_option("--max-restarts", o->spec.max_restarts, "Restarts from the latest good checkpoint after a failure")
       ->capture_default_str();
-  cmd->add_option("--min-nproc", o->spec.min_nproc, "Fewest workers to continue with after a lost device (default --nproc)");
+  cmd->add_option("--min-nproc", o->spec.min_nproc,
+                  "Fewest workers to continue with after a lost device (default --nproc)");
   cmd->add_option("--device", j.device,
-                  "cpu (host; groups on --comm) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; every split the CPU trains)")
+                  "cpu (host; groups on --comm) | cuda (each worker binds LOCAL_RANK's GPU; NCCL, cuBLAS; every split "
+                  "the CPU trains)")
       ->capture_default_str();
   cmd->add_option("--comm", j.comm,
                   "auto (shared memory inside a host, Gloo between hosts) | shm | gloo: the CPU groups' backend")
@@ -488,7 +520,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--db", o->db, "Record the run (steps, checkpoints, incidents) in this results database");
   cmd->add_option("--export", j.export_file,
                   "Write the final full model, gathered from every shard, as safetensors with PyTorch tensor names");
-  cmd->add_option("--dump-step", j.dump_dir, "Write step 0's inputs, weights and reduced gradients as safetensors here");
+  cmd->add_option("--dump-step", j.dump_dir,
+                  "Write step 0's inputs, weights and reduced gradients as safetensors here");
   cmd->add_option("--trace", o->trace, "Write the measured timeline as a Chrome trace");
   cmd->add_option("--timeout", o->timeout_seconds,
                   "Per-collective watchdog timeout, seconds; the rendezvous waits at least the default (production: " +

@@ -13,17 +13,17 @@
 namespace parlab::cli {
 
 void add_plan_inputs(CLI::App* cmd, PlanInputs& in, bool model_required) {
-  auto* model = cmd->add_option("--model,-m", in.model,
-                                "Model preset (" + fmt::format("{}", fmt::join(strategy::model_preset_names(), ", ")) +
-                                    ") or a TOML file");
+  auto* model = cmd->add_option(
+      "--model,-m", in.model,
+      "Model preset (" + fmt::format("{}", fmt::join(strategy::model_preset_names(), ", ")) + ") or a TOML file");
   auto* params = cmd->add_option("--params", in.params, "Plan a bare parameter count instead of a model (e.g. 7.5e9)")
                      ->each([&in](const std::string&) { in.params_given = true; });
   model->excludes(params);
   params->excludes(model);
   (void)model_required;
-  cmd->add_option("--cluster,-c", in.cluster,
-                  "Cluster preset (" + fmt::format("{}", fmt::join(strategy::cluster_preset_names(), ", ")) +
-                      ") or a TOML file")
+  cmd->add_option(
+         "--cluster,-c", in.cluster,
+         "Cluster preset (" + fmt::format("{}", fmt::join(strategy::cluster_preset_names(), ", ")) + ") or a TOML file")
       ->capture_default_str();
   cmd->add_option("--world,-n", in.world, "Number of devices (default: dp*tp*pp of --plan, else the cluster's)")
       ->each([&in](const std::string&) { in.world_given = true; });
@@ -35,9 +35,12 @@ void add_plan_inputs(CLI::App* cmd, PlanInputs& in, bool model_required) {
 
 Resolved load_inputs(const PlanInputs& in) {
   Resolved r;
-  if (in.params_given) r.model = strategy::params_model(positive("--params", in.params, 1e15));
-  else if (!in.model.empty()) r.model = strategy::load_model(in.model);
-  else throw ConfigError("--model", "(missing)", "give --model NAME|FILE or --params COUNT");
+  if (in.params_given)
+    r.model = strategy::params_model(positive("--params", in.params, 1e15));
+  else if (!in.model.empty())
+    r.model = strategy::load_model(in.model);
+  else
+    throw ConfigError("--model", "(missing)", "give --model NAME|FILE or --params COUNT");
   const strategy::ClusterSpec base = strategy::load_cluster(in.cluster);
   const strategy::Plan parsed = strategy::parse_plan(in.plan);
   if (in.world_given && in.world < 1)

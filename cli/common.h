@@ -15,12 +15,12 @@ namespace parlab::cli {
 
 struct PlanInputs {
   std::string model;
-  double params = 0;  // --params: a bare parameter count instead of --model
+  double params = 0;          // --params: a bare parameter count instead of --model
   bool params_given = false;  // --params was on the command line (then it must be a count > 0)
   std::string cluster = "dgx-a100";
-  int world = 0;      // 0: from --plan (dp*tp*pp) when dp is given, else the cluster's devices
+  int world = 0;             // 0: from --plan (dp*tp*pp) when dp is given, else the cluster's devices
   bool world_given = false;  // --world was on the command line (then it must be >= 1)
-  std::string plan;   // key=value list
+  std::string plan;          // key=value list
   int64_t global_batch = 0;  // a subcommand's --gbs: the plan's gbs (0: the plan text's, else the plan policy's)
 };
 

@@ -51,14 +51,18 @@ std::string parse_error_line(const CLI::App& app, int argc, char** argv, const C
 // accepts it: --steps 99999999999999999999 would train for ever. Every option of every command
 // refuses integers past 64 bits instead.
 void refuse_integer_overflow(CLI::App& app) {
-  const CLI::Validator fits([](std::string& value) -> std::string {
-    const size_t digits = value.find_first_not_of("0123456789", value[0] == '-' || value[0] == '+' ? 1 : 0);
-    if (digits != std::string::npos || value.size() < 19) return {};
-    errno = 0;
-    if (value[0] == '-') (void)std::strtoll(value.c_str(), nullptr, 10);
-    else (void)std::strtoull(value.c_str(), nullptr, 10);
-    return errno == ERANGE ? value + " does not fit a 64-bit integer" : std::string();
-  }, "", "fits 64 bits");
+  const CLI::Validator fits(
+      [](std::string& value) -> std::string {
+        const size_t digits = value.find_first_not_of("0123456789", value[0] == '-' || value[0] == '+' ? 1 : 0);
+        if (digits != std::string::npos || value.size() < 19) return {};
+        errno = 0;
+        if (value[0] == '-')
+          (void)std::strtoll(value.c_str(), nullptr, 10);
+        else
+          (void)std::strtoull(value.c_str(), nullptr, 10);
+        return errno == ERANGE ? value + " does not fit a 64-bit integer" : std::string();
+      },
+      "", "fits 64 bits");
   for (CLI::Option* o : app.get_options())
     if (o->get_type_size_max() > 0) o->check(fits);  // options that take a value (not flags)
   for (CLI::App* sub : app.get_subcommands({})) refuse_integer_overflow(*sub);

@@ -33,8 +33,10 @@ class SimProgressLine {
     if (!tty_ && shown_ && now - last_ < std::chrono::seconds(10)) return;
     last_ = now;
     const std::string line = fmt::format("{}: {:3.0f}% after {:.0f} s: {}", label_, 100 * fraction, elapsed, what);
-    if (tty_) fmt::print(stderr, "\r\033[K{}", line);
-    else fmt::print(stderr, "{}\n", line);
+    if (tty_)
+      fmt::print(stderr, "\r\033[K{}", line);
+    else
+      fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);
     shown_ = true;
   }

@@ -36,8 +36,7 @@ class SchemaError : public DbError {
 };
 
 namespace detail {
-[[noreturn]] void throw_sqlite_error(sqlite3* db, int rc, const char* what, const char* file,
-                                     int line);
+[[noreturn]] void throw_sqlite_error(sqlite3* db, int rc, const char* what, const char* file, int line);
 // `file` relative to the repository root when it lies inside it.
 std::string_view repo_relative(std::string_view file);
 // One line of at most 160 characters: whitespace runs collapsed, the rest cut off with "...".
@@ -48,10 +47,9 @@ std::string shorten(std::string_view text);
 
 // Checks a sqlite3_* call that returns SQLITE_OK on success; otherwise throws DbError naming
 // file:line, the call and sqlite3_errmsg(handle).
-#define PARLAB_SQLITE_CHECK(handle, call)                                                    \
-  do {                                                                                       \
-    const int parlab_sqlite_rc_ = (call);                                                    \
-    if (parlab_sqlite_rc_ != 0 /* SQLITE_OK */)                                              \
-      ::parlab::db::detail::throw_sqlite_error((handle), parlab_sqlite_rc_, #call, __FILE__, \
-                                               __LINE__);                                    \
+#define PARLAB_SQLITE_CHECK(handle, call)                                                               \
+  do {                                                                                                  \
+    const int parlab_sqlite_rc_ = (call);                                                               \
+    if (parlab_sqlite_rc_ != 0 /* SQLITE_OK */)                                                         \
+      ::parlab::db::detail::throw_sqlite_error((handle), parlab_sqlite_rc_, #call, __FILE__, __LINE__); \
   } while (0)

@@ -27,9 +27,8 @@ void check_is_ours(Connection& connection, int found) {
   Statement s = connection.statement("SELECT count(*) FROM sqlite_schema");
   s.step_one();
   if (s.int64(0) != 0) {
-    throw SchemaError(connection.path().string() +
-                          ": not a parlab results database (it has tables but no schema version)",
-                      0, 0);
+    throw SchemaError(
+        connection.path().string() + ": not a parlab results database (it has tables but no schema version)", 0, 0);
   }
 }
 

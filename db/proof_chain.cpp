@@ -98,10 +98,14 @@ std::string proof_digest(const StoredProof& r) { return content_digest(canonical
 
 const char* to_string(ChainStatus s) {
   switch (s) {
-    case ChainStatus::kIntact: return "intact";
-    case ChainStatus::kGap: return "gap";
-    case ChainStatus::kTampered: return "tampered";
-    case ChainStatus::kUnchained: return "unchained";
+    case ChainStatus::kIntact:
+      return "intact";
+    case ChainStatus::kGap:
+      return "gap";
+    case ChainStatus::kTampered:
+      return "tampered";
+    case ChainStatus::kUnchained:
+      return "unchained";
   }
   return "?";
 }

@@ -63,12 +63,8 @@ std::string_view to_string(RunKind kind) { return name_of(kRunKinds, kind); }
 std::string_view to_string(RunStatus status) { return name_of(kRunStatuses, status); }
 std::string_view to_string(IncidentKind kind) { return name_of(kIncidentKinds, kind); }
 
-RunKind parse_run_kind(std::string_view text, std::string_view field) {
-  return parse(kRunKinds, text, field);
-}
-RunStatus parse_run_status(std::string_view text, std::string_view field) {
-  return parse(kRunStatuses, text, field);
-}
+RunKind parse_run_kind(std::string_view text, std::string_view field) { return parse(kRunKinds, text, field); }
+RunStatus parse_run_status(std::string_view text, std::string_view field) { return parse(kRunStatuses, text, field); }
 IncidentKind parse_incident_kind(std::string_view text, std::string_view field) {
   return parse(kIncidentKinds, text, field);
 }

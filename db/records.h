@@ -20,17 +20,7 @@ enum class RunStatus { kRunning, kCompleted, kFailed, kKilled };
 // status); kKilled: a rank was killed on purpose (fault injection, operator); kHang: the
 // watchdog or a heartbeat timed out; kStraggler: a rank fell persistently behind; kNan: the loss
 // or a gradient became non-finite; kCheckpointCorrupt: a checkpoint failed verification.
-enum class IncidentKind {
-  kCrash,
-  kKilled,
-  kHang,
-  kStraggler,
-  kNan,
-  kOom,
-  kNetwork,
-  kCheckpointCorrupt,
-  kOther
-};
+enum class IncidentKind { kCrash, kKilled, kHang, kStraggler, kNan, kOom, kNetwork, kCheckpointCorrupt, kOther };
 
 // The spellings stored in the database ("analytic", "completed", "checkpoint_corrupt", ...).
 std::string_view to_string(RunKind kind);
@@ -91,8 +81,8 @@ struct RunRecord {
 struct StepTiming {
   std::int64_t step = 0;
   int rank = 0;
-  double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, exposed_comm_seconds = 0,
-         optimizer_seconds = 0, idle_seconds = 0;
+  double data_seconds = 0, forward_seconds = 0, backward_seconds = 0, exposed_comm_seconds = 0, optimizer_seconds = 0,
+         idle_seconds = 0;
   double step_seconds = 0;
   std::optional<double> loss{};
   std::int64_t samples = 0;
@@ -165,7 +155,7 @@ struct NewPrediction {
   std::optional<RunId> run{};
   std::optional<ExperimentId> experiment{};
   std::string learner{};
-  std::string quantity = "speedup";  // what was predicted: "speedup", "step_seconds", ...
+  std::string quantity = "speedup";      // what was predicted: "speedup", "step_seconds", ...
   RunKind source = RunKind::kSimulated;  // what will reveal it
   std::string model{}, cluster{};
   nlohmann::json plan = nlohmann::json::object();

@@ -45,15 +45,15 @@ ResultsStore ResultsStore::open_read_only(const std::filesystem::path& path, con
     found = connection->user_version();
   }
   if (found != latest_schema_version())
-    throw SchemaError(path.string() + ": schema version " + std::to_string(found) + ", this parlab reads " +
-                          std::to_string(latest_schema_version()) +
-                          (found < latest_schema_version() ? " (open it once with a command that writes, to upgrade it)" : ""),
-                      0, 0);
+    throw SchemaError(
+        path.string() + ": schema version " + std::to_string(found) + ", this parlab reads " +
+            std::to_string(latest_schema_version()) +
+            (found < latest_schema_version() ? " (open it once with a command that writes, to upgrade it)" : ""),
+        0, 0);
   return ResultsStore(std::move(connection));
 }
 
-ResultsStore::ResultsStore(std::unique_ptr<Connection> connection)
-    : connection_(std::move(connection)) {}
+ResultsStore::ResultsStore(std::unique_ptr<Connection> connection) : connection_(std::move(connection)) {}
 ResultsStore::ResultsStore(ResultsStore&&) noexcept = default;
 ResultsStore& ResultsStore::operator=(ResultsStore&&) noexcept = default;
 ResultsStore::~ResultsStore() = default;
@@ -102,9 +102,8 @@ RunId ResultsStore::begin_run(const NewRun& run) {
         "INSERT INTO runs(experiment_id, kind, model, cluster, plan, world_size, seed, "
         "software_version, host, pid, pid_start_ticks, notes) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
-    s.bind_all(run.experiment, to_string(run.kind), run.model, run.cluster, run.plan.dump(),
-               run.world_size, run.seed, version, owner.host, owner.pid, owner.start_ticks,
-               run.notes)
+    s.bind_all(run.experiment, to_string(run.kind), run.model, run.cluster, run.plan.dump(), run.world_size, run.seed,
+               version, owner.host, owner.pid, owner.start_ticks, run.notes)
         .step_one();
     return s.int64(0);
   });

@@ -105,7 +105,7 @@ class ResultsStore {
   std::map<std::string, double> run_metrics(RunId run);
   std::vector<ProofRecord> proofs_of_run(RunId run);
   std::vector<ProofRecord> proofs_of_experiment(ExperimentId experiment);
-  std::vector<ProofRecord> list_proofs();  // every proof, in order recorded
+  std::vector<ProofRecord> list_proofs();            // every proof, in order recorded
   std::vector<PredictionRecord> list_predictions();  // in order made
   std::optional<PredictionRecord> get_prediction(std::int64_t prediction);
   // The newest calibration of `machine`, or of any machine when none is named.

@@ -10,7 +10,7 @@ namespace parlab::db {
 
 namespace {
 
-#define PARLAB_PREDICTION_COLUMNS                                                             \
+#define PARLAB_PREDICTION_COLUMNS                                                            \
   "id, run_id, experiment_id, learner, quantity, source, model, cluster, plan, world_size, " \
   "predicted, reason, predicted_at, revealed, revealed_at"
 
@@ -31,8 +31,8 @@ std::int64_t ResultsStore::add_prediction(const NewPrediction& p) {
     Statement s = connection_->statement(
         "INSERT INTO predictions(run_id, experiment_id, learner, quantity, source, model, cluster, "
         "plan, world_size, predicted, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id");
-    s.bind_all(p.run, p.experiment, p.learner, p.quantity, to_string(p.source), p.model, p.cluster,
-               p.plan.dump(), p.world_size, p.predicted, p.reason)
+    s.bind_all(p.run, p.experiment, p.learner, p.quantity, to_string(p.source), p.model, p.cluster, p.plan.dump(),
+               p.world_size, p.predicted, p.reason)
         .step_one();
     return s.int64(0);
   });

@@ -17,8 +17,7 @@ RunRecord read_run(const Statement& s) {
   RunRecord r;
   std::string kind, plan, status;
   detail::read_columns(s, 0, r.id, r.experiment, kind, r.model, r.cluster, plan, r.world_size, r.seed,
-                       r.software_version, status, r.started_at, r.ended_at, r.host, r.pid, r.pid_start_ticks,
-                       r.notes);
+                       r.software_version, status, r.started_at, r.ended_at, r.host, r.pid, r.pid_start_ticks, r.notes);
   r.kind = parse_run_kind(kind, "runs.kind");
   r.plan = detail::parse_json_column(plan, "runs.plan");
   r.status = parse_run_status(status, "runs.status");
@@ -29,8 +28,7 @@ ExperimentRecord read_experiment(const Statement& s) {
   return {s.int64(0), s.text(1), s.text(2), s.text(3), s.text(4)};
 }
 
-#define PARLAB_CHECKPOINT_COLUMNS \
-  "id, step, path, checksum, bytes, save_seconds, verified, created_at"
+#define PARLAB_CHECKPOINT_COLUMNS "id, step, path, checksum, bytes, save_seconds, verified, created_at"
 
 CheckpointRecord read_checkpoint(const Statement& s) {
   CheckpointRecord c;
@@ -60,14 +58,13 @@ using detail::collect_rows;
 }  // namespace
 
 std::vector<ExperimentRecord> ResultsStore::list_experiments() {
-  Statement s = connection_->statement(
-      "SELECT id, name, file, description, created_at FROM experiments ORDER BY name");
+  Statement s = connection_->statement("SELECT id, name, file, description, created_at FROM experiments ORDER BY name");
   return collect_rows(s, read_experiment);
 }
 
 std::optional<ExperimentRecord> ResultsStore::find_experiment(std::string_view name) {
-  Statement s = connection_->statement(
-      "SELECT id, name, file, description, created_at FROM experiments WHERE name = ?");
+  Statement s =
+      connection_->statement("SELECT id, name, file, description, created_at FROM experiments WHERE name = ?");
   s.bind_all(name);
   if (!s.step()) return std::nullopt;
   return read_experiment(s);
@@ -81,22 +78,20 @@ std::optional<RunRecord> ResultsStore::get_run(RunId run) {
 }
 
 std::vector<RunRecord> ResultsStore::runs_of_experiment(ExperimentId experiment) {
-  Statement s = connection_->statement("SELECT " PARLAB_RUN_COLUMNS
-                                       " FROM runs WHERE experiment_id = ? ORDER BY id");
+  Statement s = connection_->statement("SELECT " PARLAB_RUN_COLUMNS " FROM runs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment);
   return collect_rows(s, read_run);
 }
 
 std::vector<RunRecord> ResultsStore::list_runs(std::optional<RunStatus> status) {
-  Statement s = connection_->statement("SELECT " PARLAB_RUN_COLUMNS
-                                       " FROM runs WHERE ?1 IS NULL OR status = ?1 ORDER BY id");
+  Statement s =
+      connection_->statement("SELECT " PARLAB_RUN_COLUMNS " FROM runs WHERE ?1 IS NULL OR status = ?1 ORDER BY id");
   if (status) s.bind_all(to_string(*status));
   return collect_rows(s, read_run);
 }
 
 std::vector<std::pair<std::string, std::string>> ResultsStore::run_params(RunId run) {
-  Statement s =
-      connection_->statement("SELECT key, value FROM run_params WHERE run_id = ? ORDER BY key");
+  Statement s = connection_->statement("SELECT key, value FROM run_params WHERE run_id = ? ORDER BY key");
   s.bind_all(run);
   return collect_rows(s, [](const Statement& row) { return std::pair(row.text(0), row.text(1)); });
 }
@@ -138,10 +133,9 @@ std::vector<CheckpointRecord> ResultsStore::checkpoints(RunId run) {
 }
 
 std::optional<CheckpointRecord> ResultsStore::latest_verified_checkpoint(RunId run) {
-  Statement s = connection_->statement(
-      "SELECT " PARLAB_CHECKPOINT_COLUMNS
-      " FROM checkpoints "
-      "WHERE run_id = ? AND verified = 1 ORDER BY step DESC, id DESC LIMIT 1");
+  Statement s = connection_->statement("SELECT " PARLAB_CHECKPOINT_COLUMNS
+                                       " FROM checkpoints "
+                                       "WHERE run_id = ? AND verified = 1 ORDER BY step DESC, id DESC LIMIT 1");
   s.bind_all(run);
   if (!s.step()) return std::nullopt;
   return read_checkpoint(s);
@@ -171,15 +165,15 @@ std::map<std::string, double> ResultsStore::run_metrics(RunId run) {
 }
 
 std::vector<ProofRecord> ResultsStore::proofs_of_run(RunId run) {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS
-                                       " FROM proofs WHERE run_id = ? ORDER BY id");
+  Statement s =
+      connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS " FROM proofs WHERE run_id = ? ORDER BY id");
   s.bind_all(run);
   return collect_rows(s, read_proof);
 }
 
 std::vector<ProofRecord> ResultsStore::proofs_of_experiment(ExperimentId experiment) {
-  Statement s = connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS
-                                       " FROM proofs WHERE experiment_id = ? ORDER BY id");
+  Statement s =
+      connection_->statement("SELECT " PARLAB_PROOF_CONTENT_COLUMNS " FROM proofs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment);
   return collect_rows(s, read_proof);
 }
@@ -189,15 +183,13 @@ std::vector<ProofRecord> ResultsStore::list_proofs() {
   return collect_rows(s, read_proof);
 }
 
-std::optional<CalibrationRecord> ResultsStore::latest_calibration(
-    std::optional<std::string> machine) {
+std::optional<CalibrationRecord> ResultsStore::latest_calibration(std::optional<std::string> machine) {
   Statement s = connection_->statement(
       "SELECT id, machine, created_at, json FROM calibrations "
       "WHERE ?1 IS NULL OR machine = ?1 ORDER BY created_at DESC, id DESC LIMIT 1");
   s.bind_all(machine);
   if (!s.step()) return std::nullopt;
-  return CalibrationRecord{s.int64(0), s.text(1), s.text(2),
-                           detail::parse_json_column(s.text(3), "calibrations.json")};
+  return CalibrationRecord{s.int64(0), s.text(1), s.text(2), detail::parse_json_column(s.text(3), "calibrations.json")};
 }
 
 }  // namespace parlab::db

@@ -21,8 +21,7 @@ void ResultsStore::set_run_param(RunId run, std::string_view key, std::string_vi
   });
 }
 
-void ResultsStore::set_run_params(RunId run,
-                                  std::span<const std::pair<std::string, std::string>> params) {
+void ResultsStore::set_run_params(RunId run, std::span<const std::pair<std::string, std::string>> params) {
   write_scope(*connection_, [&] {
     for (const auto& [key, value] : params) set_run_param(run, key, value);
   });
@@ -36,9 +35,8 @@ void ResultsStore::add_step_timing(RunId run, const StepTiming& t) {
             "forward_seconds, backward_seconds, exposed_comm_seconds, optimizer_seconds, "
             "idle_seconds, step_seconds, loss, samples, end_seconds) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        .bind_all(run, t.step, t.rank, t.data_seconds, t.forward_seconds, t.backward_seconds,
-                  t.exposed_comm_seconds, t.optimizer_seconds, t.idle_seconds, t.step_seconds,
-                  t.loss, t.samples, t.end_seconds)
+        .bind_all(run, t.step, t.rank, t.data_seconds, t.forward_seconds, t.backward_seconds, t.exposed_comm_seconds,
+                  t.optimizer_seconds, t.idle_seconds, t.step_seconds, t.loss, t.samples, t.end_seconds)
         .run();
   });
 }
@@ -56,8 +54,8 @@ void ResultsStore::add_collective(RunId run, const CollectiveRecord& c) {
             "INSERT INTO collectives(run_id, rank, seq, op, group_name, bytes, group_ranks, "
             "start_seconds, seconds, algbw_bytes_per_s, busbw_bytes_per_s, tag) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        .bind_all(run, c.rank, c.seq, c.op, c.group_name, c.bytes, c.group_ranks, c.start_seconds,
-                  c.seconds, c.algbw_bytes_per_s, c.busbw_bytes_per_s, c.tag)
+        .bind_all(run, c.rank, c.seq, c.op, c.group_name, c.bytes, c.group_ranks, c.start_seconds, c.seconds,
+                  c.algbw_bytes_per_s, c.busbw_bytes_per_s, c.tag)
         .run();
   });
 }
@@ -78,17 +76,14 @@ std::int64_t ResultsStore::add_checkpoint(RunId run, const CheckpointRecord& c) 
   });
 }
 
-void ResultsStore::set_checkpoint_verified(RunId run, std::int64_t step, std::string_view path,
-                                           bool verified) {
+void ResultsStore::set_checkpoint_verified(RunId run, std::int64_t step, std::string_view path, bool verified) {
   write_scope(*connection_, [&] {
-    connection_
-        ->statement(
-            "UPDATE checkpoints SET verified = ? WHERE run_id = ? AND step = ? AND path = ?")
+    connection_->statement("UPDATE checkpoints SET verified = ? WHERE run_id = ? AND step = ? AND path = ?")
         .bind_all(verified, run, step, path)
         .run();
     if (connection_->changes() != 1) {
-      throw DbError("set_checkpoint_verified: run " + std::to_string(run) + " has no checkpoint " +
-                        std::string(path) + " at step " + std::to_string(step),
+      throw DbError("set_checkpoint_verified: run " + std::to_string(run) + " has no checkpoint " + std::string(path) +
+                        " at step " + std::to_string(step),
                     0, 0);
     }
   });
@@ -100,8 +95,8 @@ std::int64_t ResultsStore::add_incident(RunId run, const IncidentRecord& i) {
         "INSERT INTO incidents(run_id, kind, rank, step, detail, detected_at, detection_seconds, "
         "restart_seconds, steps_lost) "
         "VALUES (?, ?, ?, ?, ?, COALESCE(NULLIF(?, ''), " PARLAB_DB_NOW "), ?, ?, ?) RETURNING id");
-    s.bind_all(run, to_string(i.kind), i.rank, i.step, i.detail, i.detected_at, i.detection_seconds,
-               i.restart_seconds, i.steps_lost)
+    s.bind_all(run, to_string(i.kind), i.rank, i.step, i.detail, i.detected_at, i.detection_seconds, i.restart_seconds,
+               i.steps_lost)
         .step_one();
     return s.int64(0);
   });
@@ -155,11 +150,9 @@ std::int64_t ResultsStore::add_proof(const ProofRecord& p) {
   });
 }
 
-std::int64_t ResultsStore::add_calibration(std::string_view machine,
-                                           const nlohmann::json& calibration) {
+std::int64_t ResultsStore::add_calibration(std::string_view machine, const nlohmann::json& calibration) {
   return write_scope(*connection_, [&] {
-    Statement s = connection_->statement(
-        "INSERT INTO calibrations(machine, json) VALUES (?, ?) RETURNING id");
+    Statement s = connection_->statement("INSERT INTO calibrations(machine, json) VALUES (?, ?) RETURNING id");
     s.bind_all(machine, calibration.dump()).step_one();
     return s.int64(0);
   });

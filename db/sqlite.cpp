@@ -44,9 +44,9 @@ void throw_sqlite_error(sqlite3* db, int rc, const char* what, const char* file,
   // The database's own path first: with several databases about, "file is not a database" alone
   // does not say which.
   const char* path = db ? sqlite3_db_filename(db, "main") : nullptr;
-  std::string message = (path && *path ? std::string(path) + ": " : std::string()) +
-                        std::string(repo_relative(file)) + ":" + std::to_string(line) + ": " +
-                        shorten(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  std::string message = (path && *path ? std::string(path) + ": " : std::string()) + std::string(repo_relative(file)) +
+                        ":" + std::to_string(line) + ": " + shorten(what) + ": " +
+                        (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   throw DbError(std::move(message), rc & 0xff, rc);
 }
 
@@ -71,8 +71,8 @@ Statement& Statement::bind(int index, double value) {
 }
 
 Statement& Statement::bind(int index, std::string_view value) {
-  PARLAB_SQLITE_CHECK(db_, sqlite3_bind_text64(stmt_, index, value.data(), value.size(),
-                                               SQLITE_TRANSIENT, SQLITE_UTF8));
+  PARLAB_SQLITE_CHECK(db_,
+                      sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
   return *this;
 }
 
@@ -85,33 +85,27 @@ bool Statement::step(Where where) {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  detail::throw_sqlite_error(db_, rc, sqlite3_sql(stmt_), where.file_name(),
-                             static_cast<int>(where.line()));
+  detail::throw_sqlite_error(db_, rc, sqlite3_sql(stmt_), where.file_name(), static_cast<int>(where.line()));
 }
 
 void Statement::run(Where where) {
-  while (step(where)) {
-  }
+  while (step(where)) {}
 }
 
 void Statement::step_one(Where where) {
   if (!step(where)) {
-    throw DbError(std::string(detail::repo_relative(where.file_name())) + ":" +
-                      std::to_string(where.line()) +
+    throw DbError(std::string(detail::repo_relative(where.file_name())) + ":" + std::to_string(where.line()) +
                       ": expected one row, got none: " + sqlite3_sql(stmt_),
                   0, 0);
   }
 }
 
-bool Statement::is_null(int column) const {
-  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
-}
+bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
 std::int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_, column); }
 double Statement::real(int column) const { return sqlite3_column_double(stmt_, column); }
 std::string Statement::text(int column) const {
   const auto* data = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
-  return data ? std::string(data, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)))
-              : std::string();
+  return data ? std::string(data, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))) : std::string();
 }
 std::optional<std::int64_t> Statement::optional_int64(int column) const {
   if (is_null(column)) return std::nullopt;
@@ -133,8 +127,7 @@ namespace {
 bool is_memory(const std::filesystem::path& path) { return path == ":memory:"; }
 }  // namespace
 
-Connection::Connection(const std::filesystem::path& path, const ConnectionOptions& options)
-    : path_(path) {
+Connection::Connection(const std::filesystem::path& path, const ConnectionOptions& options) : path_(path) {
   if (!is_memory(path) && path.has_parent_path() && !options.read_only) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
@@ -168,8 +161,7 @@ Connection::Connection(const std::filesystem::path& path, const ConnectionOption
   }
   try {
     sqlite3_extended_result_codes(db_, 1);
-    PARLAB_SQLITE_CHECK(db_,
-                        sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count())));
+    PARLAB_SQLITE_CHECK(db_, sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count())));
     exec_script("PRAGMA foreign_keys = ON");
     if (!is_memory(path) && !options.read_only) set_wal_mode(options.busy_timeout);
     // In WAL mode NORMAL loses nothing when a process dies; only a power cut can drop the last
@@ -221,17 +213,14 @@ Statement Connection::statement(std::string_view sql, std::source_location where
   if (it == cache_.end()) {
     sqlite3_stmt* stmt = nullptr;
     const char* tail = nullptr;
-    const int rc = sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
-                                      SQLITE_PREPARE_PERSISTENT, &stmt, &tail);
+    const int rc =
+        sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()), SQLITE_PREPARE_PERSISTENT, &stmt, &tail);
     if (rc != SQLITE_OK) {
-      detail::throw_sqlite_error(db_, rc, key.c_str(), where.file_name(),
-                                 static_cast<int>(where.line()));
+      detail::throw_sqlite_error(db_, rc, key.c_str(), where.file_name(), static_cast<int>(where.line()));
     }
-    if (tail != nullptr &&
-        std::string_view(tail).find_first_not_of(" \t\r\n;") != std::string_view::npos) {
+    if (tail != nullptr && std::string_view(tail).find_first_not_of(" \t\r\n;") != std::string_view::npos) {
       sqlite3_finalize(stmt);
-      throw DbError("statement() takes one SQL statement; use exec_script for several: " + key, 0,
-                    0);
+      throw DbError("statement() takes one SQL statement; use exec_script for several: " + key, 0, 0);
     }
     it = cache_.emplace(key, stmt).first;
   } else if (sqlite3_stmt_busy(it->second)) {
@@ -247,9 +236,8 @@ void Connection::exec_script(std::string_view sql, std::source_location where) {
   if (rc != SQLITE_OK) {
     const std::string text = error ? error : sqlite3_errstr(rc);
     sqlite3_free(error);
-    throw DbError(std::string(detail::repo_relative(where.file_name())) + ":" +
-                      std::to_string(where.line()) + ": " + path_.string() + ": " + text +
-                      " (in: " + detail::shorten(script) + ")",
+    throw DbError(std::string(detail::repo_relative(where.file_name())) + ":" + std::to_string(where.line()) + ": " +
+                      path_.string() + ": " + text + " (in: " + detail::shorten(script) + ")",
                   rc & 0xff, sqlite3_extended_errcode(db_));
   }
 }

@@ -46,9 +46,7 @@ class Statement {
   Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
-  Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
-    other.stmt_ = nullptr;
-  }
+  Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) { other.stmt_ = nullptr; }
   Statement& operator=(Statement&&) = delete;
   ~Statement();
 
@@ -61,9 +59,7 @@ class Statement {
   Statement& bind(int index, double value);
   Statement& bind(int index, std::string_view value);
   Statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
-  Statement& bind(int index, const std::string& value) {
-    return bind(index, std::string_view(value));
-  }
+  Statement& bind(int index, const std::string& value) { return bind(index, std::string_view(value)); }
   Statement& bind(int index, std::nullopt_t);
   template <class T>
   Statement& bind(int index, const std::optional<T>& value) {
@@ -118,11 +114,9 @@ class Connection {
 
   // A cached prepared statement for `sql`. `sql` must be one statement with `?` parameters for
   // every value; it is compiled the first time and reused afterwards.
-  Statement statement(std::string_view sql,
-                      std::source_location where = std::source_location::current());
+  Statement statement(std::string_view sql, std::source_location where = std::source_location::current());
   // Runs a script of several statements without values (migrations, pragmas).
-  void exec_script(std::string_view sql,
-                   std::source_location where = std::source_location::current());
+  void exec_script(std::string_view sql, std::source_location where = std::source_location::current());
 
   int user_version();
   // True while a transaction is open on this connection.

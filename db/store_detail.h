@@ -21,8 +21,7 @@ namespace parlab::db::detail {
 // transaction when one is open on the connection (the caller then decides when to commit).
 // A lock timeout names `where`: the store function that wanted to write.
 template <class Write>
-auto write_scope(Connection& connection, Write&& write,
-                 std::source_location where = std::source_location::current()) {
+auto write_scope(Connection& connection, Write&& write, std::source_location where = std::source_location::current()) {
   if (connection.in_transaction()) return write();
   Transaction tx(connection, where);
   if constexpr (std::is_void_v<decltype(write())>) {

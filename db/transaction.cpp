@@ -5,14 +5,12 @@
 
 namespace parlab::db {
 
-Transaction::Transaction(Connection& connection, std::source_location where)
-    : connection_(connection) {
+Transaction::Transaction(Connection& connection, std::source_location where) : connection_(connection) {
   connection_.statement("BEGIN IMMEDIATE", where).run(where);
   open_ = true;
 }
 
-Transaction::Transaction(ResultsStore& store, std::source_location where)
-    : Transaction(store.connection(), where) {}
+Transaction::Transaction(ResultsStore& store, std::source_location where) : Transaction(store.connection(), where) {}
 
 Transaction::~Transaction() { rollback(); }
 

@@ -22,10 +22,8 @@ class ResultsStore;
 class Transaction {
  public:
   // Waits up to the busy timeout for the write lock; a DbError (is_busy()) names `where`.
-  explicit Transaction(Connection& connection,
-                       std::source_location where = std::source_location::current());
-  explicit Transaction(ResultsStore& store,
-                       std::source_location where = std::source_location::current());
+  explicit Transaction(Connection& connection, std::source_location where = std::source_location::current());
+  explicit Transaction(ResultsStore& store, std::source_location where = std::source_location::current());
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
   ~Transaction();

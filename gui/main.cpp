@@ -29,16 +29,22 @@ int main(int argc, char** argv) {
       "planner's candidates, analytic, simulated and measured speedup, one simulated step per rank; predict before "
       "the reveal; run real workers on this machine and inject faults. Results go to the results database.");
   args.addHelpOption();
-  QCommandLineOption db(QStringLiteral("db"), "Results database (default results/parlab.db)", "file", "results/parlab.db");
+  QCommandLineOption db(QStringLiteral("db"), "Results database (default results/parlab.db)", "file",
+                        "results/parlab.db");
   QCommandLineOption model({"model", "m"}, "Model preset or TOML file to start with", "name");
   QCommandLineOption cluster({"cluster", "c"}, "Cluster preset or TOML file to start with", "name");
   QCommandLineOption workers({"workers", "w"}, "Workers to start with", "n");
   QCommandLineOption plan({"plan", "p"}, "Plan keys to start with, e.g. tp=2,zero=1", "k=v,...");
-  QCommandLineOption parlab(QStringLiteral("parlab"), "The parlab binary real runs start (default: $PARLAB_BIN, beside this one, PATH)", "file");
-  QCommandLineOption trace(QStringLiteral("trace"), "A measured Chrome trace (parlab train --trace) to show in the timeline", "file");
-  QCommandLineOption shot(QStringLiteral("screenshot"), "Render every view offscreen to DIR/<view>.png and exit", "dir");
-  QCommandLineOption lesson_model(QStringLiteral("lesson-model"), "The model the lesson trains for real here (default lab-mlp)", "name", "lab-mlp");
-  QCommandLineOption lesson_steps(QStringLiteral("lesson-steps"), "Steps of each real run of the lesson (default 10)", "n", "10");
+  QCommandLineOption parlab(QStringLiteral("parlab"),
+                            "The parlab binary real runs start (default: $PARLAB_BIN, beside this one, PATH)", "file");
+  QCommandLineOption trace(QStringLiteral("trace"),
+                           "A measured Chrome trace (parlab train --trace) to show in the timeline", "file");
+  QCommandLineOption shot(QStringLiteral("screenshot"), "Render every view offscreen to DIR/<view>.png and exit",
+                          "dir");
+  QCommandLineOption lesson_model(QStringLiteral("lesson-model"),
+                                  "The model the lesson trains for real here (default lab-mlp)", "name", "lab-mlp");
+  QCommandLineOption lesson_steps(QStringLiteral("lesson-steps"), "Steps of each real run of the lesson (default 10)",
+                                  "n", "10");
   args.addOptions({db, model, cluster, workers, plan, parlab, trace, shot, lesson_model, lesson_steps});
   args.process(app);
 
@@ -50,7 +56,8 @@ int main(int argc, char** argv) {
     bool ok = false;
     options.lesson_steps = args.value(lesson_steps).toInt(&ok);
     if (!ok || options.lesson_steps < 2) {
-      std::fprintf(stderr, "parlab-lab: --lesson-steps = %s: must be an integer >= 2\n", qPrintable(args.value(lesson_steps)));
+      std::fprintf(stderr, "parlab-lab: --lesson-steps = %s: must be an integer >= 2\n",
+                   qPrintable(args.value(lesson_steps)));
       return 2;
     }
   }
@@ -74,10 +81,11 @@ int main(int argc, char** argv) {
       if (!pair.contains('=') || std::find(keys.begin(), keys.end(), key.toStdString()) == keys.end()) {
         std::fprintf(stderr, "parlab-lab: --plan = %s: expected key=value pairs with keys %s\n", qPrintable(pair),
                      qPrintable(QStringList([&] {
-                       QStringList l;
-                       for (const auto& k : keys) l << QString::fromStdString(k);
-                       return l;
-                     }()).join(", ")));
+                                  QStringList l;
+                                  for (const auto& k : keys) l << QString::fromStdString(k);
+                                  return l;
+                                }())
+                                    .join(", ")));
         return 2;
       }
       in.set(key.toStdString(), pair.section('=', 1).trimmed().toStdString());

@@ -52,7 +52,10 @@ RunRecorder RunRecorder::begin(db::ResultsStore& store, const TrainJobSpec& spec
 RunRecorder::RunRecorder(db::ResultsStore& store, db::RunId run) : store_(&store), run_(run) {}
 
 RunRecorder::RunRecorder(RunRecorder&& o) noexcept
-    : store_(o.store_), run_(o.run_), finished_(o.finished_), pending_(std::move(o.pending_)),
+    : store_(o.store_),
+      run_(o.run_),
+      finished_(o.finished_),
+      pending_(std::move(o.pending_)),
       checkpoints_(std::move(o.checkpoints_)) {
   o.finished_ = true;  // the moved-from object no longer owns the run's status
 }
@@ -62,8 +65,7 @@ RunRecorder::~RunRecorder() {
   try {
     flush();
     store_->mark_run_status(run_, db::RunStatus::kFailed, "the launcher stopped before the run finished");
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void RunRecorder::add_step(const train::StepRecord& r) {
@@ -95,8 +97,9 @@ void RunRecorder::add_checkpoint(const CheckpointReport& c) {
   if (!checkpoints_.insert({c.step, path}).second) {
     // A step saved again after a rollback replaced the directory: its row describes the new one.
     store_->connection()
-        .statement("UPDATE checkpoints SET checksum = ?, bytes = ?, save_seconds = ?, verified = 0 "
-                   "WHERE run_id = ? AND step = ? AND path = ?")
+        .statement(
+            "UPDATE checkpoints SET checksum = ?, bytes = ?, save_seconds = ?, verified = 0 "
+            "WHERE run_id = ? AND step = ? AND path = ?")
         .bind_all(c.checksum, static_cast<int64_t>(c.bytes), c.save_seconds, run_, c.step, path)
         .run();
     return;
@@ -128,7 +131,7 @@ void RunRecorder::checkpoint_skipped(int64_t step, const std::string& path, cons
 
 db::IncidentRecord to_incident_record(const IncidentReport& x) {
   db::IncidentRecord i;
-  i.kind = x.kind == "killed" || x.kind == "lost"  ? db::IncidentKind::kKilled
+  i.kind = x.kind == "killed" || x.kind == "lost"      ? db::IncidentKind::kKilled
            : x.kind == "unhealthy" || x.kind == "hang" ? db::IncidentKind::kHang
            : x.kind == "straggler"                     ? db::IncidentKind::kStraggler
                                                        : db::IncidentKind::kCrash;
@@ -137,8 +140,7 @@ db::IncidentRecord to_incident_record(const IncidentReport& x) {
   i.detail = x.describe();
   i.detection_seconds = x.latency.detection_seconds;
   // detected -> training again
-  if (x.latency.total_seconds)
-    i.restart_seconds = *x.latency.total_seconds - x.latency.detection_seconds.value_or(0.0);
+  if (x.latency.total_seconds) i.restart_seconds = *x.latency.total_seconds - x.latency.detection_seconds.value_or(0.0);
   i.steps_lost = x.steps_lost;
   return i;
 }
@@ -149,11 +151,11 @@ void RunRecorder::add_incident(const IncidentReport& incident) {
 }
 
 void RunRecorder::add_fallback(const FallbackReport& f) {
-  store_->set_run_params(run_, std::vector<std::pair<std::string, std::string>>{
-                                   {"fallback", std::string(fallback_plan(f.plan).flag)},
-                                   {"fallback_plan", std::string(fallback_plan(f.plan).name)},
-                                   {"fallback_reason", f.reason},
-                                   {"fallback_world", std::to_string(f.world_after)}});
+  store_->set_run_params(
+      run_, std::vector<std::pair<std::string, std::string>>{{"fallback", std::string(fallback_plan(f.plan).flag)},
+                                                             {"fallback_plan", std::string(fallback_plan(f.plan).name)},
+                                                             {"fallback_reason", f.reason},
+                                                             {"fallback_world", std::to_string(f.world_after)}});
 }
 
 // memory.rank<r>.<category>.peak_bytes / .ledger_bytes, memory.rank<r>.total.peak_bytes and
@@ -218,7 +220,7 @@ void RunRecorder::finish(const TrainOutcome& o) {
   metric("steps_lost", lost);
   if (o.final_state) store_->set_run_param(run_, "final_state_xxh3_64", o.final_state->combined_hex());
   record_memory(o.memory);
-  const db::RunStatus status = o.ok ? db::RunStatus::kCompleted
+  const db::RunStatus status = o.ok            ? db::RunStatus::kCompleted
                                : o.interrupted ? db::RunStatus::kKilled
                                                : db::RunStatus::kFailed;
   store_->mark_run_status(run_, status, o.ok ? std::optional<std::string>{} : std::optional<std::string>{o.message});

@@ -37,7 +37,11 @@ inline Measurement equals(std::string figure, double value, double want, std::st
 }
 // |value - want| <= tolerance; the note gets the tolerance.
 inline Measurement within(std::string figure, double value, double want, double tolerance, std::string note) {
-  return {std::move(figure), value, "==", want, std::fabs(value - want) <= tolerance,
+  return {std::move(figure),
+          value,
+          "==",
+          want,
+          std::fabs(value - want) <= tolerance,
           note + (note.empty() ? "" : "; ") + fmt::format("within {:g}", tolerance)};
 }
 
@@ -54,7 +58,8 @@ inline void add_proof(CriterionResult& r, const Proof& p) {
 inline void note_untrusted(const Criterion& c, const Evidence& e, CriterionResult& r) {
   for (const Proof* p : e.untrusted(c.proof, c.experiment))
     r.integrity.push_back(fmt::format("proof #{} ({}) is {}: not credited ({})", p->row.id, p->row.kind,
-                                      db::to_string(p->chain), p->chain_detail.empty() ? "its JSON no longer parses" : p->chain_detail));
+                                      db::to_string(p->chain),
+                                      p->chain_detail.empty() ? "its JSON no longer parses" : p->chain_detail));
 }
 
 // No trusted evidence: missing, or failed when the only evidence is untrusted.
@@ -62,10 +67,12 @@ inline void set_missing(const Criterion& c, const Evidence& e, CriterionResult& 
   const auto bad = e.untrusted(c.proof, c.experiment);
   if (bad.empty()) {
     r.status = Status::kMissing;
-    r.detail = "no " + (c.proof.empty() ? std::string("predictions") : c.proof + " evidence") + (c.experiment.empty() ? "" : " from experiment " + c.experiment) + " in the database";
+    r.detail = "no " + (c.proof.empty() ? std::string("predictions") : c.proof + " evidence") +
+               (c.experiment.empty() ? "" : " from experiment " + c.experiment) + " in the database";
   } else {
     r.status = Status::kFailed;
-    r.detail = fmt::format("its only evidence (proof #{}) is {}: nothing credited", bad.back()->row.id, db::to_string(bad.back()->chain));
+    r.detail = fmt::format("its only evidence (proof #{}) is {}: nothing credited", bad.back()->row.id,
+                           db::to_string(bad.back()->chain));
   }
 }
 
@@ -87,7 +94,8 @@ inline void conclude(CriterionResult& r, const std::string& detail) {
   bool ok = !r.measurements.empty();
   std::string first_bad;
   for (const Measurement& m : r.measurements) {
-    if (!m.ok && first_bad.empty()) first_bad = fmt::format("{} = {:g}, needs {} {:g}", m.figure, m.value, m.op, m.threshold);
+    if (!m.ok && first_bad.empty())
+      first_bad = fmt::format("{} = {:g}, needs {} {:g}", m.figure, m.value, m.op, m.threshold);
     ok = ok && m.ok;
   }
   r.status = ok ? Status::kPassed : Status::kFailed;

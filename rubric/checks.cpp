@@ -27,8 +27,7 @@ std::string split_of(const std::string& plan_text) {
     if (eq != std::string::npos) {
       try {
         kv[item.substr(0, eq)] = std::stol(item.substr(eq + 1));
-      } catch (const std::exception&) {
-      }
+      } catch (const std::exception&) {}
     }
     start = end + 1;
   }
@@ -44,8 +43,10 @@ double max_relative_difference(const json& j) {
   double worst = -1;
   if (j.is_object()) {
     for (const auto& [k, v] : j.items()) {
-      if (v.is_number() && k.size() >= 19 && k.ends_with("relative_difference")) worst = std::max(worst, v.get<double>());
-      else if (v.is_structured()) worst = std::max(worst, max_relative_difference(v));
+      if (v.is_number() && k.size() >= 19 && k.ends_with("relative_difference"))
+        worst = std::max(worst, v.get<double>());
+      else if (v.is_structured())
+        worst = std::max(worst, max_relative_difference(v));
     }
   } else if (j.is_array()) {
     for (const auto& v : j) worst = std::max(worst, max_relative_difference(v));
@@ -65,14 +66,19 @@ void judge_seed_example(const Criterion& c, const Evidence& e, const GradeOption
   const double replica = params + grads + opt + act;
   const bool ddp = replica <= device, shard = replica > device, tensor = layer > device, pipeline = act > params;
   const double tol = c.threshold("tolerance_gb");
-  r.measurements.push_back(within("replica_gb", replica, c.threshold("replica_gb"), tol, "params + grads + optimizer + activations"));
-  r.measurements.push_back(within("recorded replica_gb", num(p->evidence, "replica_gb"), replica, tol, "the lab's own figure"));
-  const std::pair<const char*, bool> verdicts[] = {
-      {"ddp_fits", ddp}, {"shard_model_state", shard}, {"tensor_split_needed", tensor}, {"pipeline_candidate", pipeline}};
+  r.measurements.push_back(
+      within("replica_gb", replica, c.threshold("replica_gb"), tol, "params + grads + optimizer + activations"));
+  r.measurements.push_back(
+      within("recorded replica_gb", num(p->evidence, "replica_gb"), replica, tol, "the lab's own figure"));
+  const std::pair<const char*, bool> verdicts[] = {{"ddp_fits", ddp},
+                                                   {"shard_model_state", shard},
+                                                   {"tensor_split_needed", tensor},
+                                                   {"pipeline_candidate", pipeline}};
   for (const auto& [name, mine] : verdicts) {
     const double want = c.threshold(std::string("expect_") + name);
     r.measurements.push_back(equals(name, mine ? 1 : 0, want, "the rule on the recorded inputs"));
-    r.measurements.push_back(equals(std::string("recorded ") + name, flag(p->evidence, name), mine ? 1 : 0, "what the lab printed"));
+    r.measurements.push_back(
+        equals(std::string("recorded ") + name, flag(p->evidence, name), mine ? 1 : 0, "what the lab printed"));
   }
   conclude(r, fmt::format("replica {:g} GB against {:g} GB: DDP {}, shard model state {}", replica, device,
                           ddp ? "fits" : "does not fit", shard ? "yes" : "no"));
@@ -103,8 +109,10 @@ void judge_efficiency_substitution(const Criterion& c, const Evidence& e, const 
   const double tol = c.threshold("tolerance");
   r.measurements.push_back(within(fmt::format("efficiency at {} workers (lab)", w), lab, hand, tol,
                                   fmt::format("hand: t_1 / t_W = {:g} ms / {:g} ms = {:.4f}", t1, tw, hand)));
-  r.measurements.push_back(within("lab efficiency vs its own step times", lab, from_steps, 1e-9, "t_1 / t_W from the lab's rows"));
-  r.measurements.push_back(within(fmt::format("speedup at {} workers (lab)", w), num(*row, "speedup"), w * hand, w * tol, "W x efficiency"));
+  r.measurements.push_back(
+      within("lab efficiency vs its own step times", lab, from_steps, 1e-9, "t_1 / t_W from the lab's rows"));
+  r.measurements.push_back(
+      within(fmt::format("speedup at {} workers (lab)", w), num(*row, "speedup"), w * hand, w * tol, "W x efficiency"));
   conclude(r, fmt::format("hand-checked efficiency {:.4f} vs the lab's {:.4f} (tolerance {:g})", hand, lab, tol));
 }
 
@@ -126,7 +134,8 @@ void judge_equivalence(const Criterion& c, const Evidence& e, const GradeOptions
     if (keyed)
       for (const json& plan : plans) keyed = keyed && plan.is_string() && p->evidence.contains(plan.get<std::string>());
     if (keyed)
-      for (const json& plan : plans) by_split[split_of(plan.get<std::string>())] = {p, p->evidence[plan.get<std::string>()], true};
+      for (const json& plan : plans)
+        by_split[split_of(plan.get<std::string>())] = {p, p->evidence[plan.get<std::string>()], true};
     else
       by_split[split_of(p->inputs.value("plan", std::string()))] = {p, p->evidence, false};
   }
@@ -140,19 +149,23 @@ void judge_equivalence(const Criterion& c, const Evidence& e, const GradeOptions
     for (const auto& [k, v] : run.evidence.items())
       if (v.is_object()) workers += (workers.empty() ? "" : ", ") + k;
     part.detail = worst < 0 ? "no relative differences recorded"
-                            : fmt::format("largest relative difference {:.2e} (limit {:.0e}) on {} workers vs 1", worst, limit, workers);
-    r.measurements.push_back(at_most(split + " relative difference", worst, limit, "proof #" + std::to_string(p->row.id)));
+                            : fmt::format("largest relative difference {:.2e} (limit {:.0e}) on {} workers vs 1", worst,
+                                          limit, workers);
+    r.measurements.push_back(
+        at_most(split + " relative difference", worst, limit, "proof #" + std::to_string(p->row.id)));
     all = all && part.passed;
     add_proof(r, *p);
     r.parts.push_back(part);
   }
-  for (const std::string& need : c.lists.count("require_splits") ? c.lists.at("require_splits") : std::vector<std::string>{"ddp"}) {
+  for (const std::string& need :
+       c.lists.count("require_splits") ? c.lists.at("require_splits") : std::vector<std::string>{"ddp"}) {
     if (by_split.count(need)) continue;
     all = false;
     r.parts.push_back({need, false, "required split not run", {}});
   }
   r.status = all ? Status::kPassed : Status::kFailed;
-  r.detail = fmt::format("{} split(s) run: {}", by_split.size(), all ? "every one equivalent to 1 worker" : "not all equivalent");
+  r.detail = fmt::format("{} split(s) run: {}", by_split.size(),
+                         all ? "every one equivalent to 1 worker" : "not all equivalent");
 }
 
 void judge_kill_resume(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {
@@ -166,13 +179,18 @@ void judge_kill_resume(const Criterion& c, const Evidence& e, const GradeOptions
     const bool fired = t.contains("restart_seconds");
     const bool same = !ref.empty() && t.value("final_hash", std::string()) == ref && t.value("completed", false);
     identical += fired && same;
-    r.parts.push_back({"trial " + std::to_string(t.value("trial", 0)), fired && same,
-                       fmt::format("--fault {}: final hash {} {}", t.value("fault", std::string()), t.value("final_hash", std::string("-")),
-                                   !fired ? "(the fault never fired)" : same ? "= reference" : "differs from reference " + ref),
+    r.parts.push_back({"trial " + std::to_string(t.value("trial", 0)),
+                       fired && same,
+                       fmt::format("--fault {}: final hash {} {}", t.value("fault", std::string()),
+                                   t.value("final_hash", std::string("-")),
+                                   !fired ? "(the fault never fired)"
+                                   : same ? "= reference"
+                                          : "differs from reference " + ref),
                        {p->row.id}});
     if (t.contains("run")) r.runs.push_back(t["run"].get<int64_t>());
   }
-  r.measurements.push_back(at_least("bit-identical trials", identical, c.threshold("min_trials"), "final-state hash = reference's"));
+  r.measurements.push_back(
+      at_least("bit-identical trials", identical, c.threshold("min_trials"), "final-state hash = reference's"));
   r.measurements.push_back(at_most("differing trials", total - identical, 0, ""));
   conclude(r, fmt::format("{}/{} trials bit-identical to the uninterrupted run", identical, total));
 }
@@ -184,16 +202,20 @@ void judge_hang_fallback(const Criterion& c, const Evidence& e, const GradeOptio
   const json incidents = p->evidence.value("incidents", json::array());
   const json first = incidents.empty() ? json::object() : incidents.front();
   const json fb = p->evidence.value("fallback", json());
-  r.measurements.push_back(equals("culprit named by the detectors", first.value("rank", -1), injected,
-                                  "detector " + first.value("detector", std::string("-")) + "; injected rank " + std::to_string(injected)));
-  r.measurements.push_back(at_most("detection seconds", first.contains("detection_seconds") ? first["detection_seconds"].get<double>() : INFINITY,
-                                   c.threshold("max_detection_seconds"), "fault -> noticed"));
+  r.measurements.push_back(
+      equals("culprit named by the detectors", first.value("rank", -1), injected,
+             "detector " + first.value("detector", std::string("-")) + "; injected rank " + std::to_string(injected)));
+  r.measurements.push_back(at_most(
+      "detection seconds", first.contains("detection_seconds") ? first["detection_seconds"].get<double>() : INFINITY,
+      c.threshold("max_detection_seconds"), "fault -> noticed"));
   const bool named_plan = fb.is_object() && !fb.value("name", std::string()).empty();
-  const bool exercised = named_plan && (fb.value("plan", std::string()) == "stop" || p->evidence.value("completed", false));
+  const bool exercised =
+      named_plan && (fb.value("plan", std::string()) == "stop" || p->evidence.value("completed", false));
   r.measurements.push_back(equals("named fallback exercised", exercised ? 1 : 0, 1,
                                   named_plan ? "'" + fb.value("name", std::string()) + "'" : "no fallback reached"));
-  conclude(r, named_plan ? fmt::format("hang of rank {} detected; fallback '{}' ({} -> {} workers)", injected, fb.value("name", std::string()),
-                                       fb.value("world_before", 0), fb.value("world_after", 0))
+  conclude(r, named_plan ? fmt::format("hang of rank {} detected; fallback '{}' ({} -> {} workers)", injected,
+                                       fb.value("name", std::string()), fb.value("world_before", 0),
+                                       fb.value("world_after", 0))
                          : "no fallback was reached");
 }
 
@@ -202,12 +224,17 @@ void judge_elastic(const Criterion& c, const Evidence& e, const GradeOptions&, C
   if (!p) return;
   const json& ev = p->evidence;
   const int before = ev.value("world_before", 0), after = ev.value("world_after", 0);
-  r.measurements.push_back(at_least("world size change", before - after, 1, fmt::format("{} -> {} workers", before, after)));
-  r.measurements.push_back(at_most("samples skipped", double(ev.value("skipped", json::array()).size()), 0, "against the uninterrupted run"));
-  r.measurements.push_back(at_most("samples repeated", double(ev.value("repeated", json::array()).size()), 0, "against the uninterrupted run"));
-  r.measurements.push_back(at_least("steps compared", ev.value("steps_compared", 0), p->inputs.value("steps", 1), "every step of the job"));
+  r.measurements.push_back(
+      at_least("world size change", before - after, 1, fmt::format("{} -> {} workers", before, after)));
+  r.measurements.push_back(at_most("samples skipped", double(ev.value("skipped", json::array()).size()), 0,
+                                   "against the uninterrupted run"));
+  r.measurements.push_back(at_most("samples repeated", double(ev.value("repeated", json::array()).size()), 0,
+                                   "against the uninterrupted run"));
+  r.measurements.push_back(
+      at_least("steps compared", ev.value("steps_compared", 0), p->inputs.value("steps", 1), "every step of the job"));
   if (ev.contains("reference_run")) r.runs.push_back(ev["reference_run"].get<int64_t>());
-  conclude(r, fmt::format("resumed {} -> {} workers; {} steps compared sample by sample", before, after, ev.value("steps_compared", 0)));
+  conclude(r, fmt::format("resumed {} -> {} workers; {} steps compared sample by sample", before, after,
+                          ev.value("steps_compared", 0)));
 }
 
 void judge_checkpoint(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {
@@ -215,14 +242,20 @@ void judge_checkpoint(const Criterion& c, const Evidence& e, const GradeOptions&
   if (!p) return;
   const json& ev = p->evidence;
   const json comp = ev.value("components", json::object());
-  r.measurements.push_back(equals("verified against the manifest", flag(ev, "verified"), 1, ev.value("path", std::string())));
+  r.measurements.push_back(
+      equals("verified against the manifest", flag(ev, "verified"), 1, ev.value("path", std::string())));
   r.measurements.push_back(at_least("parameters", comp.value("parameters", 0), 1, ""));
-  r.measurements.push_back(at_least("optimizer buffers per parameter", comp.value("parameters", 0) ? double(comp.value("optimizer_buffers", 0)) / comp.value("parameters", 1) : 0,
-                                    c.threshold("min_buffers_per_parameter"), "AdamW keeps exp_avg and exp_avg_sq"));
-  r.measurements.push_back(at_most("missing components", double(ev.value("missing", json::array()).size()), 0, ev.value("missing", json::array()).dump()));
+  r.measurements.push_back(at_least(
+      "optimizer buffers per parameter",
+      comp.value("parameters", 0) ? double(comp.value("optimizer_buffers", 0)) / comp.value("parameters", 1) : 0,
+      c.threshold("min_buffers_per_parameter"), "AdamW keeps exp_avg and exp_avg_sq"));
+  r.measurements.push_back(at_most("missing components", double(ev.value("missing", json::array()).size()), 0,
+                                   ev.value("missing", json::array()).dump()));
   for (const char* key : {"step", "sampler", "rng", "optimizer"})
-    r.measurements.push_back(equals(std::string(key) + " saved", comp.value(key, false) ? 1 : 0, 1, "metadata." + std::string(key)));
-  conclude(r, "final checkpoint: " + std::to_string(comp.value("parameters", 0)) + " parameters with their optimizer state, step, sampler and RNG");
+    r.measurements.push_back(
+        equals(std::string(key) + " saved", comp.value(key, false) ? 1 : 0, 1, "metadata." + std::string(key)));
+  conclude(r, "final checkpoint: " + std::to_string(comp.value("parameters", 0)) +
+                  " parameters with their optimizer state, step, sampler and RNG");
 }
 
 void judge_predictions(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {
@@ -233,14 +266,19 @@ void judge_predictions(const Criterion& c, const Evidence& e, const GradeOptions
     const bool before = p.revealed_at && p.predicted_at < *p.revealed_at;
     credited += before;
     r.predictions.push_back(p.id);
-    r.parts.push_back({fmt::format("prediction #{} ({}, {} workers)", p.id, p.quantity, p.world_size), before,
+    r.parts.push_back({fmt::format("prediction #{} ({}, {} workers)", p.id, p.quantity, p.world_size),
+                       before,
                        !p.revealed_at ? "not revealed yet"
-                       : before       ? fmt::format("predicted {:g} at {}, revealed {:g} at {}", p.predicted, p.predicted_at, p.revealed.value_or(0), *p.revealed_at)
-                                      : "predicted at " + p.predicted_at + ", not before the reveal at " + *p.revealed_at + ": not credited",
+                       : before ? fmt::format("predicted {:g} at {}, revealed {:g} at {}", p.predicted, p.predicted_at,
+                                              p.revealed.value_or(0), *p.revealed_at)
+                                : "predicted at " + p.predicted_at + ", not before the reveal at " + *p.revealed_at +
+                                      ": not credited",
                        {}});
   }
-  r.measurements.push_back(at_least("predictions made before their reveal", credited, c.threshold("min_predictions"), ""));
-  conclude(r, fmt::format("{} of {} predictions were recorded before the result was revealed", credited, e.predictions.size()));
+  r.measurements.push_back(
+      at_least("predictions made before their reveal", credited, c.threshold("min_predictions"), ""));
+  conclude(r, fmt::format("{} of {} predictions were recorded before the result was revealed", credited,
+                          e.predictions.size()));
 }
 
 void judge_lesson(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {
@@ -256,15 +294,17 @@ void judge_lesson(const Criterion& c, const Evidence& e, const GradeOptions&, Cr
     r.predictions.insert(r.predictions.end(), s.predictions.begin(), s.predictions.end());
     std::string missing;
     for (const std::string& q : s.missing) missing += (missing.empty() ? "" : ", ") + q;
-    r.parts.push_back({fmt::format("lesson step {}: {}", s.number, s.title), s.complete,
-                       s.complete ? "every question answered before its reveal" : "not yet answered and revealed: " + missing,
-                       {}});
+    r.parts.push_back(
+        {fmt::format("lesson step {}: {}", s.number, s.title),
+         s.complete,
+         s.complete ? "every question answered before its reveal" : "not yet answered and revealed: " + missing,
+         {}});
   }
   r.measurements.push_back(at_least("lesson steps completed", lp.completed, c.threshold("min_steps"),
                                     fmt::format("of {}", lp.steps.size())));
   conclude(r, lp.next_step == 0 ? fmt::format("the lesson is complete: {} of {} steps", lp.completed, lp.steps.size())
-                                 : fmt::format("{} of {} lesson steps complete; it resumes at step {}", lp.completed,
-                                               lp.steps.size(), lp.next_step));
+                                : fmt::format("{} of {} lesson steps complete; it resumes at step {}", lp.completed,
+                                              lp.steps.size(), lp.next_step));
 }
 
 void judge_proof_passed(const Criterion& c, const Evidence& e, const GradeOptions&, CriterionResult& r) {

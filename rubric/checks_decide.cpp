@@ -49,15 +49,19 @@ void judge_decision(const Criterion& c, const Evidence& e, const GradeOptions&, 
     r.detail = "the planner's first choice has no measurement: its regret cannot be computed";
     return;
   }
-  const double t_choice = num(rows[chosen], "measured_step_seconds"), t_best = num(rows[*fastest], "measured_step_seconds");
-  r.measurements.push_back(at_most("regret of the first choice", strategy::regret(t_choice, t_best), c.threshold("max_regret"),
-                                   fmt::format("{} at {:.1f} ms against the fastest, {} at {:.1f} ms; 1 - t_fastest / t_choice",
-                                               rows[chosen].value("name", std::string()), t_choice * 1e3,
-                                               rows[*fastest].value("name", std::string()), t_best * 1e3)));
+  const double t_choice = num(rows[chosen], "measured_step_seconds"),
+               t_best = num(rows[*fastest], "measured_step_seconds");
+  r.measurements.push_back(
+      at_most("regret of the first choice", strategy::regret(t_choice, t_best), c.threshold("max_regret"),
+              fmt::format("{} at {:.1f} ms against the fastest, {} at {:.1f} ms; 1 - t_fastest / t_choice",
+                          rows[chosen].value("name", std::string()), t_choice * 1e3,
+                          rows[*fastest].value("name", std::string()), t_best * 1e3)));
   if (measured.size() >= 2)
-    r.measurements.push_back(at_least("Spearman rank correlation, predicted vs measured", strategy::spearman(predicted, measured),
-                                      c.threshold("min_spearman"), fmt::format("over {} candidates", measured.size())));
-  conclude(r, fmt::format("the planner's choice among {} splits on {} workers, measured", rows.size(), p->inputs.value("workers", 0)));
+    r.measurements.push_back(at_least("Spearman rank correlation, predicted vs measured",
+                                      strategy::spearman(predicted, measured), c.threshold("min_spearman"),
+                                      fmt::format("over {} candidates", measured.size())));
+  conclude(r, fmt::format("the planner's choice among {} splits on {} workers, measured", rows.size(),
+                          p->inputs.value("workers", 0)));
 }
 
 }  // namespace parlab::rubric::detail

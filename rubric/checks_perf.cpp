@@ -34,7 +34,8 @@ std::string resimulate(const json& in) {
   const strategy::ModelSpec model = strategy::load_model(locate_model(model_ref));
   if (db::content_digest(strategy::to_json(model).dump()) != in.value("model_digest", std::string()))
     throw ConfigError("model", model_ref, "is not the model the simulation was recorded with (its file changed)");
-  const strategy::ClusterSpec cluster = strategy::parse_cluster_toml(in.value("cluster_toml", std::string()), "recorded cluster");
+  const strategy::ClusterSpec cluster =
+      strategy::parse_cluster_toml(in.value("cluster_toml", std::string()), "recorded cluster");
   const int world = in.value("world", 1);
   strategy::Plan plan = strategy::resolve(strategy::parse_plan(in.value("plan", std::string())), model, world);
   const strategy::ClusterSpec sized = strategy::with_world(cluster, world);
@@ -65,9 +66,10 @@ void judge_determinism(const Criterion& c, const Evidence& e, const GradeOptions
       const std::string got = resimulate(p->inputs);
       part.passed = got == want;
       const bool elsewhere = !p->row.binary_hash.empty() && p->row.binary_hash != this_build;
-      part.detail = part.passed ? "re-simulated: the same " + std::to_string(p->evidence.value("output_bytes", 0)) + " bytes"
-                                : "re-simulated output differs: " + got + " vs recorded " + want +
-                                      (elsewhere ? " (recorded by another build, " + p->row.binary_hash + ": not judged)" : "");
+      part.detail = part.passed
+                        ? "re-simulated: the same " + std::to_string(p->evidence.value("output_bytes", 0)) + " bytes"
+                        : "re-simulated output differs: " + got + " vs recorded " + want +
+                              (elsewhere ? " (recorded by another build, " + p->row.binary_hash + ": not judged)" : "");
       (part.passed ? same : elsewhere ? other_build : differ)++;
     } catch (const Error& err) {
       part.detail = std::string("cannot re-simulate here: ") + err.what();
@@ -75,9 +77,11 @@ void judge_determinism(const Criterion& c, const Evidence& e, const GradeOptions
     }
     r.parts.push_back(part);
   }
-  r.measurements.push_back(at_least("simulations reproduced byte for byte", same, c.threshold("min_simulations"), "the grader re-ran each one"));
+  r.measurements.push_back(at_least("simulations reproduced byte for byte", same, c.threshold("min_simulations"),
+                                    "the grader re-ran each one"));
   r.measurements.push_back(at_most("simulations that differ", differ, 0, ""));
-  r.measurements.push_back(at_most("simulations that could not be rebuilt", unrebuilt, 0, "their model or inputs are not available here"));
+  r.measurements.push_back(
+      at_most("simulations that could not be rebuilt", unrebuilt, 0, "their model or inputs are not available here"));
   conclude(r, fmt::format("{} recorded simulation(s) re-simulated: {} identical{}", proofs.size(), same,
                           other_build ? fmt::format(", {} of another build differ (not judged)", other_build) : ""));
 }
@@ -96,7 +100,8 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
   const Proof* p = latest_trusted(c, e, r);
   if (!p) return;
   std::vector<int> want;
-  for (const std::string& w : c.lists.count("workers") ? c.lists.at("workers") : std::vector<std::string>{"1", "2", "4"})
+  for (const std::string& w :
+       c.lists.count("workers") ? c.lists.at("workers") : std::vector<std::string>{"1", "2", "4"})
     want.push_back(std::stoi(w));
   std::map<int, json> rows;
   for (const json& x : p->evidence.value("rows", json::array())) rows[x.value("workers", 0)] = x;
@@ -120,15 +125,17 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
     // rounds (strategy/measures.h: the tree's one estimator).
     const double speedup = strategy::speedup(rounds1, measured_rounds(row), b1, num(row, "global_batch")).value;
     const double eff = strategy::efficiency(speedup, w, w1);
-    r.measurements.push_back(at_least(fmt::format("efficiency at {} workers", w), eff, min_eff,
-                                      fmt::format("speedup {:.2f}x, step {:.1f} ms (run {})", speedup, tw * 1e3, row.value("measured_run", 0))));
+    r.measurements.push_back(at_least(
+        fmt::format("efficiency at {} workers", w), eff, min_eff,
+        fmt::format("speedup {:.2f}x, step {:.1f} ms (run {})", speedup, tw * 1e3, row.value("measured_run", 0))));
     if (row.contains("measured_run")) r.runs.push_back(row["measured_run"].get<int64_t>());
     for (const char* src : {"simulated", "analytic"}) {
       const std::string key = std::string(src) + "_step_seconds";
       if (!row.contains(key)) continue;
       const double err = std::fabs(strategy::relative_error(num(row, key.c_str()), tw));
-      r.measurements.push_back(at_most(fmt::format("{} error at {} workers", src, w), err, max_error,
-                                       fmt::format("predicted {:.1f} ms vs measured {:.1f} ms", num(row, key.c_str()) * 1e3, tw * 1e3)));
+      r.measurements.push_back(
+          at_most(fmt::format("{} error at {} workers", src, w), err, max_error,
+                  fmt::format("predicted {:.1f} ms vs measured {:.1f} ms", num(row, key.c_str()) * 1e3, tw * 1e3)));
     }
   }
   conclude(r, fmt::format("{}-worker efficiency report with its predictions' errors", fmt::join(want, "/")));
@@ -140,40 +147,92 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
 const std::vector<CheckKind>& check_kinds() {
   using namespace detail;
   static const std::vector<CheckKind> kinds = {
-      {"seed_worked_example", "seed_worked_example", "the seed's memory ledger recomputed from its recorded inputs and compared with the chapter",
-       {{"replica_gb", 130, "the chapter's replica size"}, {"tolerance_gb", 0.01, "allowed difference, GB"},
-        {"expect_ddp_fits", 0, "1 when DDP should fit"}, {"expect_shard_model_state", 1, ""},
-        {"expect_tensor_split_needed", 0, ""}, {"expect_pipeline_candidate", 0, ""}},
-       {}, judge_seed_example},
-      {"efficiency_substitution", "scaling_lab", "the chapter's W-worker efficiency substitution, by hand, against the lab's table",
-       {{"workers", 2, "W"}, {"step_1_ms", 120.3, "the chapter's 1-worker step"}, {"step_w_ms", 125.7, "the chapter's W-worker step"},
+      {"seed_worked_example",
+       "seed_worked_example",
+       "the seed's memory ledger recomputed from its recorded inputs and compared with the chapter",
+       {{"replica_gb", 130, "the chapter's replica size"},
+        {"tolerance_gb", 0.01, "allowed difference, GB"},
+        {"expect_ddp_fits", 0, "1 when DDP should fit"},
+        {"expect_shard_model_state", 1, ""},
+        {"expect_tensor_split_needed", 0, ""},
+        {"expect_pipeline_candidate", 0, ""}},
+       {},
+       judge_seed_example},
+      {"efficiency_substitution",
+       "scaling_lab",
+       "the chapter's W-worker efficiency substitution, by hand, against the lab's table",
+       {{"workers", 2, "W"},
+        {"step_1_ms", 120.3, "the chapter's 1-worker step"},
+        {"step_w_ms", 125.7, "the chapter's W-worker step"},
         {"tolerance", 0.01, "declared tolerance on efficiency"}},
-       {}, judge_efficiency_substitution},
-      {"deterministic_simulation", "deterministic_simulation", "every recorded simulation re-simulated by the grader, output compared byte for byte",
-       {{"min_simulations", 1, "simulations that must reproduce"}}, {}, judge_determinism},
-      {"equivalence", "equivalence", "each split run matches one worker within the relative tolerance",
-       {{"max_relative_difference", 1e-4, "normwise, gradients/weights/loss"}}, {"require_splits"}, judge_equivalence},
-      {"efficiency_report", "scaling_report", "measured speedup and efficiency per worker count, each prediction within its error",
-       {{"max_prediction_error", 0.5, "largest |predicted / measured - 1|"}, {"min_efficiency", 0, "lowest measured efficiency"}},
-       {"workers"}, judge_scaling},
-      {"decision_utility", "decision_utility",
+       {},
+       judge_efficiency_substitution},
+      {"deterministic_simulation",
+       "deterministic_simulation",
+       "every recorded simulation re-simulated by the grader, output compared byte for byte",
+       {{"min_simulations", 1, "simulations that must reproduce"}},
+       {},
+       judge_determinism},
+      {"equivalence",
+       "equivalence",
+       "each split run matches one worker within the relative tolerance",
+       {{"max_relative_difference", 1e-4, "normwise, gradients/weights/loss"}},
+       {"require_splits"},
+       judge_equivalence},
+      {"efficiency_report",
+       "scaling_report",
+       "measured speedup and efficiency per worker count, each prediction within its error",
+       {{"max_prediction_error", 0.5, "largest |predicted / measured - 1|"},
+        {"min_efficiency", 0, "lowest measured efficiency"}},
+       {"workers"},
+       judge_scaling},
+      {"decision_utility",
+       "decision_utility",
        "the planner's first choice among splits against the fastest measured candidate, and the rank correlation of "
        "predicted and measured step times (kind = \"decide\")",
-       {{"max_regret", 0.05, "1 - t_fastest / t_choice"}, {"min_spearman", 0.8, "Spearman's rho, predicted vs measured"},
-        {"min_candidates", 3, "candidates measured"}, {"min_families", 4, "families among them: DDP, ZeRO, tensor, pipeline"}},
-       {}, judge_decision},
-      {"kill_resume", "kill_resume_bitwise", "kill-and-resume trials end bit-identical to the uninterrupted run",
-       {{"min_trials", 2, "bit-identical trials needed"}}, {}, judge_kill_resume},
-      {"hang_fallback", "hang_fallback", "a hang is detected, its culprit named, and the named fallback exercised",
-       {{"max_detection_seconds", 60, "fault -> detection"}}, {}, judge_hang_fallback},
-      {"elastic_sampling", "elastic_sampling", "a resume on another world size neither skips nor repeats a sample", {}, {}, judge_elastic},
-      {"checkpoint_complete", "checkpoint_complete", "the final checkpoint holds every state component and verifies",
-       {{"min_buffers_per_parameter", 2, "optimizer buffers per parameter (AdamW: 2)"}}, {}, judge_checkpoint},
-      {"predictions_before_reveal", "", "predictions recorded in the desktop lab before their result was revealed",
-       {{"min_predictions", 3, "credited predictions needed"}}, {}, judge_predictions},
+       {{"max_regret", 0.05, "1 - t_fastest / t_choice"},
+        {"min_spearman", 0.8, "Spearman's rho, predicted vs measured"},
+        {"min_candidates", 3, "candidates measured"},
+        {"min_families", 4, "families among them: DDP, ZeRO, tensor, pipeline"}},
+       {},
+       judge_decision},
+      {"kill_resume",
+       "kill_resume_bitwise",
+       "kill-and-resume trials end bit-identical to the uninterrupted run",
+       {{"min_trials", 2, "bit-identical trials needed"}},
+       {},
+       judge_kill_resume},
+      {"hang_fallback",
+       "hang_fallback",
+       "a hang is detected, its culprit named, and the named fallback exercised",
+       {{"max_detection_seconds", 60, "fault -> detection"}},
+       {},
+       judge_hang_fallback},
+      {"elastic_sampling",
+       "elastic_sampling",
+       "a resume on another world size neither skips nor repeats a sample",
+       {},
+       {},
+       judge_elastic},
+      {"checkpoint_complete",
+       "checkpoint_complete",
+       "the final checkpoint holds every state component and verifies",
+       {{"min_buffers_per_parameter", 2, "optimizer buffers per parameter (AdamW: 2)"}},
+       {},
+       judge_checkpoint},
+      {"predictions_before_reveal",
+       "",
+       "predictions recorded in the desktop lab before their result was revealed",
+       {{"min_predictions", 3, "credited predictions needed"}},
+       {},
+       judge_predictions},
       {"proof_passed", "", "the latest trusted proof of the named kind passed", {}, {}, judge_proof_passed},
-      {"lesson_progress", "", "the desktop lab's guided lesson: steps whose every question was answered before its reveal",
-       {{"min_steps", 5, "completed steps needed"}}, {}, judge_lesson},
+      {"lesson_progress",
+       "",
+       "the desktop lab's guided lesson: steps whose every question was answered before its reveal",
+       {{"min_steps", 5, "completed steps needed"}},
+       {},
+       judge_lesson},
   };
   return kinds;
 }

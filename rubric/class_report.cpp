@@ -26,11 +26,13 @@ std::string esc(const std::string& s) {
 }  // namespace
 
 ClassReport grade_class(const std::filesystem::path& dir, const Rubric& rubric, const GradeOptions& options) {
-  if (!std::filesystem::is_directory(dir)) throw ConfigError("--class", dir.string(), "must be a folder of results databases (*.db)");
+  if (!std::filesystem::is_directory(dir))
+    throw ConfigError("--class", dir.string(), "must be a folder of results databases (*.db)");
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.is_regular_file() && entry.path().extension() == ".db") files.push_back(entry.path());
-  if (files.empty()) throw ConfigError("--class", dir.string(), "holds no *.db file (one results database per learner)");
+  if (files.empty())
+    throw ConfigError("--class", dir.string(), "holds no *.db file (one results database per learner)");
   std::sort(files.begin(), files.end());
   ClassReport c;
   c.rubric_name = rubric.name;
@@ -54,7 +56,8 @@ ClassReport grade_class(const std::filesystem::path& dir, const Rubric& rubric, 
     }
     c.rows.push_back(std::move(row));
   }
-  for (size_t i = 0; i < c.criteria.size(); ++i) c.pass_rates.push_back(counted[i] ? double(passed[i]) / counted[i] : 0);
+  for (size_t i = 0; i < c.criteria.size(); ++i)
+    c.pass_rates.push_back(counted[i] ? double(passed[i]) / counted[i] : 0);
   c.class_pass_rate = graded ? double(learners_passed) / graded : 0;
   return c;
 }
@@ -71,8 +74,10 @@ std::string class_csv(const ClassReport& c) {
       continue;
     }
     const Report& g = *r.report;
-    out += fmt::format("{},{:g},{:g},{:.1f},{},{}", csv_field(r.learner), g.score, g.max_score, g.percent(), g.passed ? "yes" : "no", g.tampered);
-    for (const CriterionResult& k : g.criteria) out += "," + std::string(to_string(k.status)) + (k.gated_by.empty() ? "" : " (gated)");
+    out += fmt::format("{},{:g},{:g},{:.1f},{},{}", csv_field(r.learner), g.score, g.max_score, g.percent(),
+                       g.passed ? "yes" : "no", g.tampered);
+    for (const CriterionResult& k : g.criteria)
+      out += "," + std::string(to_string(k.status)) + (k.gated_by.empty() ? "" : " (gated)");
     out += ",\n";
   }
   out += "pass rate,,,,";
@@ -83,12 +88,13 @@ std::string class_csv(const ClassReport& c) {
 }
 
 std::string class_html(const ClassReport& c) {
-  std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>class report — " + esc(c.rubric_name) +
-                  "</title><style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
-                  "td,th{border:1px solid #ccc;padding:.25em .5em}.passed{background:#e3f4e6}.failed{background:#fbe3e6}"
-                  ".missing{background:#fff5d6}.blocked{background:#eee}</style></head><body>";
-  h += fmt::format("<h1>Class report: {}</h1><p>{} learners; {:.0f}% at or above the pass mark.</p>", esc(c.rubric_name), c.rows.size(),
-                   100 * c.class_pass_rate);
+  std::string h =
+      "<!doctype html><html><head><meta charset=\"utf-8\"><title>class report — " + esc(c.rubric_name) +
+      "</title><style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+      "td,th{border:1px solid #ccc;padding:.25em .5em}.passed{background:#e3f4e6}.failed{background:#fbe3e6}"
+      ".missing{background:#fff5d6}.blocked{background:#eee}</style></head><body>";
+  h += fmt::format("<h1>Class report: {}</h1><p>{} learners; {:.0f}% at or above the pass mark.</p>",
+                   esc(c.rubric_name), c.rows.size(), 100 * c.class_pass_rate);
   h += "<table><tr><th>learner</th><th>score</th>";
   for (const auto& id : c.criteria) h += "<th>" + esc(id) + "</th>";
   h += "</tr>";

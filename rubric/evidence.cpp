@@ -23,8 +23,8 @@ std::string join(const std::set<std::string>& items) {
 std::vector<Prediction> read_predictions(db::ResultsStore& store) {
   std::vector<Prediction> out;
   for (db::PredictionRecord& r : store.list_predictions())
-    out.push_back({r.id, std::move(r.quantity), std::string(db::to_string(r.source)), r.world_size, r.predicted, r.revealed,
-                   std::move(r.predicted_at), std::move(r.revealed_at)});
+    out.push_back({r.id, std::move(r.quantity), std::string(db::to_string(r.source)), r.world_size, r.predicted,
+                   r.revealed, std::move(r.predicted_at), std::move(r.revealed_at)});
   return out;
 }
 

@@ -86,17 +86,22 @@ void summarize_chain(const Evidence& e, Report& report) {
   if (!e.proofs.empty()) report.chain_head = e.proofs.back().row.digest.value_or("");
   for (const Proof& p : e.proofs)
     if (p.chain != db::ChainStatus::kIntact)
-      report.chain_findings.push_back(fmt::format("proof #{} ({}): {}: {}", p.row.id, p.row.kind, db::to_string(p.chain), p.chain_detail));
+      report.chain_findings.push_back(
+          fmt::format("proof #{} ({}): {}: {}", p.row.id, p.row.kind, db::to_string(p.chain), p.chain_detail));
 }
 
 }  // namespace
 
 const char* to_string(Status s) {
   switch (s) {
-    case Status::kPassed: return "passed";
-    case Status::kFailed: return "failed";
-    case Status::kMissing: return "missing";
-    case Status::kBlocked: return "blocked";
+    case Status::kPassed:
+      return "passed";
+    case Status::kFailed:
+      return "failed";
+    case Status::kMissing:
+      return "missing";
+    case Status::kBlocked:
+      return "blocked";
   }
   return "?";
 }

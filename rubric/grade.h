@@ -47,16 +47,16 @@ struct CriterionResult {
   std::string id, title, category;
   Status status = Status::kMissing;
   double points = 0, max_points = 0;
-  std::vector<std::int64_t> proofs;  // the proof rows the verdict rests on
-  std::vector<std::int64_t> runs;    // runs they refer to
+  std::vector<std::int64_t> proofs;       // the proof rows the verdict rests on
+  std::vector<std::int64_t> runs;         // runs they refer to
   std::vector<std::int64_t> predictions;  // predictions rows (predictions_before_reveal)
   std::vector<Measurement> measurements;
   std::vector<Part> parts;
-  std::string detail;               // one line: why this status
-  std::string fix;                  // one line: how to get the points (empty when passed)
-  std::string gated_by;             // set when its gate did not pass: no points
+  std::string detail;                  // one line: why this status
+  std::string fix;                     // one line: how to get the points (empty when passed)
+  std::string gated_by;                // set when its gate did not pass: no points
   std::vector<std::string> integrity;  // tampered / unchained / not reproduced rows it ignored
-  std::optional<bool> reproduced;   // --verify: the re-run agreed (nullopt: not re-run)
+  std::optional<bool> reproduced;      // --verify: the re-run agreed (nullopt: not re-run)
 };
 
 struct GradeOptions {
@@ -64,21 +64,21 @@ struct GradeOptions {
   // Hardware of the machine the evidence comes from; empty: read from the evidence ("gpu" when a
   // measured run trained on a CUDA device, else "cpu"), not from the grading machine, whose GPU
   // says nothing about the learner's.
-  std::string hardware;           // "cpu" | "gpu"
-  bool verify = false;            // re-run the cheap checks (verify.h)
-  std::string parlab_bin;         // --verify's kill-resume trial starts workers of this binary
-  std::filesystem::path work_dir; // --verify's run directories (default: a temporary folder)
+  std::string hardware;                              // "cpu" | "gpu"
+  bool verify = false;                               // re-run the cheap checks (verify.h)
+  std::string parlab_bin;                            // --verify's kill-resume trial starts workers of this binary
+  std::filesystem::path work_dir;                    // --verify's run directories (default: a temporary folder)
   std::function<void(const std::string&)> progress;  // --verify's progress lines
 };
 
 struct Report {
   std::string rubric_name, rubric_title, rubric_source;
   std::string db_path;
-  std::string graded_at;        // UTC ISO-8601
-  std::string grader_version;   // parlab::kVersion
-  std::string grader_binary;    // this grader's binary hash
-  std::string grader_host;      // where it was graded
-  std::string db_digest;        // xxh3_128 of the database file as graded
+  std::string graded_at;       // UTC ISO-8601
+  std::string grader_version;  // parlab::kVersion
+  std::string grader_binary;   // this grader's binary hash
+  std::string grader_host;     // where it was graded
+  std::string db_digest;       // xxh3_128 of the database file as graded
   std::string hardware;
   std::vector<CriterionResult> criteria;
   double score = 0, max_score = 0;  // max excludes blocked criteria

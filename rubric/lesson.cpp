@@ -47,8 +47,8 @@ LessonProgress lesson_progress(const std::vector<Prediction>& predictions) {
 LessonProgress lesson_progress(db::ResultsStore& store) {
   std::vector<Prediction> ps;
   for (db::PredictionRecord& r : store.list_predictions())
-    ps.push_back({r.id, std::move(r.quantity), std::string(db::to_string(r.source)), r.world_size, r.predicted, r.revealed,
-                  std::move(r.predicted_at), std::move(r.revealed_at)});
+    ps.push_back({r.id, std::move(r.quantity), std::string(db::to_string(r.source)), r.world_size, r.predicted,
+                  r.revealed, std::move(r.predicted_at), std::move(r.revealed_at)});
   return lesson_progress(ps);
 }
 

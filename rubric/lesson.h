@@ -28,13 +28,13 @@ const std::vector<LessonStep>& lesson_steps();
 
 // Quantity names the steps use ("lesson.<step>.<what>").
 namespace lesson {
-inline constexpr const char* kVerdicts = "lesson.1.verdicts";          // which of the rule's 4 verdicts hold (bit mask)
-inline constexpr const char* kSplitLarge = "lesson.2.split.large";     // splits the smallest fitting plan needs (bit mask)
+inline constexpr const char* kVerdicts = "lesson.1.verdicts";       // which of the rule's 4 verdicts hold (bit mask)
+inline constexpr const char* kSplitLarge = "lesson.2.split.large";  // splits the smallest fitting plan needs (bit mask)
 inline constexpr const char* kSplitHere = "lesson.2.split.here";
-inline constexpr const char* kEfficiency = "lesson.3.efficiency";      // the scaling lab's 8-worker efficiency
-inline constexpr const char* kSpeedup = "lesson.3.speedup";            // the measured 2-worker speedup here
-inline constexpr const char* kHang = "lesson.4.hang";                  // what the other ranks do (choice index)
-inline constexpr const char* kBitIdentical = "lesson.5.bit_identical"; // 1: the resumed weights are bit-identical
+inline constexpr const char* kEfficiency = "lesson.3.efficiency";       // the scaling lab's 8-worker efficiency
+inline constexpr const char* kSpeedup = "lesson.3.speedup";             // the measured 2-worker speedup here
+inline constexpr const char* kHang = "lesson.4.hang";                   // what the other ranks do (choice index)
+inline constexpr const char* kBitIdentical = "lesson.5.bit_identical";  // 1: the resumed weights are bit-identical
 }  // namespace lesson
 
 struct LessonStepProgress {

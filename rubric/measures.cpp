@@ -35,15 +35,19 @@ std::optional<DecisionUtility> split_decision(const Evidence& e) {
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!rows[i].contains("measured_step_seconds")) continue;
     ++d.candidates;
-    if (!best || rows[i]["measured_step_seconds"].get<double>() < rows[*best]["measured_step_seconds"].get<double>()) best = i;
+    if (!best || rows[i]["measured_step_seconds"].get<double>() < rows[*best]["measured_step_seconds"].get<double>())
+      best = i;
   }
   if (!best || chosen >= rows.size() || !rows[chosen].contains("measured_step_seconds")) return std::nullopt;
-  auto throughput = [](const json& row) { return row.value("global_batch", 0.0) / row["measured_step_seconds"].get<double>(); };
+  auto throughput = [](const json& row) {
+    return row.value("global_batch", 0.0) / row["measured_step_seconds"].get<double>();
+  };
   d.chosen = rows[chosen].value("name", std::string());
   d.best = rows[*best].value("name", std::string());
   d.chosen_samples_per_s = throughput(rows[chosen]);
   d.best_samples_per_s = throughput(rows[*best]);
-  d.regret_percent = 100 * strategy::regret(rows[chosen]["measured_step_seconds"].get<double>(), rows[*best]["measured_step_seconds"].get<double>());
+  d.regret_percent = 100 * strategy::regret(rows[chosen]["measured_step_seconds"].get<double>(),
+                                            rows[*best]["measured_step_seconds"].get<double>());
   return d;
 }
 
@@ -62,7 +66,9 @@ std::optional<DecisionUtility> decision_utility(const Evidence& e) {
     const std::string label = std::to_string(row.value("workers", 0)) + " workers";
     const double b = row.value("global_batch", 0.0);
     const double meas = b / row["measured_step_seconds"].get<double>();
-    const char* src = row.contains("simulated_step_seconds") ? "simulated" : row.contains("analytic_step_seconds") ? "analytic" : nullptr;
+    const char* src = row.contains("simulated_step_seconds")  ? "simulated"
+                      : row.contains("analytic_step_seconds") ? "analytic"
+                                                              : nullptr;
     if (!src) continue;
     ++d.candidates;
     measured[label] = meas;
@@ -84,7 +90,8 @@ std::string proof_split(const Evidence& e, const Proof& p) {
     if (const db::RunRecord* r = e.run(*p.row.run_id)) {
       std::string text;
       for (const char* k : {"zero", "tp", "pp"})
-        if (r->plan.contains(k) && r->plan[k].is_number()) text += std::string(text.empty() ? "" : ",") + k + "=" + std::to_string(r->plan[k].get<int>());
+        if (r->plan.contains(k) && r->plan[k].is_number())
+          text += std::string(text.empty() ? "" : ",") + k + "=" + std::to_string(r->plan[k].get<int>());
       return split_of(text);
     }
   return "ddp";
@@ -115,7 +122,8 @@ std::vector<SliceRow> slices(const Evidence& e) {
         count(p.row.kind, split, w, worst >= 0 && worst <= tol);
       }
     } else if (p.row.kind == "kill_resume_bitwise" || p.row.kind == "kill_resume_elastic") {
-      for (const json& t : p.evidence.value("trials", json::array())) count(p.row.kind, split, p.inputs.value("nproc", 0), t.value("passed", false));
+      for (const json& t : p.evidence.value("trials", json::array()))
+        count(p.row.kind, split, p.inputs.value("nproc", 0), t.value("passed", false));
     } else if (p.row.kind == "elastic_sampling" || p.row.kind == "hang_fallback") {
       count(p.row.kind, split, p.inputs.value("nproc", 0), p.row.passed);
     }
@@ -127,14 +135,14 @@ std::vector<SliceRow> slices(const Evidence& e) {
 
 }  // namespace
 
-
 Measures compute_measures(const Evidence& e) {
   Measures m;
   m.decision = decision_utility(e);
   m.slices = slices(e);
   if (const Proof* p = latest_scaling_report(e))
     for (const json& row : p->evidence.value("rows", json::array()))
-      if (row.contains("measured_step_seconds")) m.step_times.push_back({row.value("workers", 0), row["measured_step_seconds"].get<double>()});
+      if (row.contains("measured_step_seconds"))
+        m.step_times.push_back({row.value("workers", 0), row["measured_step_seconds"].get<double>()});
   std::vector<double> restart, detection;
   for (const auto& [run, list] : e.incidents)
     for (const db::IncidentRecord& i : list) {
@@ -145,9 +153,11 @@ Measures compute_measures(const Evidence& e) {
     }
   m.restarts = static_cast<int>(restart.size());
   m.detections = static_cast<int>(detection.size());
-  if (!restart.empty()) m.restart_p50_seconds = median(restart), m.restart_max_seconds = *std::max_element(restart.begin(), restart.end());
+  if (!restart.empty())
+    m.restart_p50_seconds = median(restart), m.restart_max_seconds = *std::max_element(restart.begin(), restart.end());
   if (!detection.empty())
-    m.detection_p50_seconds = median(detection), m.detection_max_seconds = *std::max_element(detection.begin(), detection.end());
+    m.detection_p50_seconds = median(detection),
+    m.detection_max_seconds = *std::max_element(detection.begin(), detection.end());
   return m;
 }
 

@@ -149,7 +149,8 @@ Rubric parse_rubric(std::string_view text, const std::string& source) {
   if (!a || a->empty()) r.fail("criterion", TableReader::describe(*list), "at least one [[criterion]] table");
   for (size_t i = 0; i < a->size(); ++i) {
     const toml::table* t = (*a)[i].as_table();
-    if (!t) r.fail("criterion[" + std::to_string(i) + "]", TableReader::describe((*a)[i]), "must be a [[criterion]] table");
+    if (!t)
+      r.fail("criterion[" + std::to_string(i) + "]", TableReader::describe((*a)[i]), "must be a [[criterion]] table");
     rubric.criteria.push_back(parse_criterion(*t, source, i));
   }
   r.reject_unknown("name, title, pass_mark, [[criterion]]");

@@ -31,14 +31,14 @@ struct Criterion {
   std::string id;
   std::string title;
   double points = 0;
-  std::string category = "correctness";  // "correctness" | "performance"
-  std::string check;                     // checks.h
-  std::string proof;                     // proof kind read; empty: the check's default
-  std::string experiment;                // only proofs of this experiment (name); empty: any
-  std::string gate;                      // id of the criterion that must pass for any points
-  std::string requires_hardware;         // "" | "gpu"
-  std::string fix;                       // one line: how to produce or repair the evidence
-  std::map<std::string, double> thresholds;                // the check's numbers, defaults filled
+  std::string category = "correctness";                   // "correctness" | "performance"
+  std::string check;                                      // checks.h
+  std::string proof;                                      // proof kind read; empty: the check's default
+  std::string experiment;                                 // only proofs of this experiment (name); empty: any
+  std::string gate;                                       // id of the criterion that must pass for any points
+  std::string requires_hardware;                          // "" | "gpu"
+  std::string fix;                                        // one line: how to produce or repair the evidence
+  std::map<std::string, double> thresholds;               // the check's numbers, defaults filled
   std::map<std::string, std::vector<std::string>> lists;  // the check's lists (e.g. require_splits)
 
   double threshold(const std::string& name) const;  // throws if the check did not declare it

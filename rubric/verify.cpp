@@ -46,11 +46,13 @@ void verify_seed(const Proof& p, CriterionResult& r) {
   const strategy::RuleVerdict v = strategy::apply_rule(ri);
   const json& ev = p.evidence;
   const bool same = std::fabs(v.replica_bytes / units::kGB - ev.value("replica_gb", -1.0)) < 1e-9 &&
-                    v.ddp_fits == ev.value("ddp_fits", !v.ddp_fits) && v.shard_model_state == ev.value("shard_model_state", !v.shard_model_state) &&
+                    v.ddp_fits == ev.value("ddp_fits", !v.ddp_fits) &&
+                    v.shard_model_state == ev.value("shard_model_state", !v.shard_model_state) &&
                     v.tensor_split_needed == ev.value("tensor_split_needed", !v.tensor_split_needed) &&
                     v.pipeline_candidate == ev.value("pipeline_candidate", !v.pipeline_candidate);
-  mark(r, same, fmt::format("proof #{}: the ledger rule on its inputs gives replica {:g} GB, DDP fits {}", p.row.id,
-                            v.replica_bytes / units::kGB, v.ddp_fits));
+  mark(r, same,
+       fmt::format("proof #{}: the ledger rule on its inputs gives replica {:g} GB, DDP fits {}", p.row.id,
+                   v.replica_bytes / units::kGB, v.ddp_fits));
 }
 
 void verify_simulation(const Proof& p, CriterionResult& r) {
@@ -98,8 +100,9 @@ void verify_kill_resume(const Evidence& e, const Proof& p, const GradeOptions& o
     const std::string want_ref = p.evidence.value("reference_hash", std::string());
     const std::string want_trial = trials.empty() ? "" : trials[0].value("final_hash", std::string());
     const bool ok = rep.reference_hash == want_ref && !rep.trials.empty() && rep.trials[0].final_hash == want_trial;
-    mark(r, ok, fmt::format("proof #{}: reference hash {} (recorded {}), trial 0 {} (recorded {})", p.row.id, rep.reference_hash,
-                            want_ref, rep.trials.empty() ? "-" : rep.trials[0].final_hash, want_trial));
+    mark(r, ok,
+         fmt::format("proof #{}: reference hash {} (recorded {}), trial 0 {} (recorded {})", p.row.id,
+                     rep.reference_hash, want_ref, rep.trials.empty() ? "-" : rep.trials[0].final_hash, want_trial));
   } catch (const ConfigError& err) {
     cannot_rerun(r, fmt::format("proof #{}: {}", p.row.id, err.what()));
   } catch (const Error& err) {
@@ -116,10 +119,12 @@ void verify_report(const Rubric& rubric, const Evidence& e, const GradeOptions& 
     if (r.proofs.empty() || r.status != Status::kPassed) continue;
     const Proof* latest = by_id(e, r.proofs.back());
     if (!latest) continue;
-    if (c.check == "seed_worked_example") verify_seed(*latest, r);
+    if (c.check == "seed_worked_example")
+      verify_seed(*latest, r);
     else if (c.check == "deterministic_simulation")
       for (std::int64_t id : r.proofs) verify_simulation(*by_id(e, id), r);
-    else if (c.check == "kill_resume") verify_kill_resume(e, *latest, o, r);
+    else if (c.check == "kill_resume")
+      verify_kill_resume(e, *latest, o, r);
   }
 }
 

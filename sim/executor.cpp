@@ -33,7 +33,9 @@ class Simulation {
  public:
   Simulation(const std::vector<StepProgram>& programs, const strategy::ClusterSpec& cluster,
              const std::vector<Fault>& faults, const ExecOptions& options)
-      : programs_(programs), cluster_(cluster), options_(options),
+      : programs_(programs),
+        cluster_(cluster),
+        options_(options),
         layout_(make_layout(cluster, programs.front().world)),
         platform_(cluster, layout_, cluster.device_flops_per_s(programs.front().plan.precision), faults),
         network_(layout_, platform_, cluster, options.closed_form, network_driver()) {
@@ -91,8 +93,8 @@ class Simulation {
       if (R.stopped) run_.stopped.push_back(R.prog->rank);
       for (int st = 0; st < 2; ++st)
         if (!R.finished[st] && !R.stopped)
-          run_.blocked.push_back({R.prog->rank, st, R.current[st].step, R.current[st].op, R.current[st].since,
-                                  R.current[st].sequence});
+          run_.blocked.push_back(
+              {R.prog->rank, st, R.current[st].step, R.current[st].op, R.current[st].since, R.current[st].sequence});
     }
     for (const auto& [key, inst] : instances_) {
       PendingCollective p;
@@ -140,8 +142,10 @@ class Simulation {
       case Wait::kDep:
       case Wait::kBarrier:
       case Wait::kRecv:
-      case Wait::kCollective: return true;
-      default: return false;
+      case Wait::kCollective:
+        return true;
+      default:
+        return false;
     }
   }
 
@@ -155,13 +159,14 @@ class Simulation {
   // A collective step timed in closed form parks its driving stream until the step's end or
   // a preemption (sim/network.h).
   Network::Driver network_driver() {
-    return {.wait = [this](int i, int st, double seconds) {
-              Rank& R = ranks_[i];
-              R.wait[st] = Wait::kClosedForm;
-              const bool timed_out = R.sem[st]->acquire_timeout(seconds);
-              R.wait[st] = Wait::kNone;
-              return timed_out;
-            },
+    return {.wait =
+                [this](int i, int st, double seconds) {
+                  Rank& R = ranks_[i];
+                  R.wait[st] = Wait::kClosedForm;
+                  const bool timed_out = R.sem[st]->acquire_timeout(seconds);
+                  R.wait[st] = Wait::kNone;
+                  return timed_out;
+                },
             .wake = [this](int i, int st) { wake(i, st, Wait::kClosedForm); }};
   }
 
@@ -243,10 +248,14 @@ class Simulation {
   }
 
   void execute(int i, int st, const Op& op, OpRecord& rec) {
-    if (op.is_compute()) compute(i, op, rec);
-    else if (op.is_collective()) collective(i, st, op, rec);
-    else if (op.kind == OpKind::kSend) send(i, st, op, rec);
-    else recv(i, st, op, rec);
+    if (op.is_compute())
+      compute(i, op, rec);
+    else if (op.is_collective())
+      collective(i, st, op, rec);
+    else if (op.kind == OpKind::kSend)
+      send(i, st, op, rec);
+    else
+      recv(i, st, op, rec);
   }
 
   void compute(int i, const Op& op, OpRecord& rec) {
@@ -255,7 +264,8 @@ class Simulation {
     rec.start = sg4::Engine::get_clock();
     // The cost model's compute time (strategy::compute_seconds_alone) as FLOPs at the host's
     // speed, so a shared multicore host divides it as it divides any exec.
-    double flops = strategy::compute_seconds_alone(op, cluster_, programs_.front().plan.precision, &options_.gemms) * platform_.flops_per_core();
+    double flops = strategy::compute_seconds_alone(op, cluster_, programs_.front().plan.precision, &options_.gemms) *
+                   platform_.flops_per_core();
     flops *= R.slowdown;
     if (flops > 0) sg4::this_actor::exec_init(flops)->set_host(R.compute_host)->wait();
     rec.end = sg4::Engine::get_clock();
@@ -400,10 +410,10 @@ class Simulation {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print_ < std::chrono::milliseconds(200)) return;
     last_print_ = now;
-    options_.progress(double(ops_done_) / double(total_ops_),
-                      fmt::format("{:.6f} s simulated, {} of {} ops, {} messages ({} as SimGrid flows)",
-                                  sg4::Engine::get_clock(), ops_done_, total_ops_, network_.messages(),
-                                  network_.flows()));
+    options_.progress(
+        double(ops_done_) / double(total_ops_),
+        fmt::format("{:.6f} s simulated, {} of {} ops, {} messages ({} as SimGrid flows)", sg4::Engine::get_clock(),
+                    ops_done_, total_ops_, network_.messages(), network_.flows()));
   }
 
   const std::vector<StepProgram>& programs_;

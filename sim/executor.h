@@ -37,7 +37,7 @@
 namespace parlab::sim {
 
 struct ExecOptions {
-  int steps = 2;                // simulated steps (warm-up included)
+  int steps = 2;  // simulated steps (warm-up included)
   // The model's GEMM shapes on this device (wave quantization): compute ops take the cost
   // model's time for them (strategy::compute_seconds_alone with the same GemmTimes).
   strategy::GemmTimes gemms;
@@ -62,7 +62,7 @@ struct BlockedStream {
   int rank = 0;
   int stream = 0;  // 0 compute, 1 comm
   int step = 0;
-  int op = 0;      // op id in the rank's program
+  int op = 0;  // op id in the rank's program
   double since_seconds = 0;
   int64_t sequence = -1;  // collectives: the call number within the group it waits in
 };
@@ -80,15 +80,15 @@ struct PendingCollective {
 
 struct RawRun {
   int steps = 0;
-  std::vector<std::vector<OpRecord>> records;  // [program][step * ops + op]
+  std::vector<std::vector<OpRecord>> records;   // [program][step * ops + op]
   std::vector<std::vector<double>> step_start;  // [program][step]; -1: never started
   std::vector<double> sent_bytes;               // [program] bytes its endpoints sent, all steps
   std::vector<int> stopped;                     // world ranks a stop fault ended
   std::vector<BlockedStream> blocked;           // empty unless the run deadlocked
   std::vector<PendingCollective> pending;
   double end_seconds = 0;
-  int64_t messages = 0;        // messages of collective algorithms and sends, however timed
-  int64_t flows = 0;           // of which SimGrid carried as flows
+  int64_t messages = 0;           // messages of collective algorithms and sends, however timed
+  int64_t flows = 0;              // of which SimGrid carried as flows
   int64_t closed_form_steps = 0;  // collective steps timed in closed form to their end
   int64_t preempted_steps = 0;    // closed-form steps other traffic turned into flows
   int64_t ops = 0;

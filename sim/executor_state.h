@@ -20,11 +20,11 @@ enum class Wait { kNone, kDep, kBarrier, kRecv, kCollective, kClosedForm, kCpu }
 
 struct Rank {
   const strategy::StepProgram* prog = nullptr;
-  std::vector<int> queue[2];        // op ids per stream, program order
-  size_t pos[2] = {0, 0};           // per stream: the index in queue of the op it is at
-  std::vector<int> done_step;       // per op: the last step in which it finished (-1: none)
-  std::vector<int> gid;             // program group index -> global group id
-  std::vector<int64_t> calls;       // per global group: collectives issued so far
+  std::vector<int> queue[2];   // op ids per stream, program order
+  size_t pos[2] = {0, 0};      // per stream: the index in queue of the op it is at
+  std::vector<int> done_step;  // per op: the last step in which it finished (-1: none)
+  std::vector<int> gid;        // program group index -> global group id
+  std::vector<int64_t> calls;  // per global group: collectives issued so far
   std::optional<Fault> stop;
   double slowdown = 1;
   simgrid::s4u::Host* compute_host = nullptr;

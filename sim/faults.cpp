@@ -16,7 +16,6 @@ namespace {
 
 constexpr const char* kKinds = "slow, degrade-link, stop";
 
-
 FaultKind parse_kind(const std::string& field, const std::string& text) {
   if (text == "slow") return FaultKind::kSlow;
   if (text == "degrade-link" || text == "degrade_link") return FaultKind::kDegradeLink;
@@ -61,12 +60,18 @@ Fault build(FaultKind kind, const std::map<std::string, std::string>& kv, const 
                                                           : "rank, step, op";
   for (const auto& [k, v] : kv) {
     const std::string field = where + "." + k;
-    if (k == "rank") f.rank = parse_int(field, v, 0);
-    else if (k == "factor" && kind != FaultKind::kStop) f.factor = parse_factor(field, v);
-    else if (k == "link" && kind == FaultKind::kDegradeLink) f.link = parse_link(field, v);
-    else if (k == "step" && kind == FaultKind::kStop) f.step = parse_int(field, v, 0);
-    else if (k == "op" && kind == FaultKind::kStop) f.op = parse_int(field, v, 0);
-    else throw ConfigError(field, v, "unknown key for " + std::string(to_string(kind)) + "; allowed: " + allowed);
+    if (k == "rank")
+      f.rank = parse_int(field, v, 0);
+    else if (k == "factor" && kind != FaultKind::kStop)
+      f.factor = parse_factor(field, v);
+    else if (k == "link" && kind == FaultKind::kDegradeLink)
+      f.link = parse_link(field, v);
+    else if (k == "step" && kind == FaultKind::kStop)
+      f.step = parse_int(field, v, 0);
+    else if (k == "op" && kind == FaultKind::kStop)
+      f.op = parse_int(field, v, 0);
+    else
+      throw ConfigError(field, v, "unknown key for " + std::string(to_string(kind)) + "; allowed: " + allowed);
   }
   if (!kv.count("rank")) throw ConfigError(where + ".rank", "(missing)", "every fault names a rank");
   if (kind != FaultKind::kStop && !kv.count("factor"))
@@ -82,9 +87,12 @@ std::string number(double v) { return fmt::format("{:g}", v); }
 
 std::string_view to_string(FaultKind kind) {
   switch (kind) {
-    case FaultKind::kSlow: return "slow";
-    case FaultKind::kDegradeLink: return "degrade-link";
-    case FaultKind::kStop: return "stop";
+    case FaultKind::kSlow:
+      return "slow";
+    case FaultKind::kDegradeLink:
+      return "degrade-link";
+    case FaultKind::kStop:
+      return "stop";
   }
   return "?";
 }
@@ -123,12 +131,18 @@ std::vector<Fault> parse_faults_toml(std::string_view text, const std::string& s
     std::string kind;
     for (const auto& [k, v] : *t) {
       std::ostringstream o;
-      if (auto s = v.value_exact<std::string>()) o << *s;
-      else if (auto n = v.value_exact<int64_t>()) o << *n;
-      else if (auto d = v.value_exact<double>()) o << fmt::format("{}", *d);
-      else throw ConfigError(where + "." + std::string(k.str()), "(table or array)", "must be a string or a number");
-      if (k.str() == "kind") kind = o.str();
-      else kv[std::string(k.str())] = o.str();
+      if (auto s = v.value_exact<std::string>())
+        o << *s;
+      else if (auto n = v.value_exact<int64_t>())
+        o << *n;
+      else if (auto d = v.value_exact<double>())
+        o << fmt::format("{}", *d);
+      else
+        throw ConfigError(where + "." + std::string(k.str()), "(table or array)", "must be a string or a number");
+      if (k.str() == "kind")
+        kind = o.str();
+      else
+        kv[std::string(k.str())] = o.str();
     }
     if (kind.empty()) throw ConfigError(where + ".kind", "(missing)", std::string("one of ") + kKinds);
     out.push_back(build(parse_kind(where + ".kind", kind), kv, where));
@@ -139,11 +153,15 @@ std::vector<Fault> parse_faults_toml(std::string_view text, const std::string& s
 std::string to_string(const Fault& f) {
   std::string s = std::string(to_string(f.kind)) + ":rank=" + std::to_string(f.rank);
   switch (f.kind) {
-    case FaultKind::kSlow: return s + ",factor=" + number(f.factor);
+    case FaultKind::kSlow:
+      return s + ",factor=" + number(f.factor);
     case FaultKind::kDegradeLink:
       return s + ",factor=" + number(f.factor) +
-             (f.link == LinkSide::kIntra ? ",link=intra" : f.link == LinkSide::kNic ? ",link=nic" : "");
-    case FaultKind::kStop: return s + ",step=" + std::to_string(f.step) + (f.op > 0 ? ",op=" + std::to_string(f.op) : "");
+             (f.link == LinkSide::kIntra ? ",link=intra"
+              : f.link == LinkSide::kNic ? ",link=nic"
+                                         : "");
+    case FaultKind::kStop:
+      return s + ",step=" + std::to_string(f.step) + (f.op > 0 ? ",op=" + std::to_string(f.op) : "");
   }
   return s;
 }

@@ -119,8 +119,9 @@ std::string finish_child(Child& c) {
     throw RuntimeError("the simulation process was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
                        strsignal(WTERMSIG(status)) + ")");
   if (c.bytes.empty())
-    throw RuntimeError("the simulation process ended without a result" +
-                       (reaped == c.pid ? " (exit status " + std::to_string(WEXITSTATUS(status)) + ")" : std::string()));
+    throw RuntimeError(
+        "the simulation process ended without a result" +
+        (reaped == c.pid ? " (exit status " + std::to_string(WEXITSTATUS(status)) + ")" : std::string()));
   if (c.bytes[0] == 'E') throw RuntimeError("simulation failed: " + c.bytes.substr(1));
   return c.bytes.substr(1);
 }
@@ -131,8 +132,7 @@ void kill_all(std::vector<Child>& running) {
     ::close(c.fd);
     if (c.progress_fd >= 0) ::close(c.progress_fd);
     int status = 0;
-    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {}
   }
   running.clear();
 }
@@ -205,8 +205,7 @@ std::vector<std::string> run_isolated_all(const std::vector<std::function<std::s
 
 std::string run_isolated(const std::function<std::string(const ProgressFn&)>& work, const IsolateOptions& options) {
   JobProgressFn progress;
-  if (options.on_progress)
-    progress = [&](size_t, double f, std::string_view what) { options.on_progress(f, what); };
+  if (options.on_progress) progress = [&](size_t, double f, std::string_view what) { options.on_progress(f, what); };
   return run_isolated_all({work}, 1, progress, options.cancel).front();
 }
 

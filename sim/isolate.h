@@ -28,7 +28,7 @@ class SimulationCancelled : public RuntimeError {
 using ProgressFn = std::function<void(double fraction_done, std::string_view what)>;
 
 struct IsolateOptions {
-  ProgressFn on_progress;                 // in the parent; empty: progress is dropped
+  ProgressFn on_progress;                     // in the parent; empty: progress is dropped
   const std::atomic<bool>* cancel = nullptr;  // polled about every 50 ms
 };
 
@@ -46,9 +46,9 @@ std::string run_isolated(const std::function<std::string()>& work);
 // parent just before work k's child is forked (to build what only that child needs, while the
 // others already run).
 using JobProgressFn = std::function<void(size_t job, double fraction_done, std::string_view what)>;
-std::vector<std::string> run_isolated_all(const std::vector<std::function<std::string(const ProgressFn& report)>>& works,
-                                          int parallel, const JobProgressFn& on_progress = {},
-                                          const std::atomic<bool>* cancel = nullptr,
-                                          const std::function<void(size_t job)>& before_start = {});
+std::vector<std::string> run_isolated_all(
+    const std::vector<std::function<std::string(const ProgressFn& report)>>& works, int parallel,
+    const JobProgressFn& on_progress = {}, const std::atomic<bool>* cancel = nullptr,
+    const std::function<void(size_t job)>& before_start = {});
 
 }  // namespace parlab::sim

@@ -25,8 +25,7 @@ std::vector<double> bytes_left(const StepTiming& t, double start, double at) {
 
 // ---- LinkTable -----------------------------------------------------------------------------
 
-LinkTable::LinkTable(int link_count, bool track_sends, Wake wake)
-    : track_sends_(track_sends), wake_(std::move(wake)) {
+LinkTable::LinkTable(int link_count, bool track_sends, Wake wake) : track_sends_(track_sends), wake_(std::move(wake)) {
   claim_of_.assign(size_t(link_count), nullptr);
   flows_on_.assign(size_t(link_count), 0);
   sends_on_.resize(size_t(link_count));
@@ -91,10 +90,13 @@ void LinkTable::preempt(Claim& claim, double now) {
 
 // ---- Network -------------------------------------------------------------------------------
 
-Network::Network(const Layout& layout, const Platform& platform, const strategy::ClusterSpec& cluster,
-                 bool closed_form, Driver driver)
-    : layout_(layout), platform_(platform), cluster_(cluster),
-      closed_form_(closed_form && !(cluster.comm_cpu_seconds_per_byte > 0)), driver_(std::move(driver)),
+Network::Network(const Layout& layout, const Platform& platform, const strategy::ClusterSpec& cluster, bool closed_form,
+                 Driver driver)
+    : layout_(layout),
+      platform_(platform),
+      cluster_(cluster),
+      closed_form_(closed_form && !(cluster.comm_cpu_seconds_per_byte > 0)),
+      driver_(std::move(driver)),
       links_(layout.link_count(), closed_form_, [this](const Claim& c) { driver_.wake(c.index, c.stream); }) {}
 
 TimedSchedule Network::timed(Schedule schedule) const {
@@ -136,8 +138,10 @@ void Network::run(const TimedSchedule& ts, int index, int stream) {
   for (int rep = 0; rep < s.repeat; ++rep)
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const ScheduleStep& step = s.steps[k];
-      if (closed) closed = closed_form_step(claim, step, ts.steps[k]);
-      else flow_step(step, ts.steps[k]);
+      if (closed)
+        closed = closed_form_step(claim, step, ts.steps[k]);
+      else
+        flow_step(step, ts.steps[k]);
       messages_ += int64_t(step.messages.size());
       if (step.extra_seconds > 0) sg4::this_actor::sleep_for(step.extra_seconds);
     }

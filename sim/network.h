@@ -33,10 +33,10 @@ namespace parlab::sim {
 
 // One schedule step as the closed form sees it.
 struct StepTiming {
-  std::vector<int> links;  // every link its messages cross (sorted, unique)
-  bool exclusive = true;   // no link carries two of its messages
+  std::vector<int> links;                           // every link its messages cross (sorted, unique)
+  bool exclusive = true;                            // no link carries two of its messages
   std::vector<double> bytes, latency, bytes_per_s;  // per message: as SimGrid gets them, alone
-  double alone_seconds = 0;                          // its slowest message, alone
+  double alone_seconds = 0;                         // its slowest message, alone
 };
 
 // A collective schedule with what the network needs to time it.
@@ -99,8 +99,8 @@ class LinkTable {
 
   bool track_sends_ = false;
   Wake wake_;
-  std::vector<Claim*> claim_of_;                // per link: the closed-form collective holding it
-  std::vector<int> flows_on_;                   // per link: collective steps using it as flows
+  std::vector<Claim*> claim_of_;                 // per link: the closed-form collective holding it
+  std::vector<int> flows_on_;                    // per link: collective steps using it as flows
   std::vector<std::vector<InFlight>> sends_on_;  // per link: sends that may be on their way
 };
 
@@ -132,8 +132,8 @@ class Network {
   simgrid::s4u::CommPtr send(int from, int to, double bytes);
 
   bool closed_form() const { return closed_form_; }
-  int64_t messages() const { return messages_; }  // of collective algorithms and sends, however timed
-  int64_t flows() const { return flows_; }        // of which SimGrid carried as flows
+  int64_t messages() const { return messages_; }                    // of collective algorithms and sends, however timed
+  int64_t flows() const { return flows_; }                          // of which SimGrid carried as flows
   int64_t closed_form_steps() const { return closed_form_steps_; }  // timed in closed form to their end
   int64_t preempted_steps() const { return preempted_steps_; }      // closed-form steps turned into flows
 

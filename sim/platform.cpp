@@ -24,9 +24,7 @@ double Layout::latency_seconds(int from, int to) const {
   return same_node(from, to) ? intra_latency_seconds : inter_latency_seconds;
 }
 
-double Layout::bytes_per_s(int from, int to) const {
-  return same_node(from, to) ? intra_bytes_per_s : nic_bytes_per_s;
-}
+double Layout::bytes_per_s(int from, int to) const { return same_node(from, to) ? intra_bytes_per_s : nic_bytes_per_s; }
 
 std::array<int, 2> Layout::route(int from, int to) const {
   if (same_node(from, to)) return {2 * from, 2 * to + 1};
@@ -102,8 +100,9 @@ Platform::Platform(const strategy::ClusterSpec& c, const Layout& layout, double 
   if (c.shares_cores()) {
     // One multicore host per node runs every rank of the node, one core per exec.
     for (int n = 0; n < nodes; ++n)
-      node_cpu.push_back(
-          zone->create_host("n" + std::to_string(n) + ".cpu", device_flops_per_s)->set_core_count(c.cores_per_node)->seal());
+      node_cpu.push_back(zone->create_host("n" + std::to_string(n) + ".cpu", device_flops_per_s)
+                             ->set_core_count(c.cores_per_node)
+                             ->seal());
   }
 
   for (int r = 0; r < world; ++r) {

@@ -47,8 +47,10 @@ Split classify(const StepProgram& p, const OpRecord* rec, double step_start) {
     }
     const double gap = r.start - free_at;
     if (gap > 0 && dep_is_comm && dep_end >= r.start) out.exposed += gap;
-    if (op.is_compute()) out.compute += r.end - r.start;
-    else if (op.is_collective()) out.exposed += r.end - r.start;
+    if (op.is_compute())
+      out.compute += r.end - r.start;
+    else if (op.is_collective())
+      out.exposed += r.end - r.start;
     free_at = op.kind == OpKind::kSend ? r.start : r.end;
   }
   out.exposed += std::max(0.0, last_comm_collective_end - free_at);
@@ -115,7 +117,8 @@ std::vector<trace::Event> timeline(const std::vector<StepProgram>& programs, con
 // What a collective library sees of a call: the operation, its size and its repetitions.
 std::tuple<int, double, int> call_of(const Op& op) { return {int(op.kind), op.bytes, op.count}; }
 
-std::tuple<int, double, int> majority_call(const PendingCollective& pc, const std::map<int, const StepProgram*>& by_rank) {
+std::tuple<int, double, int> majority_call(const PendingCollective& pc,
+                                           const std::map<int, const StepProgram*>& by_rank) {
   std::map<std::tuple<int, double, int>, std::pair<int, int>> votes;  // call -> (count, -lowest rank)
   for (size_t k = 0; k < pc.arrived.size(); ++k) {
     auto& v = votes[call_of(by_rank.at(pc.arrived[k])->ops[pc.ops[k]])];
@@ -201,10 +204,12 @@ std::vector<std::string> mismatch_lines(const RawRun& run, const std::map<int, c
 // A waiter as one readable line.
 std::string waiter_line(const Waiter& w, const std::map<int, const StepProgram*>& by_rank) {
   std::string line = fmt::format("rank {} ({}) waits since {:.6f} s in ", w.rank, w.stream, w.since_seconds);
-  if (w.op_id < 0) line += fmt::format("the start of step {} for its other stream", w.step);
+  if (w.op_id < 0)
+    line += fmt::format("the start of step {} for its other stream", w.step);
   else if (!w.group.empty())
     line += fmt::format("{} {} [group {}, call #{} of step {}]", w.op, w.tag, w.group, w.call, w.step);
-  else line += fmt::format("{}{} (op {} of step {})", w.op, w.tag == w.op ? "" : " " + w.tag, w.op_id, w.step);
+  else
+    line += fmt::format("{}{} (op {} of step {})", w.op, w.tag == w.op ? "" : " " + w.tag, w.op_id, w.step);
   if (w.waiting_on_op >= 0) {
     const StepProgram& p = *by_rank.at(w.rank);
     const Op& dep = p.ops[w.waiting_on_op];
@@ -351,8 +356,8 @@ void add_bubbles_and_rates(SimResult& out, const strategy::Plan& plan, const str
   const double tokens = samples * double(model.tokens_per_sample());
   out.samples_per_s = samples / out.step_seconds;
   out.tokens_per_s = tokens / out.step_seconds;
-  const double peak = plan.precision == strategy::Precision::kFp32 ? cluster.device.peak_flops_fp32
-                                                                   : cluster.device.peak_flops_bf16;
+  const double peak =
+      plan.precision == strategy::Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
   const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
   out.mfu = model_flops / (out.step_seconds * plan.world() * peak);
 }
@@ -400,10 +405,18 @@ nlohmann::json rank_json(const strategy::RankTimes& r) {
 }
 
 nlohmann::json collective_json(const strategy::CollectiveTiming& c) {
-  return {{"rank", c.rank},   {"op_id", c.op_id}, {"op", c.op},         {"group", c.group},
-          {"tag", c.tag},     {"bytes", c.bytes}, {"count", c.count},   {"ranks", c.ranks},
-          {"start_seconds", c.start_seconds},     {"end_seconds", c.end_seconds},
-          {"seconds", c.seconds},                 {"algorithm", c.algorithm}};
+  return {{"rank", c.rank},
+          {"op_id", c.op_id},
+          {"op", c.op},
+          {"group", c.group},
+          {"tag", c.tag},
+          {"bytes", c.bytes},
+          {"count", c.count},
+          {"ranks", c.ranks},
+          {"start_seconds", c.start_seconds},
+          {"end_seconds", c.end_seconds},
+          {"seconds", c.seconds},
+          {"algorithm", c.algorithm}};
 }
 
 }  // namespace

@@ -19,11 +19,11 @@ struct Waiter {
   int rank = 0;
   std::string stream;  // "compute" | "comm"
   int step = 0;
-  int op_id = -1;      // -1: waiting at the step boundary for its other stream
-  std::string op;      // "all-reduce", "recv", ...
+  int op_id = -1;  // -1: waiting at the step boundary for its other stream
+  std::string op;  // "all-reduce", "recv", ...
   std::string tag;
-  std::string group;   // collectives
-  int call = -1;       // collectives: call number within the group in this step (0-based)
+  std::string group;             // collectives
+  int call = -1;                 // collectives: call number within the group in this step (0-based)
   std::vector<int> waiting_for;  // members that never reached the collective, or the sender
   int waiting_on_op = -1;        // a dependency (of the rank's other stream) that never finished
   double since_seconds = 0;
@@ -49,22 +49,22 @@ struct SimResult {
   std::vector<strategy::CollectiveTiming> collectives;
   double bubble_fraction_of_ideal = 0;  // closed forms, as the analytic model reports them
   double bubble_fraction_of_total = 0;
-  double walked_bubble_fraction = 0;    // simulated: the largest rank bubble over the step
+  double walked_bubble_fraction = 0;  // simulated: the largest rank bubble over the step
   double samples_per_s = 0, tokens_per_s = 0, mfu = 0;
 
   // The simulator's own.
   int warmup_steps = 0;
-  int measured_steps = 0;                  // measured steps that completed
-  std::vector<double> step_seconds_each;   // every completed simulated step, warm-up first
-  std::vector<double> sent_bytes;          // per rank: bytes its links carried out, per step
-  int64_t messages = 0;                    // simulated messages (all steps)
-  int64_t flows = 0;                       // of which SimGrid carried as flows (executor.h)
-  int64_t closed_form_steps = 0;           // collective steps timed in closed form
-  int64_t preempted_steps = 0;             // closed-form steps other traffic turned into flows
-  int64_t ops = 0;                         // ops executed (all steps, all ranks)
-  double simulated_seconds = 0;            // end of the whole run
+  int measured_steps = 0;                 // measured steps that completed
+  std::vector<double> step_seconds_each;  // every completed simulated step, warm-up first
+  std::vector<double> sent_bytes;         // per rank: bytes its links carried out, per step
+  int64_t messages = 0;                   // simulated messages (all steps)
+  int64_t flows = 0;                      // of which SimGrid carried as flows (executor.h)
+  int64_t closed_form_steps = 0;          // collective steps timed in closed form
+  int64_t preempted_steps = 0;            // closed-form steps other traffic turned into flows
+  int64_t ops = 0;                        // ops executed (all steps, all ranks)
+  double simulated_seconds = 0;           // end of the whole run
   HangReport hang;
-  std::vector<trace::Event> timeline;      // every op of every step (absolute times), if asked
+  std::vector<trace::Event> timeline;  // every op of every step (absolute times), if asked
 };
 
 struct SummaryOptions {

@@ -132,7 +132,8 @@ bool hierarchical(Schedule& s, CollectiveOp op, double bytes, const std::vector<
       add(inter, N - 1, inter_bytes);
       add(intra, kk - 1, intra_bytes);
       break;
-    case CollectiveOp::kBroadcast: return false;
+    case CollectiveOp::kBroadcast:
+      return false;
   }
   s.algorithm = "hierarchical";
   return true;
@@ -216,10 +217,14 @@ bool on_one_node(const std::vector<int>& members, const Layout& layout) {
 
 std::string_view to_string(AlgorithmChoice c) {
   switch (c) {
-    case AlgorithmChoice::kAuto: return "auto";
-    case AlgorithmChoice::kRing: return "ring";
-    case AlgorithmChoice::kTree: return "tree";
-    case AlgorithmChoice::kAnalytic: return "analytic";
+    case AlgorithmChoice::kAuto:
+      return "auto";
+    case AlgorithmChoice::kRing:
+      return "ring";
+    case AlgorithmChoice::kTree:
+      return "tree";
+    case AlgorithmChoice::kAnalytic:
+      return "analytic";
   }
   return "?";
 }
@@ -248,11 +253,14 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
                                  ? call_bytes
                                  : call_bytes * strategy::ring_link_bytes(op, call_bytes, n, call_min_chunk) /
                                        strategy::ring_link_bytes(op, call_bytes, n);
-  if (tree) halving_doubling(s, call_bytes, members);
+  if (tree)
+    halving_doubling(s, call_bytes, members);
   else if (choice == AlgorithmChoice::kAnalytic && tuned == strategy::Algorithm::kHierarchical &&
            hierarchical(s, op, level_bytes, members, layout)) {
-  } else if (op == CollectiveOp::kBroadcast) chain(s, call_bytes, members, layout);
-  else ring(s, op, call_bytes, members, layout, call_min_chunk);
+  } else if (op == CollectiveOp::kBroadcast)
+    chain(s, call_bytes, members, layout);
+  else
+    ring(s, op, call_bytes, members, layout, call_min_chunk);
 
   if (merge) {
     for (auto& step : s.steps) step.extra_seconds = (count - 1) * largest_latency(step, layout);

@@ -39,8 +39,8 @@
 namespace parlab::sim {
 
 enum class AlgorithmChoice {
-  kAuto,      // NCCL-like: rings (channels across nodes); halving-doubling where the analytic
-              // tuner picks a tree
+  kAuto,  // NCCL-like: rings (channels across nodes); halving-doubling where the analytic
+          // tuner picks a tree
   kRing,
   kTree,      // halving-doubling for all-reduce when n is a power of two, else ring
   kAnalytic,  // exactly the analytic tuner's algorithm: like kAuto, but groups spanning nodes

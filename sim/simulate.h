@@ -97,7 +97,8 @@ struct CollectiveResult {
   double bytes = 0;
   int ranks = 0;
   std::string algorithm;
-  std::string protocol;  // NCCL's protocol of a single-node NVLink ring ("measured": the preset's curve); empty otherwise
+  std::string
+      protocol;  // NCCL's protocol of a single-node NVLink ring ("measured": the preset's curve); empty otherwise
   int channels = 1;
   double seconds = 0;
   double algbw_bytes_per_s = 0;
@@ -107,8 +108,7 @@ struct CollectiveResult {
   strategy::CollectiveEstimate analytic;
 };
 CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, int ranks,
-                                     const strategy::ClusterSpec& cluster,
-                                     const ScheduleOptions& schedule = {},
+                                     const strategy::ClusterSpec& cluster, const ScheduleOptions& schedule = {},
                                      const std::vector<Fault>& faults = {}, bool closed_form = false);
 nlohmann::json to_json(const CollectiveResult& result);
 

@@ -37,7 +37,7 @@ struct BusbwRow {
   double simulated_busbw = 0;  // bytes/s
   double analytic_busbw = 0;
   double published_busbw = 0;  // 0: no published figure for this size
-  std::string run;  // the held-out nccl-tests run this row is compared with; empty: a quoted plateau
+  std::string run;             // the held-out nccl-tests run this row is compared with; empty: a quoted plateau
   double error() const { return published_busbw > 0 ? simulated_busbw / published_busbw - 1 : 0; }
 };
 

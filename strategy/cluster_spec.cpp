@@ -13,8 +13,7 @@ double ClusterSpec::device_flops_per_s(Precision precision) const {
 }
 
 ClusterSpec with_world(const ClusterSpec& c, int world) {
-  if (world <= 0)
-    throw ConfigError("world", std::to_string(world), "must be a positive number of devices");
+  if (world <= 0) throw ConfigError("world", std::to_string(world), "must be a positive number of devices");
   ClusterSpec out = c;
   if (world <= c.devices_per_node) {
     out.nodes = 1;
@@ -39,9 +38,11 @@ void validate(const ClusterSpec& c, const std::string& where) {
   if (c.nics_per_node <= 0)
     throw ConfigError(where + ".nics_per_node", std::to_string(c.nics_per_node), "must be a positive integer");
   if (c.comm_cpu_seconds_per_byte < 0 || std::isnan(c.comm_cpu_seconds_per_byte))
-    throw ConfigError(where + ".comm_cpu_ns_per_byte", std::to_string(c.comm_cpu_seconds_per_byte * 1e9), "must be >= 0");
+    throw ConfigError(where + ".comm_cpu_ns_per_byte", std::to_string(c.comm_cpu_seconds_per_byte * 1e9),
+                      "must be >= 0");
   if (c.cores_per_node < 0)
-    throw ConfigError(where + ".cores_per_node", std::to_string(c.cores_per_node), "must be >= 0 (0: one device per host)");
+    throw ConfigError(where + ".cores_per_node", std::to_string(c.cores_per_node),
+                      "must be >= 0 (0: one device per host)");
   positive("device.memory", c.device.memory_bytes);
   positive("device.peak_flops_fp32", c.device.peak_flops_fp32);
   positive("device.peak_flops_bf16", c.device.peak_flops_bf16);
@@ -49,7 +50,8 @@ void validate(const ClusterSpec& c, const std::string& where) {
   if (!(c.device.gemm_efficiency > 0 && c.device.gemm_efficiency <= 1))
     throw ConfigError(where + ".device.gemm_efficiency", std::to_string(c.device.gemm_efficiency), "must be in (0, 1]");
   if (!(c.device.memory_efficiency > 0 && c.device.memory_efficiency <= 1))
-    throw ConfigError(where + ".device.memory_efficiency", std::to_string(c.device.memory_efficiency), "must be in (0, 1]");
+    throw ConfigError(where + ".device.memory_efficiency", std::to_string(c.device.memory_efficiency),
+                      "must be in (0, 1]");
   for (const auto& [name, link] : {std::pair<const char*, const LinkSpec&>{"intra", c.intra}, {"inter", c.inter}})
     if (!(link.protocol_efficiency > 0 && link.protocol_efficiency <= 1))
       throw ConfigError(where + "." + name + ".protocol_efficiency", std::to_string(link.protocol_efficiency),

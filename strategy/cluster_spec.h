@@ -10,7 +10,6 @@
 
 namespace parlab::strategy {
 
-
 struct DeviceSpec {
   std::string name;
   double memory_bytes = 0;
@@ -33,8 +32,8 @@ struct DeviceSpec {
 };
 
 struct LinkSpec {
-  std::string kind;          // "nvlink3", "hdr-ib", "loopback", "ideal", ...
-  double bytes_per_s = 0;    // line rate: one direction, one link; may be +inf (the `ideal` cluster)
+  std::string kind;        // "nvlink3", "hdr-ib", "loopback", "ideal", ...
+  double bytes_per_s = 0;  // line rate: one direction, one link; may be +inf (the `ideal` cluster)
   double latency_seconds = 0;
   // Fraction of the line rate a collective library's protocols deliver (NCCL's headers, flags
   // and chunking on NVLink: about 0.8, measured as nccl-tests' ring busbw over the line rate).
@@ -51,7 +50,8 @@ struct LinkSpec {
   // The measured curve that times `op` (all-reduce's where the op has none of its own).
   const std::vector<double>& measured_busbw(CollectiveOp op) const {
     if (op == CollectiveOp::kAllGather && !measured_all_gather_busbw.empty()) return measured_all_gather_busbw;
-    if (op == CollectiveOp::kReduceScatter && !measured_reduce_scatter_busbw.empty()) return measured_reduce_scatter_busbw;
+    if (op == CollectiveOp::kReduceScatter && !measured_reduce_scatter_busbw.empty())
+      return measured_reduce_scatter_busbw;
     return measured_all_reduce_busbw;
   }
 };
@@ -62,8 +62,8 @@ struct ClusterSpec {
   int nodes = 1;
   int devices_per_node = 1;
   DeviceSpec device;
-  LinkSpec intra;          // device <-> device inside a node (each device's own link)
-  LinkSpec inter;          // one NIC; a node has nics_per_node of them
+  LinkSpec intra;  // device <-> device inside a node (each device's own link)
+  LinkSpec inter;  // one NIC; a node has nics_per_node of them
   int nics_per_node = 1;
   // > 0 when the "devices" are worker processes sharing a host's CPU cores (cpu-local): the
   // simulator builds one multicore host per node and the cost model divides the cores.

@@ -26,10 +26,13 @@ inline double bus_bandwidth_factor(CollectiveOp op, int n_ranks) {
   if (n_ranks <= 1) return 0.0;  // nothing crosses a link
   const double n = n_ranks;
   switch (op) {
-    case CollectiveOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllGather: return (n - 1) / n;
-    case CollectiveOp::kBroadcast: return 1.0;
+    case CollectiveOp::kAllGather:
+      return (n - 1) / n;
+    case CollectiveOp::kBroadcast:
+      return 1.0;
   }
   return 0.0;
 }

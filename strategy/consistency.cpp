@@ -42,9 +42,12 @@ Disagreement first_disagreement(const std::map<int, std::vector<CallRecord>>& ca
     here.index = int(i);
     here.reference = *ref;
     for (const auto& [rank, seq] : calls) {
-      if (i >= seq.size()) here.missing.push_back(rank);
-      else if (same(seq[i], *ref)) here.agreeing.push_back(rank);
-      else here.different.push_back(rank);
+      if (i >= seq.size())
+        here.missing.push_back(rank);
+      else if (same(seq[i], *ref))
+        here.agreeing.push_back(rank);
+      else
+        here.different.push_back(rank);
     }
     if (!here.missing.empty() || !here.different.empty()) {
       here.found = true;
@@ -114,8 +117,9 @@ std::vector<std::string> check_consistency(const std::vector<StepProgram>& progr
         break;
       }
       if (s[i].bytes != r[i].bytes || s[i].tag != r[i].tag) {
-        problems.push_back(who + ": send #" + std::to_string(i) + " " + s[i].tag + " (" + units::format_bytes(s[i].bytes) +
-                           ") meets receive " + r[i].tag + " (" + units::format_bytes(r[i].bytes) + ")");
+        problems.push_back(who + ": send #" + std::to_string(i) + " " + s[i].tag + " (" +
+                           units::format_bytes(s[i].bytes) + ") meets receive " + r[i].tag + " (" +
+                           units::format_bytes(r[i].bytes) + ")");
         break;
       }
     }

@@ -14,7 +14,7 @@ namespace parlab::strategy {
 
 // One collective call as a rank issued it, in issue order within its group.
 struct CallRecord {
-  std::string op;   // "all-reduce", ...
+  std::string op;  // "all-reduce", ...
   double bytes = 0;
   std::string tag;
   double min_chunk_bytes = -1;  // Op::min_chunk_bytes (programs only): every member cuts the same chunks
@@ -23,11 +23,11 @@ struct CallRecord {
 // The first position where members of one group disagree, if any.
 struct Disagreement {
   bool found = false;
-  int index = 0;                  // 0-based call number within the group
-  std::vector<int> agreeing;      // ranks whose call #index matches the reference
-  std::vector<int> missing;       // ranks with fewer than index + 1 calls
-  std::vector<int> different;     // ranks whose call #index differs (op, bytes or tag)
-  CallRecord reference;           // the call most members made
+  int index = 0;               // 0-based call number within the group
+  std::vector<int> agreeing;   // ranks whose call #index matches the reference
+  std::vector<int> missing;    // ranks with fewer than index + 1 calls
+  std::vector<int> different;  // ranks whose call #index differs (op, bytes or tag)
+  CallRecord reference;        // the call most members made
 };
 
 // Compares per-rank call sequences of one group. The reference call at each position is the

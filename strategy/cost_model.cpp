@@ -40,11 +40,16 @@ double tree_allreduce(double bytes, int n, double a, double b) {
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kPointToPoint: return "p2p";
-    case Algorithm::kNone: return "none";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kTree:
+      return "tree";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
+    case Algorithm::kPointToPoint:
+      return "p2p";
+    case Algorithm::kNone:
+      return "none";
   }
   return "?";
 }
@@ -115,14 +120,14 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
 }
 
 double p2p_time(double bytes, int from, int to, const ClusterSpec& c) {
-  if (node_of(c, from) == node_of(c, to)) return c.intra.latency_seconds + transfer(bytes, c.intra.achieved_bytes_per_s());
+  if (node_of(c, from) == node_of(c, to))
+    return c.intra.latency_seconds + transfer(bytes, c.intra.achieved_bytes_per_s());
   return c.inter.latency_seconds + transfer(bytes, device_network_bytes_per_s(c));
 }
 
 double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
   double rate = c.device_flops_per_s(plan.precision);
-  if (c.shares_cores() && c.devices_per_node > c.cores_per_node)
-    rate *= double(c.cores_per_node) / c.devices_per_node;
+  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) rate *= double(c.cores_per_node) / c.devices_per_node;
   return rate;
 }
 
@@ -366,9 +371,12 @@ class Walker {
 
   static double& compute_share(State& s, OpKind kind) {
     switch (kind) {
-      case OpKind::kForward: return s.forward;
-      case OpKind::kBackward: return s.backward;
-      default: return s.optimizer;
+      case OpKind::kForward:
+        return s.forward;
+      case OpKind::kBackward:
+        return s.backward;
+      default:
+        return s.optimizer;
     }
   }
 
@@ -476,7 +484,8 @@ void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, c
   const double tokens = samples * model.tokens_per_sample();
   e.samples_per_s = samples / e.step_seconds;
   e.tokens_per_s = tokens / e.step_seconds;
-  const double peak = plan.precision == Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
+  const double peak =
+      plan.precision == Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
   const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
   e.mfu = model_flops / (e.step_seconds * plan.world() * peak);
 }

@@ -115,7 +115,7 @@ struct RankTimes {
   int rank = 0;
   int stage = 0;
   double step_seconds = 0;
-  double compute_seconds = 0;       // forward + backward + optimizer
+  double compute_seconds = 0;  // forward + backward + optimizer
   double forward_seconds = 0;
   double backward_seconds = 0;
   double optimizer_seconds = 0;
@@ -166,8 +166,8 @@ struct StepEstimate {
 StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail = true);
 // Walks exactly the given programs (tests, the simulator's comparisons). Collectives whose
 // members are not all among them are assumed symmetric: they start when the rank reaches them.
-StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model,
-                           const ClusterSpec& cluster, bool detail = true);
+StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster,
+                           bool detail = true);
 
 // Closed forms for the pipeline bubble.
 double bubble_fraction_of_ideal(int pp, int v, int64_t microbatches);

@@ -46,10 +46,14 @@ double ll_max_bytes_per_s(const ClusterSpec& c) { return (c.intra.kind == "nvlin
 double protocol_bytes_per_s(NcclProtocol p, CollectiveOp op, const ClusterSpec& c) {
   const double b = c.intra.achieved_bytes_per_s();
   switch (p) {
-    case NcclProtocol::kSimple: return b;
-    case NcclProtocol::kLL128: return 0.92 * b;
-    case NcclProtocol::kLL: return std::min(ll_max_bytes_per_s(c), b * (op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3));
-    case NcclProtocol::kMeasured: break;  // not one of the model's protocols: nccl_ring_protocol_time refuses it
+    case NcclProtocol::kSimple:
+      return b;
+    case NcclProtocol::kLL128:
+      return 0.92 * b;
+    case NcclProtocol::kLL:
+      return std::min(ll_max_bytes_per_s(c), b * (op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3));
+    case NcclProtocol::kMeasured:
+      break;  // not one of the model's protocols: nccl_ring_protocol_time refuses it
   }
   return b;
 }
@@ -58,10 +62,14 @@ double protocol_bytes_per_s(NcclProtocol p, CollectiveOp op, const ClusterSpec& 
 
 std::string_view to_string(NcclProtocol p) {
   switch (p) {
-    case NcclProtocol::kLL: return "LL";
-    case NcclProtocol::kLL128: return "LL128";
-    case NcclProtocol::kSimple: return "Simple";
-    case NcclProtocol::kMeasured: return "measured";
+    case NcclProtocol::kLL:
+      return "LL";
+    case NcclProtocol::kLL128:
+      return "LL128";
+    case NcclProtocol::kSimple:
+      return "Simple";
+    case NcclProtocol::kMeasured:
+      return "measured";
   }
   return "?";
 }

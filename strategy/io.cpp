@@ -32,9 +32,7 @@ constexpr int64_t kMaxCount = 1 << 20;
 constexpr double kMaxParams = 1e15;
 constexpr double kMaxRate = 1e9;  // GB, GB/s, TFLOP/s
 
-bool looks_like_path(std::string_view s) {
-  return s.find('/') != std::string_view::npos || s.ends_with(".toml");
-}
+bool looks_like_path(std::string_view s) { return s.find('/') != std::string_view::npos || s.ends_with(".toml"); }
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -43,19 +41,22 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 template <typename T, typename Parse>
-T load_named(std::string_view name, const char* kind, const char* subdir,
-             const std::vector<std::string>& names, Parse parse) {
+T load_named(std::string_view name, const char* kind, const char* subdir, const std::vector<std::string>& names,
+             Parse parse) {
   if (name.empty()) throw ConfigError(kind, "(empty)", "give a preset name or a TOML file");
   if (looks_like_path(name)) {
     const fs::path p{std::string(name)};
     if (!fs::exists(p)) throw ConfigError(kind, std::string(name), "no such file");
-    if (fs::is_directory(p)) throw ConfigError(kind, std::string(name), "is a directory; give a preset name or a TOML file");
+    if (fs::is_directory(p))
+      throw ConfigError(kind, std::string(name), "is a directory; give a preset name or a TOML file");
     return parse(read_file(p), p.string());
   }
   const fs::path user = fs::path(results_dir()) / subdir / (std::string(name) + ".toml");
   if (fs::exists(user)) return parse(read_file(user), user.string());
-  if (auto text = embedded_preset(subdir, name)) return parse(*text, std::string(subdir) + "/" + std::string(name) + ".toml");
-  throw ConfigError(kind, std::string(name), "unknown preset; available: " + join(names) + " (or a path to a .toml file)");
+  if (auto text = embedded_preset(subdir, name))
+    return parse(*text, std::string(subdir) + "/" + std::string(name) + ".toml");
+  throw ConfigError(kind, std::string(name),
+                    "unknown preset; available: " + join(names) + " (or a path to a .toml file)");
 }
 
 }  // namespace
@@ -72,10 +73,14 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source) {
   m.name = r.string("name").value_or(fs::path(source).stem().string());
   r.string("description");
   const std::string kind = r.string("kind").value_or("transformer");
-  if (kind == "transformer") m.kind = ModelKind::kTransformer;
-  else if (kind == "mlp") m.kind = ModelKind::kMlp;
-  else if (kind == "params") m.kind = ModelKind::kParams;
-  else r.fail("kind", kind, "must be transformer, mlp or params");
+  if (kind == "transformer")
+    m.kind = ModelKind::kTransformer;
+  else if (kind == "mlp")
+    m.kind = ModelKind::kMlp;
+  else if (kind == "params")
+    m.kind = ModelKind::kParams;
+  else
+    r.fail("kind", kind, "must be transformer, mlp or params");
   // Bounds far above any real model, low enough that products of sizes stay finite in int64/double.
   m.layers = r.integer("layers", 1, kMaxLayers).value_or(0);
   m.hidden = r.integer("hidden", 1, kMaxWidth).value_or(0);
@@ -93,12 +98,16 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source) {
   m.default_microbatch = r.integer("microbatch", 1, kMaxWidth).value_or(1);
   m.default_lr = r.number("lr", 0, 1e3, true).value_or(0);
   if (auto prec = r.string("precision")) {
-    if (*prec == "fp32") m.default_precision = Precision::kFp32;
-    else if (*prec == "mixed") m.default_precision = Precision::kMixed;
-    else r.fail("precision", *prec, "must be fp32 or mixed");
+    if (*prec == "fp32")
+      m.default_precision = Precision::kFp32;
+    else if (*prec == "mixed")
+      m.default_precision = Precision::kMixed;
+    else
+      r.fail("precision", *prec, "must be fp32 or mixed");
   }
-  r.reject_unknown("name, description, kind, layers, hidden, heads, kv_heads, ffn, seq_len, vocab, "
-                   "gated_mlp, biases, learned_positions, tied_embeddings, classes, params, microbatch, precision, lr");
+  r.reject_unknown(
+      "name, description, kind, layers, hidden, heads, kv_heads, ffn, seq_len, vocab, "
+      "gated_mlp, biases, learned_positions, tied_embeddings, classes, params, microbatch, precision, lr");
   validate(m, source);
   return m;
 }
@@ -128,7 +137,8 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
   l.kind = r.string("kind").value_or(name);
   const auto gbyte = r.number("bandwidth_gb_per_s", 0, kMaxRate, true, /*inf_ok=*/true);
   const auto gbit = r.number("bandwidth_gbit_per_s", 0, kMaxRate, true, /*inf_ok=*/true);
-  if (gbyte && gbit) r.fail("bandwidth_gb_per_s", std::to_string(*gbyte), "give bandwidth_gb_per_s or bandwidth_gbit_per_s, not both");
+  if (gbyte && gbit)
+    r.fail("bandwidth_gb_per_s", std::to_string(*gbyte), "give bandwidth_gb_per_s or bandwidth_gbit_per_s, not both");
   if (!gbyte && !gbit) r.fail("bandwidth_gb_per_s", "(missing)", "link bandwidth is required");
   l.bytes_per_s = gbyte ? *gbyte * units::kGB : *gbit * units::kGbit_per_s;
   l.latency_seconds = r.number("latency_us", 0, 1e9, false).value_or(0) * 1e-6;
@@ -147,7 +157,8 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
   for (const auto& [key, out] : curves) {
     const auto v = r.numbers(key, 0, kMaxRate, true);
     if (!v) continue;
-    if (!l.has_measured_ring()) r.fail(key, "(array)", "needs measured_sizes_mib, the message sizes it was measured at");
+    if (!l.has_measured_ring())
+      r.fail(key, "(array)", "needs measured_sizes_mib, the message sizes it was measured at");
     if (v->size() != l.measured_sizes_bytes.size())
       r.fail(key, std::to_string(v->size()) + " values",
              "one per size of measured_sizes_mib (" + std::to_string(l.measured_sizes_bytes.size()) + ")");
@@ -155,9 +166,10 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
   }
   if (l.has_measured_ring() && l.measured_all_reduce_busbw.empty())
     r.fail("measured_all_reduce_busbw_gb_per_s", "(missing)", "measured_sizes_mib needs at least the all-reduce curve");
-  r.reject_unknown("kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us, protocol_efficiency, "
-                   "measured_sizes_mib, measured_all_reduce_busbw_gb_per_s, measured_all_gather_busbw_gb_per_s, "
-                   "measured_reduce_scatter_busbw_gb_per_s");
+  r.reject_unknown(
+      "kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us, protocol_efficiency, "
+      "measured_sizes_mib, measured_all_reduce_busbw_gb_per_s, measured_all_gather_busbw_gb_per_s, "
+      "measured_reduce_scatter_busbw_gb_per_s");
   return l;
 }
 
@@ -192,13 +204,15 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
     c.device.sms = int(d.integer("sms", 0, kMaxCount).value_or(0));
     c.device.gemm_tile_rows = int(d.integer("gemm_tile_rows", 0, kMaxCount).value_or(0));
     c.device.gemm_tile_cols = int(d.integer("gemm_tile_cols", 0, kMaxCount).value_or(0));
-    d.reject_unknown("name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, "
-                     "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols");
+    d.reject_unknown(
+        "name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, "
+        "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols");
   }
   c.intra = read_link(r.table("intra"), source, "intra");
   c.inter = read_link(r.table("inter"), source, "inter");
-  r.reject_unknown("name, description, nodes, devices_per_node, nics_per_node, cores_per_node, comm_cpu_ns_per_byte, calibrated, "
-                   "calibrated_at, machine, [device], [intra], [inter]");
+  r.reject_unknown(
+      "name, description, nodes, devices_per_node, nics_per_node, cores_per_node, comm_cpu_ns_per_byte, calibrated, "
+      "calibrated_at, machine, [device], [intra], [inter]");
   validate(c, source);
   return c;
 }
@@ -219,8 +233,8 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
   };
   o << "name = \"" << c.name << "\"\n";
   if (!c.description.empty()) o << "description = \"" << c.description << "\"\n";
-  o << "nodes = " << c.nodes << "\ndevices_per_node = " << c.devices_per_node
-    << "\nnics_per_node = " << c.nics_per_node << "\ncores_per_node = " << c.cores_per_node
+  o << "nodes = " << c.nodes << "\ndevices_per_node = " << c.devices_per_node << "\nnics_per_node = " << c.nics_per_node
+    << "\ncores_per_node = " << c.cores_per_node
     << "\ncomm_cpu_ns_per_byte = " << num(c.comm_cpu_seconds_per_byte * 1e9)
     << "\ncalibrated = " << (c.calibrated ? "true" : "false") << "\n\n[device]\nname = \"" << c.device.name
     << "\"\nmemory_gb = " << num(c.device.memory_bytes / units::kGB)
@@ -243,9 +257,10 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
         return out + "]";
       };
       o << "measured_sizes_mib = " << list(l.measured_sizes_bytes, 1024.0 * 1024.0) << "\n";
-      for (const auto& [key, v] : {std::pair{"measured_all_reduce_busbw_gb_per_s", &l.measured_all_reduce_busbw},
-                                   std::pair{"measured_all_gather_busbw_gb_per_s", &l.measured_all_gather_busbw},
-                                   std::pair{"measured_reduce_scatter_busbw_gb_per_s", &l.measured_reduce_scatter_busbw}})
+      for (const auto& [key, v] :
+           {std::pair{"measured_all_reduce_busbw_gb_per_s", &l.measured_all_reduce_busbw},
+            std::pair{"measured_all_gather_busbw_gb_per_s", &l.measured_all_gather_busbw},
+            std::pair{"measured_reduce_scatter_busbw_gb_per_s", &l.measured_reduce_scatter_busbw}})
         if (!v->empty()) o << key << " = " << list(*v, units::kGB) << "\n";
     }
   }
@@ -303,44 +318,74 @@ nlohmann::json to_json(const ClusterSpec& c) {
           {"cores_per_node", c.cores_per_node},
           {"comm_cpu_seconds_per_byte", c.comm_cpu_seconds_per_byte},
           {"calibrated", c.calibrated},
-          {"device", {{"name", c.device.name},
-                      {"memory_bytes", c.device.memory_bytes},
-                      {"peak_flops_fp32", c.device.peak_flops_fp32},
-                      {"peak_flops_bf16", c.device.peak_flops_bf16},
-                      {"memory_bytes_per_s", c.device.memory_bytes_per_s},
-                      {"gemm_efficiency", c.device.gemm_efficiency},
-                      {"memory_efficiency", c.device.memory_efficiency}}},
-          {"intra", {{"kind", c.intra.kind}, {"bytes_per_s", finite(c.intra.bytes_per_s)}, {"latency_seconds", c.intra.latency_seconds},
-                     {"protocol_efficiency", c.intra.protocol_efficiency}}},
-          {"inter", {{"kind", c.inter.kind}, {"bytes_per_s", finite(c.inter.bytes_per_s)}, {"latency_seconds", c.inter.latency_seconds},
-                     {"protocol_efficiency", c.inter.protocol_efficiency}, {"nics_per_node", c.nics_per_node}}}};
+          {"device",
+           {{"name", c.device.name},
+            {"memory_bytes", c.device.memory_bytes},
+            {"peak_flops_fp32", c.device.peak_flops_fp32},
+            {"peak_flops_bf16", c.device.peak_flops_bf16},
+            {"memory_bytes_per_s", c.device.memory_bytes_per_s},
+            {"gemm_efficiency", c.device.gemm_efficiency},
+            {"memory_efficiency", c.device.memory_efficiency}}},
+          {"intra",
+           {{"kind", c.intra.kind},
+            {"bytes_per_s", finite(c.intra.bytes_per_s)},
+            {"latency_seconds", c.intra.latency_seconds},
+            {"protocol_efficiency", c.intra.protocol_efficiency}}},
+          {"inter",
+           {{"kind", c.inter.kind},
+            {"bytes_per_s", finite(c.inter.bytes_per_s)},
+            {"latency_seconds", c.inter.latency_seconds},
+            {"protocol_efficiency", c.inter.protocol_efficiency},
+            {"nics_per_node", c.nics_per_node}}}};
 }
 
 nlohmann::json to_json(const Plan& p) {
-  return {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"zero", p.zero}, {"mb", p.microbatch},
-          {"microbatches", p.microbatches}, {"gbs", p.global_batch},
-          {"schedule", std::string(to_string(p.schedule))}, {"v", p.v},
-          {"recompute", std::string(to_string(p.recompute))}, {"sp", p.sequence_parallel ? "on" : "off"},
-          {"precision", std::string(to_string(p.precision))}, {"optimizer", std::string(to_string(p.optimizer))},
-          {"bucket_bytes", p.bucket_bytes}, {"name", p.short_name()}, {"text", p.to_string()}};
+  return {{"dp", p.dp},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"zero", p.zero},
+          {"mb", p.microbatch},
+          {"microbatches", p.microbatches},
+          {"gbs", p.global_batch},
+          {"schedule", std::string(to_string(p.schedule))},
+          {"v", p.v},
+          {"recompute", std::string(to_string(p.recompute))},
+          {"sp", p.sequence_parallel ? "on" : "off"},
+          {"precision", std::string(to_string(p.precision))},
+          {"optimizer", std::string(to_string(p.optimizer))},
+          {"bucket_bytes", p.bucket_bytes},
+          {"name", p.short_name()},
+          {"text", p.to_string()}};
 }
 
 nlohmann::json to_json(const MemoryLedger& l) {
-  return {{"rank", l.rank}, {"stage", l.stage}, {"params_held", l.params_held},
+  return {{"rank", l.rank},
+          {"stage", l.stage},
+          {"params_held", l.params_held},
           {"inflight_microbatches", l.inflight_microbatches},
-          {"params_bytes", l.params_bytes}, {"grads_bytes", l.grads_bytes},
-          {"optimizer_bytes", l.optimizer_bytes}, {"activations_bytes", l.activations_bytes},
-          {"temp_bytes", l.temp_bytes}, {"total_bytes", l.total_bytes()},
-          {"device_bytes", l.device_bytes}, {"fits", l.fits()}};
+          {"params_bytes", l.params_bytes},
+          {"grads_bytes", l.grads_bytes},
+          {"optimizer_bytes", l.optimizer_bytes},
+          {"activations_bytes", l.activations_bytes},
+          {"temp_bytes", l.temp_bytes},
+          {"total_bytes", l.total_bytes()},
+          {"device_bytes", l.device_bytes},
+          {"fits", l.fits()}};
 }
 
 nlohmann::json to_json(const RuleInputs& in, const RuleVerdict& v) {
-  return {{"params_bytes", in.params_bytes}, {"grads_bytes", in.grads_bytes},
-          {"optimizer_bytes", in.optimizer_bytes}, {"activations_bytes", in.activations_bytes},
-          {"largest_layer_bytes", in.largest_layer_bytes}, {"device_bytes", in.device_bytes},
-          {"replica_bytes", v.replica_bytes}, {"ddp_fits", v.ddp_fits},
-          {"shard_model_state", v.shard_model_state}, {"tensor_split_needed", v.tensor_split_needed},
-          {"pipeline_candidate", v.pipeline_candidate}, {"blocker", v.blocker},
+  return {{"params_bytes", in.params_bytes},
+          {"grads_bytes", in.grads_bytes},
+          {"optimizer_bytes", in.optimizer_bytes},
+          {"activations_bytes", in.activations_bytes},
+          {"largest_layer_bytes", in.largest_layer_bytes},
+          {"device_bytes", in.device_bytes},
+          {"replica_bytes", v.replica_bytes},
+          {"ddp_fits", v.ddp_fits},
+          {"shard_model_state", v.shard_model_state},
+          {"tensor_split_needed", v.tensor_split_needed},
+          {"pipeline_candidate", v.pipeline_candidate},
+          {"blocker", v.blocker},
           {"candidates", v.candidates}};
 }
 

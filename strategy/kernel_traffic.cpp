@@ -11,11 +11,11 @@ namespace {
 
 // Elements one rank's bandwidth-bound kernels touch for one microbatch of a transformer.
 struct KernelShapes {
-  double e = 2;       // bytes per activation element (2 in mixed precision, 4 in fp32)
-  double outside = 0; // s b h elements outside the tensor-parallel regions (/ t with sequence parallel)
-  double scores = 0;  // attention scores: b (a / t) s^2
-  double hidden = 0;  // MLP hidden activations: s b f / t
-  double logits = 0;  // s b V / t
+  double e = 2;        // bytes per activation element (2 in mixed precision, 4 in fp32)
+  double outside = 0;  // s b h elements outside the tensor-parallel regions (/ t with sequence parallel)
+  double scores = 0;   // attention scores: b (a / t) s^2
+  double hidden = 0;   // MLP hidden activations: s b f / t
+  double logits = 0;   // s b V / t
 };
 
 KernelShapes kernel_shapes(const ModelSpec& m, const Plan& p) {
@@ -59,9 +59,12 @@ double block_backward_bytes(const ModelSpec& m, const KernelShapes& k) {
 // (4 + e).
 double layer_forward_bytes(const ModelSpec& m, const LayerSpec& l, const KernelShapes& k) {
   switch (l.kind) {
-    case LayerKind::kEmbedding: return (3 * k.e + 1) * k.outside;
-    case LayerKind::kHead: return 2 * k.e * k.outside + (k.e + 8) * k.logits;
-    case LayerKind::kBlock: return block_forward_bytes(m, k);
+    case LayerKind::kEmbedding:
+      return (3 * k.e + 1) * k.outside;
+    case LayerKind::kHead:
+      return 2 * k.e * k.outside + (k.e + 8) * k.logits;
+    case LayerKind::kBlock:
+      return block_forward_bytes(m, k);
   }
   return 0;
 }
@@ -81,9 +84,12 @@ double gradient_accumulation_bytes(const ModelSpec& m, const LayerSpec& l, const
 
 double layer_backward_bytes(const ModelSpec& m, const LayerSpec& l, const KernelShapes& k) {
   switch (l.kind) {
-    case LayerKind::kEmbedding: return (3 * k.e + 1) * k.outside;
-    case LayerKind::kHead: return 3 * k.e * k.outside + (4 + k.e) * k.logits;
-    case LayerKind::kBlock: return block_backward_bytes(m, k);
+    case LayerKind::kEmbedding:
+      return (3 * k.e + 1) * k.outside;
+    case LayerKind::kHead:
+      return 3 * k.e * k.outside + (4 + k.e) * k.logits;
+    case LayerKind::kBlock:
+      return block_backward_bytes(m, k);
   }
   return 0;
 }
@@ -105,7 +111,8 @@ double backward_memory_bytes(const ModelSpec& m, const std::vector<LayerSpec>& l
   for (int i = r.begin; i < r.end; ++i) {
     bytes += layer_backward_bytes(m, layers[i], k) + gradient_accumulation_bytes(m, layers[i], p, k);
     if (p.recompute == Recompute::kFull) bytes += layer_forward_bytes(m, layers[i], k);
-    if (p.recompute == Recompute::kSelective && layers[i].kind == LayerKind::kBlock) bytes += attention_core_forward_bytes(k);
+    if (p.recompute == Recompute::kSelective && layers[i].kind == LayerKind::kBlock)
+      bytes += attention_core_forward_bytes(k);
   }
   return bytes;
 }

@@ -43,9 +43,12 @@ std::string shard_note(bool sharded, const Plan& p) {
 // What `held` counts: a rank's parameters after its tensor and pipeline split.
 std::string held_note(double held, const Plan& p) {
   std::string s = units::format_count(held) + " params";
-  if (p.tp > 1 && p.pp > 1) s += " (this stage's, split tensors / tp " + std::to_string(p.tp) + ")";
-  else if (p.tp > 1) s += " (split tensors / tp " + std::to_string(p.tp) + ")";
-  else if (p.pp > 1) s += " (this stage's)";
+  if (p.tp > 1 && p.pp > 1)
+    s += " (this stage's, split tensors / tp " + std::to_string(p.tp) + ")";
+  else if (p.tp > 1)
+    s += " (split tensors / tp " + std::to_string(p.tp) + ")";
+  else if (p.pp > 1)
+    s += " (this stage's)";
   return s;
 }
 
@@ -54,7 +57,8 @@ struct Explainer {
   std::vector<LedgerTerm>* terms = nullptr;
   void add(const char* category, const std::string& expression, double bytes) const {
     if (!terms) return;
-    terms->push_back({category, std::string(category) + " = " + expression + " = " + units::format_bytes(bytes), bytes});
+    terms->push_back(
+        {category, std::string(category) + " = " + expression + " = " + units::format_bytes(bytes), bytes});
   }
 };
 
@@ -69,22 +73,27 @@ void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double
                      const Explainer& why) {
   const double dp = p.dp;
   const bool fm = fp32_main(p);
-  if (fm) L.params_bytes = p.zero >= 3 ? 0.0 : copied * per.params;
-  else L.params_bytes = held * per.params / (p.zero >= 3 ? dp : 1);
+  if (fm)
+    L.params_bytes = p.zero >= 3 ? 0.0 : copied * per.params;
+  else
+    L.params_bytes = held * per.params / (p.zero >= 3 ? dp : 1);
   L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
-  L.optimizer_bytes = held * (per.optimizer - per.master) / (p.zero >= 1 ? dp : 1) +
-                      held * per.master / (p.zero >= 3 ? dp : 1);
+  L.optimizer_bytes =
+      held * (per.optimizer - per.master) / (p.zero >= 1 ? dp : 1) + held * per.master / (p.zero >= 3 ? dp : 1);
   if (fm && p.zero >= 3)
     why.add("parameters", "0 (ZeRO-3 under fp32-main: a layer's bf16 copies are made from its gather, as temporary)",
             L.params_bytes);
   else if (fm)
-    why.add("parameters", per_elem(per.params) + " x " + units::format_count(copied) + " (bf16 copies of the matmul weights)",
+    why.add("parameters",
+            per_elem(per.params) + " x " + units::format_count(copied) + " (bf16 copies of the matmul weights)",
             L.params_bytes);
   else
-    why.add("parameters", per_elem(per.params) + " x " + held_note(held, p) + shard_note(p.zero >= 3, p), L.params_bytes);
+    why.add("parameters", per_elem(per.params) + " x " + held_note(held, p) + shard_note(p.zero >= 3, p),
+            L.params_bytes);
   why.add("gradients", per_elem(per.grads) + " x " + held_note(held, p) + shard_note(p.zero >= 2, p), L.grads_bytes);
   std::string opt = per_elem(per.optimizer - per.master) + " x " + held_note(held, p) + shard_note(p.zero >= 1, p);
-  if (per.master > 0) opt += " + fp32 master " + per_elem(per.master) + " x " + units::format_count(held) + shard_note(p.zero >= 3, p);
+  if (per.master > 0)
+    opt += " + fp32 master " + per_elem(per.master) + " x " + units::format_count(held) + shard_note(p.zero >= 3, p);
   why.add("optimizer", opt, L.optimizer_bytes);
 }
 
@@ -98,8 +107,10 @@ void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double
 int inflight(const Plan& p, int stage) {
   const int64_t m = p.microbatches;
   switch (p.schedule) {
-    case Schedule::kGPipe: return int(m * 1);
-    case Schedule::k1F1B: return int(std::min<int64_t>(p.pp - stage, m));
+    case Schedule::kGPipe:
+      return int(m * 1);
+    case Schedule::k1F1B:
+      return int(std::min<int64_t>(p.pp - stage, m));
     case Schedule::kInterleaved:
       return int(std::min<int64_t>(2 * (p.pp - stage - 1) + int64_t(p.v - 1) * p.pp + 1, m * p.v));
   }
@@ -163,7 +174,8 @@ double activation_bytes(const LayerSpec& layer, const ModelSpec& m, const Plan& 
       return sbh * 1.0 * (sp ? 1.0 / t : 1.0) * scale;  // embedding dropout mask
     case LayerKind::kHead:
       return 4.0 * s * b * double(m.vocab) / t + 2.0 * sbh / (sp ? t : 1.0) * scale;
-    case LayerKind::kBlock: break;
+    case LayerKind::kBlock:
+      break;
   }
   if (p.recompute == Recompute::kFull) return 2.0 * sbh / (sp ? t : 1.0) * scale;
   const double kv = double(m.kv_heads > 0 ? m.kv_heads : m.heads);
@@ -223,7 +235,8 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
   for (size_t c = 0; c < per_chunk.size(); ++c) {
     L.activations_bytes += per_chunk[c] * h.act_per_mb_chunk[c];
     act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
-               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(h.act_per_mb_chunk[c]) +
+               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " +
+               units::format_bytes(h.act_per_mb_chunk[c]) +
                (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
   }
   if (m.kind == ModelKind::kMlp && fp32_main(p)) {
@@ -256,12 +269,14 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
   if (p.dp > 1) {
     const double buckets = std::min(2 * p.bucket_bytes, h.held * per.grads);
     L.temp_bytes += buckets;
-    temp_why.push_back(buckets < 2 * p.bucket_bytes ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
-                                                    : "2 buckets x " + units::format_bytes(p.bucket_bytes));
+    temp_why.push_back(buckets < 2 * p.bucket_bytes
+                           ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
+                           : "2 buckets x " + units::format_bytes(p.bucket_bytes));
     if (p.zero >= 3) {
       L.temp_bytes += h.largest_layer_held * (2 * per.wire_params + per.grads);
-      temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " + per_elem(per.wire_params) +
-                         " gathered, running + prefetched, + " + per_elem(per.grads) + " gradient)");
+      temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " +
+                         per_elem(per.wire_params) + " gathered, running + prefetched, + " + per_elem(per.grads) +
+                         " gradient)");
       if (fp32_main(p)) {
         L.temp_bytes += h.largest_layer_copied * per.params;
         temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
@@ -269,8 +284,8 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
     }
   }
   if (p.pp > 1) {
-    const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden *
-                            boundary_bytes_per_element(p) / (p.sequence_parallel ? p.tp : 1);
+    const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden * boundary_bytes_per_element(p) /
+                            (p.sequence_parallel ? p.tp : 1);
     L.temp_bytes += 2 * boundary;
     temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
   }
@@ -296,7 +311,8 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
     set_model_state(L, per, m.param_count, m.param_count, p, why);
     if (p.zero == 0 && p.dp > 1) L.temp_bytes = 2 * p.bucket_bytes;
     why.add("activations", "not counted (the model is a bare parameter count)", 0);
-    why.add("temporary", L.temp_bytes > 0 ? "2 buckets x " + units::format_bytes(p.bucket_bytes) : std::string("0 (no DDP buckets)"),
+    why.add("temporary",
+            L.temp_bytes > 0 ? "2 buckets x " + units::format_bytes(p.bucket_bytes) : std::string("0 (no DDP buckets)"),
             L.temp_bytes);
     return L;
   }
@@ -331,27 +347,28 @@ std::string state_convention(const Plan& p) {
     return "fp32: parameters 4 B, gradients 4 B, optimizer " + moments + " per parameter";
   if (p.mixed_state == MixedState::kZero)
     return "mixed (mixed_state=zero, the ZeRO paper's): bf16 parameters 2 B, bf16 gradients 2 B, optimizer fp32 "
-           "master 4 B + " + moments + ", each sharded by its ZeRO stage; collectives move 16 bits";
+           "master 4 B + " +
+           moments + ", each sharded by its ZeRO stage; collectives move 16 bits";
   return "mixed (mixed_state=fp32-main, parlab's runtime): parameters = bf16 copies of the matmul weights 2 B "
          "(none kept between ZeRO-3 gathers), fp32 main gradients 4 B, optimizer = fp32 master 4 B (sharded only "
-         "at ZeRO-3) + " + moments + "; collectives move fp32";
+         "at ZeRO-3) + " +
+         moments + "; collectives move fp32";
 }
 
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
   return ledger_per_stage(m, m.layer_list(), p, c);
 }
 
-std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const std::vector<LayerSpec>& layers,
-                                           const Plan& p, const ClusterSpec& c) {
+std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
+                                           const ClusterSpec& c) {
   std::vector<MemoryLedger> out;
   for (int s = 0; s < p.pp; ++s) out.push_back(compute_ledger(m, layers, p, c, rank_of(p, {0, 0, s})));
   return out;
 }
 
 MemoryLedger worst_stage(const std::vector<MemoryLedger>& stages) {
-  return *std::max_element(stages.begin(), stages.end(), [](const auto& a, const auto& b) {
-    return a.total_bytes() < b.total_bytes();
-  });
+  return *std::max_element(stages.begin(), stages.end(),
+                           [](const auto& a, const auto& b) { return a.total_bytes() < b.total_bytes(); });
 }
 
 RuleVerdict apply_rule(const RuleInputs& in) {
@@ -362,10 +379,14 @@ RuleVerdict apply_rule(const RuleInputs& in) {
   v.tensor_split_needed = in.largest_layer_bytes > in.device_bytes;
   v.pipeline_candidate = in.activations_bytes > in.params_bytes;
   const double state = in.params_bytes + in.grads_bytes + in.optimizer_bytes;
-  if (v.ddp_fits) v.blocker = "none";
-  else if (v.tensor_split_needed) v.blocker = "one oversized layer";
-  else if (state > in.device_bytes) v.blocker = "total state";
-  else v.blocker = "activations";
+  if (v.ddp_fits)
+    v.blocker = "none";
+  else if (v.tensor_split_needed)
+    v.blocker = "one oversized layer";
+  else if (state > in.device_bytes)
+    v.blocker = "total state";
+  else
+    v.blocker = "activations";
   if (v.ddp_fits) {
     v.candidates = {"DDP"};
   } else {

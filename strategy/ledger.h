@@ -18,14 +18,14 @@ namespace parlab::strategy {
 
 struct MemoryLedger {
   int rank = 0;
-  int stage = 0;                 // pipeline stage of the rank
-  double params_held = 0;        // parameter count this rank keeps (after TP split, before ZeRO)
-  int inflight_microbatches = 0; // microbatch-chunks whose activations are alive at the peak
+  int stage = 0;                  // pipeline stage of the rank
+  double params_held = 0;         // parameter count this rank keeps (after TP split, before ZeRO)
+  int inflight_microbatches = 0;  // microbatch-chunks whose activations are alive at the peak
   double params_bytes = 0;
   double grads_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;
-  double temp_bytes = 0;         // communication buckets, all-gather buffers, p2p buffers
+  double temp_bytes = 0;  // communication buckets, all-gather buffers, p2p buffers
   double device_bytes = 0;
 
   double model_state_bytes() const { return params_bytes + grads_bytes + optimizer_bytes; }
@@ -81,7 +81,7 @@ struct RuleInputs {
 };
 
 struct RuleVerdict {
-  double replica_bytes = 0;  // params + grads + optimizer + activations
+  double replica_bytes = 0;          // params + grads + optimizer + activations
   bool ddp_fits = false;             // replica <= device
   bool shard_model_state = false;    // replica > device
   bool tensor_split_needed = false;  // largest layer > device

@@ -41,8 +41,7 @@ LayerSpec transformer_block(const ModelSpec& m, int64_t i) {
     L.params.push_back(tensor(p + n + ".weight", {out, in}, split));
     if (m.biases) {
       // A row-parallel bias is added after the all-reduce, so it is replicated.
-      L.params.push_back(tensor(p + n + ".bias", {out},
-                                split == TpSplit::kRow ? TpSplit::kReplicated : split));
+      L.params.push_back(tensor(p + n + ".bias", {out}, split == TpSplit::kRow ? TpSplit::kReplicated : split));
     }
   };
   norm("ln1");
@@ -57,8 +56,7 @@ LayerSpec transformer_block(const ModelSpec& m, int64_t i) {
     linear("mlp.fc1", f, h, TpSplit::kColumn);
     linear("mlp.fc2", h, f, TpSplit::kRow);
   }
-  const double matmul_params = double(h) * (h + 2 * h_kv) + double(h) * h +
-                               double(m.gated_mlp ? 3 : 2) * h * f;
+  const double matmul_params = double(h) * (h + 2 * h_kv) + double(h) * h + double(m.gated_mlp ? 3 : 2) * h * f;
   L.forward_flops_per_token = 2 * matmul_params + 4.0 * double(m.seq_len) * h;
   L.tp_collectives_forward = 2;
   L.tp_collectives_backward = 2;
@@ -72,10 +70,9 @@ std::vector<LayerSpec> transformer_layers(const ModelSpec& m) {
   embed.kind = LayerKind::kEmbedding;
   embed.params.push_back(tensor("embed.tokens.weight", {m.vocab, m.hidden}, TpSplit::kVocab));
   if (m.learned_positions)
-    embed.params.push_back(
-        tensor("embed.positions.weight", {m.seq_len, m.hidden}, TpSplit::kReplicated));
-  embed.forward_flops_per_token = 0;       // a gather, no multiply-accumulates
-  embed.tp_collectives_forward = 1;        // vocab-parallel lookup: partial rows summed
+    embed.params.push_back(tensor("embed.positions.weight", {m.seq_len, m.hidden}, TpSplit::kReplicated));
+  embed.forward_flops_per_token = 0;  // a gather, no multiply-accumulates
+  embed.tp_collectives_forward = 1;   // vocab-parallel lookup: partial rows summed
   out.push_back(finish(std::move(embed)));
 
   for (int64_t i = 0; i < m.layers; ++i) out.push_back(transformer_block(m, i));
@@ -86,8 +83,7 @@ std::vector<LayerSpec> transformer_layers(const ModelSpec& m) {
   head.params.push_back(tensor("final_norm.weight", {m.hidden}, TpSplit::kReplicated));
   if (m.biases) head.params.push_back(tensor("final_norm.bias", {m.hidden}, TpSplit::kReplicated));
   // Tied embeddings reuse embed.tokens.weight for the logits (no new parameters here).
-  if (!m.tied_embeddings)
-    head.params.push_back(tensor("head.weight", {m.vocab, m.hidden}, TpSplit::kVocab));
+  if (!m.tied_embeddings) head.params.push_back(tensor("head.weight", {m.vocab, m.hidden}, TpSplit::kVocab));
   head.forward_flops_per_token = 2.0 * m.hidden * m.vocab;  // logits
   head.tp_collectives_backward = 1;  // gradient of the replicated input to the parallel output layer
   out.push_back(finish(std::move(head)));
@@ -126,15 +122,16 @@ std::vector<LayerSpec> mlp_layers(const ModelSpec& m) {
 
 }  // namespace
 
-int64_t ModelSpec::tokens_per_sample() const {
-  return kind == ModelKind::kTransformer ? seq_len : 1;
-}
+int64_t ModelSpec::tokens_per_sample() const { return kind == ModelKind::kTransformer ? seq_len : 1; }
 
 std::vector<LayerSpec> ModelSpec::layer_list() const {
   switch (kind) {
-    case ModelKind::kTransformer: return transformer_layers(*this);
-    case ModelKind::kMlp: return mlp_layers(*this);
-    case ModelKind::kParams: return {};
+    case ModelKind::kTransformer:
+      return transformer_layers(*this);
+    case ModelKind::kMlp:
+      return mlp_layers(*this);
+    case ModelKind::kParams:
+      return {};
   }
   return {};
 }
@@ -173,9 +170,12 @@ int64_t ModelSpec::largest_layer_params() const {
 
 std::string ModelSpec::kind_name() const {
   switch (kind) {
-    case ModelKind::kTransformer: return "transformer";
-    case ModelKind::kMlp: return "mlp";
-    case ModelKind::kParams: return "params";
+    case ModelKind::kTransformer:
+      return "transformer";
+    case ModelKind::kMlp:
+      return "mlp";
+    case ModelKind::kParams:
+      return "params";
   }
   return "?";
 }

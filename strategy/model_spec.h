@@ -28,8 +28,8 @@ enum class ModelKind { kTransformer, kMlp, kParams };
 enum class TpSplit { kReplicated, kColumn, kRow, kVocab };
 
 struct ParamTensor {
-  std::string name;              // PyTorch-style: "blocks.3.fc1.weight"
-  std::vector<int64_t> shape;    // nn.Linear weight: {out_features, in_features}
+  std::string name;            // PyTorch-style: "blocks.3.fc1.weight"
+  std::vector<int64_t> shape;  // nn.Linear weight: {out_features, in_features}
   int64_t numel = 0;
   TpSplit tp_split = TpSplit::kReplicated;
 };

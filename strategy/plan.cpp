@@ -27,10 +27,8 @@ int64_t parse_int(const std::string& key, const std::string& v, int64_t min, int
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && p == v.data() + v.size() && out > max))
     throw ConfigError("plan." + key, v, "must be at most " + std::to_string(max));
-  if (ec != std::errc() || p != v.data() + v.size())
-    throw ConfigError("plan." + key, v, "must be an integer");
-  if (out < min)
-    throw ConfigError("plan." + key, v, "must be >= " + std::to_string(min));
+  if (ec != std::errc() || p != v.data() + v.size()) throw ConfigError("plan." + key, v, "must be an integer");
+  if (out < min) throw ConfigError("plan." + key, v, "must be >= " + std::to_string(min));
   return out;
 }
 
@@ -44,8 +42,7 @@ double parse_positive_double(const std::string& key, const std::string& v) {
 }
 
 template <typename E>
-E parse_enum(const std::string& key, const std::string& v,
-             std::initializer_list<std::pair<const char*, E>> options) {
+E parse_enum(const std::string& key, const std::string& v, std::initializer_list<std::pair<const char*, E>> options) {
   std::string allowed;
   for (const auto& [name, value] : options) {
     if (v == name) return value;
@@ -61,17 +58,23 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 std::string_view to_string(Schedule s) {
   switch (s) {
-    case Schedule::kGPipe: return "gpipe";
-    case Schedule::k1F1B: return "1f1b";
-    case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kGPipe:
+      return "gpipe";
+    case Schedule::k1F1B:
+      return "1f1b";
+    case Schedule::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
 std::string_view to_string(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
@@ -154,37 +157,51 @@ std::vector<int> pp_group(const Plan& p, int rank) {
 Plan parse_plan(std::string_view text, Plan plan) {
   for (const KeyValue& kv : split_key_values_strict(text, "plan")) {
     if (!kv.has_equals)
-      throw ConfigError("plan", kv.item, "expected key=value pairs separated by commas (keys: " + std::string(kKeys) + ")");
+      throw ConfigError("plan", kv.item,
+                        "expected key=value pairs separated by commas (keys: " + std::string(kKeys) + ")");
     const std::string& key = kv.key;
     const std::string& v = kv.value;
     if (v.empty()) throw ConfigError("plan." + key, "(empty)", "needs a value");
     if (!plan.was_given(key)) plan.given.push_back(key);
-    if (key == "dp") plan.dp = int(parse_int(key, v, 1, kMaxDegree));
-    else if (key == "tp") plan.tp = int(parse_int(key, v, 1, kMaxDegree));
-    else if (key == "pp") plan.pp = int(parse_int(key, v, 1, kMaxDegree));
+    if (key == "dp")
+      plan.dp = int(parse_int(key, v, 1, kMaxDegree));
+    else if (key == "tp")
+      plan.tp = int(parse_int(key, v, 1, kMaxDegree));
+    else if (key == "pp")
+      plan.pp = int(parse_int(key, v, 1, kMaxDegree));
     else if (key == "zero") {
       // Parsed wide so that 7 gets the stage list as its reason, not a bare upper bound.
       plan.zero = int(parse_int(key, v, 0, kMaxDegree));
       if (plan.zero > 3) throw ConfigError("plan.zero", v, "must be 0, 1, 2 or 3");
-    } else if (key == "mb") plan.microbatch = parse_int(key, v, 1, kMaxBatch);
-    else if (key == "microbatches") plan.microbatches = parse_int(key, v, 1, kMaxBatch);
-    else if (key == "gbs") plan.global_batch = parse_int(key, v, 1, kMaxBatch);
-    else if (key == "v") plan.v = int(parse_int(key, v, 1, kMaxDegree));
+    } else if (key == "mb")
+      plan.microbatch = parse_int(key, v, 1, kMaxBatch);
+    else if (key == "microbatches")
+      plan.microbatches = parse_int(key, v, 1, kMaxBatch);
+    else if (key == "gbs")
+      plan.global_batch = parse_int(key, v, 1, kMaxBatch);
+    else if (key == "v")
+      plan.v = int(parse_int(key, v, 1, kMaxDegree));
     else if (key == "schedule")
-      plan.schedule = parse_enum<Schedule>(key, v, {{"gpipe", Schedule::kGPipe}, {"1f1b", Schedule::k1F1B}, {"interleaved", Schedule::kInterleaved}});
+      plan.schedule = parse_enum<Schedule>(
+          key, v, {{"gpipe", Schedule::kGPipe}, {"1f1b", Schedule::k1F1B}, {"interleaved", Schedule::kInterleaved}});
     else if (key == "recompute")
-      plan.recompute = parse_enum<Recompute>(key, v, {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+      plan.recompute = parse_enum<Recompute>(
+          key, v, {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
     else if (key == "sp")
-      plan.sequence_parallel = parse_enum<bool>(key, v, {{"on", true}, {"off", false}, {"true", true}, {"false", false}});
+      plan.sequence_parallel =
+          parse_enum<bool>(key, v, {{"on", true}, {"off", false}, {"true", true}, {"false", false}});
     else if (key == "precision") {
       plan.precision = parse_enum<Precision>(key, v, {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
-    }
-    else if (key == "mixed_state")
-      plan.mixed_state = parse_enum<MixedState>(key, v, {{"zero", MixedState::kZero}, {"fp32-main", MixedState::kFp32Main}});
+    } else if (key == "mixed_state")
+      plan.mixed_state =
+          parse_enum<MixedState>(key, v, {{"zero", MixedState::kZero}, {"fp32-main", MixedState::kFp32Main}});
     else if (key == "optimizer")
-      plan.optimizer = parse_enum<OptimizerKind>(key, v, {{"adam", OptimizerKind::kAdam}, {"sgd", OptimizerKind::kSgd}});
-    else if (key == "bucket_mb") plan.bucket_bytes = parse_positive_double(key, v) * 1024 * 1024;
-    else throw ConfigError("plan." + key, v, std::string("unknown key; allowed: ") + kKeys);
+      plan.optimizer =
+          parse_enum<OptimizerKind>(key, v, {{"adam", OptimizerKind::kAdam}, {"sgd", OptimizerKind::kSgd}});
+    else if (key == "bucket_mb")
+      plan.bucket_bytes = parse_positive_double(key, v) * 1024 * 1024;
+    else
+      throw ConfigError("plan." + key, v, std::string("unknown key; allowed: ") + kKeys);
   }
   return plan;
 }
@@ -234,8 +251,9 @@ Plan resolve(Plan p, const ModelSpec& model, int world) {
   if (p.global_batch > 0) {
     const int64_t per_step = p.microbatch * p.dp;
     if (p.global_batch % per_step != 0)
-      throw ConfigError("plan.gbs", num(p.global_batch),
-                        "must be a multiple of mb * dp (" + num(p.microbatch) + " * " + num(p.dp) + " = " + num(per_step) + ")");
+      throw ConfigError(
+          "plan.gbs", num(p.global_batch),
+          "must be a multiple of mb * dp (" + num(p.microbatch) + " * " + num(p.dp) + " = " + num(per_step) + ")");
     const int64_t m = p.global_batch / per_step;
     if (p.microbatches != 0 && p.microbatches != m)
       throw ConfigError("plan.microbatches", num(p.microbatches),
@@ -267,13 +285,11 @@ void validate(const Plan& p, const ModelSpec& model, const ClusterSpec& cluster)
       const int64_t kv = model.kv_heads > 0 ? model.kv_heads : model.heads;
       if (model.heads % p.tp != 0)
         throw ConfigError("plan.tp", num(p.tp), "must divide heads (" + num(model.heads) + ")");
-      if (kv % p.tp != 0)
-        throw ConfigError("plan.tp", num(p.tp), "must divide kv_heads (" + num(kv) + ")");
+      if (kv % p.tp != 0) throw ConfigError("plan.tp", num(p.tp), "must divide kv_heads (" + num(kv) + ")");
       if (model.vocab % p.tp != 0)
         throw ConfigError("plan.tp", num(p.tp), "must divide vocab (" + num(model.vocab) + ")");
     }
-    if (model.ffn % p.tp != 0)
-      throw ConfigError("plan.tp", num(p.tp), "must divide ffn (" + num(model.ffn) + ")");
+    if (model.ffn % p.tp != 0) throw ConfigError("plan.tp", num(p.tp), "must divide ffn (" + num(model.ffn) + ")");
   }
   if (p.pp > 1 && p.pp > model.layers)
     throw ConfigError("plan.pp", num(p.pp), "must be <= layers (" + num(model.layers) + ")");
@@ -312,7 +328,8 @@ void validate(const Plan& p, const ModelSpec& model, const ClusterSpec& cluster)
 
 StateBytes state_bytes_per_param(Precision precision, OptimizerKind optimizer) {
   const bool adam = optimizer == OptimizerKind::kAdam;
-  if (precision == Precision::kMixed) return {.params = 2, .grads = 2, .optimizer = adam ? 12.0 : 8.0, .wire_grads = 2, .wire_params = 2};
+  if (precision == Precision::kMixed)
+    return {.params = 2, .grads = 2, .optimizer = adam ? 12.0 : 8.0, .wire_grads = 2, .wire_params = 2};
   return {.params = 4, .grads = 4, .optimizer = adam ? 8.0 : 4.0, .wire_grads = 4, .wire_params = 4};
 }
 
@@ -326,9 +343,7 @@ StateBytes state_bytes_per_param(const Plan& p) {
   return b;
 }
 
-double activation_bytes_per_element(Precision precision) {
-  return precision == Precision::kMixed ? 2.0 : 4.0;
-}
+double activation_bytes_per_element(Precision precision) { return precision == Precision::kMixed ? 2.0 : 4.0; }
 
 double boundary_bytes_per_element(const Plan& p) {
   return p.precision == Precision::kMixed && p.mixed_state == MixedState::kFp32Main

@@ -20,7 +20,8 @@ double stage_params_held(const std::vector<LayerSpec>& layers, const std::vector
   double n = 0;
   for (const auto& r : chunks)
     for (int i = r.begin; i < r.end; ++i)
-      for (const auto& t : layers[i].params) n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / tp;
+      for (const auto& t : layers[i].params)
+        n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / tp;
   return n;
 }
 
@@ -50,7 +51,8 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
       tf += forward_flops(m, layers, p, r) / rate;
       tb += backward_flops(m, layers, p, r) / rate;
       if (p.tp > 1)
-        for (int i = r.begin; i < r.end; ++i) count += layers[i].tp_collectives_forward + layers[i].tp_collectives_backward;
+        for (int i = r.begin; i < r.end; ++i)
+          count += layers[i].tp_collectives_forward + layers[i].tp_collectives_backward;
     }
     const double t = tf + tb + count * t_tp;
     if (t > slot) {
@@ -76,15 +78,19 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
     double exposed = std::max(sync / buckets, sync - window);
     if (p.zero >= 2) exposed *= mcount;  // gradients reduce-scattered after every microbatch
     if (p.zero == 1 || p.zero == 2)
-      exposed += buckets * collective_time(CollectiveOp::kAllGather, held * param_bytes_per_element(p) / buckets, g, c).seconds;
+      exposed += buckets *
+                 collective_time(CollectiveOp::kAllGather, held * param_bytes_per_element(p) / buckets, g, c).seconds;
     if (p.zero == 3) {
       // Blocks repeat: price each distinct layer size once.
       double gathers = 0, last_n = -1, last_t = 0;
       for (const auto& r : stage_chunks(layers, p, slow_stage))
         for (int i = r.begin; i < r.end; ++i) {
           double n = 0;
-          for (const auto& t : layers[i].params) n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / p.tp;
-          if (n != last_n) last_n = n, last_t = collective_time(CollectiveOp::kAllGather, n * param_bytes_per_element(p), g, c).seconds;
+          for (const auto& t : layers[i].params)
+            n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / p.tp;
+          if (n != last_n)
+            last_n = n,
+            last_t = collective_time(CollectiveOp::kAllGather, n * param_bytes_per_element(p), g, c).seconds;
           gathers += 2 * last_t;
         }
       exposed += mcount * std::max(0.0, gathers - (tf_slow + tb_slow));
@@ -100,7 +106,8 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
   clear.kind = OpKind::kZeroGrad;
   clear.memory_bytes = (p.zero >= 2 ? held / p.dp : held) * grad_accumulation_bytes_per_element(p);
   q.optimizer_seconds = compute_time(opt, c, p) + compute_time(clear, c, p);
-  q.step_seconds = q.compute_seconds + q.tp_comm_seconds + q.bubble_seconds + q.dp_exposed_seconds + q.optimizer_seconds;
+  q.step_seconds =
+      q.compute_seconds + q.tp_comm_seconds + q.bubble_seconds + q.dp_exposed_seconds + q.optimizer_seconds;
   return q;
 }
 
@@ -148,8 +155,9 @@ struct Search {
     if (it == walks.end()) it = walks.emplace(key, estimate_step(m, p, c, /*detail=*/false)).first;
     cand.walked = it->second;
   }
-  mutable std::map<std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int, double>,
-                   StepEstimate>
+  mutable std::map<
+      std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int, double>,
+      StepEstimate>
       walks;
 
   template <typename T>
@@ -192,7 +200,8 @@ SplitComparison compare(const Search& s, const Candidate& chosen, Plan next, con
   if (!other.worst.fits()) {
     cmp.why_not = "does not fit";
     cmp.sentence = label + " does not fit: stage " + std::to_string(other.worst.stage) + " needs " +
-                   units::format_bytes(other.worst.total_bytes()) + " of " + units::format_bytes(other.worst.device_bytes);
+                   units::format_bytes(other.worst.total_bytes()) + " of " +
+                   units::format_bytes(other.worst.device_bytes);
     return cmp;
   }
   s.walk(other);
@@ -216,8 +225,9 @@ SplitComparison compare(const Search& s, const Candidate& chosen, Plan next, con
   // costs communication. Say so rather than print a residue of microseconds as "saves".
   const bool same_compute = std::fabs(cmp.compute_saved_seconds) < 0.01 * rest_a;
   const std::string compute_part =
-      same_compute ? std::string("saves no compute (the world is fixed: DP shrinks as the split grows, so each rank "
-                                 "computes as much as before)")
+      same_compute ? std::string(
+                         "saves no compute (the world is fixed: DP shrinks as the split grows, so each rank "
+                         "computes as much as before)")
                    : std::string(cmp.compute_saved_seconds >= 0 ? "saves " : "costs ") +
                          secs(std::fabs(cmp.compute_saved_seconds)) + " of compute and bubble";
   char buf[640];
@@ -279,7 +289,8 @@ std::vector<Plan> enumerate_plans(const Search& s) {
   if (f.was_given("precision")) base.given.push_back("precision");
   std::vector<Plan> plans = {base};
   plans = extend(plans, [&](const Plan& p) {
-    const auto tps = s.choices("tp", f.tp, m.has_layers() ? powers_of_two_dividing(world, max_tp) : std::vector<int>{1});
+    const auto tps =
+        s.choices("tp", f.tp, m.has_layers() ? powers_of_two_dividing(world, max_tp) : std::vector<int>{1});
     return along(p, keep(tps, [&](int tp) { return world % tp == 0; }), [](Plan& q, int tp) { q.tp = tp; });
   });
   // pp divides what TP leaves; dp is the rest.
@@ -291,13 +302,11 @@ std::vector<Plan> enumerate_plans(const Search& s) {
   });
   plans = extend(plans, [&](const Plan& p) {
     // ZeRO needs a data-parallel group to shard over.
-    const auto zeros = keep(s.choices("zero", f.zero, std::vector<int>{0, 1, 2, 3}),
-                            [&](int zero) { return zero == 0 || p.dp > 1; });
+    const auto zeros =
+        keep(s.choices("zero", f.zero, std::vector<int>{0, 1, 2, 3}), [&](int zero) { return zero == 0 || p.dp > 1; });
     return along(p, zeros, [](Plan& q, int zero) { q.zero = zero; });
   });
-  plans = extend(plans, [&](const Plan& p) {
-    return along(p, mbs, [](Plan& q, int64_t mb) { q.microbatch = mb; });
-  });
+  plans = extend(plans, [&](const Plan& p) { return along(p, mbs, [](Plan& q, int64_t mb) { q.microbatch = mb; }); });
   plans = extend(plans, [&](const Plan& p) {
     std::vector<Sched> schedules = {{Schedule::k1F1B, 1}};
     if (p.pp > 1) schedules = {{Schedule::k1F1B, 1}, {Schedule::kInterleaved, 2}, {Schedule::kInterleaved, 4}};
@@ -340,9 +349,8 @@ std::vector<Candidate> fitting_candidates(const Search& s, const std::vector<Pla
 // Orders `fitting` (the choice first) and fills report.top and report.fastest.
 void rank_candidates(const Search& s, std::vector<Candidate>& fitting, PlanReport& report) {
   // Rank by the closed form, then walk the best few and re-rank them by their walked time.
-  std::sort(fitting.begin(), fitting.end(), [](const Candidate& a, const Candidate& b) {
-    return a.quick.step_seconds < b.quick.step_seconds;
-  });
+  std::sort(fitting.begin(), fitting.end(),
+            [](const Candidate& a, const Candidate& b) { return a.quick.step_seconds < b.quick.step_seconds; });
   auto split_key = [](const Candidate& x) {
     return std::make_tuple(split_degree(x.plan), x.plan.zero, int(x.plan.recompute), x.plan.sequence_parallel);
   };
@@ -355,16 +363,16 @@ void rank_candidates(const Search& s, std::vector<Candidate>& fitting, PlanRepor
     for (size_t i = 1; i < fitting.size() && fitting[i].quick.step_seconds <= quick_limit; ++i)
       if (split_key(fitting[i]) < split_key(fitting[simplest])) simplest = i;
     bool walked_already = false;
-    for (size_t i = 0; i < walked; ++i) walked_already = walked_already || split_key(fitting[i]) <= split_key(fitting[simplest]);
+    for (size_t i = 0; i < walked; ++i)
+      walked_already = walked_already || split_key(fitting[i]) <= split_key(fitting[simplest]);
     if (!walked_already) {
       std::rotate(fitting.begin() + walked, fitting.begin() + simplest, fitting.begin() + simplest + 1);
       ++walked;
     }
   }
   for (size_t i = 0; i < walked; ++i) s.walk(fitting[i]);
-  std::stable_sort(fitting.begin(), fitting.begin() + walked, [](const Candidate& a, const Candidate& b) {
-    return a.step_seconds() < b.step_seconds();
-  });
+  std::stable_sort(fitting.begin(), fitting.begin() + walked,
+                   [](const Candidate& a, const Candidate& b) { return a.step_seconds() < b.step_seconds(); });
   // Within the margin of the fastest, the plan that splits least is the choice.
   if (walked > 0) {
     size_t choice = 0;
@@ -471,8 +479,8 @@ void choose_by_rule(const Search& s, const Plan& ddp, PlanReport& report) {
 // (same microbatching, ZeRO stage, recompute) may break the global batch or the memory budget
 // where another variant of the same split works: then the comparison is with the fastest fitting
 // plan of that split, and says which it is.
-SplitComparison neighbour(const Search& s, const std::vector<Candidate>& fitting, const Candidate& best, int tp,
-                          int pp, const std::string& label, const std::string& stop) {
+SplitComparison neighbour(const Search& s, const std::vector<Candidate>& fitting, const Candidate& best, int tp, int pp,
+                          const std::string& label, const std::string& stop) {
   Plan p = best.plan;
   p.tp = tp, p.pp = pp, p.dp = 0;
   if (pp == 1) p.schedule = Schedule::k1F1B, p.v = 1;
@@ -483,8 +491,8 @@ SplitComparison neighbour(const Search& s, const std::vector<Candidate>& fitting
                                 [&](const Candidate& x) { return x.plan.tp == tp && x.plan.pp == pp; });
   if (alt == fitting.end()) return cmp;
   const Plan& a = alt->plan;
-  const std::string variant = "mb " + std::to_string(a.microbatch) + " x" + std::to_string(a.microbatches) +
-                              ", ZeRO-" + std::to_string(a.zero) + ", recompute " + std::string(to_string(a.recompute));
+  const std::string variant = "mb " + std::to_string(a.microbatch) + " x" + std::to_string(a.microbatches) + ", ZeRO-" +
+                              std::to_string(a.zero) + ", recompute " + std::string(to_string(a.recompute));
   SplitComparison other = compare(s, best, a, label + " (its fastest fitting variant: " + variant + ")", stop);
   if (!other.possible) return cmp;
   other.label = label;
@@ -498,11 +506,17 @@ std::vector<SplitComparison> neighbours_of(const Search& s, const std::vector<Ca
   const std::string tp = std::to_string(b.tp), pp = std::to_string(b.pp);
   std::vector<SplitComparison> out;
   if (s.world / (b.tp * b.pp) >= 2) {
-    out.push_back(neighbour(s, fitting, best, b.tp * 2, b.pp, "TP " + tp + "->" + std::to_string(b.tp * 2), "stop at TP " + tp));
-    out.push_back(neighbour(s, fitting, best, b.tp, b.pp * 2, "PP " + pp + "->" + std::to_string(b.pp * 2), "stop at PP " + pp));
+    out.push_back(
+        neighbour(s, fitting, best, b.tp * 2, b.pp, "TP " + tp + "->" + std::to_string(b.tp * 2), "stop at TP " + tp));
+    out.push_back(
+        neighbour(s, fitting, best, b.tp, b.pp * 2, "PP " + pp + "->" + std::to_string(b.pp * 2), "stop at PP " + pp));
   }
-  if (b.tp > 1) out.push_back(neighbour(s, fitting, best, b.tp / 2, b.pp, "TP " + tp + "->" + std::to_string(b.tp / 2), "keep TP " + tp));
-  if (b.pp > 1) out.push_back(neighbour(s, fitting, best, b.tp, b.pp / 2, "PP " + pp + "->" + std::to_string(b.pp / 2), "keep PP " + pp));
+  if (b.tp > 1)
+    out.push_back(
+        neighbour(s, fitting, best, b.tp / 2, b.pp, "TP " + tp + "->" + std::to_string(b.tp / 2), "keep TP " + tp));
+  if (b.pp > 1)
+    out.push_back(
+        neighbour(s, fitting, best, b.tp, b.pp / 2, "PP " + pp + "->" + std::to_string(b.pp / 2), "keep PP " + pp));
   return out;
 }
 
@@ -510,14 +524,16 @@ std::vector<SplitComparison> neighbours_of(const Search& s, const std::vector<Ca
 
 std::string what_cannot_fit(const PlanReport& report) {
   if (report.ddp_ledger && report.ddp_ledger->fits())
-    return "1. What cannot fit: nothing. A full replica needs " + units::format_bytes(report.ddp_ledger->total_bytes()) +
-           " of " + units::format_bytes(report.ddp_ledger->device_bytes) + " per device, so plain DDP is possible.";
+    return "1. What cannot fit: nothing. A full replica needs " +
+           units::format_bytes(report.ddp_ledger->total_bytes()) + " of " +
+           units::format_bytes(report.ddp_ledger->device_bytes) + " per device, so plain DDP is possible.";
   const RuleInputs& in = report.rule_inputs;
   const double need = report.ddp_ledger ? report.ddp_ledger->total_bytes() : report.rule.replica_bytes;
   return "1. What cannot fit: " + report.rule.blocker + ". A full replica needs " + units::format_bytes(need) +
          " (parameters " + units::format_bytes(in.params_bytes) + ", gradients " + units::format_bytes(in.grads_bytes) +
          ", optimizer state " + units::format_bytes(in.optimizer_bytes) + ", activations " +
-         units::format_bytes(in.activations_bytes) + ") but a device holds " + units::format_bytes(in.device_bytes) + ".";
+         units::format_bytes(in.activations_bytes) + ") but a device holds " + units::format_bytes(in.device_bytes) +
+         ".";
 }
 
 std::string smallest_split_line(const PlanReport& report) {
@@ -532,7 +548,8 @@ std::string choice_line(const PlanReport& report, double margin) {
   const Candidate& best = report.top.front();
   if (!report.fastest)
     return "3. The fastest plan that fits: " + best.plan.short_name() + " at " + secs(best.step_seconds()) +
-           " per step (" + std::to_string(report.fitting) + " of " + std::to_string(report.valid) + " valid plans fit).";
+           " per step (" + std::to_string(report.fitting) + " of " + std::to_string(report.valid) +
+           " valid plans fit).";
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "3. The choice: %s at %s per step. %s is %.1f%% faster but splits more; within the model's %.0f%% "
@@ -548,7 +565,8 @@ std::string rule_vs_model_line(const PlanReport& report) {
   if (!report.rule_choice || report.top.empty())
     return "4. Rule vs model: the rule's choice: " + report.rule_choice_problem + ".";
   const std::string model_choice = report.top.front().plan.short_name();
-  if (report.rule_choice->plan.short_name() == model_choice) return "4. Rule vs model: they agree on " + model_choice + ".";
+  if (report.rule_choice->plan.short_name() == model_choice)
+    return "4. Rule vs model: they agree on " + model_choice + ".";
   const double ratio = report.rule_choice->step_seconds() / report.top.front().step_seconds();
   char buf[256];
   std::snprintf(buf, sizeof buf, "4. Rule vs model: the rule picks %s at %s per step; the model's choice is %.2fx %s.",

@@ -57,13 +57,13 @@ struct Candidate {
 
 // One step bigger (or smaller) than the chosen plan along one axis, and what it would cost.
 struct SplitComparison {
-  std::string label;            // "TP 8->16"
-  bool possible = false;        // a valid plan that fits
-  std::string why_not;          // when not possible
-  double comm_added_seconds = 0;       // exposed communication, next minus chosen
-  double compute_saved_seconds = 0;    // compute + bubble, chosen minus next
+  std::string label;                 // "TP 8->16"
+  bool possible = false;             // a valid plan that fits
+  std::string why_not;               // when not possible
+  double comm_added_seconds = 0;     // exposed communication, next minus chosen
+  double compute_saved_seconds = 0;  // compute + bubble, chosen minus next
   double step_seconds = 0;
-  std::string sentence;         // "TP 8->16 adds 3.1 s of ... : stop at 8"
+  std::string sentence;  // "TP 8->16 adds 3.1 s of ... : stop at 8"
 };
 
 struct PlanReport {
@@ -71,7 +71,7 @@ struct PlanReport {
   int64_t global_batch = 0;
   int64_t evaluated = 0, valid = 0, fitting = 0;
   double search_seconds = 0;
-  std::vector<Candidate> top;  // the choice first, then the fastest fitting plans
+  std::vector<Candidate> top;        // the choice first, then the fastest fitting plans
   std::optional<Candidate> fastest;  // set when the choice is not the fastest (within the margin)
   // What exceeded its budget: the seed's rule on one replica, and plain DDP's ledger.
   RuleInputs rule_inputs;
@@ -80,12 +80,11 @@ struct PlanReport {
   // The rule baseline's own choice, estimated the same way.
   std::string rule_choice_name;
   std::optional<Candidate> rule_choice;
-  std::string rule_choice_problem;  // why it has no estimate (does not fit, invalid)
+  std::string rule_choice_problem;          // why it has no estimate (does not fit, invalid)
   std::optional<Candidate> smallest_split;  // the fitting plan that splits least
   std::vector<SplitComparison> neighbours;  // next larger / smaller splits of the choice
   std::vector<std::string> explanation;     // the choice in the seed's words
 };
-
 
 // `cluster` must be sized to the world (with_world). Throws ConfigError when nothing can be
 // searched (e.g. a global batch no plan divides).

@@ -49,11 +49,12 @@ std::vector<std::string> explain_scaling(const ScalingLabInputs& in, int w) {
     line += " + ring 2(" + W + "-1) x " + format_seconds(in.latency_seconds) + " + 2(" + W + "-1)/" + W + " x " +
             units::format_bytes(in.bytes) + " / " + units::format_bytes_per_s(in.link_bytes_per_s) + " = " +
             format_seconds(scaling_comm_seconds(in, w)) + " + stragglers " + num("%g", in.straggler_fraction) + " x " +
-            format_seconds(in.compute_seconds) + " x log2 " + W + " = " + format_seconds(scaling_straggler_seconds(in, w));
+            format_seconds(in.compute_seconds) + " x log2 " + W + " = " +
+            format_seconds(scaling_straggler_seconds(in, w));
   }
   lines.push_back(line + ", t_" + W + " = " + format_seconds(tw));
-  lines.push_back("speedup = " + W + " x t_1 / t_" + W + " = " + num("%.2fx", w * t1 / tw) + ", efficiency = t_1 / t_" + W +
-                  " = " + num("%.3f", t1 / tw));
+  lines.push_back("speedup = " + W + " x t_1 / t_" + W + " = " + num("%.2fx", w * t1 / tw) + ", efficiency = t_1 / t_" +
+                  W + " = " + num("%.3f", t1 / tw));
   return lines;
 }
 

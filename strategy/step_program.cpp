@@ -29,8 +29,7 @@ std::vector<LocalTensor> local_param_layout(const ModelSpec& m, const Plan& p, i
       }
       // Tied embeddings under pipeline parallelism: the last stage keeps a copy of the token
       // embedding for the logits, in its head layer (Megatron's "word embeddings" copy).
-      if (layers[i].kind == LayerKind::kHead && m.kind == ModelKind::kTransformer && m.tied_embeddings &&
-          p.pp > 1) {
+      if (layers[i].kind == LayerKind::kHead && m.kind == ModelKind::kTransformer && m.tied_embeddings && p.pp > 1) {
         const int64_t n = m.vocab * m.hidden / p.tp;
         out.push_back({"head.tied_embedding.weight", i, offset, n});
         offset += n;
@@ -53,46 +52,66 @@ std::vector<int64_t> zero_chunk_elements(int64_t begin, int64_t end, int64_t n, 
 
 std::string_view to_string(OpKind k) {
   switch (k) {
-    case OpKind::kForward: return "forward";
-    case OpKind::kBackward: return "backward";
-    case OpKind::kOptimizer: return "optimizer";
-    case OpKind::kZeroGrad: return "zero-grad";
+    case OpKind::kForward:
+      return "forward";
+    case OpKind::kBackward:
+      return "backward";
+    case OpKind::kOptimizer:
+      return "optimizer";
+    case OpKind::kZeroGrad:
+      return "zero-grad";
     case OpKind::kAllReduce:
     case OpKind::kReduceScatter:
     case OpKind::kAllGather:
-    case OpKind::kBroadcast: return to_string(collective_of(k));  // one spelling: collectives.cpp
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
+    case OpKind::kBroadcast:
+      return to_string(collective_of(k));  // one spelling: collectives.cpp
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
   }
   return "?";
 }
 std::string_view to_string(Stream s) { return s == Stream::kCompute ? "compute" : "comm"; }
 std::string_view to_string(GroupKind g) {
   switch (g) {
-    case GroupKind::kDP: return "dp";
-    case GroupKind::kTP: return "tp";
-    case GroupKind::kPP: return "pp";
-    case GroupKind::kEmbedding: return "emb";
-    case GroupKind::kWorld: return "world";
+    case GroupKind::kDP:
+      return "dp";
+    case GroupKind::kTP:
+      return "tp";
+    case GroupKind::kPP:
+      return "pp";
+    case GroupKind::kEmbedding:
+      return "emb";
+    case GroupKind::kWorld:
+      return "world";
   }
   return "?";
 }
 std::string_view to_string(Phase p) {
   switch (p) {
-    case Phase::kNone: return "";
-    case Phase::kWarmup: return "warmup";
-    case Phase::kSteady: return "steady";
-    case Phase::kCooldown: return "cooldown";
+    case Phase::kNone:
+      return "";
+    case Phase::kWarmup:
+      return "warmup";
+    case Phase::kSteady:
+      return "steady";
+    case Phase::kCooldown:
+      return "cooldown";
   }
   return "?";
 }
 
 CollectiveOp collective_of(OpKind k) {
   switch (k) {
-    case OpKind::kReduceScatter: return CollectiveOp::kReduceScatter;
-    case OpKind::kAllGather: return CollectiveOp::kAllGather;
-    case OpKind::kBroadcast: return CollectiveOp::kBroadcast;
-    default: return CollectiveOp::kAllReduce;
+    case OpKind::kReduceScatter:
+      return CollectiveOp::kReduceScatter;
+    case OpKind::kAllGather:
+      return CollectiveOp::kAllGather;
+    case OpKind::kBroadcast:
+      return CollectiveOp::kBroadcast;
+    default:
+      return CollectiveOp::kAllReduce;
   }
 }
 
@@ -101,8 +120,8 @@ std::string describe(const StepProgram& prog, const Op& op) {
   if (op.kind == OpKind::kZeroGrad) return s + " " + op.tag + " " + units::format_bytes(op.memory_bytes);
   if (op.is_compute()) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, " %s layers [%d,%d) %.4g GFLOP", op.tag.c_str(), op.layers.begin,
-                  op.layers.end, op.flops / 1e9);
+    std::snprintf(buf, sizeof buf, " %s layers [%d,%d) %.4g GFLOP", op.tag.c_str(), op.layers.begin, op.layers.end,
+                  op.flops / 1e9);
     return s + buf;
   }
   s += " " + op.tag + " " + units::format_bytes(op.bytes);
@@ -121,7 +140,8 @@ std::string to_text(const StepProgram& prog) {
     std::string line = buf;
     if (op.is_layer_compute())
       line += " layers " + std::to_string(op.layers.begin) + "-" + std::to_string(op.layers.end);
-    if (op.kind == OpKind::kOptimizer || op.kind == OpKind::kZeroGrad || (op.is_collective() && op.flat_end > op.flat_begin))
+    if (op.kind == OpKind::kOptimizer || op.kind == OpKind::kZeroGrad ||
+        (op.is_collective() && op.flat_end > op.flat_begin))
       line += " elems " + std::to_string(op.flat_begin) + "-" + std::to_string(op.flat_end);
     if (op.is_collective() || op.is_p2p()) {
       std::snprintf(buf, sizeof buf, " %.0fB", op.bytes);

@@ -110,9 +110,9 @@ struct StepProgram {
 // flat buffer in layer order (forward order), as the runtime stores it.
 struct LocalTensor {
   std::string name;
-  int layer = 0;          // index into ModelSpec::layer_list()
-  int64_t offset = 0;     // elements
-  int64_t numel = 0;      // elements this rank holds
+  int layer = 0;       // index into ModelSpec::layer_list()
+  int64_t offset = 0;  // elements
+  int64_t numel = 0;   // elements this rank holds
 };
 std::vector<LocalTensor> local_param_layout(const ModelSpec& model, const Plan& plan, int rank);
 
@@ -143,15 +143,19 @@ StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, Build
 // token and block) under selective recompute (Korthikanti et al. 2022).
 double forward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers);
 double backward_flops(const ModelSpec& model, const Plan& plan, LayerRange layers);
-double forward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
-double backward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
+double forward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+                     LayerRange layers);
+double backward_flops(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+                      LayerRange layers);
 // Bytes the bandwidth-bound kernels of one microbatch through `layers` move through device
 // memory on one rank (step_program.cpp derives them tensor by tensor from Megatron's kernels:
 // LayerNorm, bias-dropout-add, scale-mask-softmax, attention dropout, GeLU, the vocab-parallel
 // cross-entropy). GEMMs are not counted here: they are FLOPs. Zero for the lab MLP, whose
 // calibrated rate already includes its elementwise work.
-double forward_memory_bytes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
-double backward_memory_bytes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, LayerRange layers);
+double forward_memory_bytes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+                            LayerRange layers);
+double backward_memory_bytes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+                             LayerRange layers);
 // One optimizer update per parameter: memory traffic and FLOPs. Adam reads parameters,
 // gradients and both moments and writes parameters and moments: 28 bytes in fp32 and in mixed
 // precision (fp32 master + bf16 copy, bf16 gradients); SGD with momentum moves 20. About 12

@@ -130,7 +130,8 @@ class TableReader {
   void reject_unknown(const std::string& allowed) const {
     for (const auto& [k, v] : table_) {
       if (std::find(used_.begin(), used_.end(), k.str()) != used_.end()) continue;
-      if (v.is_table()) throw ConfigError(source_ + ": [" + field(k.str()) + "]", "(table)", "unknown table; allowed: " + allowed);
+      if (v.is_table())
+        throw ConfigError(source_ + ": [" + field(k.str()) + "]", "(table)", "unknown table; allowed: " + allowed);
       fail(k.str(), describe(v), "unknown key; allowed: " + allowed);
     }
   }
@@ -138,9 +139,12 @@ class TableReader {
   static std::string describe(const toml::node& n) {
     std::ostringstream o;
     n.visit([&](auto&& v) {
-      if constexpr (toml::is_table<decltype(v)>) o << "(table)";
-      else if constexpr (toml::is_array<decltype(v)>) o << "(array)";
-      else o << v;
+      if constexpr (toml::is_table<decltype(v)>)
+        o << "(table)";
+      else if constexpr (toml::is_array<decltype(v)>)
+        o << "(array)";
+      else
+        o << v;
     });
     return o.str();
   }

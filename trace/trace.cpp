@@ -31,11 +31,21 @@ std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -71,10 +81,14 @@ void write_chrome_trace(std::ostream& out, std::vector<Event> events, const std:
   };
   for (int r : ranks) {
     const std::string pid = std::to_string(r);
-    line("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"name\": \"rank " + pid + "\"}}");
-    line("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"sort_index\": " + pid + "}}");
-    line("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": 0, \"args\": {\"name\": \"compute\"}}");
-    line("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": 1, \"args\": {\"name\": \"comm\"}}");
+    line("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"name\": \"rank " + pid +
+         "\"}}");
+    line("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"sort_index\": " + pid +
+         "}}");
+    line("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
+         ", \"tid\": 0, \"args\": {\"name\": \"compute\"}}");
+    line("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid +
+         ", \"tid\": 1, \"args\": {\"name\": \"comm\"}}");
     for (const auto& [name, tid] : extra)
       line("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": " + std::to_string(tid) +
            ", \"args\": {\"name\": " + json_string(name) + "}}");
@@ -82,7 +96,8 @@ void write_chrome_trace(std::ostream& out, std::vector<Event> events, const std:
   for (const auto& e : events) {
     std::string s = "{\"name\": " + json_string(e.name) + ", \"cat\": " + json_string(e.stream) +
                     ", \"ph\": \"X\", \"pid\": " + std::to_string(e.rank) +
-                    ", \"tid\": " + std::to_string(thread_of(e.stream, extra)) + ", \"ts\": " + micros(e.start_seconds) +
+                    ", \"tid\": " + std::to_string(thread_of(e.stream, extra)) +
+                    ", \"ts\": " + micros(e.start_seconds) +
                     ", \"dur\": " + micros(std::max(0.0, e.end_seconds - e.start_seconds));
     if (!e.args.empty()) {
       s += ", \"args\": {";

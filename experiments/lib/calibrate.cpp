@@ -118,13 +118,15 @@ RateGrid measure_grid(const CalibrationOptions& o) {
     for (size_t s : again) longest = std::max(longest, parlab::median(times[s]));
     if (longest > 0) more = std::max(reps, std::min(more, int(2.0 / longest)));
     const auto extra = measure::interleaved_step_seconds(again_shapes, more);
-    for (size_t k = 0; k < again.size(); ++k) times[again[k]].insert(times[again[k]].end(), extra[k].begin(), extra[k].end());
+    for (size_t k = 0; k < again.size(); ++k)
+      times[again[k]].insert(times[again[k]].end(), extra[k].begin(), extra[k].end());
   }
   RateGrid g;
   for (size_t s = 0; s < shapes.size(); ++s) {
     const auto spread = parlab::spread_of(times[s]);
     const auto& [shape, b] = shapes[s];
-    g.points.push_back({b, shape.hidden, shape.ffn, model::LabMlp::step_matmul_flops(shape, b) / spread.median, spread.relative()});
+    g.points.push_back(
+        {b, shape.hidden, shape.ffn, model::LabMlp::step_matmul_flops(shape, b) / spread.median, spread.relative()});
   }
   return g;
 }
@@ -142,7 +144,8 @@ void measure_mixed_compute(Calibration& c, const CalibrationOptions& o, const mo
 void measure_compute(Calibration& c, const CalibrationOptions& o, const strategy::ModelSpec& m) {
   const auto shape = train::mlp_shape(m);
   const int64_t b = m.default_microbatch;
-  say(o, "compute: lab-mlp forward+backward, 1 process, " + std::to_string(m.hidden) + " wide at microbatch " + std::to_string(b));
+  say(o, "compute: lab-mlp forward+backward, 1 process, " + std::to_string(m.hidden) + " wide at microbatch " +
+             std::to_string(b));
   const auto alone = measured_step(shape, b, o.quick ? 3 : 7);
   c.flops_per_s = model::LabMlp::step_matmul_flops(shape, b) / alone.median;
   c.flops_spread = alone.relative();
@@ -199,7 +202,8 @@ void measure_sharded(Calibration& c, const CalibrationOptions& o) {
 // hosts take: fitted and shown beside the shared-memory fit that predictions on one host use.
 void measure_gloo_reference(Calibration& c, const CalibrationOptions& o) {
   say(o, "communication: Gloo all-reduce on loopback (2 ranks), for reference");
-  const std::vector<double> sizes = o.quick ? std::vector<double>{256e3, 4e6} : std::vector<double>{256e3, 1e6, 4e6, 16e6};
+  const std::vector<double> sizes =
+      o.quick ? std::vector<double>{256e3, 4e6} : std::vector<double>{256e3, 1e6, 4e6, 16e6};
   const auto t = measure::allreduce_seconds(2, sizes, o.quick ? 2 : 3, comm::CommChoice::kGloo);
   std::vector<AllReducePoint> pts;
   for (size_t i = 0; i < sizes.size(); ++i) pts.push_back({2, std::floor(sizes[i] / 8) * 8, t[i], 0, 0, 1});
@@ -253,7 +257,8 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
 // The calibrated cluster: the preset's shape with measured figures. One "device" is one worker
 // process; cores_per_node is what the workers really share.
 strategy::ClusterSpec calibrated_cluster(const Calibration& c, int nproc) {
-  strategy::ClusterSpec cl = strategy::parse_cluster_toml(std::string(*strategy::embedded_preset("clusters", "cpu-local")), "cpu-local");
+  strategy::ClusterSpec cl =
+      strategy::parse_cluster_toml(std::string(*strategy::embedded_preset("clusters", "cpu-local")), "cpu-local");
   cl.description = "calibrated on " + c.machine + " at " + c.created_at;
   cl.cores_per_node = std::min(c.hardware_threads, nproc);
   cl.device.peak_flops_fp32 = c.flops_per_s;
@@ -312,15 +317,18 @@ std::vector<std::string> calibration_warnings(const Calibration& c) {
   for (const auto& f : c.ring_fits) {
     const std::string on = " on " + std::to_string(f.ranks) + " ranks";
     if (f.weighted_spread > kMaxAllReduceSpread)
-      w.push_back("all-reduce times" + on + " vary +-" + pct(f.weighted_spread) + " (weighted by time over messages of " +
-                  units::format_bytes(kJudgedMessageBytes) + " or more; limit " + pct(kMaxAllReduceSpread) + ")");
+      w.push_back("all-reduce times" + on + " vary +-" + pct(f.weighted_spread) +
+                  " (weighted by time over messages of " + units::format_bytes(kJudgedMessageBytes) +
+                  " or more; limit " + pct(kMaxAllReduceSpread) + ")");
     if (f.weighted_error > kMaxFitError)
-      w.push_back("the all-reduce fit" + on + " is off by " + pct(f.weighted_error) + " (weighted by time over messages of " +
-                  units::format_bytes(kJudgedMessageBytes) + " or more; limit " + pct(kMaxFitError) + ")");
+      w.push_back("the all-reduce fit" + on + " is off by " + pct(f.weighted_error) +
+                  " (weighted by time over messages of " + units::format_bytes(kJudgedMessageBytes) +
+                  " or more; limit " + pct(kMaxFitError) + ")");
   }
   if (c.load.others_busy_cores > kMaxOthersBusyCores) {
     char b[200];
-    std::snprintf(b, sizeof b, "other processes used %.2f of %d cores while calibration ran (limit %.2f; load average %.1f)",
+    std::snprintf(b, sizeof b,
+                  "other processes used %.2f of %d cores while calibration ran (limit %.2f; load average %.1f)",
                   c.load.others_busy_cores, c.hardware_threads, kMaxOthersBusyCores, c.load.loadavg_after);
     w.push_back(b);
   }
@@ -328,8 +336,7 @@ std::vector<std::string> calibration_warnings(const Calibration& c) {
 }
 
 Calibration calibrate(const CalibrationOptions& o) {
-  if (o.nproc < 1 || o.nproc > 64)
-    throw ConfigError("--nproc", std::to_string(o.nproc), "must be between 1 and 64");
+  if (o.nproc < 1 || o.nproc > 64) throw ConfigError("--nproc", std::to_string(o.nproc), "must be between 1 and 64");
   if (o.attempts < 1) throw ConfigError("attempts", std::to_string(o.attempts), "must be >= 1");
   const strategy::ModelSpec m = strategy::load_model(o.model);
   if (m.kind != strategy::ModelKind::kMlp) throw ConfigError("--model", o.model, "calibration runs the lab MLP");
@@ -348,40 +355,76 @@ Calibration calibrate(const CalibrationOptions& o) {
 nlohmann::json Calibration::to_json() const {
   nlohmann::json conc = nlohmann::json::array(), ar = nlohmann::json::array(), grid_json = nlohmann::json::array();
   for (const auto& c : concurrency)
-    conc.push_back({{"processes", c.processes}, {"flops_per_s_each", c.flops_per_s_each},
-                    {"aggregate_flops_per_s", c.aggregate_flops_per_s}, {"predicted_aggregate", c.predicted_aggregate}});
+    conc.push_back({{"processes", c.processes},
+                    {"flops_per_s_each", c.flops_per_s_each},
+                    {"aggregate_flops_per_s", c.aggregate_flops_per_s},
+                    {"predicted_aggregate", c.predicted_aggregate}});
   for (const auto& a : allreduce)
-    ar.push_back({{"ranks", a.ranks}, {"bytes", a.bytes}, {"seconds", a.seconds}, {"spread", a.spread},
-                  {"fitted_seconds", a.fitted_seconds}, {"repeats", a.repeats}, {"judged", judged(a.bytes)}});
+    ar.push_back({{"ranks", a.ranks},
+                  {"bytes", a.bytes},
+                  {"seconds", a.seconds},
+                  {"spread", a.spread},
+                  {"fitted_seconds", a.fitted_seconds},
+                  {"repeats", a.repeats},
+                  {"judged", judged(a.bytes)}});
   nlohmann::json fits = nlohmann::json::array();
   for (const auto& f : ring_fits)
-    fits.push_back({{"ranks", f.ranks}, {"latency_seconds", f.latency_seconds}, {"link_bytes_per_s", f.link_bytes_per_s},
-                    {"weighted_error", f.weighted_error}, {"weighted_spread", f.weighted_spread}});
+    fits.push_back({{"ranks", f.ranks},
+                    {"latency_seconds", f.latency_seconds},
+                    {"link_bytes_per_s", f.link_bytes_per_s},
+                    {"weighted_error", f.weighted_error},
+                    {"weighted_spread", f.weighted_spread}});
   nlohmann::json gloo_fits_json = nlohmann::json::array();
   for (const auto& f : gloo_fits)
-    gloo_fits_json.push_back({{"ranks", f.ranks}, {"latency_seconds", f.latency_seconds}, {"link_bytes_per_s", f.link_bytes_per_s},
+    gloo_fits_json.push_back({{"ranks", f.ranks},
+                              {"latency_seconds", f.latency_seconds},
+                              {"link_bytes_per_s", f.link_bytes_per_s},
                               {"weighted_error", f.weighted_error}});
   nlohmann::json sharded_json = nlohmann::json::array();
   for (const auto& p : sharded)
-    sharded_json.push_back({{"op", p.op}, {"ranks", p.ranks}, {"bytes", p.bytes}, {"seconds", p.seconds},
-                            {"predicted_seconds", p.predicted_seconds}, {"min_chunk_bytes", p.min_chunk_bytes},
+    sharded_json.push_back({{"op", p.op},
+                            {"ranks", p.ranks},
+                            {"bytes", p.bytes},
+                            {"seconds", p.seconds},
+                            {"predicted_seconds", p.predicted_seconds},
+                            {"min_chunk_bytes", p.min_chunk_bytes},
                             {"uneven_predicted_seconds", p.uneven_predicted_seconds}});
   for (const auto& p : grid.points)
-    grid_json.push_back({{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn},
-                         {"flops_per_s", p.flops_per_s}, {"spread", p.spread}});
-  return {{"machine", machine}, {"model", model}, {"created_at", created_at}, {"hardware_threads", hardware_threads},
-          {"flops_per_s", flops_per_s}, {"flops_spread", flops_spread},
-          {"flops_per_s_bf16", flops_per_s_bf16}, {"flops_bf16_spread", flops_bf16_spread}, {"rate_grid", grid_json},
-          {"concurrency", conc}, {"optimizer_bytes_per_s", optimizer_bytes_per_s}, {"optimizer_spread", optimizer_spread},
-          {"memcpy_bytes_per_s", memcpy_bytes_per_s}, {"allreduce", ar}, {"ring_fits", fits}, {"sharded", sharded_json}, {"comm", "shm"},
+    grid_json.push_back({{"microbatch", p.microbatch},
+                         {"hidden", p.hidden},
+                         {"ffn", p.ffn},
+                         {"flops_per_s", p.flops_per_s},
+                         {"spread", p.spread}});
+  return {{"machine", machine},
+          {"model", model},
+          {"created_at", created_at},
+          {"hardware_threads", hardware_threads},
+          {"flops_per_s", flops_per_s},
+          {"flops_spread", flops_spread},
+          {"flops_per_s_bf16", flops_per_s_bf16},
+          {"flops_bf16_spread", flops_bf16_spread},
+          {"rate_grid", grid_json},
+          {"concurrency", conc},
+          {"optimizer_bytes_per_s", optimizer_bytes_per_s},
+          {"optimizer_spread", optimizer_spread},
+          {"memcpy_bytes_per_s", memcpy_bytes_per_s},
+          {"allreduce", ar},
+          {"ring_fits", fits},
+          {"sharded", sharded_json},
+          {"comm", "shm"},
           {"gloo_ring_fits", gloo_fits_json},
           {"latency_seconds", latency_seconds},
-          {"link_bytes_per_s", link_bytes_per_s}, {"fit_max_relative_error", fit_max_relative_error},
+          {"link_bytes_per_s", link_bytes_per_s},
+          {"fit_max_relative_error", fit_max_relative_error},
           {"fit_median_relative_error", fit_median_relative_error},
           {"comm_cpu_seconds_per_byte", comm_cpu_seconds_per_byte},
-          {"load", {{"loadavg_before", load.loadavg_before}, {"loadavg_after", load.loadavg_after},
-                    {"others_busy_cores", load.others_busy_cores}}},
-          {"attempts", attempts}, {"trusted", trusted()}, {"warnings", warnings},
+          {"load",
+           {{"loadavg_before", load.loadavg_before},
+            {"loadavg_after", load.loadavg_after},
+            {"others_busy_cores", load.others_busy_cores}}},
+          {"attempts", attempts},
+          {"trusted", trusted()},
+          {"warnings", warnings},
           {"cluster", strategy::to_json(cluster)}};
 }
 
@@ -397,7 +440,9 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-fs::path stored_calibration_path(const fs::path& results_dir) { return results_dir / "clusters" / "cpu-local.calibration.json"; }
+fs::path stored_calibration_path(const fs::path& results_dir) {
+  return results_dir / "clusters" / "cpu-local.calibration.json";
+}
 
 }  // namespace
 
@@ -406,19 +451,20 @@ fs::path write_calibrated_cluster(const Calibration& c, const fs::path& results_
   fs::create_directories(dir);
   const fs::path path = dir / "cpu-local.toml";
   char line[640];
-  std::snprintf(line, sizeof line,
-                "cpu-local, calibrated by `parlab calibrate` on %s at %s%s.\n"
-                "One device = one worker process; %d cores shared (cores_per_node).\n"
-                "Compute: lab-mlp forward+backward at %.1f GFLOP/s (+-%.0f%%) per process alone; experiments\n"
-                "use the GEMM-rate grid in cpu-local.calibration.json at each workload's shape.\n"
-                "Memory: the AdamW update moves %.2f GB/s (memcpy: %.2f GB/s).\n"
-                "Links: all-reduce between ranks of this host (shared memory) fitted to a = %.1f us per step, B = %.2f GB/s\n"
-                "(relative error of the fit: median %.0f%%, largest %.0f%%); %.2f ns of CPU per byte sent.\n"
-                "Other processes used %.2f cores meanwhile.",
-                c.machine.c_str(), c.created_at.c_str(), c.trusted() ? "" : " -- FLAGGED, not trusted", c.cluster.cores_per_node,
-                c.flops_per_s / 1e9, 100 * c.flops_spread, c.optimizer_bytes_per_s / 1e9, c.memcpy_bytes_per_s / 1e9,
-                c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error,
-                100 * c.fit_max_relative_error, c.comm_cpu_seconds_per_byte * 1e9, c.load.others_busy_cores);
+  std::snprintf(
+      line, sizeof line,
+      "cpu-local, calibrated by `parlab calibrate` on %s at %s%s.\n"
+      "One device = one worker process; %d cores shared (cores_per_node).\n"
+      "Compute: lab-mlp forward+backward at %.1f GFLOP/s (+-%.0f%%) per process alone; experiments\n"
+      "use the GEMM-rate grid in cpu-local.calibration.json at each workload's shape.\n"
+      "Memory: the AdamW update moves %.2f GB/s (memcpy: %.2f GB/s).\n"
+      "Links: all-reduce between ranks of this host (shared memory) fitted to a = %.1f us per step, B = %.2f GB/s\n"
+      "(relative error of the fit: median %.0f%%, largest %.0f%%); %.2f ns of CPU per byte sent.\n"
+      "Other processes used %.2f cores meanwhile.",
+      c.machine.c_str(), c.created_at.c_str(), c.trusted() ? "" : " -- FLAGGED, not trusted", c.cluster.cores_per_node,
+      c.flops_per_s / 1e9, 100 * c.flops_spread, c.optimizer_bytes_per_s / 1e9, c.memcpy_bytes_per_s / 1e9,
+      c.latency_seconds * 1e6, c.link_bytes_per_s / 1e9, 100 * c.fit_median_relative_error,
+      100 * c.fit_max_relative_error, c.comm_cpu_seconds_per_byte * 1e9, c.load.others_busy_cores);
   std::string text = strategy::cluster_to_toml(c.cluster, line);
   // Where and when, as top-level keys (before the first table).
   const size_t tables = text.find("\n[device]");
@@ -441,8 +487,9 @@ std::optional<StoredCalibration> load_stored_calibration(const fs::path& results
     s.comm = j.value("comm", std::string("gloo"));  // calibrations before shared memory measured Gloo
     s.warnings = j.at("warnings").get<std::vector<std::string>>();
     for (const auto& p : j.at("rate_grid"))
-      s.grid.points.push_back({p.at("microbatch").get<int64_t>(), p.at("hidden").get<int64_t>(), p.at("ffn").get<int64_t>(),
-                               p.at("flops_per_s").get<double>(), p.at("spread").get<double>()});
+      s.grid.points.push_back({p.at("microbatch").get<int64_t>(), p.at("hidden").get<int64_t>(),
+                               p.at("ffn").get<int64_t>(), p.at("flops_per_s").get<double>(),
+                               p.at("spread").get<double>()});
     s.flops_per_s = j.value("flops_per_s", 0.0);
     s.model = j.value("model", std::string("lab-mlp"));
     for (const auto& f : j.value("ring_fits", nlohmann::json::array()))
@@ -496,15 +543,16 @@ std::string why_recalibrate(const fs::path& results, db::ResultsStore* store) {
   const double error = predicted / measured - 1;
   if (std::fabs(error) <= kStaleCalibrationError) return "";
   char b[300];
-  std::snprintf(b, sizeof b,
-                "it is stale: the last measured 1-worker step (run %lld, %.1f ms) disagrees with its prediction (%.1f ms) "
-                "by %+.1f%% (limit %.0f%%)",
-                (long long)run, measured * 1e3, predicted * 1e3, 100 * error, 100 * kStaleCalibrationError);
+  std::snprintf(
+      b, sizeof b,
+      "it is stale: the last measured 1-worker step (run %lld, %.1f ms) disagrees with its prediction (%.1f ms) "
+      "by %+.1f%% (limit %.0f%%)",
+      (long long)run, measured * 1e3, predicted * 1e3, 100 * error, 100 * kStaleCalibrationError);
   return b;
 }
 
-strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster, const RateGrid& grid, int64_t microbatch,
-                                           int64_t hidden, int64_t ffn) {
+strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster, const RateGrid& grid,
+                                           int64_t microbatch, int64_t hidden, int64_t ffn) {
   if (!cluster.calibrated || cluster.name != "cpu-local" || grid.empty() || microbatch <= 0 || hidden <= 0 || ffn <= 0)
     return cluster;
   strategy::ClusterSpec c = cluster;
@@ -524,22 +572,25 @@ std::string compute_probe_disagrees(const StoredCalibration& stored) {
   } catch (const Error&) {
     return "the cached calibration's model " + stored.model + " cannot be loaded";
   }
-  if (m.kind != strategy::ModelKind::kMlp) return "the cached calibration's model " + stored.model + " is not the lab MLP";
+  if (m.kind != strategy::ModelKind::kMlp)
+    return "the cached calibration's model " + stored.model + " is not the lab MLP";
   const auto shape = train::mlp_shape(m);
   const double now = model::LabMlp::step_matmul_flops(shape, m.default_microbatch) /
                      measured_step(shape, m.default_microbatch, 5).median;
   const double off = now / stored.flops_per_s - 1;
   if (std::fabs(off) <= kStaleCalibrationError) return "";
   char b[300];
-  std::snprintf(b, sizeof b,
-                "it is stale: one process runs %s's step at %.1f GFLOP/s now, the calibration of %s says %.1f (%+.0f%%, "
-                "limit %.0f%%): the kernels or the machine changed, or the machine is busy",
-                stored.model.c_str(), now / 1e9, stored.created_at.c_str(), stored.flops_per_s / 1e9, 100 * off,
-                100 * kStaleCalibrationError);
+  std::snprintf(
+      b, sizeof b,
+      "it is stale: one process runs %s's step at %.1f GFLOP/s now, the calibration of %s says %.1f (%+.0f%%, "
+      "limit %.0f%%): the kernels or the machine changed, or the machine is busy",
+      stored.model.c_str(), now / 1e9, stored.created_at.c_str(), stored.flops_per_s / 1e9, 100 * off,
+      100 * kStaleCalibrationError);
   return b;
 }
 
-strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits, int world) {
+strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits,
+                                        int world) {
   if (!cluster.calibrated || cluster.name != "cpu-local" || fits.empty()) return cluster;
   const RingFit* use = &fits.front();
   for (const auto& f : fits)

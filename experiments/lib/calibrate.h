@@ -33,16 +33,16 @@
 namespace parlab::experiments {
 
 struct CalibrationOptions {
-  int nproc = 4;      // most workers to measure together (compute and collectives)
+  int nproc = 4;       // most workers to measure together (compute and collectives)
   bool quick = false;  // fewer repetitions and sizes (tests)
   std::string model = "lab-mlp";
-  int attempts = 2;   // a flagged calibration is measured again this many times in all
+  int attempts = 2;  // a flagged calibration is measured again this many times in all
   std::function<void(const std::string&)> progress;
 };
 
 struct ConcurrencyPoint {
   int processes = 1;
-  double flops_per_s_each = 0;   // median over the processes
+  double flops_per_s_each = 0;  // median over the processes
   double aggregate_flops_per_s = 0;
   double predicted_aggregate = 0;  // what the calibrated cluster predicts (cores shared evenly)
 };
@@ -83,9 +83,9 @@ struct ShardedPoint {
   std::string op;  // "reduce-scatter" | "all-gather"
   int ranks = 0;
   double bytes = 0;
-  double seconds = 0;            // median burst's seconds per call
-  double predicted_seconds = 0;  // balanced ring, by the all-reduce fit of `ranks`
-  double min_chunk_bytes = -1;   // the bench's smallest chunk (measure::sharded_counts)
+  double seconds = 0;                   // median burst's seconds per call
+  double predicted_seconds = 0;         // balanced ring, by the all-reduce fit of `ranks`
+  double min_chunk_bytes = -1;          // the bench's smallest chunk (measure::sharded_counts)
   double uneven_predicted_seconds = 0;  // by the same fit, priced by the smallest chunk
   double error() const { return seconds > 0 ? predicted_seconds / seconds - 1 : 0; }
   double uneven_error() const { return seconds > 0 ? uneven_predicted_seconds / seconds - 1 : 0; }
@@ -112,7 +112,7 @@ struct RateGrid {
 // What else ran on the machine while calibration measured.
 struct MachineLoad {
   double loadavg_before = 0, loadavg_after = 0;  // /proc/loadavg, 1 minute
-  double others_busy_cores = 0;  // CPU time of other processes / wall time (from /proc/stat)
+  double others_busy_cores = 0;                  // CPU time of other processes / wall time (from /proc/stat)
 };
 
 struct Calibration {
@@ -120,7 +120,7 @@ struct Calibration {
   std::string model;  // the model whose shape `flops_per_s` is measured at
   std::string created_at;
   int hardware_threads = 0;
-  double flops_per_s = 0;  // one process alone, the model's own shape
+  double flops_per_s = 0;   // one process alone, the model's own shape
   double flops_spread = 0;  // relative half-IQR of its step times
   // The same under precision=mixed (bf16 matmuls); 0 where the CPU has none. The calibrated
   // cluster's peak_flops_bf16, so the cost model predicts a mixed step at the rate it runs.
@@ -132,11 +132,11 @@ struct Calibration {
   double optimizer_spread = 0;
   double memcpy_bytes_per_s = 0;
   std::vector<AllReducePoint> allreduce;
-  std::vector<RingFit> ring_fits;  // one per rank count
+  std::vector<RingFit> ring_fits;     // one per rank count
   std::vector<ShardedPoint> sharded;  // ZeRO's collectives against the fits
   std::vector<RingFit> gloo_fits;     // Gloo over loopback TCP (2 ranks), shown for reference
-  double latency_seconds = 0;   // fitted per ring step (all rank counts together: the TOML's)
-  double link_bytes_per_s = 0;  // fitted
+  double latency_seconds = 0;         // fitted per ring step (all rank counts together: the TOML's)
+  double link_bytes_per_s = 0;        // fitted
   double fit_max_relative_error = 0;
   double fit_median_relative_error = 0;
   double comm_cpu_seconds_per_byte = 0;  // CPU time per byte a rank sends (all its threads)
@@ -199,11 +199,12 @@ std::string compute_probe_disagrees(const StoredCalibration& stored);
 
 // `cluster` with the link fitted for `world` ranks (the largest measured count beyond it); any
 // cluster that is not a calibrated cpu-local, or no fits, unchanged.
-strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits, int world);
+strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits,
+                                        int world);
 
 // The cluster a DDP workload is predicted on: a calibrated cpu-local's compute rate replaced by
 // the rate grid's at the workload's shape and microbatch; any other cluster unchanged.
-strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster, const RateGrid& grid, int64_t microbatch,
-                                           int64_t hidden, int64_t ffn);
+strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster, const RateGrid& grid,
+                                           int64_t microbatch, int64_t hidden, int64_t ffn);
 
 }  // namespace parlab::experiments

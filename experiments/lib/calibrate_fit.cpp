@@ -43,7 +43,8 @@ std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points) {
     double weight = 0;
     for (auto& p : points) {
       if (p.ranks != n) continue;
-      p.fitted_seconds = strategy::ring_collective_seconds(strategy::CollectiveOp::kAllReduce, p.bytes, n, a, f.link_bytes_per_s);
+      p.fitted_seconds =
+          strategy::ring_collective_seconds(strategy::CollectiveOp::kAllReduce, p.bytes, n, a, f.link_bytes_per_s);
       if (!judged(p.bytes)) continue;
       weight += p.seconds;
       f.weighted_error += p.seconds * std::fabs(p.fitted_seconds / p.seconds - 1);

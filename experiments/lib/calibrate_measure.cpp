@@ -95,8 +95,8 @@ std::vector<double> mixed_step_seconds(const model::MlpShape& shape, int64_t b, 
   return timed_steps(net, shape, b, reps);
 }
 
-std::vector<std::vector<double>> interleaved_step_seconds(const std::vector<std::pair<model::MlpShape, int64_t>>& shapes,
-                                                          int reps) {
+std::vector<std::vector<double>> interleaved_step_seconds(
+    const std::vector<std::pair<model::MlpShape, int64_t>>& shapes, int reps) {
   std::vector<std::unique_ptr<model::LabMlp>> nets;
   std::vector<model::MicrobatchState> mbs;
   for (const auto& [shape, b] : shapes) {
@@ -146,7 +146,8 @@ std::vector<double> concurrent_step_flops(const model::MlpShape& shape, int64_t 
   ::close(results[1]);
   // They start together on a pipe byte.
   const std::string start(size_t(k), 'g');
-  if (::write(go[1], start.data(), start.size()) != ssize_t(start.size())) throw RuntimeError("calibrate: start failed");
+  if (::write(go[1], start.data(), start.size()) != ssize_t(start.size()))
+    throw RuntimeError("calibrate: start failed");
   ::close(go[1]);
   std::vector<double> out;
   double f;
@@ -188,21 +189,25 @@ double memcpy_bytes_per_s() {
 
 double burst_seconds(int n, double bytes, int calls, int repeats, comm::CommChoice choice) {
   double out = 0;
-  on_ranks(n, [&](comm::Communicator& c, int r) {
-    const size_t per = size_t(bytes / 4) / size_t(n) * size_t(n);
-    std::vector<float> buf(per * size_t(calls), 1.0f);
-    c.all_reduce(buf)->wait();  // connect and warm up
-    std::vector<double> times;
-    for (int rep = 0; rep < repeats; ++rep) {
-      c.barrier()->wait();
-      const auto t0 = Clock::now();
-      std::vector<std::shared_ptr<comm::Work>> work;
-      for (int k = 0; k < calls; ++k) work.push_back(c.all_reduce(std::span<float>(buf).subspan(size_t(k) * per, per)));
-      for (auto& w : work) w->wait();
-      times.push_back(since(t0));
-    }
-    if (r == 0) out = parlab::median(times);
-  }, choice);
+  on_ranks(
+      n,
+      [&](comm::Communicator& c, int r) {
+        const size_t per = size_t(bytes / 4) / size_t(n) * size_t(n);
+        std::vector<float> buf(per * size_t(calls), 1.0f);
+        c.all_reduce(buf)->wait();  // connect and warm up
+        std::vector<double> times;
+        for (int rep = 0; rep < repeats; ++rep) {
+          c.barrier()->wait();
+          const auto t0 = Clock::now();
+          std::vector<std::shared_ptr<comm::Work>> work;
+          for (int k = 0; k < calls; ++k)
+            work.push_back(c.all_reduce(std::span<float>(buf).subspan(size_t(k) * per, per)));
+          for (auto& w : work) w->wait();
+          times.push_back(since(t0));
+        }
+        if (r == 0) out = parlab::median(times);
+      },
+      choice);
   return out;
 }
 
@@ -239,7 +244,8 @@ std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std:
       auto issue = [&](int k) {
         std::span<float> f(full.data() + size_t(k) * whole, whole);
         std::span<float> s(shard.data() + size_t(k) * mine, mine);
-        return op == strategy::CollectiveOp::kReduceScatter ? c.reduce_scatter_v(f, counts, s) : c.all_gather_v(s, f, counts);
+        return op == strategy::CollectiveOp::kReduceScatter ? c.reduce_scatter_v(f, counts, s)
+                                                            : c.all_gather_v(s, f, counts);
       };
       issue(0)->wait();  // connect and warm up
       std::vector<double> times;
@@ -273,7 +279,8 @@ double comm_cpu_seconds_per_byte(int n, double bytes, int iters) {
     c.barrier()->wait();
     if (r == 0) cpu_after = process_cpu_seconds();
   });
-  const double sent = double(iters) * n * strategy::bus_bandwidth_factor(strategy::CollectiveOp::kAllReduce, n) * double(count) * 4;
+  const double sent =
+      double(iters) * n * strategy::bus_bandwidth_factor(strategy::CollectiveOp::kAllReduce, n) * double(count) * 4;
   return (cpu_after - cpu_before) / sent;
 }
 
@@ -283,7 +290,8 @@ CpuSample sample_cpu() {
   rusage self{}, children{};
   ::getrusage(RUSAGE_SELF, &self);
   ::getrusage(RUSAGE_CHILDREN, &children);
-  s.own = seconds_of(self.ru_utime) + seconds_of(self.ru_stime) + seconds_of(children.ru_utime) + seconds_of(children.ru_stime);
+  s.own = seconds_of(self.ru_utime) + seconds_of(self.ru_stime) + seconds_of(children.ru_utime) +
+          seconds_of(children.ru_stime);
   // First line of /proc/stat: cpu user nice system idle iowait irq softirq steal ... (ticks).
   std::ifstream in("/proc/stat");
   std::string cpu;

@@ -47,15 +47,15 @@ struct Shared {
 
 // The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
 // one of a lockstep group that meets at `s`'s barrier.
-void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy::Precision precision, Shared* s, int me,
-                  bool together) {
+void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy::Precision precision, Shared* s,
+                  int me, bool together) {
   const auto sync = [s, together] {
     if (together) pthread_barrier_wait(&s->barrier);
   };
   model::LabMlp net(shape, 1);
   if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
-  train::SyntheticDataset data({.seed = uint64_t(1 + me), .size = b * (4 * repeats + 1), .width = shape.hidden,
-                                .classes = shape.classes});
+  train::SyntheticDataset data(
+      {.seed = uint64_t(1 + me), .size = b * (4 * repeats + 1), .width = shape.hidden, .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
   std::vector<double> fwdbwd, fill, update, clear;
   std::vector<int64_t> indices(size_t(b), 0);
@@ -180,7 +180,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
     // World size 1 writes the same slots, without a barrier or a fork.
     profile_loop(shape, b, repeats, plan.precision, s, 0, false);
   } else {
-    run_forked(processes, [&](int me) { profile_loop(shape, b, repeats, plan.precision, s, me, true); }, s);
+    run_forked(
+        processes, [&](int me) { profile_loop(shape, b, repeats, plan.precision, s, me, true); }, s);
   }
   WorkloadProfile p;
   p.processes = processes;
@@ -235,16 +236,17 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   clear.kind = strategy::OpKind::kZeroGrad;
   clear.memory_bytes = double(p.parameters) * strategy::grad_accumulation_bytes_per_element(strategy::Plan{});
   const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
-  const std::string on = p.processes == 1 ? std::string("one process")
-                                          : std::to_string(p.processes) + " processes in lockstep";
+  const std::string on =
+      p.processes == 1 ? std::string("one process") : std::to_string(p.processes) + " processes in lockstep";
   char b[640];
   std::snprintf(b, sizeof b,
                 "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s "
-                "(median of %d microbatches of %lld after a warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms -> %.1f GFLOP/s; AdamW over %.1f M "
+                "(median of %d microbatches of %lld after a warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms "
+                "-> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); "
                 "communication from the calibration",
-                (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(),
-                p.repeats, (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread, p.data_seconds * 1e3,
+                (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(), p.repeats,
+                (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread, p.data_seconds * 1e3,
                 profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6, p.optimizer_seconds * 1e3,
                 profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3, modelled * 1e3);
   return b;

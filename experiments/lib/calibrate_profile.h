@@ -29,7 +29,7 @@
 namespace parlab::experiments {
 
 struct WorkloadProfile {
-  int processes = 1;     // ranks that ran it together, in lockstep (the plan's workers)
+  int processes = 1;                                     // ranks that ran it together, in lockstep (the plan's workers)
   int64_t hidden = 0, ffn = 0, blocks = 0, classes = 0;  // the shape one rank runs (its slice, its stage)
   int64_t microbatch = 0;
   int64_t parameters = 0;
@@ -38,7 +38,7 @@ struct WorkloadProfile {
   double data_seconds = 0;       // the synthetic data of one microbatch (median)
   double optimizer_seconds = 0;  // the AdamW update over all parameters (median)
   double optimizer_spread = 0;
-  double clear_seconds = 0;      // clearing the gradients before a step (median): reported beside the model's
+  double clear_seconds = 0;  // clearing the gradients before a step (median): reported beside the model's
   int repeats = 0;
   // The time per microbatch the cost model must charge: forward + backward + its data (the data
   // is made per sample on the compute stream, so it scales with the microbatches like compute).
@@ -53,7 +53,8 @@ struct WorkloadProfile {
 // processes (what the cores deliver to the job as a whole).
 // Throws ConfigError for a model that is not the lab MLP or a bad count, RuntimeError when a
 // profiling process fails.
-WorkloadProfile profile_workload(const strategy::ModelSpec& model, const strategy::Plan& plan, int processes, int repeats = 5);
+WorkloadProfile profile_workload(const strategy::ModelSpec& model, const strategy::Plan& plan, int processes,
+                                 int repeats = 5);
 // One process, the whole network (tp = pp = 1).
 WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t microbatch, int repeats = 5,
                                  strategy::Precision precision = strategy::Precision::kFp32);

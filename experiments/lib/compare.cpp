@@ -61,7 +61,9 @@ std::optional<double> Comparison::measured_speedup(size_t i) const {
   if (!r.measured || !r1.measured) return std::nullopt;
   // An older database kept only the paired figure, against the experiment's first worker count.
   if (r.measured_rounds.empty() && r.recorded_speedup) return r.recorded_speedup;
-  const auto rounds = [](const CompareRow& x) { return x.measured_rounds.empty() ? std::vector<double>{*x.measured} : x.measured_rounds; };
+  const auto rounds = [](const CompareRow& x) {
+    return x.measured_rounds.empty() ? std::vector<double>{*x.measured} : x.measured_rounds;
+  };
   const strategy::Measure m = strategy::speedup(rounds(r1), rounds(r), r1.global_batch, r.global_batch);
   return m.n > 0 ? std::optional<double>(m.value) : std::nullopt;
 }
@@ -69,7 +71,8 @@ std::optional<double> Comparison::measured_speedup(size_t i) const {
 std::string Comparison::table() const {
   bool splits = false;
   for (const auto& r : rows) splits = splits || r.split != rows.front().split;
-  std::vector<std::string> head = {"workers", "gbs", "measured", "speedup", "simulated", "speedup", "error", "analytic", "speedup", "error", "load"};
+  std::vector<std::string> head = {"workers", "gbs",      "measured", "speedup", "simulated", "speedup",
+                                   "error",   "analytic", "speedup",  "error",   "load"};
   if (splits) {
     head.insert(head.begin() + 1, "split");
     head.push_back("peak mem/rank");
@@ -82,21 +85,28 @@ std::string Comparison::table() const {
     char gbs[32];
     std::snprintf(gbs, sizeof gbs, "%.0f", r.global_batch);
     const auto measured_x = measured_speedup(i);
-    std::vector<std::string> line = {
-        std::to_string(r.world), gbs, ms(r.measured, r.measured_spread), measured_x ? format_speedup(*measured_x) : "-",
-        ms(r.simulated, {}), speedup_of(r.simulated, r1.simulated, r.global_batch, r1.global_batch), rel(r.simulated, r),
-        ms(r.analytic, {}), speedup_of(r.analytic, r1.analytic, r.global_batch, r1.global_batch), rel(r.analytic, r),
-        r.measured_others_cores ? format_cores(*r.measured_others_cores) : "-"};
+    std::vector<std::string> line = {std::to_string(r.world),
+                                     gbs,
+                                     ms(r.measured, r.measured_spread),
+                                     measured_x ? format_speedup(*measured_x) : "-",
+                                     ms(r.simulated, {}),
+                                     speedup_of(r.simulated, r1.simulated, r.global_batch, r1.global_batch),
+                                     rel(r.simulated, r),
+                                     ms(r.analytic, {}),
+                                     speedup_of(r.analytic, r1.analytic, r.global_batch, r1.global_batch),
+                                     rel(r.analytic, r),
+                                     r.measured_others_cores ? format_cores(*r.measured_others_cores) : "-"};
     if (splits) {
       line.insert(line.begin() + 1, r.split);
       line.push_back(r.measured_peak_bytes ? units::format_bytes(*r.measured_peak_bytes) : "-");
     }
     t.add(line);
   }
-  return t.str() + "measured: median step +- half its interquartile range (or of its rounds); speedup against the first row,\n"
-                   "the median of paired per-round ratios where rounds were recorded; ~ marks an error within\n"
-                   "the measurement's +-, which cannot be told from noise; load: cores other jobs used during the\n"
-                   "last measured run (above 0.3 the measurement is not of this machine alone)\n";
+  return t.str() +
+         "measured: median step +- half its interquartile range (or of its rounds); speedup against the first row,\n"
+         "the median of paired per-round ratios where rounds were recorded; ~ marks an error within\n"
+         "the measurement's +-, which cannot be told from noise; load: cores other jobs used during the\n"
+         "last measured run (above 0.3 the measurement is not of this machine alone)\n";
 }
 
 Comparison compare_experiment(db::ResultsStore& store, const std::string& name) {
@@ -105,8 +115,8 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
   Comparison c;
   c.experiment = name;
   // Keyed by (world, the whole plan); plans of one world keep the order they were first run in.
-  std::map<std::pair<int, int>, CompareRow> rows;  // (world, first appearance) -> row
-  std::map<std::string, int> appearance;           // plan text -> first appearance
+  std::map<std::pair<int, int>, CompareRow> rows;              // (world, first appearance) -> row
+  std::map<std::string, int> appearance;                       // plan text -> first appearance
   for (const auto& run : store.runs_of_experiment(exp->id)) {  // oldest first: later runs win
     if (run.status != db::RunStatus::kCompleted) continue;
     const auto metrics = store.run_metrics(run.id);
@@ -137,8 +147,12 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
         r.recorded_speedup = metric("rounds.speedup_paired");
         r.measured_others_cores = metric("machine.others_busy_cores");
         break;
-      case db::RunKind::kSimulated: r.simulated = it->second, r.simulated_run = run.id; break;
-      case db::RunKind::kAnalytic: r.analytic = it->second, r.analytic_run = run.id; break;
+      case db::RunKind::kSimulated:
+        r.simulated = it->second, r.simulated_run = run.id;
+        break;
+      case db::RunKind::kAnalytic:
+        r.analytic = it->second, r.analytic_run = run.id;
+        break;
     }
   }
   if (rows.empty()) throw ConfigError("--experiment", name, "has no completed runs with a step time");

@@ -21,8 +21,8 @@ struct CompareRow {
   int world = 0;
   int zero = 0;
   double global_batch = 0;
-  std::vector<double> measured_rounds;  // per-round step times, when the run closed a series
-  std::optional<double> measured_peak_bytes;  // the measured run's largest per-rank peak (memory.max.total)
+  std::vector<double> measured_rounds;                  // per-round step times, when the run closed a series
+  std::optional<double> measured_peak_bytes;            // the measured run's largest per-rank peak (memory.max.total)
   std::optional<double> measured, simulated, analytic;  // step seconds
   // The measurement's spread (half the IQR of its steps, or of its rounds when larger) and, from
   // a database written before rounds were recorded one by one, the paired speedup the run kept.

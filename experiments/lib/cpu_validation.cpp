@@ -28,12 +28,14 @@ std::string cell(const char* fmt, double x) {
 std::string cpu_validation_markdown(db::ResultsStore* store) {
   std::string out = std::string(kCpuSectionBegin) + "\n" + kHeader;
   if (!store) {
-    out += "No fidelity run is in this build of the document. Run `scripts/fidelity-check.sh`, then\n"
-           "`parlab validate --db <its database> > docs/validation.md` to write this machine's table here.\n";
+    out +=
+        "No fidelity run is in this build of the document. Run `scripts/fidelity-check.sh`, then\n"
+        "`parlab validate --db <its database> > docs/validation.md` to write this machine's table here.\n";
     return out + kCpuSectionEnd + "\n";
   }
-  out += "| experiment | split | workers | predicted | measured | error | machine | load |\n"
-         "|---|---|---:|---:|---:|---:|---|---:|\n";
+  out +=
+      "| experiment | split | workers | predicted | measured | error | machine | load |\n"
+      "|---|---|---:|---:|---:|---:|---|---:|\n";
   int rows = 0;
   double worst = 0;
   for (const db::ExperimentRecord& e : store->list_experiments()) {
@@ -50,14 +52,15 @@ std::string cpu_validation_markdown(db::ResultsStore* store) {
       const double err = relative_error(*predicted, *r.measured);
       worst = std::max(worst, std::fabs(err));
       out += "| " + e.name + " | " + r.split + " | " + std::to_string(r.world) + " | " + format_ms(*predicted) +
-             (r.simulated ? "" : " (analytic)") + " | " + format_ms_spread(*r.measured, r.measured_spread.value_or(0)) + " | " +
-             format_error(*predicted, *r.measured) + " | " + (run ? run->host : std::string("?")) + " | " +
+             (r.simulated ? "" : " (analytic)") + " | " + format_ms_spread(*r.measured, r.measured_spread.value_or(0)) +
+             " | " + format_error(*predicted, *r.measured) + " | " + (run ? run->host : std::string("?")) + " | " +
              (r.measured_others_cores ? cell("%.2f cores", *r.measured_others_cores) : std::string("-")) + " |\n";
       ++rows;
     }
   }
-  out += rows == 0 ? "\nThe database holds no split with both a prediction and a measurement.\n"
-                   : "\n" + std::to_string(rows) + " splits; the largest error is " + cell("%.1f%%", 100 * worst) + ".\n";
+  out += rows == 0
+             ? "\nThe database holds no split with both a prediction and a measurement.\n"
+             : "\n" + std::to_string(rows) + " splits; the largest error is " + cell("%.1f%%", 100 * worst) + ".\n";
   return out + kCpuSectionEnd + "\n";
 }
 

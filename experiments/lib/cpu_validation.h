@@ -2,8 +2,8 @@
 // docs/validation.md's CPU section: every split's prediction against its measurement on this
 // machine, from a fidelity run's database (scripts/fidelity-check.sh): split x workers, the
 // simulated step (the analytic one where nothing was simulated), the measured step +- its spread,
-// the error, the machine it was measured on and the load other jobs put on it meanwhile. Without a database the section says so, which
-// keeps `parlab validate` deterministic (a test compares its output with the committed file).
+// the error, the machine it was measured on and the load other jobs put on it meanwhile. Without a database the section
+// says so, which keeps `parlab validate` deterministic (a test compares its output with the committed file).
 #include <string>
 
 #include "db/results_store.h"

@@ -21,10 +21,15 @@ Decision decide(const std::vector<DecideCandidate>& c) {
 }
 
 nlohmann::json to_json(const DecideCandidate& c) {
-  nlohmann::json j{{"plan", c.plan}, {"name", c.name}, {"family", c.family}, {"origin", c.origin},
-                   {"predicted_step_seconds", c.predicted_step_seconds}, {"planner_step_seconds", c.planner_step_seconds},
+  nlohmann::json j{{"plan", c.plan},
+                   {"name", c.name},
+                   {"family", c.family},
+                   {"origin", c.origin},
+                   {"predicted_step_seconds", c.predicted_step_seconds},
+                   {"planner_step_seconds", c.planner_step_seconds},
                    {"global_batch", c.global_batch}};
-  if (c.measured_step_seconds) j["measured_step_seconds"] = *c.measured_step_seconds, j["measured_spread_seconds"] = c.measured_spread_seconds;
+  if (c.measured_step_seconds)
+    j["measured_step_seconds"] = *c.measured_step_seconds, j["measured_spread_seconds"] = c.measured_spread_seconds;
   if (c.measured_run) j["measured_run"] = *c.measured_run;
   if (!c.not_run.empty()) j["not_run"] = c.not_run;
   return j;

@@ -35,10 +35,10 @@ struct DecideCandidate {
 
 // Candidate 0 is the planner's first choice.
 struct Decision {
-  int measured = 0;                 // candidates with a measurement
-  std::optional<size_t> fastest;    // the fastest measured candidate
-  std::optional<double> regret;     // of candidate 0 against the fastest (needs candidate 0 measured)
-  std::optional<double> spearman;   // predicted vs measured step times over the measured (needs 2)
+  int measured = 0;                // candidates with a measurement
+  std::optional<size_t> fastest;   // the fastest measured candidate
+  std::optional<double> regret;    // of candidate 0 against the fastest (needs candidate 0 measured)
+  std::optional<double> spearman;  // predicted vs measured step times over the measured (needs 2)
 };
 
 Decision decide(const std::vector<DecideCandidate>& candidates);

@@ -36,8 +36,10 @@ std::string percent(double x) {
 
 // The fastest plan of one family as the planner prices it: a search per degree of the family's
 // own axis (the planner searches whatever a fixed plan leaves open); nullopt when none fits.
-std::optional<strategy::Candidate> best_of_family(const strategy::ModelSpec& model, const strategy::ClusterSpec& cluster,
-                                                  const strategy::PlannerOptions& base, const std::string& family, int workers) {
+std::optional<strategy::Candidate> best_of_family(const strategy::ModelSpec& model,
+                                                  const strategy::ClusterSpec& cluster,
+                                                  const strategy::PlannerOptions& base, const std::string& family,
+                                                  int workers) {
   std::vector<std::string> fixes;
   if (family == "DDP") fixes = {"tp=1,pp=1,zero=0"};
   if (family == "ZeRO") fixes = {"tp=1,pp=1,zero=1", "tp=1,pp=1,zero=2", "tp=1,pp=1,zero=3"};
@@ -79,9 +81,11 @@ std::string table_of(const std::vector<DecideCandidate>& cands) {
   for (size_t i = 0; i < cands.size(); ++i) {
     const DecideCandidate& c = cands[i];
     const bool m = c.measured_step_seconds.has_value();
-    t.add({std::to_string(i + 1), c.origin, c.name, c.family, format_ms(c.predicted_step_seconds), format_ms(c.planner_step_seconds),
+    t.add({std::to_string(i + 1), c.origin, c.name, c.family, format_ms(c.predicted_step_seconds),
+           format_ms(c.planner_step_seconds),
            m ? format_ms_spread(*c.measured_step_seconds, c.measured_spread_seconds) : "-",
-           m ? format_error(c.predicted_step_seconds, *c.measured_step_seconds) : "-", c.not_run.empty() ? "" : "not run: " + c.not_run});
+           m ? format_error(c.predicted_step_seconds, *c.measured_step_seconds) : "-",
+           c.not_run.empty() ? "" : "not run: " + c.not_run});
   }
   return t.str();
 }
@@ -149,8 +153,15 @@ void price_on_profiles(Candidates& c, WorkloadRates& rates, const strategy::Mode
 void measure_candidates(Context& ctx, const DecideTask& t, const strategy::ModelSpec& model, Candidates& c) {
   for (size_t i = 0; i < c.cands.size(); ++i) {
     try {
-      const SplitRow row = run_split(ctx, {c.cands[i].name, t.model, t.cluster, model, c.clusters[i], c.plans[i],
-                                           {Source::kAnalytic, Source::kMeasured}, t.steps, t.seed});
+      const SplitRow row = run_split(ctx, {c.cands[i].name,
+                                           t.model,
+                                           t.cluster,
+                                           model,
+                                           c.clusters[i],
+                                           c.plans[i],
+                                           {Source::kAnalytic, Source::kMeasured},
+                                           t.steps,
+                                           t.seed});
       c.cands[i].measured_step_seconds = row.step.at(Source::kMeasured);
       c.cands[i].measured_spread_seconds = row.measured_spread;
       c.cands[i].measured_run = row.measured_run;
@@ -162,7 +173,8 @@ void measure_candidates(Context& ctx, const DecideTask& t, const strategy::Model
 }
 
 std::string decide_headline(const std::vector<DecideCandidate>& cands, const Decision& d) {
-  if (!d.regret) return "the planner's first choice (" + cands.front().name + ") was not measured: " + cands.front().not_run;
+  if (!d.regret)
+    return "the planner's first choice (" + cands.front().name + ") was not measured: " + cands.front().not_run;
   std::string headline = "first choice " + cands.front().name + ": regret " + percent(*d.regret) +
                          " against the fastest measured, " + cands[*d.fastest].name;
   if (d.spearman) {
@@ -180,9 +192,14 @@ void record_decision_proof(Context& ctx, const DecideTask& t, const strategy::Mo
   db::ProofRecord proof;
   proof.experiment = ctx.experiment;
   proof.kind = "decision_utility";
-  proof.inputs = {{"model", t.model}, {"model_digest", db::content_digest(strategy::to_json(model).dump())},
-                  {"cluster", t.cluster}, {"workers", t.workers}, {"global_batch", global_batch}, {"top", t.top},
-                  {"steps", t.steps}, {"seed", t.seed}};
+  proof.inputs = {{"model", t.model},
+                  {"model_digest", db::content_digest(strategy::to_json(model).dump())},
+                  {"cluster", t.cluster},
+                  {"workers", t.workers},
+                  {"global_batch", global_batch},
+                  {"top", t.top},
+                  {"steps", t.steps},
+                  {"seed", t.seed}};
   proof.evidence = {{"candidates", rows}, {"chosen", 0}};
   proof.result = headline;
   proof.passed = d.regret.has_value();  // a record; the grader recomputes regret and correlation from the rows
@@ -193,14 +210,17 @@ void record_decision_proof(Context& ctx, const DecideTask& t, const strategy::Mo
 
 void run_decide(Context& ctx, const DecideTask& t) {
   const strategy::ModelSpec model = strategy::load_model(resolve_ref(ctx, t.model));
-  const strategy::ClusterSpec cluster = strategy::with_world(strategy::load_cluster(resolve_ref(ctx, t.cluster)), t.workers);
+  const strategy::ClusterSpec cluster =
+      strategy::with_world(strategy::load_cluster(resolve_ref(ctx, t.cluster)), t.workers);
   strategy::PlannerOptions po;
   po.global_batch = t.global_batch;
   po.top = t.top;
   po.fixed = strategy::parse_plan(kTrainable);
   ctx.progress("  ranking splits of " + model.name + " on " + std::to_string(t.workers) + " workers ...");
   const strategy::PlanReport rep = strategy::search_plans(model, cluster, po);
-  if (rep.top.empty()) throw ConfigError("decide.model", t.model, "a model some split of which fits " + std::to_string(t.workers) + " workers");
+  if (rep.top.empty())
+    throw ConfigError("decide.model", t.model,
+                      "a model some split of which fits " + std::to_string(t.workers) + " workers");
 
   Candidates c = gather_candidates(model, cluster, po, rep, t.workers);
   WorkloadRates rates(strategy::load_cluster(resolve_ref(ctx, t.cluster)), model,
@@ -209,12 +229,13 @@ void run_decide(Context& ctx, const DecideTask& t) {
   measure_candidates(ctx, t, model, c);
 
   const Decision d = decide(c.cands);
-  std::string report = table_of(c.cands) +
-                       std::string(rates.profiles() ? "predicted: the cost model on each candidate's own workload profile "
-                                                      "(the planner's price beside it); "
-                                                    : "predicted: the planner's price (its walked estimate); ") +
-                       "measured: median step +- half its interquartile "
-                       "range; regret = 1 - t_fastest / t_first choice; rank correlation: Spearman's rho of predicted and measured\n";
+  std::string report =
+      table_of(c.cands) +
+      std::string(rates.profiles() ? "predicted: the cost model on each candidate's own workload profile "
+                                     "(the planner's price beside it); "
+                                   : "predicted: the planner's price (its walked estimate); ") +
+      "measured: median step +- half its interquartile "
+      "range; regret = 1 - t_fastest / t_first choice; rank correlation: Spearman's rho of predicted and measured\n";
   const std::string headline = decide_headline(c.cands, d);
   for (const std::string& n : c.notes) report += n + "\n";
   ctx.outcome->report = report + headline + "\n";

@@ -26,7 +26,8 @@ namespace {
 
 launch::TrainJobSpec drill_spec(const Context& ctx, const std::string& model, const std::string& plan, int nproc,
                                 int64_t steps, uint64_t seed, const std::string& label) {
-  if (ctx.options.parlab_bin.empty()) throw RuntimeError("measured runs need the parlab binary's path (RunnerOptions::parlab_bin)");
+  if (ctx.options.parlab_bin.empty())
+    throw RuntimeError("measured runs need the parlab binary's path (RunnerOptions::parlab_bin)");
   launch::TrainJobSpec spec;
   spec.job.model = resolve_ref(ctx, model);
   spec.job.plan = plan;
@@ -96,9 +97,10 @@ void run_hang_drill(Context& ctx, const HangDrillTask& t) {
   double detection = 0;
   for (const launch::IncidentReport& i : out.incidents) {
     if (i.kind != "hang") continue;
-    json row = {{"attempt", i.attempt}, {"rank", i.rank}, {"detector", i.detector}, {"collective", i.collective},
-                {"analysis", i.analysis}, {"step", i.failed_at_step}};
-    if (i.latency.detection_seconds) row["detection_seconds"] = *i.latency.detection_seconds, detection = *i.latency.detection_seconds;
+    json row = {{"attempt", i.attempt},       {"rank", i.rank},         {"detector", i.detector},
+                {"collective", i.collective}, {"analysis", i.analysis}, {"step", i.failed_at_step}};
+    if (i.latency.detection_seconds)
+      row["detection_seconds"] = *i.latency.detection_seconds, detection = *i.latency.detection_seconds;
     incidents.push_back(row);
     if (i.attempt == 0) named = i.rank == fault.rank;
   }
@@ -106,8 +108,11 @@ void run_hang_drill(Context& ctx, const HangDrillTask& t) {
   bool exercised = false;
   if (out.fallback) {
     const launch::FallbackPlan& p = launch::fallback_plan(out.fallback->plan);
-    fallback = {{"plan", std::string(p.flag)}, {"name", std::string(p.name)}, {"reason", out.fallback->reason},
-                {"culprit_rank", out.fallback->culprit_rank}, {"world_before", out.fallback->world_before},
+    fallback = {{"plan", std::string(p.flag)},
+                {"name", std::string(p.name)},
+                {"reason", out.fallback->reason},
+                {"culprit_rank", out.fallback->culprit_rank},
+                {"world_before", out.fallback->world_before},
                 {"world_after", out.fallback->world_after}};
     // Exercised: the job went on under the named plan (or stopped at the known-good checkpoint).
     exercised = out.fallback->plan == launch::Fallback::kStop ? out.last_good_checkpoint.has_value() : out.ok;
@@ -116,17 +121,27 @@ void run_hang_drill(Context& ctx, const HangDrillTask& t) {
   proof.experiment = ctx.experiment;
   proof.run = run;
   proof.kind = "hang_fallback";
-  proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"nproc", t.nproc}, {"steps", t.steps}, {"fault", t.fault},
-                  {"injected_rank", fault.rank}, {"timeout_seconds", t.timeout_seconds},
-                  {"max_same_failure", t.max_same_failure}, {"fallback", t.fallback}};
+  proof.inputs = {{"model", t.model},
+                  {"plan", t.plan},
+                  {"nproc", t.nproc},
+                  {"steps", t.steps},
+                  {"fault", t.fault},
+                  {"injected_rank", fault.rank},
+                  {"timeout_seconds", t.timeout_seconds},
+                  {"max_same_failure", t.max_same_failure},
+                  {"fallback", t.fallback}};
   proof.passed = named && exercised;
-  proof.evidence = {{"incidents", incidents}, {"fallback", fallback}, {"completed", out.ok},
-                    {"final_world", out.final_world}, {"culprit_named", named}};
-  proof.result = fmt::format("hang of rank {} {} by the detectors in {:.2f} s; fallback {}", fault.rank,
-                             named ? "named" : "NOT named", detection,
-                             out.fallback ? fmt::format("'{}' exercised ({} -> {} workers)", launch::fallback_plan(out.fallback->plan).name,
-                                                        out.fallback->world_before, out.fallback->world_after)
-                                          : "never reached");
+  proof.evidence = {{"incidents", incidents},
+                    {"fallback", fallback},
+                    {"completed", out.ok},
+                    {"final_world", out.final_world},
+                    {"culprit_named", named}};
+  proof.result = fmt::format(
+      "hang of rank {} {} by the detectors in {:.2f} s; fallback {}", fault.rank, named ? "named" : "NOT named",
+      detection,
+      out.fallback ? fmt::format("'{}' exercised ({} -> {} workers)", launch::fallback_plan(out.fallback->plan).name,
+                                 out.fallback->world_before, out.fallback->world_after)
+                   : "never reached");
   ctx.store.add_proof(proof);
   TextTable table({"attempt", "culprit", "detector", "detection", "collective"});
   for (const auto& i : incidents)
@@ -183,20 +198,26 @@ void run_elastic(Context& ctx, const ElasticTask& t) {
   proof.experiment = ctx.experiment;
   proof.run = trial_run;
   proof.kind = "elastic_sampling";
-  proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"nproc", t.nproc}, {"steps", t.steps}, {"fault", fault},
-                  {"checkpoint_every", t.checkpoint_every}, {"seed", t.seed}};
+  proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"nproc", t.nproc},
+                  {"steps", t.steps}, {"fault", fault}, {"checkpoint_every", t.checkpoint_every},
+                  {"seed", t.seed}};
   proof.passed = shrank && recorded && skipped.empty() && repeated.empty();
   std::optional<int64_t> resumed;
   for (const auto& i : got.incidents)
     if (i.resumed_step) resumed = *i.resumed_step;
-  proof.evidence = {{"reference_run", ref_run}, {"trial_run", trial_run}, {"world_before", t.nproc},
-                    {"world_after", got.final_world}, {"resumed_step", resumed ? json(*resumed) : json(nullptr)},
+  proof.evidence = {{"reference_run", ref_run},
+                    {"trial_run", trial_run},
+                    {"world_before", t.nproc},
+                    {"world_after", got.final_world},
+                    {"resumed_step", resumed ? json(*resumed) : json(nullptr)},
                     {"steps_compared", steps_compared},
                     {"samples_per_step", want.empty() ? 0 : int64_t(want.begin()->second.size())},
-                    {"skipped", skipped}, {"repeated", repeated}, {"completed", got.ok}};
-  proof.result = fmt::format("elastic resume {} -> {} workers from step {}: {} skipped, {} repeated over {} steps", t.nproc,
-                             got.final_world, resumed ? std::to_string(*resumed) : "?", skipped.size(), repeated.size(),
-                             steps_compared);
+                    {"skipped", skipped},
+                    {"repeated", repeated},
+                    {"completed", got.ok}};
+  proof.result = fmt::format("elastic resume {} -> {} workers from step {}: {} skipped, {} repeated over {} steps",
+                             t.nproc, got.final_world, resumed ? std::to_string(*resumed) : "?", skipped.size(),
+                             repeated.size(), steps_compared);
   ctx.store.add_proof(proof);
   ctx.outcome->report = proof.result + "\n";
   ctx.outcome->headline = proof.result;
@@ -217,7 +238,8 @@ void record_checkpoint_completeness(Context& ctx, const fs::path& dir, int64_t s
     const json& meta = m.metadata;
     const std::string opt = meta.contains("optimizer") ? meta["optimizer"].value("kind", "") : "";
     // Optimizer buffers each parameter must have (trainer_checkpoint.h).
-    const std::vector<std::string> suffixes = opt == "sgd" ? std::vector<std::string>{} : std::vector<std::string>{".exp_avg", ".exp_avg_sq"};
+    const std::vector<std::string> suffixes =
+        opt == "sgd" ? std::vector<std::string>{} : std::vector<std::string>{".exp_avg", ".exp_avg_sq"};
     int params = 0;
     for (const auto& n : names) {
       const bool is_buffer = n.ends_with(".exp_avg") || n.ends_with(".exp_avg_sq") || n.ends_with(".momentum_buffer");
@@ -242,7 +264,9 @@ void record_checkpoint_completeness(Context& ctx, const fs::path& dir, int64_t s
   proof.kind = "checkpoint_complete";
   proof.inputs = {{"run_dir", dir.string()}, {"step", steps}};
   proof.passed = verified && missing.empty();
-  proof.evidence = {{"verified", verified}, {"components", components}, {"missing", missing},
+  proof.evidence = {{"verified", verified},
+                    {"components", components},
+                    {"missing", missing},
                     {"path", loaded.checkpoint ? loaded.checkpoint->path().string() : ""}};
   proof.result = proof.passed ? "final checkpoint complete: parameters, optimizer buffers, step, sampler, RNG, verified"
                               : "final checkpoint incomplete or unverified: " + missing.dump();

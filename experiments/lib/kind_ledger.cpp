@@ -53,15 +53,23 @@ void run_ledger(Context& ctx, const LedgerTask& t) {
   proof.experiment = ctx.experiment;
   proof.run = run.id();
   proof.kind = "seed_worked_example";
-  proof.inputs = {{"params_gb", t.params_gb}, {"grads_gb", t.grads_gb}, {"optimizer_gb", t.optimizer_gb},
-                  {"activations_gb", t.activations_gb}, {"largest_layer_gb", t.largest_layer_gb}, {"device_gb", t.device_gb}};
-  proof.evidence = {{"replica_gb", v.replica_bytes / units::kGB}, {"ddp_fits", v.ddp_fits},
-                    {"shard_model_state", v.shard_model_state}, {"tensor_split_needed", v.tensor_split_needed},
-                    {"pipeline_candidate", v.pipeline_candidate}, {"blocker", v.blocker}, {"printed", buf}};
+  proof.inputs = {{"params_gb", t.params_gb},
+                  {"grads_gb", t.grads_gb},
+                  {"optimizer_gb", t.optimizer_gb},
+                  {"activations_gb", t.activations_gb},
+                  {"largest_layer_gb", t.largest_layer_gb},
+                  {"device_gb", t.device_gb}};
+  proof.evidence = {{"replica_gb", v.replica_bytes / units::kGB},
+                    {"ddp_fits", v.ddp_fits},
+                    {"shard_model_state", v.shard_model_state},
+                    {"tensor_split_needed", v.tensor_split_needed},
+                    {"pipeline_candidate", v.pipeline_candidate},
+                    {"blocker", v.blocker},
+                    {"printed", buf}};
   proof.passed = true;  // a record of what the rule said; the grader checks it against the chapter
 
-  std::snprintf(buf, sizeof buf, "replica %g GB vs device %g GB: DDP fits %s, blocker: %s", v.replica_bytes / units::kGB,
-                t.device_gb, py(v.ddp_fits), v.blocker.c_str());
+  std::snprintf(buf, sizeof buf, "replica %g GB vs device %g GB: DDP fits %s, blocker: %s",
+                v.replica_bytes / units::kGB, t.device_gb, py(v.ddp_fits), v.blocker.c_str());
   ctx.outcome->headline = buf;
   proof.result = buf;
   ctx.store.add_proof(proof);

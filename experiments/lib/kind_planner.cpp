@@ -14,7 +14,8 @@ namespace parlab::experiments {
 
 void run_planner(Context& ctx, const PlannerTask& t) {
   const strategy::ModelSpec model = strategy::load_model(resolve_ref(ctx, t.model));
-  const strategy::ClusterSpec cluster = strategy::with_world(strategy::load_cluster(resolve_ref(ctx, t.cluster)), t.world);
+  const strategy::ClusterSpec cluster =
+      strategy::with_world(strategy::load_cluster(resolve_ref(ctx, t.cluster)), t.world);
   strategy::PlannerOptions po;
   po.global_batch = t.global_batch;
   po.top = t.top;
@@ -31,7 +32,8 @@ void run_planner(Context& ctx, const PlannerTask& t) {
     record_estimate(ctx.store, run.id(), *cand.walked);
     run.complete();
     char mem[48], step[48], mfu[32];
-    std::snprintf(mem, sizeof mem, "%.0f/%.0f GB", cand.worst.total_bytes() / units::kGB, cand.worst.device_bytes / units::kGB);
+    std::snprintf(mem, sizeof mem, "%.0f/%.0f GB", cand.worst.total_bytes() / units::kGB,
+                  cand.worst.device_bytes / units::kGB);
     std::snprintf(step, sizeof step, "%s", units::format_seconds(cand.step_seconds()).c_str());
     std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * cand.walked->mfu);
     std::vector<std::string> row = {std::to_string(i), cand.plan.short_name(), mem, step, mfu};

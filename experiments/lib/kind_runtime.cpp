@@ -31,7 +31,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> worker_command(const Context& ctx) {
-  if (ctx.options.parlab_bin.empty()) throw RuntimeError("measured runs need the parlab binary's path (RunnerOptions::parlab_bin)");
+  if (ctx.options.parlab_bin.empty())
+    throw RuntimeError("measured runs need the parlab binary's path (RunnerOptions::parlab_bin)");
   return launch::worker_command_for(ctx.options.parlab_bin);
 }
 
@@ -75,11 +76,13 @@ struct Diff {
   double worst = 0;
   std::string tensor;
 };
-Diff compare_tensors(const std::map<std::string, std::vector<float>>& a, const std::map<std::string, std::vector<float>>& b) {
+Diff compare_tensors(const std::map<std::string, std::vector<float>>& a,
+                     const std::map<std::string, std::vector<float>>& b) {
   Diff d;
   for (const auto& [name, va] : a) {
     const auto it = b.find(name);
-    if (it == b.end() || it->second.size() != va.size()) throw RuntimeError("equivalence: tensor " + name + " differs in shape");
+    if (it == b.end() || it->second.size() != va.size())
+      throw RuntimeError("equivalence: tensor " + name + " differs in shape");
     double num = 0, den = 0;
     for (size_t i = 0; i < va.size(); ++i) {
       const double x = double(va[i]) - double(it->second[i]);
@@ -101,7 +104,8 @@ std::map<std::string, std::vector<float>> read_safetensors(const fs::path& file)
 
 // The parameters of a run's final checkpoint (optimizer state left out: its moments are
 // compared through the weights they produce).
-std::map<std::string, std::vector<float>> final_weights(const fs::path& run_dir, const std::vector<std::string>& names) {
+std::map<std::string, std::vector<float>> final_weights(const fs::path& run_dir,
+                                                        const std::vector<std::string>& names) {
   const auto loaded = checkpoint::load_checkpoint(checkpoint::LoadOptions(launch::checkpoint_root(run_dir)));
   if (!loaded.checkpoint) throw RuntimeError("equivalence: no checkpoint in " + run_dir.string());
   std::map<std::string, std::vector<float>> out;
@@ -110,7 +114,8 @@ std::map<std::string, std::vector<float>> final_weights(const fs::path& run_dir,
 }
 
 // Bytes each rank's collectives put on the wire per step, from its recorded events.
-std::vector<double> wire_bytes_per_step(const std::vector<train::OpEvent>& events, const strategy::Plan& plan, int world) {
+std::vector<double> wire_bytes_per_step(const std::vector<train::OpEvent>& events, const strategy::Plan& plan,
+                                        int world) {
   std::vector<double> bytes(static_cast<size_t>(world), 0.0);
   std::vector<std::set<int64_t>> steps(static_cast<size_t>(world));
   for (const train::OpEvent& e : events) {
@@ -149,7 +154,8 @@ parlab::Spread measured_step_seconds(const std::vector<launch::StepSummary>& ste
   for (const auto& [step, s] : by_step) {
     if (step < kWarmupSteps) continue;
     const auto before = by_step.find(step - 1);
-    const bool cadence = before != by_step.end() && before->second->end_seconds > 0 && s->end_seconds > before->second->end_seconds;
+    const bool cadence =
+        before != by_step.end() && before->second->end_seconds > 0 && s->end_seconds > before->second->end_seconds;
     v.push_back(cadence ? s->end_seconds - before->second->end_seconds : s->step_seconds);
   }
   return parlab::spread_of(v);
@@ -162,7 +168,8 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
                        "measured-" + std::to_string(world) + "w");
   spec.job.trace = true;  // per-op events, for the measured timeline beside the simulated one
   const measure::CpuSample before = measure::sample_cpu();
-  const launch::TrainOutcome out = train_recorded(ctx, spec, "measured, " + std::to_string(world) + " worker" + (world > 1 ? "s" : ""));
+  const launch::TrainOutcome out =
+      train_recorded(ctx, spec, "measured, " + std::to_string(world) + " worker" + (world > 1 ? "s" : ""));
   // What other jobs took from the machine meanwhile (the workers are this process's waited-for
   // children, so their CPU is ours): a measurement under load is told apart from an error.
   const double others = measure::others_busy_cores(before, measure::sample_cpu());
@@ -177,7 +184,8 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   r.step_spread_seconds = step.half_iqr;
   r.steps_measured = step.n;
   r.memory = out.memory;
-  for (const launch::RankSummary& rs : out.rank_table) r.exposed_comm_seconds += rs.mean.exposed_comm_seconds / out.rank_table.size();
+  for (const launch::RankSummary& rs : out.rank_table)
+    r.exposed_comm_seconds += rs.mean.exposed_comm_seconds / out.rank_table.size();
   const std::vector<train::OpEvent> events = launch::read_run_events(spec.job.run_dir, world);
   r.wire_bytes_per_step = wire_bytes_per_step(events, req.plan, world);
   if (req.plan.pp > 1) {
@@ -193,7 +201,8 @@ MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   ctx.store.set_run_metric(r.run, "machine.others_busy_cores", others);
   ctx.store.set_run_metric(r.run, "machine.loadavg", measure::loadavg_1min());
   ctx.store.set_run_param(r.run, "step_seconds_definition",
-                          "median over steps " + std::to_string(kWarmupSteps) + ".." + std::to_string(measured_steps + kWarmupSteps - 1) +
+                          "median over steps " + std::to_string(kWarmupSteps) + ".." +
+                              std::to_string(measured_steps + kWarmupSteps - 1) +
                               " (steps before are warm-up) of the time between the last rank finishing the step before "
                               "and the last rank finishing this one; spread = (q75 - q25) / 2");
   return r;
@@ -219,7 +228,8 @@ EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const s
   if (t.data_size > 0) spec.job.data_size = t.data_size;
   spec.job.dump_dir = spec.job.run_dir / "dump";
   spec.job.checkpoint_every = t.steps;  // one checkpoint: the final weights to compare
-  const auto out = train_recorded(ctx, spec, (plan.empty() ? "" : plan + ", ") + std::to_string(w) + " worker" + (w > 1 ? "s" : ""));
+  const auto out =
+      train_recorded(ctx, spec, (plan.empty() ? "" : plan + ", ") + std::to_string(w) + " worker" + (w > 1 ? "s" : ""));
   EquivalenceRun r{spec.job.run_dir, {}};
   for (const auto& s : out.steps) r.losses.push_back(s.loss);
   return r;
@@ -230,17 +240,19 @@ EquivalenceRun train_equivalence(Context& ctx, const EquivalenceTask& t, const s
 void run_equivalence(Context& ctx, const EquivalenceTask& t) {
   device::require_available(device::parse_kind(t.device, "device"));  // before any process starts
   const int ref_workers = t.workers.front();
-  const EquivalenceRun ref = train_equivalence(ctx, t, t.plan, ref_workers, "equivalence-" + std::to_string(ref_workers) + "w");
+  const EquivalenceRun ref =
+      train_equivalence(ctx, t, t.plan, ref_workers, "equivalence-" + std::to_string(ref_workers) + "w");
   // Gradients of step 0 as the optimizer applied them (reduced over ranks, gathered under ZeRO;
   // rank 0's copy).
-  const auto ref_grads = read_safetensors(train::dump_dir_for_rank(ref.dir / "dump", 0, ref_workers) / "grads.safetensors");
+  const auto ref_grads =
+      read_safetensors(train::dump_dir_for_rank(ref.dir / "dump", 0, ref_workers) / "grads.safetensors");
   std::vector<std::string> names;
   for (const auto& [n, v] : ref_grads) names.push_back(n);
   const auto ref_weights = final_weights(ref.dir, names);
   const std::vector<std::string> plans = t.plans.empty() ? std::vector<std::string>{""} : t.plans;
 
-  TextTable table({"plan", "workers", "gradients (step 0)", "worst tensor", "weights (step " + std::to_string(t.steps) + ")",
-                   "loss curve", "within " + sci(t.tolerance) + "?"});
+  TextTable table({"plan", "workers", "gradients (step 0)", "worst tensor",
+                   "weights (step " + std::to_string(t.steps) + ")", "loss curve", "within " + sci(t.tolerance) + "?"});
   nlohmann::json evidence = nlohmann::json::object();
   bool all = true;
   double worst_all = 0;
@@ -251,9 +263,11 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
       if (w == ref_workers) continue;
       // A model split needs whole tensor x pipeline groups: tp=2,pp=2 runs on 4 workers, not 2.
       if (w % (split.tp * split.pp) != 0 || (split.was_given("dp") && w != split.dp * split.tp * split.pp)) continue;
-      const std::string label = "equivalence-" + (plans.size() > 1 ? "p" + std::to_string(k) + "-" : "") + std::to_string(w) + "w";
+      const std::string label =
+          "equivalence-" + (plans.size() > 1 ? "p" + std::to_string(k) + "-" : "") + std::to_string(w) + "w";
       const EquivalenceRun run = train_equivalence(ctx, t, plan, w, label);
-      const auto g = compare_tensors(read_safetensors(train::dump_dir_for_rank(run.dir / "dump", 0, w) / "grads.safetensors"), ref_grads);
+      const auto g = compare_tensors(
+          read_safetensors(train::dump_dir_for_rank(run.dir / "dump", 0, w) / "grads.safetensors"), ref_grads);
       const auto p = compare_tensors(final_weights(run.dir, names), ref_weights);
       double loss = 0;
       for (size_t i = 0; i < run.losses.size() && i < ref.losses.size(); ++i)
@@ -265,9 +279,12 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
       table.add({shown, std::to_string(w), sci(g.worst), g.tensor, sci(p.worst), sci(loss), ok ? "yes" : "NO"});
       // One plan: keyed by the worker count, as before plans existed; several: "plan@workers".
       const std::string key = t.plans.empty() ? std::to_string(w) : shown + "@" + std::to_string(w);
-      evidence[key] = {{"plan", plan}, {"workers", w},
-                                                   {"grad_relative_difference", g.worst}, {"grad_worst_tensor", g.tensor},
-                                                   {"weight_relative_difference", p.worst}, {"loss_relative_difference", loss}};
+      evidence[key] = {{"plan", plan},
+                       {"workers", w},
+                       {"grad_relative_difference", g.worst},
+                       {"grad_worst_tensor", g.tensor},
+                       {"weight_relative_difference", p.worst},
+                       {"loss_relative_difference", loss}};
     }
   }
   char headline[200];
@@ -277,15 +294,18 @@ void run_equivalence(Context& ctx, const EquivalenceTask& t) {
   proof.experiment = ctx.experiment;
   proof.run = ctx.outcome->runs.front();
   proof.kind = "equivalence";
-  proof.inputs = {{"model", t.model}, {"plan", t.plan}, {"plans", t.plans}, {"workers", t.workers}, {"steps", t.steps},
-                  {"tolerance", t.tolerance}, {"seed", t.seed}};
+  proof.inputs = {{"model", t.model}, {"plan", t.plan},           {"plans", t.plans}, {"workers", t.workers},
+                  {"steps", t.steps}, {"tolerance", t.tolerance}, {"seed", t.seed}};
   if (t.device != "cpu") proof.inputs["device"] = t.device;  // cpu proofs keep their inputs as before
   proof.result = headline;
   proof.passed = all;
   proof.evidence = evidence;
   ctx.store.add_proof(proof);
-  ctx.outcome->report = "Normwise relative difference ||x_W - x_1|| / ||x_1|| against one worker (fp32 sums in another order differ in the\n"
-                        "last bits; the tolerance allows that and nothing more):\n\n" + table.str();
+  ctx.outcome->report =
+      "Normwise relative difference ||x_W - x_1|| / ||x_1|| against one worker (fp32 sums in another order differ in "
+      "the\n"
+      "last bits; the tolerance allows that and nothing more):\n\n" +
+      table.str();
   ctx.outcome->headline = headline;
   ctx.outcome->ok = all;
 }

@@ -32,20 +32,24 @@ std::string fixed(double x, const char* fmt) {
 
 // The simulation's inputs and the digest of its JSON output: the grader re-simulates from these
 // and compares the bytes (same inputs, same output is the simulator's contract).
-void record_simulation_proof(Context& ctx, db::RunId run, const std::string& model_ref, const strategy::ModelSpec& model,
-                             const strategy::ClusterSpec& cluster, const strategy::Plan& plan, const sim::SimOptions& so,
-                             const sim::SimResult& r) {
+void record_simulation_proof(Context& ctx, db::RunId run, const std::string& model_ref,
+                             const strategy::ModelSpec& model, const strategy::ClusterSpec& cluster,
+                             const strategy::Plan& plan, const sim::SimOptions& so, const sim::SimResult& r) {
   const std::string bytes = sim::to_json(r).dump();
   db::ProofRecord proof;
   proof.experiment = ctx.experiment;
   proof.run = run;
   proof.kind = "deterministic_simulation";
-  proof.inputs = {{"model", resolve_ref(ctx, model_ref)}, {"model_digest", db::content_digest(strategy::to_json(model).dump())},
-                  {"cluster_toml", strategy::cluster_to_toml(cluster, "")}, {"world", plan.world()},
-                  {"plan", plan.to_string()}, {"warmup_steps", so.warmup_steps}, {"steps", so.steps},
+  proof.inputs = {{"model", resolve_ref(ctx, model_ref)},
+                  {"model_digest", db::content_digest(strategy::to_json(model).dump())},
+                  {"cluster_toml", strategy::cluster_to_toml(cluster, "")},
+                  {"world", plan.world()},
+                  {"plan", plan.to_string()},
+                  {"warmup_steps", so.warmup_steps},
+                  {"steps", so.steps},
                   {"timeline", so.timeline}};
-  proof.evidence = {{"output_digest", db::content_digest(bytes)}, {"output_bytes", bytes.size()},
-                    {"step_seconds", r.step_seconds}};
+  proof.evidence = {
+      {"output_digest", db::content_digest(bytes)}, {"output_bytes", bytes.size()}, {"step_seconds", r.step_seconds}};
   proof.result = "simulated " + std::to_string(plan.world()) + " workers: " + format_ms(r.step_seconds) + " per step";
   proof.passed = true;  // the claim is checked by re-simulating, not by the writer
   ctx.store.add_proof(proof);
@@ -92,7 +96,8 @@ void predict_one(Context& ctx, Scaling& s, Source src, int w, const strategy::Pl
   record_sim(ctx.store, run.id(), r);
   // The simulated timeline beside the measured one (chrome://tracing, Perfetto).
   const auto trace = run_dir(ctx, "sim-" + std::to_string(w) + "w") / "trace.json";
-  trace::write_chrome_trace_file(trace.string(), r.timeline, ctx.spec.name + " simulated, " + std::to_string(w) + " workers");
+  trace::write_chrome_trace_file(trace.string(), r.timeline,
+                                 ctx.spec.name + " simulated, " + std::to_string(w) + " workers");
   ctx.store.set_run_param(run.id(), "trace", trace.string());
   run.complete();
   s.run_of[src][w] = run.id();
@@ -119,7 +124,8 @@ void predict_all(Context& ctx, Scaling& s) {
     s.predicted[w] = strategy::estimate_step(s.model, p, pc.cluster).step_seconds;
     for (Source src : s.t.sources) {
       if (src == Source::kMeasured) continue;  // measured in rounds (measure_rounds)
-      ctx.progress("  " + std::string(to_string(src)) + ", " + std::to_string(w) + " worker" + (w > 1 ? "s" : "") + " ...");
+      ctx.progress("  " + std::string(to_string(src)) + ", " + std::to_string(w) + " worker" + (w > 1 ? "s" : "") +
+                   " ...");
       predict_one(ctx, s, src, w, p, pc);
     }
   }
@@ -133,8 +139,10 @@ void measure_rounds(Context& ctx, Scaling& s) {
     std::vector<int> order = t.workers;
     if (round % 2 == 1) std::reverse(order.begin(), order.end());
     for (int w : order) {
-      if (t.rounds > 1) ctx.progress("  measured round " + std::to_string(round + 1) + "/" + std::to_string(t.rounds) + ":");
-      MeasureRequest req{resolve_ref(ctx, t.model), s.plans[w], t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin};
+      if (t.rounds > 1)
+        ctx.progress("  measured round " + std::to_string(round + 1) + "/" + std::to_string(t.rounds) + ":");
+      MeasureRequest req{resolve_ref(ctx, t.model), s.plans[w], t.steps, t.seed, ctx.options.work_dir,
+                         ctx.options.parlab_bin};
       const MeasureResult m = measure_plan(ctx, req);
       ctx.store.set_run_metric(m.run, "predicted_step_seconds", s.predicted[w]);
       if (s.base.calibrated && s.stored) ctx.store.set_run_param(m.run, "calibrated_at", s.stored->created_at);
@@ -198,7 +206,8 @@ std::string scaling_notes(const Scaling& s) {
   if (s.stored && !s.stored->ring_fits.empty()) {
     std::string fits;
     for (const auto& f : s.stored->ring_fits)
-      fits += (fits.empty() ? "" : "; ") + std::to_string(f.ranks) + " ranks a = " + fixed(f.latency_seconds * 1e6, "%.0f") +
+      fits += (fits.empty() ? "" : "; ") + std::to_string(f.ranks) +
+              " ranks a = " + fixed(f.latency_seconds * 1e6, "%.0f") +
               " us, B = " + fixed(f.link_bytes_per_s / 1e9, "%.2f") + " GB/s";
     out += "communication model: shared-memory all-reduce fitted per rank count (" + fits +
            "); W workers use the fit of W ranks\n";
@@ -235,8 +244,8 @@ void record_scaling_proof(Context& ctx, const Scaling& s) {
       row[name + "_run"] = s.run_of.at(src).at(w);
     }
     if (s.measure)
-      row["measured_spread_seconds"] = s.measured_spread.at(w), row["measured_speedup_paired"] = s.measured_speedup.at(w),
-      row["measured_round_step_seconds"] = s.mr.step.at(w);
+      row["measured_spread_seconds"] = s.measured_spread.at(w),
+      row["measured_speedup_paired"] = s.measured_speedup.at(w), row["measured_round_step_seconds"] = s.mr.step.at(w);
     rows.push_back(row);
   }
   nlohmann::json sources = nlohmann::json::array();
@@ -245,7 +254,7 @@ void record_scaling_proof(Context& ctx, const Scaling& s) {
   proof.experiment = ctx.experiment;
   proof.kind = "scaling_report";
   proof.inputs = {{"model", t.model}, {"cluster", t.cluster}, {"plan", t.plan}, {"workers", t.workers},
-                  {"steps", t.steps}, {"sources", sources}, {"seed", t.seed}, {"rounds", t.rounds}};
+                  {"steps", t.steps}, {"sources", sources},   {"seed", t.seed}, {"rounds", t.rounds}};
   proof.evidence = {{"rows", rows}};
   proof.result = ctx.outcome->headline;
   proof.passed = true;  // a record; the grader computes speedups and errors from the rows

@@ -24,8 +24,11 @@ void run_scaling_lab(Context& ctx, const ScalingLabTask& t) {
     ctx.store.set_run_metric(run.id(), "speedup", r.speedup);
     ctx.store.set_run_metric(run.id(), "efficiency", r.efficiency);
     run.complete();
-    table_rows.push_back({{"run", run.id()}, {"workers", r.workers}, {"step_seconds", r.step_seconds},
-                          {"speedup", r.speedup}, {"efficiency", r.efficiency}});
+    table_rows.push_back({{"run", run.id()},
+                          {"workers", r.workers},
+                          {"step_seconds", r.step_seconds},
+                          {"speedup", r.speedup},
+                          {"efficiency", r.efficiency}});
     char step[32], comm[32], strag[32], sp[32], eff[32];
     std::snprintf(step, sizeof step, "%.1f ms", r.step_seconds * 1e3);
     std::snprintf(comm, sizeof comm, "%.2f ms", r.comm_seconds * 1e3);
@@ -44,9 +47,13 @@ void run_scaling_lab(Context& ctx, const ScalingLabTask& t) {
   db::ProofRecord proof;
   proof.experiment = ctx.experiment;
   proof.kind = "scaling_lab";
-  proof.inputs = {{"compute_seconds", in.compute_seconds}, {"overhead_seconds", in.overhead_seconds}, {"bytes", in.bytes},
-                  {"link_bytes_per_s", in.link_bytes_per_s}, {"latency_seconds", in.latency_seconds},
-                  {"straggler_fraction", in.straggler_fraction}, {"workers", in.workers}};
+  proof.inputs = {{"compute_seconds", in.compute_seconds},
+                  {"overhead_seconds", in.overhead_seconds},
+                  {"bytes", in.bytes},
+                  {"link_bytes_per_s", in.link_bytes_per_s},
+                  {"latency_seconds", in.latency_seconds},
+                  {"straggler_fraction", in.straggler_fraction},
+                  {"workers", in.workers}};
   proof.evidence = {{"rows", table_rows}};
   proof.result = buf;
   proof.passed = true;

@@ -1,10 +1,9 @@
 // kind = "splits": one model on a fixed number of workers under several splits (DDP, ZeRO-1/2/3,
-// tensor and pipeline parallelism and their combinations). For each: the step time and exposed communication (analytic, simulated,
-// measured), the memory each rank holds by category (the ledger beside the accounting
-// allocator's measured peak and the process's resident peak), and the bytes each rank puts on
-// the wire per step (the step program's, analytic and simulated alike, beside the recorded
-// calls'). What a learner should see: ZeRO-3 divides model state by the world size and pays
-// about 1.5x DDP's traffic (3 parameter-sized collectives of (n-1)/n against DDP's 2).
+// tensor and pipeline parallelism and their combinations). For each: the step time and exposed communication (analytic,
+// simulated, measured), the memory each rank holds by category (the ledger beside the accounting allocator's measured
+// peak and the process's resident peak), and the bytes each rank puts on the wire per step (the step program's,
+// analytic and simulated alike, beside the recorded calls'). What a learner should see: ZeRO-3 divides model state by
+// the world size and pays about 1.5x DDP's traffic (3 parameter-sized collectives of (n-1)/n against DDP's 2).
 #include "experiments/lib/kind_splits.h"
 
 #include <algorithm>
@@ -43,7 +42,8 @@ double rank_wire_bytes(const strategy::ModelSpec& model, const strategy::Plan& p
   double bytes = 0;
   for (const strategy::Op& op : p.ops) {
     if (op.is_collective())
-      bytes += op.bytes * op.count * strategy::bus_bandwidth_factor(strategy::collective_of(op.kind), p.group_of(op).size());
+      bytes +=
+          op.bytes * op.count * strategy::bus_bandwidth_factor(strategy::collective_of(op.kind), p.group_of(op).size());
     if (op.kind == strategy::OpKind::kSend) bytes += op.bytes * op.count;  // once over one link
   }
   return bytes;
@@ -89,14 +89,16 @@ SplitRow run_split(Context& ctx, const SplitRequest& q) {
       sim::SimOptions so;
       so.steps = std::min(q.steps, 3);
       const auto r = sim::simulate_plan(q.model, p, q.cluster, so);
-      RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, q.model_ref, q.cluster_ref, p, q.seed), ctx.outcome);
+      RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, q.model_ref, q.cluster_ref, p, q.seed),
+                   ctx.outcome);
       record_sim(ctx.store, run.id(), r);
       run.complete();
       row.step[src] = r.step_seconds;
       row.exposed[src] = r.ranks.empty() ? 0 : r.ranks.front().exposed_comm_seconds;
       if (p.pp > 1) row.bubble_simulated = r.walked_bubble_fraction;
     } else {
-      MeasureRequest req{resolve_ref(ctx, q.model_ref), p, q.steps, q.seed, ctx.options.work_dir, ctx.options.parlab_bin};
+      MeasureRequest req{resolve_ref(ctx, q.model_ref), p, q.steps, q.seed, ctx.options.work_dir,
+                         ctx.options.parlab_bin};
       const MeasureResult m = measure_plan(ctx, req);
       row.step[src] = m.step_seconds;
       row.measured_spread = m.step_spread_seconds;
@@ -166,8 +168,8 @@ void run_splits(Context& ctx, const SplitsTask& t) {
     line.insert(line.end(), {mb(r.program_wire), r.measured_wire >= 0 ? mb(r.measured_wire) : "-", ratio});
     time.add(line);
   }
-  TextTable bubble({"plan", "schedule", "formula (p-1)/(vm+p-1)", "simulated (largest rank)", "measured (mean of ranks)",
-                    "measured (largest rank)"});
+  TextTable bubble({"plan", "schedule", "formula (p-1)/(vm+p-1)", "simulated (largest rank)",
+                    "measured (mean of ranks)", "measured (largest rank)"});
   bool any_pipeline = false;
   for (size_t i = 0; i < rows.size(); ++i) {
     const SplitRow& r = rows[i];
@@ -184,26 +186,30 @@ void run_splits(Context& ctx, const SplitsTask& t) {
                              r.ledger.activations_bytes, r.ledger.temp_bytes};
     std::vector<std::string> line = {t.plans[i]};
     for (int c = 0; c < model::kMemoryCategories; ++c)
-      line.push_back((r.measured ? mb(double(r.measured->measured_peak_bytes[c])) + " / " : std::string()) + mb(ledger[c]));
+      line.push_back((r.measured ? mb(double(r.measured->measured_peak_bytes[c])) + " / " : std::string()) +
+                     mb(ledger[c]));
     line.push_back((r.measured ? mb(double(r.measured->measured_peak_total_bytes)) + " / " : std::string()) +
                    mb(r.ledger.total_bytes()));
-    line.push_back(r.measured && r.measured->resident_peak_bytes > 0 ? mb(double(r.measured->resident_peak_bytes)) : "-");
+    line.push_back(r.measured && r.measured->resident_peak_bytes > 0 ? mb(double(r.measured->resident_peak_bytes))
+                                                                     : "-");
     memory.add(line);
   }
-  ctx.outcome->report = "Time and traffic per step (" + std::to_string(t.workers) +
-                        " workers; measured: median step +- half its interquartile range, ~ marks an error within it;"
-                        " error = prediction / measured - 1; wire bytes = bytes per call x bus factor, per rank):\n" +
-                        time.str() +
-                        "\nPeak memory per rank (measured by the accounting allocator / the ledger; resident = the "
-                        "process's peak RSS):\n" + memory.str() +
-                        (any_pipeline ? "\nPipeline bubble (idle share of the step's pipeline span per rank):\n" + bubble.str()
-                                      : std::string());
+  ctx.outcome->report =
+      "Time and traffic per step (" + std::to_string(t.workers) +
+      " workers; measured: median step +- half its interquartile range, ~ marks an error within it;"
+      " error = prediction / measured - 1; wire bytes = bytes per call x bus factor, per rank):\n" +
+      time.str() +
+      "\nPeak memory per rank (measured by the accounting allocator / the ledger; resident = the "
+      "process's peak RSS):\n" +
+      memory.str() +
+      (any_pipeline ? "\nPipeline bubble (idle share of the step's pipeline span per rank):\n" + bubble.str()
+                    : std::string());
   for (const std::string& n : notes) ctx.outcome->report += n + "\n";
   char headline[240];
   const SplitRow& last = rows.back();
-  std::snprintf(headline, sizeof headline, "%s: model state %s per rank (DDP %s), traffic %.2fx DDP's", t.plans.back().c_str(),
-                mb(last.ledger.model_state_bytes()).c_str(), mb(rows.front().ledger.model_state_bytes()).c_str(),
-                ddp_wire > 0 ? last.program_wire / ddp_wire : 0.0);
+  std::snprintf(headline, sizeof headline, "%s: model state %s per rank (DDP %s), traffic %.2fx DDP's",
+                t.plans.back().c_str(), mb(last.ledger.model_state_bytes()).c_str(),
+                mb(rows.front().ledger.model_state_bytes()).c_str(), ddp_wire > 0 ? last.program_wire / ddp_wire : 0.0);
   ctx.outcome->headline = headline;
   ctx.outcome->ok = true;
 }

@@ -17,7 +17,7 @@
 namespace parlab::experiments {
 
 struct SplitRequest {
-  std::string label;                  // progress lines: the plan as the experiment names it
+  std::string label;                   // progress lines: the plan as the experiment names it
   std::string model_ref, cluster_ref;  // as the experiment file names them (recorded on the runs)
   const strategy::ModelSpec& model;
   const strategy::ClusterSpec& cluster;  // sized to the plan's world

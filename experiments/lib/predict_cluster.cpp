@@ -9,7 +9,8 @@ namespace parlab::experiments {
 WorkloadRates::WorkloadRates(const strategy::ClusterSpec& base, const strategy::ModelSpec& model,
                              std::function<void(const std::string&)> progress)
     : base_(base), model_(model), progress_(std::move(progress)) {
-  if (base_.calibrated && model_.kind == strategy::ModelKind::kMlp) stored_ = load_stored_calibration(strategy::results_dir());
+  if (base_.calibrated && model_.kind == strategy::ModelKind::kMlp)
+    stored_ = load_stored_calibration(strategy::results_dir());
   // Only with a calibration `parlab calibrate` made (its details beside the TOML): a cpu-local
   // written by hand keeps its own figures.
   profiles_ = stored_ && base_.name == "cpu-local";

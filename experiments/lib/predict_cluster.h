@@ -26,7 +26,7 @@ namespace parlab::experiments {
 struct PredictionCluster {
   strategy::ClusterSpec recorded;  // as a proof records it (cluster_to_toml), before sizing
   strategy::ClusterSpec cluster;   // the same sized to the plan's world (strategy::with_world)
-  std::string note;               // the compute model used, in one sentence
+  std::string note;                // the compute model used, in one sentence
 };
 
 class WorkloadRates {

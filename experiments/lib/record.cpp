@@ -20,8 +20,8 @@ db::StepTiming timing_of(const strategy::RankTimes& r) {
   return t;
 }
 
-void record_common(db::ResultsStore& store, db::RunId run, const std::vector<strategy::RankTimes>& ranks,
-                   double step, double samples_per_s, double mfu, double bubble_total) {
+void record_common(db::ResultsStore& store, db::RunId run, const std::vector<strategy::RankTimes>& ranks, double step,
+                   double samples_per_s, double mfu, double bubble_total) {
   std::vector<db::StepTiming> rows;
   for (const auto& r : ranks) rows.push_back(timing_of(r));
   store.add_step_timings(run, rows);

@@ -8,8 +8,10 @@
 namespace parlab::experiments {
 
 void Context::progress(const std::string& line) const {
-  if (options.progress) options.progress(line);
-  else std::fprintf(stderr, "%s\n", line.c_str());
+  if (options.progress)
+    options.progress(line);
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 Outcome run_experiment(const ExperimentSpec& spec, db::ResultsStore& store, const RunnerOptions& options) {
@@ -17,23 +19,34 @@ Outcome run_experiment(const ExperimentSpec& spec, db::ResultsStore& store, cons
   Outcome out;
   out.name = spec.name;
   out.kind = spec.kind;
-  out.experiment = store.upsert_experiment({spec.name, spec.file, spec.title + (spec.notice.empty() ? "" : "\n" + spec.notice)});
+  out.experiment =
+      store.upsert_experiment({spec.name, spec.file, spec.title + (spec.notice.empty() ? "" : "\n" + spec.notice)});
   Context ctx(spec, store, out.experiment, options);
   ctx.outcome = &out;
   try {
     std::visit(
         [&](const auto& task) {
           using T = std::decay_t<decltype(task)>;
-          if constexpr (std::is_same_v<T, LedgerTask>) run_ledger(ctx, task);
-          else if constexpr (std::is_same_v<T, ScalingTask>) run_scaling(ctx, task);
-          else if constexpr (std::is_same_v<T, ScalingLabTask>) run_scaling_lab(ctx, task);
-          else if constexpr (std::is_same_v<T, EquivalenceTask>) run_equivalence(ctx, task);
-          else if constexpr (std::is_same_v<T, KillResumeTask>) run_kill_resume(ctx, task);
-          else if constexpr (std::is_same_v<T, SplitsTask>) run_splits(ctx, task);
-          else if constexpr (std::is_same_v<T, HangDrillTask>) run_hang_drill(ctx, task);
-          else if constexpr (std::is_same_v<T, ElasticTask>) run_elastic(ctx, task);
-          else if constexpr (std::is_same_v<T, DecideTask>) run_decide(ctx, task);
-          else run_planner(ctx, task);
+          if constexpr (std::is_same_v<T, LedgerTask>)
+            run_ledger(ctx, task);
+          else if constexpr (std::is_same_v<T, ScalingTask>)
+            run_scaling(ctx, task);
+          else if constexpr (std::is_same_v<T, ScalingLabTask>)
+            run_scaling_lab(ctx, task);
+          else if constexpr (std::is_same_v<T, EquivalenceTask>)
+            run_equivalence(ctx, task);
+          else if constexpr (std::is_same_v<T, KillResumeTask>)
+            run_kill_resume(ctx, task);
+          else if constexpr (std::is_same_v<T, SplitsTask>)
+            run_splits(ctx, task);
+          else if constexpr (std::is_same_v<T, HangDrillTask>)
+            run_hang_drill(ctx, task);
+          else if constexpr (std::is_same_v<T, ElasticTask>)
+            run_elastic(ctx, task);
+          else if constexpr (std::is_same_v<T, DecideTask>)
+            run_decide(ctx, task);
+          else
+            run_planner(ctx, task);
         },
         spec.task);
   } catch (const Error& e) {

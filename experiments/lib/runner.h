@@ -25,10 +25,10 @@ struct RunnerOptions {
 struct Outcome {
   std::string name;
   std::string kind;
-  bool ok = false;          // ran, and any proof it makes passed
-  std::string headline;     // one line for the summary
-  std::string report;       // the full text report (tables)
-  std::string error;        // when it could not run
+  bool ok = false;       // ran, and any proof it makes passed
+  std::string headline;  // one line for the summary
+  std::string report;    // the full text report (tables)
+  std::string error;     // when it could not run
   db::ExperimentId experiment = 0;
   std::vector<db::RunId> runs;
   double seconds = 0;
@@ -84,9 +84,9 @@ class RunGuard {
   ~RunGuard() {
     if (done_) return;
     try {
-      store_.mark_run_status(id_, db::RunStatus::kFailed, failure_.empty() ? "the experiment stopped before this run finished" : failure_);
-    } catch (...) {
-    }
+      store_.mark_run_status(id_, db::RunStatus::kFailed,
+                             failure_.empty() ? "the experiment stopped before this run finished" : failure_);
+    } catch (...) {}
   }
   db::RunId id() const { return id_; }
   void complete() {

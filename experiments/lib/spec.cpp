@@ -25,7 +25,8 @@ std::vector<int> int_list(TableReader& r, std::string_view key, std::vector<int>
   std::vector<int> out;
   for (const auto& e : *a) {
     auto v = e.value_exact<int64_t>();
-    if (!v || *v < 1 || *v > kMaxCount) r.fail(key, TableReader::describe(e), "must hold integers from 1 to " + std::to_string(kMaxCount));
+    if (!v || *v < 1 || *v > kMaxCount)
+      r.fail(key, TableReader::describe(e), "must hold integers from 1 to " + std::to_string(kMaxCount));
     out.push_back(int(*v));
   }
   return out;
@@ -35,14 +36,19 @@ std::vector<Source> source_list(TableReader& r, std::string_view key, std::vecto
   const toml::node* n = r.find(key);
   if (!n) return fallback;
   const toml::array* a = n->as_array();
-  if (!a || a->empty()) r.fail(key, TableReader::describe(*n), "must be a non-empty array of \"analytic\", \"simulated\", \"measured\"");
+  if (!a || a->empty())
+    r.fail(key, TableReader::describe(*n), "must be a non-empty array of \"analytic\", \"simulated\", \"measured\"");
   std::vector<Source> out;
   for (const auto& e : *a) {
     auto v = e.value_exact<std::string>();
-    if (v && *v == "analytic") out.push_back(Source::kAnalytic);
-    else if (v && *v == "simulated") out.push_back(Source::kSimulated);
-    else if (v && *v == "measured") out.push_back(Source::kMeasured);
-    else r.fail(key, TableReader::describe(e), "each entry must be \"analytic\", \"simulated\" or \"measured\"");
+    if (v && *v == "analytic")
+      out.push_back(Source::kAnalytic);
+    else if (v && *v == "simulated")
+      out.push_back(Source::kSimulated);
+    else if (v && *v == "measured")
+      out.push_back(Source::kMeasured);
+    else
+      r.fail(key, TableReader::describe(e), "each entry must be \"analytic\", \"simulated\" or \"measured\"");
   }
   return out;
 }
@@ -50,7 +56,8 @@ std::vector<Source> source_list(TableReader& r, std::string_view key, std::vecto
 int positive_int(TableReader& r, std::string_view key, int fallback) {
   const auto v = r.integer(key);
   if (!v) return fallback;
-  if (*v < 1 || *v > kMaxCount) r.fail(key, std::to_string(*v), "must be an integer from 1 to " + std::to_string(kMaxCount));
+  if (*v < 1 || *v > kMaxCount)
+    r.fail(key, std::to_string(*v), "must be an integer from 1 to " + std::to_string(kMaxCount));
   return int(*v);
 }
 
@@ -182,9 +189,11 @@ DecideTask parse_decide(TableReader& r) {
   // Its candidates are trained here, so the cluster they are priced on must be this machine.
   const bool path_like = t.cluster.find('/') != std::string::npos || t.cluster.ends_with(".toml");
   if (!path_like && t.cluster != "cpu-local")
-    r.fail("cluster", "\"" + t.cluster + "\"", "\"cpu-local\" or a cluster file describing this machine (the candidates are trained here)");
+    r.fail("cluster", "\"" + t.cluster + "\"",
+           "\"cpu-local\" or a cluster file describing this machine (the candidates are trained here)");
   t.workers = positive_int(r, "workers", t.workers);
-  if (t.workers < 2) r.fail("workers", std::to_string(t.workers), "must be at least 2: one worker has no split to choose");
+  if (t.workers < 2)
+    r.fail("workers", std::to_string(t.workers), "must be at least 2: one worker has no split to choose");
   t.global_batch = r.integer("gbs", 1, kMaxCount).value_or(0);
   t.top = int(r.integer("top", 1, 16).value_or(t.top));
   t.steps = positive_int(r, "steps", t.steps);
@@ -246,9 +255,11 @@ ElasticTask parse_elastic(TableReader& r) {
   read_training_keys(r, t, 2, "must be at least 2 to lose a rank");
   t.checkpoint_every = positive_int(r, "checkpoint_every", t.checkpoint_every);
   t.lose_rank = int(r.integer("lose_rank").value_or(t.lose_rank));
-  if (t.lose_rank < 0 || t.lose_rank >= t.nproc) r.fail("lose_rank", std::to_string(t.lose_rank), "must be a rank in [0, nproc)");
+  if (t.lose_rank < 0 || t.lose_rank >= t.nproc)
+    r.fail("lose_rank", std::to_string(t.lose_rank), "must be a rank in [0, nproc)");
   t.lose_step = positive_int(r, "lose_step", t.lose_step);
-  if (t.lose_step >= t.steps) r.fail("lose_step", std::to_string(t.lose_step), "must be below steps (the job must go on after it)");
+  if (t.lose_step >= t.steps)
+    r.fail("lose_step", std::to_string(t.lose_step), "must be below steps (the job must go on after it)");
   t.seed = seed_key(r);
   return t;
 }
@@ -262,17 +273,22 @@ struct Kind {
 const Kind kKinds[] = {
     {"ledger", "params_gb, grads_gb, optimizer_gb, activations_gb, largest_layer_gb, device_gb",
      [](TableReader& r) -> Task { return parse_ledger(r); }},
-    {"scaling", "model, cluster, plan, workers, steps, sources, seed, rounds", [](TableReader& r) -> Task { return parse_scaling(r); }},
+    {"scaling", "model, cluster, plan, workers, steps, sources, seed, rounds",
+     [](TableReader& r) -> Task { return parse_scaling(r); }},
     {"scaling_lab", "compute_ms, overhead_ms, bytes, link_gb_per_s, latency_us, straggler, workers",
      [](TableReader& r) -> Task { return parse_scaling_lab(r); }},
     {"equivalence", "model, plan, plans, workers, steps, tolerance, data_size, seed, device",
      [](TableReader& r) -> Task { return parse_equivalence(r); }},
     {"kill_resume", "model, plan, nproc, steps, trials, checkpoint_every, seed, device",
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},
-    {"planner", "model, cluster, world, gbs, top, simulate_top", [](TableReader& r) -> Task { return parse_planner(r); }},
-    {"splits", "model, cluster, workers, plans, steps, sources, seed", [](TableReader& r) -> Task { return parse_splits(r); }},
-    {"decide", "model, cluster, workers, gbs, top, steps, seed", [](TableReader& r) -> Task { return parse_decide(r); }},
-    {"hang_drill", "model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed",
+    {"planner", "model, cluster, world, gbs, top, simulate_top",
+     [](TableReader& r) -> Task { return parse_planner(r); }},
+    {"splits", "model, cluster, workers, plans, steps, sources, seed",
+     [](TableReader& r) -> Task { return parse_splits(r); }},
+    {"decide", "model, cluster, workers, gbs, top, steps, seed",
+     [](TableReader& r) -> Task { return parse_decide(r); }},
+    {"hang_drill",
+     "model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed",
      [](TableReader& r) -> Task { return parse_hang_drill(r); }},
     {"elastic", "model, plan, nproc, steps, checkpoint_every, lose_rank, lose_step, seed",
      [](TableReader& r) -> Task { return parse_elastic(r); }},
@@ -282,9 +298,12 @@ const Kind kKinds[] = {
 
 std::string_view to_string(Source s) {
   switch (s) {
-    case Source::kAnalytic: return "analytic";
-    case Source::kSimulated: return "simulated";
-    case Source::kMeasured: return "measured";
+    case Source::kAnalytic:
+      return "analytic";
+    case Source::kSimulated:
+      return "simulated";
+    case Source::kMeasured:
+      return "measured";
   }
   return "?";
 }

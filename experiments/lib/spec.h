@@ -32,9 +32,9 @@ struct LedgerTask {
 struct ScalingTask {
   std::string model = "lab-mlp";
   std::string cluster = "cpu-local";
-  std::string plan;              // key=value; dp follows the worker count
+  std::string plan;  // key=value; dp follows the worker count
   std::vector<int> workers = {1, 2, 4};
-  int steps = 10;                // measured and simulated steps (after one warm-up)
+  int steps = 10;  // measured and simulated steps (after one warm-up)
   std::vector<Source> sources = {Source::kAnalytic, Source::kSimulated, Source::kMeasured};
   uint64_t seed = 1;
   // Measured rounds over the worker counts, alternating their order (1,2,4 then 4,2,1, ...) so a
@@ -148,7 +148,7 @@ struct ExperimentSpec {
   std::string title;
   std::string notice;  // what a learner should notice
   std::string kind;
-  std::string file;    // where it came from
+  std::string file;  // where it came from
   Task task;
 };
 

@@ -28,12 +28,18 @@ QVariant CandidatesModel::data(const QModelIndex& index, int role) const {
   const strategy::Candidate& c = report_->top[size_t(index.row())];
   const auto seconds = [&]() -> double {
     switch (index.column()) {
-      case kStep: return c.step_seconds();
-      case kCompute: return c.quick.compute_seconds;
-      case kTpComm: return c.quick.tp_comm_seconds;
-      case kBubble: return c.quick.bubble_seconds;
-      case kDpExposed: return c.quick.dp_exposed_seconds;
-      default: return 0;
+      case kStep:
+        return c.step_seconds();
+      case kCompute:
+        return c.quick.compute_seconds;
+      case kTpComm:
+        return c.quick.tp_comm_seconds;
+      case kBubble:
+        return c.quick.bubble_seconds;
+      case kDpExposed:
+        return c.quick.dp_exposed_seconds;
+      default:
+        return 0;
     }
   };
   if (role == kValueRole) {
@@ -44,11 +50,16 @@ QVariant CandidatesModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
-      case kRankCol: return index.row() == 0 ? tr("1 (chosen)") : QString::number(index.row() + 1);
-      case kName: return QString::fromStdString(c.plan.short_name());
-      case kMemory: return format_gib(c.worst.total_bytes()) + " / " + format_gib(c.worst.device_bytes);
-      case kPlan: return QString::fromStdString(c.plan.to_string());
-      default: return QString::number(seconds() * 1e3, 'f', 2) + " ms";
+      case kRankCol:
+        return index.row() == 0 ? tr("1 (chosen)") : QString::number(index.row() + 1);
+      case kName:
+        return QString::fromStdString(c.plan.short_name());
+      case kMemory:
+        return format_gib(c.worst.total_bytes()) + " / " + format_gib(c.worst.device_bytes);
+      case kPlan:
+        return QString::fromStdString(c.plan.to_string());
+      default:
+        return QString::number(seconds() * 1e3, 'f', 2) + " ms";
     }
   }
   if (role == Qt::ToolTipRole && index.column() == kStep)
@@ -57,8 +68,9 @@ QVariant CandidatesModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant CandidatesModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
-  static const char* names[kColumns] = {"#",      "plan",        "step",       "compute", "TP comm",
+  if (role != Qt::DisplayRole || orientation != Qt::Horizontal)
+    return QAbstractTableModel::headerData(section, orientation, role);
+  static const char* names[kColumns] = {"#",      "plan",       "step",          "compute",  "TP comm",
                                         "bubble", "DP exposed", "fullest stage", "plan keys"};
   return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();
 }

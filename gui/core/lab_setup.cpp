@@ -10,8 +10,8 @@
 namespace parlab::gui {
 
 const std::vector<std::string>& setup_plan_keys() {
-  static const std::vector<std::string> keys = {"dp", "tp",       "pp",        "zero", "mb",        "microbatches",
-                                                "gbs", "schedule", "v",         "recompute", "sp", "precision"};
+  static const std::vector<std::string> keys = {"dp",  "tp",       "pp", "zero",      "mb", "microbatches",
+                                                "gbs", "schedule", "v",  "recompute", "sp", "precision"};
   return keys;
 }
 

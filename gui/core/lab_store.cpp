@@ -39,8 +39,10 @@ std::map<int, MeasuredPoint> measured_points(const std::string& db_path, const L
     // As `parlab compare` reads it: over its rounds when the run closed a series of rounds.
     const auto step = metric("rounds.step_seconds") ? metric("rounds.step_seconds") : metric("step_seconds");
     if (!step) continue;
-    const auto spread = metric("rounds.step_seconds") ? metric("rounds.step_seconds_spread") : metric("step_seconds_spread");
-    out[r.world_size] = {r.id, *step, spread, double(at.global_batch), strategy::round_steps(metrics)};  // oldest first: the newest wins
+    const auto spread =
+        metric("rounds.step_seconds") ? metric("rounds.step_seconds_spread") : metric("step_seconds_spread");
+    out[r.world_size] = {r.id, *step, spread, double(at.global_batch),
+                         strategy::round_steps(metrics)};  // oldest first: the newest wins
   }
   return out;
 }

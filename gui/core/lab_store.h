@@ -14,7 +14,7 @@ namespace parlab::gui {
 
 struct MeasuredPoint {
   db::RunId run = 0;
-  double step_seconds = 0;  // the run's recorded step time (median of its steps, or over its rounds)
+  double step_seconds = 0;               // the run's recorded step time (median of its steps, or over its rounds)
   std::optional<double> spread_seconds;  // its spread (half the interquartile range), when recorded
   double global_batch = 0;
   std::vector<double> rounds;  // per-round step times (strategy::round_steps), when recorded

@@ -31,22 +31,32 @@ int LessonModel::resume_step() const {
   return progress_.next_step > 0 ? progress_.next_step : int(progress_.steps.size());
 }
 
-int LessonModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(progress_.steps.size()); }
+int LessonModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : int(progress_.steps.size());
+}
 
 QVariant LessonModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount()) return {};
   const rubric::LessonStepProgress& s = progress_.steps[size_t(index.row())];
   switch (role) {
     case Qt::DisplayRole:
-      return QString("%1  %2. %3").arg(s.complete ? QString::fromUtf8("✓") : QString::fromUtf8("○")).arg(s.number)
+      return QString("%1  %2. %3")
+          .arg(s.complete ? QString::fromUtf8("✓") : QString::fromUtf8("○"))
+          .arg(s.number)
           .arg(QString::fromStdString(s.title));
     case Qt::ToolTipRole:
       return s.complete ? tr("Complete: every question answered before its reveal") : tr("Not complete yet");
     case Qt::AccessibleTextRole:
-      return QString("step %1, %2, %3").arg(s.number).arg(QString::fromStdString(s.title)).arg(s.complete ? tr("complete") : tr("not complete"));
-    case kCompleteRole: return s.complete;
-    case kNumberRole: return s.number;
-    default: return {};
+      return QString("step %1, %2, %3")
+          .arg(s.number)
+          .arg(QString::fromStdString(s.title))
+          .arg(s.complete ? tr("complete") : tr("not complete"));
+    case kCompleteRole:
+      return s.complete;
+    case kNumberRole:
+      return s.number;
+    default:
+      return {};
   }
 }
 

@@ -23,12 +23,16 @@ int LiveStepsModel::rowCount(const QModelIndex& parent) const { return parent.is
 QVariant LiveStepsModel::data(const QModelIndex& index, int role) const {
   if (!in_range(index)) return {};
   const Row& r = rows_[size_t(index.row())];
-  if (role == kValueRole) return index.column() == kStep ? QVariant(r.step) : QVariant(index.column() == kLoss ? r.loss : r.step_seconds);
+  if (role == kValueRole)
+    return index.column() == kStep ? QVariant(r.step) : QVariant(index.column() == kLoss ? r.loss : r.step_seconds);
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
-    case kStep: return r.step;
-    case kLoss: return QString::number(r.loss, 'f', 4);
-    default: return QString::number(r.step_seconds * 1e3, 'g', 3) + " ms";
+    case kStep:
+      return r.step;
+    case kLoss:
+      return QString::number(r.loss, 'f', 4);
+    default:
+      return QString::number(r.step_seconds * 1e3, 'g', 3) + " ms";
   }
 }
 

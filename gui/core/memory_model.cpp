@@ -26,7 +26,8 @@ void MemoryModel::set_setup(const LabSetup& s) {
   if (per_stage_) {
     rows_ = strategy::ledger_per_stage(s.model, layers, s.plan, s.cluster);
   } else {
-    for (int r = 0; r < s.world(); ++r) rows_.push_back(strategy::compute_ledger(s.model, layers, s.plan, s.cluster, r));
+    for (int r = 0; r < s.world(); ++r)
+      rows_.push_back(strategy::compute_ledger(s.model, layers, s.plan, s.cluster, r));
   }
   rule_inputs_ = strategy::rule_inputs(s.model, s.plan, s.cluster);
   verdict_ = strategy::apply_rule(rule_inputs_);
@@ -35,7 +36,8 @@ void MemoryModel::set_setup(const LabSetup& s) {
   if (!rows_.empty()) {
     const strategy::MemoryLedger fullest = strategy::worst_stage(rows_);
     formulas_ = strategy::explain_ledger(s.model, layers, s.plan, s.cluster, fullest.rank).terms;
-    formulas_for_ = per_stage_ ? QStringLiteral("stage %1").arg(fullest.stage) : QStringLiteral("rank %1").arg(fullest.rank);
+    formulas_for_ =
+        per_stage_ ? QStringLiteral("stage %1").arg(fullest.stage) : QStringLiteral("rank %1").arg(fullest.rank);
   }
   endResetModel();
   emit changed();
@@ -74,14 +76,22 @@ QVariant MemoryModel::data(const QModelIndex& index, int role) const {
   const strategy::MemoryLedger& l = rows_[size_t(index.row())];
   const auto bytes = [&]() -> double {
     switch (index.column()) {
-      case kParams: return l.params_bytes;
-      case kGrads: return l.grads_bytes;
-      case kOptimizer: return l.optimizer_bytes;
-      case kActivations: return l.activations_bytes;
-      case kTemp: return l.temp_bytes;
-      case kTotal: return l.total_bytes();
-      case kCapacity: return l.device_bytes;
-      default: return 0;
+      case kParams:
+        return l.params_bytes;
+      case kGrads:
+        return l.grads_bytes;
+      case kOptimizer:
+        return l.optimizer_bytes;
+      case kActivations:
+        return l.activations_bytes;
+      case kTemp:
+        return l.temp_bytes;
+      case kTotal:
+        return l.total_bytes();
+      case kCapacity:
+        return l.device_bytes;
+      default:
+        return 0;
     }
   };
   if (role == kValueRole) {
@@ -104,7 +114,8 @@ QVariant MemoryModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant MemoryModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
+  if (role != Qt::DisplayRole || orientation != Qt::Horizontal)
+    return QAbstractTableModel::headerData(section, orientation, role);
   static const char* names[kColumns] = {"rank",        "stage",     "parameters", "gradients", "optimizer",
                                         "activations", "temporary", "total",      "capacity",  "fits"};
   return section >= 0 && section < kColumns ? tr(names[section]) : QVariant();

@@ -50,37 +50,52 @@ QVariant RubricModel::data(const QModelIndex& index, int role) const {
   const rubric::CriterionResult& c = criterion(index.row());
   if (role == Qt::UserRole) {
     switch (index.column()) {
-      case kCriterion: return QString::fromStdString(c.id);
-      case kStatus: return QString::fromUtf8(rubric::to_string(c.status));
-      case kPoints: return c.points;
-      default: return {};
+      case kCriterion:
+        return QString::fromStdString(c.id);
+      case kStatus:
+        return QString::fromUtf8(rubric::to_string(c.status));
+      case kPoints:
+        return c.points;
+      default:
+        return {};
     }
   }
   if (role == Qt::ToolTipRole) return QString::fromStdString(c.detail);
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
-    case kCriterion: return QString::fromStdString(c.title);
-    case kStatus: return QString::fromUtf8(rubric::to_string(c.status));
-    case kPoints: return points_text(c);
-    case kMeasured: return measurements_text(c);
+    case kCriterion:
+      return QString::fromStdString(c.title);
+    case kStatus:
+      return QString::fromUtf8(rubric::to_string(c.status));
+    case kPoints:
+      return points_text(c);
+    case kMeasured:
+      return measurements_text(c);
     case kFix: {
       QString text = QString::fromStdString(c.fix.empty() ? c.detail : c.fix);
       if (!c.gated_by.empty()) text = QObject::tr("gated by %1: %2").arg(QString::fromStdString(c.gated_by), text);
       return text;
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
 QVariant RubricModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case kCriterion: return tr("Criterion");
-    case kStatus: return tr("Status");
-    case kPoints: return tr("Points");
-    case kMeasured: return tr("Value vs threshold");
-    case kFix: return tr("Why / how to get the points");
-    default: return {};
+    case kCriterion:
+      return tr("Criterion");
+    case kStatus:
+      return tr("Status");
+    case kPoints:
+      return tr("Points");
+    case kMeasured:
+      return tr("Value vs threshold");
+    case kFix:
+      return tr("Why / how to get the points");
+    default:
+      return {};
   }
 }
 
@@ -93,7 +108,8 @@ QString score_line(const rubric::Report& r) {
 }
 
 QString blocked_line(const rubric::Report& r) {
-  if (r.blocked_points <= 0) return QObject::tr("Nothing blocked on %1 hardware.").arg(QString::fromStdString(r.hardware));
+  if (r.blocked_points <= 0)
+    return QObject::tr("Nothing blocked on %1 hardware.").arg(QString::fromStdString(r.hardware));
   return QObject::tr("%1 points blocked (they need hardware this %2 machine lacks) and left out of the total.")
       .arg(num(r.blocked_points), QString::fromStdString(r.hardware));
 }

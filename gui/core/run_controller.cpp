@@ -9,10 +9,23 @@
 namespace parlab::gui {
 
 QStringList RunRequest::arguments() const {
-  QStringList a = {"train",   "--nproc", QString::number(nproc), "--model", model,    "--cluster",
-                   cluster,   "--steps", QString::number(steps), "--seed",  QString::number(seed),
-                   "--db",    db,        "--checkpoint-every",   QString::number(checkpoint_every),
-                   "--max-restarts", QString::number(max_restarts)};
+  QStringList a = {"train",
+                   "--nproc",
+                   QString::number(nproc),
+                   "--model",
+                   model,
+                   "--cluster",
+                   cluster,
+                   "--steps",
+                   QString::number(steps),
+                   "--seed",
+                   QString::number(seed),
+                   "--db",
+                   db,
+                   "--checkpoint-every",
+                   QString::number(checkpoint_every),
+                   "--max-restarts",
+                   QString::number(max_restarts)};
   if (!run_dir.isEmpty()) a << "--run-dir" << run_dir << "--fresh";
   if (!plan.isEmpty()) a << "--plan" << plan;
   for (const QString& f : faults) a << "--fault" << f;

@@ -17,8 +17,8 @@
 namespace parlab::gui {
 
 struct RunRequest {
-  QString parlab;   // the parlab binary
-  QString db;       // results database the run is recorded in
+  QString parlab;  // the parlab binary
+  QString db;      // results database the run is recorded in
   QString model, cluster, plan;
   int nproc = 2;
   int steps = 10;
@@ -26,9 +26,9 @@ struct RunRequest {
   QString run_dir;
   int checkpoint_every = 0;
   int max_restarts = 0;
-  QStringList faults;  // --fault values
-  QString trace;       // --trace file (measured timeline), empty: none
-  bool json = false;   // --json: the summary as JSON at the end (no progress lines)
+  QStringList faults;          // --fault values
+  QString trace;               // --trace file (measured timeline), empty: none
+  bool json = false;           // --json: the summary as JSON at the end (no progress lines)
   double timeout_seconds = 0;  // --timeout (0: the CLI's default)
 
   QStringList arguments() const;

@@ -11,7 +11,8 @@ namespace parlab::gui {
 
 std::string decide_experiment_toml(const LabSetup& setup, int top, int steps) {
   if (!setup.model.has_layers())
-    throw ConfigError("--model", setup.inputs.model_label(), "a model with layers: a bare parameter count has no split to measure");
+    throw ConfigError("--model", setup.inputs.model_label(),
+                      "a model with layers: a bare parameter count has no split to measure");
   // A model file the lab read relative to its own folder must still be found from the file's.
   std::string model = setup.inputs.model;
   if (std::filesystem::exists(model)) model = std::filesystem::absolute(model).string();
@@ -27,7 +28,8 @@ std::string decide_experiment_toml(const LabSetup& setup, int top, int steps) {
          "notice = \"The regret of the planner's first choice against the fastest measured candidate, and the rank "
          "correlation of predicted and measured step times.\"\n"
          "kind = \"decide\"\n\n[decide]\n"
-         "model = " + quoted(model) + "\ncluster = " + quoted(cluster) + "\nworkers = " + std::to_string(setup.world()) +
+         "model = " +
+         quoted(model) + "\ncluster = " + quoted(cluster) + "\nworkers = " + std::to_string(setup.world()) +
          "\ngbs = " + std::to_string(setup.plan.global_batch) + "\ntop = " + std::to_string(top) +
          "\nsteps = " + std::to_string(steps) + "\n";
 }
@@ -43,14 +45,16 @@ DecideJob::DecideJob(QObject* parent) : QObject(parent) {
     }
   });
   connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
-    if (e == QProcess::FailedToStart) emit finished(false, tr("could not start %1: %2").arg(process_.program(), process_.errorString()), {});
+    if (e == QProcess::FailedToStart)
+      emit finished(false, tr("could not start %1: %2").arg(process_.program(), process_.errorString()), {});
   });
   connect(&process_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
     const QString out = QString::fromUtf8(out_);
     // The batch summary's headline column is the last field of the experiment's row.
     QString headline;
     for (const QString& line : out.split('\n'))
-      if (line.contains("lab_decide") && line.contains("decide")) headline = line.section(QRegularExpression("\\s{2,}"), -1).trimmed();
+      if (line.contains("lab_decide") && line.contains("decide"))
+        headline = line.section(QRegularExpression("\\s{2,}"), -1).trimmed();
     const bool ok = status == QProcess::NormalExit && code == 0 && !headline.isEmpty();
     emit finished(ok, headline.isEmpty() ? tr("the experiment failed (exit %1)").arg(code) : headline, out);
   });
@@ -70,7 +74,8 @@ void DecideJob::start(const LabSetup& setup, const QString& parlab, const QStrin
     QDir().mkpath(runs_dir);
     file = runs_dir + "/lab_decide.toml";
     QFile f(file);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) throw ConfigError("runs dir", runs_dir.toStdString(), "a folder the lab can write");
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+      throw ConfigError("runs dir", runs_dir.toStdString(), "a folder the lab can write");
     f.write(QByteArray::fromStdString(decide_experiment_toml(setup)));
   } catch (const std::exception& e) {
     emit finished(false, QString::fromUtf8(e.what()), {});

@@ -31,7 +31,8 @@ void SpeedupModel::fill(int r, SeriesSource source, double step_seconds, std::op
                         std::optional<double> spread_seconds, std::vector<double> rounds) {
   SpeedupPoint& p = rows_[size_t(r)];
   p.step_seconds[int(source)] = step_seconds;
-  if (source == SeriesSource::kMeasured) p.measured_run = run, p.measured_spread = spread_seconds, p.measured_rounds = std::move(rounds);
+  if (source == SeriesSource::kMeasured)
+    p.measured_run = run, p.measured_spread = spread_seconds, p.measured_rounds = std::move(rounds);
   // A new first point of a source moves every speedup of that source: refresh the whole table.
   emit dataChanged(index(0, 0), index(rowCount() - 1, kColumns - 1));
   emit changed();
@@ -65,30 +66,44 @@ std::optional<double> SpeedupModel::value(int row, int column) const {
   const size_t i = size_t(row);
   using S = SeriesSource;
   switch (column) {
-    case kWorkers: return p.workers;
-    case kAnalyticStep: return p.step_seconds[int(S::kAnalytic)];
-    case kAnalyticSpeedup: return speedup_of(rows_, i, S::kAnalytic);
-    case kAnalyticEfficiency: return efficiency_of(rows_, i, S::kAnalytic);
-    case kSimulatedStep: return p.step_seconds[int(S::kSimulated)];
-    case kSimulatedSpeedup: return speedup_of(rows_, i, S::kSimulated);
-    case kSimulatedEfficiency: return efficiency_of(rows_, i, S::kSimulated);
-    case kMeasuredStep: return p.step_seconds[int(S::kMeasured)];
-    case kMeasuredSpeedup: return speedup_of(rows_, i, S::kMeasured);
-    case kMeasuredEfficiency: return efficiency_of(rows_, i, S::kMeasured);
-    case kAnalyticError: return step_error(p, S::kAnalytic);
-    case kSimulatedError: return step_error(p, S::kSimulated);
+    case kWorkers:
+      return p.workers;
+    case kAnalyticStep:
+      return p.step_seconds[int(S::kAnalytic)];
+    case kAnalyticSpeedup:
+      return speedup_of(rows_, i, S::kAnalytic);
+    case kAnalyticEfficiency:
+      return efficiency_of(rows_, i, S::kAnalytic);
+    case kSimulatedStep:
+      return p.step_seconds[int(S::kSimulated)];
+    case kSimulatedSpeedup:
+      return speedup_of(rows_, i, S::kSimulated);
+    case kSimulatedEfficiency:
+      return efficiency_of(rows_, i, S::kSimulated);
+    case kMeasuredStep:
+      return p.step_seconds[int(S::kMeasured)];
+    case kMeasuredSpeedup:
+      return speedup_of(rows_, i, S::kMeasured);
+    case kMeasuredEfficiency:
+      return efficiency_of(rows_, i, S::kMeasured);
+    case kAnalyticError:
+      return step_error(p, S::kAnalytic);
+    case kSimulatedError:
+      return step_error(p, S::kSimulated);
     case kMeasuredSpread: {  // relative, comparable with the errors beside it
       const auto m = p.step_seconds[int(S::kMeasured)];
       if (!m || !p.measured_spread || !(*m > 0)) return std::nullopt;
       return *p.measured_spread / *m;
     }
-    case kPredicted: return p.predicted_speedup;
+    case kPredicted:
+      return p.predicted_speedup;
     case kPredictionError: {
       const auto sim = speedup_of(rows_, i, S::kSimulated);
       if (!p.predicted_speedup || !sim) return std::nullopt;
       return *p.predicted_speedup / *sim - 1;
     }
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -99,23 +114,30 @@ QVariant SpeedupModel::data(const QModelIndex& index, int role) const {
   const std::optional<double> v = value(index.row(), index.column());
   if (role == kValueRole) return v ? QVariant(*v) : QVariant();
   if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
-  if (role == Qt::ToolTipRole && index.column() == kWorkers) return QString::fromStdString(rows_[size_t(index.row())].plan);
+  if (role == Qt::ToolTipRole && index.column() == kWorkers)
+    return QString::fromStdString(rows_[size_t(index.row())].plan);
   if (role != Qt::DisplayRole) return {};
   if (!v) return QStringLiteral("-");
   switch (index.column()) {
-    case kWorkers: return int(*v);
+    case kWorkers:
+      return int(*v);
     case kAnalyticStep:
     case kSimulatedStep:
-    case kMeasuredStep: return QString::number(*v * 1e3, 'f', 2) + " ms";
+    case kMeasuredStep:
+      return QString::number(*v * 1e3, 'f', 2) + " ms";
     case kAnalyticSpeedup:
     case kSimulatedSpeedup:
     case kMeasuredSpeedup:
-    case kPredicted: return QString::number(*v, 'f', 2) + "x";
+    case kPredicted:
+      return QString::number(*v, 'f', 2) + "x";
     case kAnalyticError:
     case kSimulatedError:
-    case kPredictionError: return QString::asprintf("%+.1f%%", 100 * *v);
-    case kMeasuredSpread: return QString::asprintf("+-%.1f%%", 100 * *v);
-    default: return QString::number(*v, 'f', 2);
+    case kPredictionError:
+      return QString::asprintf("%+.1f%%", 100 * *v);
+    case kMeasuredSpread:
+      return QString::asprintf("+-%.1f%%", 100 * *v);
+    default:
+      return QString::number(*v, 'f', 2);
   }
 }
 

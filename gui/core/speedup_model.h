@@ -16,11 +16,20 @@ class SpeedupModel : public LabTableModel {
  public:
   enum Column {
     kWorkers,
-    kAnalyticStep, kAnalyticSpeedup, kAnalyticEfficiency,
-    kSimulatedStep, kSimulatedSpeedup, kSimulatedEfficiency,
-    kMeasuredStep, kMeasuredSpeedup, kMeasuredEfficiency,
-    kAnalyticError, kSimulatedError, kMeasuredSpread,
-    kPredicted, kPredictionError,
+    kAnalyticStep,
+    kAnalyticSpeedup,
+    kAnalyticEfficiency,
+    kSimulatedStep,
+    kSimulatedSpeedup,
+    kSimulatedEfficiency,
+    kMeasuredStep,
+    kMeasuredSpeedup,
+    kMeasuredEfficiency,
+    kAnalyticError,
+    kSimulatedError,
+    kMeasuredSpread,
+    kPredicted,
+    kPredictionError,
     kColumns
   };
 
@@ -36,7 +45,7 @@ class SpeedupModel : public LabTableModel {
                         std::vector<double> rounds = {});
   void set_prediction(int workers, double speedup);
   const std::vector<SpeedupPoint>& rows() const { return rows_; }
-  int row_of(int workers) const;                // -1 when absent
+  int row_of(int workers) const;                   // -1 when absent
   int row_of_plan(const std::string& plan) const;  // -1 when absent
 
   std::optional<double> value(int row, int column) const;

@@ -19,10 +19,12 @@ std::optional<double> speedup_of(const std::vector<SpeedupPoint>& rows, size_t i
   if (!b || !t || !(*t > 0)) return std::nullopt;
   const SpeedupPoint& base = rows[*b];
   const auto samples = [source](const SpeedupPoint& p) {
-    return source == SeriesSource::kMeasured && !p.measured_rounds.empty() ? p.measured_rounds
-                                                                           : std::vector<double>{*p.step_seconds[int(source)]};
+    return source == SeriesSource::kMeasured && !p.measured_rounds.empty()
+               ? p.measured_rounds
+               : std::vector<double>{*p.step_seconds[int(source)]};
   };
-  const strategy::Measure m = strategy::speedup(samples(base), samples(rows[i]), base.global_batch, rows[i].global_batch);
+  const strategy::Measure m =
+      strategy::speedup(samples(base), samples(rows[i]), base.global_batch, rows[i].global_batch);
   return m.n > 0 ? std::optional<double>(m.value) : std::nullopt;
 }
 
@@ -50,7 +52,8 @@ std::vector<SpeedupPoint> analytic_series(const LabSetup& setup) {
     p.workers = w;
     p.global_batch = double(plan.global_batch);
     if (setup.model.has_layers())
-      p.step_seconds[int(SeriesSource::kAnalytic)] = strategy::estimate_step(setup.model, plan, cluster, false).step_seconds;
+      p.step_seconds[int(SeriesSource::kAnalytic)] =
+          strategy::estimate_step(setup.model, plan, cluster, false).step_seconds;
     rows.push_back(p);
   }
   return rows;

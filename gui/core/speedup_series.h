@@ -25,9 +25,9 @@ struct SpeedupPoint {
   int workers = 1;
   double global_batch = 0;
   std::optional<double> step_seconds[kSeriesSources];
-  std::optional<long long> measured_run;  // the DB run a measured point came from
-  std::optional<double> measured_spread;  // the measurement's +- (seconds), beside each error
-  std::vector<double> measured_rounds;    // per-round step times when the run closed a series
+  std::optional<long long> measured_run;    // the DB run a measured point came from
+  std::optional<double> measured_spread;    // the measurement's +- (seconds), beside each error
+  std::vector<double> measured_rounds;      // per-round step times when the run closed a series
   std::optional<double> predicted_speedup;  // the learner's latest prediction at this W
 };
 

@@ -12,7 +12,8 @@ bool LabTableModel::in_range(const QModelIndex& index) const {
 }
 
 QVariant LabTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (role != Qt::DisplayRole || orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
+  if (role != Qt::DisplayRole || orientation != Qt::Horizontal)
+    return QAbstractTableModel::headerData(section, orientation, role);
   return section >= 0 && section < columnCount() ? tr(headers_[size_t(section)]) : QVariant();
 }
 

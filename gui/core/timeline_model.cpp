@@ -4,7 +4,8 @@
 
 namespace parlab::gui {
 
-TimelineModel::TimelineModel(QObject* parent) : LabTableModel({"rank", "stream", "op", "start", "end", "duration"}, parent) {}
+TimelineModel::TimelineModel(QObject* parent)
+    : LabTableModel({"rank", "stream", "op", "start", "end", "duration"}, parent) {}
 
 void TimelineModel::set_events(const std::vector<trace::Event>& events, double from, double to) {
   std::vector<trace::Event> kept;
@@ -48,10 +49,14 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::DisplayRole || role == kValueRole) {
     switch (index.column()) {
-      case kRank: return e.rank;
-      case kStream: return QString::fromStdString(e.stream);
-      case kName: return QString::fromStdString(e.name);
-      default: return QString::number(seconds[index.column()] * 1e3, 'f', 3) + " ms";
+      case kRank:
+        return e.rank;
+      case kStream:
+        return QString::fromStdString(e.stream);
+      case kName:
+        return QString::fromStdString(e.name);
+      default:
+        return QString::number(seconds[index.column()] * 1e3, 'f', 3) + " ms";
     }
   }
   if (role == Qt::ToolTipRole) {

@@ -39,7 +39,8 @@ std::vector<trace::Event> read_chrome_trace_file(const std::string& path) {
     t.start_seconds = e.value("ts", 0.0) * 1e-6;
     t.end_seconds = t.start_seconds + e.value("dur", 0.0) * 1e-6;
     if (e.contains("args") && e["args"].is_object())
-      for (const auto& [k, v] : e["args"].items()) t.args.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+      for (const auto& [k, v] : e["args"].items())
+        t.args.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
     out.push_back(std::move(t));
   }
   return out;

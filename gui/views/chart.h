@@ -20,7 +20,7 @@ struct ChartSeries {
   Kind kind = kLine;
   // Lines and points: (x, y). Bars: y per category, x = the category's index.
   std::vector<QPointF> points;
-  QColor color;  // invalid: the chart's palette
+  QColor color;         // invalid: the chart's palette
   bool dashed = false;  // lines: told apart from a series drawn on top of it
 };
 

@@ -23,9 +23,12 @@ int steps_for(FaultPanel::Fault f) { return f == FaultPanel::kSlowRank ? 60 : 12
 QString FaultPanel::fault_spec(Fault f, int steps) {
   const int at = steps / 2 + 1;
   switch (f) {
-    case kKill: return QString("kill:rank=1,step=%1").arg(at);
-    case kSkipAllreduce: return QString("skip-allreduce:rank=1,step=%1").arg(at);
-    default: return QString("slow:rank=1,factor=4");
+    case kKill:
+      return QString("kill:rank=1,step=%1").arg(at);
+    case kSkipAllreduce:
+      return QString("skip-allreduce:rank=1,step=%1").arg(at);
+    default:
+      return QString("slow:rank=1,factor=4");
   }
 }
 
@@ -34,7 +37,8 @@ FaultPanel::FaultPanel(const LabOptions& options, QWidget* parent) : QWidget(par
   faulted_ = new RunController(this);
   auto* outer = new QVBoxLayout(this);
   outer->setContentsMargins(0, 0, 0, 0);
-  auto* box = new QGroupBox(tr("Inject a fault (rank 1; an uninterrupted run of the same job first, for the hash)"), this);
+  auto* box =
+      new QGroupBox(tr("Inject a fault (rank 1; an uninterrupted run of the same job first, for the hash)"), this);
   auto* layout = new QVBoxLayout(box);
   auto* bar = new QHBoxLayout();
   fault_ = new QComboBox(box);
@@ -73,8 +77,10 @@ void FaultPanel::set_setup(const LabSetup& setup) {
   const auto why = why_not_runnable(setup);
   const bool ok = !why && setup.world() >= 2;
   start_->setEnabled(ok && !running());
-  if (!ok && !running()) result_->setText(why ? *why : tr("Faults need at least 2 workers (rank 1 is the culprit)."));
-  else if (!running()) result_->clear();
+  if (!ok && !running())
+    result_->setText(why ? *why : tr("Faults need at least 2 workers (rank 1 is the culprit)."));
+  else if (!running())
+    result_->clear();
 }
 
 RunRequest FaultPanel::base_request() const {
@@ -142,8 +148,9 @@ void FaultPanel::on_faulted(const RunOutcome& o) {
   busy_->setVisible(false);
   cancel_->setEnabled(false);
   start_->setEnabled(true);
-  QString text = tr("<b>--fault %1</b>: the job %2.<br>").arg(fault_spec(current_, steps_for(current_)).toHtmlEscaped(),
-                                                              o.ok ? tr("completed") : tr("did not complete (%1)").arg(o.message.toHtmlEscaped()));
+  QString text = tr("<b>--fault %1</b>: the job %2.<br>")
+                     .arg(fault_spec(current_, steps_for(current_)).toHtmlEscaped(),
+                          o.ok ? tr("completed") : tr("did not complete (%1)").arg(o.message.toHtmlEscaped()));
   const QJsonArray incidents = o.json.value("incidents").toArray();
   if (incidents.isEmpty()) text += tr("No incident was detected.<br>");
   for (const auto& v : incidents) {
@@ -153,7 +160,8 @@ void FaultPanel::on_faulted(const RunOutcome& o) {
                 .arg(i.value("rank").toInt())
                 .arg(i.value("failed_at_step").toInt())
                 .arg(i.contains("detector") ? tr(" (detector: %1)").arg(i.value("detector").toString()) : QString());
-    if (i.contains("detection_seconds")) text += tr("; detected after %1 s").arg(i.value("detection_seconds").toDouble(), 0, 'f', 2);
+    if (i.contains("detection_seconds"))
+      text += tr("; detected after %1 s").arg(i.value("detection_seconds").toDouble(), 0, 'f', 2);
     if (i.contains("resumed_step"))
       text += tr("; restarted and resumed at step %1 (%2 step(s) lost, %3 s fault to first step)")
                   .arg(i.value("resumed_step").toInt())
@@ -164,9 +172,9 @@ void FaultPanel::on_faulted(const RunOutcome& o) {
   }
   const QString ref = reference_outcome_.final_hash, got = o.final_hash;
   const bool identical = !ref.isEmpty() && ref == got;
-  text += tr("Final state hash: uninterrupted <code>%1</code>, with the fault <code>%2</code> — <b>%3</b>")
-              .arg(ref.isEmpty() ? "-" : ref, got.isEmpty() ? "-" : got,
-                   identical ? tr("bit-identical") : tr("different"));
+  text +=
+      tr("Final state hash: uninterrupted <code>%1</code>, with the fault <code>%2</code> — <b>%3</b>")
+          .arg(ref.isEmpty() ? "-" : ref, got.isEmpty() ? "-" : got, identical ? tr("bit-identical") : tr("different"));
   result_->setText(text);
   emit done(identical);
 }

@@ -24,7 +24,8 @@ SetupInputs inputs_of_run(const db::RunRecord& run) {
     if (!p.contains(key)) return {};
     return p[key].is_string() ? p[key].get<std::string>() : p[key].dump();
   };
-  for (const char* key : {"tp", "pp", "zero", "mb", "gbs", "schedule", "recompute", "sp", "precision"}) in.set(key, text(key));
+  for (const char* key : {"tp", "pp", "zero", "mb", "gbs", "schedule", "recompute", "sp", "precision"})
+    in.set(key, text(key));
   if (text("schedule") == "interleaved") in.set("v", text("v"));
   return in;
 }
@@ -67,7 +68,8 @@ HistoryView::HistoryView(HistoryModel* model, std::string db_path, QWidget* pare
   layout->addWidget(table_, 1);
   status_ = new QLabel(this);
   layout->addWidget(status_);
-  connect(kind_, &QComboBox::currentIndexChanged, this, [this](int i) { proxy_->set_kind(i == 0 ? QString() : kind_->itemText(i)); });
+  connect(kind_, &QComboBox::currentIndexChanged, this,
+          [this](int i) { proxy_->set_kind(i == 0 ? QString() : kind_->itemText(i)); });
   connect(filter_, &QLineEdit::textChanged, proxy_, &HistoryFilter::set_text);
   connect(table_, &QTableView::activated, this, [this](const QModelIndex& i) { open_row(i.row()); });
   connect(open, &QPushButton::clicked, this, [this] {
@@ -80,8 +82,9 @@ HistoryView::HistoryView(HistoryModel* model, std::string db_path, QWidget* pare
 
 void HistoryView::reload() {
   model_->load(db_path_);
-  status_->setText(model_->error().isEmpty() ? tr("%1 rows from %2").arg(model_->rowCount()).arg(QString::fromStdString(db_path_))
-                                             : model_->error());
+  status_->setText(model_->error().isEmpty()
+                       ? tr("%1 rows from %2").arg(model_->rowCount()).arg(QString::fromStdString(db_path_))
+                       : model_->error());
 }
 
 bool HistoryView::open_row(int proxy_row) {

@@ -49,11 +49,12 @@ QString lines_html(const std::vector<std::string>& lines) {
 }  // namespace
 
 CommPage::CommPage(const LessonOptions& options, QWidget* parent)
-    : LessonPage(options, 3, tr("Model the communication path"),
-                 tr("Estimate collective bytes, link bandwidth, stage balance, and microbatch bubbles. Then benchmark a "
-                    "small topology before scaling the job. First the chapter's all-reduce scaling lab: a 120 ms "
-                    "local-compute step, a ring all-reduce of the gradients and a logarithmic straggler penalty."),
-                 parent) {
+    : LessonPage(
+          options, 3, tr("Model the communication path"),
+          tr("Estimate collective bytes, link bandwidth, stage balance, and microbatch bubbles. Then benchmark a "
+             "small topology before scaling the job. First the chapter's all-reduce scaling lab: a 120 ms "
+             "local-compute step, a ring all-reduce of the gradients and a logarithmic straggler penalty."),
+          parent) {
   efficiency_ = new QLineEdit(this);
   efficiency_->setPlaceholderText(tr("e.g. 0.9"));
   efficiency_->setAccessibleName(tr("predicted efficiency"));
@@ -95,8 +96,9 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
   speedup_->setPlaceholderText(tr("e.g. 1.6"));
   speedup_->setAccessibleName(tr("predicted speedup"));
   hl->addWidget(speedup_);
-  LessonQuestion* qb = add_question(tr("Benchmark a small topology: the model here on 2 workers"), rubric::lesson::kSpeedup,
-                                    here, [this](QString* e) { return positive_number(speedup_, tr("speedup"), e); });
+  LessonQuestion* qb =
+      add_question(tr("Benchmark a small topology: the model here on 2 workers"), rubric::lesson::kSpeedup, here,
+                   [this](QString* e) { return positive_number(speedup_, tr("speedup"), e); });
   three_ = new SpeedupModel(this);
   table_ = new QTableView(this);
   table_->setModel(three_);
@@ -133,7 +135,10 @@ CommPage::CommPage(const LessonOptions& options, QWidget* parent)
   });
   connect(runs_, &RunController::finished, this, &CommPage::on_run);
   connect(runs_, &RunController::step_done, this, [this](int step, int steps, double, double) {
-    questions()[1]->progress(tr("Running for real on %1 worker(s): step %2 of %3 …").arg(pending_runs_.empty() ? 0 : pending_runs_.front()).arg(step).arg(steps));
+    questions()[1]->progress(tr("Running for real on %1 worker(s): step %2 of %3 …")
+                                 .arg(pending_runs_.empty() ? 0 : pending_runs_.front())
+                                 .arg(step)
+                                 .arg(steps));
   });
   connect(calibrate_, &QPushButton::clicked, this, &CommPage::calibrate);
   connect(calibration_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus) {
@@ -166,15 +171,18 @@ void CommPage::reveal_efficiency() {
   }
   table += "</table>";
   if (!eff) return questions()[0]->fail(tr("the scaling lab has no %1-worker row").arg(kLabWorkers));
-  const QString text = tr("<p>You predicted <b>%1</b>; the scaling lab (strategy/scaling_lab.h) gives <b>%2</b>:</p>%3%4")
-                           .arg(*questions()[0]->predicted(), 0, 'f', 3)
-                           .arg(*eff, 0, 'f', 3)
-                           .arg(lines_html(strategy::explain_scaling(in, kLabWorkers)), table);
-  const QString notice = tr("The ring moves 2(W-1)/W of the gradient bytes whatever W is, so its time barely grows; the "
-                            "straggler term grows with log2 W and is what the efficiency pays for here.");
-  const QString check = tr("Substitute W = 8 into t_W yourself (the line above has every term), divide t_1 by it, and "
-                           "change the compute per step below: with less compute to hide behind, the same communication "
-                           "costs a larger share.");
+  const QString text =
+      tr("<p>You predicted <b>%1</b>; the scaling lab (strategy/scaling_lab.h) gives <b>%2</b>:</p>%3%4")
+          .arg(*questions()[0]->predicted(), 0, 'f', 3)
+          .arg(*eff, 0, 'f', 3)
+          .arg(lines_html(strategy::explain_scaling(in, kLabWorkers)), table);
+  const QString notice =
+      tr("The ring moves 2(W-1)/W of the gradient bytes whatever W is, so its time barely grows; the "
+         "straggler term grows with log2 W and is what the efficiency pays for here.");
+  const QString check =
+      tr("Substitute W = 8 into t_W yourself (the line above has every term), divide t_1 by it, and "
+         "change the compute per step below: with less compute to hide behind, the same communication "
+         "costs a larger share.");
   questions()[0]->reveal(*eff, std::nullopt, text + lesson_notes(notice, check));
 }
 
@@ -247,15 +255,18 @@ void CommPage::finish_speedup() {
   const auto x = [](const std::optional<double>& v) { return v ? QString::number(*v, 'f', 2) + "x" : QString("-"); };
   const QString text =
       tr("<table cellspacing=8><tr><th>you predicted</th><th>analytic</th><th>simulated</th><th>measured</th></tr>"
-         "<tr><td align=center><b>%1</b></td><td align=center>%2</td><td align=center>%3</td><td align=center><b>%4</b></td></tr></table>"
+         "<tr><td align=center><b>%1</b></td><td align=center>%2</td><td align=center>%3</td><td "
+         "align=center><b>%4</b></td></tr></table>"
          "<p>The table below holds the step times behind them (the measured run is #%5 in the History view).</p>")
           .arg(x(questions()[1]->predicted()), x(analytic), x(simulated), x(measured))
           .arg(target_run_ ? *target_run_ : 0);
-  const QString notice = tr("The analytic model and the simulator price the same step program; the measurement also pays "
-                            "for what neither models. Here the worker processes share this machine's cores, so the "
-                            "all-reduce's copies compete with compute instead of overlapping it.");
-  const QString check = tr("Open the Timeline (Ctrl+4): simulate one step, load the measured trace, and compare the "
-                           "exposed all-reduce of one measured step with the simulated one on the same axis.");
+  const QString notice =
+      tr("The analytic model and the simulator price the same step program; the measurement also pays "
+         "for what neither models. Here the worker processes share this machine's cores, so the "
+         "all-reduce's copies compete with compute instead of overlapping it.");
+  const QString check =
+      tr("Open the Timeline (Ctrl+4): simulate one step, load the measured trace, and compare the "
+         "exposed all-reduce of one measured step with the simulated one on the same axis.");
   questions()[1]->reveal(*measured, target_run_, text + lesson_notes(notice, check));
 }
 

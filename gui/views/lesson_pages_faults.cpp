@@ -31,23 +31,25 @@ int hang_outcome(const RunOutcome& o) {
 }  // namespace
 
 FaultPage::FaultPage(const LessonOptions& options, Kind kind, QWidget* parent)
-    : LessonPage(options, kind == kHang ? 4 : 5, kind == kHang ? tr("The opening failure") : tr("Kill and resume"),
-                 kind == kHang
-                     ? tr("\"One rank skips a batch and misses an all-reduce, leaving every other rank hung. An unsafe "
-                          "release must degrade to a named baseline or the last known-good version.\" Here it happens on "
-                          "real worker processes of this machine: rank 1 skips the all-reduces of one step.")
-                     : tr("Preserve complete training state: parameters, optimizer moments, step, sampler position and "
-                          "RNG. Here rank 1 is killed mid-run; the supervisor restarts the job from its last checkpoint "
-                          "and it runs to the end. An uninterrupted run of the same job runs first, for comparison."),
-                 parent),
+    : LessonPage(
+          options, kind == kHang ? 4 : 5, kind == kHang ? tr("The opening failure") : tr("Kill and resume"),
+          kind == kHang
+              ? tr("\"One rank skips a batch and misses an all-reduce, leaving every other rank hung. An unsafe "
+                   "release must degrade to a named baseline or the last known-good version.\" Here it happens on "
+                   "real worker processes of this machine: rank 1 skips the all-reduces of one step.")
+              : tr("Preserve complete training state: parameters, optimizer moments, step, sampler position and "
+                   "RNG. Here rank 1 is killed mid-run; the supervisor restarts the job from its last checkpoint "
+                   "and it runs to the end. An uninterrupted run of the same job runs first, for comparison."),
+          parent),
       kind_(kind) {
   const QStringList texts =
-      kind == kHang ? QStringList{tr("They finish the step with a smaller sum and carry on (no error, wrong weights)"),
-                                  tr("They wait in the all-reduce until the watchdog's timeout; the job is stopped and the "
-                                     "hang is named with its culprit"),
-                                  tr("They fail at once with an error")}
-                    : QStringList{tr("No: something is lost or replayed differently, the weights differ"),
-                                  tr("Yes: the resumed run ends bit-identical to the uninterrupted one")};
+      kind == kHang
+          ? QStringList{tr("They finish the step with a smaller sum and carry on (no error, wrong weights)"),
+                        tr("They wait in the all-reduce until the watchdog's timeout; the job is stopped and the "
+                           "hang is named with its culprit"),
+                        tr("They fail at once with an error")}
+          : QStringList{tr("No: something is lost or replayed differently, the weights differ"),
+                        tr("Yes: the resumed run ends bit-identical to the uninterrupted one")};
   auto* w = new QWidget(this);
   auto* l = new QVBoxLayout(w);
   l->setContentsMargins(0, 0, 0, 0);
@@ -58,31 +60,32 @@ FaultPage::FaultPage(const LessonOptions& options, Kind kind, QWidget* parent)
     l->addWidget(b);
     choices_.push_back(b);
   }
-  LessonQuestion* q = add_question(
-      kind == kHang ? tr("What do the other ranks do?") : tr("Will the final weights be bit-identical?"),
-      kind == kHang ? rubric::lesson::kHang : rubric::lesson::kBitIdentical, w,
-      [group](QString* error) -> std::optional<double> {
-        if (group->checkedId() < 0) {
-          *error = QObject::tr("choose one answer first");
-          return std::nullopt;
-        }
-        return double(group->checkedId());
-      });
+  LessonQuestion* q =
+      add_question(kind == kHang ? tr("What do the other ranks do?") : tr("Will the final weights be bit-identical?"),
+                   kind == kHang ? rubric::lesson::kHang : rubric::lesson::kBitIdentical, w,
+                   [group](QString* error) -> std::optional<double> {
+                     if (group->checkedId() < 0) {
+                       *error = QObject::tr("choose one answer first");
+                       return std::nullopt;
+                     }
+                     return double(group->checkedId());
+                   });
   panel_ = new FaultPanel(options.lab, this);
   panel_->fix_fault(kind == kHang ? FaultPanel::kSkipAllreduce : FaultPanel::kKill);
   body_->addWidget(panel_);
   QString error;
   if (const auto s = here_setup(kWorkers, &error)) {
     panel_->set_setup(*s);
-    q->set_prompt(kind == kHang
-                      ? tr("<b>%1</b> trains on <b>%2 worker processes</b>; at step 7 of 12, rank 1 skips that step's "
-                           "all-reduces. <i>Pause and predict before revealing the answer.</i>")
-                            .arg(QString::fromStdString(s->model.name))
-                            .arg(kWorkers)
-                      : tr("<b>%1</b> on <b>%2 worker processes</b>, a checkpoint every 3 steps; rank 1 is killed at step "
-                           "7 of 12. <i>Pause and predict before revealing the answer.</i>")
-                            .arg(QString::fromStdString(s->model.name))
-                            .arg(kWorkers));
+    q->set_prompt(
+        kind == kHang
+            ? tr("<b>%1</b> trains on <b>%2 worker processes</b>; at step 7 of 12, rank 1 skips that step's "
+                 "all-reduces. <i>Pause and predict before revealing the answer.</i>")
+                  .arg(QString::fromStdString(s->model.name))
+                  .arg(kWorkers)
+            : tr("<b>%1</b> on <b>%2 worker processes</b>, a checkpoint every 3 steps; rank 1 is killed at step "
+                 "7 of 12. <i>Pause and predict before revealing the answer.</i>")
+                  .arg(QString::fromStdString(s->model.name))
+                  .arg(kWorkers));
     db::NewPrediction c;
     c.model = s->inputs.model_label();
     c.cluster = s->base_cluster.name;
@@ -135,13 +138,15 @@ void FaultPage::on_done(bool identical) {
       kind_ == kHang
           ? tr("Nothing fails where the fault is: the other ranks sit in a collective that can never complete. Only a "
                "timeout turns the silence into an error, and only the flight recorders say which rank skipped.")
-          : tr("Bit-identical needs every piece of state: weights, both AdamW moments, the step, the sampler's position "
+          : tr("Bit-identical needs every piece of state: weights, both AdamW moments, the step, the sampler's "
+               "position "
                "and the RNG; and a deterministic order of the sums (one ring, one BLAS thread).");
   const QString check =
-      kind_ == kHang ? tr("Find the culprit, the detector and the detection time in the verdict above, then the fallback: "
-                          "the restart from the last checkpoint. The History view (Ctrl+7) has the incident row.")
-                     : tr("Compare the two hashes above; then read the incident: the step it resumed at and how many "
-                          "steps it lost (those after the last checkpoint).");
+      kind_ == kHang
+          ? tr("Find the culprit, the detector and the detection time in the verdict above, then the fallback: "
+               "the restart from the last checkpoint. The History view (Ctrl+7) has the incident row.")
+          : tr("Compare the two hashes above; then read the incident: the step it resumed at and how many "
+               "steps it lost (those after the last checkpoint).");
   q->reveal(value, o.run_id, text + lesson_notes(notice, check));
 }
 

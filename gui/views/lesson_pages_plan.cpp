@@ -31,7 +31,8 @@ QString lesson_notes(const QString& notice, const QString& check) {
 
 // ---- the frame ----
 
-LessonPage::LessonPage(const LessonOptions& options, int number, const QString& title, const QString& intro, QWidget* parent)
+LessonPage::LessonPage(const LessonOptions& options, int number, const QString& title, const QString& intro,
+                       QWidget* parent)
     : QWidget(parent), options_(options), db_path_(options.lab.db.toStdString()), number_(number) {
   body_ = new QVBoxLayout(this);
   auto* heading = new QLabel(tr("<h2>Step %1 of 5 — %2</h2>").arg(number).arg(title), this);
@@ -96,7 +97,8 @@ FitPage::FitPage(const LessonOptions& options, QWidget* parent)
                     "turns it into four verdicts (strategy::apply_rule)."),
                  parent) {
   const char* names[4] = {"DDP fits (the replica fits on one device)", "shard model state (the replica does not fit)",
-                          "tensor split needed (one layer does not fit)", "pipeline candidate (activations outweigh parameters)"};
+                          "tensor split needed (one layer does not fit)",
+                          "pipeline candidate (activations outweigh parameters)"};
   auto* boxes = new QWidget(this);
   auto* bl = new QVBoxLayout(boxes);
   bl->setContentsMargins(0, 0, 0, 0);
@@ -104,8 +106,8 @@ FitPage::FitPage(const LessonOptions& options, QWidget* parent)
     boxes_[i] = new QCheckBox(tr(names[i]), boxes);
     bl->addWidget(boxes_[i]);
   }
-  LessonQuestion* q = add_question(tr("Which of the four verdicts hold? Tick each one that is true."), rubric::lesson::kVerdicts,
-                                   boxes, [this](QString*) -> std::optional<double> {
+  LessonQuestion* q = add_question(tr("Which of the four verdicts hold? Tick each one that is true."),
+                                   rubric::lesson::kVerdicts, boxes, [this](QString*) -> std::optional<double> {
                                      int mask = 0;
                                      for (int i = 0; i < 4; ++i) mask |= boxes_[i]->isChecked() ? 1 << i : 0;
                                      return double(mask);
@@ -170,29 +172,34 @@ void FitPage::reveal() {
   for (int i = 0; i < 4; ++i) {
     mask |= got[i] ? 1 << i : 0;
     const bool said = predicted & (1 << i);
-    rows += tr("<tr><td>%1</td><td>%2</td><td><b>%3</b></td><td>%4</td></tr>")
-                .arg(tr(names[i]), yes_no(said), yes_no(got[i]), said == got[i] ? QString::fromUtf8("✓") : tr("✗ differs"));
+    rows +=
+        tr("<tr><td>%1</td><td>%2</td><td><b>%3</b></td><td>%4</td></tr>")
+            .arg(tr(names[i]), yes_no(said), yes_no(got[i]), said == got[i] ? QString::fromUtf8("✓") : tr("✗ differs"));
   }
   QStringList cands;
   for (const auto& c : v.candidates) cands << QString::fromStdString(c);
-  const QString table = tr("<table cellspacing=6><tr><th align=left>verdict</th><th>you</th><th>the rule</th><th></th></tr>%1</table>").arg(rows);
-  const QString facts = tr("<p>Replica = 28 + 28 + 56 + %1 = <b>%2</b> against a <b>%3</b> device. Blocker: <b>%4</b>. "
-                           "The rule proposes, smallest first: <b>%5</b>.</p>")
-                            .arg(activations_->value())
-                            .arg(gb(v.replica_bytes), gb(in.device_bytes), QString::fromStdString(v.blocker),
-                                 cands.join(", "));
+  const QString table =
+      tr("<table cellspacing=6><tr><th align=left>verdict</th><th>you</th><th>the rule</th><th></th></tr>%1</table>")
+          .arg(rows);
+  const QString facts =
+      tr("<p>Replica = 28 + 28 + 56 + %1 = <b>%2</b> against a <b>%3</b> device. Blocker: <b>%4</b>. "
+         "The rule proposes, smallest first: <b>%5</b>.</p>")
+          .arg(activations_->value())
+          .arg(gb(v.replica_bytes), gb(in.device_bytes), QString::fromStdString(v.blocker), cands.join(", "));
   const QString notice =
-      v.ddp_fits ? tr("The replica fits: plain DDP is the smallest split, and anything more only adds communication.")
-                 : tr("The replica needs %1, so plain DDP cannot fit before temporary buffers are even counted. The "
-                      "largest layer (6 GB) %2, so %3.")
-                       .arg(gb(v.replica_bytes))
-                       .arg(v.tensor_split_needed ? tr("does not fit either") : tr("fits comfortably"))
-                       .arg(v.tensor_split_needed ? tr("an operator must be split (tensor parallelism)")
-                                                  : tr("tensor parallelism is not the first remedy; sharding the replicated "
-                                                       "state is the more direct candidate"));
-  const QString check = tr("Add the four parts yourself and compare with the device; compare the largest layer with the "
-                           "device, and activations with parameters. Then change the device or the activations below and "
-                           "predict which verdict flips first.");
+      v.ddp_fits
+          ? tr("The replica fits: plain DDP is the smallest split, and anything more only adds communication.")
+          : tr("The replica needs %1, so plain DDP cannot fit before temporary buffers are even counted. The "
+               "largest layer (6 GB) %2, so %3.")
+                .arg(gb(v.replica_bytes))
+                .arg(v.tensor_split_needed ? tr("does not fit either") : tr("fits comfortably"))
+                .arg(v.tensor_split_needed ? tr("an operator must be split (tensor parallelism)")
+                                           : tr("tensor parallelism is not the first remedy; sharding the replicated "
+                                                "state is the more direct candidate"));
+  const QString check =
+      tr("Add the four parts yourself and compare with the device; compare the largest layer with the "
+         "device, and activations with parameters. Then change the device or the activations below and "
+         "predict which verdict flips first.");
   questions().front()->reveal(double(mask), std::nullopt, table + facts + lesson_notes(notice, check));
 }
 
@@ -220,14 +227,15 @@ SplitPage::SplitPage(const LessonOptions& options, QWidget* parent)
     }
     l->addWidget(new QLabel(tr("(none ticked: plain DDP)"), w));
     l->addStretch(1);
-    LessonQuestion* question = add_question(
-        q == 0 ? tr("A model that does not fit") : tr("The model here, on this machine"),
-        q == 0 ? rubric::lesson::kSplitLarge : rubric::lesson::kSplitHere, w, [this, q](QString*) -> std::optional<double> {
-          int mask = 0;
-          const int bits[3] = {strategy::kSplitZero, strategy::kSplitTensor, strategy::kSplitPipeline};
-          for (int a = 0; a < 3; ++a) mask |= axes_[q][a]->isChecked() ? bits[a] : 0;
-          return double(mask);
-        });
+    LessonQuestion* question =
+        add_question(q == 0 ? tr("A model that does not fit") : tr("The model here, on this machine"),
+                     q == 0 ? rubric::lesson::kSplitLarge : rubric::lesson::kSplitHere, w,
+                     [this, q](QString*) -> std::optional<double> {
+                       int mask = 0;
+                       const int bits[3] = {strategy::kSplitZero, strategy::kSplitTensor, strategy::kSplitPipeline};
+                       for (int a = 0; a < 3; ++a) mask |= axes_[q][a]->isChecked() ? bits[a] : 0;
+                       return double(mask);
+                     });
     connect(question, &LessonQuestion::committed, this, [this, q] { reveal(q); });
     connect(jobs_[q], &PlannerJob::done, this, [this, q](const PlannerOutcome& o) { on_plan(q, o); });
   }
@@ -246,7 +254,8 @@ SplitPage::SplitPage(const LessonOptions& options, QWidget* parent)
                                   .arg(gb(s->cluster.device.memory_bytes))
                             : error.toHtmlEscaped();
       questions()[size_t(q)]->set_prompt(
-          tr("%1: which splits beyond plain DDP does the <b>smallest plan that fits</b> need? Tick none for DDP.").arg(who));
+          tr("%1: which splits beyond plain DDP does the <b>smallest plan that fits</b> need? Tick none for DDP.")
+              .arg(who));
       if (s) {
         db::NewPrediction c;
         c.model = s->model.name;
@@ -293,14 +302,14 @@ void SplitPage::on_plan(int q, const PlannerOutcome& o) {
   const strategy::Plan& smallest = r.smallest_split->plan;
   const int axes = strategy::split_axes(smallest);
   const int said = int(*question->predicted());
-  QString text = tr("<p>You said <b>%1</b>; the planner's smallest plan that fits is <b>%2</b>: <b>%3</b> "
-                    "(%4 of %5 per device, %6 per step). %7</p>")
-                     .arg(QString::fromStdString(strategy::split_axes_name(said)),
-                          QString::fromStdString(strategy::split_axes_name(axes)),
-                          QString::fromStdString(smallest.short_name()), gb(r.smallest_split->worst.total_bytes()),
-                          gb(r.smallest_split->worst.device_bytes),
-                          QString::fromStdString(units::format_seconds(r.smallest_split->step_seconds())),
-                          said == axes ? QString::fromUtf8("✓") : tr("✗ differs"));
+  QString text =
+      tr("<p>You said <b>%1</b>; the planner's smallest plan that fits is <b>%2</b>: <b>%3</b> "
+         "(%4 of %5 per device, %6 per step). %7</p>")
+          .arg(QString::fromStdString(strategy::split_axes_name(said)),
+               QString::fromStdString(strategy::split_axes_name(axes)), QString::fromStdString(smallest.short_name()),
+               gb(r.smallest_split->worst.total_bytes()), gb(r.smallest_split->worst.device_bytes),
+               QString::fromStdString(units::format_seconds(r.smallest_split->step_seconds())),
+               said == axes ? QString::fromUtf8("✓") : tr("✗ differs"));
   text += "<p>";
   // The planner's own explanation: what cannot fit, the smallest split, the fastest, and the
   // neighbouring plans with what one more (or one less) step of splitting costs.
@@ -310,8 +319,9 @@ void SplitPage::on_plan(int q, const PlannerOutcome& o) {
                                    : tr("The planner splits only what exceeds its budget (%1), and each neighbour "
                                         "says what one more step of splitting would cost.")
                                          .arg(QString::fromStdString(r.rule.blocker));
-  const QString check = tr("Read the ledger of the chosen plan in the Memory view (use the plan from the Plan view) and "
-                           "find the category that would not fit one step smaller.");
+  const QString check =
+      tr("Read the ledger of the chosen plan in the Memory view (use the plan from the Plan view) and "
+         "find the category that would not fit one step smaller.");
   question->reveal(double(axes), std::nullopt, text + lesson_notes(notice, check));
 }
 

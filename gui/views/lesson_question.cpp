@@ -11,9 +11,13 @@
 
 namespace parlab::gui {
 
-LessonQuestion::LessonQuestion(const QString& title, std::string quantity, QWidget* input, Reader read, std::string db_path,
-                               QWidget* parent)
-    : QGroupBox(title, parent), quantity_(std::move(quantity)), db_path_(std::move(db_path)), input_(input), read_(std::move(read)) {
+LessonQuestion::LessonQuestion(const QString& title, std::string quantity, QWidget* input, Reader read,
+                               std::string db_path, QWidget* parent)
+    : QGroupBox(title, parent),
+      quantity_(std::move(quantity)),
+      db_path_(std::move(db_path)),
+      input_(input),
+      read_(std::move(read)) {
   auto* layout = new QVBoxLayout(this);
   prompt_ = new QLabel(this);
   prompt_->setWordWrap(true);

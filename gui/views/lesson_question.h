@@ -30,8 +30,10 @@ class LessonSpinBox : public QDoubleSpinBox {
 
  protected:
   void wheelEvent(QWheelEvent* e) override {
-    if (hasFocus()) QDoubleSpinBox::wheelEvent(e);
-    else e->ignore();
+    if (hasFocus())
+      QDoubleSpinBox::wheelEvent(e);
+    else
+      e->ignore();
   }
 };
 

@@ -35,8 +35,8 @@ LessonView::LessonView(const LessonOptions& options, QWidget* parent) : QWidget(
 
   auto* main = new QVBoxLayout();
   stack_ = new QStackedWidget(this);
-  pages_ = {new FitPage(options), new SplitPage(options), new CommPage(options), new FaultPage(options, FaultPage::kHang),
-            new FaultPage(options, FaultPage::kKillResume)};
+  pages_ = {new FitPage(options), new SplitPage(options), new CommPage(options),
+            new FaultPage(options, FaultPage::kHang), new FaultPage(options, FaultPage::kKillResume)};
   for (LessonPage* p : pages_) {
     auto* area = new QScrollArea(stack_);
     area->setWidget(p);
@@ -94,12 +94,15 @@ void LessonView::reload() {
 
 void LessonView::update_header() {
   const rubric::LessonProgress& p = model_->progress();
-  summary_->setText(p.next_step == 0 ? tr("<b>All %1 steps complete.</b> <code>parlab grade</code> credits the lesson (criterion <i>lesson</i>).").arg(p.steps.size())
-                                     : tr("%1 of %2 steps complete. Your answers are kept in the results database; the "
-                                          "lesson resumes at step %3.")
-                                           .arg(p.completed)
-                                           .arg(p.steps.size())
-                                           .arg(p.next_step));
+  summary_->setText(
+      p.next_step == 0
+          ? tr("<b>All %1 steps complete.</b> <code>parlab grade</code> credits the lesson (criterion <i>lesson</i>).")
+                .arg(p.steps.size())
+          : tr("%1 of %2 steps complete. Your answers are kept in the results database; the "
+               "lesson resumes at step %3.")
+                .arg(p.completed)
+                .arg(p.steps.size())
+                .arg(p.next_step));
   back_->setEnabled(current_step() > 1);
   next_->setEnabled(current_step() < int(pages_.size()));
 }

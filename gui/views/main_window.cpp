@@ -31,7 +31,8 @@
 namespace parlab::gui {
 
 const std::vector<QString>& MainWindow::view_names() {
-  static const std::vector<QString> names = {"memory", "plan", "speedup", "timeline", "predict", "run", "history", "progress", "lesson"};
+  static const std::vector<QString> names = {"memory", "plan",    "speedup",  "timeline", "predict",
+                                             "run",    "history", "progress", "lesson"};
   return names;
 }
 
@@ -156,7 +157,9 @@ void MainWindow::on_setup(const LabSetup& s) {
   timeline_view_->set_setup(s);
   predict_view_->set_setup(s);
   run_view_->set_setup(s);
-  statusBar()->showMessage(tr("%1 on %2 devices: %3").arg(QString::fromStdString(s.model.name)).arg(s.world())
+  statusBar()->showMessage(tr("%1 on %2 devices: %3")
+                               .arg(QString::fromStdString(s.model.name))
+                               .arg(s.world())
                                .arg(QString::fromStdString(s.plan.short_name())));
 }
 

@@ -46,7 +46,9 @@ MemoryView::MemoryView(MemoryModel* model, QWidget* parent) : QWidget(parent), m
 
 QString MemoryView::verdict_text() const { return verdict_->text(); }
 QString MemoryView::fit_text() const { return fit_->text(); }
-QString MemoryView::formulas_text() const { return formulas_->isVisible() || !isVisible() ? formulas_->text() : QString(); }
+QString MemoryView::formulas_text() const {
+  return formulas_->isVisible() || !isVisible() ? formulas_->text() : QString();
+}
 QString MemoryView::previous_text() const { return previous_->text(); }
 
 void MemoryView::refresh() {
@@ -62,11 +64,12 @@ void MemoryView::refresh() {
   for (int r = 0; r < model_->rowCount(); ++r) {
     const bool fits = model_->index(r, MemoryModel::kFits).data(MemoryModel::kValueRole).toBool();
     // Many bars: their numbers only (the axis title says rank or stage; the table has the labels).
-    const QString label = model_->rowCount() > 8
-                              ? QString::number(model_->index(r, model_->per_stage() ? MemoryModel::kStage : MemoryModel::kRank)
-                                                    .data(MemoryModel::kValueRole)
-                                                    .toInt())
-                              : model_->row_label(r);
+    const QString label =
+        model_->rowCount() > 8
+            ? QString::number(model_->index(r, model_->per_stage() ? MemoryModel::kStage : MemoryModel::kRank)
+                                  .data(MemoryModel::kValueRole)
+                                  .toInt())
+            : model_->row_label(r);
     spec.categories << label + (fits ? "" : tr(" ✗"));
     const double total = model_->index(r, MemoryModel::kTotal).data(MemoryModel::kValueRole).toDouble();
     if (total > worst_total) worst_total = total, worst = r;
@@ -101,19 +104,22 @@ void MemoryView::refresh() {
     previous_->clear();
     return;
   }
-  QString formulas = tr("<b>The ledger of %1 with its numbers</b> (strategy::explain_ledger):").arg(model_->formulas_for());
+  QString formulas =
+      tr("<b>The ledger of %1 with its numbers</b> (strategy::explain_ledger):").arg(model_->formulas_for());
   for (const strategy::LedgerTerm& t : model_->formulas())
     formulas += "<br><code>" + QString::fromStdString(t.formula).toHtmlEscaped() + "</code>";
   formulas_->setText(formulas);
   const auto& before = model_->previous();
-  previous_->setText(before ? tr("Dashed outline: the plan before the last change (%1), total per %2; it stays until the "
-                                 "next change of split or worker count.")
-                                  .arg(before->label, model_->per_stage() ? tr("stage") : tr("rank"))
-                            : QString());
+  previous_->setText(before
+                         ? tr("Dashed outline: the plan before the last change (%1), total per %2; it stays until the "
+                              "next change of split or worker count.")
+                               .arg(before->label, model_->per_stage() ? tr("stage") : tr("rank"))
+                         : QString());
   const QString total = model_->index(worst, MemoryModel::kTotal).data().toString();
   const QString cap = model_->index(worst, MemoryModel::kCapacity).data().toString();
   if (model_->all_fit())
-    fit_->setText(tr("<b>This plan fits.</b> The fullest %1 needs %2 of %3.").arg(model_->row_label(worst), total, cap));
+    fit_->setText(
+        tr("<b>This plan fits.</b> The fullest %1 needs %2 of %3.").arg(model_->row_label(worst), total, cap));
   else
     fit_->setText(tr("<b style='color:#b00020'>This plan does NOT fit:</b> %1 needs %2, the device holds %3 "
                      "(bars marked ✗ are over capacity).")

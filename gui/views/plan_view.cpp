@@ -28,8 +28,9 @@ PlanView::PlanView(CandidatesModel* model, QWidget* parent, LabOptions options)
   use_ = new QPushButton(tr("&Use the selected plan"), this);
   use_->setEnabled(false);
   measure_ = new QPushButton(tr("&Measure the top candidates"), this);
-  measure_->setToolTip(tr("Train the planner's top plans and the best of each other family on this machine "
-                          "(parlab experiment run, kind = decide): the regret of its choice and how well it ranks"));
+  measure_->setToolTip(
+      tr("Train the planner's top plans and the best of each other family on this machine "
+         "(parlab experiment run, kind = decide): the regret of its choice and how well it ranks"));
   measure_->setEnabled(false);
   head->addWidget(status_, 1);
   head->addWidget(use_);
@@ -71,7 +72,8 @@ void PlanView::measure_candidates() {
   if (!setup_ || decide_->running()) return;
   measure_->setEnabled(false);
   decision_->setText(tr("Training the candidates on %1 workers (parlab experiment run) …").arg(setup_->world()));
-  decide_->start(*setup_, options_.parlab.isEmpty() ? find_parlab() : options_.parlab, options_.db, runs_dir_of(options_));
+  decide_->start(*setup_, options_.parlab.isEmpty() ? find_parlab() : options_.parlab, options_.db,
+                 runs_dir_of(options_));
 }
 
 void PlanView::set_setup(const LabSetup& setup) {
@@ -109,11 +111,13 @@ void PlanView::on_done(const PlannerOutcome& o) {
                        .arg(r.search_seconds * 1e3, 0, 'f', 1));
   QString html;
   if (!r.top.empty())
-    html += tr("<h3>Chosen: %1</h3><p><code>%2</code></p>").arg(q(r.top.front().plan.short_name()), q(r.top.front().plan.to_string()));
+    html += tr("<h3>Chosen: %1</h3><p><code>%2</code></p>")
+                .arg(q(r.top.front().plan.short_name()), q(r.top.front().plan.to_string()));
   html += "<ul>";
   for (const std::string& line : r.explanation) html += "<li>" + q(line) + "</li>";
   html += "</ul>";
-  if (r.smallest_split) html += tr("<p><b>Smallest split that fits:</b> %1</p>").arg(q(r.smallest_split->plan.short_name()));
+  if (r.smallest_split)
+    html += tr("<p><b>Smallest split that fits:</b> %1</p>").arg(q(r.smallest_split->plan.short_name()));
   if (!r.neighbours.empty()) {
     html += tr("<p><b>One step bigger or smaller:</b></p><ul>");
     for (const strategy::SplitComparison& n : r.neighbours)
@@ -121,7 +125,8 @@ void PlanView::on_done(const PlannerOutcome& o) {
     html += "</ul>";
   }
   html += tr("<p><b>The seed's rule</b> would choose %1%2.</p>")
-              .arg(q(r.rule_choice_name), r.rule_choice_problem.empty() ? QString() : " (" + q(r.rule_choice_problem) + ")");
+              .arg(q(r.rule_choice_name),
+                   r.rule_choice_problem.empty() ? QString() : " (" + q(r.rule_choice_problem) + ")");
   explanation_->setHtml(html);
 }
 

@@ -20,8 +20,13 @@
 
 namespace parlab::gui {
 
-PredictView::PredictView(const LabOptions& options, SpeedupModel* speedup, PredictionsModel* predictions, QWidget* parent)
-    : QWidget(parent), options_(options), db_path_(options.db.toStdString()), speedup_(speedup), predictions_(predictions) {
+PredictView::PredictView(const LabOptions& options, SpeedupModel* speedup, PredictionsModel* predictions,
+                         QWidget* parent)
+    : QWidget(parent),
+      options_(options),
+      db_path_(options.db.toStdString()),
+      speedup_(speedup),
+      predictions_(predictions) {
   job_ = new SimulationJob(this);
   runs_ = new RunController(this);
   auto* layout = new QVBoxLayout(this);
@@ -118,8 +123,9 @@ bool PredictView::commit() {
   }
   try {
     auto store = db::ResultsStore::open(db_path_);
-    prediction_ = store.add_prediction(prediction_for(*setup_, target_, predicted, reason_->text().trimmed().toStdString(),
-                                                      real ? db::RunKind::kMeasured : db::RunKind::kSimulated));
+    prediction_ =
+        store.add_prediction(prediction_for(*setup_, target_, predicted, reason_->text().trimmed().toStdString(),
+                                            real ? db::RunKind::kMeasured : db::RunKind::kSimulated));
   } catch (const std::exception& e) {
     message_->setText(tr("Could not store the prediction: %1").arg(QString::fromUtf8(e.what())));
     return false;
@@ -133,13 +139,15 @@ bool PredictView::commit() {
   std::vector<int> ws = {baseline_};
   if (target_ != baseline_) ws.push_back(target_);
   if (real) {
-    result_->setText(tr("Prediction %1 stored. Training on %2 and %3 workers …").arg(*prediction_).arg(baseline_).arg(target_));
+    result_->setText(
+        tr("Prediction %1 stored. Training on %2 and %3 workers …").arg(*prediction_).arg(baseline_).arg(target_));
     pending_runs_ = ws;
     target_run_.reset();
     start_next_run();
     return true;
   }
-  result_->setText(tr("Prediction %1 stored. Simulating %2 and %3 workers …").arg(*prediction_).arg(baseline_).arg(target_));
+  result_->setText(
+      tr("Prediction %1 stored. Simulating %2 and %3 workers …").arg(*prediction_).arg(baseline_).arg(target_));
   job_->start(*setup_, ws, false);
   return true;
 }
@@ -147,9 +155,7 @@ bool PredictView::commit() {
 void PredictView::set_reveal_by(RevealBy by) { reveal_by_->setCurrentIndex(by); }
 bool PredictView::busy() const { return job_->running() || runs_->running() || !pending_runs_.empty(); }
 
-void PredictView::start_next_run() {
-  runs_->start(run_request_for(*setup_, options_, pending_runs_.front(), 10, 1));
-}
+void PredictView::start_next_run() { runs_->start(run_request_for(*setup_, options_, pending_runs_.front(), 10, 1)); }
 
 void PredictView::on_run(const RunOutcome& o) {
   const int w = pending_runs_.empty() ? 0 : pending_runs_.front();
@@ -180,7 +186,8 @@ void PredictView::on_run(const RunOutcome& o) {
 
 void PredictView::on_point(const SimPoint& p) {
   if (!p.error.empty()) {
-    result_->setText(tr("The simulation failed, the prediction stays unrevealed: %1").arg(QString::fromStdString(p.error)));
+    result_->setText(
+        tr("The simulation failed, the prediction stays unrevealed: %1").arg(QString::fromStdString(p.error)));
     return;
   }
   speedup_->set_step(p.workers, SeriesSource::kSimulated, p.result.step_seconds);

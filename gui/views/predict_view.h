@@ -31,7 +31,8 @@ class PredictView : public QWidget {
   Q_OBJECT
  public:
   enum RevealBy { kSimulation = 0, kRealRuns = 1 };
-  PredictView(const LabOptions& options, SpeedupModel* speedup, PredictionsModel* predictions, QWidget* parent = nullptr);
+  PredictView(const LabOptions& options, SpeedupModel* speedup, PredictionsModel* predictions,
+              QWidget* parent = nullptr);
   void set_setup(const LabSetup& setup);
   // What the Commit button does; false (and an inline message) for a malformed prediction.
   bool commit();

@@ -40,8 +40,9 @@ QString runs_dir_of(const LabOptions& o) {
 
 std::optional<QString> why_not_runnable(const LabSetup& s) {
   if (s.model.kind != strategy::ModelKind::kMlp)
-    return QObject::tr("Real runs train the lab MLP (kind = \"mlp\": lab-mlp, a TOML such as "
-                       "experiments/models/lab-mlp-small.toml); %1 is planned and simulated only.")
+    return QObject::tr(
+               "Real runs train the lab MLP (kind = \"mlp\": lab-mlp, a TOML such as "
+               "experiments/models/lab-mlp-small.toml); %1 is planned and simulated only.")
         .arg(QString::fromStdString(s.model.name));
   if (s.base_cluster.name != "cpu-local")
     return QObject::tr("Real runs use this machine: choose the cpu-local cluster (now %1).")
@@ -75,8 +76,9 @@ RunView::RunView(const LabOptions& options, QWidget* parent) : QWidget(parent), 
   progress_->setFormat(tr("step %v of %m"));
   progress_->setValue(0);
   calibrate_button_ = new QPushButton(tr("Ca&librate this machine"), this);
-  calibrate_button_->setToolTip(tr("parlab calibrate --quick: measure compute, memory bandwidth and loopback Gloo, and "
-                                   "write the calibrated cpu-local the setup reads"));
+  calibrate_button_->setToolTip(
+      tr("parlab calibrate --quick: measure compute, memory bandwidth and loopback Gloo, and "
+         "write the calibrated cpu-local the setup reads"));
   calibration_ = new QProcess(this);
   calibration_->setProcessChannelMode(QProcess::MergedChannels);
   bar->addWidget(run_);
@@ -199,7 +201,8 @@ void RunView::calibrate() {
   status_->setText(tr("Calibrating this machine (a minute or so) …"));
   calibrate_button_->setEnabled(false);
   cancel_->setEnabled(true);
-  calibration_->start(options_.parlab.isEmpty() ? find_parlab() : options_.parlab, {"calibrate", "--quick", "--db", options_.db});
+  calibration_->start(options_.parlab.isEmpty() ? find_parlab() : options_.parlab,
+                      {"calibrate", "--quick", "--db", options_.db});
 }
 
 void RunView::cancel() {
@@ -219,7 +222,8 @@ void RunView::on_finished(const RunOutcome& o) {
   if (o.ok)
     status_->setText(tr("Completed: %1 recorded in %2; final state hash %3.").arg(run, options_.db, o.final_hash));
   else if (o.cancelled)
-    status_->setText(tr("Cancelled: the workers were stopped; %1 is marked killed and keeps the steps it recorded.").arg(run));
+    status_->setText(
+        tr("Cancelled: the workers were stopped; %1 is marked killed and keeps the steps it recorded.").arg(run));
   else
     status_->setText(tr("Failed: %1").arg(o.message));
   emit run_finished(o, QFileInfo::exists(trace_) ? trace_ : QString());

@@ -34,10 +34,9 @@ const std::map<std::string, QStringList>& choices() {
 
 QString label_of(const std::string& key) {
   static const std::map<std::string, QString> l = {
-      {"dp", "&dp (data)"},       {"tp", "t&p (tensor)"},    {"pp", "pp (pipeline)"},
-      {"zero", "&ZeRO stage"},    {"mb", "microbatch"},      {"microbatches", "microbatches"},
-      {"gbs", "&global batch"},   {"schedule", "schedule"},  {"v", "v (chunks)"},
-      {"recompute", "recompute"}, {"sp", "sequence par."},   {"precision", "precision"}};
+      {"dp", "&dp (data)"}, {"tp", "t&p (tensor)"},           {"pp", "pp (pipeline)"},  {"zero", "&ZeRO stage"},
+      {"mb", "microbatch"}, {"microbatches", "microbatches"}, {"gbs", "&global batch"}, {"schedule", "schedule"},
+      {"v", "v (chunks)"},  {"recompute", "recompute"},       {"sp", "sequence par."},  {"precision", "precision"}};
   return l.at(key);
 }
 
@@ -86,7 +85,8 @@ SetupPanel::SetupPanel(QWidget* parent) : QWidget(parent) {
   QStringList clusters;
   for (const auto& n : strategy::cluster_preset_names()) clusters << q(n);
   cluster_ = editable_combo(clusters, what);
-  cluster_->setToolTip(tr("A preset name (cpu-local reads the calibrated copy when there is one) or a cluster TOML file"));
+  cluster_->setToolTip(
+      tr("A preset name (cpu-local reads the calibrated copy when there is one) or a cluster TOML file"));
   auto* cluster_row = new QHBoxLayout();
   auto* cluster_browse = new QPushButton(tr("File…"), what);
   cluster_row->addWidget(cluster_, 1);
@@ -163,7 +163,8 @@ void SetupPanel::add_field(QFormLayout* form, const std::string& key, const QStr
 }
 
 void SetupPanel::browse(QComboBox* target, const QString& what) {
-  const QString file = QFileDialog::getOpenFileName(this, tr("Open a %1 TOML file").arg(what), QString(), "TOML (*.toml)");
+  const QString file =
+      QFileDialog::getOpenFileName(this, tr("Open a %1 TOML file").arg(what), QString(), "TOML (*.toml)");
   if (!file.isEmpty()) target->setCurrentText(file);
 }
 
@@ -206,7 +207,8 @@ std::vector<std::string> SetupPanel::keys_of_error_field(const std::string& fiel
     // A product ("tp*pp", "dp*tp*pp") names each of its factors.
     std::vector<std::string> keys;
     std::string rest = field.substr(5);
-    for (size_t star; (star = rest.find('*')) != std::string::npos; rest = rest.substr(star + 1)) keys.push_back(rest.substr(0, star));
+    for (size_t star; (star = rest.find('*')) != std::string::npos; rest = rest.substr(star + 1))
+      keys.push_back(rest.substr(0, star));
     keys.push_back(rest);
     for (std::string& k : keys)
       if (k == "bucket_mb" || k == "optimizer") k = "dp";  // keys the panel has no field for
@@ -252,7 +254,8 @@ void SetupPanel::resolve() {
                                QString::number(setup_->plan.dp)));
     emit setup_changed(*setup_);
   } else {
-    summary_->setText(tr("Not applied (the views show the last valid setup): %1").arg(q(r.error->message).toHtmlEscaped()));
+    summary_->setText(
+        tr("Not applied (the views show the last valid setup): %1").arg(q(r.error->message).toHtmlEscaped()));
     emit setup_invalid(*r.error);
   }
 }

@@ -60,7 +60,8 @@ SpeedupView::SpeedupView(SpeedupModel* model, std::string db_path, QWidget* pare
   connect(job_, &SimulationJob::progress, this, [this](int done, int total) {
     busy_->setRange(0, total);
     busy_->setValue(done);
-    busy_->setFormat(tr("%1 of %2 simulated").arg(done / SimulationJob::kPerPoint).arg(total / SimulationJob::kPerPoint));
+    busy_->setFormat(
+        tr("%1 of %2 simulated").arg(done / SimulationJob::kPerPoint).arg(total / SimulationJob::kPerPoint));
   });
   connect(job_, &SimulationJob::finished, this, [this](bool cancelled) {
     busy_->setVisible(false);
@@ -81,7 +82,8 @@ void SpeedupView::remember_previous(const LabSetup& s) {
   } else if (split != shown_split_ && preset_->currentIndex() == kCurrentSetup && model_->rowCount() > 0) {
     Previous p;
     p.label = QString::fromStdString(shown_split_);
-    const int cols[3] = {SpeedupModel::kAnalyticSpeedup, SpeedupModel::kAnalyticEfficiency, SpeedupModel::kAnalyticStep};
+    const int cols[3] = {SpeedupModel::kAnalyticSpeedup, SpeedupModel::kAnalyticEfficiency,
+                         SpeedupModel::kAnalyticStep};
     for (int m = 0; m < 3; ++m)
       for (int r = 0; r < model_->rowCount(); ++r)
         if (const auto v = model_->value(r, cols[m]))
@@ -114,14 +116,14 @@ void SpeedupView::set_preset(Preset p) {
     note_->setText(tr("Scaling lab (strategy/scaling_lab.h): t_W = c + o + 2(W-1)a + 2(W-1)/W S/B + s c log2 W with "
                       "c = %1 ms, o = %2 ms, a = %3 us, S = %4 MB, B = %5 GB/s, s = %6. Each worker processes a full "
                       "local batch: speedup = W t_1 / t_W. With the numbers in, at W = %7:%8")
-                      .arg(in.compute_seconds * 1e3)
-                      .arg(in.overhead_seconds * 1e3)
-                      .arg(in.latency_seconds * 1e6)
-                      .arg(in.bytes / 1e6)
-                      .arg(in.link_bytes_per_s / 1e9)
-                      .arg(in.straggler_fraction)
-                      .arg(in.workers.back())
-                      .arg(substituted));
+                       .arg(in.compute_seconds * 1e3)
+                       .arg(in.overhead_seconds * 1e3)
+                       .arg(in.latency_seconds * 1e6)
+                       .arg(in.bytes / 1e6)
+                       .arg(in.link_bytes_per_s / 1e9)
+                       .arg(in.straggler_fraction)
+                       .arg(in.workers.back())
+                       .arg(substituted));
     return;
   }
   simulate_->setEnabled(true);
@@ -185,9 +187,18 @@ void SpeedupView::refresh_chart() {
     QColor color;
   };
   const Line lines[] = {
-      {tr("analytic"), {C::kAnalyticSpeedup, C::kAnalyticEfficiency, C::kAnalyticStep}, ChartSeries::kLine, QColor(60, 110, 180)},
-      {tr("simulated"), {C::kSimulatedSpeedup, C::kSimulatedEfficiency, C::kSimulatedStep}, ChartSeries::kLine, QColor(230, 140, 40)},
-      {tr("measured"), {C::kMeasuredSpeedup, C::kMeasuredEfficiency, C::kMeasuredStep}, ChartSeries::kPoints, QColor(200, 30, 30)},
+      {tr("analytic"),
+       {C::kAnalyticSpeedup, C::kAnalyticEfficiency, C::kAnalyticStep},
+       ChartSeries::kLine,
+       QColor(60, 110, 180)},
+      {tr("simulated"),
+       {C::kSimulatedSpeedup, C::kSimulatedEfficiency, C::kSimulatedStep},
+       ChartSeries::kLine,
+       QColor(230, 140, 40)},
+      {tr("measured"),
+       {C::kMeasuredSpeedup, C::kMeasuredEfficiency, C::kMeasuredStep},
+       ChartSeries::kPoints,
+       QColor(200, 30, 30)},
       {tr("your prediction"), {C::kPredicted, -1, -1}, ChartSeries::kPoints, QColor(40, 160, 120)},
   };
   ChartSpec spec;
@@ -202,7 +213,8 @@ void SpeedupView::refresh_chart() {
     s.color = l.color;
     s.dashed = l.name == tr("analytic");  // the simulated curve often lies right on it
     for (int r = 0; r < model_->rowCount(); ++r)
-      if (const auto v = model_->value(r, l.column[m])) s.points.emplace_back(model_->rows()[size_t(r)].workers, m == kStepTime ? *v * 1e3 : *v);
+      if (const auto v = model_->value(r, l.column[m]))
+        s.points.emplace_back(model_->rows()[size_t(r)].workers, m == kStepTime ? *v * 1e3 : *v);
     if (!s.points.empty()) spec.series.push_back(s);
   }
   if (previous_ && preset_->currentIndex() == kCurrentSetup && !previous_->points[m].empty()) {

@@ -90,7 +90,8 @@ TimelineView::TimelineView(TimelineModel* simulated, TimelineModel* measured, QW
     busy_->setRange(0, total);
     busy_->setValue(done);
   });
-  connect(job_, &SimulationJob::activity, this, [this](const QString& what) { status_->setText(tr("Simulating: %1").arg(what)); });
+  connect(job_, &SimulationJob::activity, this,
+          [this](const QString& what) { status_->setText(tr("Simulating: %1").arg(what)); });
   connect(job_, &SimulationJob::finished, this, [this](bool cancelled) {
     busy_->setVisible(false);
     cancel_->setEnabled(false);
@@ -195,15 +196,16 @@ void TimelineView::share_axis() {
   const double axis = std::max(simulated_->span_seconds(), measured_->span_seconds());
   sim_widget_->set_axis_seconds(axis);
   measured_widget_->set_axis_seconds(axis);
-  alignment_->setText(
-      tr("Measured step %1 (of steps %2..%3 in the trace, %4 ms) against the simulated step (%5 ms), both from 0 on one "
-         "%6 ms axis.")
-          .arg(*measured_step_)
-          .arg(measured_steps_.front())
-          .arg(measured_steps_.back())
-          .arg(measured_->span_seconds() * 1e3, 0, 'f', 2)
-          .arg(simulated_->rowCount() ? QString::number(simulated_->span_seconds() * 1e3, 'f', 2) : tr("not simulated yet"))
-          .arg(axis * 1e3, 0, 'g', 4));
+  alignment_->setText(tr("Measured step %1 (of steps %2..%3 in the trace, %4 ms) against the simulated step (%5 ms), "
+                         "both from 0 on one "
+                         "%6 ms axis.")
+                          .arg(*measured_step_)
+                          .arg(measured_steps_.front())
+                          .arg(measured_steps_.back())
+                          .arg(measured_->span_seconds() * 1e3, 0, 'f', 2)
+                          .arg(simulated_->rowCount() ? QString::number(simulated_->span_seconds() * 1e3, 'f', 2)
+                                                      : tr("not simulated yet"))
+                          .arg(axis * 1e3, 0, 'g', 4));
 }
 
 }  // namespace parlab::gui

@@ -82,7 +82,8 @@ QRectF TimelineWidget::box_of(int row) const {
   const double scale = viewport_width_ * zoom_ / span;
   const int lane = lane_of(e.rank, e.stream);
   const double y = kTop + lane * kLane + e.rank * kGap;
-  return {kLeft + e.start_seconds * scale, y + 2, std::max(1.0, (e.end_seconds - e.start_seconds) * scale), kLane - 4.0};
+  return {kLeft + e.start_seconds * scale, y + 2, std::max(1.0, (e.end_seconds - e.start_seconds) * scale),
+          kLane - 4.0};
 }
 
 void TimelineWidget::paintEvent(QPaintEvent*) {
@@ -142,7 +143,8 @@ QString TimelineWidget::details(int row) const {
                   .arg(e.start_seconds * 1e3, 0, 'f', 3)
                   .arg(e.end_seconds * 1e3, 0, 'f', 3)
                   .arg((e.end_seconds - e.start_seconds) * 1e3, 0, 'f', 3);
-  for (const auto& [k, v] : e.args) s += QStringLiteral("; %1 %2").arg(QString::fromStdString(k), QString::fromStdString(v));
+  for (const auto& [k, v] : e.args)
+    s += QStringLiteral("; %1 %2").arg(QString::fromStdString(k), QString::fromStdString(v));
   return s;
 }
 
@@ -170,12 +172,23 @@ void TimelineWidget::wheelEvent(QWheelEvent* e) {
 void TimelineWidget::keyPressEvent(QKeyEvent* e) {
   switch (e->key()) {
     case Qt::Key_Plus:
-    case Qt::Key_Equal: set_zoom(zoom_ * 1.5); break;
-    case Qt::Key_Minus: set_zoom(zoom_ / 1.5); break;
-    case Qt::Key_0: set_zoom(1); break;
-    case Qt::Key_Right: set_current(std::min(model_->rowCount() - 1, current_ + 1)); break;
-    case Qt::Key_Left: set_current(std::max(0, current_ - 1)); break;
-    default: QWidget::keyPressEvent(e);
+    case Qt::Key_Equal:
+      set_zoom(zoom_ * 1.5);
+      break;
+    case Qt::Key_Minus:
+      set_zoom(zoom_ / 1.5);
+      break;
+    case Qt::Key_0:
+      set_zoom(1);
+      break;
+    case Qt::Key_Right:
+      set_current(std::min(model_->rowCount() - 1, current_ + 1));
+      break;
+    case Qt::Key_Left:
+      set_current(std::max(0, current_ - 1));
+      break;
+    default:
+      QWidget::keyPressEvent(e);
   }
 }
 

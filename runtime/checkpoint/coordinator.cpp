@@ -13,8 +13,7 @@ LocalGroup::LocalGroup(int world_size) : world_size_(world_size) {
 
 LocalGroup::Member LocalGroup::member(int rank) {
   if (rank < 0 || rank >= world_size_) {
-    throw ConfigError("LocalGroup.rank", std::to_string(rank),
-                      "must be in [0, " + std::to_string(world_size_) + ")");
+    throw ConfigError("LocalGroup.rank", std::to_string(rank), "must be in [0, " + std::to_string(world_size_) + ")");
   }
   return Member(this, rank);
 }

@@ -49,9 +49,7 @@ class LocalGroup {
     int rank() const override { return rank_; }
     int world_size() const override { return group_->world_size_; }
     void barrier() override { (void)all_gather(std::string()); }
-    std::vector<std::string> all_gather(const std::string& mine) override {
-      return group_->exchange(rank_, mine);
-    }
+    std::vector<std::string> all_gather(const std::string& mine) override { return group_->exchange(rank_, mine); }
 
    private:
     friend class LocalGroup;
@@ -68,8 +66,8 @@ class LocalGroup {
   const int world_size_;
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t round_ = 0;    // round being filled
-  int arrived_ = 0;       // contributions to the current round
+  uint64_t round_ = 0;  // round being filled
+  int arrived_ = 0;     // contributions to the current round
   std::vector<std::string> slots_;
   std::vector<std::string> done_;  // result of the last completed round
 };

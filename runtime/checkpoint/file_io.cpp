@@ -48,9 +48,7 @@ Xxh3Stream::~Xxh3Stream() {
   delete state_;
 }
 
-void Xxh3Stream::update(std::span<const std::byte> bytes) {
-  XXH3_64bits_update(state_->s, bytes.data(), bytes.size());
-}
+void Xxh3Stream::update(std::span<const std::byte> bytes) { XXH3_64bits_update(state_->s, bytes.data(), bytes.size()); }
 
 uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(state_->s); }
 
@@ -123,9 +121,8 @@ void File::pread_all(std::span<std::byte> out, uint64_t offset) const {
       fail("cannot read", path_);
     }
     if (n == 0) {
-      throw CheckpointIoError("cannot read " + path_.string() + ": file ends at byte " +
-                              std::to_string(offset) + ", " + std::to_string(out.size()) +
-                              " more bytes expected");
+      throw CheckpointIoError("cannot read " + path_.string() + ": file ends at byte " + std::to_string(offset) + ", " +
+                              std::to_string(out.size()) + " more bytes expected");
     }
     out = out.subspan(static_cast<size_t>(n));
     offset += static_cast<uint64_t>(n);
@@ -149,9 +146,7 @@ void File::drop_page_cache() {
   (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
 }
 
-void fsync_directory(const std::filesystem::path& dir) {
-  File::open_directory(dir).fsync();
-}
+void fsync_directory(const std::filesystem::path& dir) { File::open_directory(dir).fsync(); }
 
 void atomic_write_file(const std::filesystem::path& path, std::string_view contents) {
   std::filesystem::path tmp = path;
@@ -179,8 +174,8 @@ uint64_t xxh3_64_of_file(const std::filesystem::path& path, std::span<const Copy
   (void)::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
   Xxh3Stream hash;
   std::vector<std::byte> buf(kChunkBytes);
-  uint64_t at = 0;      // file offset of buf[0]
-  size_t next = 0;      // first copy not yet finished
+  uint64_t at = 0;  // file offset of buf[0]
+  size_t next = 0;  // first copy not yet finished
   for (;;) {
     const size_t n = f.read_some(buf);
     if (n == 0) break;
@@ -198,9 +193,7 @@ uint64_t xxh3_64_of_file(const std::filesystem::path& path, std::span<const Copy
   return hash.digest();
 }
 
-uint64_t xxh3_64_of(std::span<const std::byte> bytes) {
-  return XXH3_64bits(bytes.data(), bytes.size());
-}
+uint64_t xxh3_64_of(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 std::string hash_to_hex(uint64_t hash) {
   char buf[17];
@@ -213,9 +206,12 @@ uint64_t hash_from_hex(std::string_view hex) {
   uint64_t v = 0;
   for (char c : hex) {
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else throw RuntimeError("bad hash '" + std::string(hex) + "': want lowercase hex digits");
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else
+      throw RuntimeError("bad hash '" + std::string(hex) + "': want lowercase hex digits");
     v = (v << 4) | static_cast<uint64_t>(d);
   }
   return v;
@@ -227,8 +223,7 @@ uint64_t corrupt_byte(const std::filesystem::path& path, int64_t offset) {
   if (size == 0) throw ConfigError("corrupt_byte.path", path.string(), "file is empty");
   const uint64_t at = offset < 0 ? size / 2 : static_cast<uint64_t>(offset);
   if (at >= size) {
-    throw ConfigError("corrupt_byte.offset", std::to_string(offset),
-                      "must be < file size " + std::to_string(size));
+    throw ConfigError("corrupt_byte.offset", std::to_string(offset), "must be < file size " + std::to_string(size));
   }
   std::byte b{};
   f.pread_all(std::span(&b, 1), at);

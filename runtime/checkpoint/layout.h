@@ -44,8 +44,7 @@ std::vector<CheckpointEntry> list_checkpoints(const std::filesystem::path& root)
 
 // Directory name a pointer file holds, or nullopt when the file is absent or malformed.
 std::optional<std::string> read_pointer(const std::filesystem::path& root, const char* pointer);
-void write_pointer(const std::filesystem::path& root, const char* pointer,
-                   const std::string& dir_name);
+void write_pointer(const std::filesystem::path& root, const char* pointer, const std::string& dir_name);
 
 struct RetentionPolicy {
   int keep_last = 3;  // >= 1: the newest K committed checkpoints survive

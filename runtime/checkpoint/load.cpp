@@ -84,9 +84,9 @@ std::vector<CopyOut> copies_for(const fs::path& p, const std::vector<const Segme
       const TensorInfo& info = st.info(s->name);
       const uint64_t end_bytes = static_cast<uint64_t>(s->element_in_file) * sizeof(float) + s->out.size_bytes();
       if (info.dtype != Dtype::kF32 || end_bytes > info.size_bytes()) return {};
-      copies.push_back({st.data_start_bytes() + info.data_begin_bytes +
-                            static_cast<uint64_t>(s->element_in_file) * sizeof(float),
-                        std::as_writable_bytes(s->out)});
+      copies.push_back(
+          {st.data_start_bytes() + info.data_begin_bytes + static_cast<uint64_t>(s->element_in_file) * sizeof(float),
+           std::as_writable_bytes(s->out)});
     }
   } catch (const Error&) {
     return {};
@@ -98,9 +98,8 @@ std::vector<CopyOut> copies_for(const fs::path& p, const std::vector<const Segme
 
 // Size, checksum (copying `segments` out on the way), then header-vs-manifest agreement of
 // shard file `index`. Returns whether the segments were filled.
-bool verify_file(const fs::path& dir, const Manifest& m, size_t index,
-                 const std::vector<const Segment*>& segments, std::vector<std::string>& problems,
-                 uint64_t& bytes_hashed) {
+bool verify_file(const fs::path& dir, const Manifest& m, size_t index, const std::vector<const Segment*>& segments,
+                 std::vector<std::string>& problems, uint64_t& bytes_hashed) {
   const ManifestFile& f = m.files[index];
   const fs::path p = dir / f.name;
   std::error_code ec;
@@ -110,8 +109,8 @@ bool verify_file(const fs::path& dir, const Manifest& m, size_t index,
     return false;
   }
   if (size != f.bytes) {
-    problems.push_back(f.name + " is " + std::to_string(size) + " bytes, manifest says " +
-                       std::to_string(f.bytes) + " (truncated or overwritten)");
+    problems.push_back(f.name + " is " + std::to_string(size) + " bytes, manifest says " + std::to_string(f.bytes) +
+                       " (truncated or overwritten)");
     return false;
   }
   try {
@@ -129,8 +128,8 @@ bool verify_file(const fs::path& dir, const Manifest& m, size_t index,
         if (piece.file != index) continue;
         if (!st.contains(t.name) || st.info(t.name).dtype != Dtype::kF32 ||
             st.info(t.name).numel() != piece.range.count()) {
-          problems.push_back(f.name + " does not hold " + std::to_string(piece.range.count()) +
-                             " F32 elements of '" + t.name + "' as the manifest says");
+          problems.push_back(f.name + " does not hold " + std::to_string(piece.range.count()) + " F32 elements of '" +
+                             t.name + "' as the manifest says");
         }
       }
     }
@@ -202,7 +201,8 @@ void note_pointer_lag(const fs::path& root, const CheckpointEntry& chosen, LoadR
   const auto latest = read_pointer(root, kLatestPointer);
   const std::string name = chosen.path.filename().string();
   if (!latest) {
-    result.notes.push_back("no valid '" + std::string(kLatestPointer) + "' pointer; used the newest verified checkpoint " + name);
+    result.notes.push_back("no valid '" + std::string(kLatestPointer) +
+                           "' pointer; used the newest verified checkpoint " + name);
   } else if (*latest != name) {
     result.notes.push_back("'" + std::string(kLatestPointer) + "' names " + *latest + " but " + name +
                            " was used: it is the newest complete checkpoint that verified");
@@ -224,9 +224,8 @@ void Checkpoint::read(const std::string& name, int64_t first_element, std::span<
   if (t == nullptr) throw RuntimeError(dir_.string() + ": checkpoint has no tensor '" + name + "'");
   const int64_t last = first_element + static_cast<int64_t>(out.size());
   if (first_element < 0 || last > t->numel()) {
-    throw RuntimeError(dir_.string() + ": elements [" + std::to_string(first_element) + ", " +
-                       std::to_string(last) + ") are outside '" + name + "' (" +
-                       std::to_string(t->numel()) + " elements)");
+    throw RuntimeError(dir_.string() + ": elements [" + std::to_string(first_element) + ", " + std::to_string(last) +
+                       ") are outside '" + name + "' (" + std::to_string(t->numel()) + " elements)");
   }
   const double t0 = now_seconds();
   for (const TensorPiece& p : t->pieces) {
@@ -264,15 +263,14 @@ TrainingState Checkpoint::read_all() const {
 }
 
 std::string LoadResult::summary() const {
-  std::string s = checkpoint ? "resumed from step " + std::to_string(checkpoint->step()) + " (" +
-                                   checkpoint->path().string() + ")"
-                             : std::string("no usable checkpoint; starting from scratch");
+  std::string s =
+      checkpoint ? "resumed from step " + std::to_string(checkpoint->step()) + " (" + checkpoint->path().string() + ")"
+                 : std::string("no usable checkpoint; starting from scratch");
   for (const SkippedCheckpoint& k : skipped) s += "; skipped step " + std::to_string(k.step) + ": " + k.reason;
   return s;
 }
 
-std::vector<std::string> verify_checkpoint(const fs::path& dir, int rank, int world_size,
-                                           uint64_t* bytes_hashed) {
+std::vector<std::string> verify_checkpoint(const fs::path& dir, int rank, int world_size, uint64_t* bytes_hashed) {
   uint64_t bytes = 0;
   Verified v = verify_dir(dir, rank, world_size, bytes);
   if (bytes_hashed) *bytes_hashed = bytes;
@@ -291,14 +289,14 @@ LoadResult load_checkpoint(const LoadOptions& o, Coordinator& coord, std::span<c
     if (e.state == EntryState::kDeleting) continue;
     if (e.state == EntryState::kIncomplete) {
       result.skipped.push_back({e.step, e.path,
-                                "incomplete: the save stopped before its commit (" +
-                                    e.path.filename().string() + " has no committed manifest)"});
+                                "incomplete: the save stopped before its commit (" + e.path.filename().string() +
+                                    " has no committed manifest)"});
       continue;
     }
     Verified v = verify_dir(e.path, coord.rank(), coord.world_size(), result.timings.bytes_verified, into);
     if (v.manifest && v.manifest->step != e.step) {
-      v.problems.push_back("manifest says step " + std::to_string(v.manifest->step) +
-                           " but the directory is " + e.path.filename().string());
+      v.problems.push_back("manifest says step " + std::to_string(v.manifest->step) + " but the directory is " +
+                           e.path.filename().string());
     }
     // Every rank must reach the same verdict, so the verdict is the union of all findings.
     std::vector<std::string> problems;

@@ -31,8 +31,8 @@ struct LoadOptions {
   LoadOptions(std::filesystem::path root_dir, std::optional<int64_t> max = std::nullopt)
       : root(std::move(root_dir)), max_step(max) {}
 
-  std::filesystem::path root;        // e.g. RUN/checkpoints
-  std::optional<int64_t> max_step;   // ignore checkpoints after this step (deliberate rollback)
+  std::filesystem::path root;          // e.g. RUN/checkpoints
+  std::optional<int64_t> max_step;     // ignore checkpoints after this step (deliberate rollback)
   bool record_last_known_good = true;  // rank 0 points last-known-good at what verified
 };
 
@@ -78,8 +78,7 @@ class Checkpoint {
   TrainingState read_all() const;
 
   // Elements [element_in_file, ...) of the piece of `name` stored in shard file `file_index`.
-  void read_piece(size_t file_index, const std::string& name, int64_t element_in_file,
-                  std::span<float> out) const;
+  void read_piece(size_t file_index, const std::string& name, int64_t element_in_file, std::span<float> out) const;
 
   uint64_t bytes_read() const { return bytes_read_; }
   double read_seconds() const { return read_seconds_; }
@@ -110,14 +109,13 @@ struct LoadResult {
 // or a failure to list the root. With `into`, the chosen checkpoint's data is already in the
 // requested spans on return (their contents are unspecified when no checkpoint is found); a
 // checkpoint lacking a requested tensor or range is skipped with that reason.
-LoadResult load_checkpoint(const LoadOptions& options, Coordinator& coord,
-                           std::span<const ReadRequest> into = {});
+LoadResult load_checkpoint(const LoadOptions& options, Coordinator& coord, std::span<const ReadRequest> into = {});
 LoadResult load_checkpoint(const LoadOptions& options);  // one process
 
 // Problems found in a committed checkpoint directory by a full, single-process verification;
 // empty when it is good. `rank`/`world_size` restrict the hashing to files rank,
 // rank + world_size, ... (the manifest is always read), so W ranks can share the work.
-std::vector<std::string> verify_checkpoint(const std::filesystem::path& dir, int rank = 0,
-                                           int world_size = 1, uint64_t* bytes_hashed = nullptr);
+std::vector<std::string> verify_checkpoint(const std::filesystem::path& dir, int rank = 0, int world_size = 1,
+                                           uint64_t* bytes_hashed = nullptr);
 
 }  // namespace parlab::checkpoint

@@ -59,8 +59,7 @@ Manifest Manifest::from_json(const json& j) {
     m.format_version = j.at("format_version").get<int>();
     if (m.format_version != kManifestFormatVersion) {
       throw ManifestError("manifest: format_version " + std::to_string(m.format_version) +
-                          " is not supported (this build reads " +
-                          std::to_string(kManifestFormatVersion) + ")");
+                          " is not supported (this build reads " + std::to_string(kManifestFormatVersion) + ")");
     }
     if (j.at("hash").get<std::string>() != kHashAlgorithm) {
       throw ManifestError("manifest: hash '" + j.at("hash").get<std::string>() +
@@ -74,11 +73,9 @@ Manifest Manifest::from_json(const json& j) {
                          hash_from_hex(f.at("xxh3_64").get<std::string>())});
     }
     for (const json& t : j.at("tensors")) {
-      ManifestTensor mt{t.at("name").get<std::string>(), t.at("shape").get<std::vector<int64_t>>(),
-                        {}};
+      ManifestTensor mt{t.at("name").get<std::string>(), t.at("shape").get<std::vector<int64_t>>(), {}};
       for (const json& p : t.at("pieces")) {
-        mt.pieces.push_back({p.at("file").get<size_t>(),
-                             {p.at("begin").get<int64_t>(), p.at("end").get<int64_t>()}});
+        mt.pieces.push_back({p.at("file").get<size_t>(), {p.at("begin").get<int64_t>(), p.at("end").get<int64_t>()}});
       }
       m.tensors.push_back(std::move(mt));
     }
@@ -95,8 +92,8 @@ Manifest Manifest::from_json(const json& j) {
 
 void Manifest::validate() const {
   if (world_size < 1 || files.size() != static_cast<size_t>(world_size)) {
-    throw ManifestError("manifest: world_size " + std::to_string(world_size) + " but " +
-                        std::to_string(files.size()) + " files listed");
+    throw ManifestError("manifest: world_size " + std::to_string(world_size) + " but " + std::to_string(files.size()) +
+                        " files listed");
   }
   std::set<std::string> names;
   for (const ManifestFile& f : files) {
@@ -115,20 +112,18 @@ void Manifest::validate() const {
     int64_t expect = 0;
     for (const TensorPiece& p : t.pieces) {
       if (p.file >= files.size()) {
-        throw ManifestError("manifest: tensor '" + t.name + "' names file " +
-                            std::to_string(p.file) + " of " + std::to_string(files.size()));
+        throw ManifestError("manifest: tensor '" + t.name + "' names file " + std::to_string(p.file) + " of " +
+                            std::to_string(files.size()));
       }
       if (p.range.begin != expect || p.range.end < p.range.begin) {
-        throw ManifestError("manifest: tensor '" + t.name + "' piece [" +
-                            std::to_string(p.range.begin) + ", " + std::to_string(p.range.end) +
-                            ") should begin at element " + std::to_string(expect));
+        throw ManifestError("manifest: tensor '" + t.name + "' piece [" + std::to_string(p.range.begin) + ", " +
+                            std::to_string(p.range.end) + ") should begin at element " + std::to_string(expect));
       }
       expect = p.range.end;
     }
     if (expect != t.numel()) {
-      throw ManifestError("manifest: tensor '" + t.name + "' pieces cover " +
-                          std::to_string(expect) + " of " + std::to_string(t.numel()) +
-                          " elements");
+      throw ManifestError("manifest: tensor '" + t.name + "' pieces cover " + std::to_string(expect) + " of " +
+                          std::to_string(t.numel()) + " elements");
     }
   }
 }

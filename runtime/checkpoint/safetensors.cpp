@@ -22,10 +22,9 @@ struct DtypeRow {
 };
 
 constexpr DtypeRow kDtypes[] = {
-    {Dtype::kBool, "BOOL", 1}, {Dtype::kU8, "U8", 1},     {Dtype::kI8, "I8", 1},
-    {Dtype::kI16, "I16", 2},   {Dtype::kU16, "U16", 2},   {Dtype::kF16, "F16", 2},
-    {Dtype::kBF16, "BF16", 2}, {Dtype::kI32, "I32", 4},   {Dtype::kU32, "U32", 4},
-    {Dtype::kF32, "F32", 4},   {Dtype::kI64, "I64", 8},   {Dtype::kU64, "U64", 8},
+    {Dtype::kBool, "BOOL", 1}, {Dtype::kU8, "U8", 1},   {Dtype::kI8, "I8", 1},     {Dtype::kI16, "I16", 2},
+    {Dtype::kU16, "U16", 2},   {Dtype::kF16, "F16", 2}, {Dtype::kBF16, "BF16", 2}, {Dtype::kI32, "I32", 4},
+    {Dtype::kU32, "U32", 4},   {Dtype::kF32, "F32", 4}, {Dtype::kI64, "I64", 8},   {Dtype::kU64, "U64", 8},
     {Dtype::kF64, "F64", 8},
 };
 
@@ -52,9 +51,8 @@ void check_tensor_view(const TensorView& t) {
   }
   const uint64_t want = static_cast<uint64_t>(shape_numel(t.shape)) * dtype_size_bytes(t.dtype);
   if (t.bytes.size() != want) {
-    throw SafetensorsError(t.name + ": shape " + shape_to_string(t.shape) + " of " +
-                           dtype_name(t.dtype) + " needs " + std::to_string(want) + " bytes, got " +
-                           std::to_string(t.bytes.size()));
+    throw SafetensorsError(t.name + ": shape " + shape_to_string(t.shape) + " of " + dtype_name(t.dtype) + " needs " +
+                           std::to_string(want) + " bytes, got " + std::to_string(t.bytes.size()));
   }
 }
 
@@ -90,8 +88,7 @@ TensorView TensorView::f32(std::string name, std::vector<int64_t> shape, std::sp
   return TensorView{std::move(name), Dtype::kF32, std::move(shape), std::as_bytes(v)};
 }
 
-TensorView TensorView::i64(std::string name, std::vector<int64_t> shape,
-                           std::span<const int64_t> v) {
+TensorView TensorView::i64(std::string name, std::vector<int64_t> shape, std::span<const int64_t> v) {
   return TensorView{std::move(name), Dtype::kI64, std::move(shape), std::as_bytes(v)};
 }
 
@@ -102,9 +99,8 @@ std::string encode_safetensors_header(std::span<const TensorView> tensors,
   for (const TensorView& t : tensors) {
     check_tensor_view(t);
     if (header.contains(t.name)) throw SafetensorsError("tensor name '" + t.name + "' repeated");
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[t.name] = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -114,8 +110,7 @@ std::string encode_safetensors_header(std::span<const TensorView> tensors,
   return text;
 }
 
-SafetensorsWriteResult write_safetensors(const std::filesystem::path& path,
-                                         std::span<const TensorView> tensors,
+SafetensorsWriteResult write_safetensors(const std::filesystem::path& path, std::span<const TensorView> tensors,
                                          const std::map<std::string, std::string>& metadata,
                                          const SafetensorsWriteOptions& options) {
   const std::string header = encode_safetensors_header(tensors, metadata);
@@ -160,8 +155,8 @@ void SafetensorsFile::parse_header() {
   file_.pread_all(std::as_writable_bytes(std::span(&n, 1)), 0);
   if (n > kMaxHeaderBytes) bad_file(p, "header length " + std::to_string(n) + " is too large");
   if (8 + n > file_bytes_) {
-    bad_file(p, "header length " + std::to_string(n) + " runs past the end of the " +
-                    std::to_string(file_bytes_) + "-byte file");
+    bad_file(p, "header length " + std::to_string(n) + " runs past the end of the " + std::to_string(file_bytes_) +
+                    "-byte file");
   }
   header_bytes_ = n;
   std::string text(n, '\0');
@@ -196,8 +191,8 @@ void SafetensorsFile::parse_header() {
       if (t.data_end_bytes < t.data_begin_bytes ||
           t.size_bytes() != static_cast<uint64_t>(t.numel()) * dtype_size_bytes(t.dtype)) {
         bad_file(p, key + ": data_offsets [" + std::to_string(t.data_begin_bytes) + ", " +
-                        std::to_string(t.data_end_bytes) + "] do not hold shape " +
-                        shape_to_string(t.shape) + " of " + dtype_name(t.dtype));
+                        std::to_string(t.data_end_bytes) + "] do not hold shape " + shape_to_string(t.shape) + " of " +
+                        dtype_name(t.dtype));
       }
       tensors_.push_back(std::move(t));
     }
@@ -213,15 +208,15 @@ void SafetensorsFile::parse_header() {
   uint64_t expect = 0;
   for (const TensorInfo& t : tensors_) {
     if (t.data_begin_bytes != expect) {
-      bad_file(p, t.name + " begins at data byte " + std::to_string(t.data_begin_bytes) +
-                      ", expected " + std::to_string(expect) + " (hole or overlap)");
+      bad_file(p, t.name + " begins at data byte " + std::to_string(t.data_begin_bytes) + ", expected " +
+                      std::to_string(expect) + " (hole or overlap)");
     }
     expect = t.data_end_bytes;
   }
   const uint64_t data_bytes = file_bytes_ - 8 - header_bytes_;
   if (expect != data_bytes) {
-    bad_file(p, "tensors cover " + std::to_string(expect) + " data bytes but the file holds " +
-                    std::to_string(data_bytes));
+    bad_file(
+        p, "tensors cover " + std::to_string(expect) + " data bytes but the file holds " + std::to_string(data_bytes));
   }
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
 }
@@ -237,8 +232,8 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
 const TensorInfo& SafetensorsFile::typed(const std::string& name, Dtype want) const {
   const TensorInfo& t = info(name);
   if (t.dtype != want) {
-    throw SafetensorsError(path().string() + ": tensor '" + name + "' is " + dtype_name(t.dtype) +
-                           ", not " + dtype_name(want));
+    throw SafetensorsError(path().string() + ": tensor '" + name + "' is " + dtype_name(t.dtype) + ", not " +
+                           dtype_name(want));
   }
   return t;
 }
@@ -257,17 +252,14 @@ std::vector<int64_t> SafetensorsFile::read_i64(const std::string& name) const {
   return out;
 }
 
-void SafetensorsFile::read_f32_range(const std::string& name, int64_t first_element,
-                                     std::span<float> out) const {
+void SafetensorsFile::read_f32_range(const std::string& name, int64_t first_element, std::span<float> out) const {
   const TensorInfo& t = typed(name, Dtype::kF32);
   if (first_element < 0 || first_element + static_cast<int64_t>(out.size()) > t.numel()) {
-    throw SafetensorsError(path().string() + ": elements [" + std::to_string(first_element) +
-                           ", " + std::to_string(first_element + static_cast<int64_t>(out.size())) +
-                           ") are outside tensor '" + name + "' of " +
-                           std::to_string(t.numel()) + " elements");
+    throw SafetensorsError(path().string() + ": elements [" + std::to_string(first_element) + ", " +
+                           std::to_string(first_element + static_cast<int64_t>(out.size())) + ") are outside tensor '" +
+                           name + "' of " + std::to_string(t.numel()) + " elements");
   }
-  const uint64_t at = data_start_bytes() + t.data_begin_bytes +
-                      static_cast<uint64_t>(first_element) * sizeof(float);
+  const uint64_t at = data_start_bytes() + t.data_begin_bytes + static_cast<uint64_t>(first_element) * sizeof(float);
   file_.pread_all(std::as_writable_bytes(out), at);
 }
 

@@ -33,7 +33,7 @@ namespace parlab::checkpoint {
 // Element types of the format. F32 and I64 have typed accessors; the others travel as raw bytes.
 enum class Dtype { kBool, kU8, kI8, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kI64, kU64, kF64 };
 
-const char* dtype_name(Dtype dtype);  // "F32", "I64", ...
+const char* dtype_name(Dtype dtype);             // "F32", "I64", ...
 Dtype dtype_from_name(const std::string& name);  // throws SafetensorsError on unknown names
 size_t dtype_size_bytes(Dtype dtype);
 
@@ -78,8 +78,7 @@ std::string encode_safetensors_header(std::span<const TensorView> tensors,
                                       const std::map<std::string, std::string>& metadata);
 
 // Write a complete file. Throws SafetensorsError on bad input, CheckpointIoError on I/O failure.
-SafetensorsWriteResult write_safetensors(const std::filesystem::path& path,
-                                         std::span<const TensorView> tensors,
+SafetensorsWriteResult write_safetensors(const std::filesystem::path& path, std::span<const TensorView> tensors,
                                          const std::map<std::string, std::string>& metadata = {},
                                          const SafetensorsWriteOptions& options = {});
 

@@ -21,13 +21,12 @@ namespace {
 // After a collective exchange every rank knows who failed. Each failing rank rethrows its own
 // exception; the others throw one error naming the first failing rank, so all ranks leave the
 // save at the same point and nobody waits for a peer that will never arrive.
-void raise_if_any_failed(const std::vector<json>& reports, const std::exception_ptr& mine,
-                         const char* phase) {
+void raise_if_any_failed(const std::vector<json>& reports, const std::exception_ptr& mine, const char* phase) {
   for (size_t r = 0; r < reports.size(); ++r) {
     if (!reports[r].contains("error")) continue;
     if (mine) std::rethrow_exception(mine);
-    throw CheckpointSaveError("checkpoint save failed in " + std::string(phase) + " on rank " +
-                              std::to_string(r) + ": " + reports[r]["error"].get<std::string>());
+    throw CheckpointSaveError("checkpoint save failed in " + std::string(phase) + " on rank " + std::to_string(r) +
+                              ": " + reports[r]["error"].get<std::string>());
   }
 }
 
@@ -48,32 +47,32 @@ void check_slices(std::span<const TensorSlice> slices) {
     if (s.begin_element < 0 || end > numel) {
       throw ConfigError("checkpoint slice " + s.name,
                         "[" + std::to_string(s.begin_element) + ", " + std::to_string(end) + ")",
-                        "must lie in [0, " + std::to_string(numel) + ") for shape " +
-                            shape_to_string(s.global_shape));
+                        "must lie in [0, " + std::to_string(numel) + ") for shape " + shape_to_string(s.global_shape));
     }
   }
 }
 
 // Phase 2: this rank's shard file. Returns the descriptor every rank will see.
-json write_shard(const SaveOptions& o, const fs::path& tmp_dir, int64_t step,
-                 std::span<const TensorSlice> slices, Coordinator& coord, SaveTimings& t) {
+json write_shard(const SaveOptions& o, const fs::path& tmp_dir, int64_t step, std::span<const TensorSlice> slices,
+                 Coordinator& coord, SaveTimings& t) {
   check_slices(slices);
   const int rank = coord.rank();
   std::vector<TensorView> views;
   json slices_j = json::array(), index = json::object();
   for (const TensorSlice& s : slices) {
     const int64_t count = static_cast<int64_t>(s.data.size());
-    slices_j.push_back({{"name", s.name}, {"shape", s.global_shape},
-                        {"begin", s.begin_element}, {"end", s.begin_element + count}});
+    slices_j.push_back(
+        {{"name", s.name}, {"shape", s.global_shape}, {"begin", s.begin_element}, {"end", s.begin_element + count}});
     if (count == 0) continue;
     const bool whole = count == shape_numel(s.global_shape);
     views.push_back(TensorView::f32(s.name, whole ? s.global_shape : std::vector<int64_t>{count}, s.data));
     index[s.name] = {s.begin_element, s.begin_element + count};
   }
-  const std::map<std::string, std::string> meta = {
-      {"format", "parlab-checkpoint-shard"}, {"step", std::to_string(step)},
-      {"rank", std::to_string(rank)}, {"world_size", std::to_string(coord.world_size())},
-      {"element_ranges", index.dump()}};
+  const std::map<std::string, std::string> meta = {{"format", "parlab-checkpoint-shard"},
+                                                   {"step", std::to_string(step)},
+                                                   {"rank", std::to_string(rank)},
+                                                   {"world_size", std::to_string(coord.world_size())},
+                                                   {"element_ranges", index.dump()}};
 
   SafetensorsWriteOptions wo;
   wo.fsync = false;  // timed separately below
@@ -95,8 +94,8 @@ json write_shard(const SaveOptions& o, const fs::path& tmp_dir, int64_t step,
   File::open_read(tmp_dir / name).fsync();
   t.shard_fsync_seconds = now_seconds() - t0;
   if (o.hook) o.hook(SavePhase::kAfterShardWrite, rank);
-  return {{"file", name}, {"bytes", w.file_bytes}, {"xxh3_64", hash_to_hex(w.xxh3_64)},
-          {"slices", std::move(slices_j)}};
+  return {
+      {"file", name}, {"bytes", w.file_bytes}, {"xxh3_64", hash_to_hex(w.xxh3_64)}, {"slices", std::move(slices_j)}};
 }
 
 // Rank 0, before phase 4: the manifest from every rank's shard descriptor.
@@ -109,8 +108,8 @@ Manifest assemble_manifest(int64_t step, const std::vector<json>& shards, const 
   std::map<std::string, size_t> where;  // tensor name -> index, in order of first appearance
   for (size_t r = 0; r < shards.size(); ++r) {
     const json& d = shards[r];
-    m.files.push_back({d["file"].get<std::string>(), d["bytes"].get<uint64_t>(),
-                       hash_from_hex(d["xxh3_64"].get<std::string>())});
+    m.files.push_back(
+        {d["file"].get<std::string>(), d["bytes"].get<uint64_t>(), hash_from_hex(d["xxh3_64"].get<std::string>())});
     for (const json& s : d["slices"]) {
       const std::string name = s["name"].get<std::string>();
       const auto shape = s["shape"].get<std::vector<int64_t>>();
@@ -118,18 +117,16 @@ Manifest assemble_manifest(int64_t step, const std::vector<json>& shards, const 
       if (fresh) m.tensors.push_back({name, shape, {}});
       ManifestTensor& mt = m.tensors[it->second];
       if (mt.shape != shape) {
-        throw CheckpointSaveError("ranks disagree on the shape of '" + name + "': " +
-                                  shape_to_string(mt.shape) + " vs " + shape_to_string(shape) +
-                                  " (rank " + std::to_string(r) + ")");
+        throw CheckpointSaveError("ranks disagree on the shape of '" + name + "': " + shape_to_string(mt.shape) +
+                                  " vs " + shape_to_string(shape) + " (rank " + std::to_string(r) + ")");
       }
       const ElementRange range{s["begin"].get<int64_t>(), s["end"].get<int64_t>()};
       if (range.count() > 0) mt.pieces.push_back({r, range});
     }
   }
   for (ManifestTensor& mt : m.tensors) {
-    std::sort(mt.pieces.begin(), mt.pieces.end(), [](const TensorPiece& a, const TensorPiece& b) {
-      return a.range.begin < b.range.begin;
-    });
+    std::sort(mt.pieces.begin(), mt.pieces.end(),
+              [](const TensorPiece& a, const TensorPiece& b) { return a.range.begin < b.range.begin; });
   }
   try {
     m.validate();  // every tensor tiled exactly by the ranks' slices
@@ -140,8 +137,8 @@ Manifest assemble_manifest(int64_t step, const std::vector<json>& shards, const 
 }
 
 // Rank 0, phases 4-7. Fills the commit timings and the outcome that every rank will receive.
-json commit(const SaveOptions& o, const fs::path& tmp_dir, const fs::path& final_dir,
-            int64_t step, const std::vector<json>& shards, const json& metadata, SaveTimings& t) {
+json commit(const SaveOptions& o, const fs::path& tmp_dir, const fs::path& final_dir, int64_t step,
+            const std::vector<json>& shards, const json& metadata, SaveTimings& t) {
   auto hook = [&](SavePhase p) {
     if (o.hook) o.hook(p, 0);
   };
@@ -164,7 +161,8 @@ json commit(const SaveOptions& o, const fs::path& tmp_dir, const fs::path& final
   if (fs::exists(final_dir)) remove_checkpoint_dir(final_dir);
   std::error_code ec;
   fs::rename(tmp_dir, final_dir, ec);
-  if (ec) throw CheckpointIoError("cannot rename " + tmp_dir.string() + " to " + final_dir.string() + ": " + ec.message());
+  if (ec)
+    throw CheckpointIoError("cannot rename " + tmp_dir.string() + " to " + final_dir.string() + ": " + ec.message());
   fsync_directory(o.root);
   hook(SavePhase::kBeforePointerUpdate);
   write_pointer(o.root, kLatestPointer, final_dir.filename().string());
@@ -191,12 +189,18 @@ json commit(const SaveOptions& o, const fs::path& tmp_dir, const fs::path& final
 
 const char* save_phase_name(SavePhase phase) {
   switch (phase) {
-    case SavePhase::kMidShardWrite: return "mid-shard-write";
-    case SavePhase::kAfterShardWrite: return "after-shard-write";
-    case SavePhase::kBeforeManifest: return "before-manifest";
-    case SavePhase::kBeforeRename: return "before-rename";
-    case SavePhase::kBeforePointerUpdate: return "before-pointer-update";
-    case SavePhase::kAfterPointerUpdate: return "after-pointer-update";
+    case SavePhase::kMidShardWrite:
+      return "mid-shard-write";
+    case SavePhase::kAfterShardWrite:
+      return "after-shard-write";
+    case SavePhase::kBeforeManifest:
+      return "before-manifest";
+    case SavePhase::kBeforeRename:
+      return "before-rename";
+    case SavePhase::kBeforePointerUpdate:
+      return "before-pointer-update";
+    case SavePhase::kAfterPointerUpdate:
+      return "after-pointer-update";
   }
   return "unknown";
 }
@@ -204,8 +208,8 @@ const char* save_phase_name(SavePhase phase) {
 namespace {
 
 // Phases 1-8 of a save into `tmp_dir`; throws on every rank when any rank fails.
-SaveResult save_phases(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices,
-                       const json& metadata, Coordinator& coord, const fs::path& tmp_dir) {
+SaveResult save_phases(const SaveOptions& o, int64_t step, std::span<const TensorSlice> my_slices, const json& metadata,
+                       Coordinator& coord, const fs::path& tmp_dir) {
   // A save a rank reports as failed leaves nothing behind: on a full disk the partial step-N.tmp
   // would hold the very space the next attempt needs. Every rank has left the phase by then (the
   // reports were exchanged), so nobody still writes into it. A save cut short by a crash (no

@@ -40,13 +40,13 @@ class CheckpointSaveError : public RuntimeError {
 // Points between the phases of a save where a fault hook runs. kMidShardWrite and
 // kAfterShardWrite run on every rank; the others on rank 0 only.
 enum class SavePhase {
-  kMidShardWrite,         // shard torn: header and at least half of the file written (at the
-                          // first write chunk that reaches half), not fsynced
-  kAfterShardWrite,       // this rank's shard durable; other ranks may still be writing
-  kBeforeManifest,        // every shard durable; no manifest yet
-  kBeforeRename,          // manifest durable inside step-N.tmp
-  kBeforePointerUpdate,   // step-N committed; latest still names the previous checkpoint
-  kAfterPointerUpdate,    // latest names step-N; retention not yet run
+  kMidShardWrite,        // shard torn: header and at least half of the file written (at the
+                         // first write chunk that reaches half), not fsynced
+  kAfterShardWrite,      // this rank's shard durable; other ranks may still be writing
+  kBeforeManifest,       // every shard durable; no manifest yet
+  kBeforeRename,         // manifest durable inside step-N.tmp
+  kBeforePointerUpdate,  // step-N committed; latest still names the previous checkpoint
+  kAfterPointerUpdate,   // latest names step-N; retention not yet run
 };
 const char* save_phase_name(SavePhase phase);  // "mid-shard-write", "after-shard-write", ...
 
@@ -58,29 +58,29 @@ struct SaveOptions {
   SaveOptions(std::filesystem::path root_dir, int keep = 3, SaveHook fault_hook = {})
       : root(std::move(root_dir)), keep_last(keep), hook(std::move(fault_hook)) {}
 
-  std::filesystem::path root;  // e.g. RUN/checkpoints; created if missing
-  int keep_last = 3;           // retention: newest K (plus latest's and last-known-good's targets)
-  SaveHook hook;               // empty: no fault injection
+  std::filesystem::path root;                 // e.g. RUN/checkpoints; created if missing
+  int keep_last = 3;                          // retention: newest K (plus latest's and last-known-good's targets)
+  SaveHook hook;                              // empty: no fault injection
   size_t max_chunk_bytes = size_t{16} << 20;  // write/hash granularity of a shard
 };
 
 // Seconds per phase. Shard phases are this rank's; the rest are rank 0's, copied to every rank.
 struct SaveTimings {
-  double prepare_seconds = 0;     // creating step-N.tmp and waiting for it
-  double shard_write_seconds = 0; // writing + hashing this rank's shard
-  double shard_fsync_seconds = 0; // fsync of this rank's shard
-  double gather_seconds = 0;      // waiting for the slowest rank's shard
-  double manifest_seconds = 0;    // fsync dir + write/fsync manifest
-  double commit_seconds = 0;      // rename + fsync root + latest pointer
+  double prepare_seconds = 0;      // creating step-N.tmp and waiting for it
+  double shard_write_seconds = 0;  // writing + hashing this rank's shard
+  double shard_fsync_seconds = 0;  // fsync of this rank's shard
+  double gather_seconds = 0;       // waiting for the slowest rank's shard
+  double manifest_seconds = 0;     // fsync dir + write/fsync manifest
+  double commit_seconds = 0;       // rename + fsync root + latest pointer
   double retention_seconds = 0;
-  double total_seconds = 0;       // this rank, start to return
+  double total_seconds = 0;  // this rank, start to return
 };
 
 struct SaveResult {
   std::filesystem::path path;  // ROOT/step-N
   int64_t step = 0;
-  uint64_t shard_bytes = 0;    // this rank's file
-  uint64_t total_bytes = 0;    // all shard files + manifest
+  uint64_t shard_bytes = 0;  // this rank's file
+  uint64_t total_bytes = 0;  // all shard files + manifest
   SaveTimings timings;
   std::vector<std::filesystem::path> deleted;  // removed by retention
   std::vector<std::string> warnings;           // e.g. retention failed (the save itself succeeded)
@@ -88,9 +88,8 @@ struct SaveResult {
 
 // Collective: every rank of `coord` calls it with its own slices. Only rank 0's `metadata` is
 // stored. Slices borrow memory that must stay alive until the call returns.
-SaveResult save_checkpoint(const SaveOptions& options, int64_t step,
-                           std::span<const TensorSlice> my_slices, const nlohmann::json& metadata,
-                           Coordinator& coord);
+SaveResult save_checkpoint(const SaveOptions& options, int64_t step, std::span<const TensorSlice> my_slices,
+                           const nlohmann::json& metadata, Coordinator& coord);
 
 // One process, whole tensors: save_checkpoint(options, state.step, whole_tensors(state), ...).
 SaveResult save_checkpoint(const SaveOptions& options, const TrainingState& state);

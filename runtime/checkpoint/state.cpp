@@ -23,8 +23,7 @@ int64_t TrainingState::total_elements() const {
 ElementRange even_range(int64_t n, int world_size, int rank) {
   if (world_size < 1) throw ConfigError("world_size", std::to_string(world_size), "must be >= 1");
   if (rank < 0 || rank >= world_size) {
-    throw ConfigError("rank", std::to_string(rank),
-                      "must be in [0, " + std::to_string(world_size) + ")");
+    throw ConfigError("rank", std::to_string(rank), "must be in [0, " + std::to_string(world_size) + ")");
   }
   const int64_t q = n / world_size, extra = n % world_size;
   const int64_t begin = rank * q + std::min<int64_t>(rank, extra);

@@ -19,9 +19,12 @@ CommChoice parse_comm_choice(std::string_view text, const std::string& flag) {
 
 std::string_view to_string(CommChoice choice) {
   switch (choice) {
-    case CommChoice::kAuto: return "auto";
-    case CommChoice::kShm: return "shm";
-    case CommChoice::kGloo: return "gloo";
+    case CommChoice::kAuto:
+      return "auto";
+    case CommChoice::kShm:
+      return "shm";
+    case CommChoice::kGloo:
+      return "gloo";
   }
   return "?";
 }
@@ -40,7 +43,8 @@ std::string detect_host_id() {
 namespace {
 
 // Every rank's host, indexed by rank, exchanged through the group's scope of the store.
-std::vector<std::string> exchange_hosts(Store& store, int rank, int size, const GlooOptions& o, const std::string& mine) {
+std::vector<std::string> exchange_hosts(Store& store, int rank, int size, const GlooOptions& o,
+                                        const std::string& mine) {
   store.set("hosts/" + std::to_string(rank), std::vector<char>(mine.begin(), mine.end()));
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back("hosts/" + std::to_string(r));
@@ -66,15 +70,17 @@ std::unique_ptr<Communicator> make_communicator(std::shared_ptr<Store> store, in
                                                 const std::string& host_id) {
   if (choice == CommChoice::kGloo) return make_gloo_communicator(std::move(store), rank, size, options);
   if (!store) throw ConfigError("store", "null", "a rendezvous store is required");
-  auto scoped = make_prefixed_store(store, "parlab/attempt." + std::to_string(options.attempt) + "/" + options.group_name);
+  auto scoped =
+      make_prefixed_store(store, "parlab/attempt." + std::to_string(options.attempt) + "/" + options.group_name);
   const std::vector<std::string> hosts =
       exchange_hosts(*scoped, rank, size, options, host_id.empty() ? detect_host_id() : host_id);
   const std::set<std::string> distinct(hosts.begin(), hosts.end());
   if (distinct.size() == 1) return make_shm_communicator(std::move(store), rank, size, shm_options_from(options));
   if (choice == CommChoice::kShm) {
     throw ConfigError("--comm", "shm",
-                      "shared memory needs every rank on one host, but the " + std::to_string(size) +
-                          " ranks are on " + std::to_string(distinct.size()) + " hosts; use --comm auto (Gloo "
+                      "shared memory needs every rank on one host, but the " + std::to_string(size) + " ranks are on " +
+                          std::to_string(distinct.size()) +
+                          " hosts; use --comm auto (Gloo "
                           "between hosts, shared memory inside each) or --comm gloo");
   }
   GlooOptions o = options;

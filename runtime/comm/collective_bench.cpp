@@ -25,9 +25,7 @@ namespace {
 float fill_value(int rank, std::size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
 
 // The sum over n ranks of fill_value(r, i).
-float sum_value(int n, std::size_t i) {
-  return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
-}
+float sum_value(int n, std::size_t i) { return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7)); }
 
 // Runs `op` on buffers sized for `elements` (S / 4): fill() writes this rank's inputs, run()
 // is the collective alone (what is timed), wrong() counts the output elements that differ from
@@ -38,7 +36,9 @@ class BenchBuffers {
       : op_(op), rank_(rank), n_(n), piece_(elements / static_cast<std::size_t>(n)) {
     switch (op) {
       case strategy::CollectiveOp::kAllReduce:
-      case strategy::CollectiveOp::kBroadcast: a_.resize(elements); break;
+      case strategy::CollectiveOp::kBroadcast:
+        a_.resize(elements);
+        break;
       case strategy::CollectiveOp::kReduceScatter:
         a_.resize(elements);
         b_.resize(piece_);
@@ -60,10 +60,18 @@ class BenchBuffers {
   void run(Communicator& comm, const CollectiveOptions& o) {
     std::shared_ptr<Work> w;
     switch (op_) {
-      case strategy::CollectiveOp::kAllReduce: w = comm.all_reduce(a_, o); break;
-      case strategy::CollectiveOp::kBroadcast: w = comm.broadcast(a_, 0, o); break;
-      case strategy::CollectiveOp::kReduceScatter: w = comm.reduce_scatter(a_, b_, o); break;
-      case strategy::CollectiveOp::kAllGather: w = comm.all_gather(a_, b_, o); break;
+      case strategy::CollectiveOp::kAllReduce:
+        w = comm.all_reduce(a_, o);
+        break;
+      case strategy::CollectiveOp::kBroadcast:
+        w = comm.broadcast(a_, 0, o);
+        break;
+      case strategy::CollectiveOp::kReduceScatter:
+        w = comm.reduce_scatter(a_, b_, o);
+        break;
+      case strategy::CollectiveOp::kAllGather:
+        w = comm.all_gather(a_, b_, o);
+        break;
     }
     w->wait();
   }
@@ -74,8 +82,12 @@ class BenchBuffers {
       for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] == expected(i) ? 0 : 1;
     };
     switch (op_) {
-      case strategy::CollectiveOp::kAllReduce: count(a_, [&](std::size_t i) { return sum_value(n_, i); }); break;
-      case strategy::CollectiveOp::kBroadcast: count(a_, [&](std::size_t i) { return fill_value(0, i); }); break;
+      case strategy::CollectiveOp::kAllReduce:
+        count(a_, [&](std::size_t i) { return sum_value(n_, i); });
+        break;
+      case strategy::CollectiveOp::kBroadcast:
+        count(a_, [&](std::size_t i) { return fill_value(0, i); });
+        break;
       case strategy::CollectiveOp::kReduceScatter:
         count(b_, [&](std::size_t i) { return sum_value(n_, rank_index() * piece_ + i); });
         break;
@@ -98,10 +110,8 @@ using parlab::median;
 
 }  // namespace
 
-std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
-                                                     strategy::CollectiveOp op,
-                                                     const std::vector<double>& sizes_bytes,
-                                                     int warmup, int iters,
+std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm, strategy::CollectiveOp op,
+                                                     const std::vector<double>& sizes_bytes, int warmup, int iters,
                                                      const CollectiveOptions& options) {
   if (iters < 1) throw ConfigError("iters", std::to_string(iters), "must be at least 1");
   if (warmup < 0) throw ConfigError("warmup", std::to_string(warmup), "must be >= 0");
@@ -113,9 +123,8 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
     const std::size_t elements = elements_total - elements_total % static_cast<std::size_t>(n);
     if (elements == 0) {
       throw ConfigError("sizes", units::format_bytes(requested),
-                        "must hold at least one fp32 element per rank (" +
-                            std::to_string(n * sizeof(float)) + " B on " + std::to_string(n) +
-                            " ranks)");
+                        "must hold at least one fp32 element per rank (" + std::to_string(n * sizeof(float)) +
+                            " B on " + std::to_string(n) + " ranks)");
     }
     BenchBuffers buffers(op, elements, comm.rank(), n);
     for (int i = 0; i < warmup; ++i) {
@@ -131,8 +140,7 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
       comm.barrier(options)->wait();
       const auto t0 = std::chrono::steady_clock::now();
       buffers.run(comm, options);
-      mine[static_cast<std::size_t>(i)] =
-          std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
+      mine[static_cast<std::size_t>(i)] = std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
       wrong += buffers.wrong();
     }
     // Every rank reports its wrong elements; the row counts them over all ranks.
@@ -181,14 +189,22 @@ double parse_size(std::string_view s, const std::string& field, std::string_view
   std::string suffix(s.substr(digits));
   for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   double scale = 0;
-  if (suffix.empty() || suffix == "B") scale = 1;
-  else if (suffix == "K" || suffix == "KIB") scale = units::kKiB;
-  else if (suffix == "M" || suffix == "MIB") scale = units::kMiB;
-  else if (suffix == "G" || suffix == "GIB") scale = units::kGiB;
-  else if (suffix == "KB") scale = units::kKB;
-  else if (suffix == "MB") scale = units::kMB;
-  else if (suffix == "GB") scale = units::kGB;
-  else return fail();
+  if (suffix.empty() || suffix == "B")
+    scale = 1;
+  else if (suffix == "K" || suffix == "KIB")
+    scale = units::kKiB;
+  else if (suffix == "M" || suffix == "MIB")
+    scale = units::kMiB;
+  else if (suffix == "G" || suffix == "GIB")
+    scale = units::kGiB;
+  else if (suffix == "KB")
+    scale = units::kKB;
+  else if (suffix == "MB")
+    scale = units::kMB;
+  else if (suffix == "GB")
+    scale = units::kGB;
+  else
+    return fail();
   if (!(value > 0) || !std::isfinite(value)) return fail();
   return std::floor(value * scale);
 }
@@ -201,28 +217,25 @@ std::vector<double> parse_size_range(std::string_view text, const std::string& f
   const double lo = parse_size(text.substr(0, dots), field, text);
   const double hi = parse_size(text.substr(dots + 2), field, text);
   if (hi < lo) {
-    throw ConfigError(field, "\"" + std::string(text) + "\"",
-                      "the end of a range must not be below its start");
+    throw ConfigError(field, "\"" + std::string(text) + "\"", "the end of a range must not be below its start");
   }
   std::vector<double> sizes;
   for (double b = lo; b <= hi; b *= 2) sizes.push_back(b);
   return sizes;
 }
 
-std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
-                                    strategy::CollectiveOp op, int n_ranks) {
-  std::string out = "# " + std::string(strategy::to_string(op)) + " on " +
-                    std::to_string(n_ranks) + " ranks (busbw factor " +
-                    std::to_string(strategy::bus_bandwidth_factor(op, n_ranks)).substr(0, 5) +
+std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows, strategy::CollectiveOp op,
+                                    int n_ranks) {
+  std::string out = "# " + std::string(strategy::to_string(op)) + " on " + std::to_string(n_ranks) +
+                    " ranks (busbw factor " + std::to_string(strategy::bus_bandwidth_factor(op, n_ranks)).substr(0, 5) +
                     "; GB = 1e9 B)\n";
   char line[160];
-  std::snprintf(line, sizeof line, "%14s %12s %14s %14s %8s\n", "size (B)", "time (us)",
-                "algbw (GB/s)", "busbw (GB/s)", "#wrong");
+  std::snprintf(line, sizeof line, "%14s %12s %14s %14s %8s\n", "size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
+                "#wrong");
   out += line;
   for (const auto& r : rows) {
     std::snprintf(line, sizeof line, "%14.0f %12.1f %14.3f %14.3f %8lld\n", r.bytes, r.seconds * 1e6,
-                  r.algbw_bytes_per_s / units::kGB, r.busbw_bytes_per_s / units::kGB,
-                  static_cast<long long>(r.wrong));
+                  r.algbw_bytes_per_s / units::kGB, r.busbw_bytes_per_s / units::kGB, static_cast<long long>(r.wrong));
     out += line;
   }
   return out;
@@ -299,13 +312,14 @@ std::vector<CollectiveBenchRow> run_collective_bench_threads(BenchBackend backen
 
 ShmAllReduceFit measure_shm_all_reduce(int ranks, const std::vector<double>& sizes_bytes, int iters) {
   if (ranks < 2) throw ConfigError("ranks", std::to_string(ranks), "a fit needs at least 2 ranks");
-  if (sizes_bytes.size() < 2) throw ConfigError("sizes", std::to_string(sizes_bytes.size()), "a fit needs 2 sizes or more");
+  if (sizes_bytes.size() < 2)
+    throw ConfigError("sizes", std::to_string(sizes_bytes.size()), "a fit needs 2 sizes or more");
   const auto timeout = std::chrono::milliseconds(120'000);
   const auto op = strategy::CollectiveOp::kAllReduce;
   ShmAllReduceFit fit;
   fit.ranks = ranks;
-  fit.rows = run_collective_bench_threads(BenchBackend::kShm, op, sizes_bytes, ranks, 2,
-                                          [iters](double) { return iters; }, timeout);
+  fit.rows = run_collective_bench_threads(
+      BenchBackend::kShm, op, sizes_bytes, ranks, 2, [iters](double) { return iters; }, timeout);
   // Least squares of t = alpha + x / beta with x = S * factor (bytes on the bus).
   const double factor = strategy::bus_bandwidth_factor(op, ranks);
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;

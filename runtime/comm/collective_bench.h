@@ -27,14 +27,12 @@ struct CollectiveBenchRow {
   double seconds = 0;  // median over iters of the slowest rank's time
   double algbw_bytes_per_s = 0;
   double busbw_bytes_per_s = 0;
-  int64_t wrong = 0;   // output elements that differ from the expected result, all ranks and iters
+  int64_t wrong = 0;  // output elements that differ from the expected result, all ranks and iters
 };
 
 // Throws ConfigError for iters < 1, warmup < 0 or a size under one element per rank.
-std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
-                                                     strategy::CollectiveOp op,
-                                                     const std::vector<double>& sizes_bytes,
-                                                     int warmup, int iters,
+std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm, strategy::CollectiveOp op,
+                                                     const std::vector<double>& sizes_bytes, int warmup, int iters,
                                                      const CollectiveOptions& options = {});
 
 // "1K..256M" -> 1 KiB, 2 KiB, ..., 256 MiB (factor 2, like nccl-tests -b 1K -e 256M -f 2);
@@ -43,8 +41,8 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm,
 std::vector<double> parse_size_range(std::string_view text, const std::string& field = "sizes");
 
 // nccl-tests style table: size, time, algbw, busbw (decimal GB/s), #wrong, one row per size.
-std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows,
-                                    strategy::CollectiveOp op, int n_ranks);
+std::string format_collective_bench(const std::vector<CollectiveBenchRow>& rows, strategy::CollectiveOp op,
+                                    int n_ranks);
 
 }  // namespace parlab::comm
 

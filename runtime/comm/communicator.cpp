@@ -15,20 +15,27 @@ namespace parlab::comm {
 // recorder's entries and a program's ops name the same call the same way.
 std::string_view to_string(OpKind op) {
   switch (op) {
-    case OpKind::kAllReduce: return strategy::to_string(strategy::CollectiveOp::kAllReduce);
-    case OpKind::kReduceScatter: return strategy::to_string(strategy::CollectiveOp::kReduceScatter);
-    case OpKind::kAllGather: return strategy::to_string(strategy::CollectiveOp::kAllGather);
-    case OpKind::kBroadcast: return strategy::to_string(strategy::CollectiveOp::kBroadcast);
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kBarrier: return "barrier";
+    case OpKind::kAllReduce:
+      return strategy::to_string(strategy::CollectiveOp::kAllReduce);
+    case OpKind::kReduceScatter:
+      return strategy::to_string(strategy::CollectiveOp::kReduceScatter);
+    case OpKind::kAllGather:
+      return strategy::to_string(strategy::CollectiveOp::kAllGather);
+    case OpKind::kBroadcast:
+      return strategy::to_string(strategy::CollectiveOp::kBroadcast);
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
+    case OpKind::kBarrier:
+      return "barrier";
   }
   return "?";
 }
 
 OpKind parse_op_kind(std::string_view text) {
-  for (OpKind op : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
-                    OpKind::kBroadcast, OpKind::kSend, OpKind::kRecv, OpKind::kBarrier}) {
+  for (OpKind op : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast, OpKind::kSend,
+                    OpKind::kRecv, OpKind::kBarrier}) {
     if (to_string(op) == text) return op;
   }
   throw ConfigError("op", std::string(text),
@@ -50,26 +57,22 @@ CollectiveError::CollectiveError(OpInfo info, const std::string& message)
 
 namespace {
 std::string timeout_message(const OpInfo& info, double timeout_seconds, const std::string& detail) {
-  std::string m = info.describe() + " did not complete within " +
-                  units::format_seconds(timeout_seconds);
+  std::string m = info.describe() + " did not complete within " + units::format_seconds(timeout_seconds);
   if (!detail.empty()) m += " (" + detail + ")";
   return m;
 }
 }  // namespace
 
-CollectiveTimeout::CollectiveTimeout(OpInfo info, double timeout_seconds,
-                                     const std::string& detail)
-    : CollectiveError(info, timeout_message(info, timeout_seconds, detail)),
-      timeout_seconds_(timeout_seconds) {}
+CollectiveTimeout::CollectiveTimeout(OpInfo info, double timeout_seconds, const std::string& detail)
+    : CollectiveError(info, timeout_message(info, timeout_seconds, detail)), timeout_seconds_(timeout_seconds) {}
 
 CommunicatorAborted::CommunicatorAborted(std::string group, std::string reason)
-    : RuntimeError("communicator of group " + group + " is unusable after an earlier failure: " +
-                   reason + "; create a new communicator (restart the job from its checkpoint)"),
+    : RuntimeError("communicator of group " + group + " is unusable after an earlier failure: " + reason +
+                   "; create a new communicator (restart the job from its checkpoint)"),
       group_(std::move(group)),
       reason_(std::move(reason)) {}
 
-UnsupportedOperation::UnsupportedOperation(std::string backend, std::string op,
-                                           const std::string& group)
+UnsupportedOperation::UnsupportedOperation(std::string backend, std::string op, const std::string& group)
     : RuntimeError("backend " + backend + " does not support " + op + " (group " + group + ")"),
       backend_(std::move(backend)),
       op_(std::move(op)) {}
@@ -146,9 +149,8 @@ namespace {
 void Communicator::check_peer(int peer, const char* what) const {
   if (peer < 0 || peer >= size() || peer == rank()) {
     throw ConfigError(std::string(what), std::to_string(peer),
-                      "must be a group rank in [0, " + std::to_string(size()) +
-                          ") other than this rank (" + std::to_string(rank()) + ") of group " +
-                          group_name());
+                      "must be a group rank in [0, " + std::to_string(size()) + ") other than this rank (" +
+                          std::to_string(rank()) + ") of group " + group_name());
   }
 }
 
@@ -156,42 +158,37 @@ std::shared_ptr<Work> Communicator::all_reduce(std::span<float> buf, const Colle
   return run_all_reduce(buf, o);
 }
 
-std::shared_ptr<Work> Communicator::reduce_scatter(std::span<const float> input,
-                                                   std::span<float> output,
+std::shared_ptr<Work> Communicator::reduce_scatter(std::span<const float> input, std::span<float> output,
                                                    const CollectiveOptions& o) {
   const std::size_t n = static_cast<std::size_t>(size());
   if (input.size() != n * output.size()) {
     bad_shape("reduce_scatter.input elements", input.size(),
-              "must be size() * output elements = " + std::to_string(n) + " * " +
-                  std::to_string(output.size()) + " (group " + group_name() + ")");
+              "must be size() * output elements = " + std::to_string(n) + " * " + std::to_string(output.size()) +
+                  " (group " + group_name() + ")");
   }
   return run_reduce_scatter(input, output, o);
 }
 
-std::shared_ptr<Work> Communicator::all_gather(std::span<const float> input,
-                                               std::span<float> output,
+std::shared_ptr<Work> Communicator::all_gather(std::span<const float> input, std::span<float> output,
                                                const CollectiveOptions& o) {
   const std::size_t n = static_cast<std::size_t>(size());
   if (output.size() != n * input.size()) {
     bad_shape("all_gather.output elements", output.size(),
-              "must be size() * input elements = " + std::to_string(n) + " * " +
-                  std::to_string(input.size()) + " (group " + group_name() + ")");
+              "must be size() * input elements = " + std::to_string(n) + " * " + std::to_string(input.size()) +
+                  " (group " + group_name() + ")");
   }
   return run_all_gather(input, output, o);
 }
 
-std::shared_ptr<Work> Communicator::broadcast(std::span<float> buf, int root,
-                                              const CollectiveOptions& o) {
+std::shared_ptr<Work> Communicator::broadcast(std::span<float> buf, int root, const CollectiveOptions& o) {
   if (root < 0 || root >= size()) {
     throw ConfigError("broadcast.root", std::to_string(root),
-                      "must be a group rank in [0, " + std::to_string(size()) + ") of group " +
-                          group_name());
+                      "must be a group rank in [0, " + std::to_string(size()) + ") of group " + group_name());
   }
   return run_broadcast(buf, root, o);
 }
 
-void Communicator::check_counts(std::span<const int64_t> counts, std::size_t elements,
-                                const char* what) const {
+void Communicator::check_counts(std::span<const int64_t> counts, std::size_t elements, const char* what) const {
   if (counts.size() != static_cast<std::size_t>(size()))
     bad_shape(std::string(what) + ".counts entries", counts.size(),
               "must be one count per rank of group " + group_name() + " (" + std::to_string(size()) + ")");
@@ -205,10 +202,8 @@ void Communicator::check_counts(std::span<const int64_t> counts, std::size_t ele
               "must be the sum of counts (" + std::to_string(total) + ", group " + group_name() + ")");
 }
 
-std::shared_ptr<Work> Communicator::reduce_scatter_v(std::span<const float> input,
-                                                     std::span<const int64_t> counts,
-                                                     std::span<float> output,
-                                                     const CollectiveOptions& o) {
+std::shared_ptr<Work> Communicator::reduce_scatter_v(std::span<const float> input, std::span<const int64_t> counts,
+                                                     std::span<float> output, const CollectiveOptions& o) {
   check_counts(counts, input.size(), "reduce_scatter_v.input");
   if (output.size() != static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]))
     bad_shape("reduce_scatter_v.output elements", output.size(),
@@ -216,10 +211,8 @@ std::shared_ptr<Work> Communicator::reduce_scatter_v(std::span<const float> inpu
   return run_reduce_scatter_v(input, counts, output, o);
 }
 
-std::shared_ptr<Work> Communicator::all_gather_v(std::span<const float> input,
-                                                 std::span<float> output,
-                                                 std::span<const int64_t> counts,
-                                                 const CollectiveOptions& o) {
+std::shared_ptr<Work> Communicator::all_gather_v(std::span<const float> input, std::span<float> output,
+                                                 std::span<const int64_t> counts, const CollectiveOptions& o) {
   check_counts(counts, output.size(), "all_gather_v.output");
   if (input.size() != static_cast<std::size_t>(counts[static_cast<std::size_t>(rank())]))
     bad_shape("all_gather_v.input elements", input.size(),
@@ -227,14 +220,12 @@ std::shared_ptr<Work> Communicator::all_gather_v(std::span<const float> input,
   return run_all_gather_v(input, output, counts, o);
 }
 
-std::shared_ptr<Work> Communicator::send(std::span<const float> buf, int peer,
-                                         const CollectiveOptions& o) {
+std::shared_ptr<Work> Communicator::send(std::span<const float> buf, int peer, const CollectiveOptions& o) {
   check_peer(peer, "send.peer");
   return run_send(buf, peer, o);
 }
 
-std::shared_ptr<Work> Communicator::recv(std::span<float> buf, int peer,
-                                         const CollectiveOptions& o) {
+std::shared_ptr<Work> Communicator::recv(std::span<float> buf, int peer, const CollectiveOptions& o) {
   check_peer(peer, "recv.peer");
   return run_recv(buf, peer, o);
 }
@@ -254,8 +245,7 @@ std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks,
   for (int r : ranks) {
     if (std::find(members.begin(), members.end(), r) == members.end()) {
       throw ConfigError("split.world_ranks", "[" + listed + "]",
-                        "world rank " + std::to_string(r) + " is not a member of group " +
-                            group_name());
+                        "world rank " + std::to_string(r) + " is not a member of group " + group_name());
     }
   }
   if (!std::binary_search(ranks.begin(), ranks.end(), me)) {
@@ -279,37 +269,27 @@ std::shared_ptr<Work> Communicator::run_reduce_scatter(std::span<const float>, s
                                                        const CollectiveOptions&) {
   unsupported(to_string(OpKind::kReduceScatter));
 }
-std::shared_ptr<Work> Communicator::run_all_gather(std::span<const float>, std::span<float>,
-                                                   const CollectiveOptions&) {
+std::shared_ptr<Work> Communicator::run_all_gather(std::span<const float>, std::span<float>, const CollectiveOptions&) {
   unsupported(to_string(OpKind::kAllGather));
 }
-std::shared_ptr<Work> Communicator::run_broadcast(std::span<float>, int,
-                                                  const CollectiveOptions&) {
+std::shared_ptr<Work> Communicator::run_broadcast(std::span<float>, int, const CollectiveOptions&) {
   unsupported(to_string(OpKind::kBroadcast));
 }
-std::shared_ptr<Work> Communicator::run_reduce_scatter_v(std::span<const float>,
-                                                         std::span<const int64_t>,
-                                                         std::span<float>,
-                                                         const CollectiveOptions&) {
+std::shared_ptr<Work> Communicator::run_reduce_scatter_v(std::span<const float>, std::span<const int64_t>,
+                                                         std::span<float>, const CollectiveOptions&) {
   unsupported(std::string(to_string(OpKind::kReduceScatter)) + " with uneven counts");
 }
-std::shared_ptr<Work> Communicator::run_all_gather_v(std::span<const float>, std::span<float>,
-                                                     std::span<const int64_t>,
+std::shared_ptr<Work> Communicator::run_all_gather_v(std::span<const float>, std::span<float>, std::span<const int64_t>,
                                                      const CollectiveOptions&) {
   unsupported(std::string(to_string(OpKind::kAllGather)) + " with uneven counts");
 }
-std::shared_ptr<Work> Communicator::run_send(std::span<const float>, int,
-                                             const CollectiveOptions&) {
+std::shared_ptr<Work> Communicator::run_send(std::span<const float>, int, const CollectiveOptions&) {
   unsupported(to_string(OpKind::kSend));
 }
 std::shared_ptr<Work> Communicator::run_recv(std::span<float>, int, const CollectiveOptions&) {
   unsupported(to_string(OpKind::kRecv));
 }
-std::shared_ptr<Work> Communicator::run_barrier(const CollectiveOptions&) {
-  unsupported(to_string(OpKind::kBarrier));
-}
-std::unique_ptr<Communicator> Communicator::run_split(const std::vector<int>&, std::string) {
-  unsupported("split");
-}
+std::shared_ptr<Work> Communicator::run_barrier(const CollectiveOptions&) { unsupported(to_string(OpKind::kBarrier)); }
+std::unique_ptr<Communicator> Communicator::run_split(const std::vector<int>&, std::string) { unsupported("split"); }
 
 }  // namespace parlab::comm

@@ -120,16 +120,12 @@ class Communicator {
                                        const CollectiveOptions& opts = {});
   std::shared_ptr<Work> all_gather(std::span<const float> input, std::span<float> output,
                                    const CollectiveOptions& opts = {});
-  std::shared_ptr<Work> broadcast(std::span<float> buf, int root,
-                                  const CollectiveOptions& opts = {});
-  std::shared_ptr<Work> reduce_scatter_v(std::span<const float> input,
-                                         std::span<const int64_t> counts, std::span<float> output,
-                                         const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> broadcast(std::span<float> buf, int root, const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> reduce_scatter_v(std::span<const float> input, std::span<const int64_t> counts,
+                                         std::span<float> output, const CollectiveOptions& opts = {});
   std::shared_ptr<Work> all_gather_v(std::span<const float> input, std::span<float> output,
-                                     std::span<const int64_t> counts,
-                                     const CollectiveOptions& opts = {});
-  std::shared_ptr<Work> send(std::span<const float> buf, int peer,
-                             const CollectiveOptions& opts = {});
+                                     std::span<const int64_t> counts, const CollectiveOptions& opts = {});
+  std::shared_ptr<Work> send(std::span<const float> buf, int peer, const CollectiveOptions& opts = {});
   std::shared_ptr<Work> recv(std::span<float> buf, int peer, const CollectiveOptions& opts = {});
   std::shared_ptr<Work> barrier(const CollectiveOptions& opts = {});
 
@@ -145,30 +141,20 @@ class Communicator {
   // Backend hooks, called after the shapes were checked. The default fails loudly, naming the
   // backend and the op.
   virtual std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o);
-  virtual std::shared_ptr<Work> run_reduce_scatter(std::span<const float> input,
-                                                   std::span<float> output,
+  virtual std::shared_ptr<Work> run_reduce_scatter(std::span<const float> input, std::span<float> output,
                                                    const CollectiveOptions& o);
-  virtual std::shared_ptr<Work> run_all_gather(std::span<const float> input,
-                                               std::span<float> output,
+  virtual std::shared_ptr<Work> run_all_gather(std::span<const float> input, std::span<float> output,
                                                const CollectiveOptions& o);
-  virtual std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root,
-                                              const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root, const CollectiveOptions& o);
   // `counts` is copied by the backend before the call returns.
-  virtual std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> input,
-                                                     std::span<const int64_t> counts,
-                                                     std::span<float> output,
-                                                     const CollectiveOptions& o);
-  virtual std::shared_ptr<Work> run_all_gather_v(std::span<const float> input,
-                                                 std::span<float> output,
-                                                 std::span<const int64_t> counts,
-                                                 const CollectiveOptions& o);
-  virtual std::shared_ptr<Work> run_send(std::span<const float> buf, int peer,
-                                         const CollectiveOptions& o);
-  virtual std::shared_ptr<Work> run_recv(std::span<float> buf, int peer,
-                                         const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> input, std::span<const int64_t> counts,
+                                                     std::span<float> output, const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_all_gather_v(std::span<const float> input, std::span<float> output,
+                                                 std::span<const int64_t> counts, const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_send(std::span<const float> buf, int peer, const CollectiveOptions& o);
+  virtual std::shared_ptr<Work> run_recv(std::span<float> buf, int peer, const CollectiveOptions& o);
   virtual std::shared_ptr<Work> run_barrier(const CollectiveOptions& o);
-  virtual std::unique_ptr<Communicator> run_split(const std::vector<int>& world_ranks,
-                                                  std::string name);
+  virtual std::unique_ptr<Communicator> run_split(const std::vector<int>& world_ranks, std::string name);
 
   [[noreturn]] void unsupported(std::string_view op) const;
 

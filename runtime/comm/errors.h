@@ -89,8 +89,7 @@ class UnsupportedOperation : public RuntimeError {
 // Ranks could not find each other: a store timed out, or a rank never joined.
 class RendezvousError : public RuntimeError {
  public:
-  RendezvousError(const std::string& message, bool timed_out)
-      : RuntimeError(message), timed_out_(timed_out) {}
+  RendezvousError(const std::string& message, bool timed_out) : RuntimeError(message), timed_out_(timed_out) {}
   bool timed_out() const { return timed_out_; }
 
  private:

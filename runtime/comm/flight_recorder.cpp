@@ -60,26 +60,30 @@ double wall_clock_seconds() {
 
 std::string_view to_string(OpState state) {
   switch (state) {
-    case OpState::kScheduled: return "scheduled";
-    case OpState::kStarted: return "started";
-    case OpState::kCompleted: return "completed";
-    case OpState::kFailed: return "failed";
-    case OpState::kTimedOut: return "timed_out";
+    case OpState::kScheduled:
+      return "scheduled";
+    case OpState::kStarted:
+      return "started";
+    case OpState::kCompleted:
+      return "completed";
+    case OpState::kFailed:
+      return "failed";
+    case OpState::kTimedOut:
+      return "timed_out";
   }
   return "?";
 }
 
 OpState parse_op_state(std::string_view text) {
-  for (OpState s : {OpState::kScheduled, OpState::kStarted, OpState::kCompleted, OpState::kFailed,
-                    OpState::kTimedOut}) {
+  for (OpState s :
+       {OpState::kScheduled, OpState::kStarted, OpState::kCompleted, OpState::kFailed, OpState::kTimedOut}) {
     if (to_string(s) == text) return s;
   }
   throw ConfigError("flight_recorder.entries.state", std::string(text),
                     "one of scheduled, started, completed, failed, timed_out");
 }
 
-FlightRecorder::FlightRecorder(RecorderIdentity identity, std::size_t capacity)
-    : identity_(std::move(identity)) {
+FlightRecorder::FlightRecorder(RecorderIdentity identity, std::size_t capacity) : identity_(std::move(identity)) {
   if (capacity == 0) {
     throw ConfigError("flight_recorder.capacity", "0", "must be at least 1");
   }
@@ -96,8 +100,8 @@ std::uint64_t FlightRecorder::record(const OpInfo& info) {
   const std::uint64_t id = next_id_++;
   Slot& s = slots_[id % slots_.size()];
   s.id = id;
-  s.record = FlightRecord{info.seq, info.op,           info.group, info.bytes, info.tag,
-                          info.peer, OpState::kScheduled, {},         {},         {}};
+  s.record =
+      FlightRecord{info.seq, info.op, info.group, info.bytes, info.tag, info.peer, OpState::kScheduled, {}, {}, {}};
   return id;
 }
 
@@ -138,10 +142,17 @@ std::string FlightRecorder::to_json() const {
   json entries = json::array();
   for (const FlightRecord& r : d.entries) entries.push_back(record_to_json(r));
   const RecorderIdentity& id = d.identity;
-  json j{{"version", kDumpVersion}, {"backend", id.backend},       {"group", id.group},
-         {"rank", id.rank},         {"world_size", id.world_size}, {"group_rank", id.group_rank},
-         {"group_size", id.group_size}, {"capacity", d.capacity},  {"dropped", d.dropped},
-         {"dumped_seconds", to_json_value(d.dumped_seconds)}, {"entries", std::move(entries)}};
+  json j{{"version", kDumpVersion},
+         {"backend", id.backend},
+         {"group", id.group},
+         {"rank", id.rank},
+         {"world_size", id.world_size},
+         {"group_rank", id.group_rank},
+         {"group_size", id.group_size},
+         {"capacity", d.capacity},
+         {"dropped", d.dropped},
+         {"dumped_seconds", to_json_value(d.dumped_seconds)},
+         {"entries", std::move(entries)}};
   return j.dump(1);
 }
 
@@ -163,8 +174,7 @@ void FlightRecorder::dump(const std::filesystem::path& path) const {
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
-    throw RuntimeError("flight recorder: cannot rename " + tmp.string() + " to " + path.string() +
-                       ": " + ec.message());
+    throw RuntimeError("flight recorder: cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
   }
 }
 
@@ -185,10 +195,9 @@ FlightRecorderDump FlightRecorder::from_json(const std::string& text) {
                         "this parlab reads version " + std::to_string(kDumpVersion));
     }
     FlightRecorderDump d;
-    d.identity = RecorderIdentity{j.at("backend").get<std::string>(),
-                                  j.at("group").get<std::string>(),  j.at("rank").get<int>(),
-                                  j.at("world_size").get<int>(),     j.at("group_rank").get<int>(),
-                                  j.at("group_size").get<int>()};
+    d.identity = RecorderIdentity{
+        j.at("backend").get<std::string>(), j.at("group").get<std::string>(), j.at("rank").get<int>(),
+        j.at("world_size").get<int>(),      j.at("group_rank").get<int>(),    j.at("group_size").get<int>()};
     d.capacity = j.at("capacity").get<std::size_t>();
     d.dropped = j.at("dropped").get<std::uint64_t>();
     d.dumped_seconds = optional_double(j, "dumped_seconds");

@@ -27,7 +27,7 @@
 namespace parlab::comm {
 
 enum class OpState { kScheduled, kStarted, kCompleted, kFailed, kTimedOut };
-std::string_view to_string(OpState state);  // "scheduled", "started", "completed", ...
+std::string_view to_string(OpState state);      // "scheduled", "started", "completed", ...
 OpState parse_op_state(std::string_view text);  // throws ConfigError
 
 struct FlightRecord {
@@ -39,7 +39,7 @@ struct FlightRecord {
   int peer = -1;
   OpState state = OpState::kScheduled;
   std::optional<double> start_seconds, end_seconds;  // wall clock, seconds since epoch
-  std::string error;                                  // set when failed or timed out
+  std::string error;                                 // set when failed or timed out
 };
 
 // Who wrote a dump.
@@ -55,8 +55,8 @@ struct RecorderIdentity {
 struct FlightRecorderDump {
   RecorderIdentity identity;
   std::size_t capacity = 0;
-  std::uint64_t dropped = 0;  // entries overwritten by the ring before this dump
-  std::vector<FlightRecord> entries;  // oldest first
+  std::uint64_t dropped = 0;             // entries overwritten by the ring before this dump
+  std::vector<FlightRecord> entries;     // oldest first
   std::optional<double> dumped_seconds;  // wall clock of the snapshot (absent in older dumps)
 };
 
@@ -65,8 +65,7 @@ inline constexpr std::size_t kDefaultFlightRecorderCapacity = 256;
 // Thread-safe: the issuing thread records, the communication thread updates, anyone may dump.
 class FlightRecorder {
  public:
-  explicit FlightRecorder(RecorderIdentity identity,
-                          std::size_t capacity = kDefaultFlightRecorderCapacity);
+  explicit FlightRecorder(RecorderIdentity identity, std::size_t capacity = kDefaultFlightRecorderCapacity);
 
   // Appends an entry in state `scheduled`; returns its id for later updates. When the ring is
   // full the oldest entry is overwritten.

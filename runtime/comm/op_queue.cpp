@@ -3,10 +3,7 @@
 namespace parlab::comm {
 
 OpQueue::OpQueue(std::string group, FlightRecorder& recorder, FailureHook on_failure)
-    : group_(std::move(group)),
-      recorder_(recorder),
-      on_failure_(std::move(on_failure)),
-      thread_([this] { loop(); }) {}
+    : group_(std::move(group)), recorder_(recorder), on_failure_(std::move(on_failure)), thread_([this] { loop(); }) {}
 
 OpQueue::~OpQueue() {
   {

@@ -47,8 +47,8 @@ void poll_wait(Store& store, const std::string& what, const std::vector<std::str
 // down to whole seconds, so waits go through poll_wait instead.
 class CheckableFileStore : public gloo::rendezvous::FileStore {
  public:
-  using FileStore::FileStore;
   using FileStore::check;
+  using FileStore::FileStore;
   using FileStore::objectPath;
 };
 
@@ -86,8 +86,7 @@ class FileStore final : public Store {
     }
   }
   using Store::wait;
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     poll_wait(*this, "file store " + dir_, keys, timeout);
   }
 
@@ -150,8 +149,7 @@ class InProcessStore final : public Store {
   }
   bool check(const std::vector<std::string>& keys) override { return impl_.has(keys); }
   using Store::wait;
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     if (impl_.wait_for(keys, timeout)) return;
     std::vector<std::string> missing;
     for (const auto& k : keys) {
@@ -170,14 +168,11 @@ class PrefixedStore final : public Store {
   PrefixedStore(std::shared_ptr<Store> base, std::string prefix)
       : base_(std::move(base)), prefix_(std::move(prefix) + "/") {}
 
-  void set(const std::string& key, const std::vector<char>& data) override {
-    base_->set(prefix_ + key, data);
-  }
+  void set(const std::string& key, const std::vector<char>& data) override { base_->set(prefix_ + key, data); }
   std::vector<char> get(const std::string& key) override { return base_->get(prefix_ + key); }
   bool check(const std::vector<std::string>& keys) override { return base_->check(join(keys)); }
   using Store::wait;
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     base_->wait(join(keys), timeout);
   }
 
@@ -206,8 +201,8 @@ std::optional<long> parse_int(const std::string& text) {
 }
 
 // Reads integer variable `name` in [lo, hi]; `required` false returns `fallback` when unset.
-int read_int(const Lookup& lookup, const std::string& name, long lo, long hi,
-             const std::string& range_text, bool required, int fallback = 0) {
+int read_int(const Lookup& lookup, const std::string& name, long lo, long hi, const std::string& range_text,
+             bool required, int fallback = 0) {
   const std::optional<std::string> text = lookup(name);
   if (!text) {
     if (!required) return fallback;
@@ -222,9 +217,7 @@ int read_int(const Lookup& lookup, const std::string& name, long lo, long hi,
 
 }  // namespace
 
-std::shared_ptr<Store> make_file_store(const std::filesystem::path& dir) {
-  return std::make_shared<FileStore>(dir);
-}
+std::shared_ptr<Store> make_file_store(const std::filesystem::path& dir) { return std::make_shared<FileStore>(dir); }
 
 std::shared_ptr<Store> make_in_process_store() { return std::make_shared<InProcessStore>(); }
 
@@ -292,8 +285,8 @@ RendezvousEnv from_env(const Lookup& lookup) {
   env.world_size = read_int(lookup, size_var, 1, INT_MAX, "[1, 2^31)", true);
   env.rank = read_int(lookup, rank_var, 0, env.world_size - 1,
                       "[0, " + size_var + " = " + std::to_string(env.world_size) + ")", true);
-  env.local_rank = read_int(lookup, local_var, 0, env.world_size - 1,
-                            "[0, " + std::to_string(env.world_size) + ")", false, 0);
+  env.local_rank =
+      read_int(lookup, local_var, 0, env.world_size - 1, "[0, " + std::to_string(env.world_size) + ")", false, 0);
   if (auto addr = lookup("MASTER_ADDR")) {
     if (addr->empty()) throw ConfigError("MASTER_ADDR", "\"\"", "a host name or IP address");
     env.master_addr = *addr;
@@ -304,13 +297,13 @@ RendezvousEnv from_env(const Lookup& lookup) {
     env.store_token_source = "PARLAB_STORE_TOKEN";
   }
   if (auto file = lookup("PARLAB_STORE_TOKEN_FILE")) {
-    if (file->empty()) throw ConfigError("PARLAB_STORE_TOKEN_FILE", "\"\"", "the path of a 0600 token file (or unset it)");
+    if (file->empty())
+      throw ConfigError("PARLAB_STORE_TOKEN_FILE", "\"\"", "the path of a 0600 token file (or unset it)");
     env.store_token_file = *file;
   }
   if (env.launcher == "slurm") derive_slurm_master(lookup, env);
   if (!env.master_addr.empty() && env.master_port == 0) {
-    throw ConfigError("MASTER_PORT", "<unset>",
-                      "must be set (an integer in [1, 65535]) when MASTER_ADDR is");
+    throw ConfigError("MASTER_PORT", "<unset>", "must be set (an integer in [1, 65535]) when MASTER_ADDR is");
   }
   return env;
 }
@@ -331,8 +324,7 @@ void join_rendezvous(Store& store, int rank, int size, std::chrono::milliseconds
   const std::string mine = "joined/" + std::to_string(rank);
   auto refuse = [&](const std::string& why) {
     throw RendezvousError(what + ": rank " + std::to_string(rank) +
-                              " already joined this attempt; restart with a new attempt (" +
-                              why + ")",
+                              " already joined this attempt; restart with a new attempt (" + why + ")",
                           false);
   };
   if (store.check({mine})) refuse("its key is in the store");
@@ -354,13 +346,11 @@ void join_rendezvous(Store& store, int rank, int size, std::chrono::milliseconds
         ++n_missing;
       }
     }
-    throw RendezvousError(what + " did not complete within " +
-                              units::format_seconds(std::chrono::duration<double>(timeout).count()) + ": " +
-                              (n_missing == 1 ? "rank " : "ranks ") + missing + " of " +
-                              std::to_string(size) + " never joined",
-                          true);
+    throw RendezvousError(
+        what + " did not complete within " + units::format_seconds(std::chrono::duration<double>(timeout).count()) +
+            ": " + (n_missing == 1 ? "rank " : "ranks ") + missing + " of " + std::to_string(size) + " never joined",
+        true);
   }
 }
-
 
 }  // namespace parlab::comm

@@ -45,8 +45,7 @@ class Store : public gloo::rendezvous::Store {
  public:
   virtual bool check(const std::vector<std::string>& keys) = 0;
   void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override = 0;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override = 0;
 };
 
 // Files in `dir` (created if missing); one file per key, written atomically by Gloo.
@@ -85,8 +84,8 @@ struct RendezvousEnv {
 
 // torchrun variables win over Slurm's. Under Slurm, MASTER_ADDR defaults to the first host of
 // SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST, SLURM_NODELIST) and MASTER_PORT to 15000 + the
-// last four digits of SLURM_JOB_ID, as PyTorch Lightning derives them. Throws ConfigError naming the missing or malformed
-// variable (e.g. "RANK = abc: must be an integer in [0, WORLD_SIZE)").
+// last four digits of SLURM_JOB_ID, as PyTorch Lightning derives them. Throws ConfigError naming the missing or
+// malformed variable (e.g. "RANK = abc: must be an integer in [0, WORLD_SIZE)").
 RendezvousEnv from_env();
 // The first host of a Slurm node list: "node[01-04,07],gpu5" -> "node01".
 std::string first_slurm_host(const std::string& list);
@@ -115,8 +114,8 @@ struct GlooOptions {
 
 // Connects rank `rank` of `size` through `store`; collective over all `size` ranks. Throws
 // RendezvousError (naming the ranks that never joined on timeout) or ConfigError.
-std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> store, int rank,
-                                                     int size, const GlooOptions& options = {});
+std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> store, int rank, int size,
+                                                     const GlooOptions& options = {});
 
 // File name of a rank's flight-recorder dump inside GlooOptions::dump_dir.
 std::string flight_recorder_file_name(const std::string& group, int world_rank);

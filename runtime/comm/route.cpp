@@ -13,8 +13,7 @@ namespace parlab::comm {
 namespace {
 
 bool is_loopback(const sockaddr* a) {
-  if (a->sa_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
   if (a->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
   return false;
 }

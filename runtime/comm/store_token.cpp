@@ -19,7 +19,8 @@ std::string errno_text() { return std::strerror(errno); }
 // `file` exists, so of several ranks racing here exactly one token lands, and no rank can read a
 // half-written one.
 void create_token_file(const std::filesystem::path& file) {
-  const std::string tmp = file.string() + ".tmp." + std::to_string(::getpid()) + "." + random_store_token().substr(0, 8);
+  const std::string tmp =
+      file.string() + ".tmp." + std::to_string(::getpid()) + "." + random_store_token().substr(0, 8);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) throw RuntimeError("cannot create the store token file " + tmp + ": " + errno_text());
   const std::string token = random_store_token() + "\n";
@@ -77,8 +78,7 @@ std::string read_or_create_token_file(const std::filesystem::path& file, const s
   }
   std::ifstream in(file);
   std::string token;
-  if (!in || !std::getline(in, token))
-    throw RuntimeError("cannot read the store token file " + file.string());
+  if (!in || !std::getline(in, token)) throw RuntimeError("cannot read the store token file " + file.string());
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   if (token.empty()) throw ConfigError(where, "an empty first line", "the job's token on the first line");
   return token;

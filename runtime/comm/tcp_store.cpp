@@ -234,8 +234,7 @@ void resolve(const std::string& host, int port, bool passive, AddrInfo& out) {
   const std::string service = std::to_string(port);
   const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &out.list);
   if (rc != 0) {
-    throw StoreError("tcp store: cannot resolve " + host + ":" + service + ": " +
-                     ::gai_strerror(rc));
+    throw StoreError("tcp store: cannot resolve " + host + ":" + service + ": " + ::gai_strerror(rc));
   }
 }
 
@@ -318,15 +317,13 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string to
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-    port_ = ntohs(bound.ss_family == AF_INET6
-                      ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                      : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     set_nonblocking(fd.get(), true);
     listen_fd_ = fd.release();
   }
   if (listen_fd_ < 0) {
-    throw StoreError("tcp store: cannot listen on " + host + ":" + std::to_string(port) + ": " +
-                     last_error);
+    throw StoreError("tcp store: cannot listen on " + host + ":" + std::to_string(port) + ": " + last_error);
   }
   if (::pipe2(wake_fds_, O_CLOEXEC) != 0) {
     ::close(listen_fd_);
@@ -442,9 +439,10 @@ std::vector<char> TcpStore::request(const std::vector<char>& payload) {
   if (!ok) {
     ::close(fd_);
     fd_ = -1;
-    throw StoreError("tcp store " + endpoint_ + ": connection failed (server gone, or it refused the request: " +
-                     "a token other than rank 0's -- from PARLAB_STORE_TOKEN, PARLAB_STORE_TOKEN_FILE or the run directory's " +
-                     "store_token file --, or a value past its limits?)");
+    throw StoreError(
+        "tcp store " + endpoint_ + ": connection failed (server gone, or it refused the request: " +
+        "a token other than rank 0's -- from PARLAB_STORE_TOKEN, PARLAB_STORE_TOKEN_FILE or the run directory's " +
+        "store_token file --, or a value past its limits?)");
   }
   return reply;
 }
@@ -476,8 +474,7 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   return request(p)[0] == static_cast<char>(kOk);
 }
 
-void TcpStore::wait(const std::vector<std::string>& keys,
-                    const std::chrono::milliseconds& timeout) {
+void TcpStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
   // Gloo's convention: a zero timeout waits forever.
   const bool bounded = timeout.count() > 0;
   const auto deadline = Clock::now() + timeout;
@@ -488,8 +485,7 @@ void TcpStore::wait(const std::vector<std::string>& keys,
       for (const auto& k : keys) {
         if (!check({k})) missing.push_back(k);
       }
-      throw StoreTimeout("tcp store " + endpoint_ + ": keys " + list_keys(missing) +
-                         " still missing after " +
+      throw StoreTimeout("tcp store " + endpoint_ + ": keys " + list_keys(missing) + " still missing after " +
                          units::format_seconds(std::chrono::duration<double>(timeout).count()));
     }
     std::this_thread::sleep_for(pause);
@@ -500,8 +496,7 @@ void TcpStore::wait(const std::vector<std::string>& keys,
 TcpRendezvous make_tcp_rendezvous(const RendezvousEnv& env, const std::string& bind_host,
                                   std::chrono::milliseconds connect_timeout) {
   if (env.master_addr.empty()) {
-    throw ConfigError("MASTER_ADDR", "<unset>",
-                      "the host of rank 0 (e.g. the first host of the Slurm allocation)");
+    throw ConfigError("MASTER_ADDR", "<unset>", "the host of rank 0 (e.g. the first host of the Slurm allocation)");
   }
   if (env.master_port <= 0) {
     throw ConfigError("MASTER_PORT", "<unset>", "a free TCP port on rank 0's host, in [1, 65535]");

@@ -52,8 +52,8 @@ class TcpStore final : public Store {
  public:
   // Connects to host:port, retrying until `connect_timeout` (the server may start after us).
   // Throws StoreTimeout if it never answers.
-  TcpStore(const std::string& host, int port,
-           std::chrono::milliseconds connect_timeout = kDefaultTimeout, std::string token = {});
+  TcpStore(const std::string& host, int port, std::chrono::milliseconds connect_timeout = kDefaultTimeout,
+           std::string token = {});
   ~TcpStore() override;
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -62,8 +62,7 @@ class TcpStore final : public Store {
   std::vector<char> get(const std::string& key) override;
   bool check(const std::vector<std::string>& keys) override;
   using Store::wait;
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 
  private:
   // Sends one request frame and returns the reply payload. Throws StoreError.
@@ -86,8 +85,7 @@ struct TcpRendezvous {
 };
 // `bind_host`: "127.0.0.1" serves this machine only; pass "0.0.0.0" (or the host's address)
 // when other hosts must reach rank 0.
-TcpRendezvous make_tcp_rendezvous(const RendezvousEnv& env,
-                                  const std::string& bind_host = "127.0.0.1",
+TcpRendezvous make_tcp_rendezvous(const RendezvousEnv& env, const std::string& bind_host = "127.0.0.1",
                                   std::chrono::milliseconds connect_timeout = kDefaultTimeout);
 
 }  // namespace parlab::comm

@@ -14,9 +14,7 @@ CounterRng::CounterRng(uint64_t seed, RngStream stream, uint64_t substream) {
   key_ = k;
 }
 
-double CounterRng::uniform(uint64_t counter) const {
-  return static_cast<double>(bits(counter) >> 11) * 0x1.0p-53;
-}
+double CounterRng::uniform(uint64_t counter) const { return static_cast<double>(bits(counter) >> 11) * 0x1.0p-53; }
 
 double CounterRng::uniform_open_low(uint64_t counter) const {
   return static_cast<double>((bits(counter) >> 11) + 1) * 0x1.0p-53;

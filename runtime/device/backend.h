@@ -2,8 +2,8 @@
 // The GPU backend as the CPU side sees it. CUDA, cuBLAS and NCCL are large (cuBLAS alone is
 // ~540 MB) and the dynamic loader maps and relocates them before main(), so a binary linked
 // against them pays ~0.4 s at every start. They live instead in a plugin, libparlab_cuda.so
-// (runtime/device/cuda_backend.cpp with runtime/gpu, runtime/compute/cuda, runtime/model/cuda and runtime/comm/nccl), which the
-// CPU side loads only when something asks for --device cuda: a CPU run never maps them.
+// (runtime/device/cuda_backend.cpp with runtime/gpu, runtime/compute/cuda, runtime/model/cuda and runtime/comm/nccl),
+// which the CPU side loads only when something asks for --device cuda: a CPU run never maps them.
 //
 // The plugin is built from the same tree as the binary and hands C++ objects across (a
 // Communicator, std::function factories), so it must come from the same build: its entry point

@@ -74,7 +74,8 @@ Loaded load() {
                            "); use --device cpu"};
     auto entry = reinterpret_cast<const CudaBackend* (*)(const char*)>(::dlsym(handle, "parlab_cuda_backend_v1"));
     if (entry == nullptr)
-      return {nullptr, "the GPU backend " + path.string() + " has no entry point (not a parlab plugin); use --device cpu"};
+      return {nullptr,
+              "the GPU backend " + path.string() + " has no entry point (not a parlab plugin); use --device cpu"};
     const CudaBackend* backend = entry(id.c_str());
     if (backend == nullptr)
       return {nullptr, "the GPU backend " + path.string() + " is from another build than this parlab (" + id +

@@ -42,21 +42,24 @@ CudaRank open_rank_on_gpu(std::shared_ptr<comm::Store> store, int rank, int size
   no.attempt = options.attempt;
   no.dump_dir = options.dump_dir;
   no.group_name = "nccl.world";  // beside the Gloo "world": flight-recorder dumps must not share a file name
-  std::unique_ptr<comm::NcclCommunicator> nccl = comm::make_nccl_communicator(std::move(store), rank, size, r.device, no);
+  std::unique_ptr<comm::NcclCommunicator> nccl =
+      comm::make_nccl_communicator(std::move(store), rank, size, r.device, no);
   comm::NcclCommunicator* raw = nccl.get();
   r.world = std::move(nccl);
   const int device = r.device;
   // The trainer builds the model before it splits groups off the world: every communicator then
   // waits for the model's stream, so a bucket is reduced only after its backward wrote it.
   r.make_model = [raw, device](model::LabMlp& host, const strategy::Plan& plan) -> std::unique_ptr<model::Model> {
-    auto m = std::make_unique<compute::cuda::CudaModel>(host, max_microbatch(plan),
-                                                       static_cast<int>(std::max<int64_t>(plan.microbatches, 1)), device);
+    auto m = std::make_unique<compute::cuda::CudaModel>(
+        host, max_microbatch(plan), static_cast<int>(std::max<int64_t>(plan.microbatches, 1)), device);
     raw->set_compute_stream(m->stream());
     return m;
   };
-  r.make_optimizer = [device](const train::Optimizer& host, model::Model& m) -> std::unique_ptr<train::DeviceOptimizer> {
+  r.make_optimizer = [device](const train::Optimizer& host,
+                              model::Model& m) -> std::unique_ptr<train::DeviceOptimizer> {
     auto* cuda_model = dynamic_cast<compute::cuda::CudaModel*>(&m);
-    if (cuda_model == nullptr) throw RuntimeError("the CUDA optimizer needs the CUDA model, got a " + std::string(m.device_name()) + " model");
+    if (cuda_model == nullptr)
+      throw RuntimeError("the CUDA optimizer needs the CUDA model, got a " + std::string(m.device_name()) + " model");
     return make_cuda_optimizer(host, device, cuda_model->stream(), &cuda_model->device_account());
   };
   return r;

@@ -16,6 +16,7 @@ namespace parlab::device {
 // `account` as optimizer state (the model's device account; null: uncounted). Null when host is
 // not an AdamW. Throws CudaError when the device cannot hold the state.
 std::unique_ptr<train::DeviceOptimizer> make_cuda_optimizer(const train::Optimizer& host, int device,
-                                                            cudaStream_t stream, model::MemoryAccount* account = nullptr);
+                                                            cudaStream_t stream,
+                                                            model::MemoryAccount* account = nullptr);
 
 }  // namespace parlab::device

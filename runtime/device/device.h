@@ -56,9 +56,9 @@ struct CudaRankOptions {
 
 // One rank's GPU side.
 struct CudaRank {
-  int device = 0;                              // the CUDA ordinal bound (LOCAL_RANK's)
-  std::unique_ptr<comm::Communicator> world;   // NCCL over every rank of the job
-  train::DeviceModelFactory make_model;        // CudaModel on `device`, its stream fed to `world`
+  int device = 0;                             // the CUDA ordinal bound (LOCAL_RANK's)
+  std::unique_ptr<comm::Communicator> world;  // NCCL over every rank of the job
+  train::DeviceModelFactory make_model;       // CudaModel on `device`, its stream fed to `world`
   // AdamW on the device, state resident (cuda_optimizer.h): a step copies nothing to the host.
   train::DeviceOptimizerFactory make_optimizer;
 };

@@ -109,7 +109,8 @@ std::optional<HangFinding> broken_pipeline_edge(const std::vector<comm::FlightRe
       int from = sender.rank;
       if (from < 0) {
         const size_t dot = group.find('.'), gt = group.find('>');
-        if (dot != std::string::npos && gt != std::string::npos) from = std::atoi(group.substr(dot + 1, gt - dot - 1).c_str());
+        if (dot != std::string::npos && gt != std::string::npos)
+          from = std::atoi(group.substr(dot + 1, gt - dot - 1).c_str());
       }
       HangFinding f;
       f.group = group;
@@ -174,15 +175,16 @@ DumpIndex index_dumps(const std::vector<comm::FlightRecorderDump>& dumps, int& w
     x.group_sizes[d.identity.group] = std::max(x.group_sizes[d.identity.group], d.identity.group_size);
     auto& by_seq = x.groups[d.identity.group][d.identity.rank];
     if (d.dropped > 0)
-      out.notes.push_back("rank " + std::to_string(d.identity.rank) + " group " + d.identity.group + ": the ring dropped " +
-                          std::to_string(d.dropped) + " older entries");
+      out.notes.push_back("rank " + std::to_string(d.identity.rank) + " group " + d.identity.group +
+                          ": the ring dropped " + std::to_string(d.dropped) + " older entries");
     for (const auto& e : d.entries) {
       if (comm::is_point_to_point(e.op)) continue;
       by_seq[e.seq] = &e;
       x.latest = std::max({x.latest, e.start_seconds.value_or(0), e.end_seconds.value_or(0)});
     }
   }
-  out.notes.push_back("read " + std::to_string(dumps.size()) + " dumps from " + std::to_string(x.ranks_seen.size()) + " ranks");
+  out.notes.push_back("read " + std::to_string(dumps.size()) + " dumps from " + std::to_string(x.ranks_seen.size()) +
+                      " ranks");
   for (int r = 0; r < world_size; ++r)
     if (!x.ranks_seen.count(r)) out.notes.push_back("rank " + std::to_string(r) + " left no flight-recorder dump");
   return x;
@@ -248,7 +250,8 @@ HangFinding make_finding(const std::string& group, const DumpIndex& x, const str
     c.rank = r;
     c.never_reached = true;
     c.left_no_dump = std::find(no_dump.begin(), no_dump.end(), r) != no_dump.end();
-    if (!c.left_no_dump && !by_rank.at(r).empty()) c.instead = "its last was " + describe(*by_rank.at(r).rbegin()->second);
+    if (!c.left_no_dump && !by_rank.at(r).empty())
+      c.instead = "its last was " + describe(*by_rank.at(r).rbegin()->second);
     f.culprits.push_back(c);
   }
   for (int r : d.different) {
@@ -267,7 +270,9 @@ std::string sentence(const HangFinding& f) {
   std::string who;
   for (const auto& c : f.culprits) {
     if (!who.empty()) who += "; ";
-    const char* what = c.left_no_dump ? " left no dump and never reached" : c.never_reached ? " never reached" : " skipped";
+    const char* what = c.left_no_dump    ? " left no dump and never reached"
+                       : c.never_reached ? " never reached"
+                                         : " skipped";
     who += "rank " + std::to_string(c.rank) + what + " " + f.op + " #" + std::to_string(f.seq) + " (" + f.tag + ", " +
            units::format_bytes(f.bytes) + ", group " + f.group + ")";
     if (!c.instead.empty()) who += ": " + c.instead;
@@ -294,7 +299,8 @@ HangAnalysis analyze_dumps(const std::vector<comm::FlightRecorderDump>& dumps, i
   std::stable_sort(out.findings.begin(), out.findings.end(),
                    [](const HangFinding& a, const HangFinding& b) { return a.waited_seconds > b.waited_seconds; });
   // A pipeline edge that broke explains the collectives its stages then missed: it goes first.
-  if (auto edge = broken_pipeline_edge(dumps, x.dumped_at, x.latest)) out.findings.insert(out.findings.begin(), std::move(*edge));
+  if (auto edge = broken_pipeline_edge(dumps, x.dumped_at, x.latest))
+    out.findings.insert(out.findings.begin(), std::move(*edge));
   out.found = !out.findings.empty();
   return out;
 }
@@ -307,7 +313,8 @@ std::vector<fs::path> dump_files(const fs::path& dir) {
     if (!fs::is_directory(d)) continue;
     for (const auto& e : fs::directory_iterator(d)) {
       const std::string name = e.path().filename().string();
-      if (e.is_regular_file() && name.rfind("flight_recorder.", 0) == 0 && name.ends_with(".json")) files.push_back(e.path());
+      if (e.is_regular_file() && name.rfind("flight_recorder.", 0) == 0 && name.ends_with(".json"))
+        files.push_back(e.path());
     }
   }
   std::sort(files.begin(), files.end());
@@ -369,7 +376,8 @@ HangAnalysis analyze_sim_result(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError("simulator result", "(JSON)", e.what());
   }
-  if (!j.contains("hang")) throw ConfigError("simulator result", "(no \"hang\")", "run parlab simulate --json with a stop fault");
+  if (!j.contains("hang"))
+    throw ConfigError("simulator result", "(no \"hang\")", "run parlab simulate --json with a stop fault");
   const auto& h = j["hang"];
   HangAnalysis out;
   out.notes.push_back("simulated run");
@@ -395,10 +403,12 @@ HangAnalysis analyze_sim_result(const std::string& text) {
     std::string who;
     for (auto& c : f.culprits) {
       if (std::find(stopped.begin(), stopped.end(), c.rank) != stopped.end()) c.instead = "it stopped (injected fault)";
-      who += (who.empty() ? "" : "; ") + std::string("rank ") + std::to_string(c.rank) + " never reached " + f.op + " call #" +
-             std::to_string(f.seq) + " (" + f.tag + ", group " + f.group + ")" + (c.instead.empty() ? "" : ": " + c.instead);
+      who += (who.empty() ? "" : "; ") + std::string("rank ") + std::to_string(c.rank) + " never reached " + f.op +
+             " call #" + std::to_string(f.seq) + " (" + f.tag + ", group " + f.group + ")" +
+             (c.instead.empty() ? "" : ": " + c.instead);
     }
-    f.sentence = who + "; ranks " + strategy::join_ranks(f.waited) + " waited " + seconds(f.waited_seconds) + " (simulated)";
+    f.sentence =
+        who + "; ranks " + strategy::join_ranks(f.waited) + " waited " + seconds(f.waited_seconds) + " (simulated)";
     out.findings.push_back(f);
   }
   out.found = !out.findings.empty();

@@ -21,20 +21,21 @@ struct Culprit {
   // Its record ends before the collective: it never reached it (hung or died on the way). When
   // false, it issued another op at that sequence number: it skipped the collective.
   bool never_reached = false;
-  std::string instead;    // what it issued at that sequence number instead, or its last op
+  std::string instead;        // what it issued at that sequence number instead, or its last op
   bool left_no_dump = false;  // no flight-recorder file: the process died or never got here
 };
 
 struct HangFinding {
   std::string group;
   uint64_t seq = 0;
-  std::string op;      // the collective the majority issued there
+  std::string op;  // the collective the majority issued there
   double bytes = 0;
   std::string tag;
   std::vector<int> waited;  // ranks that issued it and waited
   std::vector<Culprit> culprits;
   double waited_seconds = 0;  // longest wait among the waiters (start to end, or to the dump)
-  std::string sentence;       // "rank 2 skipped all-reduce #41 (grad.bucket3, 12.6 MB, group dp.0); ranks 0, 1, 3 waited 30.0 s"
+  std::string
+      sentence;  // "rank 2 skipped all-reduce #41 (grad.bucket3, 12.6 MB, group dp.0); ranks 0, 1, 3 waited 30.0 s"
 };
 
 struct HangAnalysis {

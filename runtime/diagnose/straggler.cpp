@@ -21,7 +21,8 @@ using parlab::median;
 std::string StragglerReport::summary() const {
   if (stragglers.empty()) {
     char b[160];
-    std::snprintf(b, sizeof b, "no straggler among %d ranks over %lld steps (%d windows)\n", ranks, (long long)steps, windows);
+    std::snprintf(b, sizeof b, "no straggler among %d ranks over %lld steps (%d windows)\n", ranks, (long long)steps,
+                  windows);
     return b;
   }
   std::string out;
@@ -127,7 +128,8 @@ std::vector<RankTiming> timings_from_run_dir(const std::filesystem::path& dir) {
       RankTiming t;
       t.step = j.value("step", int64_t(0));
       t.rank = j.value("rank", 0);
-      t.compute_seconds = j.value("forward_seconds", 0.0) + j.value("backward_seconds", 0.0) + j.value("optimizer_seconds", 0.0);
+      t.compute_seconds =
+          j.value("forward_seconds", 0.0) + j.value("backward_seconds", 0.0) + j.value("optimizer_seconds", 0.0);
       t.step_seconds = j.value("step_seconds", 0.0);
       by_key[{t.step, t.rank}] = t;
     }

@@ -27,11 +27,11 @@ struct RankTiming {
 };
 
 struct StragglerOptions {
-  int window = 20;             // steps per window (a last window under half of it joins the previous)
+  int window = 20;  // steps per window (a last window under half of it joins the previous)
   double z_threshold = 3.5;
   double ratio_threshold = 1.5;
-  double scale_floor = 0.05;   // of M
-  int min_windows = 2;         // flagged in at least this many windows
+  double scale_floor = 0.05;         // of M
+  int min_windows = 2;               // flagged in at least this many windows
   double min_window_fraction = 0.5;  // and at least this fraction of the windows
 };
 

@@ -20,8 +20,7 @@ std::string describe(cudaError_t code) {
 }
 
 CudaError::CudaError(cudaError_t code, const std::string& call, const char* file, int line)
-    : RuntimeError(call + " failed at " + source_location(file, line) + ": " + describe(code)),
-      code_(code) {}
+    : RuntimeError(call + " failed at " + source_location(file, line) + ": " + describe(code)), code_(code) {}
 
 namespace {
 std::string cublas_text(cublasStatus_t status) {
@@ -30,10 +29,7 @@ std::string cublas_text(cublasStatus_t status) {
 }
 }  // namespace
 
-CublasError::CublasError(cublasStatus_t status, const std::string& call, const char* file,
-                         int line)
-    : RuntimeError(call + " failed at " + source_location(file, line) + ": " +
-                   cublas_text(status)),
-      status_(status) {}
+CublasError::CublasError(cublasStatus_t status, const std::string& call, const char* file, int line)
+    : RuntimeError(call + " failed at " + source_location(file, line) + ": " + cublas_text(status)), status_(status) {}
 
 }  // namespace parlab::compute::cuda

@@ -46,32 +46,30 @@ std::string describe(cudaError_t code);
 }  // namespace parlab::compute::cuda
 
 // Evaluates `expr` (a cudaError_t) once; throws CudaError unless it is cudaSuccess.
-#define PARLAB_CUDA_CHECK(expr)                                                              \
-  do {                                                                                       \
-    const cudaError_t parlab_cuda_status_ = (expr);                                          \
-    if (parlab_cuda_status_ != cudaSuccess) {                                                \
+#define PARLAB_CUDA_CHECK(expr)                                                                 \
+  do {                                                                                          \
+    const cudaError_t parlab_cuda_status_ = (expr);                                             \
+    if (parlab_cuda_status_ != cudaSuccess) {                                                   \
       throw ::parlab::compute::cuda::CudaError(parlab_cuda_status_, #expr, __FILE__, __LINE__); \
-    }                                                                                        \
+    }                                                                                           \
   } while (0)
 
 // After a kernel launch: a bad launch configuration is reported at once (cudaGetLastError also
 // clears it); faults inside the kernel surface at the next synchronising call.
-#define PARLAB_CUDA_CHECK_LAUNCH(kernel_name)                                                   \
-  do {                                                                                          \
-    const cudaError_t parlab_cuda_status_ = cudaGetLastError();                                 \
-    if (parlab_cuda_status_ != cudaSuccess) {                                                   \
-      throw ::parlab::compute::cuda::CudaError(parlab_cuda_status_,                             \
-                                               std::string(kernel_name) + "<<<...>>> launch",   \
-                                               __FILE__, __LINE__);                             \
-    }                                                                                           \
+#define PARLAB_CUDA_CHECK_LAUNCH(kernel_name)                                                                      \
+  do {                                                                                                             \
+    const cudaError_t parlab_cuda_status_ = cudaGetLastError();                                                    \
+    if (parlab_cuda_status_ != cudaSuccess) {                                                                      \
+      throw ::parlab::compute::cuda::CudaError(parlab_cuda_status_, std::string(kernel_name) + "<<<...>>> launch", \
+                                               __FILE__, __LINE__);                                                \
+    }                                                                                                              \
   } while (0)
 
 // Evaluates `expr` (a cublasStatus_t) once; throws CublasError unless CUBLAS_STATUS_SUCCESS.
-#define PARLAB_CUBLAS_CHECK(expr)                                                                \
-  do {                                                                                           \
-    const cublasStatus_t parlab_cublas_status_ = (expr);                                         \
-    if (parlab_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                        \
-      throw ::parlab::compute::cuda::CublasError(parlab_cublas_status_, #expr, __FILE__,     \
-                                                 __LINE__);                                   \
-    }                                                                                            \
+#define PARLAB_CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                              \
+    const cublasStatus_t parlab_cublas_status_ = (expr);                                            \
+    if (parlab_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                           \
+      throw ::parlab::compute::cuda::CublasError(parlab_cublas_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                               \
   } while (0)

@@ -13,10 +13,24 @@ int DeviceInfo::fp32_lanes_per_sm() const {
   // add, multiply, multiply-add per clock per SM).
   const int cc = cc_major * 10 + cc_minor;
   switch (cc) {
-    case 70: case 72: case 75: case 80: return 64;
-    case 86: case 87: case 89: case 90: case 100: case 101: case 103: case 110: case 120: case 121:
+    case 70:
+    case 72:
+    case 75:
+    case 80:
+      return 64;
+    case 86:
+    case 87:
+    case 89:
+    case 90:
+    case 100:
+    case 101:
+    case 103:
+    case 110:
+    case 120:
+    case 121:
       return 128;
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -24,14 +38,12 @@ double DeviceInfo::fp32_peak_flops_per_s() const {
   return static_cast<double>(sm_count) * fp32_lanes_per_sm() * 2.0 * clock_hz;
 }
 
-double DeviceInfo::memory_peak_bytes_per_s() const {
-  return memory_clock_hz * 2.0 * memory_bus_bits / 8.0;
-}
+double DeviceInfo::memory_peak_bytes_per_s() const { return memory_clock_hz * 2.0 * memory_bus_bits / 8.0; }
 
 std::string DeviceInfo::describe() const {
   char text[256];
-  std::snprintf(text, sizeof text, "%s (sm_%d%d, %d SMs, %.1f GiB)", name.c_str(), cc_major,
-                cc_minor, sm_count, static_cast<double>(memory_bytes) / (1024.0 * 1024 * 1024));
+  std::snprintf(text, sizeof text, "%s (sm_%d%d, %d SMs, %.1f GiB)", name.c_str(), cc_major, cc_minor, sm_count,
+                static_cast<double>(memory_bytes) / (1024.0 * 1024 * 1024));
   return text;
 }
 

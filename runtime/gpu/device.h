@@ -11,14 +11,14 @@
 namespace parlab::compute::cuda {
 
 struct DeviceInfo {
-  int index = 0;  // CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
-  std::string name;  // "NVIDIA H200"
+  int index = 0;             // CUDA device ordinal (after CUDA_VISIBLE_DEVICES)
+  std::string name;          // "NVIDIA H200"
   int64_t memory_bytes = 0;  // total global memory
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;  // compute capability, 9.0 for Hopper
-  double clock_hz = 0;  // peak SM clock as reported by the driver (boost), 0 when unknown
-  double memory_clock_hz = 0;  // 0 when unknown
-  int memory_bus_bits = 0;  // 0 when unknown
+  double clock_hz = 0;             // peak SM clock as reported by the driver (boost), 0 when unknown
+  double memory_clock_hz = 0;      // 0 when unknown
+  int memory_bus_bits = 0;         // 0 when unknown
 
   // fp32 FMA units per SM for this compute capability (128 on sm_86 .. sm_120, 64 on sm_70/80),
   // 0 for an architecture we do not know.

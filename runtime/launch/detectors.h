@@ -104,18 +104,18 @@ struct DetectorSettings {
 };
 
 struct Detector {
-  std::string id;           // kCollectiveTimeoutDetector, ...
-  std::string failure;      // the failure it catches, as a heading
-  std::string symptom;      // what a person sees
-  std::string fires;        // the rule, with its numbers
-  std::string lab;          // lab default (the flag)
-  std::string production;   // production default and its source
-  std::string owner;        // who acts automatically, and who is told
-  std::string culprit;      // how the culprit is named (the command)
-  std::string mitigation;   // what happens next
-  std::string stop;         // when the job stops trying
-  std::string fallback;     // what it degrades to
-  std::string reproduce;    // a command that shows it in the lab
+  std::string id;          // kCollectiveTimeoutDetector, ...
+  std::string failure;     // the failure it catches, as a heading
+  std::string symptom;     // what a person sees
+  std::string fires;       // the rule, with its numbers
+  std::string lab;         // lab default (the flag)
+  std::string production;  // production default and its source
+  std::string owner;       // who acts automatically, and who is told
+  std::string culprit;     // how the culprit is named (the command)
+  std::string mitigation;  // what happens next
+  std::string stop;        // when the job stops trying
+  std::string fallback;    // what it degrades to
+  std::string reproduce;   // a command that shows it in the lab
 };
 
 std::vector<Detector> detectors(const DetectorSettings& settings = {});

@@ -105,11 +105,12 @@ FaultSpec parse_fault(std::string_view text) {
   const KindInfo* info = nullptr;
   for (const KindInfo& k : kinds())
     if (kind_text == k.name) info = &k;
-  if (!info) throw fail("unknown fault '" + std::string(kind_text) + "' (one of " + all_kinds + ", as KIND:key=value,...)");
+  if (!info)
+    throw fail("unknown fault '" + std::string(kind_text) + "' (one of " + all_kinds + ", as KIND:key=value,...)");
   std::vector<std::string> optional = info->optional;
   optional.push_back("attempts");
-  const std::string takes = std::string(info->name) + " takes " + join(info->required) + " and optionally " +
-                            join(optional);
+  const std::string takes =
+      std::string(info->name) + " takes " + join(info->required) + " and optionally " + join(optional);
 
   std::map<std::string, std::string> values;
   const std::string_view rest = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
@@ -160,7 +161,8 @@ FaultSpec parse_fault(std::string_view text) {
       }
     if (!found) throw fail("key 'phase' = '" + values.at("phase") + "' must be one of " + all_phase_names());
     if (rank0_only(f.phase) && f.rank != 0)
-      throw fail("phase " + values.at("phase") + " runs on rank 0 only (the committing rank); use rank=0, or "
+      throw fail("phase " + values.at("phase") +
+                 " runs on rank 0 only (the committing rank); use rank=0, or "
                  "mid-shard-write / after-shard-write for another rank");
   }
   return f;
@@ -202,11 +204,14 @@ void check_faults(const std::vector<FaultSpec>& faults, int nproc, int64_t steps
   for (const FaultSpec& f : faults) {
     const std::string text = f.to_string();
     if (f.kind != FaultKind::kCorruptCheckpoint && f.rank >= nproc)
-      throw ConfigError("--fault", text, "rank " + std::to_string(f.rank) + " does not exist with --nproc " + std::to_string(nproc));
+      throw ConfigError("--fault", text,
+                        "rank " + std::to_string(f.rank) + " does not exist with --nproc " + std::to_string(nproc));
     if (f.kind == FaultKind::kCorruptCheckpoint && f.shard >= nproc)
-      throw ConfigError("--fault", text, "shard " + std::to_string(f.shard) + " does not exist with --nproc " + std::to_string(nproc));
+      throw ConfigError("--fault", text,
+                        "shard " + std::to_string(f.shard) + " does not exist with --nproc " + std::to_string(nproc));
     if (f.step > steps || (!f.needs_checkpoint() && f.step >= steps))
-      throw ConfigError("--fault", text, "step " + std::to_string(f.step) + " is never reached (--steps " + std::to_string(steps) + ")");
+      throw ConfigError("--fault", text,
+                        "step " + std::to_string(f.step) + " is never reached (--steps " + std::to_string(steps) + ")");
     if (f.needs_checkpoint() && !is_checkpoint_step(f.step, checkpoint_every, steps))
       throw ConfigError("--fault", text,
                         "no checkpoint is written at step " + std::to_string(f.step) +

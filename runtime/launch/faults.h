@@ -51,7 +51,17 @@
 
 namespace parlab::launch {
 
-enum class FaultKind { kKill, kKillDuringCheckpoint, kCorruptCheckpoint, kLoseRank, kSkipAllReduce, kHang, kSlow, kSkipSend, kExit };
+enum class FaultKind {
+  kKill,
+  kKillDuringCheckpoint,
+  kCorruptCheckpoint,
+  kLoseRank,
+  kSkipAllReduce,
+  kHang,
+  kSlow,
+  kSkipSend,
+  kExit
+};
 
 // "kill", "kill-during-checkpoint", "corrupt-checkpoint", "lose-rank", "skip-allreduce", "hang",
 // "slow", "skip-send", "exit".
@@ -62,9 +72,9 @@ struct FaultSpec {
   int rank = 0;
   int64_t step = 0;
   checkpoint::SavePhase phase = checkpoint::SavePhase::kBeforeManifest;  // kill-during-checkpoint
-  int shard = 0;                                                          // corrupt-checkpoint
-  double factor = 1;                                                      // slow
-  int code = 3;                                                           // exit
+  int shard = 0;                                                         // corrupt-checkpoint
+  double factor = 1;                                                     // slow
+  int code = 3;                                                          // exit
   int attempts = 1;  // fires on attempts [0, attempts); 0: every attempt
 
   // The canonical text, which parse_fault() reads back ("kill:rank=1,step=7").

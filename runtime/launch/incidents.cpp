@@ -50,7 +50,8 @@ void classify_hang(IncidentReport& i, const SupervisorResult& r, const std::file
     // Failed by its heartbeat timeout, or named for its silence after the others' collectives
     // timed out (the supervisor's error record says which detector fired).
     const WorkerExit& e = r.exits[silent];
-    const bool heartbeat = !e.error.is_object() || e.error.value("detector", std::string(kHeartbeatDetector)) == kHeartbeatDetector;
+    const bool heartbeat =
+        !e.error.is_object() || e.error.value("detector", std::string(kHeartbeatDetector)) == kHeartbeatDetector;
     i.rank = silent;
     i.detector = heartbeat ? kHeartbeatDetector : kCollectiveTimeoutDetector;
     i.detector_timeout_seconds = seconds_of(heartbeat ? job.heartbeat_timeout : job.comm_timeout);
@@ -58,8 +59,10 @@ void classify_hang(IncidentReport& i, const SupervisorResult& r, const std::file
   } else {
     i.detector = kCollectiveTimeoutDetector;
     i.detector_timeout_seconds = seconds_of(job.comm_timeout);
-    if (finding && !finding->culprits.empty()) i.rank = finding->culprits.front().rank;
-    else i.rank = r.failed_rank;
+    if (finding && !finding->culprits.empty())
+      i.rank = finding->culprits.front().rank;
+    else
+      i.rank = r.failed_rank;
   }
   // Without a finding, what the ranks' own errors say they were waiting in.
   for (const WorkerExit& e : r.exits) {

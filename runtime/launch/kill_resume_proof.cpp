@@ -137,7 +137,8 @@ TrialReport run_trial(const ProofOptions& o, int k, const train::StateFingerprin
   t.passed = t.max_relative_diff <= o.tolerance && out.final_state->step == ref_state.step &&
              out.final_state->sampler == ref_state.sampler;
   if (!t.passed)
-    t.message = fmt::format("{} differs by {:.3g} (tolerance {:.3g})", t.worst_tensor, t.max_relative_diff, o.tolerance);
+    t.message =
+        fmt::format("{} differs by {:.3g} (tolerance {:.3g})", t.worst_tensor, t.max_relative_diff, o.tolerance);
   return t;
 }
 
@@ -145,7 +146,9 @@ TrialReport run_trial(const ProofOptions& o, int k, const train::StateFingerprin
 
 FaultSpec draw_trial_fault(uint64_t seed, int trial, int nproc, int64_t steps, int64_t every, bool shrink) {
   FaultSpec f;
-  const auto below = [&](uint64_t j, int64_t n) { return static_cast<int64_t>(draw(seed, trial, j) % static_cast<uint64_t>(n)); };
+  const auto below = [&](uint64_t j, int64_t n) {
+    return static_cast<int64_t>(draw(seed, trial, j) % static_cast<uint64_t>(n));
+  };
   f.rank = static_cast<int>(below(1, nproc));
   f.step = steps > 1 ? 1 + below(2, steps - 1) : 0;
   if (shrink) {
@@ -163,7 +166,8 @@ FaultSpec draw_trial_fault(uint64_t seed, int trial, int nproc, int64_t steps, i
   f.step = saves[static_cast<size_t>(below(3, static_cast<int64_t>(saves.size())))];
   f.phase = kPhases[below(4, std::size(kPhases))];
   // Only the shard phases run on every rank; the commit phases run on rank 0.
-  if (f.phase != checkpoint::SavePhase::kMidShardWrite && f.phase != checkpoint::SavePhase::kAfterShardWrite) f.rank = 0;
+  if (f.phase != checkpoint::SavePhase::kMidShardWrite && f.phase != checkpoint::SavePhase::kAfterShardWrite)
+    f.rank = 0;
   return f;
 }
 
@@ -171,9 +175,12 @@ void check_proof_options(const ProofOptions& o) {
   if (o.nproc < 1) throw ConfigError("--nproc", std::to_string(o.nproc), "must be at least 1 worker");
   if (o.trials < 1) throw ConfigError("--trials", std::to_string(o.trials), "must be at least 1");
   if (o.checkpoint_every < 1)
-    throw ConfigError("--checkpoint-every", std::to_string(o.checkpoint_every), "must be at least 1: a resume needs checkpoints");
-  if (o.job.steps < 2) throw ConfigError("--steps", std::to_string(o.job.steps), "must be at least 2 to kill a job in the middle");
-  if (o.shrink && o.nproc < 2) throw ConfigError("--nproc", std::to_string(o.nproc), "must be at least 2 to lose a rank (--shrink)");
+    throw ConfigError("--checkpoint-every", std::to_string(o.checkpoint_every),
+                      "must be at least 1: a resume needs checkpoints");
+  if (o.job.steps < 2)
+    throw ConfigError("--steps", std::to_string(o.job.steps), "must be at least 2 to kill a job in the middle");
+  if (o.shrink && o.nproc < 2)
+    throw ConfigError("--nproc", std::to_string(o.nproc), "must be at least 2 to lose a rank (--shrink)");
   if (!(o.tolerance >= 0)) throw ConfigError("--tolerance", std::to_string(o.tolerance), "must be >= 0");
 }
 
@@ -188,10 +195,11 @@ ProofReport run_kill_resume_proof(const ProofOptions& o) {
   report.shrink = o.shrink;
   report.tolerance = o.tolerance;
   report.work_dir = o.work_dir;
-  if (o.on_note) o.on_note("reference: " + std::to_string(o.nproc) + " workers, " + std::to_string(o.job.steps) + " steps, uninterrupted");
+  if (o.on_note)
+    o.on_note("reference: " + std::to_string(o.nproc) + " workers, " + std::to_string(o.job.steps) +
+              " steps, uninterrupted");
   const TrainOutcome ref = run_job(o, job_spec(o, o.work_dir / "reference", {}), report.reference_run);
-  if (!ref.ok || !ref.final_state)
-    throw RuntimeError("the uninterrupted reference run failed: " + ref.message);
+  if (!ref.ok || !ref.final_state) throw RuntimeError("the uninterrupted reference run failed: " + ref.message);
   report.reference_hash = ref.final_state->combined_hex();
   std::optional<checkpoint::TrainingState> ref_tensors;
   if (o.shrink) ref_tensors = final_tensors(o.work_dir / "reference", o.job.steps);
@@ -204,8 +212,7 @@ ProofReport run_kill_resume_proof(const ProofOptions& o) {
       t.trial = k;
       t.message = e.what();
     }
-    if (o.on_note)
-      o.on_note("trial " + std::to_string(k) + ": " + (t.passed ? "passed" : "FAILED: " + t.message));
+    if (o.on_note) o.on_note("trial " + std::to_string(k) + ": " + (t.passed ? "passed" : "FAILED: " + t.message));
     report.passed = report.passed && t.passed;
     report.trials.push_back(std::move(t));
   }
@@ -214,14 +221,15 @@ ProofReport run_kill_resume_proof(const ProofOptions& o) {
 }
 
 std::string ProofReport::table() const {
-  TextTable t({"trial", "rank killed", "step", "during checkpoint?", "restart latency", "steps lost", "final-state hash",
-               shrink ? "within tolerance?" : "identical?"});
+  TextTable t({"trial", "rank killed", "step", "during checkpoint?", "restart latency", "steps lost",
+               "final-state hash", shrink ? "within tolerance?" : "identical?"});
   for (const TrialReport& r : trials) {
-    t.add({std::to_string(r.trial), std::to_string(r.rank) + (shrink ? " (lost)" : ""), std::to_string(r.step),
-           r.during_checkpoint ? "yes (" + r.phase + ")" : "no",
-           r.restart_seconds ? units::format_seconds(*r.restart_seconds) : "-",
-           r.steps_lost ? std::to_string(*r.steps_lost) : "-", r.final_hash.empty() ? "-" : r.final_hash,
-           shrink ? (r.passed ? fmt::format("yes ({:.2g})", r.max_relative_diff) : "NO") : (r.identical ? "yes" : "NO")});
+    t.add(
+        {std::to_string(r.trial), std::to_string(r.rank) + (shrink ? " (lost)" : ""), std::to_string(r.step),
+         r.during_checkpoint ? "yes (" + r.phase + ")" : "no",
+         r.restart_seconds ? units::format_seconds(*r.restart_seconds) : "-",
+         r.steps_lost ? std::to_string(*r.steps_lost) : "-", r.final_hash.empty() ? "-" : r.final_hash,
+         shrink ? (r.passed ? fmt::format("yes ({:.2g})", r.max_relative_diff) : "NO") : (r.identical ? "yes" : "NO")});
   }
   return t.str();
 }
@@ -230,14 +238,15 @@ std::string ProofReport::headline() const {
   int ok = 0;
   for (const TrialReport& t : trials) ok += t.passed ? 1 : 0;
   if (shrink)
-    return fmt::format("kill-and-resume (elastic, {} -> {} workers): {}/{} trials within {:.2g} of the uninterrupted run",
-                       nproc, nproc - 1, ok, trials.size(), tolerance);
-  return fmt::format("kill-and-resume ({} workers): {}/{} trials bit-identical to the uninterrupted run (hash {})", nproc,
-                     ok, trials.size(), reference_hash);
+    return fmt::format(
+        "kill-and-resume (elastic, {} -> {} workers): {}/{} trials within {:.2g} of the uninterrupted run", nproc,
+        nproc - 1, ok, trials.size(), tolerance);
+  return fmt::format("kill-and-resume ({} workers): {}/{} trials bit-identical to the uninterrupted run (hash {})",
+                     nproc, ok, trials.size(), reference_hash);
 }
 
 json ProofReport::inputs() const {
-  json j = {{"nproc", nproc}, {"steps", steps}, {"fault_seed", fault_seed}, {"shrink", shrink},
+  json j = {{"nproc", nproc},         {"steps", steps},          {"fault_seed", fault_seed},     {"shrink", shrink},
             {"tolerance", tolerance}, {"trials", trials.size()}, {"work_dir", work_dir.string()}};
   if (device != "cpu") j["device"] = device;  // cpu proofs keep their inputs as before
   return j;
@@ -246,9 +255,17 @@ json ProofReport::inputs() const {
 json ProofReport::evidence() const {
   json rows = json::array();
   for (const TrialReport& t : trials) {
-    json r = {{"trial", t.trial}, {"fault", t.fault}, {"rank", t.rank}, {"step", t.step},
-              {"during_checkpoint", t.during_checkpoint}, {"phase", t.phase}, {"completed", t.completed},
-              {"final_hash", t.final_hash}, {"identical", t.identical}, {"passed", t.passed}, {"message", t.message}};
+    json r = {{"trial", t.trial},
+              {"fault", t.fault},
+              {"rank", t.rank},
+              {"step", t.step},
+              {"during_checkpoint", t.during_checkpoint},
+              {"phase", t.phase},
+              {"completed", t.completed},
+              {"final_hash", t.final_hash},
+              {"identical", t.identical},
+              {"passed", t.passed},
+              {"message", t.message}};
     if (t.run) r["run"] = *t.run;
     if (t.restart_seconds) r["restart_seconds"] = *t.restart_seconds;
     if (t.steps_lost) r["steps_lost"] = *t.steps_lost;

@@ -44,13 +44,13 @@ class ProofSink {
 };
 
 struct ProofOptions {
-  TrainJob job;               // model, plan, steps, seed, optimizer...; run_dir is replaced
+  TrainJob job;  // model, plan, steps, seed, optimizer...; run_dir is replaced
   int nproc = 2;
   int trials = 3;
   int64_t checkpoint_every = 5;
-  uint64_t fault_seed = 1;    // the trials' randomness (printed; the same seed replays them)
-  bool shrink = false;        // lose a rank instead of killing one
-  double tolerance = 1e-4;    // shrink only
+  uint64_t fault_seed = 1;  // the trials' randomness (printed; the same seed replays them)
+  bool shrink = false;      // lose a rank instead of killing one
+  double tolerance = 1e-4;  // shrink only
   std::filesystem::path work_dir = "runs/proof";
   std::vector<std::string> worker_command;  // as TrainJobSpec::worker_command
   std::function<void(const std::string&)> on_note;
@@ -62,21 +62,21 @@ struct ProofOptions {
 struct TrialReport {
   std::optional<int64_t> run;  // the sink's id of the trial's run, when recorded
   int trial = 0;
-  std::string fault;          // the --fault text that replays it
+  std::string fault;  // the --fault text that replays it
   int rank = 0;
   int64_t step = 0;
   bool during_checkpoint = false;
-  std::string phase;          // save phase when during_checkpoint
-  bool completed = false;     // the job finished after its restart
+  std::string phase;                      // save phase when during_checkpoint
+  bool completed = false;                 // the job finished after its restart
   std::optional<double> restart_seconds;  // fault -> first step completed after the restart
   RestartLatency latency;
   std::optional<int64_t> steps_lost;
-  std::string final_hash;     // combined state hash (16 hex digits)
-  bool identical = false;     // bit-identical to the reference (same world size)
+  std::string final_hash;        // combined state hash (16 hex digits)
+  bool identical = false;        // bit-identical to the reference (same world size)
   double max_relative_diff = 0;  // shrink: largest per-tensor difference
   std::string worst_tensor;      // shrink: where it is
   bool passed = false;
-  std::string message;        // why it failed
+  std::string message;  // why it failed
 };
 
 struct ProofReport {
@@ -110,7 +110,7 @@ void check_proof_options(const ProofOptions& options);
 ProofReport run_kill_resume_proof(const ProofOptions& options);
 
 // The trial's fault, drawn from (fault_seed, trial) alone: the same inputs draw the same faults.
-FaultSpec draw_trial_fault(uint64_t fault_seed, int trial, int nproc, int64_t steps,
-                               int64_t checkpoint_every, bool shrink);
+FaultSpec draw_trial_fault(uint64_t fault_seed, int trial, int nproc, int64_t steps, int64_t checkpoint_every,
+                           bool shrink);
 
 }  // namespace parlab::launch

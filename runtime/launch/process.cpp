@@ -48,8 +48,7 @@ std::string ExitStatus::describe() const {
   return "was killed by signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
 }
 
-ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::map<std::string, std::string>& env,
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                            const std::filesystem::path& log_file) {
   if (argv.empty()) throw ConfigError("argv", "(empty)", "needs the program to start");
   std::vector<std::string> entries;
@@ -78,8 +77,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
   posix_spawnattr_setsigdefault(&attr.attr, &defaults);
   SpawnActions actions;
   if (!log_file.empty()) {
-    posix_spawn_file_actions_addopen(&actions.actions, STDOUT_FILENO, log_file.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&actions.actions, STDOUT_FILENO, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
     posix_spawn_file_actions_adddup2(&actions.actions, STDOUT_FILENO, STDERR_FILENO);
   }
   const int rc = posix_spawn(&pid_, args[0], &actions.actions, &attr.attr, args.data(), envp.data());
@@ -98,8 +97,7 @@ ChildProcess::~ChildProcess() {
   if (pid_ > 0 && running()) {
     signal(SIGKILL);
     int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
   }
 }
 
@@ -133,8 +131,7 @@ ExitStatus ChildProcess::terminate(std::chrono::milliseconds grace) {
   if (auto s = wait_for(grace)) return *s;
   signal(SIGKILL);
   int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
   status_ = decode(status);
   return *status_;
 }

@@ -17,7 +17,7 @@ namespace parlab::launch {
 struct ExitStatus {
   bool exited = false;  // exit() / return from main: `code` holds the status
   int code = 0;
-  int signal = 0;       // killed by this signal (exited = false)
+  int signal = 0;  // killed by this signal (exited = false)
   bool ok() const { return exited && code == 0; }
   // "exited with code 3", "was killed by signal 9 (SIGKILL)"
   std::string describe() const;

@@ -67,9 +67,8 @@ std::vector<RankSummary> RunProgress::rank_table() const {
 std::string format_progress(const StepSummary& s, int64_t steps) {
   char buf[200];
   std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  %.1f samples/s  %s/step  ETA %s",
-                static_cast<long long>(s.step + 1), static_cast<long long>(steps), s.loss,
-                s.samples_per_s, units::format_seconds(s.step_seconds).c_str(),
-                units::format_seconds(s.eta_seconds).c_str());
+                static_cast<long long>(s.step + 1), static_cast<long long>(steps), s.loss, s.samples_per_s,
+                units::format_seconds(s.step_seconds).c_str(), units::format_seconds(s.eta_seconds).c_str());
   return buf;
 }
 

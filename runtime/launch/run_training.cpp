@@ -108,12 +108,12 @@ class JobRunner {
   std::set<std::string> reported_skips_;
   std::vector<CheckpointReport> announce_;  // committed, not yet shown (announce_checkpoints)
   int64_t steps_done_ = 0;                  // steps every rank of the current attempt reported
-  double stopped_seconds_ = 0;  // the last teardown's end
+  double stopped_seconds_ = 0;              // the last teardown's end
   // Devices (first-attempt ranks) still available; an attempt of world w runs on the first w.
   std::vector<int> devices_;
   std::vector<std::string> faults_;  // --fault texts in first-attempt ranks
   FailureHistory history_;
-  bool degraded_ = false;  // a fallback was applied: the next repeat stops the job
+  bool degraded_ = false;                  // a fallback was applied: the next repeat stops the job
   std::optional<int64_t> last_good_step_;  // set by last_good_text()
 };
 
@@ -127,7 +127,8 @@ void JobRunner::prepare() {
   const int n = spec_.nproc;
   if (n < 1) throw ConfigError("--nproc", std::to_string(n), "must be at least 1 worker");
   const int min = spec_.min_nproc > 0 ? spec_.min_nproc : n;
-  if (min > n) throw ConfigError("--min-nproc", std::to_string(min), "must be at most --nproc (" + std::to_string(n) + ")");
+  if (min > n)
+    throw ConfigError("--min-nproc", std::to_string(min), "must be at most --nproc (" + std::to_string(n) + ")");
   if (spec_.max_restarts < 0) throw ConfigError("--max-restarts", std::to_string(spec_.max_restarts), "must be >= 0");
   job_ = pinned(spec_.job, n);
   const train::TrainConfig config = make_train_config(job_, n);
@@ -365,7 +366,8 @@ std::optional<Fallback> JobRunner::check_repeats(const IncidentReport& incident,
   const Fallback plan = degraded_ ? Fallback::kStop : spec_.fallback;
   FallbackReport f;
   f.plan = plan;
-  f.reason = degraded_ ? reason + ", again after the fallback " + std::string(fallback_plan(spec_.fallback).flag) : reason;
+  f.reason =
+      degraded_ ? reason + ", again after the fallback " + std::string(fallback_plan(spec_.fallback).flag) : reason;
   f.culprit_rank = incident.rank;
   out_.fallback = f;
   if (plan == Fallback::kStop) give_up = "stopped (--fallback " + std::string(fallback_plan(plan).flag) + ")";
@@ -411,7 +413,9 @@ int JobRunner::degrade(Fallback plan, const IncidentReport& incident, int world,
   } else {
     next = choose_world(static_cast<int>(devices_.size()), why_not);
   }
-  if (next == 0) give_up = "cannot apply --fallback " + std::string(fallback_plan(plan).flag) + (why_not.empty() ? "" : ": " + why_not);
+  if (next == 0)
+    give_up =
+        "cannot apply --fallback " + std::string(fallback_plan(plan).flag) + (why_not.empty() ? "" : ": " + why_not);
   FallbackReport& f = *out_.fallback;
   f.world_before = world;
   f.world_after = next;
@@ -423,12 +427,14 @@ std::string JobRunner::last_good_text(bool rerun_resumes) {
   checkpoint::LoadOptions lo(checkpoint_root(job_.run_dir));
   lo.record_last_known_good = false;  // only looking
   const checkpoint::LoadResult r = checkpoint::load_checkpoint(lo);
-  if (!r.checkpoint) return "there is no good checkpoint in " + checkpoint_root(job_.run_dir).string() +
-                            (job_.checkpoint_every > 0 ? "" : " (checkpointing is off: --checkpoint-every 0)");
+  if (!r.checkpoint)
+    return "there is no good checkpoint in " + checkpoint_root(job_.run_dir).string() +
+           (job_.checkpoint_every > 0 ? "" : " (checkpointing is off: --checkpoint-every 0)");
   out_.last_good_checkpoint = r.checkpoint->path();
   last_good_step_ = r.checkpoint->step();
-  return "the last good checkpoint is " + r.checkpoint->path().string() + " (step " + std::to_string(r.checkpoint->step()) +
-         ")" + (rerun_resumes ? "; run the same command again to resume from it" : "");
+  return "the last good checkpoint is " + r.checkpoint->path().string() + " (step " +
+         std::to_string(r.checkpoint->step()) + ")" +
+         (rerun_resumes ? "; run the same command again to resume from it" : "");
 }
 
 void JobRunner::finish_run() {
@@ -440,8 +446,10 @@ void JobRunner::finish_run() {
     const std::vector<std::string> problems = checkpoint::verify_checkpoint(last.path);
     last.verified = problems.empty();
     if (cb_.recorder) cb_.recorder->checkpoint_verified(last.step, last.path.string(), last.verified);
-    if (last.verified) out_.last_good_checkpoint = last.path;
-    else note("the final checkpoint " + last.path.string() + " does not verify: " + problems.front());
+    if (last.verified)
+      out_.last_good_checkpoint = last.path;
+    else
+      note("the final checkpoint " + last.path.string() + " does not verify: " + problems.front());
   }
   double save = 0, step = 0;
   int saves = 0;
@@ -484,8 +492,8 @@ TrainOutcome JobRunner::run() {
     }
     out_.rank_table = progress.rank_table();
     if (log.final_state) out_.final_state = log.final_state;
-    const int64_t completed = std::max<int64_t>(log.resume_step.value_or(0),
-                                                progress.completed().empty() ? 0 : progress.completed().back().step + 1);
+    const int64_t completed = std::max<int64_t>(
+        log.resume_step.value_or(0), progress.completed().empty() ? 0 : progress.completed().back().step + 1);
     out_.steps_completed = std::max(out_.steps_completed, completed);
     if (result.ok) {
       out_.ok = true;
@@ -502,8 +510,10 @@ TrainOutcome JobRunner::run() {
     if (incident.kind == "hang" && !incident.analysis.empty()) note("hang: " + incident.analysis);
     std::string give_up;
     std::optional<Fallback> fallback;
-    if (log.fatal) give_up = "not restarted: a configuration error does not go away on restart";
-    else fallback = check_repeats(incident, give_up);
+    if (log.fatal)
+      give_up = "not restarted: a configuration error does not go away on restart";
+    else
+      fallback = check_repeats(incident, give_up);
     if (give_up.empty() && restarts >= spec_.max_restarts)
       give_up = "gave up after " + std::to_string(restarts) + " restart(s) (--max-restarts " +
                 std::to_string(spec_.max_restarts) + ")";
@@ -532,8 +542,8 @@ TrainOutcome JobRunner::run() {
     }
     incident.restarted = true;
     ++restarts;
-    note("incident: " + incident.what() + "; restarting with " + std::to_string(next_world) +
-         " worker(s) (restart " + std::to_string(restarts) + " of " + std::to_string(spec_.max_restarts) + ")");
+    note("incident: " + incident.what() + "; restarting with " + std::to_string(next_world) + " worker(s) (restart " +
+         std::to_string(restarts) + " of " + std::to_string(spec_.max_restarts) + ")");
     if (fallback) announce_fallback("");
     pending_ = incident;
     world = next_world;
@@ -554,8 +564,10 @@ std::string IncidentReport::what() const {
                     ", detected by the " + (heartbeat ? "heartbeat" : "collective timeout") + " (" +
                     units::format_seconds(detector_timeout_seconds) + ")";
     if (!message.empty()) s += ": " + message;  // a silent rank's account
-    if (!analysis.empty()) s += (message.empty() ? ": " : "; ") + analysis;
-    else if (message.empty() && !collective.empty()) s += ": ranks waited in " + collective;
+    if (!analysis.empty())
+      s += (message.empty() ? ": " : "; ") + analysis;
+    else if (message.empty() && !collective.empty())
+      s += ": ranks waited in " + collective;
     if (!fault.empty()) s += " (injected: " + fault + ")";
     return s;
   }
@@ -579,7 +591,8 @@ std::string IncidentReport::describe() const {
          " + teardown " + opt_seconds(l.teardown_seconds) + " + restart " + opt_seconds(l.restart_seconds) +
          " + state load " + opt_seconds(l.state_load_seconds) + " + first step " + opt_seconds(l.first_step_seconds);
   if (!l.total_seconds && l.detection_seconds) s += "; detected after " + opt_seconds(l.detection_seconds);
-  if (!l.total_seconds && l.teardown_seconds) s += "; workers stopped " + opt_seconds(l.teardown_seconds) + " after detection";
+  if (!l.total_seconds && l.teardown_seconds)
+    s += "; workers stopped " + opt_seconds(l.teardown_seconds) + " after detection";
   return s;
 }
 

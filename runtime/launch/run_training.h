@@ -87,32 +87,32 @@ struct TrainJobSpec {
 };
 
 struct RestartLatency {
-  std::optional<double> detection_seconds, teardown_seconds, restart_seconds, state_load_seconds,
-      first_step_seconds, total_seconds;
+  std::optional<double> detection_seconds, teardown_seconds, restart_seconds, state_load_seconds, first_step_seconds,
+      total_seconds;
 };
 
 struct IncidentReport {
-  int attempt = 0;             // the attempt that failed
-  int rank = -1;               // the root cause (-1: unknown)
+  int attempt = 0;  // the attempt that failed
+  int rank = -1;    // the root cause (-1: unknown)
   // "killed" (injected), "lost" (device gone), "crash", "unhealthy", "hang" (a collective timed
   // out or a rank went silent), "straggler" (not a failure: the job went on)
   std::string kind;
-  std::string detector;        // hang/straggler: kCollectiveTimeoutDetector, kHeartbeatDetector, ...
+  std::string detector;                 // hang/straggler: kCollectiveTimeoutDetector, kHeartbeatDetector, ...
   double detector_timeout_seconds = 0;  // the threshold of the detector that fired (hang)
-  std::string collective;      // hang: the collective the others waited in, when known
-  std::string analysis;        // hang: the analyzer's sentence; straggler: detect_stragglers' one
-  ExitStatus status;           // how the rank ended
-  std::string fault;           // the injected fault's text, if any ("kill:rank=1,step=7")
-  std::string phase;           // kill-during-checkpoint: the save phase
-  std::string message;         // the supervisor's account (first line)
-  int64_t failed_at_step = 0;  // steps completed when it failed
-  double fault_seconds = 0;    // wall clock of the fault (0: unknown)
+  std::string collective;               // hang: the collective the others waited in, when known
+  std::string analysis;                 // hang: the analyzer's sentence; straggler: detect_stragglers' one
+  ExitStatus status;                    // how the rank ended
+  std::string fault;                    // the injected fault's text, if any ("kill:rank=1,step=7")
+  std::string phase;                    // kill-during-checkpoint: the save phase
+  std::string message;                  // the supervisor's account (first line)
+  int64_t failed_at_step = 0;           // steps completed when it failed
+  double fault_seconds = 0;             // wall clock of the fault (0: unknown)
   double detected_seconds = 0;
   bool restarted = false;
-  int new_world = 0;                     // workers after the restart
-  std::optional<int64_t> resumed_step;   // the step the restart resumed from
+  int new_world = 0;                    // workers after the restart
+  std::optional<int64_t> resumed_step;  // the step the restart resumed from
   std::optional<int64_t> steps_lost;
-  std::string resume_summary;            // the restart's "resumed from step ..." line
+  std::string resume_summary;  // the restart's "resumed from step ..." line
   RestartLatency latency;
 
   // "rank 1 was killed by signal 9 (SIGKILL) at step 7 (injected: kill:rank=1,step=7)";
@@ -131,7 +131,7 @@ struct CheckpointReport {
   std::string checksum;  // "xxh3_64:<hash of manifest.json>"
   double save_seconds = 0;
   nlohmann::json timings = nlohmann::json::object();  // SaveTimings of rank 0
-  bool verified = false;  // a full verification (or a resume) read it back
+  bool verified = false;                              // a full verification (or a resume) read it back
 };
 
 struct YoungDaly {
@@ -159,32 +159,32 @@ struct TrainOutcome {
   std::string message;       // why it failed, the last incident, the last good checkpoint
   int attempts = 0;
   int final_world = 0;
-  int64_t start_step = 0;       // where the first attempt resumed from (0: fresh)
-  std::string resume_summary;   // the first attempt's resume line (empty when it started fresh)
-  int64_t steps_completed = 0;  // steps every rank completed (job.steps on success)
+  int64_t start_step = 0;               // where the first attempt resumed from (0: fresh)
+  std::string resume_summary;           // the first attempt's resume line (empty when it started fresh)
+  int64_t steps_completed = 0;          // steps every rank completed (job.steps on success)
   std::vector<StepSummary> steps;       // by step; a replayed step's last run
   std::vector<RankSummary> rank_table;  // of the last attempt
   std::vector<IncidentReport> incidents;
   std::vector<CheckpointReport> checkpoints;
   std::optional<std::filesystem::path> last_good_checkpoint;
   std::optional<train::StateFingerprint> final_state;
-  std::optional<YoungDaly> young_daly;  // when a checkpoint was written
-  std::optional<FallbackReport> fallback;  // when the job degraded (or stopped) after repeats
-  std::vector<train::MemoryReport> memory;  // per rank of the last attempt, by rank (when it ended)
+  std::optional<YoungDaly> young_daly;            // when a checkpoint was written
+  std::optional<FallbackReport> fallback;         // when the job degraded (or stopped) after repeats
+  std::vector<train::MemoryReport> memory;        // per rank of the last attempt, by rank (when it ended)
   std::optional<std::filesystem::path> exported;  // --export's file, once written
   uint64_t exported_bytes = 0;
-  double wall_seconds = 0;             // first spawn to the end
+  double wall_seconds = 0;  // first spawn to the end
 };
 
 struct TrainCallbacks {
-  std::function<void(const train::StepRecord&)> on_record;            // every rank's record
-  std::function<void(const StepSummary&, int64_t steps)> on_step;     // a step every rank did
-  std::function<void(const std::string&)> on_note;                    // lines for people
-  std::function<void(const IncidentReport&)> on_incident;             // once its restart is timed
+  std::function<void(const train::StepRecord&)> on_record;         // every rank's record
+  std::function<void(const StepSummary&, int64_t steps)> on_step;  // a step every rank did
+  std::function<void(const std::string&)> on_note;                 // lines for people
+  std::function<void(const IncidentReport&)> on_incident;          // once its restart is timed
   std::function<void(const CheckpointReport&)> on_checkpoint;
   std::function<void()> on_tick;
-  RunSink* recorder = nullptr;               // borrowed: told everything, from this thread
-  const std::atomic<bool>* stop = nullptr;   // set (a signal handler may) to stop the run
+  RunSink* recorder = nullptr;              // borrowed: told everything, from this thread
+  const std::atomic<bool>* stop = nullptr;  // set (a signal handler may) to stop the run
 };
 
 // Runs the job to the end (see above). Throws ConfigError for a bad job before any worker starts;

@@ -60,7 +60,8 @@ std::vector<train::OpEvent> read_run_events(const std::filesystem::path& run_dir
       if (line.empty()) continue;
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
       if (!j.is_array())
-        throw ConfigError(rank_events_path(run_dir, r).string(), line.substr(0, 80), "expected a JSON array of events per line");
+        throw ConfigError(rank_events_path(run_dir, r).string(), line.substr(0, 80),
+                          "expected a JSON array of events per line");
       for (const auto& e : j) events.push_back(train::op_event_from_json(e));
     }
   }
@@ -92,8 +93,7 @@ std::vector<std::string> JsonlTail::read_new_lines() {
 }
 
 Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {
-  if (options_.nproc < 1)
-    throw ConfigError("--nproc", std::to_string(options_.nproc), "must be at least 1 worker");
+  if (options_.nproc < 1) throw ConfigError("--nproc", std::to_string(options_.nproc), "must be at least 1 worker");
   if (options_.argv.empty()) throw ConfigError("worker command", "(empty)", "needs a program");
   if (options_.run_dir.empty()) throw ConfigError("--run-dir", "(empty)", "needs a directory");
 }
@@ -154,8 +154,8 @@ void Supervisor::start() {
   // Shared-memory segments of this launch are named "<prefix>.*" (comm/shm/shm_segment.h), so
   // the teardown can remove what a killed worker left, and nothing of another job. The prefix
   // extends this process's own PARLAB_SHM_PREFIX (default "parlab").
-  shm_prefix_ = comm::shm::segment_prefix() + "." + std::to_string(::getpid()) + "." + std::to_string(options_.attempt) + "." +
-                token.substr(0, 8);
+  shm_prefix_ = comm::shm::segment_prefix() + "." + std::to_string(::getpid()) + "." +
+                std::to_string(options_.attempt) + "." + token.substr(0, 8);
   for (int r = 0; r < options_.nproc; ++r) {
     std::map<std::string, std::string> env = options_.env;
     env["RANK"] = std::to_string(r);
@@ -213,7 +213,8 @@ std::vector<double> Supervisor::heartbeat_ages(double now) const {
 void Supervisor::check_heartbeats(const std::vector<bool>& seen, std::vector<int>& failed, double now) {
   using Seconds = std::chrono::duration<double>;
   const double timeout = Seconds(options_.heartbeat_timeout).count();
-  const double first = Seconds(options_.first_beat.count() > 0 ? options_.first_beat : options_.heartbeat_timeout).count();
+  const double first =
+      Seconds(options_.first_beat.count() > 0 ? options_.first_beat : options_.heartbeat_timeout).count();
   const std::vector<double> ages = heartbeat_ages(now);
   for (size_t r = 0; r < children_.size(); ++r) {
     const int rank = static_cast<int>(r);
@@ -266,8 +267,8 @@ std::vector<int> Supervisor::teardown() {
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.grace;
   for (int r : stopped) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (!children_[r].wait_for(std::max(left, std::chrono::milliseconds(0))))
       children_[r].terminate(std::chrono::milliseconds(0));  // SIGKILL and reap
   }
@@ -296,8 +297,9 @@ int Supervisor::root_cause(const std::vector<int>& failed, int silent) const {
 std::string Supervisor::failure_message(const SupervisorResult& result, int failed,
                                         const std::vector<int>& stopped) const {
   std::string msg = failed < 0 ? std::string("interrupted")
-                 : "rank " + std::to_string(failed) + " " +
-                       (unhealthy_.count(failed) ? std::string("was unhealthy") : result.exits[failed].status.describe());
+                               : "rank " + std::to_string(failed) + " " +
+                                     (unhealthy_.count(failed) ? std::string("was unhealthy")
+                                                               : result.exits[failed].status.describe());
   if (failed >= 0) {
     if (const auto it = errors_.find(failed); it != errors_.end()) msg += ": " + it->second.message;
   }
@@ -355,8 +357,10 @@ SupervisorResult Supervisor::wait() {
       torn_down = true;
       // Let the workers that are failing too finish failing (and write their error records).
       // Not after a health verdict alone: the others are waiting for that rank, not failing.
-      const bool health_only = std::all_of(failed.begin(), failed.end(), [&](int r) { return unhealthy_.count(r) > 0; });
-      const auto settle_until = std::chrono::steady_clock::now() + (health_only ? std::chrono::milliseconds(0) : options_.settle);
+      const bool health_only =
+          std::all_of(failed.begin(), failed.end(), [&](int r) { return unhealthy_.count(r) > 0; });
+      const auto settle_until =
+          std::chrono::steady_clock::now() + (health_only ? std::chrono::milliseconds(0) : options_.settle);
       while (!failed.empty() && ended < n && std::chrono::steady_clock::now() < settle_until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         poll_exits(failed);
@@ -382,8 +386,11 @@ SupervisorResult Supervisor::wait() {
                            " failed on communication: it stopped responding";
         silent_.insert(root);
         // The collective timeout fired; the silence names the culprit.
-        errors_[root] = WorkerError{false, decided, unhealthy_[root],
-                                    {{"kind", "hang"}, {"detector", std::string(kCollectiveTimeoutDetector)}, {"silent", true}}};
+        errors_[root] =
+            WorkerError{false,
+                        decided,
+                        unhealthy_[root],
+                        {{"kind", "hang"}, {"detector", std::string(kCollectiveTimeoutDetector)}, {"silent", true}}};
       }
       result.failed_rank = root;
       result.interrupted = root < 0;

@@ -27,8 +27,8 @@
 //   teardown  a worker that exits non-zero or dies from a signal, an unhealthy one, or
 //             request_stop() stops the rest: SIGTERM to each process group, SIGKILL after
 //             `grace`, every child reaped, and any shared-memory segment still named under this
-//             launch's PARLAB_SHM_PREFIX removed (a rank killed while connecting). Files in run_dir stay as the workers wrote them; a
-//             later attempt moves them to run_dir/attempt-<k>/ before starting.
+//             launch's PARLAB_SHM_PREFIX removed (a rank killed while connecting). Files in run_dir stay as the workers
+//             wrote them; a later attempt moves them to run_dir/attempt-<k>/ before starting.
 //
 // RAII: destroying a Supervisor kills and reaps any worker still running, so even an exception
 // in the launcher leaves no orphan; workers additionally ask the kernel to kill them if the
@@ -51,7 +51,7 @@
 namespace parlab::launch {
 
 struct SupervisorOptions {
-  std::vector<std::string> argv;           // the worker command; argv[0] is a path
+  std::vector<std::string> argv;  // the worker command; argv[0] is a path
   int nproc = 1;
   std::filesystem::path run_dir;           // created if missing
   std::map<std::string, std::string> env;  // extra variables for every worker
@@ -94,8 +94,8 @@ struct WorkerExit {
 };
 
 struct SupervisorResult {
-  bool ok = false;             // every worker exited with code 0
-  bool interrupted = false;    // request_stop() ended the run
+  bool ok = false;           // every worker exited with code 0
+  bool interrupted = false;  // request_stop() ended the run
   // The root cause among the workers that ended abnormally (-1: none): one that did not fail
   // on communication (a peer's death makes the others fail too), else the earliest to report.
   int failed_rank = -1;
@@ -174,8 +174,7 @@ class Supervisor {
   void archive_previous_attempt() const;
   std::vector<int> teardown();
   int root_cause(const std::vector<int>& failed, int silent) const;
-  std::string failure_message(const SupervisorResult& result, int failed,
-                              const std::vector<int>& stopped) const;
+  std::string failure_message(const SupervisorResult& result, int failed, const std::vector<int>& stopped) const;
 
   SupervisorOptions options_;
   std::vector<ChildProcess> children_;
@@ -184,9 +183,9 @@ class Supervisor {
   std::vector<JsonlTail> tails_;
   std::map<int, WorkerError> errors_;
   double started_seconds_ = 0;
-  std::vector<double> last_line_seconds_;   // per rank, wall clock
-  std::map<int, std::string> unhealthy_;    // rank -> reason
-  std::set<int> silent_;                    // ranks failed for their silence (heartbeat)
+  std::vector<double> last_line_seconds_;  // per rank, wall clock
+  std::map<int, std::string> unhealthy_;   // rank -> reason
+  std::set<int> silent_;                   // ranks failed for their silence (heartbeat)
   std::atomic<bool> stop_requested_{false};
   static_assert(std::atomic<bool>::is_always_lock_free);
 };

@@ -38,12 +38,9 @@ const char* env_or_null(const char* name) {
 // `extra`: more fields (a collective timeout's kind, op, seq, group, ...).
 void write_error_record(const std::filesystem::path& file, int rank, bool comm, const std::string& message,
                         bool fatal = false, const nlohmann::json& extra = nlohmann::json::object()) {
-  nlohmann::json j = {{"type", "error"},
-                      {"rank", rank},
-                      {"comm", comm},
-                      {"fatal", fatal},
-                      {"seconds", comm::wall_clock_seconds()},
-                      {"message", message}};
+  nlohmann::json j = {
+      {"type", "error"},   {"rank", rank}, {"comm", comm}, {"fatal", fatal}, {"seconds", comm::wall_clock_seconds()},
+      {"message", message}};
   j.update(extra);
   std::ofstream out(file, std::ios::app);
   out << j.dump() << '\n';
@@ -91,9 +88,10 @@ WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesyst
       if (!env_or_null("GLOO_SOCKET_IFNAME") && comm::resolves_to_loopback(o.hostname)) {
         if (const auto ifname = comm::interface_towards(w.env.master_addr)) {
           o.interface = *ifname;
-          std::fprintf(stderr, "rank %d: host name %s resolves to loopback; Gloo uses interface %s (the route to "
-                       "MASTER_ADDR %s; set GLOO_SOCKET_IFNAME to choose)\n", w.env.rank, o.hostname.c_str(),
-                       ifname->c_str(), w.env.master_addr.c_str());
+          std::fprintf(stderr,
+                       "rank %d: host name %s resolves to loopback; Gloo uses interface %s (the route to "
+                       "MASTER_ADDR %s; set GLOO_SOCKET_IFNAME to choose)\n",
+                       w.env.rank, o.hostname.c_str(), ifname->c_str(), w.env.master_addr.c_str());
         }
       }
     }
@@ -106,8 +104,8 @@ WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesyst
 }
 
 InjectedFailure::InjectedFailure(int rank, int64_t step, int code)
-    : RuntimeError("injected failure: rank " + std::to_string(rank) + " exits with code " +
-                   std::to_string(code) + " before step " + std::to_string(step)),
+    : RuntimeError("injected failure: rank " + std::to_string(rank) + " exits with code " + std::to_string(code) +
+                   " before step " + std::to_string(step)),
       code_(code) {}
 
 strategy::Plan given_plan(const TrainJob& job) {
@@ -143,8 +141,8 @@ train::TrainConfig make_train_config(const TrainJob& job, int world) {
   c.plan = train::resolve_train_plan(c.model, given_plan(job), world, strategy::load_cluster(job.cluster));
   // The job's --lr, else the model preset's AdamW default (lab-mlp: 2e-4), else the optimizer's.
   const double preset_lr = c.plan.optimizer == strategy::OptimizerKind::kAdam ? c.model.default_lr : 0;
-  c.optimizer = train::optimizer_config(c.plan.optimizer, job.lr > 0 ? job.lr : preset_lr, job.momentum,
-                                        job.weight_decay);
+  c.optimizer =
+      train::optimizer_config(c.plan.optimizer, job.lr > 0 ? job.lr : preset_lr, job.momentum, job.weight_decay);
   c.data_size = job.data_size > 0 ? job.data_size : 64 * c.plan.global_batch;
   c.seed = job.seed;
   c.comm_timeout = job.comm_timeout;
@@ -175,7 +173,10 @@ struct Reporter {
   }
   // The {"type": "fault"} line the supervisor times detection from.
   void fault(const FaultSpec& f, int64_t step) {
-    line({{"type", "fault"}, {"kind", fault_kind_name(f.kind)}, {"step", step}, {"spec", f.to_string()},
+    line({{"type", "fault"},
+          {"kind", fault_kind_name(f.kind)},
+          {"step", step},
+          {"spec", f.to_string()},
           {"lost", f.kind == FaultKind::kLoseRank}});
   }
   // Says what is about to happen, then dies the way a lost process does: no cleanup at all.
@@ -190,8 +191,8 @@ struct Reporter {
   // outside any collective (its communicators sit idle), until the supervisor kills it.
   [[noreturn]] void freeze(const FaultSpec& f, int64_t step, Liveness& live) {
     fault(f, step);
-    std::fprintf(stderr, "rank %d: injected fault %s: stops responding before step %lld\n", rank,
-                 f.to_string().c_str(), static_cast<long long>(step));
+    std::fprintf(stderr, "rank %d: injected fault %s: stops responding before step %lld\n", rank, f.to_string().c_str(),
+                 static_cast<long long>(step));
     std::fflush(stderr);
     if (live.heartbeat) live.heartbeat->stop();
     live.dumper->freeze();
@@ -199,7 +200,9 @@ struct Reporter {
   }
 };
 
-std::chrono::milliseconds rendezvous_timeout(const TrainJob& job) { return std::max(job.comm_timeout, kLabCollectiveTimeout); }
+std::chrono::milliseconds rendezvous_timeout(const TrainJob& job) {
+  return std::max(job.comm_timeout, kLabCollectiveTimeout);
+}
 
 // A collective of the checkpoint protocol waits for the slowest rank's whole shard write.
 std::chrono::milliseconds checkpoint_timeout(const TrainJob& job) {
@@ -210,9 +213,14 @@ void report_resume(Reporter& out, const train::ResumeResult& r, double started) 
   nlohmann::json skipped = nlohmann::json::array();
   for (const checkpoint::SkippedCheckpoint& k : r.load.skipped)
     skipped.push_back({{"step", k.step}, {"path", k.path.string()}, {"reason", k.reason}});
-  out.line({{"type", "resume"}, {"step", r.step}, {"resumed", r.resumed}, {"summary", r.summary()},
-            {"path", r.resumed ? r.load.checkpoint->path().string() : ""}, {"skipped", skipped},
-            {"written_by_world", r.written_by_world}, {"load_seconds", comm::wall_clock_seconds() - started}});
+  out.line({{"type", "resume"},
+            {"step", r.step},
+            {"resumed", r.resumed},
+            {"summary", r.summary()},
+            {"path", r.resumed ? r.load.checkpoint->path().string() : ""},
+            {"skipped", skipped},
+            {"written_by_world", r.written_by_world},
+            {"load_seconds", comm::wall_clock_seconds() - started}});
   std::printf("rank %d: %s\n", out.rank, r.summary().c_str());
   std::fflush(stdout);
 }
@@ -224,18 +232,31 @@ void after_save(Reporter& out, const checkpoint::SaveResult& r, const std::vecto
       std::string(checkpoint::kHashAlgorithm) + ":" +
       checkpoint::hash_to_hex(checkpoint::xxh3_64_of_file(r.path / checkpoint::kManifestFileName));
   const checkpoint::SaveTimings& t = r.timings;
-  out.line({{"type", "checkpoint"}, {"step", r.step}, {"path", r.path.string()}, {"bytes", r.total_bytes},
-            {"checksum", checksum}, {"save_seconds", t.total_seconds},
-            {"timings", {{"prepare_seconds", t.prepare_seconds}, {"shard_write_seconds", t.shard_write_seconds},
-                         {"shard_fsync_seconds", t.shard_fsync_seconds}, {"gather_seconds", t.gather_seconds},
-                         {"manifest_seconds", t.manifest_seconds}, {"commit_seconds", t.commit_seconds},
-                         {"retention_seconds", t.retention_seconds}, {"total_seconds", t.total_seconds}}}});
+  out.line({{"type", "checkpoint"},
+            {"step", r.step},
+            {"path", r.path.string()},
+            {"bytes", r.total_bytes},
+            {"checksum", checksum},
+            {"save_seconds", t.total_seconds},
+            {"timings",
+             {{"prepare_seconds", t.prepare_seconds},
+              {"shard_write_seconds", t.shard_write_seconds},
+              {"shard_fsync_seconds", t.shard_fsync_seconds},
+              {"gather_seconds", t.gather_seconds},
+              {"manifest_seconds", t.manifest_seconds},
+              {"commit_seconds", t.commit_seconds},
+              {"retention_seconds", t.retention_seconds},
+              {"total_seconds", t.total_seconds}}}});
   for (const FaultSpec& f : faults) {
     if (f.kind != FaultKind::kCorruptCheckpoint || f.step != r.step) continue;
     const std::filesystem::path file = r.path / checkpoint::shard_file_name(f.shard);
     const uint64_t offset = checkpoint::corrupt_byte(file);
-    out.line({{"type", "fault"}, {"kind", fault_kind_name(f.kind)}, {"step", f.step}, {"spec", f.to_string()},
-              {"file", file.string()}, {"offset", offset}});
+    out.line({{"type", "fault"},
+              {"kind", fault_kind_name(f.kind)},
+              {"step", f.step},
+              {"spec", f.to_string()},
+              {"file", file.string()},
+              {"offset", offset}});
   }
 }
 
@@ -288,13 +309,29 @@ std::filesystem::path checkpoint_root(const std::filesystem::path& run_dir) { re
 std::filesystem::path final_state_path(const std::filesystem::path& run_dir) { return run_dir / "final-state.json"; }
 
 nlohmann::json to_json(const TrainJob& j) {
-  return {{"model", j.model}, {"cluster", j.cluster}, {"plan", j.plan}, {"global_batch", j.global_batch}, {"steps", j.steps}, {"seed", j.seed},
-          {"data_size", j.data_size}, {"optimizer", j.optimizer}, {"lr", j.lr}, {"momentum", j.momentum},
-          {"weight_decay", j.weight_decay}, {"run_dir", j.run_dir.string()}, {"dump_dir", j.dump_dir.string()},
-          {"trace", j.trace}, {"timeout_ms", j.comm_timeout.count()}, {"checkpoint_every", j.checkpoint_every},
-          {"keep_last", j.keep_last}, {"faults", j.faults}, {"record_samples", j.record_samples},
-          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()}, {"export_file", j.export_file.string()},
-          {"device", j.device}, {"comm", j.comm}};
+  return {{"model", j.model},
+          {"cluster", j.cluster},
+          {"plan", j.plan},
+          {"global_batch", j.global_batch},
+          {"steps", j.steps},
+          {"seed", j.seed},
+          {"data_size", j.data_size},
+          {"optimizer", j.optimizer},
+          {"lr", j.lr},
+          {"momentum", j.momentum},
+          {"weight_decay", j.weight_decay},
+          {"run_dir", j.run_dir.string()},
+          {"dump_dir", j.dump_dir.string()},
+          {"trace", j.trace},
+          {"timeout_ms", j.comm_timeout.count()},
+          {"checkpoint_every", j.checkpoint_every},
+          {"keep_last", j.keep_last},
+          {"faults", j.faults},
+          {"record_samples", j.record_samples},
+          {"heartbeat_timeout_ms", j.heartbeat_timeout.count()},
+          {"export_file", j.export_file.string()},
+          {"device", j.device},
+          {"comm", j.comm}};
 }
 
 TrainJob train_job_from_json(const nlohmann::json& j) {
@@ -365,7 +402,9 @@ namespace {
 // Unwatches at scope exit, before the communicators it names are destroyed.
 struct Watching {
   DumpOnTerminate& dumper;
-  Watching(DumpOnTerminate& d, std::vector<const comm::Communicator*> comms) : dumper(d) { dumper.watch(std::move(comms)); }
+  Watching(DumpOnTerminate& d, std::vector<const comm::Communicator*> comms) : dumper(d) {
+    dumper.watch(std::move(comms));
+  }
   ~Watching() { dumper.unwatch(); }
   Watching(const Watching&) = delete;
   Watching& operator=(const Watching&) = delete;
@@ -389,11 +428,12 @@ train::InjectedFaults trainer_faults(const std::vector<FaultSpec>& faults, int r
 // Started by torchrun or srun (no supervisor prints a header): rank 0 says how the ranks met and
 // which backend each of its groups uses.
 void print_launch_header(const WorkerWorld& w, const nlohmann::json& comms) {
-  std::string where = w.env.master_addr.empty() ? "a file store"
-                                                : w.env.master_addr + ":" + std::to_string(w.env.master_port);
+  std::string where =
+      w.env.master_addr.empty() ? "a file store" : w.env.master_addr + ":" + std::to_string(w.env.master_port);
   if (!w.env.master_derived.empty()) where += " (" + w.env.master_derived + ", as PyTorch Lightning derives them)";
   std::string groups;
-  for (const auto& [group, backend] : comms.items()) groups += (groups.empty() ? "" : ", ") + group + " " + backend.get<std::string>();
+  for (const auto& [group, backend] : comms.items())
+    groups += (groups.empty() ? "" : ", ") + group + " " + backend.get<std::string>();
   std::printf("Launch   %s, %d ranks; rendezvous at %s\ngroups   %s (rank 0's)\n", w.env.launcher.c_str(),
               w.env.world_size, where.c_str(), groups.c_str());
   std::fflush(stdout);
@@ -439,7 +479,10 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   nlohmann::json comms = nlohmann::json::object();
   comms[world.comm->group_name()] = std::string(world.comm->backend_name());
   for (const comm::Communicator* c : trainer.communicators()) comms[c->group_name()] = std::string(c->backend_name());
-  out.line({{"type", "started"}, {"world", world.comm->size()}, {"attempt", attempt}, {"pid", ::getpid()},
+  out.line({{"type", "started"},
+            {"world", world.comm->size()},
+            {"attempt", attempt},
+            {"pid", ::getpid()},
             {"comms", comms}});
   if (rank == 0 && !env_or_null("PARLAB_SUPERVISOR_PID")) print_launch_header(world, comms);
   try {

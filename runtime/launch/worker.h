@@ -77,20 +77,20 @@ WorkerWorld connect_worker(const comm::GlooOptions& options, const std::filesyst
 // What `parlab train` was asked: everything a worker needs, so the launcher can hand it over on
 // the command line.
 struct TrainJob {
-  std::string model = "lab-mlp";   // preset name or TOML file
+  std::string model = "lab-mlp";  // preset name or TOML file
   std::string cluster = "cpu-local";
-  std::string plan;                // key=value list (strategy/plan.h), as the user gave it
+  std::string plan;  // key=value list (strategy/plan.h), as the user gave it
   // Samples per optimizer step for the whole job, fixed by its first attempt (pin_global_batch)
   // when the plan sets neither gbs nor microbatches, so a shrunken world trains the same batch.
   // 0: the plan policy's for the world at hand (strategy::resolve).
   int64_t global_batch = 0;
   int64_t steps = 10;
   uint64_t seed = 0;
-  int64_t data_size = 0;           // 0: 64 global batches
-  std::string optimizer;           // "" (the plan's), "adam" or "sgd": overrides plan.optimizer
-  double lr = 0;                   // 0: the optimizer's default
-  double momentum = 0;             // SGD only
-  double weight_decay = -1;        // < 0: the optimizer's default
+  int64_t data_size = 0;     // 0: 64 global batches
+  std::string optimizer;     // "" (the plan's), "adam" or "sgd": overrides plan.optimizer
+  double lr = 0;             // 0: the optimizer's default
+  double momentum = 0;       // SGD only
+  double weight_decay = -1;  // < 0: the optimizer's default
   std::filesystem::path run_dir = "runs/train";
   std::filesystem::path dump_dir;  // --dump-step
   bool trace = false;              // write the rank's events (for --trace)

@@ -27,18 +27,16 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_la
 LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage)
     : LabMlp(shape, seed, first_layer, end_layer, storage, TpSlice{}) {}
 
-LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage,
-               TpSlice tp)
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, int first_layer, int end_layer, ModelStorage storage, TpSlice tp)
     : LabMlp(shape, seed, std::vector<LayerChunk>{{first_layer, end_layer}}, storage, tp) {}
 
-LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, std::vector<LayerChunk> chunks, ModelStorage storage,
-               TpSlice tp)
+LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, std::vector<LayerChunk> chunks, ModelStorage storage, TpSlice tp)
     : layout_(tp_local_shape(shape, tp)),
       first_layer_(chunks.empty() ? 0 : chunks.front().begin),
       end_layer_(chunks.empty() ? 0 : chunks.back().end),
       storage_(storage),
-      params_(counted_vector<float>(storage.account, storage.mixed_precision ? MemoryCategory::kOptimizer
-                                                                             : MemoryCategory::kParameters)),
+      params_(counted_vector<float>(
+          storage.account, storage.mixed_precision ? MemoryCategory::kOptimizer : MemoryCategory::kParameters)),
       grads_(counted_vector<float>(storage.account, MemoryCategory::kGradients)),
       scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
       forward_scratch_(counted_vector<float>(storage.account, MemoryCategory::kTemporary)),
@@ -49,10 +47,9 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, std::vector<LayerChunk> chu
   int previous_end = 0;
   for (const LayerChunk& c : chunks_) {
     if (c.begin < previous_end || c.end > layout_.num_layers() || c.begin >= c.end) {
-      throw ConfigError(
-          "stage layers", "[" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ")",
-          "must be a non-empty span within [0, " + std::to_string(layout_.num_layers()) +
-              "), after the previous chunk");
+      throw ConfigError("stage layers", "[" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ")",
+                        "must be a non-empty span within [0, " + std::to_string(layout_.num_layers()) +
+                            "), after the previous chunk");
     }
     previous_end = c.end;
   }
@@ -121,7 +118,8 @@ const float* LabMlp::tensor(const ParamTensor& t) const {
 float* LabMlp::tensor_grad(const ParamTensor& t) {
   float* g = grad_at_[index_of(t)];
   if (g == nullptr)
-    throw RuntimeError("no gradient buffer is bound for " + t.name + " (a ZeRO-2/3 bucket is bound before its backward)");
+    throw RuntimeError("no gradient buffer is bound for " + t.name +
+                       " (a ZeRO-2/3 bucket is bound before its backward)");
   return g;
 }
 
@@ -200,14 +198,12 @@ bool LabMlp::owns_layer(int layer) const {
   return false;
 }
 
-void LabMlp::init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out,
-                         TpSlice tp) {
+void LabMlp::init_values(const ParamLayout& layout, uint64_t seed, FlatRange range, std::span<float> out, TpSlice tp) {
   if (static_cast<int64_t>(out.size()) != range.numel())
     throw RuntimeError("init_values: " + std::to_string(out.size()) + " elements for a range of " +
                        std::to_string(range.numel()));
   const compute::CounterRng rng(seed, compute::RngStream::kParamInit);
-  const double residual_scale =
-      1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, layout.shape().blocks)));
+  const double residual_scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, layout.shape().blocks)));
   // A tensor-parallel slice draws each element at its position in the whole network.
   const ParamLayout global(tp.size > 1 ? MlpShape{layout.shape().hidden, layout.shape().ffn * tp.size,
                                                   layout.shape().blocks, layout.shape().classes}
@@ -233,8 +229,8 @@ void LabMlp::forward_layer(int layer, MicrobatchState& mb) const {
   check_owned(layer);
   if (!(mb.shape_ == shape())) throw RuntimeError("microbatch state built for another shape");
   if (mb.batch() > 0 && !mb.has_activation(layer)) {
-    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): activation(" +
-                       std::to_string(layer) + ") was never set");
+    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): activation(" + std::to_string(layer) +
+                       ") was never set");
   }
   if (layer == shape().blocks) {
     head_forward(mb);
@@ -274,12 +270,10 @@ void LabMlp::block_forward(int i, MicrobatchState& mb) const {
   const float* x = mb.activation(i).data();  // (B, h)
   float* y = mb.activation(i + 1).data();    // (B, h)
   // pre (B, f) = x @ W1^T + b1 (the bias in the matmul's epilogue);  post = gelu(pre)
-  cpu::linear_forward(saved.pre.data(), x, tensor(tensor_of(i, kFc1Weight)),
-                      tensor(tensor_of(i, kFc1Bias)), B, h, f);
+  cpu::linear_forward(saved.pre.data(), x, tensor(tensor_of(i, kFc1Weight)), tensor(tensor_of(i, kFc1Bias)), B, h, f);
   cpu::gelu_forward(saved.post.data(), saved.pre.data(), B * f);
   // y (B, h) = post @ W2^T + b2, then the residual y += x
-  cpu::linear_forward(y, saved.post.data(), tensor(tensor_of(i, kFc2Weight)),
-                      tensor(tensor_of(i, kFc2Bias)), B, f, h);
+  cpu::linear_forward(y, saved.post.data(), tensor(tensor_of(i, kFc2Weight)), tensor(tensor_of(i, kFc2Bias)), B, f, h);
   cpu::residual_forward(y, y, x, B * h);
   saved.present = true;
 }
@@ -292,8 +286,7 @@ void LabMlp::head_forward(MicrobatchState& mb) const {
   mb.losses_.resize(B);
   cpu::linear_forward(mb.logits_.data(), mb.activation(L).data(), tensor(tensor_of(L, kHeadWeight)),
                       tensor(tensor_of(L, kHeadBias)), B, h, C);
-  cpu::softmax_cross_entropy_forward(mb.losses_.data(), mb.probs_.data(), mb.logits_.data(),
-                                     mb.labels_.data(), B, C);
+  cpu::softmax_cross_entropy_forward(mb.losses_.data(), mb.probs_.data(), mb.logits_.data(), mb.labels_.data(), B, C);
   mb.head_saved_ = true;
 }
 
@@ -305,14 +298,13 @@ void LabMlp::head_backward(MicrobatchState& mb) {
   const int L = static_cast<int>(shape().blocks);
   scratch_.resize(B * C);
   float* dlogits = scratch_.data();  // (B, C)
-  cpu::softmax_cross_entropy_backward(dlogits, cpu::GradWrite::kOverwrite, mb.probs_.data(),
-                                      mb.labels_.data(), mb.loss_scale(), B, C);
+  cpu::softmax_cross_entropy_backward(dlogits, cpu::GradWrite::kOverwrite, mb.probs_.data(), mb.labels_.data(),
+                                      mb.loss_scale(), B, C);
   // dactivation(L) starts here: the head's product writes it.
   std::span<float> dx = mb.dactivation(L);
   const ParamTensor& w = tensor_of(L, kHeadWeight);
-  cpu::linear_backward(dx.data(), cpu::GradWrite::kOverwrite, tensor_grad(w),
-                       tensor_grad(tensor_of(L, kHeadBias)), dlogits, mb.activation(L).data(), tensor(w),
-                       B, h, C);
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kOverwrite, tensor_grad(w), tensor_grad(tensor_of(L, kHeadBias)),
+                       dlogits, mb.activation(L).data(), tensor(w), B, h, C);
   mb.head_saved_ = false;
 }
 
@@ -336,15 +328,15 @@ void LabMlp::block_backward(int i, MicrobatchState& mb) {
   scratch_.resize(B * f);
   float* dpost = scratch_.data();
   const ParamTensor& w2 = tensor_of(i, kFc2Weight);
-  cpu::linear_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)),
-                       dy, saved.post.data(), tensor(w2), B, f, h);
+  cpu::linear_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)), dy,
+                       saved.post.data(), tensor(w2), B, f, h);
   // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre) in place, db1 += sum dpre
-  cpu::gelu_bias_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(tensor_of(i, kFc1Bias)),
-                          saved.pre.data(), dpost, B, f);
+  cpu::gelu_bias_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre.data(),
+                          dpost, B, f);
   // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), nullptr, dpost,
-                       mb.activation(i).data(), tensor(w1), B, h, f);
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), nullptr, dpost, mb.activation(i).data(),
+                       tensor(w1), B, h, f);
   // Release what only this backward needed: the saved activations and the upstream gradient,
   // now consumed. dactivation(i) (what a pipeline stage would send) stays for the executor.
   release_storage(mb.dacts_[i + 1]);

@@ -34,8 +34,8 @@ namespace parlab::model {
 
 // What a LabMlp allocates for its layers, and where it charges the bytes.
 struct ModelStorage {
-  bool params = true;  // a full copy of the owned layers' parameters (false: ZeRO-3)
-  bool grads = true;   // and of their gradients (false: ZeRO-2 and 3)
+  bool params = true;                // a full copy of the owned layers' parameters (false: ZeRO-3)
+  bool grads = true;                 // and of their gradients (false: ZeRO-2 and 3)
   MemoryAccount* account = nullptr;  // parameters, gradients and backward scratch (temporary)
   // Mixed precision from the start (see set_mixed_precision). The fp32 parameter buffer is then
   // the optimizer's master copy and is charged as optimizer state; the bf16 copies the matmuls
@@ -199,7 +199,7 @@ class LabMlp : public Model {
   FlatRange owned_;
   ModelStorage storage_;
   CountedVector<float> params_, grads_;
-  CountedVector<float> scratch_;  // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
+  CountedVector<float> scratch_;            // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
   std::vector<float*> param_at_, grad_at_;  // per tensor (layout order): its binding, or null
   bool mixed_ = false;
   // Mixed precision: per tensor, its bf16 copy (weights only) and whether it is current; the
@@ -210,7 +210,7 @@ class LabMlp : public Model {
   CountedVector<uint16_t> scratch_bf16_;          // mixed backward: dy (B, h) and dpre (B, f) in bf16
   TpSlice tp_;
   std::vector<LayerChunk> chunks_;
-  std::vector<int64_t> pos_;  // per tensor (layout order): its flat position here, or -1
+  std::vector<int64_t> pos_;         // per tensor (layout order): its flat position here, or -1
   std::vector<float> tp_zero_bias_;  // (h) zeros: fc2's partial sum takes its bias after the reduction
 };
 

@@ -100,8 +100,8 @@ void LabMlp::block_backward_tp(int i, MicrobatchState& mb) {
   // dx: the partial dpre_i W1_i only (overwritten); the residual branch dy joins after the reduction.
   std::span<float> dx = mb.dactivation(i);
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward(dx.data(), cpu::GradWrite::kOverwrite, tensor_grad(w1), nullptr, dpost,
-                       mb.activation(i).data(), tensor(w1), B, h, f);
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kOverwrite, tensor_grad(w1), nullptr, dpost, mb.activation(i).data(),
+                       tensor(w1), B, h, f);
   release_storage(saved.pre);
   release_storage(saved.post);
   saved.present = false;

@@ -5,19 +5,23 @@ namespace {
 
 void raise_to(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
-  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
-  }
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {}
 }
 
 }  // namespace
 
 std::string_view to_string(MemoryCategory c) {
   switch (c) {
-    case MemoryCategory::kParameters: return "parameters";
-    case MemoryCategory::kGradients: return "gradients";
-    case MemoryCategory::kOptimizer: return "optimizer";
-    case MemoryCategory::kActivations: return "activations";
-    case MemoryCategory::kTemporary: return "temporary";
+    case MemoryCategory::kParameters:
+      return "parameters";
+    case MemoryCategory::kGradients:
+      return "gradients";
+    case MemoryCategory::kOptimizer:
+      return "optimizer";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kTemporary:
+      return "temporary";
   }
   return "?";
 }

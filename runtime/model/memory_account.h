@@ -63,8 +63,7 @@ class CountingAllocator {
   using propagate_on_container_swap = std::true_type;
 
   CountingAllocator() = default;
-  CountingAllocator(MemoryAccount* account, MemoryCategory category)
-      : account_(account), category_(category) {}
+  CountingAllocator(MemoryAccount* account, MemoryCategory category) : account_(account), category_(category) {}
   template <typename U>
   CountingAllocator(const CountingAllocator<U>& o) : account_(o.account()), category_(o.category()) {}
 

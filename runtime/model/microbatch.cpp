@@ -7,8 +7,7 @@
 
 namespace parlab::model {
 
-MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch,
-                                 MemoryAccount* account)
+MicrobatchState::MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch, MemoryAccount* account)
     : shape_(shape),
       batch_(batch),
       global_batch_(global_batch),
@@ -62,8 +61,7 @@ void MicrobatchState::release_activations() {
 
 void MicrobatchState::check_boundary(int l) const {
   if (l < 0 || l > shape_.blocks) {
-    throw RuntimeError("boundary index " + std::to_string(l) + " outside [0, " +
-                       std::to_string(shape_.blocks) + "]");
+    throw RuntimeError("boundary index " + std::to_string(l) + " outside [0, " + std::to_string(shape_.blocks) + "]");
   }
 }
 
@@ -112,13 +110,13 @@ double MicrobatchState::loss_sum() const {
 
 int64_t MicrobatchState::allocated_bytes() const {
   auto bytes = [](const auto& v) {
-    return static_cast<int64_t>(v.capacity() *
-                                sizeof(typename std::decay_t<decltype(v)>::value_type));
+    return static_cast<int64_t>(v.capacity() * sizeof(typename std::decay_t<decltype(v)>::value_type));
   };
   int64_t total = bytes(labels_) + bytes(logits_) + bytes(probs_) + bytes(losses_);
   for (const auto& a : acts_) total += bytes(a);
   for (const auto& d : dacts_) total += bytes(d);
-  for (const BlockSaved& s : saved_) total += bytes(s.pre) + bytes(s.post) + bytes(s.x16) + bytes(s.pre16) + bytes(s.post16);
+  for (const BlockSaved& s : saved_)
+    total += bytes(s.pre) + bytes(s.post) + bytes(s.x16) + bytes(s.pre16) + bytes(s.post16);
   return total;
 }
 

@@ -23,8 +23,7 @@ class MicrobatchState {
   // `global_batch` samples over all microbatches and data-parallel ranks of this step.
   // Throws ConfigError unless 0 <= batch and 1 <= global_batch and batch <= global_batch.
   // With an account, every buffer is charged to its activations category.
-  MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch,
-                  MemoryAccount* account = nullptr);
+  MicrobatchState(const MlpShape& shape, int64_t batch, int64_t global_batch, MemoryAccount* account = nullptr);
 
   int64_t batch() const { return batch_; }
   int64_t global_batch() const { return global_batch_; }

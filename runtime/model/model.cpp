@@ -29,7 +29,8 @@ class HostBuffer final : public ComputeBuffer {
 };
 
 void check_sizes(size_t a, size_t b, const char* what) {
-  if (a != b) throw RuntimeError(std::string(what) + ": " + std::to_string(a) + " elements against " + std::to_string(b));
+  if (a != b)
+    throw RuntimeError(std::string(what) + ": " + std::to_string(a) + " elements against " + std::to_string(b));
 }
 
 }  // namespace

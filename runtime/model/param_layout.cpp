@@ -18,9 +18,7 @@ void MlpShape::validate() const {
   require("model.classes", classes, 2);
 }
 
-MlpShape lab_mlp_preset() {
-  return MlpShape{.hidden = 1024, .ffn = 4096, .blocks = 8, .classes = 16};
-}
+MlpShape lab_mlp_preset() { return MlpShape{.hidden = 1024, .ffn = 4096, .blocks = 8, .classes = 16}; }
 
 ParamLayout::ParamLayout(const MlpShape& shape) : shape_(shape) {
   shape_.validate();
@@ -50,8 +48,7 @@ FlatRange ParamLayout::layer_range(int layer) const { return layers_range(layer,
 
 FlatRange ParamLayout::layers_range(int first_layer, int end_layer) const {
   if (first_layer < 0 || end_layer > num_layers() || first_layer > end_layer) {
-    throw ConfigError("layers",
-                      "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
+    throw ConfigError("layers", "[" + std::to_string(first_layer) + ", " + std::to_string(end_layer) + ")",
                       "must lie within [0, " + std::to_string(num_layers()) + ")");
   }
   return {layer_begin_[first_layer], layer_begin_[end_layer]};

@@ -45,8 +45,7 @@ int32_t SyntheticDataset::sample(int64_t i, std::span<float> x) const {
                        std::to_string(config_.size) + ")");
   }
   if (static_cast<int64_t>(x.size()) != width) {
-    throw RuntimeError("sample buffer holds " + std::to_string(x.size()) + " floats, need " +
-                       std::to_string(width));
+    throw RuntimeError("sample buffer holds " + std::to_string(x.size()) + " floats, need " + std::to_string(width));
   }
   const CounterRng rng(config_.seed, RngStream::kDataInput);
   for (int64_t k = 0; k < width; ++k) {
@@ -66,14 +65,13 @@ int32_t SyntheticDataset::sample(int64_t i, std::span<float> x) const {
   return label;
 }
 
-void SyntheticDataset::fill(std::span<const int64_t> indices, std::span<float> x,
-                            std::span<int32_t> labels) const {
+void SyntheticDataset::fill(std::span<const int64_t> indices, std::span<float> x, std::span<int32_t> labels) const {
   const size_t n = indices.size();
   const auto width = static_cast<size_t>(config_.width);
   if (x.size() != n * width || labels.size() != n) {
-    throw RuntimeError("fill: " + std::to_string(n) + " indices need " + std::to_string(n * width) +
-                       " features and " + std::to_string(n) + " labels, got " +
-                       std::to_string(x.size()) + " and " + std::to_string(labels.size()));
+    throw RuntimeError("fill: " + std::to_string(n) + " indices need " + std::to_string(n * width) + " features and " +
+                       std::to_string(n) + " labels, got " + std::to_string(x.size()) + " and " +
+                       std::to_string(labels.size()));
   }
   for (size_t s = 0; s < n; ++s) labels[s] = sample(indices[s], x.subspan(s * width, width));
 }

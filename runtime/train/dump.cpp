@@ -11,8 +11,7 @@ std::filesystem::path dump_dir_for_rank(const std::filesystem::path& dir, int ra
   return world > 1 ? dir / ("rank-" + std::to_string(rank)) : dir;
 }
 
-void write_dump_inputs(const std::filesystem::path& dir, int64_t width,
-                       std::span<model::MicrobatchState> mbs,
+void write_dump_inputs(const std::filesystem::path& dir, int64_t width, std::span<model::MicrobatchState> mbs,
                        const std::vector<std::vector<int64_t>>& indices,
                        const std::map<std::string, std::string>& metadata) {
   std::filesystem::create_directories(dir);
@@ -32,16 +31,14 @@ void write_dump_inputs(const std::filesystem::path& dir, int64_t width,
   checkpoint::write_safetensors(dir / "inputs.safetensors", views, metadata);
 }
 
-void write_dump_tensors(const std::filesystem::path& file, const model::ParamLayout& layout,
-                        int64_t first, std::span<const float> values,
-                        const std::map<std::string, std::string>& metadata) {
+void write_dump_tensors(const std::filesystem::path& file, const model::ParamLayout& layout, int64_t first,
+                        std::span<const float> values, const std::map<std::string, std::string>& metadata) {
   std::filesystem::create_directories(file.parent_path());
   const model::FlatRange covered{first, first + static_cast<int64_t>(values.size())};
   std::vector<checkpoint::TensorView> views;
   for (const model::ParamTensor& t : layout.tensors()) {
     if (!covered.contains(t.range())) continue;
-    views.push_back(checkpoint::TensorView::f32(t.name, t.shape,
-                                                values.subspan(t.offset - first, t.numel)));
+    views.push_back(checkpoint::TensorView::f32(t.name, t.shape, values.subspan(t.offset - first, t.numel)));
   }
   checkpoint::write_safetensors(file, views, metadata);
 }

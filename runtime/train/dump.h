@@ -28,15 +28,13 @@ std::filesystem::path dump_dir_for_rank(const std::filesystem::path& dir, int ra
 // Writes inputs.safetensors. indices[k] are microbatch k's dataset indices; mbs[k] holds its
 // inputs (activation(0), `width` = h features per sample) and labels. Throws RuntimeError /
 // checkpoint errors on I/O failure.
-void write_dump_inputs(const std::filesystem::path& dir, int64_t width,
-                       std::span<model::MicrobatchState> mbs,
+void write_dump_inputs(const std::filesystem::path& dir, int64_t width, std::span<model::MicrobatchState> mbs,
                        const std::vector<std::vector<int64_t>>& indices,
                        const std::map<std::string, std::string>& metadata);
 
 // Writes `file` (weights.safetensors or grads.safetensors) with every parameter of `layout`
 // inside the flat range covered by `values` (first element = flat offset `first`).
-void write_dump_tensors(const std::filesystem::path& file, const model::ParamLayout& layout,
-                        int64_t first, std::span<const float> values,
-                        const std::map<std::string, std::string>& metadata);
+void write_dump_tensors(const std::filesystem::path& file, const model::ParamLayout& layout, int64_t first,
+                        std::span<const float> values, const std::map<std::string, std::string>& metadata);
 
 }  // namespace parlab::train

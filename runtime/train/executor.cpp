@@ -15,8 +15,7 @@ using strategy::Stream;
 double now() { return comm::wall_clock_seconds(); }
 
 std::string where(const strategy::StepProgram& p, const Op& op) {
-  return "rank " + std::to_string(p.rank) + " op " + std::to_string(op.id) + " (" +
-         strategy::describe(p, op) + ")";
+  return "rank " + std::to_string(p.rank) + " op " + std::to_string(op.id) + " (" + strategy::describe(p, op) + ")";
 }
 
 }  // namespace
@@ -25,17 +24,28 @@ std::string where(const strategy::StepProgram& p, const Op& op) {
 
 Executor::Handler Executor::handler_for(OpKind kind) {
   switch (kind) {
-    case OpKind::kForward: return &Executor::run_forward;
-    case OpKind::kBackward: return &Executor::run_backward;
-    case OpKind::kOptimizer: return &Executor::run_optimizer;
-    case OpKind::kZeroGrad: return &Executor::run_zero_grad;
-    case OpKind::kAllReduce: return &Executor::issue_all_reduce;
-    case OpKind::kReduceScatter: return &Executor::issue_reduce_scatter;
-    case OpKind::kAllGather: return &Executor::issue_all_gather;
-    case OpKind::kBroadcast: return &Executor::issue_broadcast;
-    case OpKind::kSend: return &Executor::issue_send;
-    case OpKind::kRecv: return &Executor::issue_recv;
-    default: return nullptr;
+    case OpKind::kForward:
+      return &Executor::run_forward;
+    case OpKind::kBackward:
+      return &Executor::run_backward;
+    case OpKind::kOptimizer:
+      return &Executor::run_optimizer;
+    case OpKind::kZeroGrad:
+      return &Executor::run_zero_grad;
+    case OpKind::kAllReduce:
+      return &Executor::issue_all_reduce;
+    case OpKind::kReduceScatter:
+      return &Executor::issue_reduce_scatter;
+    case OpKind::kAllGather:
+      return &Executor::issue_all_gather;
+    case OpKind::kBroadcast:
+      return &Executor::issue_broadcast;
+    case OpKind::kSend:
+      return &Executor::issue_send;
+    case OpKind::kRecv:
+      return &Executor::issue_recv;
+    default:
+      return nullptr;
   }
 }
 
@@ -43,7 +53,8 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
   switch (op.kind) {
     case OpKind::kForward:
     case OpKind::kBackward:
-    case OpKind::kOptimizer: return "";
+    case OpKind::kOptimizer:
+      return "";
     case OpKind::kZeroGrad:
       if (op.stream != strategy::Stream::kCompute) return "a gradient clear runs on the compute stream";
       return "";
@@ -62,7 +73,8 @@ std::string Executor::unsupported_reason(const strategy::StepProgram& program, c
     case OpKind::kBroadcast: {
       const strategy::Group& g = program.group_of(op);
       const std::string what(strategy::to_string(op.kind));
-      if (g.kind == strategy::GroupKind::kTP && op.kind != OpKind::kBroadcast) return tp_unsupported_reason(program, op);
+      if (g.kind == strategy::GroupKind::kTP && op.kind != OpKind::kBroadcast)
+        return tp_unsupported_reason(program, op);
       if (g.kind != strategy::GroupKind::kDP)
         return what + " over a " + std::string(strategy::to_string(g.kind)) +
                " group is not implemented by the runtime yet (it shards data-parallel state only)";
@@ -93,8 +105,7 @@ int effective_zero(const strategy::StepProgram& p) { return p.plan.dp > 1 ? p.pl
 std::string Executor::tp_unsupported_reason(const strategy::StepProgram& program, const Op& op) {
   if (op.layers.size() != 1 || op.count != 1)
     return "a tensor-parallel collective must follow one layer's compute (per-layer ops, count 1)";
-  if (op.deps.size() != 1 || op.deps[0] < 0 || op.deps[0] >= op.id ||
-      !program.ops[op.deps[0]].is_layer_compute())
+  if (op.deps.size() != 1 || op.deps[0] < 0 || op.deps[0] >= op.id || !program.ops[op.deps[0]].is_layer_compute())
     return "a tensor-parallel collective must depend on exactly the forward or backward it reduces";
   return "";
 }
@@ -109,23 +120,21 @@ model::FlatRange program_optimizer_range(const strategy::StepProgram& p, const m
 
 }  // namespace
 
-Executor::Executor(const strategy::StepProgram& program, model::Model& model,
-                   Optimizer& optimizer, std::vector<comm::Communicator*> comms,
-                   ExecutorOptions options)
+Executor::Executor(const strategy::StepProgram& program, model::Model& model, Optimizer& optimizer,
+                   std::vector<comm::Communicator*> comms, ExecutorOptions options)
     : program_(program),
       model_(model),
       optimizer_(optimizer),
-      own_shards_(std::make_unique<ModelShards>(model, effective_zero(program),
-                                                program_optimizer_range(program, model), 0, nullptr)),
+      own_shards_(std::make_unique<ModelShards>(model, effective_zero(program), program_optimizer_range(program, model),
+                                                0, nullptr)),
       shards_(*own_shards_),
       comms_(std::move(comms)),
       options_(std::move(options)) {
   check_and_plan();
 }
 
-Executor::Executor(const strategy::StepProgram& program, model::Model& model,
-                   Optimizer& optimizer, ModelShards& shards, std::vector<comm::Communicator*> comms,
-                   ExecutorOptions options)
+Executor::Executor(const strategy::StepProgram& program, model::Model& model, Optimizer& optimizer, ModelShards& shards,
+                   std::vector<comm::Communicator*> comms, ExecutorOptions options)
     : program_(program),
       model_(model),
       optimizer_(optimizer),
@@ -139,9 +148,9 @@ Executor::~Executor() = default;
 
 void Executor::check_and_plan() {
   if (comms_.size() != program_.groups.size())
-    throw ConfigError("executor.comms", std::to_string(comms_.size()),
-                      "must give one communicator slot per program group (" +
-                          std::to_string(program_.groups.size()) + ")");
+    throw ConfigError(
+        "executor.comms", std::to_string(comms_.size()),
+        "must give one communicator slot per program group (" + std::to_string(program_.groups.size()) + ")");
   const model::FlatRange owned = model_.owned_range();
   // The backward accumulates into the gradient buffer: the step must clear all of it, once, first.
   const model::FlatRange grads = effective_zero(program_) >= 2 ? optimizer_.range() : owned;
@@ -166,20 +175,19 @@ void Executor::check_and_plan() {
     if (op.is_layer_compute()) {
       for (int l = op.layers.begin; l < op.layers.end; ++l)
         if (!model_.owns_layer(l))
-          throw ConfigError("model layers", std::to_string(model_.first_layer()) + ".." +
-                                                std::to_string(model_.end_layer() - 1),
+          throw ConfigError("model layers",
+                            std::to_string(model_.first_layer()) + ".." + std::to_string(model_.end_layer() - 1),
                             where(program_, op) + " computes layer " + std::to_string(l));
       if (op.microbatch < 0 || op.microbatch >= program_.plan.microbatches)
-        throw ConfigError("program op " + std::to_string(op.id) + " microbatch",
-                          std::to_string(op.microbatch), "outside the plan's microbatches");
+        throw ConfigError("program op " + std::to_string(op.id) + " microbatch", std::to_string(op.microbatch),
+                          "outside the plan's microbatches");
     }
     if (op.kind == OpKind::kOptimizer && !(model::FlatRange{op.flat_begin, op.flat_end} == optimizer_.range()))
       throw ConfigError("optimizer range",
                         std::to_string(optimizer_.range().begin) + ".." + std::to_string(optimizer_.range().end),
-                        "must equal " + where(program_, op) + "'s range " + std::to_string(op.flat_begin) +
-                            ".." + std::to_string(op.flat_end));
-    if (op.kind == OpKind::kOptimizer &&
-        !owned.contains({op.flat_begin, op.flat_end}))
+                        "must equal " + where(program_, op) + "'s range " + std::to_string(op.flat_begin) + ".." +
+                            std::to_string(op.flat_end));
+    if (op.kind == OpKind::kOptimizer && !owned.contains({op.flat_begin, op.flat_end}))
       throw ConfigError("optimizer range", std::to_string(op.flat_begin) + ".." + std::to_string(op.flat_end),
                         "lies outside the parameters this rank holds");
     if (op.is_collective()) {
@@ -196,8 +204,7 @@ void Executor::check_and_plan() {
                           "its members must be the group's ranks, in order");
     }
   }
-  if (clears > 1)
-    throw ConfigError("zero-grad ops", std::to_string(clears), "a step clears its gradients once");
+  if (clears > 1) throw ConfigError("zero-grad ops", std::to_string(clears), "a step clears its gradients once");
   if (shards_.zero() != effective_zero(program_))
     throw ConfigError("ZeRO stage of the shards", std::to_string(shards_.zero()),
                       "must be the program's (" + std::to_string(effective_zero(program_)) + ")");
@@ -240,8 +247,7 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
     for (Issued& i : issued_) {
       try {
         i.work->wait();
-      } catch (...) {
-      }
+      } catch (...) {}
     }
     unbind_all();
     throw;
@@ -272,8 +278,7 @@ void Executor::wait_for_deps(const Op& op) {
     if (comm_stream && issued_[idx].comm == &comm_of(op)) continue;
     wait_work(d);
   }
-  if (comm_stream && last_comm_stream_op_ >= 0 &&
-      issued_[issued_index_[last_comm_stream_op_]].comm != &comm_of(op))
+  if (comm_stream && last_comm_stream_op_ >= 0 && issued_[issued_index_[last_comm_stream_op_]].comm != &comm_of(op))
     wait_work(last_comm_stream_op_);
 }
 
@@ -309,8 +314,7 @@ double Executor::slowed(double start, double end) const {
   // A sleep overshoots by the timer slack (~50 us): short waits spin, so the factor holds for
   // the lab's microsecond-sized ops too.
   if (extra < 1e-3) {
-    while (now() < end + extra) {
-    }
+    while (now() < end + extra) {}
   } else {
     std::this_thread::sleep_for(std::chrono::duration<double>(extra));
   }

@@ -122,8 +122,7 @@ struct ExecutorOptions {
   // Called right before an optimizer op updates [op.flat_begin, op.flat_end), with the weights it
   // is about to change and the gradients it will apply (after accumulation and the DP reduction).
   // `--dump-step` writes them.
-  std::function<void(const strategy::Op& op, std::span<const float> params,
-                     std::span<const float> grads)>
+  std::function<void(const strategy::Op& op, std::span<const float> params, std::span<const float> grads)>
       before_optimizer;
   // Where the executor's temporary buffers (gathered layers, gradient buckets) are charged; null:
   // uncounted. Microbatch states are charged by whoever builds them.
@@ -142,7 +141,7 @@ struct ExecResult {
   double backward_seconds = 0;
   double optimizer_seconds = 0;
   double exposed_comm_seconds = 0;
-  double comm_seconds = 0;  // sum of the collectives' own durations
+  double comm_seconds = 0;      // sum of the collectives' own durations
   std::vector<OpEvent> events;  // every op, compute and comm, in no particular order
 };
 
@@ -156,8 +155,8 @@ class Executor {
            std::vector<comm::Communicator*> comms, ExecutorOptions options = {});
   // The same for a sharded rank: `shards` (borrowed) is what it keeps between steps; the
   // optimizer covers shards.shard(). The constructor above makes its own shards for stages 0-1.
-  Executor(const strategy::StepProgram& program, model::Model& model, Optimizer& optimizer,
-           ModelShards& shards, std::vector<comm::Communicator*> comms, ExecutorOptions options = {});
+  Executor(const strategy::StepProgram& program, model::Model& model, Optimizer& optimizer, ModelShards& shards,
+           std::vector<comm::Communicator*> comms, ExecutorOptions options = {});
   ~Executor();
 
   // Runs every op of the program once (one optimizer step). microbatches.size() must equal the
@@ -263,10 +262,10 @@ class Executor {
   std::vector<Issued> issued_;
   int last_comm_stream_op_ = -1;
   ExecResult result_;
-  std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;  // by the op id that owns them
+  std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;                 // by the op id that owns them
   std::multimap<int64_t, std::unique_ptr<model::ComputeBuffer>> spare_buffers_;  // freed this step, by size
   int64_t in_use_elements_ = 0, spare_elements_ = 0, peak_in_use_elements_ = 0;  // of the step's buffers
-  std::vector<int> pending_reduce_scatters_;            // stage 2/3: issued, not yet retired
+  std::vector<int> pending_reduce_scatters_;                                     // stage 2/3: issued, not yet retired
   std::map<int64_t, int> grad_binding_;  // bucket flat begin -> the reduce-scatter whose buffer is bound
 };
 

@@ -30,8 +30,8 @@ void Executor::run_tp_collective(const Op& op) {
   const int layer = op.layers.begin;
   model::MicrobatchState& mb = mbs_[op.microbatch];
   // The partial sum in compute memory (device memory on a GPU: the TP group's NCCL reduces it there).
-  const std::span<float> buf = forward ? model_.compute_boundary(layer + 1, false, mb)
-                                       : model_.compute_boundary(layer, true, mb);
+  const std::span<float> buf =
+      forward ? model_.compute_boundary(layer + 1, false, mb) : model_.compute_boundary(layer, true, mb);
   comm::Communicator& c = comm_of(op);
   const int64_t h = model_.shape().hidden;
   std::vector<int64_t> counts(static_cast<size_t>(c.size()));
@@ -58,7 +58,8 @@ void Executor::run_tp_collective(const Op& op) {
     case OpKind::kAllGather:
       if (!skip) record_issue(op, c, c.all_gather_v(mine, buf, counts, collective_options(op)));
       break;
-    default: throw RuntimeError("executor: " + strategy::describe(program_, op) + " is no tensor-parallel collective");
+    default:
+      throw RuntimeError("executor: " + strategy::describe(program_, op) + " is no tensor-parallel collective");
   }
   release_if_last(op);
 }
@@ -94,9 +95,9 @@ void Executor::plan_p2p() {
     const auto& paths = op.kind == OpKind::kSend ? options_.send_comms : options_.recv_comms;
     const auto it = paths.find(op.peer);
     if (it == paths.end() || it->second == nullptr)
-      throw ConfigError(std::string(op.kind == OpKind::kSend ? "send" : "recv") + " path to rank " +
-                            std::to_string(op.peer),
-                        "missing", "the executor needs a communicator for " + strategy::describe(program_, op));
+      throw ConfigError(
+          std::string(op.kind == OpKind::kSend ? "send" : "recv") + " path to rank " + std::to_string(op.peer),
+          "missing", "the executor needs a communicator for " + strategy::describe(program_, op));
     const std::vector<int>& members = it->second->world_ranks();
     if (members.size() != 2 || std::find(members.begin(), members.end(), op.peer) == members.end() ||
         std::find(members.begin(), members.end(), program_.rank) == members.end())

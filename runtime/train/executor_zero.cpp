@@ -179,8 +179,9 @@ void Executor::issue_reduce_scatter(const Op& op) {
     // Stage 1: the model's whole gradient bucket, reduced in place.
     if (skipped(op)) return;
     const std::span<float> bucket = grad_range(op);
-    record_issue(op, c, c.reduce_scatter_v(bucket, counts, bucket.subspan(mine.begin - op.flat_begin, mine.count),
-                                           collective_options(op)));
+    record_issue(op, c,
+                 c.reduce_scatter_v(bucket, counts, bucket.subspan(mine.begin - op.flat_begin, mine.count),
+                                    collective_options(op)));
     return;
   }
   const auto it = buffers_.find(op.id);
@@ -193,8 +194,9 @@ void Executor::issue_reduce_scatter(const Op& op) {
     retire_reduce_scatter(op.id);
     return;
   }
-  record_issue(op, c, c.reduce_scatter_v(bucket, counts, bucket.subspan(mine.begin - op.flat_begin, mine.count),
-                                         collective_options(op)));
+  record_issue(op, c,
+               c.reduce_scatter_v(bucket, counts, bucket.subspan(mine.begin - op.flat_begin, mine.count),
+                                  collective_options(op)));
   pending_reduce_scatters_.push_back(op.id);
 }
 
@@ -247,10 +249,11 @@ void Executor::issue_all_gather(const Op& op) {
   }
   if (skipped(op)) return;
   // Stages 1-2: the updated shard's part of the bucket, gathered in place in the model's copy.
-  const std::span<float> bucket = model_.compute_params().subspan(op.flat_begin - model_.owned_range().begin,
-                                                          op.flat_end - op.flat_begin);
-  record_issue(op, c, c.all_gather_v(bucket.subspan(mine.begin - op.flat_begin, mine.count), bucket, counts,
-                                     collective_options(op)));
+  const std::span<float> bucket =
+      model_.compute_params().subspan(op.flat_begin - model_.owned_range().begin, op.flat_end - op.flat_begin);
+  record_issue(
+      op, c,
+      c.all_gather_v(bucket.subspan(mine.begin - op.flat_begin, mine.count), bucket, counts, collective_options(op)));
 }
 
 void Executor::issue_broadcast(const Op& op) {
@@ -258,8 +261,8 @@ void Executor::issue_broadcast(const Op& op) {
   comm::Communicator& c = comm_of(op);
   if (!model_.holds_params())
     throw UnsupportedOp("cannot broadcast " + strategy::describe(program_, op) + ": this rank holds only a shard");
-  const std::span<float> range = model_.compute_params().subspan(op.flat_begin - model_.owned_range().begin,
-                                                         op.flat_end - op.flat_begin);
+  const std::span<float> range =
+      model_.compute_params().subspan(op.flat_begin - model_.owned_range().begin, op.flat_end - op.flat_begin);
   record_issue(op, c, c.broadcast(range, 0, collective_options(op)));
 }
 

@@ -68,8 +68,8 @@ MemoryReport memory_report(const Trainer& trainer, const strategy::ClusterSpec& 
   r.measured_peak_bytes = u.peak_bytes;
   r.measured_peak_total_bytes = u.peak_total_bytes;
   const strategy::Plan& plan = trainer.config().plan;
-  const strategy::MemoryLedger l =
-      strategy::compute_ledger(trainer.config().model, plan, strategy::with_world(cluster, plan.world()), trainer.rank());
+  const strategy::MemoryLedger l = strategy::compute_ledger(
+      trainer.config().model, plan, strategy::with_world(cluster, plan.world()), trainer.rank());
   r.ledger_bytes = {l.params_bytes, l.grads_bytes, l.optimizer_bytes, l.activations_bytes, l.temp_bytes};
   r.ledger_total_bytes = l.total_bytes();
   for (const comm::Communicator* c : trainer.communicators())

@@ -23,8 +23,7 @@ void require_fraction(const char* field, double value) {
 
 void require_range(model::FlatRange range) {
   if (range.begin < 0 || range.end < range.begin) {
-    throw ConfigError("optimizer range",
-                      "[" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")",
+    throw ConfigError("optimizer range", "[" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")",
                       "must satisfy 0 <= begin <= end");
   }
 }
@@ -43,9 +42,8 @@ model::CountedVector<float>& Optimizer::add_buffer(const std::string& name) {
 void Optimizer::step(std::span<float> params, std::span<const float> grads) {
   const auto n = static_cast<size_t>(range_.numel());
   if (params.size() != n || grads.size() != n) {
-    throw RuntimeError(std::string(kind()) + " step: got " + std::to_string(params.size()) +
-                       " params and " + std::to_string(grads.size()) + " grads for a range of " +
-                       std::to_string(n));
+    throw RuntimeError(std::string(kind()) + " step: got " + std::to_string(params.size()) + " params and " +
+                       std::to_string(grads.size()) + " grads for a range of " + std::to_string(n));
   }
   ++steps_;
   update(params.data(), grads.data(), range_.numel());
@@ -62,8 +60,8 @@ void Optimizer::load_state(const OptimizerState& state) {
   if (state.kind != kind()) throw RuntimeError(what + "state is for '" + state.kind + "'");
   if (!(state.range == range_)) {
     throw RuntimeError(what + "state covers [" + std::to_string(state.range.begin) + ", " +
-                       std::to_string(state.range.end) + "), this optimizer [" +
-                       std::to_string(range_.begin) + ", " + std::to_string(range_.end) + ")");
+                       std::to_string(state.range.end) + "), this optimizer [" + std::to_string(range_.begin) + ", " +
+                       std::to_string(range_.end) + ")");
   }
   if (state.buffers.size() != buffers_.size()) {
     throw RuntimeError(what + "expected " + std::to_string(buffers_.size()) + " buffers, got " +
@@ -73,8 +71,8 @@ void Optimizer::load_state(const OptimizerState& state) {
     auto it = buffers_.find(name);
     if (it == buffers_.end()) throw RuntimeError(what + "unexpected buffer '" + name + "'");
     if (values.size() != it->second.size()) {
-      throw RuntimeError(what + "buffer '" + name + "' has " + std::to_string(values.size()) +
-                         " elements, expected " + std::to_string(it->second.size()));
+      throw RuntimeError(what + "buffer '" + name + "' has " + std::to_string(values.size()) + " elements, expected " +
+                         std::to_string(it->second.size()));
     }
   }
   auto step = state.scalars.find("step");
@@ -164,9 +162,10 @@ namespace {
 // like the scalar code: IEEE sqrt and division are exact in every width). The CUDA kernel
 // (adamw_step in runtime/compute/cuda/kernels.cu) is this loop body, operation for operation.
 template <bool kDecays, bool kNearM>
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void adamw_pass(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
-                AdamWStepScalars k) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_pass(float* __restrict p,
+                                                                             const float* __restrict g,
+                                                                             float* __restrict m, float* __restrict v,
+                                                                             int64_t n, AdamWStepScalars k) {
   for (int64_t i = 0; i < n; ++i) {
     float pi = p[i];
     const float gi = g[i];
@@ -204,10 +203,14 @@ void AdamW::update(float* p, const float* g, int64_t n) {
   const AdamWStepScalars k = step_scalars();
   float* m = exp_avg_->data();
   float* v = exp_avg_sq_->data();
-  if (k.decays && k.near_m) adamw_pass<true, true>(p, g, m, v, n, k);
-  else if (k.decays) adamw_pass<true, false>(p, g, m, v, n, k);
-  else if (k.near_m) adamw_pass<false, true>(p, g, m, v, n, k);
-  else adamw_pass<false, false>(p, g, m, v, n, k);
+  if (k.decays && k.near_m)
+    adamw_pass<true, true>(p, g, m, v, n, k);
+  else if (k.decays)
+    adamw_pass<true, false>(p, g, m, v, n, k);
+  else if (k.near_m)
+    adamw_pass<false, true>(p, g, m, v, n, k);
+  else
+    adamw_pass<false, false>(p, g, m, v, n, k);
 }
 
 // ---- helpers --------------------------------------------------------------------------------
@@ -226,9 +229,8 @@ std::vector<NamedStateSlice> per_parameter_state(const OptimizerState& state,
     const int64_t end = std::min(t.offset + t.numel, state.range.end);
     if (begin >= end) continue;
     for (const auto& [name, values] : state.buffers) {
-      slices.push_back(NamedStateSlice{
-          t.name + "." + name, begin - t.offset,
-          std::span<const float>(values).subspan(begin - state.range.begin, end - begin)});
+      slices.push_back(NamedStateSlice{t.name + "." + name, begin - t.offset,
+                                       std::span<const float>(values).subspan(begin - state.range.begin, end - begin)});
     }
   }
   return slices;

@@ -127,10 +127,10 @@ class Sgd final : public Optimizer {
 // (the CPU pass here, the CUDA one in runtime/compute/cuda/kernels.h) takes exactly these, so
 // the devices agree bit for bit on the per-element arithmetic.
 struct AdamWStepScalars {
-  float step_size = 0;             // lr / (1 - beta1^t)
-  float bias_correction2_sqrt = 0; // sqrt(1 - beta2^t)
-  float decay = 1;                 // 1 - lr * weight_decay
-  float w = 0;                     // 1 - beta1 (lerp weight)
+  float step_size = 0;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt = 0;  // sqrt(1 - beta2^t)
+  float decay = 1;                  // 1 - lr * weight_decay
+  float w = 0;                      // 1 - beta1 (lerp weight)
   float beta2 = 0;
   float one_minus_beta2 = 0;
   float eps = 0;

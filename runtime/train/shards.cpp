@@ -30,10 +30,12 @@ ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, 
       grads_(model::counted_vector<float>(account, model::MemoryCategory::kGradients)) {
   const model::ModelStorage want = storage_for_stage(zero, nullptr);
   if (model.holds_params() != want.params || model.holds_grads() != want.grads)
-    throw ConfigError("model storage", std::string(model.holds_params() ? "parameters" : "no parameters") +
-                                           ", " + (model.holds_grads() ? "gradients" : "no gradients"),
-                      "ZeRO stage " + std::to_string(zero) + " needs " + (want.params ? "parameters" : "no parameters") +
-                          ", " + (want.grads ? "gradients" : "no gradients"));
+    throw ConfigError("model storage",
+                      std::string(model.holds_params() ? "parameters" : "no parameters") + ", " +
+                          (model.holds_grads() ? "gradients" : "no gradients"),
+                      "ZeRO stage " + std::to_string(zero) + " needs " +
+                          (want.params ? "parameters" : "no parameters") + ", " +
+                          (want.grads ? "gradients" : "no gradients"));
   if (!model.owned_range().contains(shard))
     throw ConfigError("ZeRO shard", std::to_string(shard.begin) + ".." + std::to_string(shard.end),
                       "must lie within the model's flat range");
@@ -48,8 +50,10 @@ ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, 
     }
   }
   if (zero >= 2) {
-    if (device_) compute_grads_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kGradients);
-    else grads_.assign(shard.numel(), 0.0f);
+    if (device_)
+      compute_grads_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kGradients);
+    else
+      grads_.assign(shard.numel(), 0.0f);
   }
 }
 

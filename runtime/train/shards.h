@@ -42,8 +42,7 @@ class ModelShards {
   // when the model's storage does not match the stage. `params_category` is where the stage-3
   // shard is charged: parameters in fp32, optimizer state under mixed precision, where the fp32
   // shard is the optimizer's master copy and the layers compute on bf16 copies of the gathers.
-  ModelShards(model::Model& model, int zero, model::FlatRange shard, uint64_t seed,
-              model::MemoryAccount* account,
+  ModelShards(model::Model& model, int zero, model::FlatRange shard, uint64_t seed, model::MemoryAccount* account,
               model::MemoryCategory params_category = model::MemoryCategory::kParameters);
 
   int zero() const { return zero_; }
@@ -70,7 +69,7 @@ class ModelShards {
   int zero_ = 0;
   model::FlatRange shard_;
   model::CountedVector<float> params_, grads_;
-  bool device_ = false;  // the model computes in memory of its own
+  bool device_ = false;                                                   // the model computes in memory of its own
   std::unique_ptr<model::ComputeBuffer> compute_params_, compute_grads_;  // device stage 2/3
 };
 

@@ -22,8 +22,7 @@ std::vector<StepRecord> MemorySink::records_of(int rank) const {
   std::vector<StepRecord> out;
   for (const StepRecord& r : records())
     if (r.rank == rank) out.push_back(r);
-  std::stable_sort(out.begin(), out.end(),
-                   [](const StepRecord& a, const StepRecord& b) { return a.step < b.step; });
+  std::stable_sort(out.begin(), out.end(), [](const StepRecord& a, const StepRecord& b) { return a.step < b.step; });
   return out;
 }
 
@@ -53,10 +52,14 @@ void FanoutSink::on_step(const StepRecord& record) {
 }
 
 nlohmann::json to_json(const OpEvent& e) {
-  nlohmann::json j = {{"rank", e.rank},     {"step", e.step},
-                      {"op_id", e.op_id},   {"stream", e.stream},
-                      {"op", e.op},         {"tag", e.tag},
-                      {"start_seconds", e.start_seconds}, {"end_seconds", e.end_seconds}};
+  nlohmann::json j = {{"rank", e.rank},
+                      {"step", e.step},
+                      {"op_id", e.op_id},
+                      {"stream", e.stream},
+                      {"op", e.op},
+                      {"tag", e.tag},
+                      {"start_seconds", e.start_seconds},
+                      {"end_seconds", e.end_seconds}};
   if (!e.group.empty()) j["group"] = e.group;
   if (e.bytes > 0) j["bytes"] = e.bytes;
   if (!e.phase.empty()) j["phase"] = e.phase;
@@ -160,8 +163,7 @@ std::vector<trace::Event> to_trace_events(std::span<const OpEvent> events, doubl
   return out;
 }
 
-void write_measured_trace(const std::string& path, std::span<const OpEvent> events,
-                          const std::string& title) {
+void write_measured_trace(const std::string& path, std::span<const OpEvent> events, const std::string& title) {
   double origin = std::numeric_limits<double>::infinity();
   for (const OpEvent& e : events) origin = std::min(origin, e.start_seconds);
   if (events.empty()) origin = 0;

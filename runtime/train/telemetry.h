@@ -42,14 +42,14 @@ namespace parlab::train {
 struct OpEvent {
   int rank = 0;
   int64_t step = 0;
-  int op_id = -1;      // index in the rank's StepProgram; -1 for work outside it ("data")
-  std::string stream;  // "compute" | "comm"
-  std::string op;      // "forward", "backward", "optimizer", "all-reduce", "data", ...
-  std::string tag;     // "fwd.mb0.c0", "grad.bucket3", ...
-  std::string group;   // collectives: "dp.0"
-  double bytes = 0;    // collectives: bytes per call (nccl-tests convention)
+  int op_id = -1;                             // index in the rank's StepProgram; -1 for work outside it ("data")
+  std::string stream;                         // "compute" | "comm"
+  std::string op;                             // "forward", "backward", "optimizer", "all-reduce", "data", ...
+  std::string tag;                            // "fwd.mb0.c0", "grad.bucket3", ...
+  std::string group;                          // collectives: "dp.0"
+  double bytes = 0;                           // collectives: bytes per call (nccl-tests convention)
   double start_seconds = 0, end_seconds = 0;  // wall clock, seconds since the Unix epoch
-  std::string phase;   // pipeline compute: "warmup", "steady" or "cooldown" (empty otherwise)
+  std::string phase;                          // pipeline compute: "warmup", "steady" or "cooldown" (empty otherwise)
 };
 
 struct StepTimes {
@@ -66,7 +66,7 @@ struct StepTimes {
 struct StepRecord {
   int rank = 0;
   int world = 1;
-  int64_t step = 0;          // 0-based optimizer step
+  int64_t step = 0;  // 0-based optimizer step
   int64_t epoch = 0;
   int64_t global_batch = 0;  // samples of this step over all ranks (short at an epoch's end)
   int64_t samples = 0;       // this rank's share

@@ -22,8 +22,8 @@ void check_program(const strategy::StepProgram& program) {
   for (const strategy::Op& op : program.ops) {
     if (const std::string why = Executor::unsupported_reason(program, op); !why.empty())
       throw UnsupportedOp("plan " + program.plan.short_name() + " [" + program.plan.to_string() +
-                          "]: cannot execute rank " + std::to_string(program.rank) + " op " +
-                          std::to_string(op.id) + " (" + strategy::describe(program, op) + "): " + why);
+                          "]: cannot execute rank " + std::to_string(program.rank) + " op " + std::to_string(op.id) +
+                          " (" + strategy::describe(program, op) + "): " + why);
   }
 }
 
@@ -41,7 +41,6 @@ model::FlatRange optimizer_range(const strategy::StepProgram& program) {
 }
 
 int zero_stage(const strategy::Plan& plan) { return plan.dp > 1 ? plan.zero : 0; }
-
 
 // The model this rank computes: its stage's layers, its tensor-parallel slice of them, holding
 // what its ZeRO stage keeps.
@@ -81,7 +80,8 @@ void check_strategy(const strategy::ModelSpec& spec, const strategy::Plan& plan)
 strategy::StepProgram build_program(const strategy::ModelSpec& spec, const strategy::Plan& plan, int rank) {
   check_strategy(spec, plan);
   strategy::StepProgram p = strategy::build_step(spec, plan, rank, strategy::BuildOptions{.per_layer_ops = true});
-  const model::MlpShape local = model::LabMlp::tp_local_shape(mlp_shape(spec), {strategy::coords_of(plan, rank).tp, plan.tp});
+  const model::MlpShape local =
+      model::LabMlp::tp_local_shape(mlp_shape(spec), {strategy::coords_of(plan, rank).tp, plan.tp});
   const int64_t base = model::ParamLayout(local).layer_range(stage_layers(spec, plan, rank).begin).begin;
   if (base != 0)
     for (strategy::Op& op : p.ops)
@@ -109,8 +109,8 @@ std::vector<std::pair<int, int>> p2p_pairs(const strategy::StepProgram& program)
   return out;
 }
 
-std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank, int world,
-                                                 int64_t step, int64_t global_batch) {
+std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank, int world, int64_t step,
+                                                 int64_t global_batch) {
   const model::MlpShape s = mlp_shape(c.model);
   return {{"rank", std::to_string(rank)},
           {"world", std::to_string(world)},
@@ -126,7 +126,7 @@ std::map<std::string, std::string> dump_metadata(const TrainConfig& c, int rank,
 }  // namespace
 
 std::vector<model::LayerChunk> stage_model_chunks(const strategy::ModelSpec& spec, const strategy::Plan& plan,
-                                                 int rank) {
+                                                  int rank) {
   std::vector<model::LayerChunk> out;
   for (const strategy::LayerRange& c : strategy::stage_chunks(spec, plan, strategy::coords_of(plan, rank).pp))
     if (c.size() > 0) out.push_back({c.begin, c.end});
@@ -134,7 +134,8 @@ std::vector<model::LayerChunk> stage_model_chunks(const strategy::ModelSpec& spe
 }
 
 strategy::LayerRange stage_layers(const strategy::ModelSpec& spec, const strategy::Plan& plan, int rank) {
-  const std::vector<strategy::LayerRange> chunks = strategy::stage_chunks(spec, plan, strategy::coords_of(plan, rank).pp);
+  const std::vector<strategy::LayerRange> chunks =
+      strategy::stage_chunks(spec, plan, strategy::coords_of(plan, rank).pp);
   return {chunks.front().begin, chunks.back().end};
 }
 
@@ -146,8 +147,8 @@ model::MlpShape mlp_shape(const strategy::ModelSpec& m) {
   return s;
 }
 
-strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text,
-                                  int world, const strategy::ClusterSpec& cluster) {
+strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text, int world,
+                                  const strategy::ClusterSpec& cluster) {
   return resolve_train_plan(model, strategy::parse_plan(plan_text), world, cluster);
 }
 
@@ -176,8 +177,7 @@ void check_runtime_supports(const strategy::ModelSpec& model, const strategy::Pl
   for (int r = 0; r < plan.world(); ++r) check_program(build_program(model, plan, r));
 }
 
-OptimizerConfig optimizer_config(strategy::OptimizerKind kind, double lr, double momentum,
-                                 double weight_decay) {
+OptimizerConfig optimizer_config(strategy::OptimizerKind kind, double lr, double momentum, double weight_decay) {
   if (kind == strategy::OptimizerKind::kSgd) {
     SgdConfig c;
     if (lr > 0) c.lr = lr;
@@ -201,11 +201,11 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
                             .size = config_.data_size,
                             .width = config_.model.hidden,
                             .classes = config_.model.classes}),
-      state_{0, (check_program(program_), build_model(config_.model, config_.plan, world.rank(), config_.seed, &memory_)),
+      state_{0,
+             (check_program(program_), build_model(config_.model, config_.plan, world.rank(), config_.seed, &memory_)),
              make_optimizer(config_.optimizer, optimizer_range(program_), &memory_),
-             ElasticSampler(SamplerConfig{.seed = config_.seed,
-                                          .dataset_size = config_.data_size,
-                                          .global_batch = config_.plan.global_batch}),
+             ElasticSampler(SamplerConfig{
+                 .seed = config_.seed, .dataset_size = config_.data_size, .global_batch = config_.plan.global_batch}),
              config_.seed} {
   if (world.size() != config_.plan.world())
     throw ConfigError("world size", std::to_string(world.size()),
@@ -242,9 +242,9 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   }
   model::Model& compute = state_.compute_model();
   const bool mixed = config_.plan.precision == strategy::Precision::kMixed;
-  state_.shards = std::make_unique<ModelShards>(compute, zero_stage(config_.plan), optimizer_range(program_),
-                                                config_.seed, &memory_,
-                                                mixed ? model::MemoryCategory::kOptimizer : model::MemoryCategory::kParameters);
+  state_.shards = std::make_unique<ModelShards>(
+      compute, zero_stage(config_.plan), optimizer_range(program_), config_.seed, &memory_,
+      mixed ? model::MemoryCategory::kOptimizer : model::MemoryCategory::kParameters);
   ExecutorOptions eo;
   eo.comm_timeout = config_.comm_timeout;
   eo.faults = options_.faults;
@@ -254,8 +254,7 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   if (state_.device_model && options_.make_device_optimizer)
     state_.device_optimizer = options_.make_device_optimizer(*state_.optimizer, *state_.device_model);
   eo.device_optimizer = state_.device_optimizer.get();
-  executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards,
-                                         std::move(comms), eo);
+  executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards, std::move(comms), eo);
 }
 
 std::vector<comm::Communicator*> Trainer::group_communicators(comm::Communicator& base) {
@@ -298,7 +297,8 @@ void Trainer::sync_host() const {
 comm::Communicator& Trainer::dp_comm() const { return *dp_comm_; }
 
 comm::Communicator& Trainer::tp_comm() const {
-  if (tp_comm_ == nullptr) throw RuntimeError("rank " + std::to_string(world_.rank()) + " has no tensor-parallel group");
+  if (tp_comm_ == nullptr)
+    throw RuntimeError("rank " + std::to_string(world_.rank()) + " has no tensor-parallel group");
   return *tp_comm_;
 }
 
@@ -311,8 +311,8 @@ std::vector<const comm::Communicator*> Trainer::communicators() const {
   return out;
 }
 
-std::vector<model::MicrobatchState> Trainer::load_microbatches(
-    const GlobalBatch& batch, std::vector<std::vector<int64_t>>& indices) {
+std::vector<model::MicrobatchState> Trainer::load_microbatches(const GlobalBatch& batch,
+                                                               std::vector<std::vector<int64_t>>& indices) {
   const std::vector<int64_t> mine = state_.sampler.rank_indices(batch, dp_rank_, config_.plan.dp);
   const int m = static_cast<int>(config_.plan.microbatches);
   const model::MlpShape shape = state_.model.shape();
@@ -340,50 +340,50 @@ StepRecord Trainer::step() {
   if (dump) {
     const auto meta = dump_metadata(config_, world_.rank(), world_.size(), state_.step, batch.size);
     write_dump_inputs(options_.dump_dir, config_.model.hidden, mbs, indices, meta);
-    executor_->set_before_optimizer([&, meta](const strategy::Op& op, std::span<const float> params,
-                                              std::span<const float> grads) {
-      const double w0 = now();
-      const model::ParamLayout& layout = state_.model.layout();
-      if (config_.plan.tp > 1 || config_.plan.pp > 1) {
-        // Slices of a stage: the whole network's tensors, gathered over the world (every rank
-        // reaches its one optimizer op, so the gathers pair up). Under ZeRO the reduced
-        // gradients are the shard's: the DP group gathers the rank's whole local buffer first.
-        std::vector<float> local_grads(grads.begin(), grads.end());
-        if (state_.shards->zero() >= 1) {
-          const int64_t n = state_.model.owned_range().numel();
-          std::vector<float> whole(static_cast<size_t>(n));
-          comm::CollectiveOptions o;
-          o.timeout = config_.comm_timeout;
-          o.tag = "dump.local_grads";
-          dp_comm_->all_gather_v(grads, whole, shard_counts({0, n}, n, dp_comm_->size()), o)->wait();
-          local_grads = std::move(whole);
-        }
-        const std::vector<float> all_params = gather_split_buffer(*this, state_.model.params(), "dump.weights");
-        const std::vector<float> all_grads = gather_split_buffer(*this, local_grads, "dump.grads");
-        const model::ParamLayout whole(mlp_shape(config_.model));
-        write_dump_tensors(options_.dump_dir / "weights.safetensors", whole, 0, all_params, meta);
-        write_dump_tensors(options_.dump_dir / "grads.safetensors", whole, 0, all_grads, meta);
-      } else if (state_.shards->zero() >= 1) {
-        // A ZeRO rank holds a shard: gather both so the files hold whole tensors, as a
-        // replica's do. Every rank reaches its optimizer op at the same point of the program,
-        // so these collectives pair up (the parameter all-gathers come after it).
-        const int64_t n = layout.numel();
-        const std::vector<int64_t> counts = shard_counts({0, n}, n, dp_comm_->size());
-        comm::CollectiveOptions o;
-        o.timeout = config_.comm_timeout;
-        std::vector<float> all_params(static_cast<size_t>(n)), all_grads(static_cast<size_t>(n));
-        o.tag = "dump.weights";
-        dp_comm_->all_gather_v(params, all_params, counts, o)->wait();
-        o.tag = "dump.grads";
-        dp_comm_->all_gather_v(grads, all_grads, counts, o)->wait();
-        write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, 0, all_params, meta);
-        write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, 0, all_grads, meta);
-      } else {
-        write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, op.flat_begin, params, meta);
-        write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, op.flat_begin, grads, meta);
-      }
-      dump_seconds += now() - w0;
-    });
+    executor_->set_before_optimizer(
+        [&, meta](const strategy::Op& op, std::span<const float> params, std::span<const float> grads) {
+          const double w0 = now();
+          const model::ParamLayout& layout = state_.model.layout();
+          if (config_.plan.tp > 1 || config_.plan.pp > 1) {
+            // Slices of a stage: the whole network's tensors, gathered over the world (every rank
+            // reaches its one optimizer op, so the gathers pair up). Under ZeRO the reduced
+            // gradients are the shard's: the DP group gathers the rank's whole local buffer first.
+            std::vector<float> local_grads(grads.begin(), grads.end());
+            if (state_.shards->zero() >= 1) {
+              const int64_t n = state_.model.owned_range().numel();
+              std::vector<float> whole(static_cast<size_t>(n));
+              comm::CollectiveOptions o;
+              o.timeout = config_.comm_timeout;
+              o.tag = "dump.local_grads";
+              dp_comm_->all_gather_v(grads, whole, shard_counts({0, n}, n, dp_comm_->size()), o)->wait();
+              local_grads = std::move(whole);
+            }
+            const std::vector<float> all_params = gather_split_buffer(*this, state_.model.params(), "dump.weights");
+            const std::vector<float> all_grads = gather_split_buffer(*this, local_grads, "dump.grads");
+            const model::ParamLayout whole(mlp_shape(config_.model));
+            write_dump_tensors(options_.dump_dir / "weights.safetensors", whole, 0, all_params, meta);
+            write_dump_tensors(options_.dump_dir / "grads.safetensors", whole, 0, all_grads, meta);
+          } else if (state_.shards->zero() >= 1) {
+            // A ZeRO rank holds a shard: gather both so the files hold whole tensors, as a
+            // replica's do. Every rank reaches its optimizer op at the same point of the program,
+            // so these collectives pair up (the parameter all-gathers come after it).
+            const int64_t n = layout.numel();
+            const std::vector<int64_t> counts = shard_counts({0, n}, n, dp_comm_->size());
+            comm::CollectiveOptions o;
+            o.timeout = config_.comm_timeout;
+            std::vector<float> all_params(static_cast<size_t>(n)), all_grads(static_cast<size_t>(n));
+            o.tag = "dump.weights";
+            dp_comm_->all_gather_v(params, all_params, counts, o)->wait();
+            o.tag = "dump.grads";
+            dp_comm_->all_gather_v(grads, all_grads, counts, o)->wait();
+            write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, 0, all_params, meta);
+            write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, 0, all_grads, meta);
+          } else {
+            write_dump_tensors(options_.dump_dir / "weights.safetensors", layout, op.flat_begin, params, meta);
+            write_dump_tensors(options_.dump_dir / "grads.safetensors", layout, op.flat_begin, grads, meta);
+          }
+          dump_seconds += now() - w0;
+        });
     dump_seconds += now() - t1;
   }
   ExecResult r = executor_->run(mbs, state_.step);
@@ -414,11 +414,12 @@ StepRecord Trainer::step() {
   t.optimizer_seconds = r.optimizer_seconds;
   t.comm_seconds = r.comm_seconds;
   t.step_seconds = t2 - t0 - dump_seconds;
-  t.idle_seconds = std::max(0.0, t.step_seconds - t.data_seconds - t.forward_seconds -
-                                     t.backward_seconds - t.exposed_comm_seconds - t.optimizer_seconds);
+  t.idle_seconds = std::max(0.0, t.step_seconds - t.data_seconds - t.forward_seconds - t.backward_seconds -
+                                     t.exposed_comm_seconds - t.optimizer_seconds);
   rec.end_seconds = t2;
   if (options_.record_samples)
-    for (const std::vector<int64_t>& mb : indices) rec.sample_indices.insert(rec.sample_indices.end(), mb.begin(), mb.end());
+    for (const std::vector<int64_t>& mb : indices)
+      rec.sample_indices.insert(rec.sample_indices.end(), mb.begin(), mb.end());
   if (options_.record_events) {
     rec.events = std::move(r.events);
     rec.events.push_back(OpEvent{rec.rank, rec.step, -1, "compute", "data", "data", "", 0, t0, t1, ""});

@@ -43,8 +43,8 @@ struct TrainConfig {
   strategy::ModelSpec model;  // kind mlp (the lab network)
   strategy::Plan plan;        // resolved and validated for the world size
   OptimizerConfig optimizer = AdamWConfig{};
-  int64_t data_size = 0;      // synthetic samples, indices [0, data_size)
-  uint64_t seed = 0;          // parameter init, data and epoch shuffles (separate RNG streams)
+  int64_t data_size = 0;  // synthetic samples, indices [0, data_size)
+  uint64_t seed = 0;      // parameter init, data and epoch shuffles (separate RNG streams)
   std::chrono::milliseconds comm_timeout = comm::kDefaultTimeout;
 };
 
@@ -56,7 +56,7 @@ model::MlpShape mlp_shape(const strategy::ModelSpec& model);
 strategy::LayerRange stage_layers(const strategy::ModelSpec& model, const strategy::Plan& plan, int rank);
 // The chunks of layers that model holds (several under the interleaved schedule), in order.
 std::vector<model::LayerChunk> stage_model_chunks(const strategy::ModelSpec& model, const strategy::Plan& plan,
-                                                 int rank);
+                                                  int rank);
 
 // A plan as given (parse_plan) for `world` workers: resolved by the plan policy
 // (strategy::resolve, the same defaults the planner and the simulator take) and validated against
@@ -65,8 +65,8 @@ std::vector<model::LayerChunk> stage_model_chunks(const strategy::ModelSpec& mod
 strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, strategy::Plan given, int world,
                                   const strategy::ClusterSpec& cluster);
 // The same for plan text ("gbs=256,bucket_mb=4"), parsed first.
-strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text,
-                                  int world, const strategy::ClusterSpec& cluster);
+strategy::Plan resolve_train_plan(const strategy::ModelSpec& model, std::string_view plan_text, int world,
+                                  const strategy::ClusterSpec& cluster);
 
 // Builds every rank's step program and throws UnsupportedOp for the first op the runtime cannot
 // execute (a launcher calls it before starting any worker).

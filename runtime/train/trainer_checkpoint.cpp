@@ -16,7 +16,6 @@ using nlohmann::json;
 constexpr const char* kFormat = "parlab-trainer-state";
 constexpr int kFormatVersion = 1;
 
-
 // Part of one tensor of the trainer's state, as a flat view: elements [first, first + data.size())
 // of the tensor `name` (global shape `shape`), in checkpoint order.
 struct StateView {
@@ -64,9 +63,7 @@ std::vector<StateView> state_views(const Trainer& t, bool shard_only) {
   return views;
 }
 
-uint64_t hash_floats(std::span<const float> v) {
-  return checkpoint::xxh3_64_of(std::as_bytes(v));
-}
+uint64_t hash_floats(std::span<const float> v) { return checkpoint::xxh3_64_of(std::as_bytes(v)); }
 
 // The hash of every tensor of a ZeRO rank's state, in checkpoint order, equal to the hash of the
 // whole tensors a replica holds (the fingerprint must not depend on how the state is sharded). A
@@ -203,15 +200,23 @@ json trainer_metadata(const Trainer& t) {
           {"step", s.step},
           {"seed", c.seed},
           {"data_size", c.data_size},
-          {"sampler", {{"epoch", sampler.epoch}, {"consumed", sampler.consumed},
-                       {"dataset_size", s.sampler.config().dataset_size},
-                       {"global_batch", s.sampler.config().global_batch}}},
-          {"rng", {{"generator", "splitmix64-counter"}, {"seed", s.seed},
-                   {"epoch", sampler.epoch}, {"consumed", sampler.consumed},
-                   {"note", "CounterRng(seed, stream, counter): counters derive from sample index, "
-                            "flat parameter offset and epoch, so seed + sampler position is the whole state"}}},
-          {"optimizer", {{"kind", std::string(s.optimizer->kind())}, {"step", s.optimizer->steps()},
-                         {"config", optimizer_config_json(c.optimizer)}}},
+          {"sampler",
+           {{"epoch", sampler.epoch},
+            {"consumed", sampler.consumed},
+            {"dataset_size", s.sampler.config().dataset_size},
+            {"global_batch", s.sampler.config().global_batch}}},
+          {"rng",
+           {{"generator", "splitmix64-counter"},
+            {"seed", s.seed},
+            {"epoch", sampler.epoch},
+            {"consumed", sampler.consumed},
+            {"note",
+             "CounterRng(seed, stream, counter): counters derive from sample index, "
+             "flat parameter offset and epoch, so seed + sampler position is the whole state"}}},
+          {"optimizer",
+           {{"kind", std::string(s.optimizer->kind())},
+            {"step", s.optimizer->steps()},
+            {"config", optimizer_config_json(c.optimizer)}}},
           {"model", model},
           {"model_hash", checkpoint::json_fingerprint(shape_json(c.model))},
           {"plan", plan},
@@ -347,8 +352,11 @@ std::string StateFingerprint::combined_hex() const { return checkpoint::hash_to_
 json StateFingerprint::to_json() const {
   json tensors_j = json::array();
   for (const auto& [name, h] : tensors) tensors_j.push_back({{"name", name}, {"xxh3_64", checkpoint::hash_to_hex(h)}});
-  return {{"step", step}, {"optimizer_step", optimizer_step}, {"sampler", sampler.to_string()},
-          {"combined_xxh3_64", combined_hex()}, {"tensors", tensors_j}};
+  return {{"step", step},
+          {"optimizer_step", optimizer_step},
+          {"sampler", sampler.to_string()},
+          {"combined_xxh3_64", combined_hex()},
+          {"tensors", tensors_j}};
 }
 
 StateFingerprint StateFingerprint::from_json(const json& j) {
@@ -358,7 +366,8 @@ StateFingerprint StateFingerprint::from_json(const json& j) {
     f.optimizer_step = j.at("optimizer_step").get<int64_t>();
     f.sampler = SamplerState::parse(j.at("sampler").get<std::string>());
     for (const json& t : j.at("tensors"))
-      f.tensors.emplace_back(t.at("name").get<std::string>(), checkpoint::hash_from_hex(t.at("xxh3_64").get<std::string>()));
+      f.tensors.emplace_back(t.at("name").get<std::string>(),
+                             checkpoint::hash_from_hex(t.at("xxh3_64").get<std::string>()));
     f.combined = checkpoint::hash_from_hex(j.at("combined_xxh3_64").get<std::string>());
     return f;
   } catch (const json::exception& e) {
@@ -373,7 +382,8 @@ StateFingerprint state_fingerprint(const Trainer& t) {
   f.optimizer_step = t.state().optimizer->steps();
   f.sampler = t.state().sampler.state();
   if (split_checkpoint::applies(t)) {
-    for (const auto& [name, data] : split_checkpoint::gather_full_state(t)) f.tensors.emplace_back(name, hash_floats(data));
+    for (const auto& [name, data] : split_checkpoint::gather_full_state(t))
+      f.tensors.emplace_back(name, hash_floats(data));
   } else if (t.state().shards->zero() == 0) {
     for (const StateView& v : state_views(t, false)) f.tensors.emplace_back(v.name, hash_floats(v.data));
   } else {

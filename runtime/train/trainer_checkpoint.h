@@ -78,10 +78,10 @@ checkpoint::SaveResult save_trainer(const Trainer& trainer, const checkpoint::Sa
                                     checkpoint::Coordinator& coord);
 
 struct ResumeResult {
-  checkpoint::LoadResult load;  // which checkpoint was used, which were skipped and why
-  bool resumed = false;         // false: nothing usable, the trainer is untouched (step 0)
-  int64_t step = 0;             // the trainer's step now
-  int written_by_world = 0;     // ranks that wrote the checkpoint used
+  checkpoint::LoadResult load;     // which checkpoint was used, which were skipped and why
+  bool resumed = false;            // false: nothing usable, the trainer is untouched (step 0)
+  int64_t step = 0;                // the trainer's step now
+  int written_by_world = 0;        // ranks that wrote the checkpoint used
   std::vector<std::string> notes;  // e.g. "written by 2 workers, resumed by 1: ..."
   // "resumed from step 120 (RUN/checkpoints/step-000120); skipped step 140: checksum mismatch ..."
   std::string summary() const;
@@ -91,8 +91,7 @@ struct ResumeResult {
 // `trainer` (parameters, optimizer buffers and step counter, sampler position, step). The data
 // lands directly in the trainer's buffers during the verifying read. Throws CheckpointMismatch
 // when the checkpoint belongs to another job (the trainer's state is then unspecified).
-ResumeResult resume_trainer(Trainer& trainer, const checkpoint::LoadOptions& options,
-                            checkpoint::Coordinator& coord);
+ResumeResult resume_trainer(Trainer& trainer, const checkpoint::LoadOptions& options, checkpoint::Coordinator& coord);
 
 // XXH3_64bits of every tensor of the trainer's state (parameters and optimizer buffers, named as
 // in a checkpoint) and one combined hash over those, the step counters and the sampler position.

@@ -42,8 +42,8 @@ std::vector<Run> runs_of(const model::ParamTensor& local, const model::ParamTens
 // Calls `fn(local tensor, global tensor, its runs, where the tensor's element 0 is in `values`)`
 // for each tensor of the model inside the flat range `have` (the model's coordinates) that
 // `values` covers, restricted to `keep`.
-using PieceFn = std::function<void(const model::ParamTensor&, const model::ParamTensor&, const std::vector<Run>&,
-                                   int64_t)>;
+using PieceFn =
+    std::function<void(const model::ParamTensor&, const model::ParamTensor&, const std::vector<Run>&, int64_t)>;
 void for_each_piece(const Trainer& t, model::FlatRange have, model::FlatRange keep, const PieceFn& fn) {
   const model::LabMlp& m = t.state().model;
   const model::ParamLayout global(mlp_shape(t.config().model));
@@ -102,30 +102,31 @@ SaveSet save_set(const Trainer& t) {
   const model::TpSlice tp = s.model.tp_slice();
   const model::FlatRange owned = s.model.owned_range();
   for (const auto& [suffix, values] : buffers) {
-    for_each_piece(t, owned, owned, [&](const model::ParamTensor& p, const model::ParamTensor& g,
-                                        const std::vector<Run>& runs, int64_t base) {
-      if (replicated(p) && tp.rank != 0) return;
-      const std::span<const float> mine = values.subspan(static_cast<size_t>(base), static_cast<size_t>(p.numel));
-      if (runs.size() == 1) {
-        out.slices.push_back({p.name + suffix, g.shape, runs[0].global, mine});
-        return;
-      }
-      // fc2.weight (h, f/t) per rank: gather the group's slices, rebuild (h, f), write an even
-      // share of its rows.
-      comm::Communicator& group = t.tp_comm();
-      std::vector<float> gathered(static_cast<size_t>(p.numel) * tp.size);
-      comm::CollectiveOptions o;
-      o.timeout = t.config().comm_timeout;
-      o.tag = "state.tp." + p.name + suffix;
-      group.all_gather(mine, gathered, o)->wait();
-      const int64_t rows = g.shape.at(0), cols = p.shape.at(1), width = g.shape.at(1);
-      const int64_t r0 = rows * tp.rank / tp.size, r1 = rows * (tp.rank + 1) / tp.size;
-      std::vector<float>& whole = out.storage.emplace_back(static_cast<size_t>((r1 - r0) * width));
-      for (int k = 0; k < tp.size; ++k)
-        for (int64_t r = r0; r < r1; ++r)
-          std::copy_n(gathered.begin() + k * p.numel + r * cols, cols, whole.begin() + (r - r0) * width + k * cols);
-      out.slices.push_back({p.name + suffix, g.shape, r0 * width, whole});
-    });
+    for_each_piece(
+        t, owned, owned,
+        [&](const model::ParamTensor& p, const model::ParamTensor& g, const std::vector<Run>& runs, int64_t base) {
+          if (replicated(p) && tp.rank != 0) return;
+          const std::span<const float> mine = values.subspan(static_cast<size_t>(base), static_cast<size_t>(p.numel));
+          if (runs.size() == 1) {
+            out.slices.push_back({p.name + suffix, g.shape, runs[0].global, mine});
+            return;
+          }
+          // fc2.weight (h, f/t) per rank: gather the group's slices, rebuild (h, f), write an even
+          // share of its rows.
+          comm::Communicator& group = t.tp_comm();
+          std::vector<float> gathered(static_cast<size_t>(p.numel) * tp.size);
+          comm::CollectiveOptions o;
+          o.timeout = t.config().comm_timeout;
+          o.tag = "state.tp." + p.name + suffix;
+          group.all_gather(mine, gathered, o)->wait();
+          const int64_t rows = g.shape.at(0), cols = p.shape.at(1), width = g.shape.at(1);
+          const int64_t r0 = rows * tp.rank / tp.size, r1 = rows * (tp.rank + 1) / tp.size;
+          std::vector<float>& whole = out.storage.emplace_back(static_cast<size_t>((r1 - r0) * width));
+          for (int k = 0; k < tp.size; ++k)
+            for (int64_t r = r0; r < r1; ++r)
+              std::copy_n(gathered.begin() + k * p.numel + r * cols, cols, whole.begin() + (r - r0) * width + k * cols);
+          out.slices.push_back({p.name + suffix, g.shape, r0 * width, whole});
+        });
   }
   return out;
 }
@@ -134,11 +135,13 @@ std::vector<checkpoint::ReadRequest> requests(Trainer& t) {
   TrainerState& s = t.state();
   std::vector<checkpoint::ReadRequest> out;
   auto add = [&](const std::string& suffix, std::span<float> values, model::FlatRange have) {
-    for_each_piece(t, have, have, [&](const model::ParamTensor& p, const model::ParamTensor&, const std::vector<Run>& runs,
-                                      int64_t base) {
-      for (const Run& r : runs)
-        out.push_back({p.name + suffix, r.global, values.subspan(static_cast<size_t>(base + r.local), static_cast<size_t>(r.count))});
-    });
+    for_each_piece(
+        t, have, have,
+        [&](const model::ParamTensor& p, const model::ParamTensor&, const std::vector<Run>& runs, int64_t base) {
+          for (const Run& r : runs)
+            out.push_back({p.name + suffix, r.global,
+                           values.subspan(static_cast<size_t>(base + r.local), static_cast<size_t>(r.count))});
+        });
   };
   if (s.shards->zero() >= 3) {
     add("", s.shards->params(), s.shards->shard());

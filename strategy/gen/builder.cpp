@@ -31,8 +31,7 @@ Builder::Builder(const ModelSpec& model, const Plan& plan, int rank, BuildOption
   // Tied embeddings: the first and last stage keep their copies equal with an all-reduce.
   if (model.kind == ModelKind::kTransformer && model.tied_embeddings && plan.pp > 1 &&
       (c.pp == 0 || c.pp == plan.pp - 1)) {
-    add_group(GroupKind::kEmbedding,
-              {rank_of(plan, {c.dp, c.tp, 0}), rank_of(plan, {c.dp, c.tp, plan.pp - 1})},
+    add_group(GroupKind::kEmbedding, {rank_of(plan, {c.dp, c.tp, 0}), rank_of(plan, {c.dp, c.tp, plan.pp - 1})},
               c.tp + plan.tp * c.dp);
   }
   std::vector<int> world(plan.world());
@@ -168,7 +167,9 @@ double tokens(const ModelSpec& m, const Plan& p) { return double(p.microbatch) *
 }  // namespace
 
 double forward_flops(const ModelSpec& m, const Plan& p, LayerRange r) { return forward_flops(m, m.layer_list(), p, r); }
-double backward_flops(const ModelSpec& m, const Plan& p, LayerRange r) { return backward_flops(m, m.layer_list(), p, r); }
+double backward_flops(const ModelSpec& m, const Plan& p, LayerRange r) {
+  return backward_flops(m, m.layer_list(), p, r);
+}
 
 double forward_flops(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, LayerRange r) {
   double f = 0;

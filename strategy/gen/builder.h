@@ -42,7 +42,7 @@ class Hooks {
   virtual void finish(Builder&) {}
 };
 
-std::unique_ptr<Hooks> make_tensor_parallel_hooks();   // tensor.cpp
+std::unique_ptr<Hooks> make_tensor_parallel_hooks();                // tensor.cpp
 std::unique_ptr<Hooks> make_data_parallel_hooks(const Plan& plan);  // data_parallel.cpp (DDP, ZeRO 1-3)
 
 class Builder {

@@ -67,9 +67,12 @@ std::vector<Slot> interleaved(int p, int s, int m, int v) {
 std::vector<Slot> schedule_slots(const Plan& plan, int stage) {
   const int m = int(plan.microbatches);
   switch (plan.schedule) {
-    case Schedule::kGPipe: return gpipe(m);
-    case Schedule::k1F1B: return one_f_one_b(plan.pp, stage, m);
-    case Schedule::kInterleaved: return interleaved(plan.pp, stage, m, plan.v);
+    case Schedule::kGPipe:
+      return gpipe(m);
+    case Schedule::k1F1B:
+      return one_f_one_b(plan.pp, stage, m);
+    case Schedule::kInterleaved:
+      return interleaved(plan.pp, stage, m, plan.v);
   }
   return {};
 }

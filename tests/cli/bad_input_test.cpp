@@ -60,12 +60,14 @@ class BadInput : public ::testing::Test {
 TEST_F(BadInput, EachCaseFoundByHandIsRefusedNamingFlagAndValue) {
   const std::string wide = (dir_.path() / "wide.toml").string();
   std::ofstream(wide) << "name = \"wide\"\nkind = \"mlp\"\nlayers = 2\nhidden = 65536\nffn = 65536\nclasses = 4\n"
-                        "precision = \"fp32\"\n";
+                         "precision = \"fp32\"\n";
   const std::string cluster_inf = (dir_.path() / "inf.toml").string();
-  std::ofstream(cluster_inf) << "name = \"c\"\n[device]\nmemory_gb = 8\npeak_tflops_fp32 = inf\npeak_tflops_bf16 = 1\n"
-                                "memory_bandwidth_gb_per_s = 1\n[intra]\nbandwidth_gb_per_s = 1\n[inter]\nbandwidth_gb_per_s = 1\n";
+  std::ofstream(cluster_inf)
+      << "name = \"c\"\n[device]\nmemory_gb = 8\npeak_tflops_fp32 = inf\npeak_tflops_bf16 = 1\n"
+         "memory_bandwidth_gb_per_s = 1\n[intra]\nbandwidth_gb_per_s = 1\n[inter]\nbandwidth_gb_per_s = 1\n";
   const std::string devise = (dir_.path() / "devise.toml").string();
-  std::ofstream(devise) << "name = \"c\"\n[devise]\nmemory_gb = 8\n[intra]\nbandwidth_gb_per_s = 1\n[inter]\nbandwidth_gb_per_s = 1\n";
+  std::ofstream(devise)
+      << "name = \"c\"\n[devise]\nmemory_gb = 8\n[intra]\nbandwidth_gb_per_s = 1\n[inter]\nbandwidth_gb_per_s = 1\n";
   const std::string huge = (dir_.path() / "huge.toml").string();
   std::ofstream(huge) << "kind = \"mlp\"\nlayers = 2\nhidden = 9223372036854775807\nffn = 8\nclasses = 4\n";
   const std::string ledger = (dir_.path() / "ledger.toml").string();
@@ -134,9 +136,10 @@ TEST_F(BadInput, FuzzEveryNumericFlagOfEverySubcommand) {
     std::vector<std::string> flags;
   };
   const std::vector<Command> commands = {
-      {train({}), {"--nproc", "--steps", "--seed", "--data-size", "--lr", "--momentum", "--weight-decay",
-                   "--checkpoint-every", "--keep-last", "--max-restarts", "--min-nproc", "--mtbf-hours", "--timeout",
-                   "--heartbeat-timeout", "--max-same-failure"}},
+      {train({}),
+       {"--nproc", "--steps", "--seed", "--data-size", "--lr", "--momentum", "--weight-decay", "--checkpoint-every",
+        "--keep-last", "--max-restarts", "--min-nproc", "--mtbf-hours", "--timeout", "--heartbeat-timeout",
+        "--max-same-failure"}},
       {{"plan", "--model", "lab-mlp"}, {"--world", "--gbs", "--top", "--program", "--simulate"}},
       {{"plan"}, {"--params"}},
       {{"plan", "--ledger-gb", "params=1,grads=1,optimizer=1,activations=1,largest-layer=1"}, {"--device-gb"}},
@@ -184,7 +187,8 @@ TEST_F(BadInput, ResultsDatabasesThatCannotBeUsedAreNamedWithTheReason) {
   for (const char* cmd : {"list", "run"}) {
     std::vector<std::string> args = {"experiment", cmd};
     if (std::string(cmd) == "run") args.push_back("seed_budget");
-    for (const auto& [db, why] : {std::pair{random, "not a SQLite database"}, std::pair{truncated, "damaged or truncated"}}) {
+    for (const auto& [db, why] :
+         {std::pair{random, "not a SQLite database"}, std::pair{truncated, "damaged or truncated"}}) {
       std::vector<std::string> a = args;
       a.insert(a.end(), {"--db", db.string()});
       expect_refused(a, "--db = " + db.string() + ": ");
@@ -218,8 +222,10 @@ TEST_F(BadInput, ResultsDatabasesThatCannotBeUsedAreNamedWithTheReason) {
   r = run_process({parlab_bin(), "compare", "--db", ro_db, "--experiment", "seed_budget"});
   EXPECT_EQ(r.err.find("read-only"), std::string::npos) << r.err;  // may have nothing to compare, but reads
   expect_refused({"experiment", "run", "seed_budget", "--db", ro_db}, "--db = " + ro_db + ": is read-only");
-  if (mounted) ::umount2(ro.c_str(), MNT_DETACH);
-  else fs::permissions(ro_src, fs::perms::owner_all);
+  if (mounted)
+    ::umount2(ro.c_str(), MNT_DETACH);
+  else
+    fs::permissions(ro_src, fs::perms::owner_all);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST(BatchOutput, ProgressLinesNeverBreakAResultTableInOneStream) {
   const std::vector<std::string> lines = lines_of(r.out);
   const std::vector<std::string> names = {"seed_budget", "allreduce_lab"};
   // Per experiment k: its header, then its progress lines, then its report, then the next header.
-  int header = -1;     // index into names of the last header seen
+  int header = -1;  // index into names of the last header seen
   bool in_report = false;
   int progress_lines = 0, report_lines = 0;
   int progress_here = 0;  // progress lines under the current header
@@ -51,12 +51,14 @@ TEST(BatchOutput, ProgressLinesNeverBreakAResultTableInOneStream) {
       ASSERT_GE(header, 0) << "a progress line before any header:\n" << r.out;
       ASSERT_LT(header, int(names.size())) << "a progress line after the summary header:\n" << r.out;
       EXPECT_EQ(line.rfind("[" + std::to_string(header + 1) + "/2] " + names[size_t(header)], 0), 0u)
-          << "progress of another experiment under header " << header << ": " << line << "\n" << r.out;
+          << "progress of another experiment under header " << header << ": " << line << "\n"
+          << r.out;
       EXPECT_FALSE(in_report) << "a progress line inside a result table: " << line << "\n" << r.out;
       continue;
     }
     // The notice follows its header before the progress; after a progress line, it is the report.
-    if (progress_here > 0 && !line.empty() && header >= 0 && header < int(names.size())) in_report = true, ++report_lines;
+    if (progress_here > 0 && !line.empty() && header >= 0 && header < int(names.size()))
+      in_report = true, ++report_lines;
   }
   EXPECT_EQ(header, int(names.size())) << "expected two headers and the summary's:\n" << r.out;
   EXPECT_GE(progress_lines, 2) << r.out;

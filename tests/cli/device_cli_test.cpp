@@ -62,8 +62,8 @@ TEST(DeviceCli, CudaWithoutADeviceFailsAtOnceWithOneLineAndStartsNoWorker) {
   const fs::path run_dir = fs::temp_directory_path() / ("parlab_device_cli_" + std::to_string(::getpid()));
   fs::remove_all(run_dir);
   const auto t0 = std::chrono::steady_clock::now();
-  const ProcessResult r = parlab({"train", "--device", "cuda", "--nproc", "2", "--steps", "2", "--run-dir",
-                                  run_dir.string()});
+  const ProcessResult r =
+      parlab({"train", "--device", "cuda", "--nproc", "2", "--steps", "2", "--run-dir", run_dir.string()});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.signal, 0);
@@ -83,8 +83,8 @@ TEST(DeviceCli, CudaWithoutADeviceFailsAtOnceWithOneLineAndStartsNoWorker) {
 TEST(DeviceCli, TheKillResumeProofOnCudaIsRefusedTheSameWayWithoutADevice) {
   if (device::unavailable_reason(device::Kind::kCuda).empty()) GTEST_SKIP() << "this machine has a CUDA device";
   const fs::path work = fs::temp_directory_path() / ("parlab_device_proof_" + std::to_string(::getpid()));
-  const ProcessResult r = parlab({"proof", "kill-resume", "--device", "cuda", "--nproc", "1", "--steps", "4",
-                                  "--work-dir", work.string()});
+  const ProcessResult r =
+      parlab({"proof", "kill-resume", "--device", "cuda", "--nproc", "1", "--steps", "4", "--work-dir", work.string()});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("--device = cuda"), std::string::npos) << r.err;
@@ -125,9 +125,10 @@ std::vector<std::string> libraries_mapped_by_run(const std::vector<std::string>&
 TEST(DeviceCli, ACpuRunAndItsWorkersMapNoCudaLibrary) {
   const fs::path dir = fs::temp_directory_path() / ("parlab_device_maps_" + std::to_string(::getpid()));
   const std::string small = std::string(PARLAB_SOURCE_DIR) + "/experiments/models/lab-mlp-small.toml";
-  const std::vector<std::string> logs = libraries_mapped_by_run(
-      {"train", "--device", "cpu", "--nproc", "2", "--steps", "1", "--model", small, "--run-dir", (dir / "run").string()},
-      dir);
+  const std::vector<std::string> logs =
+      libraries_mapped_by_run({"train", "--device", "cpu", "--nproc", "2", "--steps", "1", "--model", small,
+                               "--run-dir", (dir / "run").string()},
+                              dir);
   // The command and its two workers (at least), each of whose logs saw the C library loaded.
   ASSERT_GE(logs.size(), 3u);
   int workers = 0;
@@ -182,11 +183,11 @@ TEST(DeviceCli, CudaWithoutItsPluginFailsWithOneLineNamingThePlugin) {
     fs::path plugin;
     const char* want;
   };
-  for (const Case& c : {Case{dir / "missing" / "libparlab_cuda.so", "was not found"},
-                        Case{not_elf, "could not be loaded"}}) {
+  for (const Case& c :
+       {Case{dir / "missing" / "libparlab_cuda.so", "was not found"}, Case{not_elf, "could not be loaded"}}) {
     SCOPED_TRACE(c.plugin.string());
-    std::vector<std::string> argv = {parlab_bin(), "train", "--device", "cuda", "--nproc", "1", "--steps", "1",
-                                     "--run-dir", (dir / "run").string()};
+    std::vector<std::string> argv = {parlab_bin(), "train",   "--device", "cuda",      "--nproc",
+                                     "1",          "--steps", "1",        "--run-dir", (dir / "run").string()};
     const ProcessResult r = run_process(argv, {"PARLAB_CUDA_PLUGIN=" + c.plugin.string()});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -250,14 +251,13 @@ TEST(DeviceCli, CudaPlansArePassedOrRefusedByKeyBeforeTheDeviceCheck) {
   const std::string device_line = device::cuda_built() ? "no CUDA device" : "built without the GPU backend";
   for (const Case& c : {Case{"zero=0", ""}, Case{"zero=1", ""}, Case{"zero=2", ""}, Case{"zero=3", ""},
                         Case{"zero=2,optimizer=sgd", "plan.optimizer = sgd"}, Case{"tp=2", ""}, Case{"pp=2", ""},
-                        Case{"tp=2,sp=on", ""}, Case{"pp=2,schedule=gpipe", ""},
-                        Case{"pp=2,schedule=interleaved", ""},
+                        Case{"tp=2,sp=on", ""}, Case{"pp=2,schedule=gpipe", ""}, Case{"pp=2,schedule=interleaved", ""},
                         // What neither device trains is named by the trainer's key first.
                         Case{"tp=2,precision=mixed", "plan.precision = mixed"}}) {
     SCOPED_TRACE(c.plan);
     fs::remove_all(run_dir);
-    const ProcessResult r = parlab({"train", "--device", "cuda", "--nproc", "2", "--steps", "1", "--plan", c.plan,
-                                    "--run-dir", run_dir.string()});
+    const ProcessResult r = parlab(
+        {"train", "--device", "cuda", "--nproc", "2", "--steps", "1", "--plan", c.plan, "--run-dir", run_dir.string()});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_NE(r.err.find(*c.want ? std::string(c.want) : device_line), std::string::npos) << r.err;

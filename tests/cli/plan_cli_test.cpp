@@ -23,8 +23,8 @@ bool has_line(const std::string& text, const std::string& line) {
 }  // namespace
 
 TEST(PlanCli, SeedWorkedExamplePrintsTheSeedsVerdicts) {
-  const auto r = parlab({"plan", "--ledger-gb", "params=28,grads=28,optimizer=56,activations=18,largest-layer=6",
-                         "--device-gb", "80"});
+  const auto r = parlab(
+      {"plan", "--ledger-gb", "params=28,grads=28,optimizer=56,activations=18,largest-layer=6", "--device-gb", "80"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(has_line(r.out, "DDP fits: False")) << r.out;
   EXPECT_TRUE(has_line(r.out, "shard model state: True"));
@@ -35,8 +35,8 @@ TEST(PlanCli, SeedWorkedExamplePrintsTheSeedsVerdicts) {
 }
 
 TEST(PlanCli, JsonHasTheLedgerKeys) {
-  const auto r = parlab({"plan", "--model", "gpt-175b", "--cluster", "dgx-a100", "--world", "64",
-                         "--plan", "tp=8,pp=8,microbatches=16", "--json"});
+  const auto r = parlab({"plan", "--model", "gpt-175b", "--cluster", "dgx-a100", "--world", "64", "--plan",
+                         "tp=8,pp=8,microbatches=16", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["ranks"].size(), 8u);
@@ -44,10 +44,10 @@ TEST(PlanCli, JsonHasTheLedgerKeys) {
                           "total_bytes", "device_bytes", "fits"})
     EXPECT_TRUE(j["ranks"][0].contains(key)) << key;
   const auto& r0 = j["ranks"][0];
-  EXPECT_DOUBLE_EQ(r0["total_bytes"].get<double>(),
-                   r0["params_bytes"].get<double>() + r0["grads_bytes"].get<double>() +
-                       r0["optimizer_bytes"].get<double>() + r0["activations_bytes"].get<double>() +
-                       r0["temp_bytes"].get<double>());
+  EXPECT_DOUBLE_EQ(r0["total_bytes"].get<double>(), r0["params_bytes"].get<double>() + r0["grads_bytes"].get<double>() +
+                                                        r0["optimizer_bytes"].get<double>() +
+                                                        r0["activations_bytes"].get<double>() +
+                                                        r0["temp_bytes"].get<double>());
   EXPECT_EQ(j["plan"]["dp"], 1);
   for (const char* key : {"ddp_fits", "shard_model_state", "tensor_split_needed", "pipeline_candidate"})
     EXPECT_TRUE(j["rule"][key].is_boolean()) << key;
@@ -55,7 +55,8 @@ TEST(PlanCli, JsonHasTheLedgerKeys) {
 }
 
 TEST(PlanCli, BareParameterCount) {
-  const auto r = parlab({"plan", "--params", "7.5e9", "--cluster", "dgx-a100", "--world", "64", "--plan", "zero=3", "--json"});
+  const auto r =
+      parlab({"plan", "--params", "7.5e9", "--cluster", "dgx-a100", "--world", "64", "--plan", "zero=3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["ranks"][0]["params_bytes"].get<double>() + j["ranks"][0]["grads_bytes"].get<double>() +
@@ -64,15 +65,20 @@ TEST(PlanCli, BareParameterCount) {
 }
 
 TEST(PlanCli, BadInputIsOneClearLineAndNonZero) {
-  struct Case { std::vector<std::string> args; std::string must_mention; };
+  struct Case {
+    std::vector<std::string> args;
+    std::string must_mention;
+  };
   const std::vector<Case> cases = {
       {{"plan", "--model", "gpt-9000"}, "gpt-9000"},
       {{"plan", "--model", "gpt-175b", "--plan", "tp=three"}, "plan.tp"},
       {{"plan", "--model", "gpt-175b", "--plan", "tp=7", "--world", "7"}, "plan.tp"},
       {{"plan", "--params", "-5"}, "--params"},
       {{"plan", "--model", "gpt-175b", "--plan", "sp=on"}, "plan.sp"},
-      {{"plan", "--ledger-gb", "params=28,grads=-1,optimizer=56,activations=18,largest-layer=6", "--device-gb", "80"}, "grads"},
-      {{"plan", "--ledger-gb", "params=28,grads=28,optimizer=56,activations=18,largest-layer=6", "--device-gb", "0"}, "--device-gb"},
+      {{"plan", "--ledger-gb", "params=28,grads=-1,optimizer=56,activations=18,largest-layer=6", "--device-gb", "80"},
+       "grads"},
+      {{"plan", "--ledger-gb", "params=28,grads=28,optimizer=56,activations=18,largest-layer=6", "--device-gb", "0"},
+       "--device-gb"},
       {{"plan", "--model", "gpt-175b", "--world", "12"}, "world"},
       {{"plan", "--model", "gpt-175b", "--world", "0"}, "--world = 0"},
       {{"simulate", "--model", "gpt-22b", "--world", "-8"}, "--world = -8"},
@@ -91,13 +97,17 @@ TEST(PlanCli, OtherCommandsNameTheFlagAndTheValueTheUserTyped) {
   // The value in the message is the one on the command line (ms stays ms), and nothing starts:
   // no banner on stdout, no worker process, no run directory.
   const std::string run_dir = ::testing::TempDir() + "/never-created";
-  struct Case { std::vector<std::string> args; std::string must_mention; };
+  struct Case {
+    std::vector<std::string> args;
+    std::string must_mention;
+  };
   const std::vector<Case> cases = {
       {{"scaling", "--compute-ms", "-1"}, "--compute-ms = -1:"},
       {{"scaling", "--link", "0"}, "--link = 0:"},
       {{"train", "--nproc", "0", "--run-dir", run_dir}, "--nproc = 0:"},
       {{"train", "--nproc", "2", "--steps", "3", "--run-dir", run_dir, "--fault", "kill:rank=5,step=1"}, "rank 5"},
-      {{"train", "--nproc", "4", "--plan", "pp=2,zero=1", "--run-dir", run_dir}, "with pipeline parallelism for training"},
+      {{"train", "--nproc", "4", "--plan", "pp=2,zero=1", "--run-dir", run_dir},
+       "with pipeline parallelism for training"},
       {{"proof", "kill-resume", "--nproc", "0", "--work-dir", run_dir}, "--nproc = 0:"},
   };
   for (const auto& c : cases) {

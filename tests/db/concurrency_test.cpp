@@ -41,10 +41,10 @@ TEST(Concurrency, FourProcessesWriteTwoHundredRowsEachWithoutLockFailures) {
 
   std::vector<std::unique_ptr<Child>> writers;
   for (int w = 0; w < kWriters; ++w) {
-    writers.push_back(std::make_unique<Child>(
-        std::vector<std::string>{PARLAB_DB_TEST_WRITER, db.string(), std::to_string(w),
-                                 std::to_string(kRows), "--go-file", go.string()},
-        dir / ("writer" + std::to_string(w) + ".err")));
+    writers.push_back(
+        std::make_unique<Child>(std::vector<std::string>{PARLAB_DB_TEST_WRITER, db.string(), std::to_string(w),
+                                                         std::to_string(kRows), "--go-file", go.string()},
+                                dir / ("writer" + std::to_string(w) + ".err")));
   }
   std::ofstream(go).put('\n');  // all writers start their commits together
 
@@ -87,8 +87,7 @@ TEST(Concurrency, ProcessesOpeningTheSameNewFileCreateAndMigrateItOnce) {
   std::vector<std::unique_ptr<Child>> writers;
   for (int w = 0; w < kWriters; ++w) {
     writers.push_back(std::make_unique<Child>(
-        std::vector<std::string>{PARLAB_DB_TEST_WRITER, db.string(), std::to_string(w),
-                                 std::to_string(kRows)},
+        std::vector<std::string>{PARLAB_DB_TEST_WRITER, db.string(), std::to_string(w), std::to_string(kRows)},
         dir / ("writer" + std::to_string(w) + ".err")));
   }
   for (int w = 0; w < kWriters; ++w) {
@@ -110,8 +109,7 @@ TEST(Concurrency, KilledWriterKeepsCommittedRowsAndIsSweptAsKilled) {
   ScratchDir dir;
   const auto db = dir / "p.db";
   ResultsStore::open(db);
-  Child writer({PARLAB_DB_TEST_WRITER, db.string(), "3", std::to_string(kCommitted), "--hold"},
-               dir / "writer.err");
+  Child writer({PARLAB_DB_TEST_WRITER, db.string(), "3", std::to_string(kCommitted), "--hold"}, dir / "writer.err");
   // "ready" comes after 25 commits and while a 26th row sits in an open transaction.
   const RunId run = run_id_from(writer.read_line(), "ready");
 

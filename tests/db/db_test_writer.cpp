@@ -42,8 +42,7 @@ parlab::db::StepTiming row(int writer, int step) {
 int main(int argc, char** argv) {
   using namespace parlab::db;
   if (argc < 4) {
-    std::fprintf(stderr,
-                 "usage: db_test_writer DB WRITER ROWS [--go-file PATH] [--hold] [--busy-ms MS]\n");
+    std::fprintf(stderr, "usage: db_test_writer DB WRITER ROWS [--go-file PATH] [--hold] [--busy-ms MS]\n");
     return 2;
   }
   // An orphan left behind by a crashed test must not live forever.
@@ -60,15 +59,12 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--go-file" && i + 1 < argc) go_file = argv[++i];
     if (arg == "--hold") hold = true;
-    if (arg == "--busy-ms" && i + 1 < argc)
-      options.busy_timeout = std::chrono::milliseconds(std::atoi(argv[++i]));
+    if (arg == "--busy-ms" && i + 1 < argc) options.busy_timeout = std::chrono::milliseconds(std::atoi(argv[++i]));
   }
   try {
     auto store = ResultsStore::open(db, options);
-    const RunId run = store.begin_run({.kind = RunKind::kMeasured,
-                                       .model = "writer",
-                                       .world_size = 1,
-                                       .notes = "writer " + std::to_string(writer)});
+    const RunId run = store.begin_run(
+        {.kind = RunKind::kMeasured, .model = "writer", .world_size = 1, .notes = "writer " + std::to_string(writer)});
     if (!go_file.empty()) wait_for(go_file);
     for (int step = 0; step < rows; ++step) store.add_step_timing(run, row(writer, step));
     if (hold) {

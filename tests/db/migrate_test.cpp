@@ -39,14 +39,13 @@ std::vector<std::string> fingerprint(Connection& c) {
         "SELECT type, name, tbl_name, sql FROM sqlite_schema "
         "WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name");
     while (s.step()) {
-      out.push_back(s.text(0) + " " + s.text(1) + " on " + s.text(2) + ": " +
-                    normalize_sql(s.text(3)));
+      out.push_back(s.text(0) + " " + s.text(1) + " on " + s.text(2) + ": " + normalize_sql(s.text(3)));
       if (s.text(0) == "table") tables.push_back(s.text(1));
     }
   }
   for (const std::string& table : tables) {
-    Statement cols = c.statement(
-        "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid");
+    Statement cols =
+        c.statement("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid");
     cols.bind_all(table);
     while (cols.step()) {
       out.push_back(table + "." + cols.text(0) + " " + cols.text(1) + " nn=" + cols.text(2) +
@@ -57,8 +56,8 @@ std::vector<std::string> fingerprint(Connection& c) {
         "ORDER BY id, seq");
     fks.bind_all(table);
     while (fks.step()) {
-      out.push_back(table + " fk " + fks.text(1) + " -> " + fks.text(0) + "." + fks.text(2) +
-                    " on delete " + fks.text(3));
+      out.push_back(table + " fk " + fks.text(1) + " -> " + fks.text(0) + "." + fks.text(2) + " on delete " +
+                    fks.text(3));
     }
   }
   return out;
@@ -101,7 +100,8 @@ TEST(Migrate, SchemaSqlEqualsTheResultOfAllMigrations) {
   const auto expected = fingerprint(migrated);
   const auto actual = fingerprint(loaded);
   EXPECT_EQ(actual, expected);
-  // 10 tables + 6 indexes from v2, the predictions table and its index from v3 (autoindexes of UNIQUE/PRIMARY KEY are excluded).
+  // 10 tables + 6 indexes from v2, the predictions table and its index from v3 (autoindexes of UNIQUE/PRIMARY KEY are
+  // excluded).
   int tables = 0, indexes = 0;
   for (const auto& line : expected) {
     tables += line.rfind("table ", 0) == 0;
@@ -183,8 +183,7 @@ TEST(Migrate, RefusesAFileFromANewerParlab) {
     ResultsStore::open(path);
     FAIL() << "opening a v99 file must fail";
   } catch (const SchemaError& e) {
-    EXPECT_NE(std::string(e.what()).find("schema version 99 is newer"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("schema version 99 is newer"), std::string::npos) << e.what();
   }
 }
 

@@ -48,7 +48,7 @@ TEST(ProofChain, RowsCarryProvenanceAndLinkToTheirPredecessor) {
       "SELECT id, run_id, experiment_id, kind, inputs, result, passed, evidence, created_at, software_version, "
       "binary_hash, machine, prev_digest, digest FROM proofs WHERE id = ?");
   s.bind_all(b).step_one();
-  const char* names[] = {"id", "run_id", "experiment_id", "kind", "inputs", "result", "passed",
+  const char* names[] = {"id",       "run_id",     "experiment_id",    "kind",        "inputs",  "result",     "passed",
                          "evidence", "created_at", "software_version", "binary_hash", "machine", "prev_digest"};
   std::string text;
   for (int i = 0; i < 13; ++i) {

@@ -96,8 +96,8 @@ TEST_F(StoreTest, RunRoundTripAndStatus) {
 
 TEST_F(StoreTest, RunParamsAndMetrics) {
   const RunId run = new_run();
-  store.set_run_params(run, std::vector<std::pair<std::string, std::string>>{
-                                {"lr", "3e-4"}, {"bucket_bytes", "25000000"}});
+  store.set_run_params(run,
+                       std::vector<std::pair<std::string, std::string>>{{"lr", "3e-4"}, {"bucket_bytes", "25000000"}});
   store.set_run_param(run, "lr", "1e-3");  // overwrites
   const auto params = store.run_params(run);
   ASSERT_EQ(params.size(), 2u);
@@ -243,9 +243,8 @@ TEST_F(StoreTest, IncidentsRoundTrip) {
                                               .detection_seconds = 1.5,
                                               .restart_seconds = 4.0,
                                               .steps_lost = 7});
-  store.add_incident(run, {.kind = IncidentKind::kHang,
-                           .detail = "job-wide stall",
-                           .detected_at = "2026-01-02T03:04:05.678Z"});
+  store.add_incident(
+      run, {.kind = IncidentKind::kHang, .detail = "job-wide stall", .detected_at = "2026-01-02T03:04:05.678Z"});
   const auto rows = store.incidents(run);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].id, first);
@@ -274,10 +273,7 @@ TEST_F(StoreTest, ProofsForRunsAndExperiments) {
                    .result = "weights identical",
                    .passed = true,
                    .evidence = evidence});
-  store.add_proof({.experiment = e,
-                   .kind = "sim_matches_measured_bytes",
-                   .result = "off by 2",
-                   .passed = false});
+  store.add_proof({.experiment = e, .kind = "sim_matches_measured_bytes", .result = "off by 2", .passed = false});
   const auto of_run = store.proofs_of_run(run);
   ASSERT_EQ(of_run.size(), 1u);
   EXPECT_EQ(of_run[0].kind, "kill_resume_bitwise");
@@ -324,8 +320,7 @@ TEST_F(StoreTest, TransactionRollsBackOnException) {
     store.add_step_timing(run, {.step = 0, .step_seconds = 1.0});
     store.set_run_metric(run, "speedup", 2.0);
     throw std::runtime_error("experiment failed half-way");
-  } catch (const std::runtime_error&) {
-  }
+  } catch (const std::runtime_error&) {}
   EXPECT_TRUE(store.step_timings(run).empty());
   EXPECT_TRUE(store.run_metrics(run).empty());
   EXPECT_FALSE(store.connection().in_transaction());
@@ -367,17 +362,15 @@ TEST_F(StoreTest, BadRunKindIsRejectedByCheckWithAClearError) {
 }
 
 TEST_F(StoreTest, EnumSpellingsMatchTheSchema) {
-  for (RunStatus s :
-       {RunStatus::kRunning, RunStatus::kCompleted, RunStatus::kFailed, RunStatus::kKilled}) {
+  for (RunStatus s : {RunStatus::kRunning, RunStatus::kCompleted, RunStatus::kFailed, RunStatus::kKilled}) {
     const RunId run = new_run();
     store.mark_run_status(run, s);
     EXPECT_EQ(store.get_run(run)->status, s);
   }
   const RunId run = new_run();
   for (IncidentKind k :
-       {IncidentKind::kCrash, IncidentKind::kKilled, IncidentKind::kHang, IncidentKind::kStraggler,
-        IncidentKind::kNan, IncidentKind::kOom, IncidentKind::kNetwork,
-        IncidentKind::kCheckpointCorrupt, IncidentKind::kOther}) {
+       {IncidentKind::kCrash, IncidentKind::kKilled, IncidentKind::kHang, IncidentKind::kStraggler, IncidentKind::kNan,
+        IncidentKind::kOom, IncidentKind::kNetwork, IncidentKind::kCheckpointCorrupt, IncidentKind::kOther}) {
     store.add_incident(run, {.kind = k});
     EXPECT_EQ(parse_incident_kind(to_string(k)), k);
   }

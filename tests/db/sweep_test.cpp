@@ -34,11 +34,9 @@ TEST(Sweep, MarksRunsOfDeadOwnersKilledAndLeavesTheRestAlone) {
   const RunId mine = store.begin_run({.kind = RunKind::kMeasured});
   const RunId orphan = store.begin_run({.kind = RunKind::kMeasured, .owner_pid = dead});
   // Our pid with another start time: the pid was recycled, the original owner is gone.
-  const RunId recycled = store.begin_run({.kind = RunKind::kMeasured,
-                                          .owner_pid = me.pid,
-                                          .owner_pid_start_ticks = *me.start_ticks + 1});
-  const RunId elsewhere =
-      store.begin_run({.kind = RunKind::kMeasured, .owner_pid = dead, .host = "some-other-host"});
+  const RunId recycled =
+      store.begin_run({.kind = RunKind::kMeasured, .owner_pid = me.pid, .owner_pid_start_ticks = *me.start_ticks + 1});
+  const RunId elsewhere = store.begin_run({.kind = RunKind::kMeasured, .owner_pid = dead, .host = "some-other-host"});
   const RunId finished = store.begin_run({.kind = RunKind::kMeasured, .owner_pid = dead});
   store.mark_run_status(finished, RunStatus::kCompleted);
 
@@ -52,8 +50,7 @@ TEST(Sweep, MarksRunsOfDeadOwnersKilledAndLeavesTheRestAlone) {
 
   const auto killed = store.get_run(orphan);
   EXPECT_TRUE(killed->ended_at.has_value());
-  EXPECT_NE(killed->notes.find("owner process " + std::to_string(dead)), std::string::npos)
-      << killed->notes;
+  EXPECT_NE(killed->notes.find("owner process " + std::to_string(dead)), std::string::npos) << killed->notes;
   EXPECT_TRUE(store.sweep_stale_runs().empty()) << "a second sweep finds nothing new";
 }
 
@@ -65,8 +62,7 @@ TEST(Sweep, RunsOnOpen) {
     auto store = ResultsStore::open(dir / "p.db");
     orphan = store.begin_run({.kind = RunKind::kSimulated, .owner_pid = dead});
   }
-  EXPECT_EQ(ResultsStore::open(dir / "p.db", {.sweep_stale_runs = false}).get_run(orphan)->status,
-            RunStatus::kRunning);
+  EXPECT_EQ(ResultsStore::open(dir / "p.db", {.sweep_stale_runs = false}).get_run(orphan)->status, RunStatus::kRunning);
   EXPECT_EQ(ResultsStore::open(dir / "p.db").get_run(orphan)->status, RunStatus::kKilled);
 }
 

@@ -83,7 +83,7 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
   ASSERT_EQ(out.runs.size(), 8u);  // 2 worker counts x (analytic + simulated + 2 measured rounds)
   std::map<int, double> simulated, analytic;
   std::map<int, std::vector<double>> measured;  // per worker count, in the order measured
-  std::vector<int> order;                        // worker counts of the measured runs, in order
+  std::vector<int> order;                       // worker counts of the measured runs, in order
   std::map<int, db::RunId> last_measured;
   for (db::RunId id : out.runs) {
     const auto run = store.get_run(id);
@@ -118,8 +118,7 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
   // Rounds alternate the order: 1, 2 then 2, 1.
   EXPECT_EQ(order, (std::vector<int>{1, 2, 2, 1}));
   // Each measured run carries the analytic prediction it is judged by (calibrate --if-needed).
-  for (int w : {1, 2})
-    EXPECT_DOUBLE_EQ(store.run_metrics(last_measured[w]).at("predicted_step_seconds"), analytic[w]);
+  for (int w : {1, 2}) EXPECT_DOUBLE_EQ(store.run_metrics(last_measured[w]).at("predicted_step_seconds"), analytic[w]);
 
   // compare reads back exactly these figures: over both rounds the median of two is their mean,
   // the speedup the median (mean) of the two rounds' paired ratios, each error pred / meas - 1.
@@ -179,12 +178,17 @@ TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit
     const Outcome out = run_experiment(spec, store, options(s));
     ::unsetenv("PARLAB_RESULTS");
     EXPECT_TRUE(out.ok) << out.error;
-    EXPECT_NE(out.report.find("1 worker: compute model: a profile of this workload's rank shape (h 32, f 64, 2 blocks) on one process"),
-              std::string::npos) << out.report;
+    EXPECT_NE(
+        out.report.find(
+            "1 worker: compute model: a profile of this workload's rank shape (h 32, f 64, 2 blocks) on one process"),
+        std::string::npos)
+        << out.report;
     // Two workers are profiled as two ranks running together.
-    EXPECT_NE(out.report.find("2 workers: compute model: a profile of this workload's rank shape (h 32, f 64, 2 blocks) on 2 "
-                              "processes in lockstep"),
-              std::string::npos) << out.report;
+    EXPECT_NE(
+        out.report.find("2 workers: compute model: a profile of this workload's rank shape (h 32, f 64, 2 blocks) on 2 "
+                        "processes in lockstep"),
+        std::string::npos)
+        << out.report;
     EXPECT_NE(out.report.find("fitted per rank count (2 ranks a = "), std::string::npos) << out.report;
     std::map<int, double> step;
     for (db::RunId id : out.runs) step[store.get_run(id)->world_size] = store.run_metrics(id).at("step_seconds");
@@ -213,10 +217,13 @@ TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
     const Outcome out = run_experiment(spec, store, options(s));
     ::unsetenv("PARLAB_RESULTS");
     EXPECT_TRUE(out.ok) << out.error;
-    EXPECT_NE(out.report.find("rank shape (h 32, f 64, 2 blocks) on 2 processes in lockstep"), std::string::npos) << out.report;
-    EXPECT_NE(out.report.find("rank shape (h 32, f 32, 2 blocks) on 2 processes in lockstep"), std::string::npos) << out.report;
+    EXPECT_NE(out.report.find("rank shape (h 32, f 64, 2 blocks) on 2 processes in lockstep"), std::string::npos)
+        << out.report;
+    EXPECT_NE(out.report.find("rank shape (h 32, f 32, 2 blocks) on 2 processes in lockstep"), std::string::npos)
+        << out.report;
     std::map<int, double> step;  // tp -> analytic step
-    for (db::RunId id : out.runs) step[store.get_run(id)->plan.value("tp", 1)] = store.run_metrics(id).at("step_seconds");
+    for (db::RunId id : out.runs)
+      step[store.get_run(id)->plan.value("tp", 1)] = store.run_metrics(id).at("step_seconds");
     return step;
   };
   const auto fast = predict(100e-6), slow = predict(10e-3);
@@ -252,9 +259,10 @@ TEST(BatchEndToEnd, ProfiledSimulationsReSimulateByteForByteFromTheirRecord) {
 TEST(BatchEndToEnd, EquivalenceIsRecordedAsAPassedProof) {
   Scratch s;
   auto store = db::ResultsStore::open(s.dir / "r.db");
-  const auto spec = parse_experiment("name = \"tiny_equivalence\"\nkind = \"equivalence\"\n[equivalence]\nmodel = \"" + kModel +
-                                         "\"\nplan = \"gbs=16\"\nworkers = [1, 2]\nsteps = 5\ntolerance = 1e-4\n",
-                                     (s.dir / "e.toml").string());
+  const auto spec =
+      parse_experiment("name = \"tiny_equivalence\"\nkind = \"equivalence\"\n[equivalence]\nmodel = \"" + kModel +
+                           "\"\nplan = \"gbs=16\"\nworkers = [1, 2]\nsteps = 5\ntolerance = 1e-4\n",
+                       (s.dir / "e.toml").string());
   const Outcome out = run_experiment(spec, store, options(s));
   ASSERT_TRUE(out.ok) << out.error << "\n" << out.report;
   const auto exp = store.find_experiment("tiny_equivalence");
@@ -272,10 +280,11 @@ TEST(BatchEndToEnd, EquivalenceIsRecordedAsAPassedProof) {
 TEST(BatchEndToEnd, EquivalenceOverAListOfPlansComparesEachWithOneWorker) {
   Scratch s;
   auto store = db::ResultsStore::open(s.dir / "r.db");
-  const auto spec = parse_experiment("name = \"tiny_zero\"\nkind = \"equivalence\"\n[equivalence]\nmodel = \"" + kModel +
-                                         "\"\nplan = \"gbs=16\"\nplans = [\"zero=1\", \"zero=3\"]\nworkers = [1, 2]\n"
-                                         "steps = 3\ntolerance = 1e-4\n",
-                                     (s.dir / "z.toml").string());
+  const auto spec =
+      parse_experiment("name = \"tiny_zero\"\nkind = \"equivalence\"\n[equivalence]\nmodel = \"" + kModel +
+                           "\"\nplan = \"gbs=16\"\nplans = [\"zero=1\", \"zero=3\"]\nworkers = [1, 2]\n"
+                           "steps = 3\ntolerance = 1e-4\n",
+                       (s.dir / "z.toml").string());
   const Outcome out = run_experiment(spec, store, options(s));
   ASSERT_TRUE(out.ok) << out.error << "\n" << out.report;
   const auto proofs = store.proofs_of_experiment(store.find_experiment("tiny_zero")->id);
@@ -333,7 +342,8 @@ TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
   std::snprintf(want, sizeof want, "regret %.1f%%", 100 * regret);
   EXPECT_NE(out.headline.find(want), std::string::npos) << out.headline;
   char rho[64];
-  std::snprintf(rho, sizeof rho, "Spearman %.2f over %zu candidates", strategy::spearman(predicted, measured), measured.size());
+  std::snprintf(rho, sizeof rho, "Spearman %.2f over %zu candidates", strategy::spearman(predicted, measured),
+                measured.size());
   EXPECT_NE(out.headline.find(rho), std::string::npos) << out.headline;
   // compare shows every candidate as its own row, with its analytic prediction beside the measurement.
   const Comparison c = compare_experiment(store, "tiny_decide");

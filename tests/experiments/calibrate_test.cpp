@@ -26,7 +26,9 @@ namespace {
 
 // Ring all-reduce of S bytes on n ranks, written out from its derivation (2(n-1) steps of a,
 // 2(n-1)/n S bytes per link): the synthetic machine the fit must recover.
-double ring_allreduce(int n, double bytes, double a, double bw) { return 2.0 * (n - 1) * a + 2.0 * (n - 1) / n * bytes / bw; }
+double ring_allreduce(int n, double bytes, double a, double bw) {
+  return 2.0 * (n - 1) * a + 2.0 * (n - 1) / n * bytes / bw;
+}
 
 std::vector<AllReducePoint> synthetic(double a, double bw, double noise) {
   std::vector<AllReducePoint> pts;
@@ -107,7 +109,7 @@ TEST(RateGrid, InterpolatesAPowerLawExactlyAndClampsAtTheEdges) {
   for (auto [h, f] : std::vector<std::pair<int64_t, int64_t>>{{256, 1024}, {1024, 4096}})
     for (int64_t b : {8, 32, 128}) g.points.push_back({b, h, f, law(double(b), double(h), double(f)), 0});
   EXPECT_NEAR(g.flops_per_s(32, 1024, 4096), law(32, 1024, 4096), 1e-6 * law(32, 1024, 4096));  // a grid point
-  EXPECT_NEAR(g.flops_per_s(16, 512, 2048), law(16, 512, 2048), 1e-6 * law(16, 512, 2048));      // between
+  EXPECT_NEAR(g.flops_per_s(16, 512, 2048), law(16, 512, 2048), 1e-6 * law(16, 512, 2048));     // between
   EXPECT_NEAR(g.flops_per_s(64, 700, 1500), law(64, 700, 1500), 1e-6 * law(64, 700, 1500));
   // Outside the grid: the edge's rate, not an extrapolation.
   EXPECT_NEAR(g.flops_per_s(1024, 1024, 4096), law(128, 1024, 4096), 1e-6 * law(128, 1024, 4096));
@@ -145,7 +147,8 @@ TEST(CalibrationWarnings, NameEachReasonNotToTrustACalibration) {
   };
   EXPECT_EQ(with([](Calibration& d) { d.flops_spread = 0.2; }).size(), 1u);
   EXPECT_EQ(with([](Calibration& d) { d.load.others_busy_cores = 1.0; }).size(), 1u);
-  EXPECT_EQ(with([](Calibration& d) { d.concurrency[1].aggregate_flops_per_s = 11e9; }).size(), 1u);  // one core's worth
+  EXPECT_EQ(with([](Calibration& d) { d.concurrency[1].aggregate_flops_per_s = 11e9; }).size(),
+            1u);  // one core's worth
   EXPECT_EQ(with([](Calibration& d) { d.ring_fits[1].weighted_error = 0.3; }).size(), 1u);
   EXPECT_EQ(with([](Calibration& d) { d.ring_fits[0].weighted_spread = 0.4; }).size(), 1u);
 }
@@ -158,7 +161,8 @@ TEST(FitRings, JudgesBySharesOfTimeOverTheSizesPredictionsUse) {
   const double a = 60e-6, bw = 1.2e9;
   auto series = [&](int n) {
     std::vector<AllReducePoint> pts;
-    for (double s : {4e3, 64e3, 256e3, 1e6, 4e6, 16e6, 64e6}) pts.push_back({n, s, ring_allreduce(n, s, a, bw), 0.05, 0, 3});
+    for (double s : {4e3, 64e3, 256e3, 1e6, 4e6, 16e6, 64e6})
+      pts.push_back({n, s, ring_allreduce(n, s, a, bw), 0.05, 0, 3});
     return pts;
   };
   auto pts = series(2);
@@ -210,7 +214,8 @@ TEST(FitRings, FitsEachRankCountOnItsOwnAndPredictsWWorkersWithWRanks) {
   EXPECT_NEAR(cluster_for_world(c, fits, 8).intra.latency_seconds, 900e-6, 1e-12);  // beyond: the largest count
   EXPECT_NEAR(cluster_for_world(c, fits, 2).intra.bytes_per_s, 2e9, 1e-3);
   c.calibrated = false;
-  EXPECT_EQ(cluster_for_world(c, fits, 3).intra.latency_seconds, strategy::load_cluster("cpu-local").intra.latency_seconds);
+  EXPECT_EQ(cluster_for_world(c, fits, 3).intra.latency_seconds,
+            strategy::load_cluster("cpu-local").intra.latency_seconds);
 }
 
 // A busy loop on one core all through calibration: the calibration must say so and must not be
@@ -245,7 +250,7 @@ TEST(Calibrate, UnderDeliberateLoadIsFlaggedAndNotCached) {
   Results r;
   write_calibrated_cluster(c, r.dir);
   EXPECT_TRUE(fs::exists(r.dir / "clusters" / "cpu-local.toml"));  // written for inspection
-  EXPECT_FALSE(calibrated_here(r.dir));                              // but not cached
+  EXPECT_FALSE(calibrated_here(r.dir));                            // but not cached
   const auto stored = load_stored_calibration(r.dir);
   ASSERT_TRUE(stored);
   EXPECT_FALSE(stored->trusted);
@@ -373,7 +378,8 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
 // The workload profile's rates, worked out by hand for the tiny MLP: a block's forward is two
 // GEMMs (2 h f FLOPs per sample each), the head 2 h C; the backward twice the forward.
 TEST(WorkloadProfile, GivesTheClusterThePlansFlopsOverTheProfiledTimes) {
-  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
   WorkloadProfile p;
   p.microbatch = 8;
   p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
@@ -384,7 +390,8 @@ TEST(WorkloadProfile, GivesTheClusterThePlansFlopsOverTheProfiledTimes) {
   const auto r = cluster_for_profile(c, m, plan, p);
   const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
   EXPECT_NEAR(r.device.peak_flops_fp32, 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
-  EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), double(p.parameters) * 28 / 2e-3, 1e-6);  // AdamW: 28 bytes per parameter
+  EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), double(p.parameters) * 28 / 2e-3,
+              1e-6);  // AdamW: 28 bytes per parameter
   // And the cost model charges exactly the profiled times for one worker: 4 microbatches of
   // 4 ms (forward + backward + data) and one update, after the gradient clear: 4 bytes written
   // per parameter, each written line first read (8 bytes of traffic), at the update's rate.
@@ -396,7 +403,8 @@ TEST(WorkloadProfile, GivesTheClusterThePlansFlopsOverTheProfiledTimes) {
 }
 
 TEST(WorkloadProfile, MeasuresTheWorkloadsOwnShape) {
-  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
   const WorkloadProfile p = profile_workload(m, 4, 3);
   EXPECT_EQ(p.microbatch, 4);
   // fc1 and fc2 weights and biases per block, then the head.
@@ -412,7 +420,8 @@ TEST(WorkloadProfile, MeasuresTheWorkloadsOwnShape) {
 // A split's profile runs the rank's own shape (its TP slice of the FFN, its pipeline stage's blocks)
 // in as many processes as the plan has workers, started together; a failing count is refused.
 TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
-  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
   strategy::Plan plan = strategy::resolve(strategy::parse_plan("tp=2,pp=2,gbs=16,mb=4"), m, 4);
   const WorkloadProfile p = profile_workload(m, plan, 2, 2);
   EXPECT_EQ(p.processes, 2);
@@ -432,7 +441,8 @@ TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
 // so that the cost model, which shares the two cores among four ranks, charges each rank exactly
 // the profiled times; and a tensor-parallel profile is rated by the slice's FLOPs.
 TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
-  const strategy::ModelSpec m = strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
   strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
   c.calibrated = true;
   c.cores_per_node = 2;
@@ -448,10 +458,12 @@ TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
   EXPECT_NEAR(r.device.peak_flops_fp32, 2 * 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
   EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), 2 * double(p.parameters) * 28 / 2e-3, 1e-6);
   p.processes = 2;  // as many as cores: each had its own
-  EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
+  EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, 8 * per_sample / 4e-3,
+              1e-6 * r.device.peak_flops_fp32);
   p.ffn = m.ffn / 2;  // a tp=2 slice: half of each block's GEMM FLOPs in the same time
   const double slice = 3.0 * (double(m.layers) * 4 * m.hidden * p.ffn + 2.0 * m.hidden * m.classes);
-  EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, 8 * slice / 4e-3, 1e-6 * r.device.peak_flops_fp32);
+  EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, 8 * slice / 4e-3,
+              1e-6 * r.device.peak_flops_fp32);
 }
 
 }  // namespace parlab::experiments

@@ -59,8 +59,8 @@ strategy::Plan plan_at(const std::string& text, int workers) {
 const std::vector<double> kOne = {1.0, 1.2, 1.0}, kTwo = {0.5, 0.6, 0.55};
 
 std::map<std::string, double> rounds_metrics(const std::vector<double>& v) {
-  std::map<std::string, double> m = {{"rounds", double(v.size())}, {"rounds.step_seconds", parlab::median(v)},
-                                     {"rounds.step_seconds_spread", 0.05}};
+  std::map<std::string, double> m = {
+      {"rounds", double(v.size())}, {"rounds.step_seconds", parlab::median(v)}, {"rounds.step_seconds_spread", 0.05}};
   for (size_t r = 0; r < v.size(); ++r) m[strategy::round_step_metric(int(r))] = v[r];
   return m;
 }
@@ -87,10 +87,16 @@ TEST(OneEstimator, CompareAndTheGraderGiveTheOneSpeedupOnNoisyRounds) {
   proof.experiment = d.exp;
   proof.kind = "scaling_report";
   proof.evidence = {{"rows",
-                     {{{"workers", 1}, {"global_batch", 128}, {"measured_step_seconds", parlab::median(kOne)},
-                       {"measured_run", m1}, {"measured_round_step_seconds", kOne}},
-                      {{"workers", 2}, {"global_batch", 128}, {"measured_step_seconds", parlab::median(kTwo)},
-                       {"measured_run", m2}, {"measured_round_step_seconds", kTwo}}}}};
+                     {{{"workers", 1},
+                       {"global_batch", 128},
+                       {"measured_step_seconds", parlab::median(kOne)},
+                       {"measured_run", m1},
+                       {"measured_round_step_seconds", kOne}},
+                      {{"workers", 2},
+                       {"global_batch", 128},
+                       {"measured_step_seconds", parlab::median(kTwo)},
+                       {"measured_run", m2},
+                       {"measured_round_step_seconds", kTwo}}}}};
   d.store.add_proof(proof);
   const rubric::Evidence e = rubric::read_evidence(d.store);
   const rubric::Rubric r = rubric::parse_rubric(
@@ -157,7 +163,8 @@ TEST(OneRowPerSplit, CompareKeysRowsByTheWholePlan) {
   EXPECT_NE(c.rows[0].split, c.rows[6].split);
 }
 
-DecideCandidate cand(const std::string& name, const std::string& family, double predicted, std::optional<double> measured) {
+DecideCandidate cand(const std::string& name, const std::string& family, double predicted,
+                     std::optional<double> measured) {
   DecideCandidate c;
   c.name = c.plan = name;
   c.family = family;
@@ -177,8 +184,9 @@ TEST(DecideArithmetic, RegretAgainstTheFastestAndTheRankCorrelation) {
   // The planner put PP first at 0.12 s; it ran 0.40 s, DDP 0.30 s (the fastest), ZeRO 0.35 s;
   // tensor was refused. Regret = 1 - 0.30 / 0.40 = 25%. Predicted order PP < TP < DDP < ZeRO,
   // measured (of the three) DDP < ZeRO < PP: ranks (1 2 3) against (3 1 2): rho = -0.5.
-  const std::vector<DecideCandidate> c = {cand("PP 4", "pipeline", 0.12, 0.40), cand("TP 2", "tensor", 0.13, std::nullopt),
-                                          cand("DDP x4", "DDP", 0.20, 0.30), cand("ZeRO-1 x4", "ZeRO", 0.21, 0.35)};
+  const std::vector<DecideCandidate> c = {cand("PP 4", "pipeline", 0.12, 0.40),
+                                          cand("TP 2", "tensor", 0.13, std::nullopt), cand("DDP x4", "DDP", 0.20, 0.30),
+                                          cand("ZeRO-1 x4", "ZeRO", 0.21, 0.35)};
   const Decision d = decide(c);
   EXPECT_EQ(d.measured, 3);
   ASSERT_TRUE(d.fastest && d.regret && d.spearman);
@@ -203,7 +211,8 @@ TEST(DecideArithmetic, RegretAgainstTheFastestAndTheRankCorrelation) {
   e.proofs.push_back(p);
   auto judge = [&](const std::string& thresholds) {
     const rubric::Rubric r = rubric::parse_rubric(
-        "[[criterion]]\nid = \"du\"\npoints = 1\ncheck = \"decision_utility\"\n[criterion.thresholds]\n" + thresholds, "t.toml");
+        "[[criterion]]\nid = \"du\"\npoints = 1\ncheck = \"decision_utility\"\n[criterion.thresholds]\n" + thresholds,
+        "t.toml");
     rubric::CriterionResult out;
     rubric::find_check("decision_utility")->judge(r.criteria[0], e, rubric::GradeOptions{}, out);
     return out;
@@ -239,17 +248,25 @@ TEST(CpuValidation, TableFromAFidelityDatabaseAndAPlaceholderWithoutOne) {
 
   Db d("fidelity_splits_2w");
   d.run(db::RunKind::kSimulated, plan_at("zero=3", 2), 0.22);
-  d.run(db::RunKind::kMeasured, plan_at("zero=3", 2), 0.20, {{"step_seconds_spread", 0.004}, {"machine.others_busy_cores", 0.05}});
+  d.run(db::RunKind::kMeasured, plan_at("zero=3", 2), 0.20,
+        {{"step_seconds_spread", 0.004}, {"machine.others_busy_cores", 0.05}});
   d.run(db::RunKind::kAnalytic, plan_at("tp=2", 2), 0.15);  // no simulation: the analytic walk, said so
   d.run(db::RunKind::kMeasured, plan_at("tp=2", 2), 0.30);
   d.run(db::RunKind::kSimulated, plan_at("pp=2,schedule=1f1b,microbatches=4", 2), 0.3);  // never measured: no line
   const std::string t = cpu_validation_markdown(&d.store);
-  EXPECT_NE(t.find("| experiment | split | workers | predicted | measured | error | machine | load |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| experiment | split | workers | predicted | measured | error | machine | load |"),
+            std::string::npos)
+      << t;
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  EXPECT_NE(t.find("| fidelity_splits_2w | ZeRO-3 x2 | 2 | 220.0 ms | 200.0 ms +-2.0% | +10.0% | " + std::string(host) + " | 0.05 cores |"),
-            std::string::npos) << t;
-  EXPECT_NE(t.find("| fidelity_splits_2w | TP 2 | 2 | 150.0 ms (analytic) | 300.0 ms +-0.0% | -50.0% | " + std::string(host) + " | - |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| fidelity_splits_2w | ZeRO-3 x2 | 2 | 220.0 ms | 200.0 ms +-2.0% | +10.0% | " + std::string(host) +
+                   " | 0.05 cores |"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("| fidelity_splits_2w | TP 2 | 2 | 150.0 ms (analytic) | 300.0 ms +-0.0% | -50.0% | " +
+                   std::string(host) + " | - |"),
+            std::string::npos)
+      << t;
   EXPECT_EQ(t.find("1f1b"), std::string::npos) << t;
   EXPECT_NE(t.find("2 splits; the largest error is 50.0%."), std::string::npos) << t;
   EXPECT_EQ(t.substr(t.size() - std::string(kCpuSectionEnd).size() - 1), std::string(kCpuSectionEnd) + "\n");
@@ -272,8 +289,10 @@ TEST(CpuValidation, CommittedDocumentCarriesTheGeneratedSection) {
   const std::string section = text.substr(b);
   const std::string none = cpu_validation_markdown(nullptr);
   const bool placeholder = section == none;
-  const bool table = section.find("| experiment | split | workers | predicted | measured | error | machine | load |") != std::string::npos &&
-                     section.rfind(std::string(kCpuSectionEnd) + "\n") == section.size() - std::string(kCpuSectionEnd).size() - 1;
+  const bool table =
+      section.find("| experiment | split | workers | predicted | measured | error | machine | load |") !=
+          std::string::npos &&
+      section.rfind(std::string(kCpuSectionEnd) + "\n") == section.size() - std::string(kCpuSectionEnd).size() - 1;
   EXPECT_TRUE(placeholder || table) << section;
 }
 

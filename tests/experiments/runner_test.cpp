@@ -13,7 +13,8 @@ namespace parlab::experiments {
 namespace {
 
 struct TempDb {
-  std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / ("runner-" + std::to_string(::getpid()) + ".db");
+  std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / ("runner-" + std::to_string(::getpid()) + ".db");
   ~TempDb() {
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
   }
@@ -51,14 +52,16 @@ TEST(Runner, LedgerExperimentRecordsTheSeedsVerdicts) {
 // results/ folder there would otherwise be read): 2 cores shared by up to 4 workers at 20 GFLOP/s
 // each, with memory and links so fast that compute is all a step costs.
 struct CalibratedHere {
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("runner-results-" + std::to_string(::getpid()));
+  std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("runner-results-" + std::to_string(::getpid()));
   CalibratedHere() {
     std::filesystem::create_directories(dir / "clusters");
     std::ofstream(dir / "clusters" / "cpu-local.toml")
         << "name = \"cpu-local\"\nnodes = 1\ndevices_per_node = 4\nnics_per_node = 1\ncores_per_node = 2\n"
            "calibrated = true\n[device]\nname = \"cpu-core\"\nmemory_gib = 64\npeak_tflops_fp32 = 0.02\n"
            "peak_tflops_bf16 = 0.02\nmemory_bandwidth_gb_per_s = 1e6\n[intra]\nkind = \"loopback\"\n"
-           "bandwidth_gb_per_s = 1e6\nlatency_us = 0\n[inter]\nkind = \"loopback\"\nbandwidth_gb_per_s = 1e6\nlatency_us = 0\n";
+           "bandwidth_gb_per_s = 1e6\nlatency_us = 0\n[inter]\nkind = \"loopback\"\nbandwidth_gb_per_s = "
+           "1e6\nlatency_us = 0\n";
     ::setenv("PARLAB_RESULTS", dir.c_str(), 1);
   }
   ~CalibratedHere() {
@@ -105,7 +108,8 @@ TEST(Runner, AFailingExperimentIsRecordedAsFailed) {
   auto store = db::ResultsStore::open(tmp.path);
   // A model that does not exist: the run never starts, the experiment reports the error.
   const auto spec = parse_experiment(
-      "name = \"broken\"\nkind = \"scaling\"\n[scaling]\nmodel = \"no-such-model\"\nsources = [\"analytic\"]\n", "b.toml");
+      "name = \"broken\"\nkind = \"scaling\"\n[scaling]\nmodel = \"no-such-model\"\nsources = [\"analytic\"]\n",
+      "b.toml");
   const Outcome out = run_experiment(spec, store, quiet());
   EXPECT_FALSE(out.ok);
   EXPECT_NE(out.error.find("no-such-model"), std::string::npos);

@@ -48,9 +48,10 @@ TEST(ExperimentSpec, ParsesAScalingExperiment) {
 }
 
 TEST(ExperimentSpec, ParsesASplitsExperimentAndEquivalencePlans) {
-  const auto s = parse_experiment("name = \"s\"\nkind = \"splits\"\n[splits]\nmodel = \"m.toml\"\nworkers = 2\n"
-                                  "plans = [\"zero=0\", \"zero=3\"]\nsources = [\"analytic\"]\n",
-                                  "s.toml");
+  const auto s = parse_experiment(
+      "name = \"s\"\nkind = \"splits\"\n[splits]\nmodel = \"m.toml\"\nworkers = 2\n"
+      "plans = [\"zero=0\", \"zero=3\"]\nsources = [\"analytic\"]\n",
+      "s.toml");
   const auto& t = std::get<SplitsTask>(s.task);
   EXPECT_EQ(t.workers, 2);
   EXPECT_EQ(t.plans, (std::vector<std::string>{"zero=0", "zero=3"}));
@@ -78,8 +79,10 @@ TEST(ExperimentSpec, BadKeysAndValuesAreNamed) {
   EXPECT_EQ(field_of("kind = \"splits\"\n[splits]\nworkers = 0\n"), "x.toml: splits.workers");
   EXPECT_EQ(field_of("kind = \"equivalence\"\n[equivalence]\nplans = []\n"), "x.toml: equivalence.plans");
   EXPECT_EQ(field_of("kind = = 3\n").substr(0, 7), "x.toml:");
-  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"kill:rank=1,step=3\"\n"), "x.toml: hang_drill.fault");
-  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"hang:rank=5,step=3\"\n"), "x.toml: hang_drill.fault");
+  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"kill:rank=1,step=3\"\n"),
+            "x.toml: hang_drill.fault");
+  EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"hang:rank=5,step=3\"\n"),
+            "x.toml: hang_drill.fault");
   EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfault = \"hang:step=3\"\n"), "x.toml: hang_drill.fault");
   EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nfallback = \"pray\"\n"), "x.toml: hang_drill.fallback");
   EXPECT_EQ(field_of("kind = \"hang_drill\"\n[hang_drill]\nnproc = 1\n"), "x.toml: hang_drill.nproc");
@@ -97,7 +100,8 @@ TEST(ExperimentSpec, EveryKindRefusesANegativeSeedAndAnUnknownKey) {
   const auto s = parse_experiment("kind = \"scaling\"\n[scaling]\nrounds = 3\nseed = 7\n", "s.toml");
   EXPECT_EQ(std::get<ScalingTask>(s.task).rounds, 3);
   EXPECT_EQ(std::get<ScalingTask>(s.task).seed, 7u);
-  const auto h = parse_experiment("kind = \"hang_drill\"\n[hang_drill]\nnproc = 3\nsteps = 5\nplan = \"gbs=6\"\n", "h.toml");
+  const auto h =
+      parse_experiment("kind = \"hang_drill\"\n[hang_drill]\nnproc = 3\nsteps = 5\nplan = \"gbs=6\"\n", "h.toml");
   EXPECT_EQ(std::get<HangDrillTask>(h.task).nproc, 3);
   EXPECT_EQ(std::get<HangDrillTask>(h.task).steps, 5);
   EXPECT_EQ(std::get<HangDrillTask>(h.task).plan, "gbs=6");
@@ -117,9 +121,10 @@ TEST(ExperimentSpec, DeviceKeyOfMeasuredKinds) {
 namespace parlab::experiments {
 
 TEST(ExperimentSpec, DecideExperimentKeysAndTheirLimits) {
-  const auto d = parse_experiment("kind = \"decide\"\n[decide]\nmodel = \"models/deep-mlp.toml\"\nworkers = 3\ngbs = 48\n"
-                                  "top = 4\nsteps = 5\nseed = 9\n",
-                                  "d.toml");
+  const auto d = parse_experiment(
+      "kind = \"decide\"\n[decide]\nmodel = \"models/deep-mlp.toml\"\nworkers = 3\ngbs = 48\n"
+      "top = 4\nsteps = 5\nseed = 9\n",
+      "d.toml");
   const auto& t = std::get<DecideTask>(d.task);
   EXPECT_EQ(d.kind, "decide");
   EXPECT_EQ(t.model, "models/deep-mlp.toml");
@@ -129,7 +134,8 @@ TEST(ExperimentSpec, DecideExperimentKeysAndTheirLimits) {
   EXPECT_EQ(t.top, 4);
   EXPECT_EQ(t.steps, 5);
   EXPECT_EQ(t.seed, 9u);
-  EXPECT_EQ(std::get<DecideTask>(parse_experiment("kind = \"decide\"\n", "d.toml").task).global_batch, 0);  // the planner's
+  EXPECT_EQ(std::get<DecideTask>(parse_experiment("kind = \"decide\"\n", "d.toml").task).global_batch,
+            0);  // the planner's
   // One worker has nothing to split; a GPU cluster cannot be measured here; top and gbs bounded.
   EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\nworkers = 1\n"), "x.toml: decide.workers");
   EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ncluster = \"dgx-a100\"\n"), "x.toml: decide.cluster");

@@ -64,7 +64,8 @@ void check_row(const QString& db, LessonQuestion* q, double predicted) {
 
 // The rule's four verdicts as the lesson's question numbers them (bit i: verdict i holds).
 int mask_of(const strategy::RuleVerdict& v) {
-  return (v.ddp_fits ? 1 : 0) | (v.shard_model_state ? 2 : 0) | (v.tensor_split_needed ? 4 : 0) | (v.pipeline_candidate ? 8 : 0);
+  return (v.ddp_fits ? 1 : 0) | (v.shard_model_state ? 2 : 0) | (v.tensor_split_needed ? 4 : 0) |
+         (v.pipeline_candidate ? 8 : 0);
 }
 
 }  // namespace
@@ -123,7 +124,8 @@ class GuiLessonTest : public QObject {
       const auto report = strategy::search_plans(s->model, s->cluster, po);
       QVERIFY(report.smallest_split.has_value());
       QCOMPARE(*split->questions()[0]->revealed(), double(strategy::split_axes(report.smallest_split->plan)));
-      QVERIFY(split->questions()[0]->result_text().contains(QString::fromStdString(report.smallest_split->plan.short_name())));
+      QVERIFY(split->questions()[0]->result_text().contains(
+          QString::fromStdString(report.smallest_split->plan.short_name())));
     }
     QCOMPARE(*split->questions()[1]->revealed(), 0.0);  // the tiny model fits: DDP
     check_row(o.db, split->questions()[0], double(strategy::kSplitZero));

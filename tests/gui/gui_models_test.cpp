@@ -132,7 +132,8 @@ class GuiModelsTest : public QObject {
     QCOMPARE(outline->kind, ChartSeries::kOutline);
     QCOMPARE(outline->points.size(), size_t(4));
     for (int r = 0; r < 4; ++r)
-      QCOMPARE(outline->points[size_t(r)].y(), strategy::compute_ledger(ddp.model, ddp.plan, ddp.cluster, r).total_bytes() / kGiB);
+      QCOMPARE(outline->points[size_t(r)].y(),
+               strategy::compute_ledger(ddp.model, ddp.plan, ddp.cluster, r).total_bytes() / kGiB);
     const auto zero1 = expected("lab-mlp", "cpu-local", 4, "zero=1");
     QVERIFY(strategy::compute_ledger(zero1.model, zero1.plan, zero1.cluster, 0).optimizer_bytes <
             strategy::compute_ledger(ddp.model, ddp.plan, ddp.cluster, 0).optimizer_bytes);
@@ -144,13 +145,15 @@ class GuiModelsTest : public QObject {
     QCOMPARE(sp->points.size(), speedup_before.size());
     for (size_t i = 0; i < speedup_before.size(); ++i) QCOMPARE(sp->points[i].y(), speedup_before[i]);
     // The formulas are the library's, for the fullest rank, with ZeRO-1's shard named.
-    const auto explained = strategy::explain_ledger(zero1.model, zero1.model.layer_list(), zero1.plan, zero1.cluster, 0);
+    const auto explained =
+        strategy::explain_ledger(zero1.model, zero1.model.layer_list(), zero1.plan, zero1.cluster, 0);
     for (const auto& t : explained.terms)
       QVERIFY2(mv->formulas_text().contains(QString::fromStdString(t.formula).toHtmlEscaped()), t.formula.c_str());
     QVERIFY(mv->formulas_text().contains("(ZeRO-1 over dp 4)"));
     // The next change replaces the outline; another model clears it.
     set_workers(lab.setup(), 2);
-    QVERIFY(mv->panel()->chart()->series("before: " + QString::fromStdString(zero1.plan.short_name()) + " on 4 workers"));
+    QVERIFY(
+        mv->panel()->chart()->series("before: " + QString::fromStdString(zero1.plan.short_name()) + " on 4 workers"));
     QVERIFY(!mv->panel()->chart()->series(before_name));
     type_into(lab.setup(), "model", QString::fromStdString(source_path("tests/experiments/data/tiny-mlp.toml")));
     QVERIFY(!lab.setup()->error());
@@ -215,7 +218,8 @@ class GuiModelsTest : public QObject {
     QVERIFY(!strategy::compute_ledger(e.model, e.plan, e.cluster, 0).fits());  // the library's verdict
     check_memory(lab, e);
     QVERIFY(!lab.window->memory_model()->all_fit());
-    for (const QString& c : lab.window->memory_view()->panel()->chart()->spec().categories) QVERIFY2(c.contains("✗"), qPrintable(c));
+    for (const QString& c : lab.window->memory_view()->panel()->chart()->spec().categories)
+      QVERIFY2(c.contains("✗"), qPrintable(c));
     QVERIFY(lab.window->memory_view()->fit_text().contains("NOT fit"));
     const strategy::RuleVerdict v = strategy::apply_rule(strategy::rule_inputs(e.model, e.plan, e.cluster));
     QVERIFY(!v.ddp_fits);
@@ -232,7 +236,8 @@ class GuiModelsTest : public QObject {
     const bool fits = strategy::worst_stage(strategy::ledger_per_stage(fit.model, fit.plan, fit.cluster)).fits();
     QVERIFY(fits);
     QVERIFY(lab.window->memory_model()->all_fit());
-    for (const QString& c : lab.window->memory_view()->panel()->chart()->spec().categories) QVERIFY2(!c.contains("✗"), qPrintable(c));
+    for (const QString& c : lab.window->memory_view()->panel()->chart()->spec().categories)
+      QVERIFY2(!c.contains("✗"), qPrintable(c));
     QVERIFY(lab.window->memory_view()->fit_text().contains("fits"));
   }
 
@@ -264,7 +269,8 @@ class GuiModelsTest : public QObject {
     QVERIFY(w->simulated_timeline()->rowCount() > 0);
     {
       auto store = db::ResultsStore::open(lab.options.db.toStdString());
-      const db::RunId run = store.begin_run({.kind = db::RunKind::kMeasured, .model = "lab-mlp", .cluster = "cpu-local"});
+      const db::RunId run =
+          store.begin_run({.kind = db::RunKind::kMeasured, .model = "lab-mlp", .cluster = "cpu-local"});
       store.add_incident(run, {.kind = db::IncidentKind::kKilled, .rank = 1, .detail = "injected"});
       store.mark_run_status(run, db::RunStatus::kKilled);
       store.add_prediction({.model = "lab-mlp", .world_size = 2, .predicted = 1.7, .reason = "halves"});
@@ -300,8 +306,10 @@ class GuiModelsTest : public QObject {
     {
       auto store = db::ResultsStore::open(lab.options.db.toStdString());
       for (const auto& [w, v] : {std::pair{1, one}, std::pair{2, two}}) {
-        const db::RunId id = store.begin_run({.kind = db::RunKind::kMeasured, .model = s.inputs.model_label(),
-                                              .cluster = s.inputs.cluster, .plan = strategy::to_json(plan_at_workers(s, w)),
+        const db::RunId id = store.begin_run({.kind = db::RunKind::kMeasured,
+                                              .model = s.inputs.model_label(),
+                                              .cluster = s.inputs.cluster,
+                                              .plan = strategy::to_json(plan_at_workers(s, w)),
                                               .world_size = w});
         store.set_run_metric(id, "step_seconds", parlab::median(v));
         store.set_run_metric(id, "rounds.step_seconds", parlab::median(v));
@@ -335,9 +343,11 @@ class GuiModelsTest : public QObject {
     {
       QFile f(fake);
       QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(("#!/bin/sh\necho \"$@\" > '" + args + "'\ncat \"$3\" >> '" + args + "'\n"
+      f.write(("#!/bin/sh\necho \"$@\" > '" + args + "'\ncat \"$3\" >> '" + args +
+               "'\n"
                "echo 'decide_like: running' >&2\n"
-               "echo 'lab_decide  decide  ok  1.0 s  1-4  first choice DDP x2: regret 0.0% against the fastest measured, DDP x2'\n")
+               "echo 'lab_decide  decide  ok  1.0 s  1-4  first choice DDP x2: regret 0.0% against the fastest "
+               "measured, DDP x2'\n")
                   .toUtf8());
       f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
     }
@@ -352,10 +362,12 @@ class GuiModelsTest : public QObject {
     QFile a(args);
     QVERIFY(a.open(QIODevice::ReadOnly));
     const QString text = QString::fromUtf8(a.readAll());
-    QVERIFY2(text.startsWith("experiment run " + runs_dir_of(lab.options) + "/lab_decide.toml --db " + lab.options.db), qPrintable(text));
+    QVERIFY2(text.startsWith("experiment run " + runs_dir_of(lab.options) + "/lab_decide.toml --db " + lab.options.db),
+             qPrintable(text));
     QVERIFY2(text.contains("kind = \"decide\""), qPrintable(text));
     QVERIFY2(text.contains("workers = 2\n"), qPrintable(text));
-    QVERIFY2(text.contains("gbs = " + QString::number(lab.setup()->setup()->plan.global_batch) + "\n"), qPrintable(text));
+    QVERIFY2(text.contains("gbs = " + QString::number(lab.setup()->setup()->plan.global_batch) + "\n"),
+             qPrintable(text));
   }
 
   void every_view_is_reachable_by_keyboard() {
@@ -385,8 +397,11 @@ class GuiModelsTest : public QObject {
     const Expected e = expected("lab-mlp", "cpu-local", 4, "tp=2,zero=1,gbs=256");
     {
       auto store = db::ResultsStore::open(lab.options.db.toStdString());
-      store.begin_run({.kind = db::RunKind::kMeasured, .model = "lab-mlp", .cluster = "cpu-local",
-                       .plan = strategy::to_json(e.plan), .world_size = 4});
+      store.begin_run({.kind = db::RunKind::kMeasured,
+                       .model = "lab-mlp",
+                       .cluster = "cpu-local",
+                       .plan = strategy::to_json(e.plan),
+                       .world_size = 4});
     }
     lab.window->history_view()->reload();
     lab.window->history_view()->kind_field()->setCurrentText("run");

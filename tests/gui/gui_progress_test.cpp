@@ -48,7 +48,8 @@ class GuiProgressTest : public QObject {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("PARLAB_RESULTS", dir.filePath("results"));
     p.setProcessEnvironment(env);
-    p.start(bin, {"experiment", "run", QString::fromStdString(source_path("experiments/seed_budget.toml")), "--db", options.db});
+    p.start(bin, {"experiment", "run", QString::fromStdString(source_path("experiments/seed_budget.toml")), "--db",
+                  options.db});
     QVERIFY(p.waitForFinished(180000));
     QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
 
@@ -64,8 +65,10 @@ class GuiProgressTest : public QObject {
     int with_evidence = 0;
     for (int r = 0; r < model->rowCount(); ++r) {
       const rubric::CriterionResult& c = expected.criteria[size_t(r)];
-      QCOMPARE(model->data(model->index(r, RubricModel::kCriterion), Qt::UserRole).toString(), QString::fromStdString(c.id));
-      QCOMPARE(model->data(model->index(r, RubricModel::kStatus)).toString(), QString::fromUtf8(rubric::to_string(c.status)));
+      QCOMPARE(model->data(model->index(r, RubricModel::kCriterion), Qt::UserRole).toString(),
+               QString::fromStdString(c.id));
+      QCOMPARE(model->data(model->index(r, RubricModel::kStatus)).toString(),
+               QString::fromUtf8(rubric::to_string(c.status)));
       QCOMPARE(model->data(model->index(r, RubricModel::kPoints), Qt::UserRole).toDouble(), c.points);
       if (c.status == rubric::Status::kPassed || c.status == rubric::Status::kFailed) ++with_evidence;
       if (c.status != rubric::Status::kPassed && !c.fix.empty())

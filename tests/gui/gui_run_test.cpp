@@ -75,7 +75,8 @@ bool run_to_end(Lab& lab) {
   RunView* rv = lab.window->run_view();
   bool done = false;
   RunOutcome out;
-  auto c = QObject::connect(rv->controller(), &RunController::finished, [&](const RunOutcome& o) { done = true, out = o; });
+  auto c =
+      QObject::connect(rv->controller(), &RunController::finished, [&](const RunOutcome& o) { done = true, out = o; });
   if (!rv->start_run()) return false;
   const bool ok = wait_until([&] { return done; }, 90000);
   QObject::disconnect(c);
@@ -90,7 +91,8 @@ class GuiRunTest : public QObject {
  private slots:
   void initTestCase() {
     // The runs start the real CLI; a build without cli/ has none to start.
-    if (!QFileInfo(qEnvironmentVariable("PARLAB_BIN")).isExecutable()) QSKIP("PARLAB_BIN is not set to the parlab binary");
+    if (!QFileInfo(qEnvironmentVariable("PARLAB_BIN")).isExecutable())
+      QSKIP("PARLAB_BIN is not set to the parlab binary");
   }
 
   void two_worker_run_completes_and_its_point_is_charted() {
@@ -102,7 +104,7 @@ class GuiRunTest : public QObject {
       lab.setup()->set_inputs(tiny(w));
       QVERIFY2(!lab.setup()->error(), lab.setup()->error() ? lab.setup()->error()->message.c_str() : "");
       QVERIFY2(run_to_end(lab), qPrintable(rv->status()));
-      QCOMPARE(rv->progress()->value(), 6);       // the bar followed every step
+      QCOMPARE(rv->progress()->value(), 6);        // the bar followed every step
       QCOMPARE(rv->steps_model()->rowCount(), 6);  // the live plot got every step
       // The run's measured trace is shown beside the simulated timeline: one process per rank.
       QCOMPARE(lab.window->measured_timeline()->ranks(), w);
@@ -167,8 +169,9 @@ class GuiRunTest : public QObject {
     QVERIFY(run.has_value());
     QCOMPARE(run->status, db::RunStatus::kKilled);
     // Marked by the supervisor's own orderly teardown, not left for the stale-run sweep.
-    QVERIFY2(run->notes.find("interrupted") != std::string::npos && run->notes.find("stale-run sweep") == std::string::npos,
-             run->notes.c_str());
+    QVERIFY2(
+        run->notes.find("interrupted") != std::string::npos && run->notes.find("stale-run sweep") == std::string::npos,
+        run->notes.c_str());
     QVERIFY(!db::ResultsStore::open(lab.options.db.toStdString()).step_timings(run->id).empty());
     QVERIFY(rv->status().contains("killed"));
   }
@@ -186,7 +189,9 @@ class GuiRunTest : public QObject {
     std::map<int, db::RunRecord> runs;
     for (const auto& r : store.list_runs()) runs[r.world_size] = r;
     QCOMPARE(runs.size(), size_t(2));
-    auto speed = [&](int w) { return runs[w].plan.at("gbs").get<double>() / store.run_metrics(runs[w].id).at("step_seconds"); };
+    auto speed = [&](int w) {
+      return runs[w].plan.at("gbs").get<double>() / store.run_metrics(runs[w].id).at("step_seconds");
+    };
     const auto all = store.list_predictions();
     QCOMPARE(all.size(), size_t(1));
     QCOMPARE(all.front().source, db::RunKind::kMeasured);
@@ -206,8 +211,9 @@ class GuiRunTest : public QObject {
     QVERIFY(f->start(FaultPanel::kKill));
     QVERIFY(wait_until([&] { return done; }, 90000));
     QVERIFY2(identical, qPrintable(f->result()));
-    QVERIFY2(f->result().contains("killed") && f->result().contains("rank 1") && f->result().contains("resumed at step"),
-             qPrintable(f->result()));
+    QVERIFY2(
+        f->result().contains("killed") && f->result().contains("rank 1") && f->result().contains("resumed at step"),
+        qPrintable(f->result()));
     // Both runs are in the DB: the faulted one completed after its restart, with the incident.
     auto store = db::ResultsStore::open(lab.options.db.toStdString());
     const auto runs = store.list_runs();

@@ -33,8 +33,8 @@ QStringList visible_errors(QWidget* root) {
     if (!l->isVisibleTo(root) || l->text().trimmed().isEmpty()) continue;
     const QString t = l->text();
     const bool styled = l->styleSheet().contains("b00020");
-    const bool says = t.contains("failed", Qt::CaseInsensitive) || t.contains("Could not") || t.contains("unavailable") ||
-                      t.contains("did not complete") || t.contains("No analytic series");
+    const bool says = t.contains("failed", Qt::CaseInsensitive) || t.contains("Could not") ||
+                      t.contains("unavailable") || t.contains("did not complete") || t.contains("No analytic series");
     if (styled || says) out << t;
   }
   return out;
@@ -48,7 +48,8 @@ class GuiScreenshotTest : public QObject {
   void one_non_blank_png_per_view() {
     QTemporaryDir dir;
     QProcess lab;
-    lab.start(qEnvironmentVariable("PARLAB_LAB"), {"--screenshot", dir.filePath("shots"), "--db", dir.filePath("lab.db")});
+    lab.start(qEnvironmentVariable("PARLAB_LAB"),
+              {"--screenshot", dir.filePath("shots"), "--db", dir.filePath("lab.db")});
     QVERIFY(lab.waitForFinished(150000));
     QVERIFY2(lab.exitStatus() == QProcess::NormalExit && lab.exitCode() == 0, lab.readAllStandardError().constData());
     const QStringList files = QDir(dir.filePath("shots")).entryList({"*.png"}, QDir::Files);
@@ -92,12 +93,14 @@ class GuiScreenshotTest : public QObject {
     // The formulas under the bars are explain_ledger's, and end in the bars' numbers.
     const auto explained = strategy::explain_ledger(e.model, e.model.layer_list(), e.plan, e.cluster, 0);
     for (const auto& t : explained.terms)
-      QVERIFY2(w.memory_view()->formulas_text().contains(QString::fromStdString(t.formula).toHtmlEscaped()), t.formula.c_str());
+      QVERIFY2(w.memory_view()->formulas_text().contains(QString::fromStdString(t.formula).toHtmlEscaped()),
+               t.formula.c_str());
     // And the picture has them: the optimizer's bar colour (the largest part) fills a block.
     const QImage memory(dir + "/memory.png");
     int optimizer_pixels = 0;
     for (int y = 0; y < memory.height(); y += 2)
-      for (int x = 0; x < memory.width(); x += 2) optimizer_pixels += memory.pixelColor(x, y) == chart->series("optimizer")->color;
+      for (int x = 0; x < memory.width(); x += 2)
+        optimizer_pixels += memory.pixelColor(x, y) == chart->series("optimizer")->color;
     QVERIFY2(optimizer_pixels > 500, qPrintable(QString("%1 optimizer pixels").arg(optimizer_pixels)));
   }
 };

@@ -13,9 +13,9 @@ using namespace parlab::gui::test;
 
 namespace {
 struct Case {
-  std::string key;        // the field typed into
-  QString text;           // what the learner types
-  QStringList expected;   // the message must contain all of these
+  std::string key;       // the field typed into
+  QString text;          // what the learner types
+  QStringList expected;  // the message must contain all of these
 };
 }  // namespace
 
@@ -80,7 +80,8 @@ class GuiSetupTest : public QObject {
     // cpu-local is this host: no more workers than its file says (the spin box stops there).
     lab.setup()->set_inputs(SetupInputs{});
     set_workers(lab.setup(), 64);
-    QCOMPARE(qobject_cast<QSpinBox*>(lab.setup()->field("workers"))->value(), strategy::load_cluster("cpu-local").devices());
+    QCOMPARE(qobject_cast<QSpinBox*>(lab.setup()->field("workers"))->value(),
+             strategy::load_cluster("cpu-local").devices());
     // The spin box only takes what it can hold: letters never reach the setup.
     type_into(lab.setup(), "workers", "abc");
     QVERIFY(qobject_cast<QSpinBox*>(lab.setup()->field("workers"))->value() >= 1);

@@ -66,7 +66,9 @@ inline void type_into(SetupPanel* panel, const std::string& key, const QString& 
   type_text(edit, text);
 }
 
-inline void set_workers(SetupPanel* panel, int workers) { qobject_cast<QSpinBox*>(panel->field("workers"))->setValue(workers); }
+inline void set_workers(SetupPanel* panel, int workers) {
+  qobject_cast<QSpinBox*>(panel->field("workers"))->setValue(workers);
+}
 
 // The library's resolved plan and cluster for (model, cluster, workers, plan text): what the
 // lab must show for the same inputs.
@@ -75,7 +77,8 @@ struct Expected {
   strategy::ClusterSpec base, cluster;
   strategy::Plan plan;
 };
-inline Expected expected(const std::string& model, const std::string& cluster, int workers, const std::string& plan_text) {
+inline Expected expected(const std::string& model, const std::string& cluster, int workers,
+                         const std::string& plan_text) {
   Expected e;
   e.model = strategy::load_model(model);
   e.base = strategy::load_cluster(cluster);
@@ -85,7 +88,8 @@ inline Expected expected(const std::string& model, const std::string& cluster, i
   return e;
 }
 // The split scaled to `workers` the way experiments scale it: dp = W / (tp pp).
-inline Expected expected_scaled(const std::string& model, const std::string& cluster, int workers, const std::string& plan_text) {
+inline Expected expected_scaled(const std::string& model, const std::string& cluster, int workers,
+                                const std::string& plan_text) {
   Expected e;
   e.model = strategy::load_model(model);
   e.base = strategy::load_cluster(cluster);

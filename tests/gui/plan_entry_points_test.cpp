@@ -31,9 +31,15 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {kSmall, "", 1},          {kSmall, "", 2},        {kSmall, "", 4},
-      {kSmall, "zero=3", 4},    {kSmall, "gbs=64", 4},  {kSmall, "tp=2", 4},
-      {kSmall, "pp=2", 4},      {kSmall, "mb=8", 2},    {"lab-mlp", "zero=1,bucket_mb=4", 2},
+      {kSmall, "", 1},
+      {kSmall, "", 2},
+      {kSmall, "", 4},
+      {kSmall, "zero=3", 4},
+      {kSmall, "gbs=64", 4},
+      {kSmall, "tp=2", 4},
+      {kSmall, "pp=2", 4},
+      {kSmall, "mb=8", 2},
+      {"lab-mlp", "zero=1,bucket_mb=4", 2},
       {"lab-mlp", "pp=2,tp=2", 4},
   };
   return c;

@@ -25,9 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Rule {
-  bool anything = false;           // "everything"
-  std::set<std::string> may;       // folders (exact) it may include
-  std::set<std::string> may_under; // "runtime/*": any folder below these
+  bool anything = false;            // "everything"
+  std::set<std::string> may;        // folders (exact) it may include
+  std::set<std::string> may_under;  // "runtime/*": any folder below these
 };
 using Rules = std::map<std::string, Rule>;  // folder ("runtime/comm") -> its rule
 
@@ -48,8 +48,10 @@ Rules read_rules(const fs::path& design) {
     r.anything = deps.find("everything") != std::string::npos;
     for (auto it = std::sregex_iterator(deps.begin(), deps.end(), tick); it != std::sregex_iterator(); ++it) {
       std::string d = (*it)[1].str();
-      if (d.size() > 2 && d.substr(d.size() - 2) == "/*") r.may_under.insert(d.substr(0, d.size() - 2));
-      else r.may.insert(d);
+      if (d.size() > 2 && d.substr(d.size() - 2) == "/*")
+        r.may_under.insert(d.substr(0, d.size() - 2));
+      else
+        r.may.insert(d);
     }
     rules[m[1].str()] = r;
   }
@@ -124,10 +126,30 @@ const fs::path kDesign = fs::path(PARLAB_SOURCE_DIR) / "docs" / "DESIGN.md";
 
 TEST(Layers, TableNamesEveryLayer) {
   const Rules rules = read_rules(kDesign);
-  for (const char* f : {"base", "strategy", "trace", "sim", "db", "record", "experiments", "rubric", "cli", "gui",
-                        "bench", "tests", "runtime/comm", "runtime/comm/nccl", "runtime/compute", "runtime/compute/cuda",
-                        "runtime/gpu", "runtime/model", "runtime/model/cuda", "runtime/train", "runtime/device",
-                        "runtime/checkpoint", "runtime/launch", "runtime/diagnose"})
+  for (const char* f : {"base",
+                        "strategy",
+                        "trace",
+                        "sim",
+                        "db",
+                        "record",
+                        "experiments",
+                        "rubric",
+                        "cli",
+                        "gui",
+                        "bench",
+                        "tests",
+                        "runtime/comm",
+                        "runtime/comm/nccl",
+                        "runtime/compute",
+                        "runtime/compute/cuda",
+                        "runtime/gpu",
+                        "runtime/model",
+                        "runtime/model/cuda",
+                        "runtime/train",
+                        "runtime/device",
+                        "runtime/checkpoint",
+                        "runtime/launch",
+                        "runtime/diagnose"})
     EXPECT_TRUE(rules.count(f)) << f << " has no row in " << kDesign;
   ASSERT_TRUE(rules.count("base"));
   EXPECT_TRUE(rules.at("base").may.empty()) << "base/ sits below everything";
@@ -141,8 +163,10 @@ TEST(Layers, ScannerFindsPlantedCrossings) {
   const fs::path root = fs::temp_directory_path() / ("parlab-layers-" + std::to_string(::getpid()));
   fs::remove_all(root);
   write(root / "db/a.cpp", "#include \"base/errors.h\"\n#include \"strategy/plan.h\"\n");
-  write(root / "runtime/model/b.cpp", "#include \"runtime/compute/cpu/kernels.h\"\n#include \"runtime/compute/cuda/kernels.h\"\n");
-  write(root / "runtime/model/cuda/ok.cpp", "#include \"runtime/compute/cuda/kernels.h\"\n#include \"runtime/model/lab_mlp.h\"\n");
+  write(root / "runtime/model/b.cpp",
+        "#include \"runtime/compute/cpu/kernels.h\"\n#include \"runtime/compute/cuda/kernels.h\"\n");
+  write(root / "runtime/model/cuda/ok.cpp",
+        "#include \"runtime/compute/cuda/kernels.h\"\n#include \"runtime/model/lab_mlp.h\"\n");
   write(root / "sim/c.cpp", "#include <vector>\n  #  include \"rubric/grade.h\"\n#include \"trace/trace.h\"\n");
   write(root / "runtime/compute/cuda/d.h", "#include \"runtime/model/lab_mlp.h\"\n");  // the old folder cycle
   write(root / "runtime/launch/e.h", "#pragma once\n#include \"db/results_store.h\"\n#include \"strategy/plan.h\"\n");

@@ -23,7 +23,8 @@ Proof equivalence_proof(std::int64_t id, const std::string& plan, double worst, 
 }
 
 CriterionResult judge(const Evidence& e, const std::string& rubric_tail = "") {
-  const Rubric r = parse_rubric("[[criterion]]\nid = \"eq\"\npoints = 1\ncheck = \"equivalence\"\n" + rubric_tail, "t.toml");
+  const Rubric r =
+      parse_rubric("[[criterion]]\nid = \"eq\"\npoints = 1\ncheck = \"equivalence\"\n" + rubric_tail, "t.toml");
   CriterionResult out;
   find_check("equivalence")->judge(r.criteria[0], e, GradeOptions{}, out);
   return out;

@@ -36,7 +36,8 @@ fs::path fixture_db() {
   struct stat st {};
   const std::string bin = parlab::testing::parlab_bin();
   if (::stat(bin.c_str(), &st) != 0) throw std::runtime_error("no parlab binary at " + bin);
-  const fs::path dir = fs::path(PARLAB_RUBRIC_FIXTURE_DIR) / ("quickstart-" + std::to_string(st.st_size) + "-" + std::to_string(st.st_mtime));
+  const fs::path dir = fs::path(PARLAB_RUBRIC_FIXTURE_DIR) /
+                       ("quickstart-" + std::to_string(st.st_size) + "-" + std::to_string(st.st_mtime));
   const fs::path db = dir / "quickstart.db";
   fs::create_directories(dir);
   const int lock = ::open((dir / "lock").c_str(), O_CREAT | O_RDWR, 0644);
@@ -45,10 +46,12 @@ fs::path fixture_db() {
     fs::remove(db);
     // Databases of earlier binaries are of no use any more.
     for (const auto& e : fs::directory_iterator(dir.parent_path()))
-      if (e.is_directory() && e.path().filename().string().rfind("quickstart-", 0) == 0 && e.path() != dir) fs::remove_all(e.path());
+      if (e.is_directory() && e.path().filename().string().rfind("quickstart-", 0) == 0 && e.path() != dir)
+        fs::remove_all(e.path());
     const auto r = parlab::testing::run_process(
-        {bin, "experiment", "run", (kSource / "experiments/seed_budget.toml").string(), (kSource / "experiments/allreduce_lab.toml").string(),
-         (kData / "scaling_small.toml").string(), (kData / "equivalence_small.toml").string(), (kData / "kill_resume_small.toml").string(),
+        {bin, "experiment", "run", (kSource / "experiments/seed_budget.toml").string(),
+         (kSource / "experiments/allreduce_lab.toml").string(), (kData / "scaling_small.toml").string(),
+         (kData / "equivalence_small.toml").string(), (kData / "kill_resume_small.toml").string(),
          (kData / "hang_small.toml").string(), (kData / "elastic_small.toml").string(), "--db", db.string()},
         {"OPENBLAS_NUM_THREADS=1", "PARLAB_RESULTS=" + (dir / "results").string()});
     if (r.exit_code != 0) {
@@ -109,8 +112,8 @@ const CriterionResult& get(const Report& r, const std::string& id) {
 TEST(GradeQuickstart, ScoresAtLeastThePassMarkWithAValidGradescopeResultsJson) {
   ScratchDir dir;
   const fs::path db = copy_of_fixture(dir, "learner.db");
-  const auto r = parlab::testing::run_process({parlab::testing::parlab_bin(), "grade", "--db", db.string(), "--format", "gradescope",
-                                               "--hardware", "cpu", "--out", (dir / "out").string()});
+  const auto r = parlab::testing::run_process({parlab::testing::parlab_bin(), "grade", "--db", db.string(), "--format",
+                                               "gradescope", "--hardware", "cpu", "--out", (dir / "out").string()});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::ifstream in(dir / "out/results.json");
   const json j = json::parse(in);
@@ -122,7 +125,8 @@ TEST(GradeQuickstart, ScoresAtLeastThePassMarkWithAValidGradescopeResultsJson) {
   ASSERT_TRUE(j.at("tests").is_array());
   double sum = 0, max = 0;
   for (const json& t : j["tests"]) {
-    for (const char* k : {"name", "output", "visibility", "status"}) ASSERT_TRUE(t.at(k).is_string()) << k << " in " << t.dump();
+    for (const char* k : {"name", "output", "visibility", "status"})
+      ASSERT_TRUE(t.at(k).is_string()) << k << " in " << t.dump();
     ASSERT_TRUE(t.at("score").is_number());
     ASSERT_TRUE(t.at("max_score").is_number());
     EXPECT_TRUE(t["status"] == "passed" || t["status"] == "failed") << t.dump();
@@ -138,8 +142,8 @@ TEST(GradeQuickstart, ScoresAtLeastThePassMarkWithAValidGradescopeResultsJson) {
 
   // The same database through the library: which criteria carry it.
   const Report rep = grade_file(db, default_rubric(), cpu());
-  for (const char* id : {"seed_example", "efficiency_hand_check", "deterministic_simulation", "equivalence", "kill_resume",
-                         "hang_fallback", "elastic_sampling", "checkpoint_complete"})
+  for (const char* id : {"seed_example", "efficiency_hand_check", "deterministic_simulation", "equivalence",
+                         "kill_resume", "hang_fallback", "elastic_sampling", "checkpoint_complete"})
     EXPECT_EQ(get(rep, id).status, Status::kPassed) << id << ": " << get(rep, id).detail;
   EXPECT_EQ(get(rep, "predictions_before_reveal").status, Status::kMissing);  // the desktop lab writes them
   EXPECT_EQ(get(rep, "gpu_efficiency").status, Status::kBlocked);
@@ -205,7 +209,8 @@ TEST(GradeQuickstart, DeletingOneProofRemovesExactlyThatCriterionsPointsAndGatin
   EXPECT_EQ(get(gated, "efficiency_report").status, Status::kPassed);
   EXPECT_EQ(get(gated, "efficiency_report").gated_by, "equivalence");
   EXPECT_EQ(get(gated, "efficiency_report").points, 0);
-  EXPECT_DOUBLE_EQ(before.score - gated.score, get(before, "equivalence").points + get(before, "efficiency_report").points);
+  EXPECT_DOUBLE_EQ(before.score - gated.score,
+                   get(before, "equivalence").points + get(before, "efficiency_report").points);
 }
 
 TEST(GradeQuickstart, AnEditedProofRowIsTamperedAndEarnsNothingTheRestIsGraded) {
@@ -361,8 +366,8 @@ TEST(GradeQuickstart, VerifyReRunsAKillResumeTrialAndTheSeedExample) {
 TEST(GradeCli, HtmlHasTheChartsInlineAndABadRubricExitsTwoNamingTheField) {
   ScratchDir dir;
   const fs::path db = copy_of_fixture(dir, "learner.db");
-  const auto ok = parlab::testing::run_process(
-      {parlab::testing::parlab_bin(), "grade", "--db", db.string(), "--format", "html", "--out", (dir / "html").string()});
+  const auto ok = parlab::testing::run_process({parlab::testing::parlab_bin(), "grade", "--db", db.string(), "--format",
+                                                "html", "--out", (dir / "html").string()});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   std::ifstream in(dir / "html/report.html");
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -375,13 +380,14 @@ TEST(GradeCli, HtmlHasTheChartsInlineAndABadRubricExitsTwoNamingTheField) {
   const auto bad = parlab::testing::run_process(
       {parlab::testing::parlab_bin(), "grade", "--db", db.string(), "--rubric", (dir / "bad.toml").string()});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("criterion[0] (kr).thresholds.min_trials = 'two': must be a number"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("criterion[0] (kr).thresholds.min_trials = 'two': must be a number"), std::string::npos)
+      << bad.err;
 
   fs::create_directories(dir / "class");
   fs::copy_file(db, dir / "class/ada.db");
   fs::copy_file(db, dir / "class/bob.db");
-  const auto cls = parlab::testing::run_process(
-      {parlab::testing::parlab_bin(), "grade", "--class", (dir / "class").string(), "--out", (dir / "class-out").string()});
+  const auto cls = parlab::testing::run_process({parlab::testing::parlab_bin(), "grade", "--class",
+                                                 (dir / "class").string(), "--out", (dir / "class-out").string()});
   ASSERT_EQ(cls.exit_code, 0) << cls.err;
   std::ifstream csv(dir / "class-out/class.csv");
   std::string header, line;
@@ -392,12 +398,12 @@ TEST(GradeCli, HtmlHasTheChartsInlineAndABadRubricExitsTwoNamingTheField) {
   EXPECT_EQ(rows, 3);  // two learners and the pass-rate line
   EXPECT_TRUE(fs::exists(dir / "class-out/class.html"));
 
-  const auto missing = parlab::testing::run_process({parlab::testing::parlab_bin(), "grade", "--db", (dir / "nope.db").string()});
+  const auto missing =
+      parlab::testing::run_process({parlab::testing::parlab_bin(), "grade", "--db", (dir / "nope.db").string()});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("--db = "), std::string::npos) << missing.err;
   EXPECT_FALSE(fs::exists(dir / "nope.db"));  // grading never creates a database
 }
-
 
 TEST(GradeQuickstart, TheLessonCriterionCreditsCompletedStepsAndSaysWhereItResumes) {
   ScratchDir dir;

@@ -9,7 +9,8 @@
 namespace parlab::rubric {
 namespace {
 
-Prediction answered(std::int64_t id, const std::string& quantity, const std::string& at, const std::string& revealed_at) {
+Prediction answered(std::int64_t id, const std::string& quantity, const std::string& at,
+                    const std::string& revealed_at) {
   return {id, quantity, "simulated", 1, 1.0, 1.0, at, revealed_at};
 }
 
@@ -19,7 +20,8 @@ std::vector<Prediction> answers_through(int last_step) {
   for (const LessonStep& s : lesson_steps())
     if (s.number <= last_step)
       for (const std::string& q : s.quantities)
-        ps.push_back(answered(id++, q, "2026-12-01T10:00:0" + std::to_string(id % 10) + ".000Z", "2026-12-01T10:01:00.000Z"));
+        ps.push_back(
+            answered(id++, q, "2026-12-01T10:00:0" + std::to_string(id % 10) + ".000Z", "2026-12-01T10:01:00.000Z"));
   return ps;
 }
 

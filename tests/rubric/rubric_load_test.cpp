@@ -43,8 +43,8 @@ TEST(RubricFile, TheBuiltInRubricHasEveryCriterionOfTheChapter) {
   std::set<std::string> checks;
   for (const Criterion& c : r.criteria) checks.insert(c.check);
   for (const char* need : {"seed_worked_example", "efficiency_substitution", "deterministic_simulation", "equivalence",
-                           "efficiency_report", "kill_resume", "hang_fallback", "elastic_sampling", "checkpoint_complete",
-                           "predictions_before_reveal"})
+                           "efficiency_report", "kill_resume", "hang_fallback", "elastic_sampling",
+                           "checkpoint_complete", "predictions_before_reveal"})
     EXPECT_TRUE(checks.count(need)) << need;
   // Performance points are gated on a correctness criterion.
   for (const Criterion& c : r.criteria)
@@ -75,12 +75,14 @@ TEST(RubricFile, MalformedFilesNameTheCriterionAndTheField) {
 
   bad = kMinimal;
   bad.replace(bad.find("min_trials = 3"), 14, "min_trails = 3");
-  EXPECT_NE(error_of(bad).find("criterion[1] (kr).thresholds.min_trails = 3: unknown key; allowed: min_trials"), std::string::npos)
+  EXPECT_NE(error_of(bad).find("criterion[1] (kr).thresholds.min_trails = 3: unknown key; allowed: min_trials"),
+            std::string::npos)
       << error_of(bad);
 
   bad = kMinimal;
   bad.replace(bad.find("check = \"kill_resume\""), 21, "check = \"kill_and_resume\"");
-  EXPECT_NE(error_of(bad).find("criterion[1] (kr).check = kill_and_resume: one of seed_worked_example"), std::string::npos)
+  EXPECT_NE(error_of(bad).find("criterion[1] (kr).check = kill_and_resume: one of seed_worked_example"),
+            std::string::npos)
       << error_of(bad);
 
   bad = kMinimal;
@@ -95,8 +97,11 @@ TEST(RubricFile, MalformedFilesNameTheCriterionAndTheField) {
   bad.replace(bad.find("check = \"kill_resume\""), 21, "check = \"kill_resume\"\ngate = \"kr\"");
   EXPECT_NE(error_of(bad).find("(kr).gate = kr: a criterion cannot gate itself"), std::string::npos) << error_of(bad);
 
-  bad = std::string(kMinimal) + "[[criterion]]\nid = \"perf\"\npoints = 1\ncategory = \"performance\"\ncheck = \"efficiency_report\"\ngate = \"nothing\"\n";
-  EXPECT_NE(error_of(bad).find("criterion[2] (perf).gate = nothing: must name another criterion"), std::string::npos) << error_of(bad);
+  bad = std::string(kMinimal) +
+        "[[criterion]]\nid = \"perf\"\npoints = 1\ncategory = \"performance\"\ncheck = \"efficiency_report\"\ngate = "
+        "\"nothing\"\n";
+  EXPECT_NE(error_of(bad).find("criterion[2] (perf).gate = nothing: must name another criterion"), std::string::npos)
+      << error_of(bad);
 
   bad = std::string(kMinimal) + "[[criterion]]\nid = \"x\"\npoints = 1\ncheck = \"proof_passed\"\n";
   EXPECT_NE(error_of(bad).find("criterion[2] (x).proof = (missing)"), std::string::npos) << error_of(bad);

@@ -125,8 +125,8 @@ TEST(Collective, SchedulesMoveTheBusBytes) {
 TEST(Collective, RingsAcrossNodesUseOneChannelPerNic) {
   const auto cluster = uniform_cluster(4, 2);
   const Layout layout = make_layout(cluster, 8);
-  const Schedule s = collective_schedule(CollectiveOp::kAllReduce, kS, 1, {0, 1, 2, 3, 4, 5, 6, 7}, layout, cluster,
-                                         kRing);
+  const Schedule s =
+      collective_schedule(CollectiveOp::kAllReduce, kS, 1, {0, 1, 2, 3, 4, 5, 6, 7}, layout, cluster, kRing);
   EXPECT_EQ(s.channels, 4);
   std::set<int> exits;
   for (const auto& m : s.steps.front().messages)

@@ -152,7 +152,10 @@ TEST(Contention, ClosedFormMatchesFlowsWhenAlone) {
       {strategy::CollectiveOp::kAllReduce, kS, &two_nodes, AlgorithmChoice::kAnalytic, {}},
       {strategy::CollectiveOp::kAllGather, kS, &two_nodes, AlgorithmChoice::kAnalytic, {}},
       {strategy::CollectiveOp::kBroadcast, kS, &two_nodes, AlgorithmChoice::kAuto, {}},
-      {strategy::CollectiveOp::kReduceScatter, kS, &eight_nodes, AlgorithmChoice::kRing,
+      {strategy::CollectiveOp::kReduceScatter,
+       kS,
+       &eight_nodes,
+       AlgorithmChoice::kRing,
        {parse_fault("degrade-link:rank=2,factor=10")}},
       {strategy::CollectiveOp::kAllReduce, kS, &two_nodes, AlgorithmChoice::kRing, {}, false},  // 4 channels
   };
@@ -174,7 +177,8 @@ TEST(Contention, ClosedFormPlanMatchesFlows) {
   const auto cluster = testing::uniform_cluster(4, 2);
   const auto model = testing::mlp(8, 512, 2048, 16, 32);
   int64_t preempted = 0;
-  for (const char* text : {"tp=2,pp=2,dp=2,microbatches=4", "pp=2,dp=4,zero=1,microbatches=2", "tp=2,dp=4,zero=3,microbatches=2"}) {
+  for (const char* text :
+       {"tp=2,pp=2,dp=2,microbatches=4", "pp=2,dp=4,zero=1,microbatches=2", "tp=2,dp=4,zero=3,microbatches=2"}) {
     const auto plan = testing::resolved(text, model, cluster, 8);
     SimOptions flows;
     flows.closed_form = false;

@@ -56,7 +56,8 @@ TEST(DataParallel, ZeroThreeMovesOneAndAHalfTimesDdpBytes) {
     double sum = 0;
     for (const auto& op : p.ops)
       if (op.is_collective())
-        sum += op.bytes * op.count * strategy::bus_bandwidth_factor(strategy::collective_of(op.kind), p.group_of(op).size());
+        sum += op.bytes * op.count *
+               strategy::bus_bandwidth_factor(strategy::collective_of(op.kind), p.group_of(op).size());
     return sum;
   };
   const auto ddp_plan = resolved("dp=4,microbatches=1", model, cluster, 4);
@@ -151,7 +152,8 @@ TEST(TensorParallel, CoalescedCallsAgreeWithExactCalls) {
   SimOptions exact;
   exact.coalesce_calls = false;
   exact.merge_steps = false;
-  for (const auto& [text, tolerance] : {std::pair{"tp=8,microbatches=2", 1e-9}, std::pair{"tp=4,dp=2,microbatches=2", 0.01}}) {
+  for (const auto& [text, tolerance] :
+       {std::pair{"tp=8,microbatches=2", 1e-9}, std::pair{"tp=4,dp=2,microbatches=2", 0.01}}) {
     const auto plan = resolved(text, model, cluster, 8);
     const auto a = simulate_plan(model, plan, cluster);
     const auto b = simulate_plan(model, plan, cluster, exact);
@@ -213,7 +215,8 @@ TEST(TensorParallel, ARunOfCollectivesTimesEveryCall) {
   o.timeline = true;
   const auto r = simulate_programs(run_of_collectives(model, cluster, calls, bytes), model, cluster, o);
   ASSERT_FALSE(r.hang.deadlock);
-  const double rs = simulate_collective(strategy::CollectiveOp::kReduceScatter, bytes, 4, cluster, {}, {}, true).seconds;
+  const double rs =
+      simulate_collective(strategy::CollectiveOp::kReduceScatter, bytes, 4, cluster, {}, {}, true).seconds;
   const double ag = simulate_collective(strategy::CollectiveOp::kAllGather, bytes, 4, cluster, {}, {}, true).seconds;
   ASSERT_GT(rs, 0);
   for (int rank = 0; rank < 4; ++rank) {
@@ -224,7 +227,8 @@ TEST(TensorParallel, ARunOfCollectivesTimesEveryCall) {
     EXPECT_NEAR(ops[0]->end_seconds, 1e-3, 1e-12);  // 1e9 FLOPs at 1 TFLOP/s
     for (int k = 1; k <= calls; ++k) {
       EXPECT_DOUBLE_EQ(ops[k]->start_seconds, ops[k - 1]->end_seconds) << "rank " << rank << " call " << k;
-      EXPECT_NEAR(ops[k]->end_seconds - ops[k]->start_seconds, k % 2 == 1 ? rs : ag, 1e-12) << "rank " << rank << " call " << k;
+      EXPECT_NEAR(ops[k]->end_seconds - ops[k]->start_seconds, k % 2 == 1 ? rs : ag, 1e-12)
+          << "rank " << rank << " call " << k;
     }
     EXPECT_DOUBLE_EQ(ops[calls + 1]->start_seconds, ops[calls]->end_seconds);
   }

@@ -178,17 +178,19 @@ Outcome run_network(double collective_at, double send_at, double send_bytes) {
     const Platform platform(cluster, layout, testing::kUniformFlopsPerS, {});
     auto sem = simgrid::s4u::Semaphore::create(0);
     bool waiting = false;
-    Network::Driver driver{.wait = [&](int, int, double seconds) {
-                             waiting = true;
-                             const bool timed_out = sem->acquire_timeout(seconds);
-                             waiting = false;
-                             return timed_out;
-                           },
-                           .wake = [&](int, int) {
-                             if (!waiting) return;
-                             waiting = false;
-                             sem->release();
-                           }};
+    Network::Driver driver{.wait =
+                               [&](int, int, double seconds) {
+                                 waiting = true;
+                                 const bool timed_out = sem->acquire_timeout(seconds);
+                                 waiting = false;
+                                 return timed_out;
+                               },
+                           .wake =
+                               [&](int, int) {
+                                 if (!waiting) return;
+                                 waiting = false;
+                                 sem->release();
+                               }};
     Network network(layout, platform, cluster, true, driver);
     Schedule schedule;
     schedule.steps.push_back({{{0, 1, kS}}, 0});

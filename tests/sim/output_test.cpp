@@ -45,7 +45,8 @@ TEST(Output, JsonUsesTheAnalyticKeys) {
   const auto est = estimate_to_json(strategy::estimate_step(model, plan, strategy::with_world(cluster, 4)));
   for (const auto& [key, value] : est.items()) EXPECT_TRUE(sim.contains(key)) << key;
   for (const auto& [key, value] : est["ranks"][0].items()) EXPECT_TRUE(sim["ranks"][0].contains(key)) << key;
-  for (const auto& [key, value] : est["collectives"][0].items()) EXPECT_TRUE(sim["collectives"][0].contains(key)) << key;
+  for (const auto& [key, value] : est["collectives"][0].items())
+    EXPECT_TRUE(sim["collectives"][0].contains(key)) << key;
   EXPECT_EQ(sim["ranks"].size(), 4u);
 }
 

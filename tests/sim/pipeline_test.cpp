@@ -108,7 +108,8 @@ latency_us = 100
 
   std::string got;
   for (const auto& e : r.timeline)
-    got += fmt::format("r{} {} {} {:.7f} {:.7f}\n", e.rank, e.stream, e.name, e.start_seconds * 1e3, e.end_seconds * 1e3);
+    got +=
+        fmt::format("r{} {} {} {:.7f} {:.7f}\n", e.rank, e.stream, e.name, e.start_seconds * 1e3, e.end_seconds * 1e3);
   const std::string expected =
       "r0 compute zero-grad grad.zero 0.0000000 0.0200140\n"
       "r0 compute forward fwd.mb0.blocks.0 0.0200140 1.0200140\n"

@@ -29,8 +29,8 @@ std::string temp_path(const std::string& name) {
          std::to_string(::getpid());
 }
 
-const std::vector<std::string> kPipeline = {"simulate", "--model", "lab-mlp", "--cluster", "cpu-local",
-                                            "--plan", "pp=2,dp=2,microbatches=2"};
+const std::vector<std::string> kPipeline = {
+    "simulate", "--model", "lab-mlp", "--cluster", "cpu-local", "--plan", "pp=2,dp=2,microbatches=2"};
 
 TEST(SimulateCli, JsonIsDeterministicAndCarriesTheAnalyticKeys) {
   auto args = kPipeline;
@@ -71,8 +71,8 @@ TEST(SimulateCli, WritesAChromeTrace) {
 }
 
 TEST(SimulateCli, StoppedRankPrintsTheHang) {
-  const auto r = parlab({"simulate", "--model", "lab-mlp", "--cluster", "cpu-local", "--plan", "dp=4", "--fault",
-                         "stop:rank=2,step=1"});
+  const auto r = parlab(
+      {"simulate", "--model", "lab-mlp", "--cluster", "cpu-local", "--plan", "dp=4", "--fault", "stop:rank=2,step=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("HANG"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("missing rank(s): 2"), std::string::npos) << r.out;
@@ -99,8 +99,8 @@ TEST(SimulateCli, CollectiveLineBesideTheAnalyticTime) {
   const double ring_seconds = 8.4e-6 + 14 * 3.4e-6 + 1.75 * 64.0 * 1024 * 1024 / 369.9e9;
   EXPECT_NEAR(jh["busbw_bytes_per_s"].get<double>(), 1.75 * 64.0 * 1024 * 1024 / ring_seconds, 0.01 * 314e9);
   // The text table names the protocol too.
-  const auto text = parlab({"simulate", "collective", "--op", "allreduce", "--bytes", "64M", "--ranks", "8", "--cluster",
-                            "dgx-a100"});
+  const auto text = parlab(
+      {"simulate", "collective", "--op", "allreduce", "--bytes", "64M", "--ranks", "8", "--cluster", "dgx-a100"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("protocol"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(" measured "), std::string::npos) << text.out;

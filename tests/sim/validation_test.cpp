@@ -38,13 +38,14 @@ TEST(Validation, NvlinkAllReduceBusbwWithinTenPercentOfNcclTests) {
     ++plateaus;
     EXPECT_EQ(r.ranks, 8);
     EXPECT_GE(r.bytes, 1024.0 * 1024 * 1024);
-    EXPECT_LT(std::fabs(r.error()), 0.10) << r.cluster << " " << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
+    EXPECT_LT(std::fabs(r.error()), 0.10)
+        << r.cluster << " " << r.bytes << " B: " << r.simulated_busbw / 1e9 << " GB/s";
   }
   EXPECT_EQ(plateaus, 8);
-  EXPECT_EQ(run_sizes, (std::map<std::string, int>{{"Galvatron", 11},
-                                                    {"OCI BM.GPU4.8", 14},
-                                                    {"nccl-collectives-bench", 14},
-                                                    {"together-nccl-tests", 14}}));
+  EXPECT_EQ(
+      run_sizes,
+      (std::map<std::string, int>{
+          {"Galvatron", 11}, {"OCI BM.GPU4.8", 14}, {"nccl-collectives-bench", 14}, {"together-nccl-tests", 14}}));
 }
 
 // dgx-h100's protocol model per size against a held-out single-node 8-GPU ring (NCCL_ALGO=RING,
@@ -155,7 +156,6 @@ TEST(Validation, ActivationMemoryWithinThreePercentOfThePaper) {
     EXPECT_GE(r.ledger_bytes, r.paper_bytes) << r.model << " " << r.variant;
   }
 }
-
 
 // The simulator times compute ops with the cost model's wave-quantized GEMMs, so the two agree on
 // a Table 5-style plan (gpt-22b, tp 8 on one DGX A100 node), and both differ from the plain-rate

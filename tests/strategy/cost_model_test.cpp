@@ -31,9 +31,10 @@ TEST(CostModel, SingleNodeRingsFollowTheMeasuredCurve) {
   EXPECT_EQ(ar.protocol, "measured");
   EXPECT_NEAR(ar.seconds, 1.75 * 128 * mib / 202.11e9, 1e-12);
   EXPECT_NEAR(ar.busbw_bytes_per_s, 202.11e9, 1e3);
-  EXPECT_NEAR(collective_time(CollectiveOp::kAllGather, 128 * mib, iota(8), c).seconds, 0.875 * 128 * mib / 168.12e9, 1e-12);
-  EXPECT_NEAR(collective_time(CollectiveOp::kReduceScatter, 128 * mib, iota(8), c).seconds, 0.875 * 128 * mib / 190.01e9,
+  EXPECT_NEAR(collective_time(CollectiveOp::kAllGather, 128 * mib, iota(8), c).seconds, 0.875 * 128 * mib / 168.12e9,
               1e-12);
+  EXPECT_NEAR(collective_time(CollectiveOp::kReduceScatter, 128 * mib, iota(8), c).seconds,
+              0.875 * 128 * mib / 190.01e9, 1e-12);
   // Between sizes, linear in log2(size): 96 MiB is 0.585 of the way from 64 MiB (200.91) to 128
   // MiB (202.11); 4 ranks take the same curve (busbw is comparable across rank counts).
   const double w = std::log2(96.0 / 64.0);
@@ -106,7 +107,8 @@ TEST(CostModel, NcclProtocolsOnNvlinkByMessageSize) {
 // protocol model for it is refused (it once read past the constants' table).
 TEST(CostModel, TheProtocolModelRefusesTheMeasuredCurveAsAProtocol) {
   const ClusterSpec h100 = with_world(load_cluster("dgx-h100"), 8);
-  EXPECT_THROW(nccl_ring_protocol_time(CollectiveOp::kAllReduce, 1 << 20, 8, h100, NcclProtocol::kMeasured), RuntimeError);
+  EXPECT_THROW(nccl_ring_protocol_time(CollectiveOp::kAllReduce, 1 << 20, 8, h100, NcclProtocol::kMeasured),
+               RuntimeError);
   EXPECT_GT(nccl_ring_protocol_time(CollectiveOp::kAllReduce, 1 << 20, 8, h100, NcclProtocol::kLL).seconds, 0);
 }
 
@@ -140,9 +142,12 @@ TEST(CostModel, LoopbackKeepsTheAlphaBetaRing) {
 
 TEST(CostModel, TreeWinsForSmallMessages) {
   // A PCIe-like node of 8 (no NVLink, so no NCCL protocols): 10 us a step, 1 GB/s.
-  const ClusterSpec c = with_world(parse_cluster_toml(
-      "name=\"r\"\ndevices_per_node=8\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
-      "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n", "r"), 8);
+  const ClusterSpec c = with_world(
+      parse_cluster_toml(
+          "name=\"r\"\ndevices_per_node=8\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
+          "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n",
+          "r"),
+      8);
   // 8 ranks, 1 KB: ring 14 x 10 us + 1.75 KB / 1 GB/s; tree 2 x 3 x 10 us + 2 KB / 1 GB/s.
   const auto e = collective_time(CollectiveOp::kAllReduce, 1e3, iota(8), c);
   EXPECT_EQ(e.algorithm, Algorithm::kTree);
@@ -150,9 +155,12 @@ TEST(CostModel, TreeWinsForSmallMessages) {
 }
 
 TEST(CostModel, ReduceScatterAllGatherBroadcast) {
-  const ClusterSpec c = with_world(parse_cluster_toml(
-      "name=\"r\"\ndevices_per_node=4\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
-      "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n", "r"), 4);
+  const ClusterSpec c = with_world(
+      parse_cluster_toml(
+          "name=\"r\"\ndevices_per_node=4\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
+          "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n",
+          "r"),
+      4);
   // (n-1) a + (n-1)/n S/B with n 4, a 10 us, S 4 MB, B 1 GB/s: 30 us + 3 ms.
   EXPECT_DOUBLE_EQ(collective_time(CollectiveOp::kReduceScatter, 4e6, iota(4), c).seconds, 30e-6 + 3e-3);
   EXPECT_DOUBLE_EQ(collective_time(CollectiveOp::kAllGather, 4e6, iota(4), c).seconds, 30e-6 + 3e-3);
@@ -165,9 +173,12 @@ TEST(CostModel, ReduceScatterAllGatherBroadcast) {
 // one rank (c_min 0) is a broadcast from it, S/B, twice the balanced ring's S/(2B) on 2 ranks
 // and 4/3 of its 3/4 S/B on 4; c_min = S/n is the balanced ring.
 TEST(CostModel, UnevenChunksPriceTheBusiestLink) {
-  const ClusterSpec c = with_world(parse_cluster_toml(
-      "name=\"r\"\ndevices_per_node=4\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
-      "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n", "r"), 4);
+  const ClusterSpec c = with_world(
+      parse_cluster_toml(
+          "name=\"r\"\ndevices_per_node=4\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
+          "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n",
+          "r"),
+      4);
   for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
     EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(2), c, 0).seconds, 10e-6 + 4e-3);        // one owner
     EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(2), c).seconds, 10e-6 + 2e-3);           // balanced
@@ -277,7 +288,7 @@ TEST(CostModel, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
   const ModelSpec m = load_model("lab-mlp");
   const Plan p = resolve(parse_plan("gbs=256,bucket_mb=4"), m, 2);
   ClusterSpec c = with_world(load_cluster("cpu-local"), 2);  // 2 ranks on 2 cores
-  c.comm_cpu_seconds_per_byte = 0;                          // the walk alone, no CPU-demand bound
+  c.comm_cpu_seconds_per_byte = 0;                           // the walk alone, no CPU-demand bound
   ASSERT_TRUE(c.serializes_comm_with_compute());
   const StepEstimate filled = estimate_step(m, p, c);
   double collectives = 0;
@@ -334,7 +345,8 @@ TEST(CostModel, OneFOneBOnIdealLinksTakesMPlusPMinusOneSlots) {
   double last_backward_end = 0;
   const auto prog0 = build_step(m, plan, 0);
   for (const auto& t : e.timeline)
-    if (t.rank == 0 && prog0.ops[t.op_id].kind == OpKind::kBackward) last_backward_end = std::max(last_backward_end, t.end_seconds);
+    if (t.rank == 0 && prog0.ops[t.op_id].kind == OpKind::kBackward)
+      last_backward_end = std::max(last_backward_end, t.end_seconds);
   EXPECT_NEAR(last_backward_end, clear + (mb_count + p - 1) * (tf + tb), 1e-3 * (tf + tb));
   // Stage 0 computes m (t_f + t_b) of that span; the rest is bubble: (p-1)/(m+p-1) of it.
   const double busy = mb_count * (tf + tb);
@@ -348,7 +360,8 @@ TEST(CostModel, OneFOneBOnIdealLinksTakesMPlusPMinusOneSlots) {
   const auto iprog0 = build_step(m, inter, 0);
   for (const auto& t : ei.timeline)
     if (t.rank == 0 && iprog0.ops[t.op_id].kind == OpKind::kBackward) inter_end = std::max(inter_end, t.end_seconds);
-  EXPECT_NEAR(inter_end, clear + (mb_count + (p - 1) / 2.0) * (tf + tb), 2e-3 * (tf + tb));  // chunks 0 and 4: two blocks
+  EXPECT_NEAR(inter_end, clear + (mb_count + (p - 1) / 2.0) * (tf + tb),
+              2e-3 * (tf + tb));  // chunks 0 and 4: two blocks
 }
 
 // DDP of the lab MLP on 4 ranks of the round cluster (1 TFLOP/s, 1 GB/s links, 10 us), fp32.
@@ -411,17 +424,30 @@ TEST(CostModel, SingleDeviceHasNoCommunicationAndMfuBelowEfficiency) {
   struct G {
     double m, n, k, batch, tiles, per_model;
   };
-  const G gemms_list[] = {
-      // block forward: QKV, scores, context, projection, fc1, fc2
-      {s, 3 * h, h, 1, 8 * 144, 48}, {s, s, d, a, 8 * 16 * a, 48}, {s, d, s, a, 8 * a, 48},
-      {s, h, h, 1, 8 * 48, 48}, {s, f, h, 1, 8 * 192, 48}, {s, h, f, 1, 8 * 48, 48},
-      // block backward: dX and dW of each linear, then dQ, dK, dP, dV
-      {s, h, 3 * h, 1, 8 * 48, 48}, {h, 3 * h, s, 1, 24 * 144, 48}, {s, h, h, 1, 8 * 48, 48},
-      {h, h, s, 1, 24 * 48, 48}, {s, h, f, 1, 8 * 48, 48}, {h, f, s, 1, 24 * 192, 48},
-      {s, f, h, 1, 8 * 192, 48}, {f, h, s, 1, 96 * 48, 48}, {s, d, s, a, 8 * a, 48},
-      {s, d, s, a, 8 * a, 48}, {s, s, d, a, 8 * 16 * a, 48}, {s, d, s, a, 8 * a, 48},
-      // head: logits forward, then dX and dW
-      {s, V, h, 1, 8 * 400, 1}, {s, h, V, 1, 8 * 48, 1}, {h, V, s, 1, 24 * 400, 1}};
+  const G gemms_list[] = {// block forward: QKV, scores, context, projection, fc1, fc2
+                          {s, 3 * h, h, 1, 8 * 144, 48},
+                          {s, s, d, a, 8 * 16 * a, 48},
+                          {s, d, s, a, 8 * a, 48},
+                          {s, h, h, 1, 8 * 48, 48},
+                          {s, f, h, 1, 8 * 192, 48},
+                          {s, h, f, 1, 8 * 48, 48},
+                          // block backward: dX and dW of each linear, then dQ, dK, dP, dV
+                          {s, h, 3 * h, 1, 8 * 48, 48},
+                          {h, 3 * h, s, 1, 24 * 144, 48},
+                          {s, h, h, 1, 8 * 48, 48},
+                          {h, h, s, 1, 24 * 48, 48},
+                          {s, h, f, 1, 8 * 48, 48},
+                          {h, f, s, 1, 24 * 192, 48},
+                          {s, f, h, 1, 8 * 192, 48},
+                          {f, h, s, 1, 96 * 48, 48},
+                          {s, d, s, a, 8 * a, 48},
+                          {s, d, s, a, 8 * a, 48},
+                          {s, s, d, a, 8 * 16 * a, 48},
+                          {s, d, s, a, 8 * a, 48},
+                          // head: logits forward, then dX and dW
+                          {s, V, h, 1, 8 * 400, 1},
+                          {s, h, V, 1, 8 * 48, 1},
+                          {h, V, s, 1, 24 * 400, 1}};
   double gemm_flops = 0, wave_flops = 0;
   for (const G& g : gemms_list) {
     const double flops = 2 * g.m * g.n * g.k * g.batch * g.per_model;
@@ -431,8 +457,8 @@ TEST(CostModel, SingleDeviceHasNoCommunicationAndMfuBelowEfficiency) {
   ASSERT_NEAR(gemm_flops, 3 * fwd_per_token * s, 1e-6 * gemm_flops);  // the list is every GEMM
   const double gemms = wave_flops / (312e12 * 0.859);
   const double E = s * h, S = a * s * s, F = s * f, L = s * V;
-  const double bytes = 48 * (22 * E + 13 * S + 4 * F + 22 * E + 19 * S + 6 * F) + 7 * E + 7 * E +
-                       (4 * E + 10 * L) + (6 * E + 6 * L);
+  const double bytes =
+      48 * (22 * E + 13 * S + 4 * F + 22 * E + 19 * S + 6 * F) + 7 * E + 7 * E + (4 * E + 10 * L) + (6 * E + 6 * L);
   // The weight-gradient GEMMs read and write the 16-bit gradients they add into (2 x 2 bytes)
   // where the measured GEMM rate wrote once (2): 2 bytes per weight, the blocks' 12 h^2 + 13 h
   // and the head's V h.
@@ -462,8 +488,10 @@ TEST(CostModel, WaveQuantizationOnlyWhereTheDeviceHasSms) {
   for (const Op& op : prog.ops) {
     if (!op.is_compute()) continue;
     EXPECT_DOUBLE_EQ(without.effective_flops(op), op.flops);
-    if (!op.is_layer_compute()) EXPECT_DOUBLE_EQ(with.effective_flops(op), op.flops);
-    else EXPECT_GT(with.effective_flops(op), op.flops);
+    if (!op.is_layer_compute())
+      EXPECT_DOUBLE_EQ(with.effective_flops(op), op.flops);
+    else
+      EXPECT_GT(with.effective_flops(op), op.flops);
   }
 }
 
@@ -484,7 +512,8 @@ TEST(CostModel, DeadlockedProgramsAreReportedNotHung) {
     walk_programs(programs, m, c);
     FAIL() << "no deadlock reported";
   } catch (const RuntimeError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 waits in recv act.mb1.vs1 16 B from 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1 waits in recv act.mb1.vs1 16 B from 0"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -57,7 +57,8 @@ TEST(Presets, UnknownNameListsTheAvailableOnes) {
 
 TEST(Toml, UnknownKeyIsRejectedNotIgnored) {
   try {
-    parse_model_toml("name = \"x\"\nkind = \"mlp\"\nlayers = 2\nhidden = 8\nffn = 16\nclasses = 4\nhiden = 3\n", "x.toml");
+    parse_model_toml("name = \"x\"\nkind = \"mlp\"\nlayers = 2\nhidden = 8\nffn = 16\nclasses = 4\nhiden = 3\n",
+                     "x.toml");
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "x.toml: hiden");
@@ -87,7 +88,8 @@ TEST(Toml, WrongTypesAndBadValuesNameTheKey) {
   EXPECT_EQ(field_of(base + "layers = \"two\"\n"), "m.toml: layers");
   EXPECT_EQ(field_of(base + "layers = -2\n"), "m.toml: layers");
   // Sizes whose products would overflow, and numbers that are not finite.
-  EXPECT_EQ(field_of("kind = \"mlp\"\nlayers = 2\nhidden = 9223372036854775807\nffn = 16\nclasses = 4\n"), "m.toml: hidden");
+  EXPECT_EQ(field_of("kind = \"mlp\"\nlayers = 2\nhidden = 9223372036854775807\nffn = 16\nclasses = 4\n"),
+            "m.toml: hidden");
   EXPECT_EQ(field_of(base + "layers = 2\nlr = nan\n"), "m.toml: lr");
   EXPECT_EQ(field_of(base + "layers = 2\nlr = inf\n"), "m.toml: lr");
   EXPECT_EQ(field_of(base + "layers = 2\n[extra]\nx = 1\n"), "m.toml: [extra]");
@@ -120,7 +122,8 @@ TEST(Toml, ClusterErrorsNameTheFilesKeysAndUnknownTables) {
             "c.toml: intra.bandwidth_gb_per_s = -2: must be a number > 0 and <= 1e+09 (or inf)");
   EXPECT_EQ(error_of(with("peak_tflops_fp32 = 1", "peak_tflops_fp32 = inf")),
             "c.toml: device.peak_tflops_fp32 = inf: must be a finite number");
-  EXPECT_EQ(error_of(with("peak_tflops_fp32 = 1\n", "")), "c.toml: device.peak_tflops_fp32 = (missing): required: a number > 0");
+  EXPECT_EQ(error_of(with("peak_tflops_fp32 = 1\n", "")),
+            "c.toml: device.peak_tflops_fp32 = (missing): required: a number > 0");
   EXPECT_EQ(error_of(with("[device]", "[devise]")),
             "c.toml: [devise] = (table): unknown table; allowed: [device], [intra], [inter]");
   EXPECT_EQ(error_of(with("name = \"c\"", "nodes = 99999999999")),
@@ -149,9 +152,10 @@ TEST(Toml, MeasuredCurvesAreCheckedAndReadBack) {
             "c.toml: intra.measured_sizes_mib[1] = 1.000000: sizes must ascend");
   EXPECT_EQ(error_of("measured_sizes_mib = [1, 2]\nmeasured_all_reduce_busbw_gb_per_s = [20, -4]\n"),
             "c.toml: intra.measured_all_reduce_busbw_gb_per_s[1] = -4: must be a number > 0 and <= 1e+09");
-  EXPECT_EQ(error_of("measured_all_gather_busbw_gb_per_s = [20, 40]\n"),
-            "c.toml: intra.measured_all_gather_busbw_gb_per_s = (array): needs measured_sizes_mib, the message sizes it "
-            "was measured at");
+  EXPECT_EQ(
+      error_of("measured_all_gather_busbw_gb_per_s = [20, 40]\n"),
+      "c.toml: intra.measured_all_gather_busbw_gb_per_s = (array): needs measured_sizes_mib, the message sizes it "
+      "was measured at");
   EXPECT_EQ(error_of("measured_sizes_mib = [1, 2]\n"),
             "c.toml: intra.measured_all_reduce_busbw_gb_per_s = (missing): measured_sizes_mib needs at least the "
             "all-reduce curve");

@@ -36,7 +36,7 @@ TEST(Ledger, ZeroStagesReproduceTheZeroPaper) {
   const ModelSpec m = params_model(7.5e9);
   const double psi = 7.5e9, nd = 64;
   const double expect[4] = {
-      (2 + 2 + 12) * psi,             // 120 GB
+      (2 + 2 + 12) * psi,                 // 120 GB
       2 * psi + 2 * psi + 12 * psi / nd,  // 31.4 GB
       2 * psi + (2 + 12) * psi / nd,      // 16.6 GB
       (2 + 2 + 12) * psi / nd,            // 1.875 GB
@@ -68,11 +68,14 @@ TEST(Ledger, BytesPerParameterByPrecisionAndOptimizer) {
 // (8 blocks of 1024 x 4096 and 4096 x 1024, biases 4096 + 1024, head 16 x 1024 + 16) on 4 ranks.
 TEST(Ledger, MixedPrecisionAsTheRuntimeKeepsIt) {
   const ModelSpec m = load_model("lab-mlp");
-  const double w = 8.0 * 2 * 1024 * 4096;         // block weight matrices: the bf16 copies
+  const double w = 8.0 * 2 * 1024 * 4096;  // block weight matrices: the bf16 copies
   const double n = w + 8.0 * (4096 + 1024) + 16 * 1024 + 16;
   ASSERT_DOUBLE_EQ(n, m.total_params());
   const double dp = 4;
-  struct Row { int zero; double params, grads, optimizer; };
+  struct Row {
+    int zero;
+    double params, grads, optimizer;
+  };
   const Row rows[] = {
       {0, 2 * w, 4 * n, 4 * n + 8 * n},
       {1, 2 * w, 4 * n, 4 * n + 8 * n / dp},
@@ -124,12 +127,12 @@ TEST(Ledger, TransformerActivationsFollowKorthikantiTable2) {
     auto st = setup(m, plan, world);
     return activation_bytes(block, st.model, st.plan);
   };
-  EXPECT_DOUBLE_EQ(act("", 1), sbh * (34 + 5 * a * s / h));                                  // no parallelism
-  EXPECT_DOUBLE_EQ(act("tp=8", 8), sbh * (10 + 24 / t + 5 * a * s / (h * t)));               // tensor parallel
-  EXPECT_DOUBLE_EQ(act("tp=8,sp=on", 8), sbh * (34 / t + 5 * a * s / (h * t)));              // + sequence parallel
-  EXPECT_DOUBLE_EQ(act("tp=8,recompute=selective", 8), sbh * (10 + 24 / t));                 // selective
-  EXPECT_DOUBLE_EQ(act("tp=8,sp=on,recompute=selective", 8), sbh * 34 / t);                  // both
-  EXPECT_DOUBLE_EQ(act("tp=8,recompute=full", 8), 2 * sbh);                                  // full
+  EXPECT_DOUBLE_EQ(act("", 1), sbh * (34 + 5 * a * s / h));                      // no parallelism
+  EXPECT_DOUBLE_EQ(act("tp=8", 8), sbh * (10 + 24 / t + 5 * a * s / (h * t)));   // tensor parallel
+  EXPECT_DOUBLE_EQ(act("tp=8,sp=on", 8), sbh * (34 / t + 5 * a * s / (h * t)));  // + sequence parallel
+  EXPECT_DOUBLE_EQ(act("tp=8,recompute=selective", 8), sbh * (10 + 24 / t));     // selective
+  EXPECT_DOUBLE_EQ(act("tp=8,sp=on,recompute=selective", 8), sbh * 34 / t);      // both
+  EXPECT_DOUBLE_EQ(act("tp=8,recompute=full", 8), 2 * sbh);                      // full
   // fp32 activations take twice the bytes.
   EXPECT_DOUBLE_EQ(act("precision=fp32", 1), 2 * sbh * (34 + 5 * a * s / h));
 }

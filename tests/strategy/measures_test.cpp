@@ -20,7 +20,7 @@ TEST(Measures, SpeedupIsTheMedianOfPairedPerRoundRatios) {
   const Measure m = speedup(kOne, kTwo, 64, 64);
   EXPECT_DOUBLE_EQ(m.value, 2.0);
   EXPECT_EQ(m.n, 3);
-  EXPECT_NEAR(m.spread, (2.0 - (2.0 + 1.0 / 0.55) / 2) / 2, 1e-12);  // (q75 - q25) / 2
+  EXPECT_NEAR(m.spread, (2.0 - (2.0 + 1.0 / 0.55) / 2) / 2, 1e-12);   // (q75 - q25) / 2
   EXPECT_GT(std::fabs(m.value - median(kOne) / median(kTwo)), 0.15);  // the rows are discriminating
 }
 
@@ -66,7 +66,8 @@ TEST(Measures, RanksShareTiesAndSpearmanMatchesHandComputations) {
 }
 
 TEST(Measures, RoundStepTimesAreReadBackInRoundOrderFromRunMetrics) {
-  std::map<std::string, double> metrics = {{"step_seconds", 9}, {round_step_metric(1), 0.6}, {round_step_metric(0), 0.5}};
+  std::map<std::string, double> metrics = {
+      {"step_seconds", 9}, {round_step_metric(1), 0.6}, {round_step_metric(0), 0.5}};
   EXPECT_EQ(round_step_metric(0), "rounds.0.step_seconds");
   EXPECT_EQ(round_steps(metrics), (std::vector<double>{0.5, 0.6}));
   metrics[round_step_metric(3)] = 0.7;  // a gap ends the series: round 2 is missing

@@ -15,9 +15,12 @@ static double megatron_params(double L, double h, double V, double s) {
 }
 
 TEST(ModelSpec, GptPresetsMatchMegatronParameterCount) {
-  struct Case { const char* name; double L, h; };
-  for (const auto& c : {Case{"gpt-22b", 48, 6144}, Case{"gpt-175b", 96, 12288},
-                        Case{"gpt-530b", 105, 20480}, Case{"gpt-1t", 128, 25600}}) {
+  struct Case {
+    const char* name;
+    double L, h;
+  };
+  for (const auto& c : {Case{"gpt-22b", 48, 6144}, Case{"gpt-175b", 96, 12288}, Case{"gpt-530b", 105, 20480},
+                        Case{"gpt-1t", 128, 25600}}) {
     const ModelSpec m = load_model(c.name);
     EXPECT_DOUBLE_EQ(m.total_params(), megatron_params(c.L, c.h, 51200, 2048)) << c.name;
     EXPECT_EQ(m.seq_len, 2048);

@@ -27,8 +27,8 @@ const std::string kData = std::string(PARLAB_SOURCE_DIR) + "/tests/strategy/data
 using Call = std::tuple<std::string, double>;
 
 struct Observed {
-  std::map<std::string, std::vector<int>> group_members;   // group name -> ranks
-  std::map<std::string, std::vector<Call>> calls;          // group name -> calls in order
+  std::map<std::string, std::vector<int>> group_members;                // group name -> ranks
+  std::map<std::string, std::vector<Call>> calls;                       // group name -> calls in order
   std::map<std::pair<std::string, int>, std::vector<double>> messages;  // (send|recv, peer) -> bytes
   double flops = 0, memory_bytes = 0;
   int compute_ops = 0;
@@ -90,19 +90,19 @@ void expect_one_program(const ModelSpec& m, const std::string& plan_text, int wo
 // embeddings, sequence parallelism), with several microbatches so gradient accumulation, the
 // pipeline's phases and ZeRO-2's per-microbatch reduce-scatters all appear.
 const std::vector<std::pair<std::string, int>> kSplits = {
-    {"dp=4,microbatches=2", 4},                                  // DDP
-    {"dp=4,zero=1,microbatches=2", 4},                           // ZeRO-1
-    {"dp=4,zero=2,microbatches=2", 4},                           // ZeRO-2
-    {"dp=4,zero=3,microbatches=2", 4},                           // ZeRO-3
-    {"tp=2,microbatches=2", 2},                                  // tensor parallel
-    {"pp=2,schedule=gpipe,microbatches=4", 2},                   // GPipe
-    {"pp=2,schedule=1f1b,microbatches=4", 2},                    // 1F1B
-    {"pp=2,schedule=interleaved,v=2,microbatches=4", 2},         // interleaved 1F1B
-    {"dp=2,tp=2,microbatches=2", 4},                             // DP x TP
-    {"dp=2,pp=2,zero=1,microbatches=4", 4},                      // ZeRO-1 x PP
-    {"tp=2,pp=2,schedule=interleaved,v=2,microbatches=4", 4},    // TP x interleaved PP
-    {"dp=2,tp=2,pp=2,microbatches=4", 8},                        // 3D
-    {"dp=2,tp=2,recompute=full,microbatches=2", 4},              // full recompute replays TP
+    {"dp=4,microbatches=2", 4},                                // DDP
+    {"dp=4,zero=1,microbatches=2", 4},                         // ZeRO-1
+    {"dp=4,zero=2,microbatches=2", 4},                         // ZeRO-2
+    {"dp=4,zero=3,microbatches=2", 4},                         // ZeRO-3
+    {"tp=2,microbatches=2", 2},                                // tensor parallel
+    {"pp=2,schedule=gpipe,microbatches=4", 2},                 // GPipe
+    {"pp=2,schedule=1f1b,microbatches=4", 2},                  // 1F1B
+    {"pp=2,schedule=interleaved,v=2,microbatches=4", 2},       // interleaved 1F1B
+    {"dp=2,tp=2,microbatches=2", 4},                           // DP x TP
+    {"dp=2,pp=2,zero=1,microbatches=4", 4},                    // ZeRO-1 x PP
+    {"tp=2,pp=2,schedule=interleaved,v=2,microbatches=4", 4},  // TP x interleaved PP
+    {"dp=2,tp=2,pp=2,microbatches=4", 8},                      // 3D
+    {"dp=2,tp=2,recompute=full,microbatches=2", 4},            // full recompute replays TP
 };
 
 TEST(OneProgram, LabMlpCoarseAndPerLayerProgramsAgree) {

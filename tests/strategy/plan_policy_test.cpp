@@ -78,9 +78,9 @@ TEST(PlanPolicy, ImpossibleBatchesAreRefusedNamingTheKey) {
     }
     return std::string("(accepted)");
   };
-  EXPECT_EQ(field_of("gbs=6", 4), "plan.gbs");                 // not a multiple of dp
+  EXPECT_EQ(field_of("gbs=6", 4), "plan.gbs");                           // not a multiple of dp
   EXPECT_EQ(field_of("gbs=64,microbatches=3", 4), "plan.microbatches");  // 16 is not cut in 3
-  EXPECT_EQ(field_of("gbs=6,pp=4", 4), "plan.gbs");            // 6 samples make no 4 microbatches
+  EXPECT_EQ(field_of("gbs=6,pp=4", 4), "plan.gbs");                      // 6 samples make no 4 microbatches
 }
 
 TEST(PlanPolicy, GivenTextKeepsOnlyTheGivenKeysLaterWinning) {

@@ -118,14 +118,14 @@ TEST(Plan, RankLayoutIsTensorThenDataThenPipeline) {
 TEST(Plan, ValidationRules) {
   // Each rule, accepted then rejected.
   EXPECT_EQ(rejected_field("dp=8", "gpt-175b", 8), "(accepted)");
-  EXPECT_EQ(rejected_field("dp=4", "gpt-175b", 8), "plan.dp*tp*pp");           // dp*tp*pp = world
-  EXPECT_EQ(rejected_field("tp=3", "gpt-175b", 6), "plan.tp");                 // heads 96 ok, ffn ok, vocab 51200 % 3
+  EXPECT_EQ(rejected_field("dp=4", "gpt-175b", 8), "plan.dp*tp*pp");  // dp*tp*pp = world
+  EXPECT_EQ(rejected_field("tp=3", "gpt-175b", 6), "plan.tp");        // heads 96 ok, ffn ok, vocab 51200 % 3
   EXPECT_EQ(rejected_field("tp=8", "gpt-175b", 8), "(accepted)");
-  EXPECT_EQ(rejected_field("tp=16", "llama2-70b", 16), "plan.tp");             // kv_heads 8
+  EXPECT_EQ(rejected_field("tp=16", "llama2-70b", 16), "plan.tp");  // kv_heads 8
   EXPECT_EQ(rejected_field("tp=8", "llama2-70b", 8), "(accepted)");
-  EXPECT_EQ(rejected_field("tp=3", "lab-mlp", 3), "plan.tp");                  // ffn 4096
+  EXPECT_EQ(rejected_field("tp=3", "lab-mlp", 3), "plan.tp");  // ffn 4096
   EXPECT_EQ(rejected_field("pp=8", "lab-mlp", 8), "(accepted)");
-  EXPECT_EQ(rejected_field("pp=16", "lab-mlp", 16), "plan.pp");                // pp <= layers
+  EXPECT_EQ(rejected_field("pp=16", "lab-mlp", 16), "plan.pp");  // pp <= layers
   EXPECT_EQ(rejected_field("pp=4,schedule=interleaved,v=2,microbatches=8", "gpt-175b", 8), "(accepted)");
   EXPECT_EQ(rejected_field("pp=4,schedule=interleaved,v=5,microbatches=8", "gpt-175b", 8), "plan.v");  // 96 % 20
   EXPECT_EQ(rejected_field("pp=4,schedule=interleaved,v=2,microbatches=6", "gpt-175b", 8), "plan.microbatches");
@@ -134,11 +134,11 @@ TEST(Plan, ValidationRules) {
   EXPECT_EQ(rejected_field("pp=2,zero=1", "gpt-175b", 8), "(accepted)");
   EXPECT_EQ(rejected_field("pp=2,zero=2", "gpt-175b", 8), "plan.zero");
   EXPECT_EQ(rejected_field("tp=8,sp=on", "gpt-175b", 8), "(accepted)");
-  EXPECT_EQ(rejected_field("sp=on", "gpt-175b", 8), "plan.sp");                // needs tp > 1
-  EXPECT_EQ(rejected_field("tp=2,sp=on", "lab-mlp", 2), "(accepted)");         // the MLP splits its batch rows
-  EXPECT_EQ(rejected_field("mb=3,gbs=100", "gpt-175b", 8), "plan.gbs");        // 100 % 24
+  EXPECT_EQ(rejected_field("sp=on", "gpt-175b", 8), "plan.sp");          // needs tp > 1
+  EXPECT_EQ(rejected_field("tp=2,sp=on", "lab-mlp", 2), "(accepted)");   // the MLP splits its batch rows
+  EXPECT_EQ(rejected_field("mb=3,gbs=100", "gpt-175b", 8), "plan.gbs");  // 100 % 24
   EXPECT_EQ(rejected_field("mb=1,gbs=64,microbatches=3", "gpt-175b", 8), "plan.microbatches");
-  EXPECT_EQ(rejected_field("tp=16", "gpt-175b", 8), "plan.tp*pp");             // 16 does not divide 8
+  EXPECT_EQ(rejected_field("tp=16", "gpt-175b", 8), "plan.tp*pp");  // 16 does not divide 8
 }
 
 TEST(Plan, RejectsASplitOfABareParameterCount) {

@@ -52,7 +52,8 @@ TEST(Planner, NeverProposesAPlanThatDoesNotFit) {
   for (const auto& cand : r.top) {
     EXPECT_TRUE(cand.worst.fits()) << cand.plan.to_string();
     // The reported worst stage really is the fullest one.
-    for (const auto& stage : ledger_per_stage(m, cand.plan, c)) EXPECT_LE(stage.total_bytes(), cand.worst.total_bytes());
+    for (const auto& stage : ledger_per_stage(m, cand.plan, c))
+      EXPECT_LE(stage.total_bytes(), cand.worst.total_bytes());
     // A replica's 3 TB of state fits 64 GPUs only split by tensors or layers, or sharded whole.
     EXPECT_TRUE(cand.plan.tp * cand.plan.pp > 1 || cand.plan.zero == 3) << cand.plan.to_string();
   }
@@ -104,8 +105,8 @@ TEST(Planner, KeysGivenInThePlanStayFixed) {
 // rule shards model state, smallest stage first. The model: with ideal links no split saves
 // time (every plan computes 1/4 of the step per rank and communicates for free; the test also
 // makes memory 1000x faster, or ZeRO-2/3 would win by clearing a quarter of the gradients, a
-// large share of so short a step), so the smallest split within the margin wins: no TP or PP (tp pp = 1, dp = 4) and the lowest ZeRO
-// stage that fits -- the same answer as the rule.
+// large share of so short a step), so the smallest split within the margin wins: no TP or PP (tp pp = 1, dp = 4) and
+// the lowest ZeRO stage that fits -- the same answer as the rule.
 struct HandCase {
   double device_bytes;
   int zero;                // the expected stage
@@ -119,9 +120,9 @@ TEST(Planner, ChoosesTheSmallestSplitTheLedgerAllowsWorkedByHand) {
   const double ddp = 16 * P + buckets, zero1 = 10 * P + buckets, zero2 = 7 * P + buckets,
                zero3 = 4 * P + buckets + zero3_gather;
   const HandCase cases[] = {
-      {(ddp + zero1) / 2, 1, 10},    // ~0.93 GB: DDP (1.13 GB) does not fit, ZeRO-1 (0.72 GB) does
-      {(zero1 + zero2) / 2, 2, 7},   // ~0.62 GB: ZeRO-2 (0.52 GB)
-      {(zero2 + zero3) / 2, 3, 4},   // ~0.47 GB: ZeRO-3 (0.42 GB)
+      {(ddp + zero1) / 2, 1, 10},   // ~0.93 GB: DDP (1.13 GB) does not fit, ZeRO-1 (0.72 GB) does
+      {(zero1 + zero2) / 2, 2, 7},  // ~0.62 GB: ZeRO-2 (0.52 GB)
+      {(zero2 + zero3) / 2, 3, 4},  // ~0.47 GB: ZeRO-3 (0.42 GB)
   };
   const ModelSpec m = load_model(kData + "even-mlp.toml");
   for (const HandCase& hc : cases) {
@@ -141,7 +142,8 @@ TEST(Planner, ChoosesTheSmallestSplitTheLedgerAllowsWorkedByHand) {
     EXPECT_EQ(p.zero, hc.zero);
     EXPECT_EQ(p.recompute, Recompute::kNone);
     // Its ledger is the hand figure at its microbatch.
-    const double want = hc.state_per_param * P + buckets + (hc.zero == 3 ? zero3_gather : 0) + p.microbatch * per_sample;
+    const double want =
+        hc.state_per_param * P + buckets + (hc.zero == 3 ? zero3_gather : 0) + p.microbatch * per_sample;
     EXPECT_NEAR(r.top.front().worst.total_bytes(), want, 1) << p.to_string();
     // DDP's ledger at microbatch 1 is 16 P + buckets + one sample: over the device.
     ASSERT_TRUE(r.ddp_ledger);
@@ -236,27 +238,63 @@ TEST(Planner, SpeedWorkKeepsTheTopFive) {
     std::vector<std::pair<std::string, double>> top;  // plan text, walked step seconds
   };
   const std::vector<Case> cases = {
-      {"gpt-175b", 1024, {
-        {"dp=128,tp=8,pp=1,zero=3,mb=4,microbatches=2,gbs=1024,schedule=1f1b,v=1,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 12.485561562908268},
-        {"dp=512,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=1024,schedule=1f1b,v=1,recompute=full,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 13.026820517339308},
-        {"dp=32,tp=4,pp=8,zero=1,mb=2,microbatches=16,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 13.032445869714746},
-        {"dp=64,tp=4,pp=4,zero=1,mb=1,microbatches=16,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 13.108942225476607},
-        {"dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=32,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 13.189939998886462},
-      }},
-      {"gpt-22b", 64, {
-        {"dp=64,tp=1,pp=1,zero=3,mb=1,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.5599169628816214},
-        {"dp=32,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.6169920548818697},
-        {"dp=32,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 1.6347663626180657},
-        {"dp=16,tp=4,pp=1,zero=3,mb=2,microbatches=2,gbs=64,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.6870036018362511},
-        {"dp=16,tp=4,pp=1,zero=3,mb=4,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.70505631906879},
-      }},
-      {"llama2-7b", 128, {
-        {"dp=64,tp=2,pp=1,zero=3,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.1949865427639339},
-        {"dp=64,tp=2,pp=1,zero=3,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=on,precision=mixed,optimizer=adam,bucket_mb=25", 1.2197293812420309},
-        {"dp=128,tp=1,pp=1,zero=3,mb=1,microbatches=1,gbs=128,schedule=1f1b,v=1,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.2442744441987093},
-        {"dp=64,tp=2,pp=1,zero=2,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.2866424600345214},
-        {"dp=64,tp=2,pp=1,zero=1,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,optimizer=adam,bucket_mb=25", 1.2940362247498447},
-      }},
+      {"gpt-175b",
+       1024,
+       {
+           {"dp=128,tp=8,pp=1,zero=3,mb=4,microbatches=2,gbs=1024,schedule=1f1b,v=1,recompute=selective,sp=on,"
+            "precision=mixed,optimizer=adam,bucket_mb=25",
+            12.485561562908268},
+           {"dp=512,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=1024,schedule=1f1b,v=1,recompute=full,sp=off,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            13.026820517339308},
+           {"dp=32,tp=4,pp=8,zero=1,mb=2,microbatches=16,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=on,"
+            "precision=mixed,optimizer=adam,bucket_mb=25",
+            13.032445869714746},
+           {"dp=64,tp=4,pp=4,zero=1,mb=1,microbatches=16,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=on,"
+            "precision=mixed,optimizer=adam,bucket_mb=25",
+            13.108942225476607},
+           {"dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=32,gbs=1024,schedule=interleaved,v=4,recompute=selective,sp=off,"
+            "precision=mixed,optimizer=adam,bucket_mb=25",
+            13.189939998886462},
+       }},
+      {"gpt-22b",
+       64,
+       {
+           {"dp=64,tp=1,pp=1,zero=3,mb=1,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            1.5599169628816214},
+           {"dp=32,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            1.6169920548818697},
+           {"dp=32,tp=2,pp=1,zero=3,mb=2,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=on,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            1.6347663626180657},
+           {"dp=16,tp=4,pp=1,zero=3,mb=2,microbatches=2,gbs=64,schedule=1f1b,v=1,recompute=none,sp=off,precision=mixed,"
+            "optimizer=adam,bucket_mb=25",
+            1.6870036018362511},
+           {"dp=16,tp=4,pp=1,zero=3,mb=4,microbatches=1,gbs=64,schedule=1f1b,v=1,recompute=selective,sp=off,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            1.70505631906879},
+       }},
+      {"llama2-7b",
+       128,
+       {
+           {"dp=64,tp=2,pp=1,zero=3,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            1.1949865427639339},
+           {"dp=64,tp=2,pp=1,zero=3,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=on,precision=mixed,"
+            "optimizer=adam,bucket_mb=25",
+            1.2197293812420309},
+           {"dp=128,tp=1,pp=1,zero=3,mb=1,microbatches=1,gbs=128,schedule=1f1b,v=1,recompute=selective,sp=off,"
+            "precision=mixed,optimizer=adam,bucket_mb=25",
+            1.2442744441987093},
+           {"dp=64,tp=2,pp=1,zero=2,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            1.2866424600345214},
+           {"dp=64,tp=2,pp=1,zero=1,mb=1,microbatches=2,gbs=128,schedule=1f1b,v=1,recompute=none,sp=off,precision="
+            "mixed,optimizer=adam,bucket_mb=25",
+            1.2940362247498447},
+       }},
   };
   for (const Case& k : cases) {
     const PlanReport r = search_plans(load_model(k.model), with_world(load_cluster("dgx-a100"), k.world), {});

@@ -87,7 +87,8 @@ TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
     stage1 += b + " comm recv act.mb" + mb + ".vs1 16B from 0\n";
     stage1 += std::to_string(4 * k + 2) + " compute forward fwd.mb" + mb + ".c0 layers 1-3 steady deps " + b + "\n";
     stage1 += std::to_string(4 * k + 3) + " compute backward bwd.mb" + mb + ".c0 layers 1-3 steady\n";
-    stage1 += std::to_string(4 * k + 4) + " comm send grad.mb" + mb + ".vs1 16B to 0 deps " + std::to_string(4 * k + 3) + "\n";
+    stage1 += std::to_string(4 * k + 4) + " comm send grad.mb" + mb + ".vs1 16B to 0 deps " +
+              std::to_string(4 * k + 3) + "\n";
   }
   stage1 += "17 compute optimizer optimizer elems 0-86\n";
   EXPECT_EQ(to_text(build_step(m, p, 0)), stage0);
@@ -265,7 +266,10 @@ TEST(StepProgram, InterleavedScheduleVisitsEveryChunkAndMicrobatch) {
 // Every generator, over a grid of plans: every collective on every member of its group in the
 // same order with the same bytes, and every send received.
 TEST(StepProgram, ConsistentAcrossRanksOverAGridOfPlans) {
-  struct Case { std::string model, plan; int world; };
+  struct Case {
+    std::string model, plan;
+    int world;
+  };
   const std::vector<Case> cases = {
       {"lab-mlp", "", 4},
       {"lab-mlp", "microbatches=3,bucket_mb=7", 4},

@@ -22,8 +22,7 @@ struct ProcessResult {
   std::string out, err;
 };
 
-inline ProcessResult run_process(const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& extra_env = {}) {
+inline ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {}) {
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t fa;

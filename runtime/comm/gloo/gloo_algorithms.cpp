@@ -25,16 +25,13 @@ std::uint64_t slot(std::uint8_t prefix, std::uint32_t tag) {
   return (static_cast<std::uint64_t>(prefix) << 56) | (static_cast<std::uint64_t>(tag) << 24);
 }
 
-void sum_floats(void* out, const void* a, const void* b, std::size_t n) {
-  gloo::sum<float>(out, a, b, n);
-}
+void sum_floats(void* out, const void* a, const void* b, std::size_t n) { gloo::sum<float>(out, a, b, n); }
 
 void* mutable_ptr(std::span<const float> s) { return const_cast<float*>(s.data()); }
 
 }  // namespace
 
-void all_reduce(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf,
-                std::uint32_t tag, Millis timeout) {
+void all_reduce(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, std::uint32_t tag, Millis timeout) {
   // One rank: the sum is the input. Empty buffers: nothing to move (every rank agrees on size).
   if (ctx->size == 1 || buf.empty()) return;
   gloo::AllreduceOptions opts(ctx);
@@ -60,8 +57,8 @@ gloo::transport::UnboundBuffer& RingState::registered(const float* data, std::si
     if (e.data == data && e.elements == elements) return *e.buffer;
   if (cache_.size() == kMaxRegistrations) cache_.pop_front();
   ++registrations_;
-  cache_.push_back(Entry{data, elements,
-                         ctx_->createUnboundBuffer(const_cast<float*>(data), elements * sizeof(float))});
+  cache_.push_back(
+      Entry{data, elements, ctx_->createUnboundBuffer(const_cast<float*>(data), elements * sizeof(float))});
   return *cache_.back().buffer;
 }
 
@@ -90,8 +87,8 @@ void for_segments(const std::vector<std::size_t>& offset, int c, F&& f) {
 
 }  // namespace
 
-void RingState::reduce_scatter(std::span<const float> input, std::span<const int64_t> counts,
-                               std::span<float> output, std::uint32_t tag, Millis timeout) {
+void RingState::reduce_scatter(std::span<const float> input, std::span<const int64_t> counts, std::span<float> output,
+                               std::uint32_t tag, Millis timeout) {
   const int n = ctx_->size, r = ctx_->rank;
   std::vector<std::size_t> offset(static_cast<std::size_t>(n) + 1, 0);
   std::size_t largest = 0;
@@ -140,8 +137,8 @@ void RingState::reduce_scatter(std::span<const float> input, std::span<const int
   for (std::size_t i = 0; i < inbox_sends; ++i) inbox_buf_->waitSend(timeout);
 }
 
-void RingState::all_gather(std::span<const float> input, std::span<float> output,
-                           std::span<const int64_t> counts, std::uint32_t tag, Millis timeout) {
+void RingState::all_gather(std::span<const float> input, std::span<float> output, std::span<const int64_t> counts,
+                           std::uint32_t tag, Millis timeout) {
   const int n = ctx_->size, r = ctx_->rank;
   std::vector<std::size_t> offset(static_cast<std::size_t>(n) + 1, 0);
   for (int c = 0; c < n; ++c) offset[c + 1] = offset[c] + static_cast<std::size_t>(counts[c]);
@@ -171,8 +168,8 @@ void RingState::all_gather(std::span<const float> input, std::span<float> output
   for (std::size_t i = 0; i < sends; ++i) out_buf.waitSend(timeout);
 }
 
-void all_gather(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> input,
-                std::span<float> output, std::uint32_t tag, Millis timeout) {
+void all_gather(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> input, std::span<float> output,
+                std::uint32_t tag, Millis timeout) {
   if (ctx->size == 1 || input.empty()) {
     std::copy(input.begin(), input.end(), output.begin());
     return;
@@ -185,8 +182,8 @@ void all_gather(const std::shared_ptr<gloo::Context>& ctx, std::span<const float
   gloo::allgather(opts);
 }
 
-void broadcast(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int root,
-               std::uint32_t tag, Millis timeout) {
+void broadcast(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int root, std::uint32_t tag,
+               Millis timeout) {
   if (ctx->size == 1 || buf.empty()) return;
   gloo::BroadcastOptions opts(ctx);
   opts.setOutput(buf.data(), buf.size());
@@ -204,16 +201,16 @@ void barrier(const std::shared_ptr<gloo::Context>& ctx, std::uint32_t tag, Milli
   gloo::barrier(opts);
 }
 
-void send(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> buf, int peer,
-          std::uint32_t tag, Millis timeout) {
+void send(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> buf, int peer, std::uint32_t tag,
+          Millis timeout) {
   if (buf.empty()) return;
   auto ub = ctx->createUnboundBuffer(mutable_ptr(buf), buf.size() * sizeof(float));
   ub->send(peer, slot(kPointToPointSlotPrefix, tag));
   ub->waitSend(timeout);
 }
 
-void recv(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int peer,
-          std::uint32_t tag, Millis timeout) {
+void recv(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int peer, std::uint32_t tag,
+          Millis timeout) {
   if (buf.empty()) return;
   auto ub = ctx->createUnboundBuffer(buf.data(), buf.size() * sizeof(float));
   ub->recv(peer, slot(kPointToPointSlotPrefix, tag));

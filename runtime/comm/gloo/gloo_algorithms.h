@@ -42,8 +42,7 @@ namespace parlab::comm::gloo_backend {
 
 using Millis = std::chrono::milliseconds;
 
-void all_reduce(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf,
-                std::uint32_t tag, Millis timeout);
+void all_reduce(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, std::uint32_t tag, Millis timeout);
 class RingState {
  public:
   explicit RingState(std::shared_ptr<gloo::Context> ctx);
@@ -53,12 +52,12 @@ class RingState {
 
   // Rank r's chunk is counts[r] elements at offset counts[0] + ... + counts[r-1] of `input`;
   // `output` (counts[rank] elements) may alias that chunk.
-  void reduce_scatter(std::span<const float> input, std::span<const int64_t> counts,
-                      std::span<float> output, std::uint32_t tag, Millis timeout);
+  void reduce_scatter(std::span<const float> input, std::span<const int64_t> counts, std::span<float> output,
+                      std::uint32_t tag, Millis timeout);
   // Rank r's `input` (counts[r] elements) lands at its offset in every rank's `output`; the
   // input may alias its own chunk of the output.
-  void all_gather(std::span<const float> input, std::span<float> output,
-                  std::span<const int64_t> counts, std::uint32_t tag, Millis timeout);
+  void all_gather(std::span<const float> input, std::span<float> output, std::span<const int64_t> counts,
+                  std::uint32_t tag, Millis timeout);
 
   // Calls that had to register a new buffer (for tests of the reuse).
   std::uint64_t registrations() const { return registrations_; }
@@ -83,16 +82,15 @@ class RingState {
   std::uint64_t registrations_ = 0;
 };
 
-void all_gather(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> input,
-                std::span<float> output, std::uint32_t tag, Millis timeout);
-void broadcast(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int root,
-               std::uint32_t tag, Millis timeout);
+void all_gather(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> input, std::span<float> output,
+                std::uint32_t tag, Millis timeout);
+void broadcast(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int root, std::uint32_t tag,
+               Millis timeout);
 void barrier(const std::shared_ptr<gloo::Context>& ctx, std::uint32_t tag, Millis timeout);
 // `tag` must be equal on both sides: the k-th message of this direction between the two ranks.
-void send(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> buf, int peer,
-          std::uint32_t tag, Millis timeout);
-void recv(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int peer,
-          std::uint32_t tag, Millis timeout);
+void send(const std::shared_ptr<gloo::Context>& ctx, std::span<const float> buf, int peer, std::uint32_t tag,
+          Millis timeout);
+void recv(const std::shared_ptr<gloo::Context>& ctx, std::span<float> buf, int peer, std::uint32_t tag, Millis timeout);
 
 }  // namespace parlab::comm::gloo_backend
 

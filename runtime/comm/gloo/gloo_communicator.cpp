@@ -97,24 +97,23 @@ std::shared_ptr<gloo::Context> connect(const GlooWorld& world, Store& store, int
   } catch (const StoreTimeout& e) {
     throw RendezvousError(what + ": " + e.what(), true);
   } catch (const std::exception& e) {
-    throw RendezvousError(what + ": Gloo could not connect: " + strip_gloo_location(e.what()),
-                          false);
+    throw RendezvousError(what + ": Gloo could not connect: " + strip_gloo_location(e.what()), false);
   }
   return context;
 }
 
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(std::shared_ptr<GlooWorld> world, std::shared_ptr<gloo::Context> context,
-                   std::string group, std::vector<int> members)
+  GlooCommunicator(std::shared_ptr<GlooWorld> world, std::shared_ptr<gloo::Context> context, std::string group,
+                   std::vector<int> members)
       : world_(std::move(world)),
         context_(std::move(context)),
         group_(std::move(group)),
         members_(std::move(members)),
         ring_(std::make_shared<gloo_backend::RingState>(context_)),
-        recorder_(RecorderIdentity{"gloo", group_, world_->world_rank, world_->world_size,
-                                   context_->rank, context_->size},
-                  world_->options.flight_recorder_capacity),
+        recorder_(
+            RecorderIdentity{"gloo", group_, world_->world_rank, world_->world_size, context_->rank, context_->size},
+            world_->options.flight_recorder_capacity),
         queue_(group_, recorder_, [this](const std::exception_ptr&) { dump_after_failure(); }) {}
 
   std::string_view backend_name() const override { return "gloo"; }
@@ -129,10 +128,9 @@ class GlooCommunicator final : public Communicator {
 
  protected:
   std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o) override {
-    return collective(OpKind::kAllReduce, bytes(buf.size()), o,
-                      [ctx = context_, buf](std::uint32_t tag, Millis t) {
-                        gloo_backend::all_reduce(ctx, buf, tag, t);
-                      });
+    return collective(OpKind::kAllReduce, bytes(buf.size()), o, [ctx = context_, buf](std::uint32_t tag, Millis t) {
+      gloo_backend::all_reduce(ctx, buf, tag, t);
+    });
   }
   std::shared_ptr<Work> run_reduce_scatter(std::span<const float> in, std::span<float> out,
                                            const CollectiveOptions& o) override {
@@ -153,42 +151,33 @@ class GlooCommunicator final : public Communicator {
   }
   std::shared_ptr<Work> run_all_gather(std::span<const float> in, std::span<float> out,
                                        const CollectiveOptions& o) override {
-    return collective(OpKind::kAllGather, bytes(out.size()), o,
-                      [ctx = context_, in, out](std::uint32_t tag, Millis t) {
-                        gloo_backend::all_gather(ctx, in, out, tag, t);
-                      });
+    return collective(OpKind::kAllGather, bytes(out.size()), o, [ctx = context_, in, out](std::uint32_t tag, Millis t) {
+      gloo_backend::all_gather(ctx, in, out, tag, t);
+    });
   }
-  std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root,
-                                      const CollectiveOptions& o) override {
-    return collective(OpKind::kBroadcast, bytes(buf.size()), o,
-                      [ctx = context_, buf, root](std::uint32_t tag, Millis t) {
-                        gloo_backend::broadcast(ctx, buf, root, tag, t);
-                      });
+  std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root, const CollectiveOptions& o) override {
+    return collective(
+        OpKind::kBroadcast, bytes(buf.size()), o,
+        [ctx = context_, buf, root](std::uint32_t tag, Millis t) { gloo_backend::broadcast(ctx, buf, root, tag, t); });
   }
   std::shared_ptr<Work> run_barrier(const CollectiveOptions& o) override {
-    return collective(OpKind::kBarrier, 0, o, [ctx = context_](std::uint32_t tag, Millis t) {
-      gloo_backend::barrier(ctx, tag, t);
-    });
+    return collective(OpKind::kBarrier, 0, o,
+                      [ctx = context_](std::uint32_t tag, Millis t) { gloo_backend::barrier(ctx, tag, t); });
   }
-  std::shared_ptr<Work> run_send(std::span<const float> buf, int peer,
-                                 const CollectiveOptions& o) override {
+  std::shared_ptr<Work> run_send(std::span<const float> buf, int peer, const CollectiveOptions& o) override {
     std::lock_guard lock(issue_mu_);
     const OpInfo info = make_info(OpKind::kSend, sent_[peer]++, bytes(buf.size()), o, peer);
-    return submit(info, [ctx = context_, buf, peer](std::uint32_t tag, Millis t) {
-      gloo_backend::send(ctx, buf, peer, tag, t);
-    });
+    return submit(
+        info, [ctx = context_, buf, peer](std::uint32_t tag, Millis t) { gloo_backend::send(ctx, buf, peer, tag, t); });
   }
-  std::shared_ptr<Work> run_recv(std::span<float> buf, int peer,
-                                 const CollectiveOptions& o) override {
+  std::shared_ptr<Work> run_recv(std::span<float> buf, int peer, const CollectiveOptions& o) override {
     std::lock_guard lock(issue_mu_);
     const OpInfo info = make_info(OpKind::kRecv, received_[peer]++, bytes(buf.size()), o, peer);
-    return submit(info, [ctx = context_, buf, peer](std::uint32_t tag, Millis t) {
-      gloo_backend::recv(ctx, buf, peer, tag, t);
-    });
+    return submit(
+        info, [ctx = context_, buf, peer](std::uint32_t tag, Millis t) { gloo_backend::recv(ctx, buf, peer, tag, t); });
   }
 
-  std::unique_ptr<Communicator> run_split(const std::vector<int>& ranks,
-                                          std::string name) override {
+  std::unique_ptr<Communicator> run_split(const std::vector<int>& ranks, std::string name) override {
     queue_.check_usable();
     // Members of the new group agree on this key without talking: it depends only on the
     // arguments and on how often this exact (name, ranks) split happened before.
@@ -199,37 +188,31 @@ class GlooCommunicator final : public Communicator {
       key += std::to_string(splits_[key]++);
     }
     const int me = world_->world_rank;
-    const int sub_rank = static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), me) -
-                                          ranks.begin());
+    const int sub_rank = static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), me) - ranks.begin());
     const int sub_size = static_cast<int>(ranks.size());
     auto store = make_prefixed_store(world_->store, group_scope(world_->options, group_) + "/" + key);
     if (on_one_host(world_->options.hosts, ranks)) {
       return connect_shm_group(world_->store, std::move(store), me, world_->world_size, ranks, std::move(name),
                                shm_options_from(world_->options));
     }
-    auto context = connect(*world_, *store, sub_rank, sub_size,
-                           "split of group " + name + " from " + group_);
+    auto context = connect(*world_, *store, sub_rank, sub_size, "split of group " + name + " from " + group_);
     return std::make_unique<GlooCommunicator>(world_, std::move(context), std::move(name), ranks);
   }
 
  private:
   using Body = std::function<void(std::uint32_t, Millis)>;
 
-  static double bytes(std::size_t elements) {
-    return static_cast<double>(elements) * sizeof(float);
-  }
+  static double bytes(std::size_t elements) { return static_cast<double>(elements) * sizeof(float); }
 
-  OpInfo make_info(OpKind op, std::uint64_t seq, double n_bytes, const CollectiveOptions& o,
-                   int peer) const {
+  OpInfo make_info(OpKind op, std::uint64_t seq, double n_bytes, const CollectiveOptions& o, int peer) const {
     if (o.timeout.count() <= 0) {
-      throw ConfigError(std::string(to_string(op)) + ".timeout",
-                        std::to_string(o.timeout.count()) + " ms", "must be positive");
+      throw ConfigError(std::string(to_string(op)) + ".timeout", std::to_string(o.timeout.count()) + " ms",
+                        "must be positive");
     }
     return OpInfo{op, seq, group_, n_bytes, o.tag, peer, o.timeout};
   }
 
-  std::shared_ptr<Work> collective(OpKind op, double n_bytes, const CollectiveOptions& o,
-                                   Body body) {
+  std::shared_ptr<Work> collective(OpKind op, double n_bytes, const CollectiveOptions& o, Body body) {
     std::lock_guard lock(issue_mu_);
     const OpInfo info = make_info(op, next_seq_, n_bytes, o, -1);
     auto work = submit(info, std::move(body));
@@ -239,17 +222,15 @@ class GlooCommunicator final : public Communicator {
 
   std::shared_ptr<Work> submit(const OpInfo& info, Body body) {
     const std::uint32_t tag = gloo_tag(info);
-    return queue_.submit(info, [info, tag, body = std::move(body)] {
-      run_translated(info, [&] { body(tag, info.timeout); });
-    });
+    return queue_.submit(
+        info, [info, tag, body = std::move(body)] { run_translated(info, [&] { body(tag, info.timeout); }); });
   }
 
   void dump_after_failure() noexcept {
     if (world_->options.dump_dir.empty()) return;
     try {
       std::filesystem::create_directories(world_->options.dump_dir);
-      recorder_.dump(world_->options.dump_dir /
-                     flight_recorder_file_name(group_, world_->world_rank));
+      recorder_.dump(world_->options.dump_dir / flight_recorder_file_name(group_, world_->world_rank));
     } catch (const std::exception&) {
       // The op's own error is what the caller must see; a failed dump must not replace it.
     }
@@ -280,10 +261,9 @@ std::shared_ptr<gloo::transport::Device> make_device(const GlooOptions& o) {
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     const bool by_iface = !o.interface.empty();
-    throw ConfigError(by_iface ? "gloo.interface" : "gloo.hostname",
-                      by_iface ? o.interface : o.hostname,
-                      std::string("must name an interface or address of this host (") +
-                          strip_gloo_location(e.what()) + ")");
+    throw ConfigError(
+        by_iface ? "gloo.interface" : "gloo.hostname", by_iface ? o.interface : o.hostname,
+        std::string("must name an interface or address of this host (") + strip_gloo_location(e.what()) + ")");
   }
 }
 
@@ -299,17 +279,15 @@ std::size_t gloo_ring_scratch_bytes(const Communicator& c) {
   return g ? g->ring_scratch_bytes() : 0;
 }
 
-std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> store, int rank,
-                                                     int size, const GlooOptions& options) {
+std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> store, int rank, int size,
+                                                     const GlooOptions& options) {
   if (!store) throw ConfigError("store", "null", "a rendezvous store is required");
   if (size < 1) throw ConfigError("world_size", std::to_string(size), "must be at least 1");
   if (rank < 0 || rank >= size) {
-    throw ConfigError("rank", std::to_string(rank),
-                      "must be in [0, " + std::to_string(size) + ")");
+    throw ConfigError("rank", std::to_string(rank), "must be in [0, " + std::to_string(size) + ")");
   }
   if (options.timeout.count() <= 0) {
-    throw ConfigError("gloo.timeout", std::to_string(options.timeout.count()) + " ms",
-                      "must be positive");
+    throw ConfigError("gloo.timeout", std::to_string(options.timeout.count()) + " ms", "must be positive");
   }
   if (options.attempt < 0) {
     throw ConfigError("attempt", std::to_string(options.attempt), "must be >= 0");
@@ -323,13 +301,13 @@ std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> stor
   world->world_rank = rank;
   world->world_size = size;
   auto scoped = make_prefixed_store(store, group_scope(options, options.group_name));
-  auto context = connect(*world, *scoped, rank, size,
-                         "rendezvous of group " + options.group_name + " (attempt " +
-                             std::to_string(options.attempt) + ")");
+  auto context =
+      connect(*world, *scoped, rank, size,
+              "rendezvous of group " + options.group_name + " (attempt " + std::to_string(options.attempt) + ")");
   std::vector<int> members(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) members[static_cast<std::size_t>(r)] = r;
-  return std::make_unique<GlooCommunicator>(std::move(world), std::move(context),
-                                            options.group_name, std::move(members));
+  return std::make_unique<GlooCommunicator>(std::move(world), std::move(context), options.group_name,
+                                            std::move(members));
 }
 
 }  // namespace parlab::comm

@@ -16,8 +16,7 @@ std::string nccl_error_text(ncclResult_t code) {
 }
 
 NcclError::NcclError(ncclResult_t code, const std::string& call, const char* file, int line)
-    : RuntimeError(call + " failed at " + compute::cuda::source_location(file, line) + ": " +
-                   nccl_error_text(code)),
+    : RuntimeError(call + " failed at " + compute::cuda::source_location(file, line) + ": " + nccl_error_text(code)),
       code_(code) {}
 
 bool settle(ncclComm_t comm, std::chrono::steady_clock::time_point deadline, const char* what) {

@@ -37,19 +37,19 @@ bool settle(ncclComm_t comm, std::chrono::steady_clock::time_point deadline, con
 
 }  // namespace parlab::comm
 
-#define PARLAB_NCCL_CHECK(expr)                                                                \
-  do {                                                                                         \
-    const ncclResult_t parlab_nccl_status_ = (expr);                                           \
-    if (parlab_nccl_status_ != ncclSuccess) {                                                  \
-      throw ::parlab::comm::NcclError(parlab_nccl_status_, #expr, __FILE__, __LINE__);         \
-    }                                                                                          \
+#define PARLAB_NCCL_CHECK(expr)                                                        \
+  do {                                                                                 \
+    const ncclResult_t parlab_nccl_status_ = (expr);                                   \
+    if (parlab_nccl_status_ != ncclSuccess) {                                          \
+      throw ::parlab::comm::NcclError(parlab_nccl_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                  \
   } while (0)
 
 // For calls on a nonblocking communicator: ncclInProgress is not a failure (settle() follows).
-#define PARLAB_NCCL_CHECK_ASYNC(expr)                                                          \
-  do {                                                                                         \
-    const ncclResult_t parlab_nccl_status_ = (expr);                                           \
-    if (parlab_nccl_status_ != ncclSuccess && parlab_nccl_status_ != ncclInProgress) {         \
-      throw ::parlab::comm::NcclError(parlab_nccl_status_, #expr, __FILE__, __LINE__);         \
-    }                                                                                          \
+#define PARLAB_NCCL_CHECK_ASYNC(expr)                                                  \
+  do {                                                                                 \
+    const ncclResult_t parlab_nccl_status_ = (expr);                                   \
+    if (parlab_nccl_status_ != ncclSuccess && parlab_nccl_status_ != ncclInProgress) { \
+      throw ::parlab::comm::NcclError(parlab_nccl_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                  \
   } while (0)

@@ -25,33 +25,28 @@ namespace {
 double bytes_of(std::size_t elements) { return static_cast<double>(elements) * sizeof(float); }
 }  // namespace
 
-std::shared_ptr<Work> NcclCommunicator::run_reduce_scatter_v(std::span<const float> in,
-                                                             std::span<const int64_t> counts,
-                                                             std::span<float> out,
-                                                             const CollectiveOptions& o) {
+std::shared_ptr<Work> NcclCommunicator::run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
+                                                             std::span<float> out, const CollectiveOptions& o) {
   return impl_->collective(
       OpKind::kReduceScatter, bytes_of(in.size()), o,
-      [in, out, c = std::vector<int64_t>(counts.begin(), counts.end()), me = rank()](ncclComm_t comm,
-                                                                                   cudaStream_t s) {
+      [in, out, c = std::vector<int64_t>(counts.begin(), counts.end()), me = rank()](ncclComm_t comm, cudaStream_t s) {
         std::size_t offset = 0;
         for (int r = 0; r < static_cast<int>(c.size()); ++r) {
           const auto n = static_cast<std::size_t>(c[static_cast<std::size_t>(r)]);
           // recvbuff is read only at the root; elsewhere null, so a misuse faults loudly.
           if (n > 0)
-            PARLAB_NCCL_CHECK_ASYNC(ncclReduce(in.data() + offset, r == me ? out.data() : nullptr, n,
-                                               ncclFloat32, ncclSum, r, comm, s));
+            PARLAB_NCCL_CHECK_ASYNC(
+                ncclReduce(in.data() + offset, r == me ? out.data() : nullptr, n, ncclFloat32, ncclSum, r, comm, s));
           offset += n;
         }
       });
 }
 
 std::shared_ptr<Work> NcclCommunicator::run_all_gather_v(std::span<const float> in, std::span<float> out,
-                                                         std::span<const int64_t> counts,
-                                                         const CollectiveOptions& o) {
+                                                         std::span<const int64_t> counts, const CollectiveOptions& o) {
   return impl_->collective(
       OpKind::kAllGather, bytes_of(out.size()), o,
-      [in, out, c = std::vector<int64_t>(counts.begin(), counts.end()), me = rank()](ncclComm_t comm,
-                                                                                   cudaStream_t s) {
+      [in, out, c = std::vector<int64_t>(counts.begin(), counts.end()), me = rank()](ncclComm_t comm, cudaStream_t s) {
         std::size_t offset = 0;
         for (int r = 0; r < static_cast<int>(c.size()); ++r) {
           const auto n = static_cast<std::size_t>(c[static_cast<std::size_t>(r)]);

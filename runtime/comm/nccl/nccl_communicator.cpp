@@ -24,8 +24,8 @@ double seconds_of(std::chrono::milliseconds t) { return std::chrono::duration<do
 
 void check_timeout(OpKind op, const CollectiveOptions& o) {
   if (o.timeout.count() <= 0) {
-    throw ConfigError(std::string(to_string(op)) + ".timeout",
-                      std::to_string(o.timeout.count()) + " ms", "must be positive");
+    throw ConfigError(std::string(to_string(op)) + ".timeout", std::to_string(o.timeout.count()) + " ms",
+                      "must be positive");
   }
 }
 
@@ -38,9 +38,8 @@ std::filesystem::path dump_path(const NcclOptions& o, const std::string& group, 
 
 // ---- Impl ----
 
-NcclCommunicator::Impl::Impl(std::shared_ptr<nccl_backend::NcclWorld> w, ncclComm_t comm,
-                             std::string group_name, std::vector<int> member_ranks, int group_rank,
-                             int group_size, cudaStream_t compute)
+NcclCommunicator::Impl::Impl(std::shared_ptr<nccl_backend::NcclWorld> w, ncclComm_t comm, std::string group_name,
+                             std::vector<int> member_ranks, int group_rank, int group_size, cudaStream_t compute)
     : world(std::move(w)),
       group(std::move(group_name)),
       members(std::move(member_ranks)),
@@ -56,14 +55,13 @@ NcclCommunicator::Impl::Impl(std::shared_ptr<nccl_backend::NcclWorld> w, ncclCom
   shared->comm = comm;
 }
 
-std::vector<std::shared_ptr<Work>> NcclCommunicator::Impl::issue_locked(
-    const std::vector<OpInfo>& infos, const Launch& launch) {
+std::vector<std::shared_ptr<Work>> NcclCommunicator::Impl::issue_locked(const std::vector<OpInfo>& infos,
+                                                                        const Launch& launch) {
   const std::chrono::milliseconds timeout = infos.front().timeout;
   const Clock::time_point deadline = Clock::now() + timeout;
   std::vector<std::shared_ptr<NcclWork>> works;
   for (const OpInfo& info : infos) {
-    works.push_back(
-        std::make_shared<NcclWork>(info, shared, shared->recorder.record(info), deadline));
+    works.push_back(std::make_shared<NcclWork>(info, shared, shared->recorder.record(info), deadline));
   }
   try {
     // The buffers are produced on the compute stream: start only after what is queued there.
@@ -94,10 +92,10 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::Impl::issue_locked(
     for (auto& work : works) {
       if (work->ended()) continue;
       std::exception_ptr error =
-          timed_out ? std::make_exception_ptr(CollectiveTimeout(work->info(), seconds_of(timeout),
-                                                                "not enqueued in time"))
-                    : std::make_exception_ptr(CollectiveError(
-                          work->info(), work->info().describe() + " failed: " + e.what()));
+          timed_out
+              ? std::make_exception_ptr(CollectiveTimeout(work->info(), seconds_of(timeout), "not enqueued in time"))
+              : std::make_exception_ptr(
+                    CollectiveError(work->info(), work->info().describe() + " failed: " + e.what()));
       work->end_locked(timed_out ? OpState::kTimedOut : OpState::kFailed, error, e.what());
     }
     shared->abort_locked(e.what());
@@ -105,8 +103,7 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::Impl::issue_locked(
   return {works.begin(), works.end()};
 }
 
-std::shared_ptr<Work> NcclCommunicator::Impl::collective(OpKind op, double bytes,
-                                                         const CollectiveOptions& o,
+std::shared_ptr<Work> NcclCommunicator::Impl::collective(OpKind op, double bytes, const CollectiveOptions& o,
                                                          const Launch& launch) {
   check_timeout(op, o);
   std::lock_guard lock(shared->mu);
@@ -121,8 +118,7 @@ std::shared_ptr<Work> NcclCommunicator::Impl::collective(OpKind op, double bytes
 }
 
 std::shared_ptr<Work> NcclCommunicator::Impl::point_to_point(OpKind op, int peer, double bytes,
-                                                             const CollectiveOptions& o,
-                                                             const Launch& launch) {
+                                                             const CollectiveOptions& o, const Launch& launch) {
   check_timeout(op, o);
   std::lock_guard lock(shared->mu);
   shared->check_usable_locked();  // before any device call: after an abort it may be unusable
@@ -170,15 +166,13 @@ void NcclCommunicator::Impl::shutdown() noexcept {
 
 namespace nccl_backend {
 
-std::unique_ptr<NcclCommunicator> wrap_communicator(std::shared_ptr<NcclWorld> world,
-                                                    ncclComm_t comm, std::string group,
-                                                    std::vector<int> members, int rank, int size,
+std::unique_ptr<NcclCommunicator> wrap_communicator(std::shared_ptr<NcclWorld> world, ncclComm_t comm,
+                                                    std::string group, std::vector<int> members, int rank, int size,
                                                     cudaStream_t compute_stream) {
   try {
     cuda::DeviceGuard guard(world->device);
     return std::make_unique<NcclCommunicator>(std::make_unique<NcclCommunicator::Impl>(
-        std::move(world), comm, std::move(group), std::move(members), rank, size,
-        compute_stream));
+        std::move(world), comm, std::move(group), std::move(members), rank, size, compute_stream));
   } catch (...) {
     ncclCommAbort(comm);
     throw;
@@ -206,9 +200,7 @@ int NcclCommunicator::rank() const { return impl_->rank; }
 int NcclCommunicator::size() const { return impl_->size; }
 const std::string& NcclCommunicator::group_name() const { return impl_->group; }
 const std::vector<int>& NcclCommunicator::world_ranks() const { return impl_->members; }
-const FlightRecorder& NcclCommunicator::flight_recorder() const {
-  return impl_->shared->recorder;
-}
+const FlightRecorder& NcclCommunicator::flight_recorder() const { return impl_->shared->recorder; }
 int NcclCommunicator::device() const { return impl_->device; }
 cudaStream_t NcclCommunicator::stream() const { return impl_->stream.get(); }
 
@@ -228,63 +220,43 @@ void NcclCommunicator::abort(const std::string& reason) {
   impl_->shared->abort_locked(reason.empty() ? "aborted by the caller" : reason);
 }
 
-std::shared_ptr<Work> NcclCommunicator::run_all_reduce(std::span<float> buf,
-                                                       const CollectiveOptions& o) {
-  return impl_->collective(OpKind::kAllReduce, bytes_of(buf.size()), o,
-                           [buf](ncclComm_t comm, cudaStream_t s) {
-                             PARLAB_NCCL_CHECK_ASYNC(ncclAllReduce(buf.data(), buf.data(),
-                                                                   buf.size(), ncclFloat32,
-                                                                   ncclSum, comm, s));
-                           });
+std::shared_ptr<Work> NcclCommunicator::run_all_reduce(std::span<float> buf, const CollectiveOptions& o) {
+  return impl_->collective(OpKind::kAllReduce, bytes_of(buf.size()), o, [buf](ncclComm_t comm, cudaStream_t s) {
+    PARLAB_NCCL_CHECK_ASYNC(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, s));
+  });
 }
 
-std::shared_ptr<Work> NcclCommunicator::run_reduce_scatter(std::span<const float> in,
-                                                           std::span<float> out,
+std::shared_ptr<Work> NcclCommunicator::run_reduce_scatter(std::span<const float> in, std::span<float> out,
                                                            const CollectiveOptions& o) {
-  return impl_->collective(OpKind::kReduceScatter, bytes_of(in.size()), o,
-                           [in, out](ncclComm_t comm, cudaStream_t s) {
-                             PARLAB_NCCL_CHECK_ASYNC(ncclReduceScatter(in.data(), out.data(),
-                                                                       out.size(), ncclFloat32,
-                                                                       ncclSum, comm, s));
-                           });
+  return impl_->collective(OpKind::kReduceScatter, bytes_of(in.size()), o, [in, out](ncclComm_t comm, cudaStream_t s) {
+    PARLAB_NCCL_CHECK_ASYNC(ncclReduceScatter(in.data(), out.data(), out.size(), ncclFloat32, ncclSum, comm, s));
+  });
 }
 
-std::shared_ptr<Work> NcclCommunicator::run_all_gather(std::span<const float> in,
-                                                       std::span<float> out,
+std::shared_ptr<Work> NcclCommunicator::run_all_gather(std::span<const float> in, std::span<float> out,
                                                        const CollectiveOptions& o) {
-  return impl_->collective(OpKind::kAllGather, bytes_of(out.size()), o,
-                           [in, out](ncclComm_t comm, cudaStream_t s) {
-                             PARLAB_NCCL_CHECK_ASYNC(ncclAllGather(in.data(), out.data(),
-                                                                   in.size(), ncclFloat32, comm,
-                                                                   s));
-                           });
+  return impl_->collective(OpKind::kAllGather, bytes_of(out.size()), o, [in, out](ncclComm_t comm, cudaStream_t s) {
+    PARLAB_NCCL_CHECK_ASYNC(ncclAllGather(in.data(), out.data(), in.size(), ncclFloat32, comm, s));
+  });
 }
 
-std::shared_ptr<Work> NcclCommunicator::run_broadcast(std::span<float> buf, int root,
-                                                      const CollectiveOptions& o) {
-  return impl_->collective(OpKind::kBroadcast, bytes_of(buf.size()), o,
-                           [buf, root](ncclComm_t comm, cudaStream_t s) {
-                             PARLAB_NCCL_CHECK_ASYNC(ncclBroadcast(buf.data(), buf.data(),
-                                                                   buf.size(), ncclFloat32, root,
-                                                                   comm, s));
-                           });
+std::shared_ptr<Work> NcclCommunicator::run_broadcast(std::span<float> buf, int root, const CollectiveOptions& o) {
+  return impl_->collective(OpKind::kBroadcast, bytes_of(buf.size()), o, [buf, root](ncclComm_t comm, cudaStream_t s) {
+    PARLAB_NCCL_CHECK_ASYNC(ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclFloat32, root, comm, s));
+  });
 }
 
-std::shared_ptr<Work> NcclCommunicator::run_send(std::span<const float> buf, int peer,
-                                                 const CollectiveOptions& o) {
+std::shared_ptr<Work> NcclCommunicator::run_send(std::span<const float> buf, int peer, const CollectiveOptions& o) {
   return impl_->point_to_point(OpKind::kSend, peer, bytes_of(buf.size()), o,
                                [buf, peer](ncclComm_t comm, cudaStream_t s) {
-                                 PARLAB_NCCL_CHECK_ASYNC(ncclSend(buf.data(), buf.size(),
-                                                                  ncclFloat32, peer, comm, s));
+                                 PARLAB_NCCL_CHECK_ASYNC(ncclSend(buf.data(), buf.size(), ncclFloat32, peer, comm, s));
                                });
 }
 
-std::shared_ptr<Work> NcclCommunicator::run_recv(std::span<float> buf, int peer,
-                                                 const CollectiveOptions& o) {
+std::shared_ptr<Work> NcclCommunicator::run_recv(std::span<float> buf, int peer, const CollectiveOptions& o) {
   return impl_->point_to_point(OpKind::kRecv, peer, bytes_of(buf.size()), o,
                                [buf, peer](ncclComm_t comm, cudaStream_t s) {
-                                 PARLAB_NCCL_CHECK_ASYNC(ncclRecv(buf.data(), buf.size(),
-                                                                  ncclFloat32, peer, comm, s));
+                                 PARLAB_NCCL_CHECK_ASYNC(ncclRecv(buf.data(), buf.size(), ncclFloat32, peer, comm, s));
                                });
 }
 
@@ -296,8 +268,8 @@ std::shared_ptr<Work> NcclCommunicator::run_barrier(const CollectiveOptions& o) 
   });
 }
 
-std::vector<std::shared_ptr<Work>> NcclCommunicator::batch_send_recv(
-    std::span<const P2POp> ops, const CollectiveOptions& o) {
+std::vector<std::shared_ptr<Work>> NcclCommunicator::batch_send_recv(std::span<const P2POp> ops,
+                                                                     const CollectiveOptions& o) {
   if (ops.empty()) return {};
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const P2POp& p = ops[i];
@@ -307,9 +279,8 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch_send_recv(
     }
     if (p.peer < 0 || p.peer >= size() || p.peer == rank()) {
       throw ConfigError(field + ".peer", std::to_string(p.peer),
-                        "must be a group rank in [0, " + std::to_string(size()) +
-                            ") other than this rank (" + std::to_string(rank()) + ") of group " +
-                            group_name());
+                        "must be a group rank in [0, " + std::to_string(size()) + ") other than this rank (" +
+                            std::to_string(rank()) + ") of group " + group_name());
     }
   }
   check_timeout(OpKind::kSend, o);
@@ -323,8 +294,7 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch_send_recv(
   std::vector<OpInfo> infos;
   for (const P2POp& p : ops) {
     std::uint64_t& seq = p.op == OpKind::kSend ? impl.sent[p.peer] : impl.received[p.peer];
-    infos.push_back(OpInfo{p.op, seq++, impl.group, bytes_of(p.buf.size()), o.tag, p.peer,
-                           o.timeout});
+    infos.push_back(OpInfo{p.op, seq++, impl.group, bytes_of(p.buf.size()), o.tag, p.peer, o.timeout});
   }
   const std::vector<P2POp> batch(ops.begin(), ops.end());
   return impl.issue_locked(infos, [&batch](ncclComm_t comm, cudaStream_t s) {
@@ -338,8 +308,7 @@ std::vector<std::shared_ptr<Work>> NcclCommunicator::batch_send_recv(
   });
 }
 
-std::unique_ptr<Communicator> NcclCommunicator::run_split(const std::vector<int>& ranks,
-                                                          std::string name) {
+std::unique_ptr<Communicator> NcclCommunicator::run_split(const std::vector<int>& ranks, std::string name) {
   // Members of the new group agree on this key without talking: it depends only on the
   // arguments and on how often this exact (name, ranks) split happened before.
   std::string key = "split/" + name + "/";
@@ -353,15 +322,12 @@ std::unique_ptr<Communicator> NcclCommunicator::run_split(const std::vector<int>
   }
   const auto& world = impl_->world;
   const int me = world->world_rank;
-  const int sub_rank =
-      static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), me) - ranks.begin());
+  const int sub_rank = static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), me) - ranks.begin());
   const int sub_size = static_cast<int>(ranks.size());
-  auto store = make_prefixed_store(
-      world->store, nccl_backend::group_scope(world->options, impl_->group) + "/" + key);
-  ncclComm_t comm = nccl_backend::connect(*world, *store, sub_rank, sub_size,
-                                          "split of group " + name + " from " + impl_->group);
-  return nccl_backend::wrap_communicator(world, comm, std::move(name), ranks, sub_rank, sub_size,
-                                         compute);
+  auto store = make_prefixed_store(world->store, nccl_backend::group_scope(world->options, impl_->group) + "/" + key);
+  ncclComm_t comm =
+      nccl_backend::connect(*world, *store, sub_rank, sub_size, "split of group " + name + " from " + impl_->group);
+  return nccl_backend::wrap_communicator(world, comm, std::move(name), ranks, sub_rank, sub_size, compute);
 }
 
 }  // namespace parlab::comm

@@ -96,8 +96,7 @@ class NcclCommunicator final : public Communicator {
 
   // Sends and receives in ONE ncclGroupStart/End: one Work per op (each with its own flight
   // recorder entry and per-peer sequence number), all completing together.
-  std::vector<std::shared_ptr<Work>> batch_send_recv(std::span<const P2POp> ops,
-                                                     const CollectiveOptions& opts = {});
+  std::vector<std::shared_ptr<Work>> batch_send_recv(std::span<const P2POp> ops, const CollectiveOptions& opts = {});
 
   // Aborts the NCCL communicator (ops blocked on peers exit), fails pending ops with
   // CommunicatorAborted(reason) and makes every later op fail the same way. Idempotent. For a
@@ -116,17 +115,13 @@ class NcclCommunicator final : public Communicator {
                                              std::span<float> output, const CollectiveOptions& o) override;
   std::shared_ptr<Work> run_all_gather_v(std::span<const float> input, std::span<float> output,
                                          std::span<const int64_t> counts, const CollectiveOptions& o) override;
-  std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root,
-                                      const CollectiveOptions& o) override;
-  std::shared_ptr<Work> run_send(std::span<const float> buf, int peer,
-                                 const CollectiveOptions& o) override;
-  std::shared_ptr<Work> run_recv(std::span<float> buf, int peer,
-                                 const CollectiveOptions& o) override;
+  std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root, const CollectiveOptions& o) override;
+  std::shared_ptr<Work> run_send(std::span<const float> buf, int peer, const CollectiveOptions& o) override;
+  std::shared_ptr<Work> run_recv(std::span<float> buf, int peer, const CollectiveOptions& o) override;
   std::shared_ptr<Work> run_barrier(const CollectiveOptions& o) override;
   // A new NCCL communicator over `world_ranks`, its ncclUniqueId shared through the store under a
   // key derived from (name, ranks, how often this split happened): members call it, others don't.
-  std::unique_ptr<Communicator> run_split(const std::vector<int>& world_ranks,
-                                          std::string name) override;
+  std::unique_ptr<Communicator> run_split(const std::vector<int>& world_ranks, std::string name) override;
 
  private:
   std::unique_ptr<Impl> impl_;
@@ -136,8 +131,7 @@ class NcclCommunicator final : public Communicator {
 // `size` ranks. Throws ConfigError (bad rank/size/options, or `device` not a device of this
 // machine -- the message then says why there is none, e.g. no driver), RendezvousError (a rank
 // never joined, or NCCL init did not finish within options.timeout) or NcclError.
-std::unique_ptr<NcclCommunicator> make_nccl_communicator(std::shared_ptr<Store> store, int rank,
-                                                         int size, int device,
+std::unique_ptr<NcclCommunicator> make_nccl_communicator(std::shared_ptr<Store> store, int rank, int size, int device,
                                                          const NcclOptions& options = {});
 
 }  // namespace parlab::comm

@@ -29,13 +29,11 @@ std::string group_scope(const NcclOptions& options, const std::string& group);
 // Every rank announces itself in `store`, rank 0 publishes a fresh ncclUniqueId, and all ranks
 // init a NONBLOCKING NCCL communicator on world.device, waiting at most options.timeout for the
 // others. Throws RendezvousError (naming ranks that never joined) or NcclError.
-ncclComm_t connect(const NcclWorld& world, Store& store, int rank, int size,
-                   const std::string& what);
+ncclComm_t connect(const NcclWorld& world, Store& store, int rank, int size, const std::string& what);
 
 // The communicator over a connected `comm`; aborts `comm` if anything on the way throws.
-std::unique_ptr<NcclCommunicator> wrap_communicator(std::shared_ptr<NcclWorld> world,
-                                                    ncclComm_t comm, std::string group,
-                                                    std::vector<int> members, int rank, int size,
+std::unique_ptr<NcclCommunicator> wrap_communicator(std::shared_ptr<NcclWorld> world, ncclComm_t comm,
+                                                    std::string group, std::vector<int> members, int rank, int size,
                                                     cudaStream_t compute_stream);
 }  // namespace nccl_backend
 
@@ -44,18 +42,16 @@ struct NcclCommunicator::Impl {
 
   // Owns `comm` once constructed (if construction throws, the caller still owns it: see
   // wrap_communicator). Call with world->device current.
-  Impl(std::shared_ptr<nccl_backend::NcclWorld> world, ncclComm_t comm, std::string group,
-       std::vector<int> members, int rank, int size, cudaStream_t compute_stream);
+  Impl(std::shared_ptr<nccl_backend::NcclWorld> world, ncclComm_t comm, std::string group, std::vector<int> members,
+       int rank, int size, cudaStream_t compute_stream);
 
   // Under shared->mu with the device current: orders the communicator's stream after the
   // compute stream, enqueues `launch` in one NCCL group between per-op events, and returns one
   // Work per info. A failure to enqueue fails those Works and aborts the communicator.
-  std::vector<std::shared_ptr<Work>> issue_locked(const std::vector<OpInfo>& infos,
-                                                  const Launch& launch);
-  std::shared_ptr<Work> collective(OpKind op, double bytes, const CollectiveOptions& o,
-                                   const Launch& launch);
-  std::shared_ptr<Work> point_to_point(OpKind op, int peer, double bytes,
-                                       const CollectiveOptions& o, const Launch& launch);
+  std::vector<std::shared_ptr<Work>> issue_locked(const std::vector<OpInfo>& infos, const Launch& launch);
+  std::shared_ptr<Work> collective(OpKind op, double bytes, const CollectiveOptions& o, const Launch& launch);
+  std::shared_ptr<Work> point_to_point(OpKind op, int peer, double bytes, const CollectiveOptions& o,
+                                       const Launch& launch);
   // Waits for pending ops (bounded by their deadlines), then finalizes or aborts NCCL.
   void shutdown() noexcept;
 
@@ -65,7 +61,7 @@ struct NcclCommunicator::Impl {
   const int rank, size, device;
   cudaStream_t compute_stream;
   compute::cuda::Stream stream;
-  compute::cuda::Event ready;  // recorded on the compute stream before each op
+  compute::cuda::Event ready;                      // recorded on the compute stream before each op
   compute::cuda::DeviceBuffer<float> barrier_buf;  // the one float a barrier all-reduces
   std::shared_ptr<nccl_backend::NcclShared> shared;
   // Guarded by shared->mu.

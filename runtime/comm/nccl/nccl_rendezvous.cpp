@@ -31,13 +31,11 @@ ncclUniqueId exchange_unique_id(Store& store, int rank, Millis timeout, const st
     store.wait({kUniqueIdKey}, timeout);
     bytes = store.get(kUniqueIdKey);
   } catch (const StoreError& e) {
-    throw RendezvousError(what + ": rank 0 never published the NCCL unique id (" + e.what() + ")",
-                          true);
+    throw RendezvousError(what + ": rank 0 never published the NCCL unique id (" + e.what() + ")", true);
   }
   if (bytes.size() != sizeof id.internal) {
-    throw RendezvousError(what + ": the NCCL unique id in the store has " +
-                              std::to_string(bytes.size()) + " bytes, expected " +
-                              std::to_string(sizeof id.internal),
+    throw RendezvousError(what + ": the NCCL unique id in the store has " + std::to_string(bytes.size()) +
+                              " bytes, expected " + std::to_string(sizeof id.internal),
                           false);
   }
   std::memcpy(id.internal, bytes.data(), sizeof id.internal);
@@ -50,8 +48,7 @@ std::string group_scope(const NcclOptions& o, const std::string& group) {
   return "parlab/attempt." + std::to_string(o.attempt) + "/" + group + "/nccl";
 }
 
-ncclComm_t connect(const NcclWorld& world, Store& store, int rank, int size,
-                   const std::string& what) {
+ncclComm_t connect(const NcclWorld& world, Store& store, int rank, int size, const std::string& what) {
   const Millis timeout = world.options.timeout;
   join_rendezvous(store, rank, size, timeout, what);
   const ncclUniqueId id = exchange_unique_id(store, rank, timeout, what);
@@ -63,8 +60,7 @@ ncclComm_t connect(const NcclWorld& world, Store& store, int rank, int size,
   try {
     PARLAB_NCCL_CHECK_ASYNC(ncclCommInitRankConfig(&comm, size, id, rank, &config));
     if (!settle(comm, deadline, "ncclCommInitRankConfig")) {
-      throw RendezvousError(what + ": NCCL init did not complete within " +
-                                units::format_seconds(to_seconds(timeout)) +
+      throw RendezvousError(what + ": NCCL init did not complete within " + units::format_seconds(to_seconds(timeout)) +
                                 " (a peer died after joining, or cannot be reached)",
                             true);
     }
@@ -80,8 +76,7 @@ ncclComm_t connect(const NcclWorld& world, Store& store, int rank, int size,
 
 }  // namespace nccl_backend
 
-std::unique_ptr<NcclCommunicator> make_nccl_communicator(std::shared_ptr<Store> store, int rank,
-                                                         int size, int device,
+std::unique_ptr<NcclCommunicator> make_nccl_communicator(std::shared_ptr<Store> store, int rank, int size, int device,
                                                          const NcclOptions& options) {
   if (!store) throw ConfigError("store", "null", "a rendezvous store is required");
   if (size < 1) throw ConfigError("world_size", std::to_string(size), "must be at least 1");
@@ -89,8 +84,7 @@ std::unique_ptr<NcclCommunicator> make_nccl_communicator(std::shared_ptr<Store> 
     throw ConfigError("rank", std::to_string(rank), "must be in [0, " + std::to_string(size) + ")");
   }
   if (options.timeout.count() <= 0) {
-    throw ConfigError("nccl.timeout", std::to_string(options.timeout.count()) + " ms",
-                      "must be positive");
+    throw ConfigError("nccl.timeout", std::to_string(options.timeout.count()) + " ms", "must be positive");
   }
   if (options.attempt < 0) {
     throw ConfigError("attempt", std::to_string(options.attempt), "must be >= 0");
@@ -100,11 +94,8 @@ std::unique_ptr<NcclCommunicator> make_nccl_communicator(std::shared_ptr<Store> 
   const int n_devices = static_cast<int>(devices.devices.size());
   if (device < 0 || device >= n_devices) {
     throw ConfigError("device", std::to_string(device),
-                      n_devices == 0
-                          ? "the NCCL backend needs a CUDA device and there is none (" +
-                                devices.reason + ")"
-                          : "must be a CUDA device ordinal in [0, " + std::to_string(n_devices) +
-                                ")");
+                      n_devices == 0 ? "the NCCL backend needs a CUDA device and there is none (" + devices.reason + ")"
+                                     : "must be a CUDA device ordinal in [0, " + std::to_string(n_devices) + ")");
   }
 
   auto world = std::make_shared<nccl_backend::NcclWorld>();
@@ -116,12 +107,11 @@ std::unique_ptr<NcclCommunicator> make_nccl_communicator(std::shared_ptr<Store> 
   auto scoped = make_prefixed_store(store, nccl_backend::group_scope(options, options.group_name));
   ncclComm_t comm = nccl_backend::connect(
       *world, *scoped, rank, size,
-      "rendezvous of NCCL group " + options.group_name + " (attempt " +
-          std::to_string(options.attempt) + ")");
+      "rendezvous of NCCL group " + options.group_name + " (attempt " + std::to_string(options.attempt) + ")");
   std::vector<int> members(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) members[static_cast<std::size_t>(r)] = r;
-  return nccl_backend::wrap_communicator(std::move(world), comm, options.group_name,
-                                         std::move(members), rank, size, options.compute_stream);
+  return nccl_backend::wrap_communicator(std::move(world), comm, options.group_name, std::move(members), rank, size,
+                                         options.compute_stream);
 }
 
 }  // namespace parlab::comm

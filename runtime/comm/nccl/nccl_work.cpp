@@ -9,12 +9,8 @@ namespace parlab::comm::nccl_backend {
 
 namespace cuda = compute::cuda;
 
-NcclShared::NcclShared(RecorderIdentity identity, std::size_t capacity, int device_index,
-                       std::filesystem::path dump)
-    : recorder(identity, capacity),
-      group(identity.group),
-      device(device_index),
-      dump_path(std::move(dump)) {}
+NcclShared::NcclShared(RecorderIdentity identity, std::size_t capacity, int device_index, std::filesystem::path dump)
+    : recorder(identity, capacity), group(identity.group), device(device_index), dump_path(std::move(dump)) {}
 
 void NcclShared::check_usable_locked() const {
   if (!poison.empty()) throw CommunicatorAborted(group, poison);
@@ -44,8 +40,7 @@ void NcclShared::abort_locked(const std::string& reason) {
   if (poison.empty()) poison = reason;
   for (const auto& work : outstanding) {
     if (work->ended()) continue;
-    work->end_locked(OpState::kFailed,
-                     std::make_exception_ptr(CommunicatorAborted(group, poison)),
+    work->end_locked(OpState::kFailed, std::make_exception_ptr(CommunicatorAborted(group, poison)),
                      "not completed: " + poison);
   }
   outstanding.clear();
@@ -58,12 +53,8 @@ void NcclShared::abort_locked(const std::string& reason) {
   }
 }
 
-NcclWork::NcclWork(OpInfo info, std::shared_ptr<NcclShared> shared, std::uint64_t record_id,
-                   Clock::time_point deadline)
-    : Work(std::move(info)),
-      shared_(std::move(shared)),
-      record_id_(record_id),
-      deadline_(deadline) {}
+NcclWork::NcclWork(OpInfo info, std::shared_ptr<NcclShared> shared, std::uint64_t record_id, Clock::time_point deadline)
+    : Work(std::move(info)), shared_(std::move(shared)), record_id_(record_id), deadline_(deadline) {}
 
 void NcclWork::end_locked(OpState state, std::exception_ptr error, const std::string& message) {
   if (ended()) return;
@@ -76,8 +67,7 @@ void NcclWork::end_locked(OpState state, std::exception_ptr error, const std::st
   finish(std::move(error));
 }
 
-void NcclWork::fail_and_abort_locked(std::exception_ptr error, OpState state,
-                                     const std::string& message) {
+void NcclWork::fail_and_abort_locked(std::exception_ptr error, OpState state, const std::string& message) {
   end_locked(state, std::move(error), message);
   shared_->abort_locked(message);
 }
@@ -92,8 +82,7 @@ bool NcclWork::poll_locked() {
   }
   if (done != cudaErrorNotReady) {
     cudaGetLastError();
-    const CollectiveError error(info(),
-                                info().describe() + " failed: CUDA: " + cuda::describe(done));
+    const CollectiveError error(info(), info().describe() + " failed: CUDA: " + cuda::describe(done));
     fail_and_abort_locked(std::make_exception_ptr(error), OpState::kFailed, error.what());
     return true;
   }
@@ -106,15 +95,13 @@ bool NcclWork::poll_locked() {
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(shared_->comm, &async) == ncclSuccess && async != ncclSuccess &&
         async != ncclInProgress) {
-      const CollectiveError error(info(),
-                                  info().describe() + " failed: NCCL: " + nccl_error_text(async));
+      const CollectiveError error(info(), info().describe() + " failed: NCCL: " + nccl_error_text(async));
       fail_and_abort_locked(std::make_exception_ptr(error), OpState::kFailed, error.what());
       return true;
     }
   }
   if (Clock::now() >= deadline_) {
-    const CollectiveTimeout error(info(),
-                                  std::chrono::duration<double>(info().timeout).count(),
+    const CollectiveTimeout error(info(), std::chrono::duration<double>(info().timeout).count(),
                                   started_ ? "NCCL op started on the device but never finished; "
                                              "communicator aborted"
                                            : "the stream never reached the op (earlier work on "
@@ -126,8 +113,7 @@ bool NcclWork::poll_locked() {
 }
 
 void NcclWork::wait(std::chrono::milliseconds timeout) {
-  const Clock::time_point caller_deadline =
-      timeout == kWaitForever ? Clock::time_point::max() : Clock::now() + timeout;
+  const Clock::time_point caller_deadline = timeout == kWaitForever ? Clock::time_point::max() : Clock::now() + timeout;
   auto pause = std::chrono::microseconds(5);
   for (;;) {
     {

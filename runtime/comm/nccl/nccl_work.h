@@ -22,8 +22,7 @@ class NcclWork;
 // Everything below is guarded by `mu`, and every NCCL call on `comm` is made under it (NCCL
 // communicators are not thread-safe).
 struct NcclShared {
-  NcclShared(RecorderIdentity identity, std::size_t capacity, int device,
-             std::filesystem::path dump_path);
+  NcclShared(RecorderIdentity identity, std::size_t capacity, int device, std::filesystem::path dump_path);
 
   std::mutex mu;
   ncclComm_t comm = nullptr;  // null once aborted or destroyed
@@ -49,8 +48,7 @@ struct NcclShared {
 
 class NcclWork final : public Work {
  public:
-  NcclWork(OpInfo info, std::shared_ptr<NcclShared> shared, std::uint64_t record_id,
-           Clock::time_point deadline);
+  NcclWork(OpInfo info, std::shared_ptr<NcclShared> shared, std::uint64_t record_id, Clock::time_point deadline);
 
   void wait(std::chrono::milliseconds timeout = kWaitForever) override;
   bool completed() const override;

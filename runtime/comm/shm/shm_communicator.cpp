@@ -39,7 +39,9 @@ class Fingerprint {
     return *this;
   }
   template <typename T>
-  Fingerprint& add(const T& v) { return add(&v, sizeof v); }
+  Fingerprint& add(const T& v) {
+    return add(&v, sizeof v);
+  }
   Fingerprint& add(const std::string& s) { return add(s.data(), s.size()).add(s.size()); }
   std::uint64_t value() const { return h_; }
 
@@ -68,8 +70,7 @@ std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, cons
     throw RendezvousError(what + ": rank 0 never published its shared-memory segment: " + e.what(), true);
   } catch (const RuntimeError& e) {
     if (rank == 0 && !name.empty()) shm::Segment::unlink(name);
-    throw RendezvousError(what + ": " + e.what() + " (shared memory needs every rank of the group on one host)",
-                          false);
+    throw RendezvousError(what + ": " + e.what() + " (shared memory needs every rank of the group on one host)", false);
   }
   auto group = std::make_unique<shm::Group>(std::move(segment), rank);
   store.set("shm/mapped/" + std::to_string(rank), {'1'});
@@ -80,8 +81,7 @@ std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, cons
       store.wait(keys, o.timeout);
     } catch (const StoreTimeout& e) {
       shm::Segment::unlink(name);
-      throw RendezvousError(what + ": not every rank mapped the shared-memory segment " + name + ": " + e.what(),
-                            true);
+      throw RendezvousError(what + ": not every rank mapped the shared-memory segment " + name + ": " + e.what(), true);
     }
     // From here the segment lives only in the ranks' mappings: nothing is left to clean up.
     // PARLAB_SHM_KEEP_NAMES (tests only) keeps the name, as a rank killed before this point
@@ -99,9 +99,9 @@ class ShmCommunicator final : public Communicator {
         group_(std::move(group)),
         name_(std::move(name)),
         members_(std::move(members)),
-        recorder_(RecorderIdentity{"shm", name_, world_->world_rank, world_->world_size, group_->rank(),
-                                   group_->size()},
-                  world_->options.flight_recorder_capacity),
+        recorder_(
+            RecorderIdentity{"shm", name_, world_->world_rank, world_->world_size, group_->rank(), group_->size()},
+            world_->options.flight_recorder_capacity),
         queue_(name_, recorder_, [this](const std::exception_ptr&) { dump_after_failure(); }) {}
 
   std::string_view backend_name() const override { return "shm"; }
@@ -126,11 +126,11 @@ class ShmCommunicator final : public Communicator {
   std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
                                              std::span<float> out, const CollectiveOptions& o) override {
     std::vector<int64_t> c(counts.begin(), counts.end());
-    const auto fp = Fingerprint().add(OpKind::kReduceScatter).add(o.tag).add(c.data(), c.size() * sizeof(int64_t)).value();
-    return collective(OpKind::kReduceScatter, bytes(in.size()), o,
-                      [g = group_.get(), in, c = std::move(c), out, fp](const OpInfo& i) {
-                        g->reduce_scatter(in, c, out, i, fp);
-                      });
+    const auto fp =
+        Fingerprint().add(OpKind::kReduceScatter).add(o.tag).add(c.data(), c.size() * sizeof(int64_t)).value();
+    return collective(
+        OpKind::kReduceScatter, bytes(in.size()), o,
+        [g = group_.get(), in, c = std::move(c), out, fp](const OpInfo& i) { g->reduce_scatter(in, c, out, i, fp); });
   }
   std::shared_ptr<Work> run_all_gather(std::span<const float> in, std::span<float> out,
                                        const CollectiveOptions& o) override {
@@ -141,10 +141,9 @@ class ShmCommunicator final : public Communicator {
                                          std::span<const int64_t> counts, const CollectiveOptions& o) override {
     std::vector<int64_t> c(counts.begin(), counts.end());
     const auto fp = Fingerprint().add(OpKind::kAllGather).add(o.tag).add(c.data(), c.size() * sizeof(int64_t)).value();
-    return collective(OpKind::kAllGather, bytes(out.size()), o,
-                      [g = group_.get(), in, out, c = std::move(c), fp](const OpInfo& i) {
-                        g->all_gather(in, out, c, i, fp);
-                      });
+    return collective(
+        OpKind::kAllGather, bytes(out.size()), o,
+        [g = group_.get(), in, out, c = std::move(c), fp](const OpInfo& i) { g->all_gather(in, out, c, i, fp); });
   }
   std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root, const CollectiveOptions& o) override {
     const auto fp = Fingerprint().add(OpKind::kBroadcast).add(o.tag).add(buf.size()).add(root).value();
@@ -281,13 +280,12 @@ std::unique_ptr<Communicator> make_shm_communicator(std::shared_ptr<Store> store
   check_options(options);
   auto world = std::make_shared<ShmWorld>(ShmWorld{store, options, rank, size});
   auto scoped = make_prefixed_store(store, group_scope(options, options.group_name));
-  auto group = connect_group(*scoped, rank, size, options,
-                             "rendezvous of group " + options.group_name + " (attempt " +
-                                 std::to_string(options.attempt) + ")");
+  auto group =
+      connect_group(*scoped, rank, size, options,
+                    "rendezvous of group " + options.group_name + " (attempt " + std::to_string(options.attempt) + ")");
   std::vector<int> members(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) members[static_cast<std::size_t>(r)] = r;
-  return std::make_unique<ShmCommunicator>(std::move(world), std::move(group), options.group_name,
-                                           std::move(members));
+  return std::make_unique<ShmCommunicator>(std::move(world), std::move(group), options.group_name, std::move(members));
 }
 
 }  // namespace parlab::comm

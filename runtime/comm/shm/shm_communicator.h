@@ -52,9 +52,8 @@ std::unique_ptr<Communicator> make_shm_communicator(std::shared_ptr<Store> store
 // A shared-memory group split off another backend's communicator (a Gloo world whose members
 // of one host form a group): `scoped` is the store already scoped to the new group, `members`
 // its world ranks (sorted, the caller among them).
-std::unique_ptr<Communicator> connect_shm_group(std::shared_ptr<Store> world_store,
-                                                std::shared_ptr<Store> scoped, int world_rank,
-                                                int world_size, std::vector<int> members,
+std::unique_ptr<Communicator> connect_shm_group(std::shared_ptr<Store> world_store, std::shared_ptr<Store> scoped,
+                                                int world_rank, int world_size, std::vector<int> members,
                                                 std::string name, const ShmOptions& options);
 
 }  // namespace parlab::comm

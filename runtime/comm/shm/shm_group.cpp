@@ -112,14 +112,14 @@ void Group::check_peer(int q, const OpInfo& info) const {
   }
   const pid_t pid = slot.pid.load(std::memory_order_acquire);
   if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
-    throw CollectiveError(info, info.describe() + " failed: rank " + std::to_string(q) +
-                                    " of the group (pid " + std::to_string(pid) + ") is gone");
+    throw CollectiveError(info, info.describe() + " failed: rank " + std::to_string(q) + " of the group (pid " +
+                                    std::to_string(pid) + ") is gone");
   }
 }
 
 template <typename Ready>
-void Group::wait(std::atomic<std::uint32_t>& word, std::atomic<std::uint32_t>& waiters,
-                 Ready ready, int peer, const OpInfo& info) {
+void Group::wait(std::atomic<std::uint32_t>& word, std::atomic<std::uint32_t>& waiters, Ready ready, int peer,
+                 const OpInfo& info) {
   if (ready()) return;
   const auto start = Clock::now();
   if (spin_) {
@@ -160,8 +160,8 @@ void Group::arrive_and_wait(const OpInfo& info) {
   Header& h = segment_.header();
   const std::uint32_t target = ++barriers_ * static_cast<std::uint32_t>(size());
   if (h.arrivals.fetch_add(1, std::memory_order_seq_cst) + 1 == target) notify(h.arrivals, h.waiters);
-  wait(h.arrivals, h.waiters, [&] { return reached(h.arrivals.load(std::memory_order_acquire), target); },
-       -1, info);
+  wait(
+      h.arrivals, h.waiters, [&] { return reached(h.arrivals.load(std::memory_order_acquire), target); }, -1, info);
 }
 
 void Group::enter(const OpInfo& info, std::uint64_t fingerprint) {
@@ -182,8 +182,8 @@ void Group::check_stamps(const OpInfo& info, std::uint64_t fingerprint) {
     const OpStamp& s = segment_.rank(q).stamp[info.seq & 1];
     if (s.seq == info.seq && s.fingerprint == fingerprint) continue;
     OpInfo theirs{static_cast<OpKind>(s.op), s.seq, info.group, s.bytes, std::string(s.tag), -1, info.timeout};
-    disagree += (disagree.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) +
-                " issued " + theirs.describe() + " instead";
+    disagree += (disagree.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) + " issued " +
+                theirs.describe() + " instead";
   }
   if (disagree.empty()) return;
   // As on Gloo, where mismatched tags never pair: no data moves, the op times out; the flight
@@ -225,12 +225,13 @@ void Group::all_reduce(std::span<float> buf, const OpInfo& info, std::uint64_t f
   }
 }
 
-void Group::reduce_scatter(std::span<const float> in, std::span<const int64_t> counts,
-                           std::span<float> out, const OpInfo& info, std::uint64_t fingerprint) {
+void Group::reduce_scatter(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
+                           const OpInfo& info, std::uint64_t fingerprint) {
   const int n = size();
   const std::size_t width = segment_.slot_bytes() / sizeof(float) / static_cast<std::size_t>(n);
   const auto off = offsets(counts);
-  const std::size_t rounds = rounds_for(static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end())), width);
+  const std::size_t rounds =
+      rounds_for(static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end())), width);
   std::vector<const float*> src(static_cast<std::size_t>(n));
   for (std::size_t k = 0; k < rounds; ++k) {
     const int slot = next_slot();
@@ -246,19 +247,21 @@ void Group::reduce_scatter(std::span<const float> in, std::span<const int64_t> c
     if (k == 0) check_stamps(info, fingerprint);
     const std::size_t len = clamp_part(counts[static_cast<std::size_t>(rank_)], at, width);
     for (int p = 0; p < n; ++p) {
-      src[static_cast<std::size_t>(p)] = p == rank_ ? in.data() + off[static_cast<std::size_t>(rank_)] + at
-                                                    : segment_.staging(p, slot) + static_cast<std::size_t>(rank_) * width;
+      src[static_cast<std::size_t>(p)] = p == rank_
+                                             ? in.data() + off[static_cast<std::size_t>(rank_)] + at
+                                             : segment_.staging(p, slot) + static_cast<std::size_t>(rank_) * width;
     }
     sum_in_rank_order(src.data(), n, len, out.data() + at, nullptr);
   }
 }
 
-void Group::all_gather(std::span<const float> in, std::span<float> out,
-                       std::span<const int64_t> counts, const OpInfo& info, std::uint64_t fingerprint) {
+void Group::all_gather(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts,
+                       const OpInfo& info, std::uint64_t fingerprint) {
   const int n = size();
   const std::size_t width = segment_.slot_bytes() / sizeof(float);
   const auto off = offsets(counts);
-  const std::size_t rounds = rounds_for(static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end())), width);
+  const std::size_t rounds =
+      rounds_for(static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end())), width);
   copy(out.data() + off[static_cast<std::size_t>(rank_)], in.data(), in.size());  // own chunk
   for (std::size_t k = 0; k < rounds; ++k) {
     const int slot = next_slot();
@@ -305,8 +308,9 @@ void Group::send(std::span<const float> buf, int peer, const OpInfo& info) {
     const std::uint32_t idx = sent;
     const int slot = static_cast<int>(idx % kChannelSlots);
     // The slot is free once the receiver consumed the slice kChannelSlots before this one.
-    wait(ch.consumed, ch.waiters,
-         [&] { return reached(ch.consumed.load(std::memory_order_acquire) + kChannelSlots, idx + 1); }, peer, info);
+    wait(
+        ch.consumed, ch.waiters,
+        [&] { return reached(ch.consumed.load(std::memory_order_acquire) + kChannelSlots, idx + 1); }, peer, info);
     const std::size_t at = s * width, len = clamp_part(static_cast<int64_t>(buf.size()), at, width);
     copy(reinterpret_cast<float*>(segment_.channel_data(rank_, peer, slot)), buf.data() + at, len);
     ch.message[slot] = info.seq;
@@ -315,7 +319,8 @@ void Group::send(std::span<const float> buf, int peer, const OpInfo& info) {
     notify(ch.posted, ch.waiters);
     sent = idx + 1;
   }
-  wait(ch.consumed, ch.waiters, [&] { return reached(ch.consumed.load(std::memory_order_acquire), sent); }, peer, info);
+  wait(
+      ch.consumed, ch.waiters, [&] { return reached(ch.consumed.load(std::memory_order_acquire), sent); }, peer, info);
 }
 
 void Group::recv(std::span<float> buf, int peer, const OpInfo& info) {
@@ -326,7 +331,8 @@ void Group::recv(std::span<float> buf, int peer, const OpInfo& info) {
   for (std::size_t s = 0; s < slices; ++s) {
     const std::uint32_t idx = got;
     const int slot = static_cast<int>(idx % kChannelSlots);
-    wait(ch.posted, ch.waiters, [&] { return reached(ch.posted.load(std::memory_order_acquire), idx + 1); }, peer, info);
+    wait(
+        ch.posted, ch.waiters, [&] { return reached(ch.posted.load(std::memory_order_acquire), idx + 1); }, peer, info);
     if (ch.message[slot] != info.seq || ch.bytes[slot] != buf.size() * sizeof(float)) {
       throw CollectiveError(info, info.describe() + " failed: rank " + std::to_string(peer) + " sent message #" +
                                       std::to_string(ch.message[slot]) + " of " + std::to_string(ch.bytes[slot]) +

@@ -52,10 +52,10 @@ class Group {
 
   // `fingerprint` identifies the call (same on every rank that issues the same op).
   void all_reduce(std::span<float> buf, const OpInfo& info, std::uint64_t fingerprint);
-  void reduce_scatter(std::span<const float> in, std::span<const int64_t> counts,
-                      std::span<float> out, const OpInfo& info, std::uint64_t fingerprint);
-  void all_gather(std::span<const float> in, std::span<float> out,
-                  std::span<const int64_t> counts, const OpInfo& info, std::uint64_t fingerprint);
+  void reduce_scatter(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
+                      const OpInfo& info, std::uint64_t fingerprint);
+  void all_gather(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts, const OpInfo& info,
+                  std::uint64_t fingerprint);
   void broadcast(std::span<float> buf, int root, const OpInfo& info, std::uint64_t fingerprint);
   void barrier(const OpInfo& info, std::uint64_t fingerprint);
   // Completes once the receiver copied the whole message (as a Gloo send waits for its recv).
@@ -69,16 +69,16 @@ class Group {
   int next_slot() { return static_cast<int>(round_++ & 1u); }
   // Waits until ready(); sleeps on `word`. `peer` = -1 watches every peer, else that one.
   template <typename Ready>
-  void wait(std::atomic<std::uint32_t>& word, std::atomic<std::uint32_t>& waiters, Ready ready,
-            int peer, const OpInfo& info);
+  void wait(std::atomic<std::uint32_t>& word, std::atomic<std::uint32_t>& waiters, Ready ready, int peer,
+            const OpInfo& info);
   void check_peer(int q, const OpInfo& info) const;
   void notify(std::atomic<std::uint32_t>& word, std::atomic<std::uint32_t>& waiters) const;
 
   Segment segment_;
   const int rank_;
-  const bool spin_;               // ranks <= cores: a brief spin beats a sleep
-  std::uint32_t barriers_ = 0;    // barriers this rank passed (all ranks pass the same ones)
-  std::uint32_t round_ = 0;       // staging parity
+  const bool spin_;                             // ranks <= cores: a brief spin beats a sleep
+  std::uint32_t barriers_ = 0;                  // barriers this rank passed (all ranks pass the same ones)
+  std::uint32_t round_ = 0;                     // staging parity
   std::vector<std::uint32_t> sent_, received_;  // channel slices, by peer
   std::chrono::steady_clock::time_point op_start_{};
 };

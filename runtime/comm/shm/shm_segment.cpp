@@ -45,9 +45,7 @@ void Segment::compute_layout(int size, std::size_t slot_bytes, std::size_t chann
   length_ = channel_data_at_ + n * n * kChannelSlots * channel_bytes;
 }
 
-RankSlot& Segment::rank(int r) const {
-  return reinterpret_cast<RankSlot*>(base_ + ranks_at_)[r];
-}
+RankSlot& Segment::rank(int r) const { return reinterpret_cast<RankSlot*>(base_ + ranks_at_)[r]; }
 
 Channel& Segment::channel(int from, int to) const {
   return reinterpret_cast<Channel*>(base_ + channels_at_)[from * size_ + to];
@@ -63,8 +61,7 @@ std::byte* Segment::channel_data(int from, int to, int slot) const {
   return base_ + channel_data_at_ + (pair * kChannelSlots + static_cast<std::size_t>(slot)) * channel_bytes_;
 }
 
-Segment Segment::create(const std::string& name, int size, std::size_t slot_bytes,
-                        std::size_t channel_bytes) {
+Segment Segment::create(const std::string& name, int size, std::size_t slot_bytes, std::size_t channel_bytes) {
   Segment s;
   s.compute_layout(size, slot_bytes, channel_bytes);
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -104,8 +101,7 @@ Segment Segment::attach(const std::string& name, int size) {
     ::close(fd);
     throw RuntimeError("shared memory: " + name + " is not a parlab segment (too small)");
   }
-  void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;
   ::close(fd);
   if (p == MAP_FAILED) fail("mapping", name, err);
@@ -114,8 +110,7 @@ Segment Segment::attach(const std::string& name, int size) {
   s.length_ = static_cast<std::size_t>(st.st_size);
   const Header& h = s.header();
   if (h.magic.load(std::memory_order_acquire) != kMagic || h.size != static_cast<std::uint32_t>(size)) {
-    throw RuntimeError("shared memory: " + name + " was not made for a group of " +
-                       std::to_string(size) + " ranks");
+    throw RuntimeError("shared memory: " + name + " was not made for a group of " + std::to_string(size) + " ranks");
   }
   const std::size_t mapped = s.length_;
   s.compute_layout(size, h.slot_bytes, h.channel_bytes);
@@ -146,8 +141,7 @@ Segment::~Segment() {
   if (base_) ::munmap(base_, length_);
 }
 
-void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
-                std::chrono::nanoseconds timeout) {
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, std::chrono::nanoseconds timeout) {
   static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
   if (timeout.count() <= 0) return;
   struct timespec ts {};
@@ -167,8 +161,8 @@ std::string segment_prefix() {
   if (!env || !*env) return "parlab";
   const std::string p = env;
   for (char c : p) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok || p.size() > 100)
       throw ConfigError("PARLAB_SHM_PREFIX", p, "letters, digits, '.', '_' or '-', at most 100");
   }

@@ -20,7 +20,7 @@
 namespace parlab::comm::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31687362616c7270ull;  // "prlabsh1"
-inline constexpr int kStagingSlots = 2;  // double buffering: a round needs one barrier, not two
+inline constexpr int kStagingSlots = 2;                         // double buffering: a round needs one barrier, not two
 inline constexpr int kChannelSlots = 2;
 inline constexpr std::size_t kTagChars = 48;
 
@@ -61,8 +61,7 @@ class Segment {
  public:
   // Creates `name` (e.g. "/parlab.123.9f2c...") exclusively, mode 0600, sized for `size` ranks.
   // Throws RuntimeError naming the name and errno.
-  static Segment create(const std::string& name, int size, std::size_t slot_bytes,
-                        std::size_t channel_bytes);
+  static Segment create(const std::string& name, int size, std::size_t slot_bytes, std::size_t channel_bytes);
   // Maps an existing segment and checks it was made for `size` ranks.
   static Segment attach(const std::string& name, int size);
   // Removes the name (the mappings stay valid). Never throws; a missing name is fine.
@@ -94,8 +93,7 @@ class Segment {
 };
 
 // Sleeps until *word != expected, a wake, or `timeout` (FUTEX_WAIT on a shared mapping).
-void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
-                std::chrono::nanoseconds timeout);
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, std::chrono::nanoseconds timeout);
 void futex_wake_all(std::atomic<std::uint32_t>& word);
 
 // A name for a new segment: "/<prefix>.<16 random hex digits>". The prefix is

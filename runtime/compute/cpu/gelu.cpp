@@ -31,8 +31,8 @@ void gelu_backward(float* dinp, GradWrite write, const float* inp, const float* 
 // Row by row: the product goes to dpre and onto dbias while the row is in registers / L1, so
 // the (B, N) matrix is read once (the unfused pair read it twice).
 PARLAB_VECTOR_CLONES
-void gelu_bias_backward(float* dpre, GradWrite write, float* dbias, const float* pre, const float* dpost,
-                        int64_t B, int64_t N) {
+void gelu_bias_backward(float* dpre, GradWrite write, float* dbias, const float* pre, const float* dpost, int64_t B,
+                        int64_t N) {
   const bool add = write == GradWrite::kAccumulate;
   for (int64_t b = 0; b < B; ++b) {
     const float* x = pre + b * N;

@@ -17,23 +17,23 @@ enum class GradWrite { kOverwrite, kAccumulate };
 // ---- linear (PyTorch nn.Linear layout) -----------------------------------------------------
 // out = inp @ weight^T + bias
 // inp (B, C), weight (OC, C), bias (OC) or null, out (B, OC); out is overwritten.
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t B,
-                    int64_t C, int64_t OC);
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t B, int64_t C,
+                    int64_t OC);
 
 // dout (B, OC) is dL/dout.
 //   dinp    (B, C)   (=|+=) dout @ weight      as `write` says (skipped when dinp is null)
 //   dweight (OC, C)  +=     dout^T @ inp
 //   dbias   (OC)     +=     sum_b dout[b, :]    (skipped when dbias is null: a fused kernel sums it)
-void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t B, int64_t C, int64_t OC);
+void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t B, int64_t C, int64_t OC);
 
 // The same with bf16 inputs (raw bf16 bits) and fp32 accumulation and outputs (precision=mixed;
 // needs bf16_supported() from matmul.h). No dbias: bias gradients are summed from the fp32
 // upstream gradient (bias_backward, or the fused GELU backward).
-void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias,
-                         int64_t B, int64_t C, int64_t OC);
-void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const uint16_t* dout,
-                          const uint16_t* inp, const uint16_t* weight, int64_t B, int64_t C, int64_t OC);
+void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int64_t B,
+                         int64_t C, int64_t OC);
+void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const uint16_t* dout, const uint16_t* inp,
+                          const uint16_t* weight, int64_t B, int64_t C, int64_t OC);
 
 // dbias (OC) += sum_b dout[b, :], rows in order (the same bits as linear_backward's).
 void bias_backward(float* dbias, const float* dout, int64_t B, int64_t OC);
@@ -53,8 +53,8 @@ void gelu_backward(float* dinp, GradWrite write, const float* inp, const float* 
 //             gelu_forward reads the product once;
 //   backward: dpre (=|+=) dpost * gelu'(pre) and dbias += sum_b of it (rows in order, the same
 //             bits as bias_backward), one pass. dpre may alias dpost only when overwriting.
-void gelu_bias_backward(float* dpre, GradWrite write, float* dbias, const float* pre, const float* dpost,
-                        int64_t B, int64_t N);
+void gelu_bias_backward(float* dpre, GradWrite write, float* dbias, const float* pre, const float* dpost, int64_t B,
+                        int64_t N);
 // Mixed precision: from the matmul's fp32 output pre_f32 (bias included), the saved bf16 GELU
 // input and the bf16 GELU output (the next matmul's input), one pass.
 void gelu_forward_bf16(uint16_t* pre, uint16_t* post, const float* pre_f32, int64_t N);
@@ -76,12 +76,12 @@ void residual_forward(float* out, const float* inp1, const float* inp2, int64_t 
 // logits (B, C), labels (B) in [0, C) -> probs (B, C) = softmax(logits[b, :]),
 // losses (B) = -log probs[b, labels[b]] (computed as logsumexp - logit, not from the rounded prob).
 // Throws parlab::RuntimeError on a label outside [0, C).
-void softmax_cross_entropy_forward(float* losses, float* probs, const float* logits,
-                                   const int32_t* labels, int64_t B, int64_t C);
+void softmax_cross_entropy_forward(float* losses, float* probs, const float* logits, const int32_t* labels, int64_t B,
+                                   int64_t C);
 
 // dlogits (B, C) (=|+=) loss_scale * (probs - onehot(labels)).
 // loss_scale is dL/dlosses[b]: 1/global_batch makes L the mean over the global batch.
-void softmax_cross_entropy_backward(float* dlogits, GradWrite write, const float* probs,
-                                    const int32_t* labels, float loss_scale, int64_t B, int64_t C);
+void softmax_cross_entropy_backward(float* dlogits, GradWrite write, const float* probs, const int32_t* labels,
+                                    float loss_scale, int64_t B, int64_t C);
 
 }  // namespace parlab::compute::cpu

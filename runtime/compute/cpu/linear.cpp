@@ -21,28 +21,28 @@ GemmShape dweight_shape(int64_t B, int64_t C, int64_t OC) {
 }
 }  // namespace
 
-void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t B,
-                    int64_t C, int64_t OC) {
+void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t B, int64_t C,
+                    int64_t OC) {
   if (B == 0) return;
   gemm_f32(forward_shape(B, C, OC), inp, weight, out, bias);
 }
 
-void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int64_t B, int64_t C, int64_t OC) {
+void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t B, int64_t C, int64_t OC) {
   if (B == 0) return;
   if (dinp != nullptr) gemm_f32(dinp_shape(B, C, OC, write), dout, weight, dinp);
   gemm_f32(dweight_shape(B, C, OC), dout, inp, dweight);
   if (dbias != nullptr) bias_backward(dbias, dout, B, OC);
 }
 
-void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias,
-                         int64_t B, int64_t C, int64_t OC) {
+void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int64_t B,
+                         int64_t C, int64_t OC) {
   if (B == 0) return;
   gemm_bf16(forward_shape(B, C, OC), inp, weight, out, bias);
 }
 
-void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const uint16_t* dout,
-                          const uint16_t* inp, const uint16_t* weight, int64_t B, int64_t C, int64_t OC) {
+void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const uint16_t* dout, const uint16_t* inp,
+                          const uint16_t* weight, int64_t B, int64_t C, int64_t OC) {
   if (B == 0) return;
   if (dinp != nullptr) gemm_bf16(dinp_shape(B, C, OC, write), dout, weight, dinp);
   gemm_bf16(dweight_shape(B, C, OC), dout, inp, dweight);

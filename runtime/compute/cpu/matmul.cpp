@@ -70,8 +70,8 @@ void openblas_gemm_f32(const GemmShape& s, const float* A, const float* B, float
     if (beta == 0.0f) std::fill(C, C + s.M * s.N, 0.0f);
     return;
   }
-  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.M,
-              s.N, s.K, 1.0f, A, s.trans_a ? s.M : s.K, B, s.trans_b ? s.K : s.N, beta, C, s.N);
+  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.M, s.N,
+              s.K, 1.0f, A, s.trans_a ? s.M : s.K, B, s.trans_b ? s.K : s.N, beta, C, s.N);
 }
 
 #if PARLAB_HAVE_DNNL
@@ -108,7 +108,8 @@ struct OneDnn {
     const dnnl::memory::desc a({s.M, s.K}, in, s.trans_a ? dims{1, s.M} : dims{s.K, 1});
     const dnnl::memory::desc b({s.K, s.N}, in, s.trans_b ? dims{1, s.K} : dims{s.N, 1});
     const dnnl::memory::desc c({s.M, s.N}, dt::f32, dims{s.N, 1});
-    const dnnl::memory::desc bias_md = bias ? dnnl::memory::desc({1, s.N}, dt::f32, dims{s.N, 1}) : dnnl::memory::desc();
+    const dnnl::memory::desc bias_md =
+        bias ? dnnl::memory::desc({1, s.N}, dt::f32, dims{s.N, 1}) : dnnl::memory::desc();
     dnnl::primitive_attr attr;
     if (s.accumulate) {
       dnnl::post_ops ops;
@@ -192,9 +193,12 @@ void onednn_gemm_bf16_transposed(const GemmShape& s, const uint16_t* A, const ui
 
 void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, const float* bias) {
   switch (f32_route(s)) {
-    case GemmRoute::kOpenBlas: return openblas_gemm_f32(s, A, B, C, bias);
-    case GemmRoute::kTransposed: return onednn_gemm_f32_transposed(s, A, B, C, bias);
-    case GemmRoute::kDirect: return onednn_gemm_f32(s, A, B, C, bias);
+    case GemmRoute::kOpenBlas:
+      return openblas_gemm_f32(s, A, B, C, bias);
+    case GemmRoute::kTransposed:
+      return onednn_gemm_f32_transposed(s, A, B, C, bias);
+    case GemmRoute::kDirect:
+      return onednn_gemm_f32(s, A, B, C, bias);
   }
 }
 

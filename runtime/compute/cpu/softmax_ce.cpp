@@ -6,14 +6,13 @@
 
 namespace parlab::compute::cpu {
 
-void softmax_cross_entropy_forward(float* losses, float* probs, const float* logits,
-                                   const int32_t* labels, int64_t B, int64_t C) {
+void softmax_cross_entropy_forward(float* losses, float* probs, const float* logits, const int32_t* labels, int64_t B,
+                                   int64_t C) {
   for (int64_t b = 0; b < B; ++b) {
     const int32_t label = labels[b];
     if (label < 0 || label >= C) {
-      throw RuntimeError("softmax_cross_entropy_forward: label " + std::to_string(label) +
-                         " of row " + std::to_string(b) + " is outside [0, " + std::to_string(C) +
-                         ")");
+      throw RuntimeError("softmax_cross_entropy_forward: label " + std::to_string(label) + " of row " +
+                         std::to_string(b) + " is outside [0, " + std::to_string(C) + ")");
     }
     const float* row = logits + b * C;
     float* prow = probs + b * C;
@@ -33,8 +32,8 @@ void softmax_cross_entropy_forward(float* losses, float* probs, const float* log
   }
 }
 
-void softmax_cross_entropy_backward(float* dlogits, GradWrite write, const float* probs,
-                                    const int32_t* labels, float loss_scale, int64_t B, int64_t C) {
+void softmax_cross_entropy_backward(float* dlogits, GradWrite write, const float* probs, const int32_t* labels,
+                                    float loss_scale, int64_t B, int64_t C) {
   const bool add = write == GradWrite::kAccumulate;
   for (int64_t b = 0; b < B; ++b) {
     const float* prow = probs + b * C;

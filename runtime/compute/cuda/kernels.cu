@@ -19,12 +19,8 @@ int blocks_for(int64_t n) {
   return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-__device__ __forceinline__ int64_t first_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
+__device__ __forceinline__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // ---- GELU: the per-element math of gelu_math.h, shared with the CPU kernels -------------
 __global__ void gelu_forward_kernel(float* out, const float* inp, int64_t N) {
@@ -81,8 +77,8 @@ __global__ void column_sums_kernel(float* dbias, const float* dout, int64_t B, i
 // ---- softmax cross-entropy: one block per row -------------------------------------------------
 constexpr int kRowThreads = 128;  // power of two: the tree below halves it
 
-__global__ void softmax_ce_forward_kernel(float* losses, float* probs, const float* logits,
-                                          const int32_t* labels, int64_t C) {
+__global__ void softmax_ce_forward_kernel(float* losses, float* probs, const float* logits, const int32_t* labels,
+                                          int64_t C) {
   __shared__ float smax[kRowThreads];
   __shared__ double ssum[kRowThreads];
   const int tid = threadIdx.x;
@@ -117,15 +113,12 @@ __global__ void softmax_ce_forward_kernel(float* losses, float* probs, const flo
   for (int64_t c = tid; c < C; c += kRowThreads) prow[c] *= inv_sum;
   if (tid == 0) {
     const int32_t label = labels[b];
-    losses[b] = (label < 0 || label >= C)
-                    ? NAN
-                    : static_cast<float>(log(total) - (row[label] - maxval));
+    losses[b] = (label < 0 || label >= C) ? NAN : static_cast<float>(log(total) - (row[label] - maxval));
   }
 }
 
-__global__ void softmax_ce_backward_kernel(float* dlogits, const float* probs,
-                                           const int32_t* labels, float loss_scale, int64_t B,
-                                           int64_t C) {
+__global__ void softmax_ce_backward_kernel(float* dlogits, const float* probs, const int32_t* labels, float loss_scale,
+                                           int64_t B, int64_t C) {
   const int64_t N = B * C;
   for (int64_t i = first_index(); i < N; i += grid_stride()) {
     const int64_t c = i % C;
@@ -154,22 +147,19 @@ void gelu_forward(cudaStream_t stream, float* out, const float* inp, int64_t N) 
   PARLAB_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
 }
 
-void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout,
-                   int64_t N) {
+void gelu_backward(cudaStream_t stream, float* dinp, const float* inp, const float* dout, int64_t N) {
   if (N == 0) return;
   gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream>>>(dinp, inp, dout, N);
   PARLAB_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
 }
 
-void residual_forward(cudaStream_t stream, float* out, const float* inp1, const float* inp2,
-                      int64_t N) {
+void residual_forward(cudaStream_t stream, float* out, const float* inp1, const float* inp2, int64_t N) {
   if (N == 0) return;
   add_kernel<<<blocks_for(N), kThreads, 0, stream>>>(out, inp1, inp2, N);
   PARLAB_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
-void residual_backward(cudaStream_t stream, float* dinp1, float* dinp2, const float* dout,
-                       int64_t N) {
+void residual_backward(cudaStream_t stream, float* dinp1, float* dinp2, const float* dout, int64_t N) {
   if (N == 0) return;
   for (float* d : {dinp1, dinp2}) {
     if (d == nullptr) continue;
@@ -178,8 +168,7 @@ void residual_backward(cudaStream_t stream, float* dinp1, float* dinp2, const fl
   }
 }
 
-void bias_residual_accumulate(cudaStream_t stream, float* y, const float* bias, const float* x, int64_t N,
-                              int64_t h) {
+void bias_residual_accumulate(cudaStream_t stream, float* y, const float* bias, const float* x, int64_t N, int64_t h) {
   if (N == 0) return;
   bias_residual_kernel<<<blocks_for(N), kThreads, 0, stream>>>(y, bias, x, N, h);
   PARLAB_CUDA_CHECK_LAUNCH("bias_residual_kernel");
@@ -191,8 +180,7 @@ void broadcast_rows(cudaStream_t stream, float* out, const float* bias, int64_t 
   PARLAB_CUDA_CHECK_LAUNCH("broadcast_rows_kernel");
 }
 
-void column_sums_accumulate(cudaStream_t stream, float* dbias, const float* dout, int64_t B,
-                            int64_t OC) {
+void column_sums_accumulate(cudaStream_t stream, float* dbias, const float* dout, int64_t B, int64_t OC) {
   if (B == 0 || OC == 0) return;
   const dim3 block(kColumnsPerBlock, kRowLanes);
   const auto grid = static_cast<unsigned>((OC + kColumnsPerBlock - 1) / kColumnsPerBlock);
@@ -200,21 +188,18 @@ void column_sums_accumulate(cudaStream_t stream, float* dbias, const float* dout
   PARLAB_CUDA_CHECK_LAUNCH("column_sums_kernel");
 }
 
-void softmax_cross_entropy_forward(cudaStream_t stream, float* losses, float* probs,
-                                   const float* logits, const int32_t* labels, int64_t B,
-                                   int64_t C) {
+void softmax_cross_entropy_forward(cudaStream_t stream, float* losses, float* probs, const float* logits,
+                                   const int32_t* labels, int64_t B, int64_t C) {
   if (B == 0) return;
   // One block per row: B is a microbatch (<= 2^31 - 1 blocks is never the limit here).
-  softmax_ce_forward_kernel<<<static_cast<unsigned>(B), kRowThreads, 0, stream>>>(
-      losses, probs, logits, labels, C);
+  softmax_ce_forward_kernel<<<static_cast<unsigned>(B), kRowThreads, 0, stream>>>(losses, probs, logits, labels, C);
   PARLAB_CUDA_CHECK_LAUNCH("softmax_ce_forward_kernel");
 }
 
-void softmax_cross_entropy_backward(cudaStream_t stream, float* dlogits, const float* probs,
-                                    const int32_t* labels, float loss_scale, int64_t B, int64_t C) {
+void softmax_cross_entropy_backward(cudaStream_t stream, float* dlogits, const float* probs, const int32_t* labels,
+                                    float loss_scale, int64_t B, int64_t C) {
   if (B == 0) return;
-  softmax_ce_backward_kernel<<<blocks_for(B * C), kThreads, 0, stream>>>(dlogits, probs, labels,
-                                                                          loss_scale, B, C);
+  softmax_ce_backward_kernel<<<blocks_for(B * C), kThreads, 0, stream>>>(dlogits, probs, labels, loss_scale, B, C);
   PARLAB_CUDA_CHECK_LAUNCH("softmax_ce_backward_kernel");
 }
 

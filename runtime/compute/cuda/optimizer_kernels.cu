@@ -23,7 +23,8 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
     const float m0 = m[i];
     if (kDecays) pi = __fmul_rn(pi, k.decay);
     const float diff = __fsub_rn(gi, m0);
-    const float mi = kNearM ? __fadd_rn(m0, __fmul_rn(k.w, diff)) : __fsub_rn(gi, __fmul_rn(diff, __fsub_rn(1.0f, k.w)));
+    const float mi =
+        kNearM ? __fadd_rn(m0, __fmul_rn(k.w, diff)) : __fsub_rn(gi, __fmul_rn(diff, __fsub_rn(1.0f, k.w)));
     const float vi = __fadd_rn(__fmul_rn(v[i], k.beta2), __fmul_rn(__fmul_rn(k.one_minus_beta2, gi), gi));
     const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bias_correction2_sqrt), k.eps);
     m[i] = mi;
@@ -35,20 +36,23 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 template <bool kDecays, bool kNearM>
 void launch(cudaStream_t stream, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& k) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
-  adamw_kernel<kDecays, kNearM><<<static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks), kThreads, 0,
-                                  stream>>>(p, g, m, v, n, k);
+  adamw_kernel<kDecays, kNearM>
+      <<<static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks), kThreads, 0, stream>>>(p, g, m, v, n, k);
   PARLAB_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
 }  // namespace
 
-void adamw_step(cudaStream_t stream, float* p, const float* g, float* m, float* v, int64_t n,
-                const AdamWScalars& k) {
+void adamw_step(cudaStream_t stream, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& k) {
   if (n == 0) return;
-  if (k.decays && k.near_m) launch<true, true>(stream, p, g, m, v, n, k);
-  else if (k.decays) launch<true, false>(stream, p, g, m, v, n, k);
-  else if (k.near_m) launch<false, true>(stream, p, g, m, v, n, k);
-  else launch<false, false>(stream, p, g, m, v, n, k);
+  if (k.decays && k.near_m)
+    launch<true, true>(stream, p, g, m, v, n, k);
+  else if (k.decays)
+    launch<true, false>(stream, p, g, m, v, n, k);
+  else if (k.near_m)
+    launch<false, true>(stream, p, g, m, v, n, k);
+  else
+    launch<false, false>(stream, p, g, m, v, n, k);
 }
 
 }  // namespace parlab::compute::cuda

@@ -16,10 +16,10 @@ namespace parlab::compute::cuda {
 
 // The fp32 scalars of one step, as train::AdamW::step_scalars() computes them on the host.
 struct AdamWScalars {
-  float step_size = 0;             // lr / (1 - beta1^t)
-  float bias_correction2_sqrt = 1; // sqrt(1 - beta2^t)
-  float decay = 1;                 // 1 - lr * weight_decay
-  float w = 0;                     // 1 - beta1
+  float step_size = 0;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt = 1;  // sqrt(1 - beta2^t)
+  float decay = 1;                  // 1 - lr * weight_decay
+  float w = 0;                      // 1 - beta1
   float beta2 = 0;
   float one_minus_beta2 = 0;
   float eps = 0;
@@ -29,7 +29,6 @@ struct AdamWScalars {
 
 // One AdamW step over n elements: p, m (exp_avg), v (exp_avg_sq) updated in place from g.
 // All four are device pointers of n floats; n == 0 is a no-op.
-void adamw_step(cudaStream_t stream, float* p, const float* g, float* m, float* v, int64_t n,
-                const AdamWScalars& k);
+void adamw_step(cudaStream_t stream, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& k);
 
 }  // namespace parlab::compute::cuda

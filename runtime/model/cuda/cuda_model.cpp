@@ -29,8 +29,7 @@ class CudaRawMemory final : public model::RawMemory {
     try {
       DeviceGuard guard(device_);
       cudaFree(p);  // waits for the device: no kernel still reads it
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
   }
   void zero(void* p, std::size_t bytes) override {
     DeviceGuard guard(device_);
@@ -52,9 +51,9 @@ CudaModel::CudaModel(model::LabMlp& host, int64_t max_batch, int slots, int devi
   // its chunks in packed buffers instead (below).
   const bool packed = host.chunks().size() > 1;
   const DeviceMlp::Storage storage{.params = host.holds_params() && !packed, .grads = host.holds_grads() && !packed};
-  device_ = std::make_unique<DeviceMlp>(host.shape(),
-                                        storage.params && replica ? host.params() : std::span<const float>{},
-                                        max_batch, device, slots, storage);
+  device_ =
+      std::make_unique<DeviceMlp>(host.shape(), storage.params && replica ? host.params() : std::span<const float>{},
+                                  max_batch, device, slots, storage);
   device_->set_tp_partial(host.tp_slice().size > 1);
   memory_ = std::make_unique<model::ComputeMemory>(std::make_unique<CudaRawMemory>(device, stream()));
   const DeviceMlp::Footprint f = device_->footprint();
@@ -154,7 +153,9 @@ void CudaModel::bind_grads(model::FlatRange range, std::span<float> storage) {
 namespace {
 
 void check_sizes(size_t a, size_t b, const char* what) {
-  if (a != b) throw RuntimeError(std::string("CudaModel::") + what + ": " + std::to_string(a) + " elements against " + std::to_string(b));
+  if (a != b)
+    throw RuntimeError(std::string("CudaModel::") + what + ": " + std::to_string(a) + " elements against " +
+                       std::to_string(b));
 }
 
 }  // namespace

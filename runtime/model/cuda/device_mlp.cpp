@@ -112,31 +112,32 @@ struct DeviceMlp::State {
   DeviceBuffer<float> zero_bias;  // (h) zeros: fc2's partial sum takes its bias after the reduction
 };
 
-DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params,
-                     int64_t max_batch, int device, int slots, Storage storage)
+DeviceMlp::DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params, int64_t max_batch, int device,
+                     int slots, Storage storage)
     : device_(device) {
   shape.validate();
   if (max_batch < 1) throw ConfigError("max_batch", std::to_string(max_batch), "must be >= 1");
   if (slots < 1) throw ConfigError("slots", std::to_string(slots), "must be >= 1");
   const model::ParamLayout layout(shape);
   if (!host_params.empty() && static_cast<int64_t>(host_params.size()) != layout.numel()) {
-    throw ConfigError("host_params elements", std::to_string(host_params.size()),
-                      "must equal the lab-mlp's " + std::to_string(layout.numel()) +
-                          " parameters (whole network), or be empty");
+    throw ConfigError(
+        "host_params elements", std::to_string(host_params.size()),
+        "must equal the lab-mlp's " + std::to_string(layout.numel()) + " parameters (whole network), or be empty");
   }
   if (!storage.params && !host_params.empty())
     throw ConfigError("host_params elements", std::to_string(host_params.size()),
                       "must be empty for a DeviceMlp that keeps no parameters (ZeRO-3)");
   DeviceGuard guard(device);
   state_ = std::make_unique<State>(shape, max_batch, slots, storage);
-  if (host_params.empty()) state_->params.zero(state_->stream.get());
-  else state_->params.upload(host_params, state_->stream.get());
+  if (host_params.empty())
+    state_->params.zero(state_->stream.get());
+  else
+    state_->params.upload(host_params, state_->stream.get());
   state_->grads.zero(state_->stream.get());
   state_->stream.synchronize();
 }
 
-DeviceMlp DeviceMlp::from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch,
-                               int device) {
+DeviceMlp DeviceMlp::from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch, int device) {
   const model::LabMlp host(shape, seed);
   return DeviceMlp(shape, host.params(), max_batch, device);
 }
@@ -165,9 +166,9 @@ DeviceMlp::Footprint DeviceMlp::footprint() const {
   f.grads = static_cast<int64_t>(state_->grads.bytes());
   f.scratch = static_cast<int64_t>(state_->scratch.bytes() + state_->zero_bias.bytes());
   for (const DeviceMlpSlot& slot : state_->slots)
-    f.activations += static_cast<int64_t>(slot.acts.bytes() + slot.dacts.bytes() + slot.pre.bytes() + slot.post.bytes() +
-                                          slot.logits.bytes() + slot.probs.bytes() + slot.losses.bytes() +
-                                          slot.labels.bytes());
+    f.activations +=
+        static_cast<int64_t>(slot.acts.bytes() + slot.dacts.bytes() + slot.pre.bytes() + slot.post.bytes() +
+                             slot.logits.bytes() + slot.probs.bytes() + slot.losses.bytes() + slot.labels.bytes());
   return f;
 }
 
@@ -215,8 +216,7 @@ void DeviceMlp::synchronize() const {
   state_->stream.synchronize();
 }
 
-void DeviceMlp::set_microbatch(std::span<const float> x, std::span<const int32_t> labels,
-                               int64_t global_batch) {
+void DeviceMlp::set_microbatch(std::span<const float> x, std::span<const int32_t> labels, int64_t global_batch) {
   set_microbatch_at(0, x, labels, global_batch);
 }
 
@@ -227,8 +227,7 @@ void DeviceMlp::set_microbatch_at(int layer, std::span<const float> x, std::span
                        std::to_string(shape().blocks));
   const int64_t B = static_cast<int64_t>(labels.size()), h = shape().hidden;
   if (static_cast<int64_t>(x.size()) != B * h) {
-    throw ConfigError("x elements", std::to_string(x.size()),
-                      "must be batch * hidden = " + std::to_string(B * h));
+    throw ConfigError("x elements", std::to_string(x.size()), "must be batch * hidden = " + std::to_string(B * h));
   }
   begin_microbatch(labels, global_batch);
   DeviceGuard guard(device_);
@@ -240,8 +239,7 @@ void DeviceMlp::begin_microbatch(std::span<const int32_t> labels, int64_t global
   State& s = *state_;
   const int64_t B = static_cast<int64_t>(labels.size()), C = shape().classes;
   if (B > s.max_batch) {
-    throw ConfigError("microbatch", std::to_string(B),
-                      "must be <= max_batch (" + std::to_string(s.max_batch) + ")");
+    throw ConfigError("microbatch", std::to_string(B), "must be <= max_batch (" + std::to_string(s.max_batch) + ")");
   }
   if (global_batch < 1 || global_batch < B) {
     throw ConfigError("global_batch", std::to_string(global_batch),
@@ -280,7 +278,6 @@ void DeviceMlp::set_activation(int l, std::span<const float> x) {
   copy_to_device(s.act(l), x.data(), x.size_bytes(), stream());
   s.cur().has_act[static_cast<size_t>(l)] = 1;
 }
-
 
 std::span<float> DeviceMlp::boundary(int l, bool gradient) {
   State& s = *state_;
@@ -328,20 +325,18 @@ void DeviceMlp::forward_layer(int layer) {
   State& s = *state_;
   const int L = static_cast<int>(shape().blocks);
   if (layer < 0 || layer > L) {
-    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): layers are 0.." +
-                       std::to_string(L));
+    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): layers are 0.." + std::to_string(L));
   }
   if (!s.cur().has_act[layer]) {
-    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): activation(" +
-                       std::to_string(layer) + ") was never set");
+    throw RuntimeError("forward_layer(" + std::to_string(layer) + "): activation(" + std::to_string(layer) +
+                       ") was never set");
   }
   DeviceGuard guard(device_);
   const int64_t B = s.cur().batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
   const cudaStream_t st = stream();
   if (layer == L) {
     // logits (B, C) = head(x_L); probs, losses from the labels
-    linear_forward(s.blas, s.cur().logits.data(), s.act(L), s.param(L, kHeadWeight),
-                   s.param(L, kHeadBias), B, h, C);
+    linear_forward(s.blas, s.cur().logits.data(), s.act(L), s.param(L, kHeadWeight), s.param(L, kHeadBias), B, h, C);
     softmax_cross_entropy_forward(st, s.cur().losses.data(), s.cur().probs.data(), s.cur().logits.data(),
                                   s.cur().labels.data(), B, C);
     s.cur().head_saved = true;
@@ -349,8 +344,7 @@ void DeviceMlp::forward_layer(int layer) {
   }
   const int i = layer;
   // pre (B, f) = x @ W1^T + b1;  post = gelu(pre);  y (B, h) = post @ W2^T + b2 + x
-  linear_forward(s.blas, s.pre_of(i), s.act(i), s.param(i, kFc1Weight), s.param(i, kFc1Bias), B,
-                 h, f);
+  linear_forward(s.blas, s.pre_of(i), s.act(i), s.param(i, kFc1Weight), s.param(i, kFc1Bias), B, h, f);
   gelu_forward(st, s.post_of(i), s.pre_of(i), B * f);
   linear_forward(s.blas, s.act(i + 1), s.post_of(i), s.param(i, kFc2Weight),
                  s.tp_partial ? s.zero_bias.data() : s.param(i, kFc2Bias), B, f, h);
@@ -363,8 +357,7 @@ void DeviceMlp::backward_layer(int layer) {
   State& s = *state_;
   const int L = static_cast<int>(shape().blocks);
   if (layer < 0 || layer > L) {
-    throw RuntimeError("backward_layer(" + std::to_string(layer) + "): layers are 0.." +
-                       std::to_string(L));
+    throw RuntimeError("backward_layer(" + std::to_string(layer) + "): layers are 0.." + std::to_string(L));
   }
   DeviceGuard guard(device_);
   const int64_t B = s.cur().batch, h = shape().hidden, f = shape().ffn, C = shape().classes;
@@ -372,12 +365,11 @@ void DeviceMlp::backward_layer(int layer) {
   if (layer == L) {
     if (!s.cur().head_saved) throw RuntimeError("backward_layer(head) before its forward_layer");
     float* dlogits = s.scratch.data();  // (B, C)
-    softmax_cross_entropy_backward(st, dlogits, s.cur().probs.data(), s.cur().labels.data(), s.cur().loss_scale, B,
-                                   C);
+    softmax_cross_entropy_backward(st, dlogits, s.cur().probs.data(), s.cur().labels.data(), s.cur().loss_scale, B, C);
     // dactivation(L) is produced here, not accumulated from elsewhere: start from zero.
     zero_on_device(s.dact(L), static_cast<size_t>(B * h) * sizeof(float), st);
-    linear_backward(s.blas, s.dact(L), s.grad(L, kHeadWeight), s.grad(L, kHeadBias), dlogits,
-                    s.act(L), s.param(L, kHeadWeight), B, h, C);
+    linear_backward(s.blas, s.dact(L), s.grad(L, kHeadWeight), s.grad(L, kHeadBias), dlogits, s.act(L),
+                    s.param(L, kHeadWeight), B, h, C);
     s.cur().head_saved = false;
     s.cur().has_dact[L] = 1;
     return;
@@ -393,13 +385,15 @@ void DeviceMlp::backward_layer(int layer) {
   const size_t bh_bytes = static_cast<size_t>(B * h) * sizeof(float);
   // Residual branch: dx starts as dy; the fc path accumulates onto it below.
   // (Tensor-parallel partial: the residual joins after the reduction, so dx starts at zero.)
-  if (s.tp_partial) zero_on_device(s.dact(i), bh_bytes, st);
-  else copy_on_device(s.dact(i), s.dact(i + 1), bh_bytes, st);
+  if (s.tp_partial)
+    zero_on_device(s.dact(i), bh_bytes, st);
+  else
+    copy_on_device(s.dact(i), s.dact(i + 1), bh_bytes, st);
   // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
   float* dpost = s.scratch.data();
   zero_on_device(dpost, static_cast<size_t>(B * f) * sizeof(float), st);
-  linear_backward(s.blas, dpost, s.grad(i, kFc2Weight), s.grad(i, kFc2Bias), s.dact(i + 1),
-                  s.post_of(i), s.param(i, kFc2Weight), B, f, h);
+  linear_backward(s.blas, dpost, s.grad(i, kFc2Weight), s.grad(i, kFc2Bias), s.dact(i + 1), s.post_of(i),
+                  s.param(i, kFc2Weight), B, f, h);
   // gelu: dpre = dpost * gelu'(pre), in place
   gelu_backward(st, dpost, s.pre_of(i), dpost, B * f);
   // fc1: dx += dpre @ W1, dW1 += dpre^T @ x, db1 += sum dpre

@@ -44,11 +44,10 @@ class DeviceMlp {
   // ZeRO-2/3 binds buckets (storage.grads false). params() / grads() are then empty, and a layer
   // computing on an unbound tensor throws.
   using Storage = DeviceMlpStorage;
-  DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params, int64_t max_batch,
-            int device, int slots = 1, Storage storage = {});
+  DeviceMlp(const model::MlpShape& shape, std::span<const float> host_params, int64_t max_batch, int device,
+            int slots = 1, Storage storage = {});
   // Initialised like model::LabMlp(shape, seed): the same values bit for bit.
-  static DeviceMlp from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch,
-                             int device);
+  static DeviceMlp from_seed(const model::MlpShape& shape, uint64_t seed, int64_t max_batch, int device);
   ~DeviceMlp();
   DeviceMlp(DeviceMlp&&) noexcept;
   DeviceMlp& operator=(DeviceMlp&&) noexcept;
@@ -86,12 +85,10 @@ class DeviceMlp {
   // global batch of `global_batch` samples (loss scale 1/global_batch, rounded once in double as
   // MicrobatchState does). Labels are checked here, on the host: ConfigError names the first
   // one outside [0, C). Invalidates what the previous microbatch saved.
-  void set_microbatch(std::span<const float> x, std::span<const int32_t> labels,
-                      int64_t global_batch);
+  void set_microbatch(std::span<const float> x, std::span<const int32_t> labels, int64_t global_batch);
   // The same with x as activation(layer): the first microbatch input of a pipeline stage whose
   // layers start at `layer` (the head still reads `labels`). set_microbatch is layer 0.
-  void set_microbatch_at(int layer, std::span<const float> x, std::span<const int32_t> labels,
-                         int64_t global_batch);
+  void set_microbatch_at(int layer, std::span<const float> x, std::span<const int32_t> labels, int64_t global_batch);
   // Starts the selected slot's microbatch without an input: its labels (checked as above), batch
   // size and loss scale. A pipeline stage after the first gets its input through boundary(),
   // received device to device. set_microbatch_at is this plus the upload of x.

@@ -95,21 +95,20 @@ TEST_P(CrashDuringSave, LoadFindsACompleteCheckpoint) {
   EXPECT_EQ(load_checkpoint({dir.path()}).checkpoint->step(), 160);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Phases, CrashDuringSave,
-    ::testing::Values(CrashCase{SavePhase::kMidShardWrite, 1, false},
-                      CrashCase{SavePhase::kAfterShardWrite, 0, false},
-                      CrashCase{SavePhase::kBeforeManifest, 0, false},
-                      CrashCase{SavePhase::kBeforeRename, 0, false},
-                      CrashCase{SavePhase::kBeforePointerUpdate, 0, true},
-                      CrashCase{SavePhase::kAfterPointerUpdate, 0, true}),
-    [](const auto& info) {
-      std::string s = save_phase_name(info.param.phase);
-      for (char& c : s) {
-        if (c == '-') c = '_';
-      }
-      return s;
-    });
+INSTANTIATE_TEST_SUITE_P(Phases, CrashDuringSave,
+                         ::testing::Values(CrashCase{SavePhase::kMidShardWrite, 1, false},
+                                           CrashCase{SavePhase::kAfterShardWrite, 0, false},
+                                           CrashCase{SavePhase::kBeforeManifest, 0, false},
+                                           CrashCase{SavePhase::kBeforeRename, 0, false},
+                                           CrashCase{SavePhase::kBeforePointerUpdate, 0, true},
+                                           CrashCase{SavePhase::kAfterPointerUpdate, 0, true}),
+                         [](const auto& info) {
+                           std::string s = save_phase_name(info.param.phase);
+                           for (char& c : s) {
+                             if (c == '-') c = '_';
+                           }
+                           return s;
+                         });
 
 // A real process, killed with SIGKILL while its shard is half written: no destructors, no
 // exception handlers, exactly what a power cut or the OOM killer does to the process.
@@ -134,8 +133,7 @@ TEST(CrashDuringSave, ChildProcessKilledMidWrite) {
     };
     try {
       save_checkpoint(o, make_state(140, 7));
-    } catch (...) {
-    }
+    } catch (...) {}
     ::_exit(3);  // not reached when the hook fired
   }
   ::close(ready[1]);
@@ -181,8 +179,8 @@ TEST(Corruption, OneFlippedByteIsNamedAndThePreviousCheckpointUsed) {
     EXPECT_EQ(r.checkpoint->step(), 120);
     ASSERT_EQ(r.skipped.size(), 1u);
     EXPECT_EQ(r.skipped[0].step, 140);
-    EXPECT_EQ(r.skipped[0].reason, "checksum mismatch in rank-00001.safetensors: expected xxh3_64 " +
-                                       expected + ", actual " + actual);
+    EXPECT_EQ(r.skipped[0].reason,
+              "checksum mismatch in rank-00001.safetensors: expected xxh3_64 " + expected + ", actual " + actual);
     testing::expect_same_state(old_state, r.checkpoint->read_all());
   });
   EXPECT_EQ(pointer(dir.path(), "last-known-good"), "step-000120\n");
@@ -191,8 +189,7 @@ TEST(Corruption, OneFlippedByteIsNamedAndThePreviousCheckpointUsed) {
 TEST(Corruption, TruncatedMissingAndGarbledFilesAreNamed) {
   ScratchDir dir;
   for (int64_t step : {120, 140, 160}) save_replicas(dir.path(), make_state(step));
-  const auto d120 = dir.path() / "step-000120", d140 = dir.path() / "step-000140",
-             d160 = dir.path() / "step-000160";
+  const auto d120 = dir.path() / "step-000120", d140 = dir.path() / "step-000140", d160 = dir.path() / "step-000160";
   std::filesystem::resize_file(d160 / "rank-00000.safetensors", 10);
   std::filesystem::remove(d140 / "rank-00001.safetensors");
   { std::ofstream(d120 / "manifest.json") << "{ not json"; }
@@ -203,8 +200,7 @@ TEST(Corruption, TruncatedMissingAndGarbledFilesAreNamed) {
   EXPECT_NE(r.skipped[0].reason.find("rank-00000.safetensors is 10 bytes, manifest says"), std::string::npos)
       << r.skipped[0].reason;
   EXPECT_EQ(r.skipped[1].reason, "rank-00001.safetensors is missing");
-  EXPECT_NE(r.skipped[2].reason.find("manifest.json is not valid JSON"), std::string::npos)
-      << r.skipped[2].reason;
+  EXPECT_NE(r.skipped[2].reason.find("manifest.json is not valid JSON"), std::string::npos) << r.skipped[2].reason;
   EXPECT_NE(r.summary().find("starting from scratch"), std::string::npos);
 }
 

@@ -72,8 +72,8 @@ TEST(Retention, RejectsKeepingNothing) {
 
 TEST(Layout, ListsNewestFirstAndParsesNames) {
   ScratchDir dir;
-  for (const char* d : {"step-000010", "step-1000000", "step-000020.tmp", "step-000020",
-                        "step-x", "step-", "steps-000001"}) {
+  for (const char* d :
+       {"step-000010", "step-1000000", "step-000020.tmp", "step-000020", "step-x", "step-", "steps-000001"}) {
     std::filesystem::create_directories(dir.path() / d);
   }
   const auto entries = list_checkpoints(dir.path());

@@ -24,8 +24,7 @@ using testing::ScratchDir;
 // fc2.weight 21, fc2.bias 3, momentum_buffer 21, loss_scale 1.
 constexpr int64_t kStateElements = 35 + 7 + 35 + 35 + 21 + 3 + 21 + 1;  // 158
 
-void save_replicas(const std::filesystem::path& root, const TrainingState& s, int world,
-                   int keep_last = 3) {
+void save_replicas(const std::filesystem::path& root, const TrainingState& s, int world, int keep_last = 3) {
   run_ranks(world, [&](Coordinator& c) {
     const auto slices = replica_share(s, world, c.rank());
     save_checkpoint({root, keep_last, {}}, s.step, slices, s.metadata, c);
@@ -119,8 +118,7 @@ TEST(RoundTrip, DirectoryLayoutAndManifestMatchAHandSplit) {
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(f["bytes"], bytes.size());
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx",
-                  static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(bytes.data(), bytes.size())));
     EXPECT_EQ(f["xxh3_64"], hex);
   }
 }
@@ -158,8 +156,9 @@ TEST(RoundTrip, ZeroShardedWritersEachOwningPiecesOfEveryTensor) {
     std::vector<TensorSlice> mine;
     for (const Tensor& t : s.tensors) {
       const ElementRange r = even_range(static_cast<int64_t>(t.data.size()), kWorld, c.rank());
-      mine.push_back({t.name, t.shape, r.begin,
-                      std::span<const float>(t.data).subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.count()))});
+      mine.push_back(
+          {t.name, t.shape, r.begin,
+           std::span<const float>(t.data).subspan(static_cast<size_t>(r.begin), static_cast<size_t>(r.count()))});
     }
     save_checkpoint({dir.path()}, s.step, mine, s.metadata, c);
   });
@@ -199,8 +198,8 @@ TEST(RoundTrip, BadSliceOnOneRankFailsEveryRank) {
   std::atomic<int> failures{0};
   run_ranks(2, [&](Coordinator& c) {
     // Rank 1 claims elements [2, 5) of a 4-element tensor.
-    const std::vector<TensorSlice> mine = {{"t", {4}, c.rank() == 0 ? 0 : 2,
-                                            std::span<const float>(three).first(c.rank() == 0 ? 2 : 3)}};
+    const std::vector<TensorSlice> mine = {
+        {"t", {4}, c.rank() == 0 ? 0 : 2, std::span<const float>(three).first(c.rank() == 0 ? 2 : 3)}};
     try {
       save_checkpoint({dir.path()}, 1, mine, json::object(), c);
     } catch (const Error&) {

@@ -43,9 +43,8 @@ std::string le64_bytes(uint64_t v) {
 TEST(Safetensors, IndependentParserReadsWhatWeWrite) {
   ScratchDir dir;
   const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 7.0f};  // shape [2, 3]
-  const std::vector<int64_t> b = {-1, 1LL << 40};                       // shape [2]
-  const std::vector<TensorView> views = {TensorView::f32("a", {2, 3}, a),
-                                         TensorView::i64("b", {2}, b)};
+  const std::vector<int64_t> b = {-1, 1LL << 40};                        // shape [2]
+  const std::vector<TensorView> views = {TensorView::f32("a", {2, 3}, a), TensorView::i64("b", {2}, b)};
   const auto w = write_safetensors(dir.path() / "x.safetensors", views, {{"purpose", "test"}});
 
   const std::string file = slurp(dir.path() / "x.safetensors");
@@ -95,9 +94,8 @@ TEST(Safetensors, ReadsAFileBuiltByHand) {
   ScratchDir dir;
   // What the reference Python writer produces for {"w": tensor([[1, 2], [3, 4]]) (float32),
   // "ids": tensor([7]) (int64)} with metadata {"format": "pt"}: ids sorts first by alignment.
-  std::string header =
-      R"({"__metadata__":{"format":"pt"},"ids":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
-      R"("w":{"dtype":"F32","shape":[2,2],"data_offsets":[8,24]}})";
+  std::string header = R"({"__metadata__":{"format":"pt"},"ids":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
+                       R"("w":{"dtype":"F32","shape":[2,2],"data_offsets":[8,24]}})";
   header.append((8 - header.size() % 8) % 8, ' ');
   std::string data = le64_bytes(7);
   const float w[4] = {1, 2, 3, 4};
@@ -121,8 +119,7 @@ TEST(Safetensors, RoundTripKeepsShapesScalarsAndEmptyTensors) {
   ScratchDir dir;
   const std::vector<float> scalar = {42.0f}, empty = {};
   const std::vector<int64_t> ids = {3, 1, 4, 1, 5, 9};
-  const std::vector<TensorView> views = {TensorView::f32("scalar", {}, scalar),
-                                         TensorView::f32("empty", {0, 3}, empty),
+  const std::vector<TensorView> views = {TensorView::f32("scalar", {}, scalar), TensorView::f32("empty", {0, 3}, empty),
                                          TensorView::i64("ids", {2, 3}, ids)};
   write_safetensors(dir.path() / "r.safetensors", views, {{"k", "v"}});
   const SafetensorsFile f = SafetensorsFile::open(dir.path() / "r.safetensors");
@@ -162,16 +159,13 @@ TEST(Safetensors, ReaderRejectsMalformedFiles) {
       << "trailing bytes not covered by any tensor";
   EXPECT_THROW(SafetensorsFile::open(file_with("{" + ok_entry + "}", 4)), SafetensorsError)
       << "data section shorter than the offsets";
-  EXPECT_THROW(SafetensorsFile::open(file_with(
-                   R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
+  EXPECT_THROW(SafetensorsFile::open(file_with(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
                SafetensorsError)
       << "offsets do not hold the shape";
-  EXPECT_THROW(SafetensorsFile::open(file_with(
-                   R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)),
+  EXPECT_THROW(SafetensorsFile::open(file_with(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)),
                SafetensorsError)
       << "hole before the first tensor";
-  EXPECT_THROW(SafetensorsFile::open(file_with(
-                   R"({"a":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", 8)),
+  EXPECT_THROW(SafetensorsFile::open(file_with(R"({"a":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", 8)),
                SafetensorsError)
       << "unknown dtype";
   EXPECT_THROW(SafetensorsFile::open(file_with("[1, 2]", 0)), SafetensorsError) << "not an object";

@@ -36,10 +36,14 @@ inline TrainingState make_state(int64_t step, int64_t salt = 0) {
   TrainingState s;
   s.step = step;
   const std::vector<std::pair<std::string, std::vector<int64_t>>> specs = {
-      {"fc1.weight", {7, 5}},         {"fc1.bias", {7}},
-      {"fc1.weight.exp_avg", {7, 5}}, {"fc1.weight.exp_avg_sq", {7, 5}},
-      {"fc2.weight", {3, 7}},         {"fc2.bias", {3}},
-      {"fc2.weight.momentum_buffer", {3, 7}}, {"loss_scale", {}},
+      {"fc1.weight", {7, 5}},
+      {"fc1.bias", {7}},
+      {"fc1.weight.exp_avg", {7, 5}},
+      {"fc1.weight.exp_avg_sq", {7, 5}},
+      {"fc2.weight", {3, 7}},
+      {"fc2.bias", {3}},
+      {"fc2.weight.momentum_buffer", {3, 7}},
+      {"loss_scale", {}},
   };
   for (size_t t = 0; t < specs.size(); ++t) {
     Tensor x{specs[t].first, specs[t].second, {}};
@@ -87,8 +91,8 @@ inline ::testing::AssertionResult bits_equal(const std::vector<float>& a, const 
     std::memcpy(&x, &a[i], 4);
     std::memcpy(&y, &b[i], 4);
     if (x != y) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " (0x" << std::hex
-                                           << x << ") vs " << b[i] << " (0x" << y << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << a[i] << " (0x" << std::hex << x << ") vs " << b[i] << " (0x" << y << ")";
     }
   }
   return ::testing::AssertionSuccess();

@@ -22,8 +22,7 @@ namespace parlab::comm::testing {
 class ChildProcess {
  public:
   // Starts `argv` with this process's environment plus `extra_env` (which wins).
-  ChildProcess(const std::vector<std::string>& argv,
-               const std::map<std::string, std::string>& extra_env = {}) {
+  ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env = {}) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       const std::string entry(*e);

@@ -18,10 +18,14 @@ enum class Op { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
 
 const char* name(Op op) {
   switch (op) {
-    case Op::kAllReduce: return "AllReduce";
-    case Op::kReduceScatter: return "ReduceScatter";
-    case Op::kAllGather: return "AllGather";
-    case Op::kBroadcast: return "Broadcast";
+    case Op::kAllReduce:
+      return "AllReduce";
+    case Op::kReduceScatter:
+      return "ReduceScatter";
+    case Op::kAllGather:
+      return "AllGather";
+    case Op::kBroadcast:
+      return "Broadcast";
   }
   return "?";
 }
@@ -86,10 +90,18 @@ TEST_P(Collectives, MatchClosedForm) {
     EXPECT_EQ(comm.size(), n);
     EXPECT_EQ(comm.group_name(), "world");
     switch (op) {
-      case Op::kAllReduce: check_all_reduce(r, n, count, comm); break;
-      case Op::kReduceScatter: check_reduce_scatter(r, n, count, comm); break;
-      case Op::kAllGather: check_all_gather(r, n, count, comm); break;
-      case Op::kBroadcast: check_broadcast(r, n, count, comm); break;
+      case Op::kAllReduce:
+        check_all_reduce(r, n, count, comm);
+        break;
+      case Op::kReduceScatter:
+        check_reduce_scatter(r, n, count, comm);
+        break;
+      case Op::kAllGather:
+        check_all_gather(r, n, count, comm);
+        break;
+      case Op::kBroadcast:
+        check_broadcast(r, n, count, comm);
+        break;
     }
     // Every op went through the recorder and completed.
     for (const auto& e : comm.flight_recorder().snapshot().entries) {
@@ -98,15 +110,14 @@ TEST_P(Collectives, MatchClosedForm) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    WorldTimesCountTimesOp, Collectives,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(1, 7, 1000, 1 << 18),
-                       ::testing::Values(Op::kAllReduce, Op::kReduceScatter, Op::kAllGather,
-                                         Op::kBroadcast)),
-    [](const auto& info) {
-      return "n" + std::to_string(std::get<0>(info.param)) + "_count" +
-             std::to_string(std::get<1>(info.param)) + "_" + name(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(WorldTimesCountTimesOp, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(1, 7, 1000, 1 << 18),
+                                            ::testing::Values(Op::kAllReduce, Op::kReduceScatter, Op::kAllGather,
+                                                              Op::kBroadcast)),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_count" +
+                                  std::to_string(std::get<1>(info.param)) + "_" + name(std::get<2>(info.param));
+                         });
 
 // Uneven chunks, as ZeRO cuts a bucket at shard boundaries: rank q's chunk has counts[q]
 // elements (some 0). reduce_scatter_v: input[j] = r + 1 + j, so rank q's out[i] =
@@ -127,13 +138,14 @@ void check_uneven(int n, bool in_place, int64_t scale) {
       std::span<float> out = in_place ? std::span<float>(in).subspan(offset[r], counts[r]) : std::span<float>(out_own);
       comm.reduce_scatter_v(in, counts, out, op_options("rsv"))->wait();
       for (std::size_t i = 0; i < out.size(); ++i)
-        ASSERT_EQ(out[i], static_cast<float>(n * (n + 1) / 2 + n * (offset[r] + i))) << "rank " << r << " element " << i;
+        ASSERT_EQ(out[i], static_cast<float>(n * (n + 1) / 2 + n * (offset[r] + i)))
+            << "rank " << r << " element " << i;
 
       std::vector<float> gathered(total, -1.0f), mine(static_cast<std::size_t>(counts[r]));
       for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(offset[r] + i);
       if (in_place) std::copy(mine.begin(), mine.end(), gathered.begin() + offset[r]);
-      std::span<const float> src = in_place ? std::span<const float>(gathered).subspan(offset[r], counts[r])
-                                            : std::span<const float>(mine);
+      std::span<const float> src =
+          in_place ? std::span<const float>(gathered).subspan(offset[r], counts[r]) : std::span<const float>(mine);
       comm.all_gather_v(src, gathered, counts, op_options("agv"))->wait();
       for (std::size_t j = 0; j < total; ++j) ASSERT_EQ(gathered[j], static_cast<float>(j)) << "rank " << r;
     }
@@ -160,8 +172,7 @@ TEST(UnevenCollectivesInSegments, MatchClosedForm) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldTimesInPlace, UnevenCollectives,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Bool()),
-                         [](const auto& info) {
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Bool()), [](const auto& info) {
                            return "n" + std::to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_in_place" : "_copy");
                          });

@@ -85,8 +85,7 @@ inline void run_rank_threads(int n, const std::function<void(int, std::barrier<>
 }
 
 // Runs `body(rank, comm)` on `n` threads over a fresh in-process store (run_rank_threads).
-inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body,
-                      GlooOptions options = test_options(),
+inline void run_ranks(int n, const std::function<void(int, Communicator&)>& body, GlooOptions options = test_options(),
                       std::shared_ptr<Store> store = nullptr) {
   if (!store) store = make_in_process_store();
   run_rank_threads(n, [&](int r, std::barrier<>& sync) {

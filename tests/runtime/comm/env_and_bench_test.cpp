@@ -25,8 +25,8 @@ std::string config_error_field(const std::map<std::string, std::string>& vars) {
 }
 
 TEST(FromEnv, Torchrun) {
-  const auto env = env_of({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                           {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
+  const auto env = env_of(
+      {{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
   EXPECT_EQ(env.launcher, "torchrun");
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.world_size, 8);
@@ -48,18 +48,27 @@ TEST(FromEnv, Slurm) {
 // srun sets no MASTER_ADDR/MASTER_PORT: they come from the step's first node and the job id, as
 // PyTorch Lightning derives them, and the same on every task; given ones still win.
 TEST(FromEnv, SlurmDerivesTheStoreAddressFromTheStep) {
-  const auto env = env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4711234"},
-                           {"SLURM_STEP_NODELIST", "gpu[07-09,12],cpu1"}, {"SLURM_JOB_NODELIST", "other"}});
+  const auto env = env_of({{"SLURM_PROCID", "1"},
+                           {"SLURM_NTASKS", "2"},
+                           {"SLURM_JOB_ID", "4711234"},
+                           {"SLURM_STEP_NODELIST", "gpu[07-09,12],cpu1"},
+                           {"SLURM_JOB_NODELIST", "other"}});
   EXPECT_EQ(env.master_addr, "gpu07");
   EXPECT_EQ(env.master_port, 15000 + 1234);
   EXPECT_EQ(env.master_derived, "MASTER_ADDR from SLURM_STEP_NODELIST, MASTER_PORT from SLURM_JOB_ID");
-  const auto given = env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "77"},
-                             {"SLURM_STEP_NODELIST", "n1"}, {"MASTER_ADDR", "10.0.0.9"}, {"MASTER_PORT", "29500"}});
+  const auto given = env_of({{"SLURM_PROCID", "0"},
+                             {"SLURM_NTASKS", "2"},
+                             {"SLURM_JOB_ID", "77"},
+                             {"SLURM_STEP_NODELIST", "n1"},
+                             {"MASTER_ADDR", "10.0.0.9"},
+                             {"MASTER_PORT", "29500"}});
   EXPECT_EQ(given.master_addr, "10.0.0.9");
   EXPECT_EQ(given.master_port, 29500);
   EXPECT_EQ(given.master_derived, "");
-  EXPECT_EQ(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "12"},
-                    {"SLURM_NODELIST", "localhost"}}).master_port, 15012);
+  EXPECT_EQ(
+      env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "12"}, {"SLURM_NODELIST", "localhost"}})
+          .master_port,
+      15012);
   EXPECT_EQ(first_slurm_host("node[001-004]-ib,x"), "node001-ib");
   EXPECT_EQ(first_slurm_host("solo"), "solo");
   EXPECT_EQ(first_slurm_host("a,b"), "a");
@@ -69,9 +78,7 @@ TEST(FromEnv, SlurmDerivesTheStoreAddressFromTheStep) {
 }
 
 TEST(FromEnv, TorchrunWinsOverSlurm) {
-  EXPECT_EQ(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "7"},
-                    {"SLURM_NTASKS", "9"}})
-                .launcher,
+  EXPECT_EQ(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "9"}}).launcher,
             "torchrun");
 }
 
@@ -81,11 +88,9 @@ TEST(FromEnv, ErrorsNameTheVariable) {
   EXPECT_EQ(config_error_field({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}), "RANK");
   EXPECT_EQ(config_error_field({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), "RANK");  // out of range
   EXPECT_EQ(config_error_field({{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "WORLD_SIZE");
-  EXPECT_EQ(config_error_field({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
-                                {"MASTER_PORT", "70000"}}),
+  EXPECT_EQ(config_error_field({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
             "MASTER_PORT");
-  EXPECT_EQ(config_error_field({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}),
-            "MASTER_PORT");
+  EXPECT_EQ(config_error_field({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}), "MASTER_PORT");
   EXPECT_EQ(config_error_field({{"SLURM_PROCID", "1"}}), "SLURM_NTASKS");
   try {
     env_of({{"RANK", "x1"}, {"WORLD_SIZE", "4"}});
@@ -121,9 +126,9 @@ TEST(SizeRange, RejectsNonsenseNamingTheField) {
 TEST(CollectiveBench, RowsFollowTheBusBandwidthFactors) {
   testing::run_ranks(2, [](int, Communicator& comm) {
     const std::vector<double> sizes = {4096, 1000};
-    for (auto [op, factor] : {std::pair{strategy::CollectiveOp::kAllReduce, 1.0},
-                              std::pair{strategy::CollectiveOp::kAllGather, 0.5},
-                              std::pair{strategy::CollectiveOp::kBroadcast, 1.0}}) {
+    for (auto [op, factor] :
+         {std::pair{strategy::CollectiveOp::kAllReduce, 1.0}, std::pair{strategy::CollectiveOp::kAllGather, 0.5},
+          std::pair{strategy::CollectiveOp::kBroadcast, 1.0}}) {
       const auto rows = run_collective_bench(comm, op, sizes, 1, 3, testing::op_options());
       ASSERT_EQ(rows.size(), 2u);
       EXPECT_EQ(rows[0].bytes, 4096.0);
@@ -137,8 +142,7 @@ TEST(CollectiveBench, RowsFollowTheBusBandwidthFactors) {
       EXPECT_NE(table.find("busbw"), std::string::npos);
     }
     // 6 bytes on 2 ranks rounds down to one float: not even one element per rank.
-    EXPECT_THROW(run_collective_bench(comm, strategy::CollectiveOp::kAllReduce, {6}, 0, 1),
-                 ConfigError);
+    EXPECT_THROW(run_collective_bench(comm, strategy::CollectiveOp::kAllReduce, {6}, 0, 1), ConfigError);
   });
 }
 
@@ -183,7 +187,8 @@ TEST(CollectiveBench, ChecksEveryResultAndCountsWrongElements) {
       EXPECT_NE(format_collective_bench(rows, op, comm.size()).find("#wrong"), std::string::npos);
     }
     CorruptingComm bad(comm);
-    const auto rows = run_collective_bench(bad, strategy::CollectiveOp::kAllReduce, {1200}, 2, 3, testing::op_options());
+    const auto rows =
+        run_collective_bench(bad, strategy::CollectiveOp::kAllReduce, {1200}, 2, 3, testing::op_options());
     ASSERT_EQ(rows.size(), 1u);
     EXPECT_EQ(rows[0].wrong, 3) << "one wrong element on one rank in each of 3 timed runs";
   });

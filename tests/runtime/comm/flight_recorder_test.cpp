@@ -60,8 +60,7 @@ TEST(FlightRecorder, DumpAndLoadRoundTrip) {
   rec.started(b);
   rec.ended(b, OpState::kTimedOut, "all-reduce #41 (...) did not complete within 30.0 s");
 
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("parlab_fr_" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() / ("parlab_fr_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = dir / "flight_recorder.dp.0.rank5.json";
   rec.dump(path);
@@ -121,9 +120,7 @@ TEST(FlightRecorder, ConcurrentRecordersStayConsistent) {
   for (const auto& e : d.entries) EXPECT_EQ(e.state, OpState::kCompleted);
 }
 
-TEST(FlightRecorder, ZeroCapacityIsAConfigError) {
-  EXPECT_THROW(FlightRecorder(identity(), 0), ConfigError);
-}
+TEST(FlightRecorder, ZeroCapacityIsAConfigError) { EXPECT_THROW(FlightRecorder(identity(), 0), ConfigError); }
 
 }  // namespace
 }  // namespace parlab::comm

@@ -64,10 +64,10 @@ TEST(Split, DataAndTensorParallelGroups) {
 
 TEST(Split, RejectsBadMemberLists) {
   run_ranks(2, [](int r, Communicator& world) {
-    EXPECT_THROW(world.split({1, 0}, "x"), ConfigError);    // unsorted
-    EXPECT_THROW(world.split({0, 5}, "x"), ConfigError);    // not a member
-    EXPECT_THROW(world.split({1 - r}, "x"), ConfigError);   // without the caller
-    EXPECT_THROW(world.split({0, 1}, ""), ConfigError);     // unnamed
+    EXPECT_THROW(world.split({1, 0}, "x"), ConfigError);   // unsorted
+    EXPECT_THROW(world.split({0, 5}, "x"), ConfigError);   // not a member
+    EXPECT_THROW(world.split({1 - r}, "x"), ConfigError);  // without the caller
+    EXPECT_THROW(world.split({0, 1}, ""), ConfigError);    // unnamed
   });
 }
 

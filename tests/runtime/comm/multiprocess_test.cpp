@@ -16,16 +16,14 @@ namespace {
 constexpr int kCount = 10'000;
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("parlab_mp_" + name + "_" + std::to_string(::getpid()));
+  auto dir = std::filesystem::temp_directory_path() / ("parlab_mp_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
 
 // Reads a worker's output and checks it against sum_r (r + 1 + i) = n(n+1)/2 + n*i.
-void check_result(const std::filesystem::path& path, int expected_rank, int n,
-                  const std::string& launcher) {
+void check_result(const std::filesystem::path& path, int expected_rank, int n, const std::string& launcher) {
   std::ifstream in(path);
   ASSERT_TRUE(in) << "no result from rank " << expected_rank;
   int rank = -1, size = -1;
@@ -45,10 +43,10 @@ void run_file_store_job(int n) {
   const auto dir = fresh_dir("n" + std::to_string(n));
   std::vector<testing::ChildProcess> workers;
   for (int r = 0; r < n; ++r) {
-    workers.emplace_back(std::vector<std::string>{
-        PARLAB_COMM_WORKER, "all-reduce", "--store", "file:" + (dir / "store").string(), "--rank",
-        std::to_string(r), "--size", std::to_string(n), "--count", std::to_string(kCount),
-        "--out", (dir / ("rank" + std::to_string(r) + ".txt")).string()});
+    workers.emplace_back(std::vector<std::string>{PARLAB_COMM_WORKER, "all-reduce", "--store",
+                                                  "file:" + (dir / "store").string(), "--rank", std::to_string(r),
+                                                  "--size", std::to_string(n), "--count", std::to_string(kCount),
+                                                  "--out", (dir / ("rank" + std::to_string(r) + ".txt")).string()});
   }
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(workers[r].wait(std::chrono::seconds(40)), 0) << "rank " << r << " failed";
@@ -72,9 +70,8 @@ TEST(MultiProcess, TorchrunVariablesAndTcpStore) {
   std::vector<testing::ChildProcess> workers;
   for (int r = 0; r < n; ++r) {
     workers.emplace_back(
-        std::vector<std::string>{PARLAB_COMM_WORKER, "all-reduce", "--store", "env", "--count",
-                                 std::to_string(kCount), "--out",
-                                 (dir / ("rank" + std::to_string(r) + ".txt")).string()},
+        std::vector<std::string>{PARLAB_COMM_WORKER, "all-reduce", "--store", "env", "--count", std::to_string(kCount),
+                                 "--out", (dir / ("rank" + std::to_string(r) + ".txt")).string()},
         std::map<std::string, std::string>{{"RANK", std::to_string(r)},
                                            {"WORLD_SIZE", std::to_string(n)},
                                            {"LOCAL_RANK", std::to_string(r)},

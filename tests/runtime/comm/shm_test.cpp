@@ -33,8 +33,7 @@ std::vector<std::string> segments_named(const std::string& prefix) {
 // A prefix no other test (or job) uses, exported for the segments this test makes.
 class ScopedPrefix {
  public:
-  explicit ScopedPrefix(const std::string& what)
-      : prefix_("parlabtest." + what + "." + std::to_string(::getpid())) {
+  explicit ScopedPrefix(const std::string& what) : prefix_("parlabtest." + what + "." + std::to_string(::getpid())) {
     ::setenv("PARLAB_SHM_PREFIX", prefix_.c_str(), 1);
   }
   ~ScopedPrefix() {
@@ -96,7 +95,7 @@ TEST(ShmSegment, NameIsUnlinkedOnceEveryRankMappedIt) {
 TEST(ShmDeterminism, AllReduceIsTheRankOrderSumBitForBit) {
   constexpr int n = 4;
   const std::size_t count = (3u << 20) / 4 * n + 12345;  // 3 MiB per rank's part, plus a tail
-  auto input = [](int r, std::size_t i) {  // a hash of (r, i) as a float in [-13, 13)
+  auto input = [](int r, std::size_t i) {                // a hash of (r, i) as a float in [-13, 13)
     std::uint64_t x = (static_cast<std::uint64_t>(r) << 40) ^ i;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -152,17 +151,19 @@ TEST(ShmSendRecv, LargeMessagesBothWays) {
 TEST(BackendChoice, AutoUsesSharedMemoryInsideAHostAndGlooBetween) {
   auto store = make_in_process_store();
   testing::run_rank_threads(4, [&](int r, std::barrier<>& sync) {
-    auto world = make_communicator(store, r, 4, testing::test_options(), CommChoice::kAuto, r < 2 ? "host-a" : "host-b");
+    auto world =
+        make_communicator(store, r, 4, testing::test_options(), CommChoice::kAuto, r < 2 ? "host-a" : "host-b");
     EXPECT_EQ(world->backend_name(), "gloo");
     auto node = world->split(r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, "node." + std::to_string(r / 2));
-    auto across = world->split(r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, "x." + std::to_string(r % 2));
+    auto across =
+        world->split(r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, "x." + std::to_string(r % 2));
     EXPECT_EQ(node->backend_name(), "shm");
     EXPECT_EQ(across->backend_name(), "gloo");
     std::vector<float> a(1000, static_cast<float>(r + 1)), b(1000, static_cast<float>(r + 1));
     node->all_reduce(a, op_options())->wait();
     across->all_reduce(b, op_options())->wait();
-    EXPECT_EQ(a[999], r < 2 ? 3.0f : 7.0f);        // 1 + 2, 3 + 4
-    EXPECT_EQ(b[999], r % 2 == 0 ? 4.0f : 6.0f);   // 1 + 3, 2 + 4
+    EXPECT_EQ(a[999], r < 2 ? 3.0f : 7.0f);       // 1 + 2, 3 + 4
+    EXPECT_EQ(b[999], r % 2 == 0 ? 4.0f : 6.0f);  // 1 + 3, 2 + 4
     sync.arrive_and_wait();
   });
   auto one_host = make_in_process_store();
@@ -200,10 +201,10 @@ TEST(ShmProcesses, KilledPeerIsACollectiveErrorAndLeavesNothing) {
   const auto dir = fresh_dir("kill9");
   std::vector<testing::ChildProcess> workers;
   for (int r = 0; r < 2; ++r) {
-    workers.emplace_back(std::vector<std::string>{
-        PARLAB_COMM_WORKER, "all-reduce", "--store", "file:" + (dir / "store").string(), "--rank",
-        std::to_string(r), "--size", "2", "--count", "1000", "--comm", "shm", "--hold-rank", "1",
-        "--out", (dir / ("rank" + std::to_string(r) + ".txt")).string()});
+    workers.emplace_back(std::vector<std::string>{PARLAB_COMM_WORKER, "all-reduce", "--store",
+                                                  "file:" + (dir / "store").string(), "--rank", std::to_string(r),
+                                                  "--size", "2", "--count", "1000", "--comm", "shm", "--hold-rank", "1",
+                                                  "--out", (dir / ("rank" + std::to_string(r) + ".txt")).string()});
   }
   const auto held = dir / "rank1.txt";
   for (int i = 0; i < 4000 && !std::filesystem::exists(held); ++i)

@@ -103,7 +103,9 @@ TEST(StoreToken, ResolvedFromTheEnvironmentThenTheNamedFileThenTheRunDirectory) 
   e = with({});
   const std::string m = message_of([&] { resolve_store_token(e, {}); });
   EXPECT_EQ(m.rfind("PARLAB_STORE_TOKEN = <unset>", 0), 0u) << m;
-  EXPECT_NE(message_of([&] { with({{"PARLAB_STORE_TOKEN_FILE", ""}}); }).find("PARLAB_STORE_TOKEN_FILE"),
+  EXPECT_NE(message_of([&] {
+              with({{"PARLAB_STORE_TOKEN_FILE", ""}});
+            }).find("PARLAB_STORE_TOKEN_FILE"),
             std::string::npos);
 }
 
@@ -113,7 +115,8 @@ TEST(StoreToken, TheTcpRendezvousNeedsTheJobsToken) {
   testing::ScratchDir dir;
   const std::string port = std::to_string(parlab::testing::unused_loopback_port());
   auto rank_env = [&](int r) {
-    return env_of({{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}});
+    return env_of(
+        {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}});
   };
   RendezvousEnv bare = rank_env(0);
   const std::string m = message_of([&] { make_tcp_rendezvous(bare); });

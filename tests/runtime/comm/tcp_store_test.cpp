@@ -71,8 +71,7 @@ TEST(TcpStore, MalformedClientDoesNotHurtOthers) {
   good.set("k", bytes("v"));
   // A raw client announcing a 4 GiB frame, then an unknown command: both get dropped.
   for (const std::vector<unsigned char>& junk :
-       {std::vector<unsigned char>{0xff, 0xff, 0xff, 0xff},
-        std::vector<unsigned char>{0, 0, 0, 1, 0x7f}}) {
+       {std::vector<unsigned char>{0xff, 0xff, 0xff, 0xff}, std::vector<unsigned char>{0, 0, 0, 1, 0x7f}}) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -189,8 +188,7 @@ TEST(TcpStore, ServesOnlyLoopbackByDefault) {
 TEST(TcpStore, RealChildProcess) {
   TcpStoreServer server;
   TcpStore parent("127.0.0.1", server.port());
-  testing::ChildProcess child(
-      {PARLAB_COMM_WORKER, "store-echo", "--port", std::to_string(server.port())});
+  testing::ChildProcess child({PARLAB_COMM_WORKER, "store-echo", "--port", std::to_string(server.port())});
   parent.set("ping", bytes("42"));
   parent.wait({"pong"}, std::chrono::seconds(20));
   EXPECT_EQ(text(parent.get("pong")), "echo:42");

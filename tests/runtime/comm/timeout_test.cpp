@@ -20,8 +20,7 @@ constexpr std::chrono::milliseconds kShort{1000};
 constexpr double kMarginSeconds = 5.0;
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("parlab_comm_" + name + "_" + std::to_string(::getpid()));
+  auto dir = std::filesystem::temp_directory_path() / ("parlab_comm_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -66,7 +65,8 @@ TEST(Timeout, RankThatNeverJoinsAnAllReduce) {
           EXPECT_EQ(e.tag(), "grad.bucket3");
           EXPECT_EQ(e.timeout_seconds(), 1.0);
           EXPECT_EQ(std::string(e.what()).rfind("all-reduce #1 (tag grad.bucket3, 4.00 kB, group "
-                                                "world) did not complete within 1.00 s", 0),
+                                                "world) did not complete within 1.00 s",
+                                                0),
                     0u)
               << e.what();
         }
@@ -145,9 +145,8 @@ TEST(Timeout, QueuedOpsFailWithTheFirstReason) {
 
 // Every op kind raises CollectiveTimeout when its peer never calls (rank 1 stays idle).
 TEST(Timeout, EveryOpKindRaises) {
-  const std::vector<OpKind> kinds = {OpKind::kReduceScatter, OpKind::kAllGather,
-                                     OpKind::kBroadcast,     OpKind::kBarrier,
-                                     OpKind::kSend,          OpKind::kRecv};
+  const std::vector<OpKind> kinds = {OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
+                                     OpKind::kBarrier,       OpKind::kSend,      OpKind::kRecv};
   for (OpKind kind : kinds) {
     SCOPED_TRACE(std::string(to_string(kind)));
     testing::run_ranks(2, [&](int r, Communicator& comm) {
@@ -158,13 +157,26 @@ TEST(Timeout, EveryOpKindRaises) {
       std::vector<float> a(64, 1.0f), b(32);
       std::shared_ptr<Work> w;
       switch (kind) {
-        case OpKind::kReduceScatter: w = comm.reduce_scatter(a, b, o); break;
-        case OpKind::kAllGather: w = comm.all_gather(b, a, o); break;
-        case OpKind::kBroadcast: w = comm.broadcast(a, 0, o); break;
-        case OpKind::kBarrier: w = comm.barrier(o); break;
-        case OpKind::kSend: w = comm.send(a, 1, o); break;
-        case OpKind::kRecv: w = comm.recv(a, 1, o); break;
-        default: break;
+        case OpKind::kReduceScatter:
+          w = comm.reduce_scatter(a, b, o);
+          break;
+        case OpKind::kAllGather:
+          w = comm.all_gather(b, a, o);
+          break;
+        case OpKind::kBroadcast:
+          w = comm.broadcast(a, 0, o);
+          break;
+        case OpKind::kBarrier:
+          w = comm.barrier(o);
+          break;
+        case OpKind::kSend:
+          w = comm.send(a, 1, o);
+          break;
+        case OpKind::kRecv:
+          w = comm.recv(a, 1, o);
+          break;
+        default:
+          break;
       }
       try {
         w->wait();
@@ -200,8 +212,7 @@ TEST(Failure, PeerThatLeavesIsACollectiveError) {
     } catch (const CollectiveError& e) {
       outcome = "error";
       EXPECT_EQ(e.op(), OpKind::kAllReduce);
-      EXPECT_NE(std::string(e.what()).find("all-reduce #0 (tag after.leave"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("all-reduce #0 (tag after.leave"), std::string::npos) << e.what();
       EXPECT_EQ(comm->flight_recorder().snapshot().entries.back().state, OpState::kFailed);
     }
   });

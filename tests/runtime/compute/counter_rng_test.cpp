@@ -26,8 +26,8 @@ TEST(CounterRngTest, MatchesSplitMix64Sequence) {
 }
 
 TEST(CounterRngTest, SeedsAndStreamsGiveDifferentNumbers) {
-  const CounterRng a(1, RngStream::kDataInput), b(2, RngStream::kDataInput),
-      c(1, RngStream::kDataTeacher), d(1, RngStream::kEpochShuffle, 1);
+  const CounterRng a(1, RngStream::kDataInput), b(2, RngStream::kDataInput), c(1, RngStream::kDataTeacher),
+      d(1, RngStream::kEpochShuffle, 1);
   std::set<uint64_t> seen = {a.bits(0), b.bits(0), c.bits(0), d.bits(0)};
   EXPECT_EQ(seen.size(), 4u);
 }

@@ -20,8 +20,7 @@ namespace {
 using testing::random_vector;
 
 // max_i |a_i - b_i| / max(|b_i|, floor); the floor keeps near-zero entries from dominating.
-double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b,
-                    double floor = 1e-2) {
+double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b, double floor = 1e-2) {
   double worst = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), floor));
@@ -29,9 +28,7 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b,
   return worst;
 }
 
-void report(const char* what, double diff) {
-  std::printf("  %-30s max rel diff %.3g\n", what, diff);
-}
+void report(const char* what, double diff) { std::printf("  %-30s max rel diff %.3g\n", what, diff); }
 
 class KernelsTest : public ::testing::Test {
  protected:
@@ -60,8 +57,7 @@ TEST_F(KernelsTest, LinearBackwardAccumulatesNaiveDouble) {
   auto inp = random_vector(B * C, 4), w = random_vector(OC * C, 5), dout = random_vector(B * OC, 6);
   // Start from nonzero gradients: the kernel must ADD, not overwrite.
   auto dinp = random_vector(B * C, 7), dw = random_vector(OC * C, 8), db = random_vector(OC, 9);
-  std::vector<double> rdinp(dinp.begin(), dinp.end()), rdw(dw.begin(), dw.end()),
-      rdb(db.begin(), db.end());
+  std::vector<double> rdinp(dinp.begin(), dinp.end()), rdw(dw.begin(), dw.end()), rdb(db.begin(), db.end());
   for (int64_t b = 0; b < B; ++b)
     for (int64_t o = 0; o < OC; ++o) {
       const double d = dout[b * OC + o];
@@ -71,10 +67,9 @@ TEST_F(KernelsTest, LinearBackwardAccumulatesNaiveDouble) {
         rdw[o * C + c] += d * inp[b * C + c];
       }
     }
-  linear_backward(dinp.data(), GradWrite::kAccumulate, dw.data(), db.data(), dout.data(), inp.data(), w.data(),
-                  B, C, OC);
-  const double d1 = max_rel_diff(dinp, rdinp), d2 = max_rel_diff(dw, rdw),
-               d3 = max_rel_diff(db, rdb);
+  linear_backward(dinp.data(), GradWrite::kAccumulate, dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C,
+                  OC);
+  const double d1 = max_rel_diff(dinp, rdinp), d2 = max_rel_diff(dw, rdw), d3 = max_rel_diff(db, rdb);
   report("linear_backward dinp", d1);
   report("linear_backward dweight", d2);
   report("linear_backward dbias", d3);
@@ -85,11 +80,9 @@ TEST_F(KernelsTest, LinearBackwardAccumulatesNaiveDouble) {
 
 TEST_F(KernelsTest, LinearBackwardWithoutInputGradient) {
   const int64_t B = 2, C = 3, OC = 2;
-  auto inp = random_vector(B * C, 10), w = random_vector(OC * C, 11),
-       dout = random_vector(B * OC, 12);
+  auto inp = random_vector(B * C, 10), w = random_vector(OC * C, 11), dout = random_vector(B * OC, 12);
   std::vector<float> dw(OC * C, 0.0f), db(OC, 0.0f);
-  linear_backward(nullptr, GradWrite::kOverwrite, dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C,
-                  OC);
+  linear_backward(nullptr, GradWrite::kOverwrite, dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C, OC);
   // dbias[o] = dout[0][o] + dout[1][o]
   EXPECT_FLOAT_EQ(db[1], dout[1] + dout[3]);
 }
@@ -110,8 +103,7 @@ TEST_F(KernelsTest, GeluForwardHandValues) {
 TEST_F(KernelsTest, GeluBackwardHandValuesAndNaiveDouble) {
   // gelu'(1) = 0.5 (1 + 0.6823839) + 0.5 (1 - 0.6823839^2) * 0.7978846 * (1 + 0.134145) = 1.0829641
   const std::vector<float> x = {-3.0f, -1.0f, 0.0f, 1.0f, 2.0f};
-  const std::vector<double> expected = {-0.0115841666, -0.0829640838, 0.5, 1.0829640838,
-                                        1.0860992566};
+  const std::vector<double> expected = {-0.0115841666, -0.0829640838, 0.5, 1.0829640838, 1.0860992566};
   std::vector<float> ones(x.size(), 1.0f), dx(x.size());
   gelu_backward(dx.data(), GradWrite::kOverwrite, x.data(), ones.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(dx[i], expected[i], 1e-6) << "x = " << x[i];
@@ -232,8 +224,7 @@ TEST_F(KernelsTest, BadLabelIsRejected) {
   const std::vector<float> logits = {0.0f, 1.0f};
   const std::vector<int32_t> labels = {2};
   std::vector<float> probs(2), losses(1);
-  EXPECT_THROW(softmax_cross_entropy_forward(losses.data(), probs.data(), logits.data(),
-                                             labels.data(), 1, 2),
+  EXPECT_THROW(softmax_cross_entropy_forward(losses.data(), probs.data(), logits.data(), labels.data(), 1, 2),
                RuntimeError);
 }
 

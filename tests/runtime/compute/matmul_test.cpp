@@ -52,7 +52,8 @@ std::vector<GemmShape> shapes() {
   std::vector<GemmShape> out;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (bool acc : {false, true}) out.push_back({.M = 7, .N = 33, .K = 19, .trans_a = ta, .trans_b = tb, .accumulate = acc});
+      for (bool acc : {false, true})
+        out.push_back({.M = 7, .N = 33, .K = 19, .trans_a = ta, .trans_b = tb, .accumulate = acc});
   return out;
 }
 
@@ -73,8 +74,8 @@ TEST_F(MatmulTest, EveryFp32BackendMatchesNaiveDoubleForEveryTransposeAndMode) {
         std::vector<float> C = C0;
         fn(s, A.data(), B.data(), C.data(), with_bias ? bias.data() : nullptr);
         const auto want = naive(s, A, B, C0, with_bias ? bias.data() : nullptr);
-        EXPECT_LT(max_rel_diff(C, want), 1e-5) << name << " ta=" << s.trans_a << " tb=" << s.trans_b
-                                               << " acc=" << s.accumulate << " bias=" << with_bias;
+        EXPECT_LT(max_rel_diff(C, want), 1e-5)
+            << name << " ta=" << s.trans_a << " tb=" << s.trans_b << " acc=" << s.accumulate << " bias=" << with_bias;
       }
 }
 
@@ -83,7 +84,8 @@ std::vector<GemmShape> wide_shapes() {
   std::vector<GemmShape> out;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (bool acc : {false, true}) out.push_back({.M = 5, .N = 70, .K = 23, .trans_a = ta, .trans_b = tb, .accumulate = acc});
+      for (bool acc : {false, true})
+        out.push_back({.M = 5, .N = 70, .K = 23, .trans_a = ta, .trans_b = tb, .accumulate = acc});
   return out;
 }
 
@@ -130,8 +132,10 @@ TEST_F(MatmulTest, LabShapesTakeTheMeasuredRoutes) {
     const auto A = random_vector(a, 25), B = random_vector(b, 26), C0 = random_vector(s.M * s.N, 27);
     std::vector<float> got = C0, want = C0;
     gemm_f32(s, A.data(), B.data(), got.data());
-    if (f32_route(s) == GemmRoute::kOpenBlas) openblas_gemm_f32(s, A.data(), B.data(), want.data());
-    else onednn_gemm_f32_transposed(s, A.data(), B.data(), want.data());
+    if (f32_route(s) == GemmRoute::kOpenBlas)
+      openblas_gemm_f32(s, A.data(), B.data(), want.data());
+    else
+      onednn_gemm_f32_transposed(s, A.data(), B.data(), want.data());
     EXPECT_TRUE(bitwise_equal(got, want)) << "M=" << s.M;
   }
 }
@@ -156,8 +160,13 @@ TEST_F(MatmulTest, Bf16RoundsToNearestEvenLikeTheHardware) {
   //   1 + 2^-8   is halfway: ties to even  -> 0x3f80
   //   1 + 3*2^-8 is halfway between 0x3f81 and 0x3f82: ties to even -> 0x3f82
   //   1 + 2^-8 + 2^-20 is above halfway    -> 0x3f81
-  const std::vector<float> in{1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.0f,
-                              std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+  const std::vector<float> in{1.0f,
+                              1.0f + 0x1p-8f,
+                              1.0f + 3 * 0x1p-8f,
+                              1.0f + 0x1p-8f + 0x1p-20f,
+                              -2.0f,
+                              std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(),
                               std::numeric_limits<float>::max()};
   std::vector<uint16_t> out(in.size());
   to_bf16(out.data(), in.data(), static_cast<int64_t>(in.size()));

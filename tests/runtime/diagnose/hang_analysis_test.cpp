@@ -10,7 +10,8 @@
 namespace parlab::diagnose {
 namespace {
 
-comm::FlightRecord rec(uint64_t seq, const std::string& tag, double bytes, comm::OpState state, double start, double end) {
+comm::FlightRecord rec(uint64_t seq, const std::string& tag, double bytes, comm::OpState state, double start,
+                       double end) {
   comm::FlightRecord r;
   r.seq = seq;
   r.op = comm::OpKind::kAllReduce;
@@ -83,7 +84,8 @@ TEST(HangAnalysis, ARankThatNeverReachedOrLeftNoDump) {
   ASSERT_EQ(a.findings[0].culprits.size(), 1u);
   EXPECT_TRUE(a.findings[0].culprits[0].never_reached);
   EXPECT_EQ(a.findings[0].sentence.find("skipped"), std::string::npos) << a.findings[0].sentence;
-  EXPECT_NE(a.findings[0].sentence.find("rank 2 never reached all-reduce #10"), std::string::npos) << a.findings[0].sentence;
+  EXPECT_NE(a.findings[0].sentence.find("rank 2 never reached all-reduce #10"), std::string::npos)
+      << a.findings[0].sentence;
   EXPECT_NE(a.findings[0].sentence.find("its last was all-reduce #9 (s4/grad.bucket1)"), std::string::npos);
   // Rank 2 died and left nothing.
   dumps.erase(dumps.begin() + 2);
@@ -199,8 +201,9 @@ TEST(HangAnalysis, ReadsTheSimulatorsStoppedRankReport) {
   EXPECT_EQ(a.findings[0].culprits[0].rank, 1);
   EXPECT_EQ(a.findings[0].waited, (std::vector<int>{0, 2}));
   EXPECT_DOUBLE_EQ(a.findings[0].waited_seconds, 0.5);
-  EXPECT_NE(a.findings[0].sentence.find("rank 1 never reached all-reduce call #0 (grad.bucket0, group dp.0): it stopped"),
-            std::string::npos)
+  EXPECT_NE(
+      a.findings[0].sentence.find("rank 1 never reached all-reduce call #0 (grad.bucket0, group dp.0): it stopped"),
+      std::string::npos)
       << a.findings[0].sentence;
 }
 
@@ -217,7 +220,8 @@ comm::FlightRecorderDump p2p_dump(int rank, const std::string& group, comm::OpKi
   d.identity = {"gloo", group, rank, 2, rank < 1 ? 0 : 1, 2};
   d.capacity = 256;
   for (int i = 0; i < n; ++i) {
-    comm::FlightRecord r = rec(uint64_t(i), "s4/msg" + std::to_string(i), 512, comm::OpState::kCompleted, 100 + i, 100.1 + i);
+    comm::FlightRecord r =
+        rec(uint64_t(i), "s4/msg" + std::to_string(i), 512, comm::OpState::kCompleted, 100 + i, 100.1 + i);
     r.op = op;
     r.group = group;
     d.entries.push_back(r);

@@ -25,9 +25,9 @@ TEST(CudaCheck, RuntimeErrorNamesCallLocationAndCudaText) {
     const std::string what = e.what();
     std::printf("  %s\n", what.c_str());
     EXPECT_EQ(e.code(), cudaErrorInvalidValue);
-    EXPECT_THAT(what, HasSubstr("cudaErrorInvalidValue"));                 // the enum name
+    EXPECT_THAT(what, HasSubstr("cudaErrorInvalidValue"));                    // the enum name
     EXPECT_THAT(what, HasSubstr("tests/runtime/gpu/cuda_basics_test.cpp:"));  // file:line
-    EXPECT_THAT(what, ::testing::Not(HasSubstr(PARLAB_SOURCE_DIR)));      // no build paths
+    EXPECT_THAT(what, ::testing::Not(HasSubstr(PARLAB_SOURCE_DIR)));          // no build paths
   }
   // A typed error: callers can catch parlab::RuntimeError.
   EXPECT_THROW(PARLAB_CUDA_CHECK(cudaErrorMemoryAllocation), RuntimeError);
@@ -78,8 +78,8 @@ TEST(DeviceQuery, EitherDevicesOrAReasonNeverAnException) {
   EXPECT_TRUE(list.reason.empty());
   for (size_t i = 0; i < list.devices.size(); ++i) {
     const DeviceInfo& d = list.devices[i];
-    std::printf("  %s: peak %.1f TFLOP/s fp32, %.0f GB/s\n", d.describe().c_str(),
-                d.fp32_peak_flops_per_s() / 1e12, d.memory_peak_bytes_per_s() / 1e9);
+    std::printf("  %s: peak %.1f TFLOP/s fp32, %.0f GB/s\n", d.describe().c_str(), d.fp32_peak_flops_per_s() / 1e12,
+                d.memory_peak_bytes_per_s() / 1e9);
     EXPECT_EQ(d.index, static_cast<int>(i));
     EXPECT_FALSE(d.name.empty());
     EXPECT_GT(d.memory_bytes, 0);

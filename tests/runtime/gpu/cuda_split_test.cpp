@@ -1,7 +1,7 @@
 // The splits the GPU runtime trains, on two GPUs (NCCL cannot put two ranks on one GPU), against
 // the CPU run of the same seed over Gloo: DDP and ZeRO-1/2/3 (NCCL's uneven reduce-scatter and
-// all-gather, buckets and gathered layers in GPU memory, the shard updated by the device AdamW). Weights agree within fp32 rounding (the
-// GEMMs and NCCL sum in other orders than OpenBLAS and the Gloo ring), and the GPU run is
+// all-gather, buckets and gathered layers in GPU memory, the shard updated by the device AdamW). Weights agree within
+// fp32 rounding (the GEMMs and NCCL sum in other orders than OpenBLAS and the Gloo ring), and the GPU run is
 // bit-identical run to run. Also tensor parallelism (with and without sequence parallelism, and
 // with ZeRO-2 on four GPUs), two pipeline stages (1F1B, GPipe, interleaved) and tp=2,pp=2 on four:
 // their boundary tensors stay in GPU memory and move over NCCL. Skips saying how many GPUs it needs.

@@ -1,9 +1,9 @@
 // Tensor-parallel slices and pipeline stages (one span, or interleaved chunks) of the CUDA model
 // on ONE GPU, against the whole network on the CPU (model::LabMlp). The test plays the executor
 // on the device boundary tensors (compute_boundary): it sums the slices' partial sums (the TP
-// all-reduce) and calls the finishes, or hands a stage's boundary tensor to the next stage. Each slice's parameters come from the host LabMlp slice (counter RNG at
-// global positions); every local gradient element is compared with the whole network's at
-// LabMlp::tp_global_offset, every stage's gradient at its global flat offset. Tolerance 1e-4
+// all-reduce) and calls the finishes, or hands a stage's boundary tensor to the next stage. Each slice's parameters
+// come from the host LabMlp slice (counter RNG at global positions); every local gradient element is compared with the
+// whole network's at LabMlp::tp_global_offset, every stage's gradient at its global flat offset. Tolerance 1e-4
 // relative to each tensor's scale, as device_mlp_test.cpp (an offset or slicing bug gives ~1).
 #include <gtest/gtest.h>
 
@@ -210,7 +210,8 @@ TEST(CudaStage, InterleavedChunksOnOneGpuMatchTheWholeCpuNetwork) {
       if (at < 0) continue;
       const auto local = static_cast<size_t>(at - host->owned_range().begin);
       const std::vector<float> got(host->grads().begin() + local, host->grads().begin() + local + t.numel);
-      const std::vector<float> want(cpu.model.grads().begin() + t.offset, cpu.model.grads().begin() + t.offset + t.numel);
+      const std::vector<float> want(cpu.model.grads().begin() + t.offset,
+                                    cpu.model.grads().begin() + t.offset + t.numel);
       EXPECT_LT(max_rel_diff(got, want), kTolerance) << t.name;
     }
   }

@@ -29,8 +29,7 @@ struct Batch {
 };
 
 Batch make_batch(const MlpShape& shape, int64_t B, uint64_t seed) {
-  return {gpu_test::random_normal(B * shape.hidden, seed),
-          gpu_test::random_labels(B, shape.classes, seed + 1)};
+  return {gpu_test::random_normal(B * shape.hidden, seed), gpu_test::random_labels(B, shape.classes, seed + 1)};
 }
 
 // CPU reference: one microbatch of `batch` out of `global_batch`, forward then backward.
@@ -71,12 +70,10 @@ void compare_with_cpu(const MlpShape& shape, int64_t B, int64_t global_batch) {
   const double dloss = std::abs(gpu.loss_sum() - mb.loss_sum()) / std::abs(mb.loss_sum());
   report("loss sum", dloss, 1e-5);
   EXPECT_LT(dloss, 1e-5);
-  const double dlogits =
-      max_rel_diff(gpu.logits(), {mb.logits().begin(), mb.logits().end()});
+  const double dlogits = max_rel_diff(gpu.logits(), {mb.logits().begin(), mb.logits().end()});
   report("logits", dlogits, 1e-4);
   EXPECT_LT(dlogits, 1e-4);
-  const double dx0 = max_rel_diff(gpu.dactivation(0), {mb.dactivation(0).begin(),
-                                                       mb.dactivation(0).end()});
+  const double dx0 = max_rel_diff(gpu.dactivation(0), {mb.dactivation(0).begin(), mb.dactivation(0).end()});
   report("dactivation(0) (input gradient)", dx0, 1e-4);
   EXPECT_LT(dx0, 1e-4);
 
@@ -163,10 +160,8 @@ TEST(DeviceMlp, MicrobatchGradientsSumToTheFullBatch) {
   // batch of 32 (the property DDP and gradient accumulation rely on).
   const MlpShape shape{.hidden = 32, .ffn = 64, .blocks = 2, .classes = 5};
   const Batch full = make_batch(shape, 32, 300);
-  const Batch first{{full.x.begin(), full.x.begin() + 16 * 32},
-                    {full.labels.begin(), full.labels.begin() + 16}};
-  const Batch second{{full.x.begin() + 16 * 32, full.x.end()},
-                     {full.labels.begin() + 16, full.labels.end()}};
+  const Batch first{{full.x.begin(), full.x.begin() + 16 * 32}, {full.labels.begin(), full.labels.begin() + 16}};
+  const Batch second{{full.x.begin() + 16 * 32, full.x.end()}, {full.labels.begin() + 16, full.labels.end()}};
   DeviceMlp whole = DeviceMlp::from_seed(shape, 5, 32, 0);
   gpu_step(whole, full, 32);
   DeviceMlp split = DeviceMlp::from_seed(shape, 5, 32, 0);
@@ -213,10 +208,10 @@ TEST(DeviceMlp, RejectsBadInputOnTheHost) {
   const std::vector<float> x(8, 0.0f);
   EXPECT_THROW(m.set_microbatch(x, std::vector<int32_t>{0, 3}, 2), ConfigError);  // label 3
   EXPECT_THROW(m.set_microbatch(std::vector<float>(12), std::vector<int32_t>{0, 1, 2}, 3),
-               ConfigError);  // 3 > max_batch
+               ConfigError);                        // 3 > max_batch
   EXPECT_THROW(m.backward_layer(0), RuntimeError);  // before any forward
   m.set_microbatch(x, std::vector<int32_t>{0, 1}, 2);
-  EXPECT_THROW(m.backward_layer(1), RuntimeError);  // head backward before head forward
+  EXPECT_THROW(m.backward_layer(1), RuntimeError);                           // head backward before head forward
   EXPECT_THROW(DeviceMlp(shape, std::vector<float>(5), 2, 0), ConfigError);  // wrong count
 }
 

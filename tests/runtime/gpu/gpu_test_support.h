@@ -19,13 +19,13 @@ namespace parlab::gpu_test {
 const compute::cuda::DeviceList& devices();
 
 // Skips the current test unless at least `n` CUDA devices exist, saying why.
-#define PARLAB_REQUIRE_CUDA_DEVICES(n)                                                        \
-  do {                                                                                        \
-    const auto& parlab_list_ = ::parlab::gpu_test::devices();                                 \
+#define PARLAB_REQUIRE_CUDA_DEVICES(n)                                                           \
+  do {                                                                                           \
+    const auto& parlab_list_ = ::parlab::gpu_test::devices();                                    \
     if (parlab_list_.devices.empty()) GTEST_SKIP() << "no CUDA device: " << parlab_list_.reason; \
-    if (parlab_list_.devices.size() < static_cast<std::size_t>(n)) {                          \
+    if (parlab_list_.devices.size() < static_cast<std::size_t>(n)) {                             \
       GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << parlab_list_.devices.size(); \
-    }                                                                                         \
+    }                                                                                            \
   } while (0)
 
 // n standard normal floats from CounterRng(seed, kDataInput), times `scale`.

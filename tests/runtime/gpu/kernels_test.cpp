@@ -59,40 +59,33 @@ struct LinearShape {
   int64_t B, C, OC;
 };
 // The lab-mlp's fc1 and fc2 at microbatch 64, its head, and odd sizes (no multiple of a tile).
-const LinearShape kLinearShapes[] = {{64, 1024, 4096}, {64, 4096, 1024}, {64, 1024, 16},
-                                     {37, 129, 17}};
+const LinearShape kLinearShapes[] = {{64, 1024, 4096}, {64, 4096, 1024}, {64, 1024, 16}, {37, 129, 17}};
 
 TEST_F(CudaKernelsTest, LinearForwardMatchesCpu) {
   for (const auto& [B, C, OC] : kLinearShapes) {
-    const auto inp = random_normal(B * C, 1), w = random_normal(OC * C, 2, 0.03f),
-               bias = random_normal(OC, 3);
+    const auto inp = random_normal(B * C, 1), w = random_normal(OC * C, 2, 0.03f), bias = random_normal(OC, 3);
     std::vector<float> want(B * OC);
     cpu::linear_forward(want.data(), inp.data(), w.data(), bias.data(), B, C, OC);
     auto d_inp = on_device(inp), d_w = on_device(w), d_bias = on_device(bias);
     auto d_out = on_device(std::vector<float>(B * OC, 99.0f));  // garbage: must be overwritten
     linear_forward(*blas_, d_out.data(), d_inp.data(), d_w.data(), d_bias.data(), B, C, OC);
     const double diff = max_rel_diff(on_host(d_out), want);
-    report("linear_forward B" + std::to_string(B) + " C" + std::to_string(C) + " OC" +
-               std::to_string(OC),
-           diff, 2e-5);
+    report("linear_forward B" + std::to_string(B) + " C" + std::to_string(C) + " OC" + std::to_string(OC), diff, 2e-5);
     EXPECT_LT(diff, 2e-5);
   }
 }
 
 TEST_F(CudaKernelsTest, LinearBackwardAccumulatesLikeCpu) {
   for (const auto& [B, C, OC] : kLinearShapes) {
-    const auto inp = random_normal(B * C, 4), w = random_normal(OC * C, 5, 0.03f),
-               dout = random_normal(B * OC, 6);
+    const auto inp = random_normal(B * C, 4), w = random_normal(OC * C, 5, 0.03f), dout = random_normal(B * OC, 6);
     // Nonzero starting gradients: the kernels must ADD.
     auto dinp = random_normal(B * C, 7), dw = random_normal(OC * C, 8), db = random_normal(OC, 9);
     auto d_inp = on_device(inp), d_w = on_device(w), d_dout = on_device(dout);
     auto d_dinp = on_device(dinp), d_dw = on_device(dw), d_db = on_device(db);
-    cpu::linear_backward(dinp.data(), cpu::GradWrite::kAccumulate, dw.data(), db.data(), dout.data(),
-                         inp.data(), w.data(), B, C, OC);
-    linear_backward(*blas_, d_dinp.data(), d_dw.data(), d_db.data(), d_dout.data(), d_inp.data(),
-                    d_w.data(), B, C, OC);
-    const std::string shape =
-        " B" + std::to_string(B) + " C" + std::to_string(C) + " OC" + std::to_string(OC);
+    cpu::linear_backward(dinp.data(), cpu::GradWrite::kAccumulate, dw.data(), db.data(), dout.data(), inp.data(),
+                         w.data(), B, C, OC);
+    linear_backward(*blas_, d_dinp.data(), d_dw.data(), d_db.data(), d_dout.data(), d_inp.data(), d_w.data(), B, C, OC);
+    const std::string shape = " B" + std::to_string(B) + " C" + std::to_string(C) + " OC" + std::to_string(OC);
     const double d1 = max_rel_diff(on_host(d_dinp), dinp), d2 = max_rel_diff(on_host(d_dw), dw),
                  d3 = max_rel_diff(on_host(d_db), db);
     report("linear_backward dinp" + shape, d1, 2e-5);
@@ -111,8 +104,7 @@ TEST_F(CudaKernelsTest, LinearBackwardWithoutDinpSkipsIt) {
   DeviceBuffer<float> d_dw(OC * C), d_db(OC);
   d_dw.zero(stream());
   d_db.zero(stream());
-  linear_backward(*blas_, nullptr, d_dw.data(), d_db.data(), d_dout.data(), d_inp.data(),
-                  d_w.data(), B, C, OC);
+  linear_backward(*blas_, nullptr, d_dw.data(), d_db.data(), d_dout.data(), d_inp.data(), d_w.data(), B, C, OC);
   // dbias = column sums of dout, by hand in double.
   const auto dout = random_normal(B * OC, 3);
   std::vector<float> want(OC, 0.0f);
@@ -140,8 +132,8 @@ TEST_F(CudaKernelsTest, GeluMatchesCpuBitForBit) {
   const double d1 = max_rel_diff(got, want), d2 = max_rel_diff(dgot, dwant);
   report("gelu_forward", d1, 1e-6);
   report("gelu_backward (in place)", d2, 1e-6);
-  std::printf("  gelu bit-identical to the CPU: forward %s, backward %s\n",
-              bitwise_equal(got, want) ? "yes" : "no", bitwise_equal(dgot, dwant) ? "yes" : "no");
+  std::printf("  gelu bit-identical to the CPU: forward %s, backward %s\n", bitwise_equal(got, want) ? "yes" : "no",
+              bitwise_equal(dgot, dwant) ? "yes" : "no");
   EXPECT_LT(d1, 1e-6);
   EXPECT_LT(d2, 1e-6);
 }
@@ -173,19 +165,15 @@ TEST_F(CudaKernelsTest, SoftmaxCrossEntropyMatchesCpu) {
     const auto labels = gpu_test::random_labels(B, C, 32);
     const float loss_scale = 1.0f / 256.0f;  // this microbatch is a quarter of the global batch
     std::vector<float> probs(B * C), losses(B), dlogits(B * C);
-    cpu::softmax_cross_entropy_forward(losses.data(), probs.data(), logits.data(), labels.data(),
-                                       B, C);
+    cpu::softmax_cross_entropy_forward(losses.data(), probs.data(), logits.data(), labels.data(), B, C);
     cpu::softmax_cross_entropy_backward(dlogits.data(), cpu::GradWrite::kOverwrite, probs.data(), labels.data(),
                                         loss_scale, B, C);
     auto d_logits = on_device(logits);
     auto d_labels = on_device(labels);
     DeviceBuffer<float> d_probs(B * C), d_losses(B), d_dlogits(B * C);
-    softmax_cross_entropy_forward(stream(), d_losses.data(), d_probs.data(), d_logits.data(),
-                                  d_labels.data(), B, C);
-    softmax_cross_entropy_backward(stream(), d_dlogits.data(), d_probs.data(), d_labels.data(),
-                                   loss_scale, B, C);
-    const double dp = max_rel_diff(on_host(d_probs), probs),
-                 dl = max_rel_diff(on_host(d_losses), losses),
+    softmax_cross_entropy_forward(stream(), d_losses.data(), d_probs.data(), d_logits.data(), d_labels.data(), B, C);
+    softmax_cross_entropy_backward(stream(), d_dlogits.data(), d_probs.data(), d_labels.data(), loss_scale, B, C);
+    const double dp = max_rel_diff(on_host(d_probs), probs), dl = max_rel_diff(on_host(d_losses), losses),
                  dd = max_rel_diff(on_host(d_dlogits), dlogits);
     const std::string c = " C" + std::to_string(C);
     report("softmax probs" + c, dp, 1e-5);
@@ -202,8 +190,7 @@ TEST_F(CudaKernelsTest, BadLabelGivesNaNLossNotAWildRead) {
   auto d_logits = on_device(random_normal(B * C, 41));
   auto d_labels = on_device(std::vector<int32_t>{1, 7});  // 7 is outside [0, 4)
   DeviceBuffer<float> d_probs(B * C), d_losses(B);
-  softmax_cross_entropy_forward(stream(), d_losses.data(), d_probs.data(), d_logits.data(),
-                                d_labels.data(), B, C);
+  softmax_cross_entropy_forward(stream(), d_losses.data(), d_probs.data(), d_logits.data(), d_labels.data(), B, C);
   const auto losses = on_host(d_losses);
   EXPECT_TRUE(std::isfinite(losses[0]));
   EXPECT_TRUE(std::isnan(losses[1]));
@@ -214,8 +201,7 @@ TEST_F(CudaKernelsTest, ZeroBatchTouchesNothing) {
   const std::vector<float> sentinel(8, 7.0f);
   buf.upload(sentinel, stream());
   linear_forward(*blas_, buf.data(), buf.data(), buf.data(), buf.data(), 0, 2, 4);
-  linear_backward(*blas_, buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), buf.data(),
-                  0, 2, 4);
+  linear_backward(*blas_, buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), 0, 2, 4);
   gelu_forward(stream(), buf.data(), buf.data(), 0);
   softmax_cross_entropy_forward(stream(), buf.data(), buf.data(), buf.data(), nullptr, 0, 4);
   column_sums_accumulate(stream(), buf.data(), buf.data(), 0, 8);

@@ -143,8 +143,8 @@ TEST_F(SingleRank, CollectivesOnDeviceBuffers) {
   // The recorder: five ops, numbered in issue order, all completed.
   const auto entries = comm_->flight_recorder().snapshot().entries;
   ASSERT_EQ(entries.size(), 5u);
-  const OpKind kinds[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
-                          OpKind::kBroadcast, OpKind::kBarrier};
+  const OpKind kinds[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
+                          OpKind::kBarrier};
   for (std::size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(entries[i].seq, i);
     EXPECT_EQ(entries[i].op, kinds[i]);
@@ -284,9 +284,7 @@ void run_ranks(int n, const std::function<void(int, NcclCommunicator&, cudaStrea
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
-int ranks_to_use() {
-  return static_cast<int>(std::min<std::size_t>(gpu_test::devices().devices.size(), 4));
-}
+int ranks_to_use() { return static_cast<int>(std::min<std::size_t>(gpu_test::devices().devices.size(), 4)); }
 
 TEST(MultiGpu, CollectivesMatchClosedForms) {
   PARLAB_REQUIRE_CUDA_DEVICES(2);

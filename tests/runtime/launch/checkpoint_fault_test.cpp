@@ -21,10 +21,23 @@ class CheckpointFaultTest : public CliTest {
  protected:
   // `parlab train` of the tiny model on 2 workers, a checkpoint every 3 steps (and at the last).
   ExitStatus train(const fs::path& run_dir, int steps, std::string& out, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"train", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(),
-                                     "--plan", "gbs=16,mb=4", "--steps", std::to_string(steps),
-                                     "--checkpoint-every", "3", "--seed", "5", "--run-dir", run_dir.string(),
-                                     "--timeout", "20"};
+    std::vector<std::string> args = {"train",
+                                     "--nproc",
+                                     "2",
+                                     "--model",
+                                     (dir_ / "tiny.toml").string(),
+                                     "--plan",
+                                     "gbs=16,mb=4",
+                                     "--steps",
+                                     std::to_string(steps),
+                                     "--checkpoint-every",
+                                     "3",
+                                     "--seed",
+                                     "5",
+                                     "--run-dir",
+                                     run_dir.string(),
+                                     "--timeout",
+                                     "20"};
     args.insert(args.end(), extra.begin(), extra.end());
     return parlab(args, out);
   }
@@ -143,8 +156,7 @@ TEST_F(CheckpointFaultTest, AFullDiskIsReportedCleanedUpAndResumedFromTheLastGoo
   disk.empty_filler();
   st = train(run, 8, out);
   ASSERT_TRUE(st.ok()) << st.describe() << "\n" << out;
-  EXPECT_NE(out.find("resumed from step 3 (" + (checkpoints / "step-000003").string() + ")"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("resumed from step 3 (" + (checkpoints / "step-000003").string() + ")"), std::string::npos) << out;
   EXPECT_EQ(final_hash("disk/run"), want);
 }
 

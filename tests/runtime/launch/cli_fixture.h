@@ -91,9 +91,26 @@ class CliTest : public ::testing::Test {
   // `parlab proof kill-resume` of `plan` on `nproc` workers: 8 steps, 2 trials, a checkpoint every
   // 3 steps, in dir_/proof.
   ExitStatus kill_resume_proof(int nproc, const std::string& model, const std::string& plan, std::string& out) {
-    return parlab({"proof", "kill-resume", "--nproc", std::to_string(nproc), "--model", model, "--plan", plan,
-                   "--steps", "8", "--trials", "2", "--checkpoint-every", "3", "--work-dir", (dir_ / "proof").string(),
-                   "--fault-seed", "3", "--timeout", "20"},
+    return parlab({"proof",
+                   "kill-resume",
+                   "--nproc",
+                   std::to_string(nproc),
+                   "--model",
+                   model,
+                   "--plan",
+                   plan,
+                   "--steps",
+                   "8",
+                   "--trials",
+                   "2",
+                   "--checkpoint-every",
+                   "3",
+                   "--work-dir",
+                   (dir_ / "proof").string(),
+                   "--fault-seed",
+                   "3",
+                   "--timeout",
+                   "20"},
                   out);
   }
 
@@ -122,8 +139,10 @@ inline std::vector<train::StepRecord> read_records(const fs::path& file, int* er
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
-    if (j.at("type") == "step") out.push_back(train::step_record_from_json(j));
-    else if (errors && j.at("type") == "error") ++*errors;
+    if (j.at("type") == "step")
+      out.push_back(train::step_record_from_json(j));
+    else if (errors && j.at("type") == "error")
+      ++*errors;
   }
   return out;
 }

@@ -34,10 +34,10 @@ std::string text_of(const fs::path& p) {
 TEST_F(CliShmTest, AKilledRankAndTheTeardownLeaveNothingInDevShm) {
   const std::string prefix = "parlabtest.cli." + std::to_string(::getpid());
   const fs::path run = dir_ / "killed";
-  ChildProcess job({bin_, "train", "--model", (dir_ / "tiny.toml").string(), "--nproc", "2", "--plan", "gbs=8,mb=4",
-                    "--steps", "40", "--checkpoint-every", "0", "--timeout", "20", "--fault", "kill:rank=1,step=30",
-                    "--run-dir", run.string()},
-                   {{"PARLAB_SHM_PREFIX", prefix}, {"PARLAB_SHM_KEEP_NAMES", "1"}}, dir_ / "killed.log");
+  ChildProcess job(
+      {bin_, "train", "--model", (dir_ / "tiny.toml").string(), "--nproc", "2", "--plan", "gbs=8,mb=4", "--steps", "40",
+       "--checkpoint-every", "0", "--timeout", "20", "--fault", "kill:rank=1,step=30", "--run-dir", run.string()},
+      {{"PARLAB_SHM_PREFIX", prefix}, {"PARLAB_SHM_KEEP_NAMES", "1"}}, dir_ / "killed.log");
   // The names are there while the job runs (kept on purpose) ...
   int seen = 0;
   for (int i = 0; i < 6000 && job.running() && seen == 0; ++i) {
@@ -57,8 +57,9 @@ TEST_F(CliShmTest, AKilledRankAndTheTeardownLeaveNothingInDevShm) {
 // --comm is honoured: the groups line of each run names the backend asked for.
 TEST_F(CliShmTest, CommFlagChoosesTheBackend) {
   std::string shm_out, gloo_out;
-  const std::vector<std::string> common = {"train", "--model", (dir_ / "tiny.toml").string(), "--nproc", "2",
-                                           "--plan", "gbs=8,mb=4", "--steps", "3", "--checkpoint-every", "0"};
+  const std::vector<std::string> common = {
+      "train",   "--model", (dir_ / "tiny.toml").string(), "--nproc", "2", "--plan", "gbs=8,mb=4",
+      "--steps", "3",       "--checkpoint-every",          "0"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = common;
     a.insert(a.end(), extra.begin(), extra.end());

@@ -84,9 +84,10 @@ TEST_F(CliTpPpTest, AStageThatSkipsItsSendsIsCaughtByTheTimeoutAndNamed) {
   std::ofstream(dir_ / "tiny4.toml") << kTiny4;
   std::string out;
   auto train = [&](const std::string& run, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"train", "--nproc", "2", "--model", (dir_ / "tiny4.toml").string(), "--plan",
-                                     "gbs=16,mb=4,pp=2", "--steps", "8", "--checkpoint-every", "3", "--seed", "5",
-                                     "--run-dir", (dir_ / run).string()};
+    std::vector<std::string> args = {
+        "train",  "--nproc",          "2",       "--model",   (dir_ / "tiny4.toml").string(),
+        "--plan", "gbs=16,mb=4,pp=2", "--steps", "8",         "--checkpoint-every",
+        "3",      "--seed",           "5",       "--run-dir", (dir_ / run).string()};
     args.insert(args.end(), extra.begin(), extra.end());
     return parlab(args, out);
   };
@@ -99,7 +100,8 @@ TEST_F(CliTpPpTest, AStageThatSkipsItsSendsIsCaughtByTheTimeoutAndNamed) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("hang: ", 0) == 0) sentence = line.substr(6);
   // Stage 0 never sent step 5's first activation; stage 1, waiting for it, is not blamed.
-  EXPECT_TRUE(std::regex_search(sentence, std::regex(R"(^rank 0 never sent send #\d+ \(s5/act\.mb0\.vs1, .*group p2p\.0>1\) to rank 1)")))
+  EXPECT_TRUE(std::regex_search(
+      sentence, std::regex(R"(^rank 0 never sent send #\d+ \(s5/act\.mb0\.vs1, .*group p2p\.0>1\) to rank 1)")))
       << out;
   EXPECT_NE(sentence.find("; rank 1 waited 2."), std::string::npos) << out;
   EXPECT_NE(out.find("incident: hang of rank 0 at step 5, detected by the collective timeout (2.00 s): " + sentence),

@@ -32,10 +32,31 @@ using CliTrainTest = CliTest;
 TEST_F(CliTrainTest, TwoProcessesTrainAndDumpWhatAReferenceComputes) {
   std::string out;
   const fs::path run = dir_ / "run", dump = dir_ / "dump", trace = dir_ / "trace.json";
-  const ExitStatus st = parlab({"train", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(), "--plan",
-                                "gbs=16,mb=4,bucket_mb=0.008", "--optimizer", "sgd", "--lr", "0.1", "--steps", "3",
-                                "--seed", std::to_string(kSeed), "--data-size", "40", "--run-dir", run.string(),
-                                "--dump-step", dump.string(), "--trace", trace.string(), "--timeout", "20"},
+  const ExitStatus st = parlab({"train",
+                                "--nproc",
+                                "2",
+                                "--model",
+                                (dir_ / "tiny.toml").string(),
+                                "--plan",
+                                "gbs=16,mb=4,bucket_mb=0.008",
+                                "--optimizer",
+                                "sgd",
+                                "--lr",
+                                "0.1",
+                                "--steps",
+                                "3",
+                                "--seed",
+                                std::to_string(kSeed),
+                                "--data-size",
+                                "40",
+                                "--run-dir",
+                                run.string(),
+                                "--dump-step",
+                                dump.string(),
+                                "--trace",
+                                trace.string(),
+                                "--timeout",
+                                "20"},
                                out);
   ASSERT_TRUE(st.ok()) << st.describe() << "\n" << out;
   EXPECT_NE(out.find("step 3/3"), std::string::npos) << out;
@@ -85,8 +106,10 @@ TEST_F(CliTrainTest, TwoProcessesTrainAndDumpWhatAReferenceComputes) {
     }
     // Same fp32 argument as the threads equivalence test: summation order only.
     EXPECT_LE(max_diff / max_ref, 1e-5) << "rank " << rank << ": largest gradient difference " << max_diff;
-    if (rank == 0) grads_rank0 = all_grads;
-    else EXPECT_EQ(all_grads, grads_rank0) << "the all-reduce gave the ranks different gradients";
+    if (rank == 0)
+      grads_rank0 = all_grads;
+    else
+      EXPECT_EQ(all_grads, grads_rank0) << "the all-reduce gave the ranks different gradients";
 
     // Rank r holds samples [8r, 8r + 8) of the batch, as 2 microbatches of 4.
     for (int k = 0; k < 2; ++k) {
@@ -116,10 +139,10 @@ TEST_F(CliTrainTest, TwoProcessesTrainAndDumpWhatAReferenceComputes) {
 TEST_F(CliTrainTest, AFailingWorkerStopsTheRunAndIsNamed) {
   std::string out;
   const fs::path run = dir_ / "run";
-  const ExitStatus st = parlab({"train", "--nproc", "3", "--model", (dir_ / "tiny.toml").string(), "--plan",
-                                "gbs=12,mb=4", "--steps", "50", "--run-dir", run.string(), "--timeout", "20",
-                                "--fault", "exit:rank=1,step=2,code=3"},
-                               out);
+  const ExitStatus st =
+      parlab({"train", "--nproc", "3", "--model", (dir_ / "tiny.toml").string(), "--plan", "gbs=12,mb=4", "--steps",
+              "50", "--run-dir", run.string(), "--timeout", "20", "--fault", "exit:rank=1,step=2,code=3"},
+             out);
   EXPECT_TRUE(st.exited);
   EXPECT_NE(st.code, 0) << out;
   EXPECT_NE(out.find("rank 1 exited with code 3"), std::string::npos) << out;
@@ -136,13 +159,19 @@ TEST_F(CliTrainTest, ManualLaunchWithTorchrunAndSlurmVariables) {
   // rank 1 Slurm: both conventions meet in one job.
   const fs::path run = dir_ / "manual";
   const std::string port = std::to_string(parlab::testing::unused_loopback_port());
-  const std::vector<std::string> args = {bin_, "train", "--model", (dir_ / "tiny.toml").string(), "--plan",
-                                         "gbs=8,mb=4", "--steps", "2", "--run-dir", run.string(), "--timeout", "20"};
-  ChildProcess r0(args, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},
-                         {"MASTER_PORT", port}},
-                  dir_ / "manual-0.log");
-  ChildProcess r1(args, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
-                         {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+  const std::vector<std::string> args = {bin_,        "train",      "--model",   (dir_ / "tiny.toml").string(),
+                                         "--plan",    "gbs=8,mb=4", "--steps",   "2",
+                                         "--run-dir", run.string(), "--timeout", "20"};
+  ChildProcess r0(
+      args,
+      {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+      dir_ / "manual-0.log");
+  ChildProcess r1(args,
+                  {{"SLURM_PROCID", "1"},
+                   {"SLURM_NTASKS", "2"},
+                   {"SLURM_LOCALID", "1"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", port}},
                   dir_ / "manual-1.log");
   const auto s0 = r0.wait_for(std::chrono::seconds(60)), s1 = r1.wait_for(std::chrono::seconds(60));
   ASSERT_TRUE(s0 && s0->ok()) << (s0 ? s0->describe() : "still running");

@@ -32,20 +32,32 @@ TEST_F(CliZeroTest, ExportsOfZeroOneTwoThreeOnFourWorkersLoadIntoPyTorchAndMatch
   const std::string model = (dir_ / "tiny.toml").string();
   std::string out;
   auto train = [&](int nproc, const std::string& plan, const std::string& name, bool json) {
-    std::vector<std::string> args = {"train", "--nproc", std::to_string(nproc), "--model", model, "--plan", plan,
-                                     "--steps", "12", "--checkpoint-every", "0", "--run-dir", (dir_ / name).string(),
-                                     "--export", (dir_ / (name + ".safetensors")).string()};
+    std::vector<std::string> args = {"train",
+                                     "--nproc",
+                                     std::to_string(nproc),
+                                     "--model",
+                                     model,
+                                     "--plan",
+                                     plan,
+                                     "--steps",
+                                     "12",
+                                     "--checkpoint-every",
+                                     "0",
+                                     "--run-dir",
+                                     (dir_ / name).string(),
+                                     "--export",
+                                     (dir_ / (name + ".safetensors")).string()};
     if (json) args.insert(args.end(), {"--json", "--db", (dir_ / "runs.db").string()});
     const ExitStatus st = parlab(args, out);
     EXPECT_EQ(st.code, 0) << out;
     return (dir_ / (name + ".safetensors")).string();
   };
   const std::string one = train(1, "gbs=16", "one", false);
-  std::vector<std::string> check = {"/usr/bin/python3", std::string(PARLAB_SOURCE_DIR) + "/tests/runtime/launch/data/load_export.py",
-                                    one};
+  std::vector<std::string> check = {"/usr/bin/python3",
+                                    std::string(PARLAB_SOURCE_DIR) + "/tests/runtime/launch/data/load_export.py", one};
   for (int zero : {1, 2, 3}) {
-    check.push_back(train(4, "gbs=16,bucket_mb=0.008,zero=" + std::to_string(zero), "zero" + std::to_string(zero),
-                          zero == 3));
+    check.push_back(
+        train(4, "gbs=16,bucket_mb=0.008,zero=" + std::to_string(zero), "zero" + std::to_string(zero), zero == 3));
     if (zero != 3) continue;
     // The JSON summary of the zero=3 run: four ranks, each with the ledger's categories.
     const nlohmann::json j = nlohmann::json::parse(out.substr(out.find('{')));
@@ -65,7 +77,8 @@ TEST_F(CliZeroTest, ExportsOfZeroOneTwoThreeOnFourWorkersLoadIntoPyTorchAndMatch
     for (int r = 0; r < 4; ++r) {
       const std::string key = "memory.rank" + std::to_string(r) + ".parameters.";
       ASSERT_TRUE(metrics.count(key + "peak_bytes") && metrics.count(key + "ledger_bytes")) << key;
-      EXPECT_NEAR(metrics.at(key + "peak_bytes"), metrics.at(key + "ledger_bytes"), 0.05 * metrics.at(key + "ledger_bytes"));
+      EXPECT_NEAR(metrics.at(key + "peak_bytes"), metrics.at(key + "ledger_bytes"),
+                  0.05 * metrics.at(key + "ledger_bytes"));
     }
     EXPECT_GT(metrics.at("memory.max.resident.peak_bytes"), 0);
   }

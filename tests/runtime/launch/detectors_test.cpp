@@ -66,8 +66,8 @@ TEST(DetectorsTest, TheRunbookStatesTheNumbersTheCodeUses) {
         "single-worker baseline", "| stop (default) |", "--fault skip-allreduce:rank=2,step=7"})
     EXPECT_NE(md.find(want), std::string::npos) << want;
   // Every detector has every part of a runbook entry.
-  for (const char* part : {"**Symptom.**", "**Detector.**", "**Owner.**", "**Name the culprit.**",
-                           "**Mitigation.**", "**Stop condition.**", "**Fallback.**", "**Reproduce.**"}) {
+  for (const char* part : {"**Symptom.**", "**Detector.**", "**Owner.**", "**Name the culprit.**", "**Mitigation.**",
+                           "**Stop condition.**", "**Fallback.**", "**Reproduce.**"}) {
     size_t n = 0;
     for (size_t at = md.find(part); at != std::string::npos; at = md.find(part, at + 1)) ++n;
     EXPECT_EQ(n, 3u) << part;

@@ -54,10 +54,11 @@ int main(int argc, char** argv) {
   // The job token the supervisor gave this rank, for the test that every launch has its own.
   const char* token = std::getenv("PARLAB_STORE_TOKEN");
   std::ofstream(dir + "/token-" + std::to_string(rank)) << (token ? token : "") << "\n";
-  std::ofstream(records)
-      << R"({"type":"step","rank":)" << rank << R"(,"world":2,"step":0,"epoch":0,"global_batch":4,"samples":2,"loss_sum":)"
-      << (rank + 1) << R"(,"data_seconds":0,"forward_seconds":0,"backward_seconds":0,"exposed_comm_seconds":0,)"
-      << R"("optimizer_seconds":0,"idle_seconds":0,"step_seconds":0.5,"comm_seconds":0})" << "\n";
+  std::ofstream(records) << R"({"type":"step","rank":)" << rank
+                         << R"(,"world":2,"step":0,"epoch":0,"global_batch":4,"samples":2,"loss_sum":)" << (rank + 1)
+                         << R"(,"data_seconds":0,"forward_seconds":0,"backward_seconds":0,"exposed_comm_seconds":0,)"
+                         << R"("optimizer_seconds":0,"idle_seconds":0,"step_seconds":0.5,"comm_seconds":0})"
+                         << "\n";
   if (mode == "ignore-term") ::signal(SIGTERM, SIG_IGN);
   std::printf("fake worker rank %d up\n", rank);
   std::fflush(stdout);
@@ -71,9 +72,10 @@ int main(int argc, char** argv) {
       for (;;) ::pause();
     }
     beat_for(heartbeat, delay_ms);
-    std::ofstream(records, std::ios::app) << R"({"type":"error","rank":)" << rank
-                                          << R"(,"comm":true,"kind":"hang","seconds":)" << now_seconds()
-                                          << R"(,"message":"all-reduce #7 did not complete within 3.00 s"})" << "\n";
+    std::ofstream(records, std::ios::app)
+        << R"({"type":"error","rank":)" << rank << R"(,"comm":true,"kind":"hang","seconds":)" << now_seconds()
+        << R"(,"message":"all-reduce #7 did not complete within 3.00 s"})"
+        << "\n";
     return code;
   }
   ::usleep(static_cast<useconds_t>(delay_ms) * 1000);

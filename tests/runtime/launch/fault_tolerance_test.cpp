@@ -21,10 +21,23 @@ class FaultToleranceTest : public CliTest {
  protected:
   // `parlab train` of the tiny model on 2 workers, 8 steps, a checkpoint every 3 (and at 8).
   ExitStatus train(const std::string& run, std::vector<std::string> extra, std::string& out, int steps = 8) {
-    std::vector<std::string> args = {"train", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(),
-                                     "--plan", "gbs=16,mb=4", "--steps", std::to_string(steps),
-                                     "--checkpoint-every", "3", "--seed", "5", "--run-dir", (dir_ / run).string(),
-                                     "--timeout", "20"};
+    std::vector<std::string> args = {"train",
+                                     "--nproc",
+                                     "2",
+                                     "--model",
+                                     (dir_ / "tiny.toml").string(),
+                                     "--plan",
+                                     "gbs=16,mb=4",
+                                     "--steps",
+                                     std::to_string(steps),
+                                     "--checkpoint-every",
+                                     "3",
+                                     "--seed",
+                                     "5",
+                                     "--run-dir",
+                                     (dir_ / run).string(),
+                                     "--timeout",
+                                     "20"};
     args.insert(args.end(), extra.begin(), extra.end());
     return parlab(args, out);
   }
@@ -41,7 +54,8 @@ TEST_F(FaultToleranceTest, AKilledWorkerIsRestartedAndTheRunEndsBitIdenticalAndR
   const std::string want = reference_hash();
   std::string out;
   const fs::path db = dir_ / "results.db";
-  const ExitStatus st = train("killed", {"--fault", "kill:rank=1,step=5", "--max-restarts", "1", "--db", db.string()}, out);
+  const ExitStatus st =
+      train("killed", {"--fault", "kill:rank=1,step=5", "--max-restarts", "1", "--db", db.string()}, out);
   ASSERT_TRUE(st.ok()) << st.describe() << "\n" << out;
   // Killed before step 5, the last checkpoint is step 3: two steps are redone.
   EXPECT_NE(out.find("incident: rank 1 was killed by signal 9 (SIGKILL) at step 5"), std::string::npos) << out;
@@ -90,8 +104,8 @@ TEST_F(FaultToleranceTest, AKilledWorkerIsRestartedAndTheRunEndsBitIdenticalAndR
 TEST_F(FaultToleranceTest, AKillInTheMiddleOfACheckpointWriteResumesFromThePreviousOne) {
   const std::string want = reference_hash();
   std::string out;
-  const ExitStatus st =
-      train("torn", {"--fault", "kill-during-checkpoint:rank=1,step=6,phase=mid-shard-write", "--max-restarts", "1"}, out);
+  const ExitStatus st = train(
+      "torn", {"--fault", "kill-during-checkpoint:rank=1,step=6,phase=mid-shard-write", "--max-restarts", "1"}, out);
   ASSERT_TRUE(st.ok()) << out;
   EXPECT_NE(out.find("resumed from step 3"), std::string::npos) << out;
   EXPECT_NE(out.find("skipped step 6: incomplete"), std::string::npos) << out;
@@ -128,7 +142,8 @@ TEST_F(FaultToleranceTest, ExhaustedRestartsFailNamingTheIncidentAndTheLastGoodC
 
 TEST_F(FaultToleranceTest, ALostDeviceShrinksTheJobDownToMinNproc) {
   std::string out;
-  ExitStatus st = train("shrink", {"--fault", "lose-rank:rank=1,step=4", "--max-restarts", "1", "--min-nproc", "1"}, out);
+  ExitStatus st =
+      train("shrink", {"--fault", "lose-rank:rank=1,step=4", "--max-restarts", "1", "--min-nproc", "1"}, out);
   ASSERT_TRUE(st.ok()) << out;
   EXPECT_NE(out.find("restarting with 1 worker(s)"), std::string::npos) << out;
   EXPECT_NE(out.find("written by 2 worker(s), resumed by 1"), std::string::npos) << out;
@@ -157,10 +172,28 @@ TEST_F(FaultToleranceTest, AMalformedFaultFailsBeforeAnyWorkerStarts) {
 
 TEST_F(FaultToleranceTest, TheKillResumeProofPasses) {
   std::string out;
-  const ExitStatus st = parlab({"proof", "kill-resume", "--nproc", "2", "--model", (dir_ / "tiny.toml").string(),
-                                "--plan", "gbs=16,mb=4", "--steps", "8", "--trials", "2", "--checkpoint-every", "3",
-                                "--work-dir", (dir_ / "proof").string(), "--fault-seed", "3", "--timeout", "20",
-                                "--db", (dir_ / "proof.db").string()},
+  const ExitStatus st = parlab({"proof",
+                                "kill-resume",
+                                "--nproc",
+                                "2",
+                                "--model",
+                                (dir_ / "tiny.toml").string(),
+                                "--plan",
+                                "gbs=16,mb=4",
+                                "--steps",
+                                "8",
+                                "--trials",
+                                "2",
+                                "--checkpoint-every",
+                                "3",
+                                "--work-dir",
+                                (dir_ / "proof").string(),
+                                "--fault-seed",
+                                "3",
+                                "--timeout",
+                                "20",
+                                "--db",
+                                (dir_ / "proof.db").string()},
                                out);
   ASSERT_TRUE(st.ok()) << out;
   EXPECT_NE(out.find("2/2 trials bit-identical to the uninterrupted run"), std::string::npos) << out;

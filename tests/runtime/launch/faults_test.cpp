@@ -21,13 +21,12 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(FaultParseTest, EveryKindRoundTrips) {
-  for (const std::string text : {"kill:rank=1,step=7", "kill-during-checkpoint:rank=0,step=10,phase=before-manifest",
-                                 "kill-during-checkpoint:rank=1,step=10,phase=mid-shard-write",
-                                 "corrupt-checkpoint:step=10", "corrupt-checkpoint:step=4,shard=1",
-                                 "lose-rank:rank=1,step=5", "skip-allreduce:rank=2,step=5", "hang:rank=1,step=4",
-                                 "slow:rank=3,factor=3", "slow:rank=3,factor=2.5,step=10",
-                                 "hang:rank=1,step=4,attempts=0", "kill:rank=0,step=2,attempts=3", "exit:rank=1,step=2",
-                                 "exit:rank=0,step=3,code=7"})
+  for (const std::string text :
+       {"kill:rank=1,step=7", "kill-during-checkpoint:rank=0,step=10,phase=before-manifest",
+        "kill-during-checkpoint:rank=1,step=10,phase=mid-shard-write", "corrupt-checkpoint:step=10",
+        "corrupt-checkpoint:step=4,shard=1", "lose-rank:rank=1,step=5", "skip-allreduce:rank=2,step=5",
+        "hang:rank=1,step=4", "slow:rank=3,factor=3", "slow:rank=3,factor=2.5,step=10", "hang:rank=1,step=4,attempts=0",
+        "kill:rank=0,step=2,attempts=3", "exit:rank=1,step=2", "exit:rank=0,step=3,code=7"})
     EXPECT_EQ(parse_fault(text).to_string(), text);
   const FaultSpec f = parse_fault("kill-during-checkpoint:step=10,phase=after-pointer-update");
   EXPECT_EQ(f.kind, FaultKind::kKillDuringCheckpoint);
@@ -115,8 +114,8 @@ TEST(FaultParseTest, AttemptsSayWhenAFaultFires) {
 }
 
 TEST(FaultParseTest, FaultsMoveWithTheirDevices) {
-  const std::vector<std::string> texts = {"hang:rank=1,step=4,attempts=0", "slow:rank=3,factor=2",
-                                          "kill:rank=0,step=2", "corrupt-checkpoint:step=6"};
+  const std::vector<std::string> texts = {"hang:rank=1,step=4,attempts=0", "slow:rank=3,factor=2", "kill:rank=0,step=2",
+                                          "corrupt-checkpoint:step=6"};
   // Device 1 dropped: devices 0, 2, 3 become ranks 0, 1, 2; the hang of device 1 is gone.
   EXPECT_EQ(renumber_faults(texts, {0, 2, 3}),
             (std::vector<std::string>{"slow:rank=2,factor=2", "kill:rank=0,step=2", "corrupt-checkpoint:step=6"}));

@@ -31,11 +31,23 @@ class HangTest : public CliTest {
  protected:
   // `parlab train` of the tiny model on `nproc` workers, `steps` steps, a checkpoint every
   // `every` (0: none).
-  ExitStatus train(const std::string& run, int nproc, std::vector<std::string> extra, std::string& out,
-                   int steps = 8, int every = 3) {
-    std::vector<std::string> args = {"train", "--nproc", std::to_string(nproc), "--model", (dir_ / "tiny.toml").string(),
-                                     "--plan", "gbs=16,mb=4", "--steps", std::to_string(steps), "--checkpoint-every",
-                                     std::to_string(every), "--seed", "5", "--run-dir", (dir_ / run).string()};
+  ExitStatus train(const std::string& run, int nproc, std::vector<std::string> extra, std::string& out, int steps = 8,
+                   int every = 3) {
+    std::vector<std::string> args = {"train",
+                                     "--nproc",
+                                     std::to_string(nproc),
+                                     "--model",
+                                     (dir_ / "tiny.toml").string(),
+                                     "--plan",
+                                     "gbs=16,mb=4",
+                                     "--steps",
+                                     std::to_string(steps),
+                                     "--checkpoint-every",
+                                     std::to_string(every),
+                                     "--seed",
+                                     "5",
+                                     "--run-dir",
+                                     (dir_ / run).string()};
     args.insert(args.end(), extra.begin(), extra.end());
     return parlab(args, out);
   }
@@ -53,10 +65,9 @@ TEST_F(HangTest, ASkippedAllReduceIsCaughtByTheCollectiveTimeoutNamedAndRecovere
   ASSERT_TRUE(train("reference", 4, {}, out).ok()) << out;
   const std::string want = final_hash("reference");
   const fs::path db = dir_ / "skip.db";
-  const ExitStatus st = train("skip", 4,
-                              {"--fault", "skip-allreduce:rank=2,step=5", "--timeout", "2", "--max-restarts", "1",
-                               "--db", db.string()},
-                              out);
+  const ExitStatus st = train(
+      "skip", 4,
+      {"--fault", "skip-allreduce:rank=2,step=5", "--timeout", "2", "--max-restarts", "1", "--db", db.string()}, out);
   ASSERT_TRUE(st.ok()) << st.describe() << "\n" << out;
   // The analyzer's sentence: rank 2 skipped step 5's bucket all-reduce (the tag carries the
   // step), issued its next collective there instead, and the three others waited for it.
@@ -108,7 +119,9 @@ TEST_F(HangTest, ASilentRankIsCaughtByItsHeartbeatAndNamedNotTheRanksThatWaitedF
   // step 4's all-reduce, waiting for the rank that left nothing.
   const std::string sentence = line_after(out, "hang: ");
   EXPECT_TRUE(std::regex_search(
-      sentence, std::regex(R"(^rank 1 left no dump and never reached all-reduce #\d+ \(s4/grad\.bucket0, .*\); ranks 0, 2, 3 waited)")))
+      sentence,
+      std::regex(
+          R"(^rank 1 left no dump and never reached all-reduce #\d+ \(s4/grad\.bucket0, .*\); ranks 0, 2, 3 waited)")))
       << out;
   EXPECT_TRUE(survivors().empty()) << survivors().front();
 
@@ -148,11 +161,11 @@ TEST_F(HangTest, ARepeatedHangDegradesToTheSurvivingRanksAndTheFallbackIsRecorde
   std::string out;
   const fs::path db = dir_ / "survivors.db";
   // Rank 1 freezes before step 4 on every attempt (a bad node); one repeat is allowed.
-  const ExitStatus st = train("survivors", 2,
-                              {"--fault", "hang:rank=1,step=4,attempts=0", "--heartbeat-timeout", "1",
-                               "--max-restarts", "4", "--max-same-failure", "1", "--fallback", "survivors",
-                               "--min-nproc", "1", "--db", db.string()},
-                              out);
+  const ExitStatus st =
+      train("survivors", 2,
+            {"--fault", "hang:rank=1,step=4,attempts=0", "--heartbeat-timeout", "1", "--max-restarts", "4",
+             "--max-same-failure", "1", "--fallback", "survivors", "--min-nproc", "1", "--db", db.string()},
+            out);
   ASSERT_TRUE(st.ok()) << st.describe() << "\n" << out;
   EXPECT_NE(out.find("fallback: hang of rank 1 happened 2 times (more than --max-same-failure 1): degrading to the "
                      "named plan 'DDP on the surviving ranks' (--fallback survivors): rank 1 is dropped and 1 "
@@ -185,8 +198,8 @@ TEST_F(HangTest, TheSingleWorkerBaselineRunsOnAHealthyDevice) {
   // rank 0), and the fault that names device 0 must not follow it, or it would hang again.
   std::string out;
   const ExitStatus st = train("single", 2,
-                              {"--fault", "hang:rank=0,step=4,attempts=0", "--heartbeat-timeout", "1",
-                               "--max-restarts", "4", "--max-same-failure", "1", "--fallback", "single"},
+                              {"--fault", "hang:rank=0,step=4,attempts=0", "--heartbeat-timeout", "1", "--max-restarts",
+                               "4", "--max-same-failure", "1", "--fallback", "single"},
                               out);
   ASSERT_TRUE(st.ok()) << st.describe() << "\n" << out;
   EXPECT_NE(out.find("fallback: hang of rank 0 happened 2 times (more than --max-same-failure 1): degrading to the "
@@ -202,13 +215,14 @@ TEST_F(HangTest, TheSingleWorkerBaselineRunsOnAHealthyDevice) {
 TEST_F(HangTest, WithFallbackStopARepeatedHangStopsAtTheLastKnownGoodCheckpoint) {
   std::string out;
   const ExitStatus st = train("stop", 2,
-                              {"--fault", "hang:rank=1,step=4,attempts=0", "--heartbeat-timeout", "1",
-                               "--max-restarts", "4", "--max-same-failure", "1", "--fallback", "stop"},
+                              {"--fault", "hang:rank=1,step=4,attempts=0", "--heartbeat-timeout", "1", "--max-restarts",
+                               "4", "--max-same-failure", "1", "--fallback", "stop"},
                               out);
   EXPECT_EQ(st.code, 1) << st.describe() << "\n" << out;
   const std::string step3 = (dir_ / "stop" / "checkpoints" / "step-000003").string();
   EXPECT_NE(out.find("parlab train: fallback: hang of rank 1 happened 2 times (more than --max-same-failure 1): "
-                     "stopping (--fallback stop) at the last known-good checkpoint " + step3 + " (step 3)"),
+                     "stopping (--fallback stop) at the last known-good checkpoint " +
+                     step3 + " (step 3)"),
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("restart 2 of 4"), std::string::npos) << out;  // stopped after the first repeat
@@ -222,7 +236,8 @@ TEST_F(HangTest, TheRunbookInTheDocsIsTheGeneratedOne) {
   ASSERT_TRUE(in) << "docs/runbook.md is missing: parlab runbook --markdown > docs/runbook.md";
   std::stringstream docs;
   docs << in.rdbuf();
-  EXPECT_EQ(docs.str(), out) << "docs/runbook.md is stale: regenerate it with parlab runbook --markdown > docs/runbook.md";
+  EXPECT_EQ(docs.str(), out)
+      << "docs/runbook.md is stale: regenerate it with parlab runbook --markdown > docs/runbook.md";
 }
 
 }  // namespace

@@ -237,8 +237,7 @@ TEST(SupervisorTest, ARankIsAllowedItsStartupBeforeItsFirstBeat) {
   const SupervisorResult result = Supervisor(o).run();
   EXPECT_FALSE(result.ok);
   ASSERT_GE(result.failed_rank, 0);
-  EXPECT_NE(result.exits[result.failed_rank].unhealthy.find("no first heartbeat"), std::string::npos)
-      << result.message;
+  EXPECT_NE(result.exits[result.failed_rank].unhealthy.find("no first heartbeat"), std::string::npos) << result.message;
   fs::remove_all(dir);
 }
 
@@ -320,10 +319,10 @@ TEST(RunProgressTest, StepsCompleteWhenEveryRankReported) {
   EXPECT_FALSE(p.add(a).has_value());
   const auto s = p.add(b);
   ASSERT_TRUE(s.has_value());
-  EXPECT_DOUBLE_EQ(s->loss, (3.0 + 5.0) / 8);       // global mean loss
-  EXPECT_DOUBLE_EQ(s->step_seconds, 1.0);           // the slowest rank
-  EXPECT_DOUBLE_EQ(s->samples_per_s, 8.0);          // 8 samples / 1 s
-  EXPECT_DOUBLE_EQ(s->eta_seconds, 3.0);            // 3 steps left x 1 s
+  EXPECT_DOUBLE_EQ(s->loss, (3.0 + 5.0) / 8);  // global mean loss
+  EXPECT_DOUBLE_EQ(s->step_seconds, 1.0);      // the slowest rank
+  EXPECT_DOUBLE_EQ(s->samples_per_s, 8.0);     // 8 samples / 1 s
+  EXPECT_DOUBLE_EQ(s->eta_seconds, 3.0);       // 3 steps left x 1 s
   // A second step; the table then leaves step 0 out.
   a.step = b.step = 1;
   a.times.forward_seconds = 0.75;

@@ -35,8 +35,8 @@ struct Reference {
   }
 
   // Loss = (1/G) sum_b CE(sample b); if grad != null, writes dLoss/dparams (overwrites).
-  double loss(const std::vector<double>& p, const std::vector<float>& X,
-              const std::vector<int32_t>& y, int64_t B, double G, std::vector<double>* grad) const {
+  double loss(const std::vector<double>& p, const std::vector<float>& X, const std::vector<int32_t>& y, int64_t B,
+              double G, std::vector<double>* grad) const {
     const int64_t h = s.hidden, f = s.ffn, C = s.classes, L = s.blocks;
     if (grad != nullptr) grad->assign(p.size(), 0.0);
     double total = 0.0;
@@ -133,9 +133,7 @@ void fill_inputs(MicrobatchState& mb, uint64_t seed, int64_t first_sample = 0) {
   }
 }
 
-std::vector<float> inputs_of(MicrobatchState& mb) {
-  return {mb.activation(0).begin(), mb.activation(0).end()};
-}
+std::vector<float> inputs_of(MicrobatchState& mb) { return {mb.activation(0).begin(), mb.activation(0).end()}; }
 
 double max_rel_diff(std::span<const float> a, const std::vector<double>& b, double floor) {
   double worst = 0.0;
@@ -156,8 +154,7 @@ TEST(LabMlpTest, MatchesNaiveDoubleReference) {
   const Reference ref{kTiny};
   const std::vector<double> p(model.params().begin(), model.params().end());
   std::vector<double> grad;
-  const double ref_loss =
-      ref.loss(p, inputs_of(mb), {mb.labels().begin(), mb.labels().end()}, B, G, &grad);
+  const double ref_loss = ref.loss(p, inputs_of(mb), {mb.labels().begin(), mb.labels().end()}, B, G, &grad);
   std::printf("  loss: model %.9f  reference %.9f\n", loss_sum / G, ref_loss);
   EXPECT_NEAR(loss_sum / G, ref_loss, 1e-6 * ref_loss);
   for (const ParamTensor& t : model.layout().tensors()) {
@@ -213,8 +210,7 @@ TEST(LabMlpTest, TwoMicrobatchesAccumulateToOneBatchOfTwice) {
   whole.backward(mb);
   std::vector<double> want(whole.grads().begin(), whole.grads().end());
   const double diff = max_rel_diff(split.grads(), want, 1e-3);
-  std::printf("  2 x %lld vs 1 x %lld: max rel diff %.3g\n", (long long)B, (long long)(2 * B),
-              diff);
+  std::printf("  2 x %lld vs 1 x %lld: max rel diff %.3g\n", (long long)B, (long long)(2 * B), diff);
   EXPECT_LT(diff, 1e-5);
 }
 
@@ -252,8 +248,7 @@ TEST(LabMlpTest, PipelineStagesReproduceTheWholeModel) {
   LabMlp whole(kTiny, 8), s0(kTiny, 8, 0, 1), s1(kTiny, 8, 1, 3);
   EXPECT_EQ(s0.owned_range(), whole.layout().layer_range(0));
   EXPECT_EQ(s1.owned_range(), whole.layout().layers_range(1, 3));
-  MicrobatchState m = whole.new_microbatch(3, 3), m0 = s0.new_microbatch(3, 3),
-                  m1 = s1.new_microbatch(3, 3);
+  MicrobatchState m = whole.new_microbatch(3, 3), m0 = s0.new_microbatch(3, 3), m1 = s1.new_microbatch(3, 3);
   fill_inputs(m, 6);
   fill_inputs(m0, 6);
   fill_inputs(m1, 6);  // labels; its activation(0) is never used by stage 1
@@ -283,13 +278,11 @@ TEST(LabMlpTest, LayerGradientsAreFinalWhenTheirBackwardReturns) {
   model.forward(mb);
   const FlatRange head = model.layout().layer_range(2), block1 = model.layout().layer_range(1);
   model.backward_layer(2, mb);
-  const std::vector<float> head_grads(model.grads().begin() + head.begin,
-                                      model.grads().begin() + head.end);
+  const std::vector<float> head_grads(model.grads().begin() + head.begin, model.grads().begin() + head.end);
   for (int64_t i = block1.begin; i < block1.end; ++i) ASSERT_EQ(model.grads()[i], 0.0f);
   model.backward_layer(1, mb);
   model.backward_layer(0, mb);
-  EXPECT_EQ(head_grads, std::vector<float>(model.grads().begin() + head.begin,
-                                           model.grads().begin() + head.end));
+  EXPECT_EQ(head_grads, std::vector<float>(model.grads().begin() + head.begin, model.grads().begin() + head.end));
 }
 
 TEST(LabMlpTest, BackwardNeedsItsForward) {

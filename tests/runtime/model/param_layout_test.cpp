@@ -55,8 +55,7 @@ TEST(ParamLayoutTest, BadShapeNamesTheField) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.field(), "model.ffn");
   }
-  EXPECT_THROW(ParamLayout(MlpShape{.hidden = 4, .ffn = 4, .blocks = 1, .classes = 1}),
-               ConfigError);
+  EXPECT_THROW(ParamLayout(MlpShape{.hidden = 4, .ffn = 4, .blocks = 1, .classes = 1}), ConfigError);
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ std::map<std::string, std::vector<float>> tensors_of(const Trainer& t) {
 }
 
 // Runs one segment; a rank that throws reports it (the save-failure test expects throws).
-std::vector<RankEnd> run_segment(const std::string& plan, const Segment& seg, int64_t data_size,
-                                 OptimizerConfig opt, std::vector<std::string>* errors = nullptr) {
+std::vector<RankEnd> run_segment(const std::string& plan, const Segment& seg, int64_t data_size, OptimizerConfig opt,
+                                 std::vector<std::string>* errors = nullptr) {
   const TrainConfig config = tiny_config(plan, seg.world, data_size, opt);
   auto store = comm::make_in_process_store();
   std::vector<RankEnd> out(seg.world);
@@ -94,8 +94,10 @@ std::vector<RankEnd> run_segment(const std::string& plan, const Segment& seg, in
     });
   }
   for (auto& t : threads) t.join();
-  if (errors) *errors = failures;
-  else for (const auto& f : failures) ADD_FAILURE() << f;
+  if (errors)
+    *errors = failures;
+  else
+    for (const auto& f : failures) ADD_FAILURE() << f;
   return out;
 }
 
@@ -118,8 +120,8 @@ class ResumeTest : public ::testing::TestWithParam<int> {};  // world size
 
 TEST_P(ResumeTest, SaveLoadContinueIsBitIdenticalForSgdAndAdamW) {
   const int world = GetParam();
-  for (const OptimizerConfig& opt : {OptimizerConfig{SgdConfig{.lr = 0.1, .momentum = 0.9}},
-                                     OptimizerConfig{AdamWConfig{.lr = 1e-2}}}) {
+  for (const OptimizerConfig& opt :
+       {OptimizerConfig{SgdConfig{.lr = 0.1, .momentum = 0.9}}, OptimizerConfig{AdamWConfig{.lr = 1e-2}}}) {
     const std::string name = std::holds_alternative<SgdConfig>(opt) ? "sgd" : "adamw";
     const fs::path root = fresh_dir("roundtrip_" + name + std::to_string(world));
     const auto whole = run_segment(kPlan2, {.world = world, .until = 7}, kData, opt);
@@ -266,15 +268,15 @@ TEST(ReshardTest, ZeroThreeOnFourResumesUnderEverySplit) {
                              Split{"gbs=16,mb=4", 2}, Split{"gbs=16,mb=4", 1}}) {
     const std::string what = split.plan + " on " + std::to_string(split.world);
     // Loaded, not stepped: exactly the state that was saved.
-    const auto loaded = run_segment(split.plan, {.world = split.world, .until = 3, .resume = true, .root = root},
-                                    kData, opt);
+    const auto loaded =
+        run_segment(split.plan, {.world = split.world, .until = 3, .resume = true, .root = root}, kData, opt);
     ASSERT_TRUE(loaded[0].resume.resumed) << what << ": " << loaded[0].resume.summary();
     EXPECT_EQ(loaded[0].fingerprint.combined_hex(), saved[0].fingerprint.combined_hex()) << what;
     // Stepped on: the same training within fp32 summation order.
     const fs::path copy = fresh_dir("reshard_copy");
     fs::copy(root, copy, fs::copy_options::recursive);
-    const auto cont = run_segment(split.plan, {.world = split.world, .until = 6, .resume = true, .root = copy},
-                                  kData, opt);
+    const auto cont =
+        run_segment(split.plan, {.world = split.world, .until = 6, .resume = true, .root = copy}, kData, opt);
     for (const auto& [name, values] : whole[0].tensors) {
       if (name.rfind("optimizer.", 0) == 0) continue;
       EXPECT_LE(testing::relative_diff(cont[0].tensors.at(name), values), 1e-5) << what << ": " << name;
@@ -286,8 +288,8 @@ TEST(ReshardTest, ZeroThreeOnFourResumesUnderEverySplit) {
 
 TEST(FingerprintTest, ALiveTrainerAndItsCheckpointHaveTheSameFingerprint) {
   const fs::path root = fresh_dir("fingerprint");
-  const auto a = run_segment(kPlan2, {.world = 2, .until = 3, .save = true, .root = root}, kData,
-                             AdamWConfig{.lr = 1e-2});
+  const auto a =
+      run_segment(kPlan2, {.world = 2, .until = 3, .save = true, .root = root}, kData, AdamWConfig{.lr = 1e-2});
   const checkpoint::LoadResult r = checkpoint::load_checkpoint(checkpoint::LoadOptions(root));
   ASSERT_TRUE(r.checkpoint);
   EXPECT_EQ(r.checkpoint->manifest().world_size, 2);  // two shards, one per rank

@@ -44,8 +44,7 @@ TEST(SyntheticDatasetTest, FillFollowsTheIndexOrder) {
     EXPECT_EQ(ds.sample(indices[s], one), labels[s]);
     EXPECT_TRUE(std::equal(one.begin(), one.end(), x.begin() + s * 8));
   }
-  model::MicrobatchState mb(model::MlpShape{.hidden = 8, .ffn = 2, .blocks = 1, .classes = 4}, 4,
-                            4);
+  model::MicrobatchState mb(model::MlpShape{.hidden = 8, .ffn = 2, .blocks = 1, .classes = 4}, 4, 4);
   ds.fill(indices, mb);
   EXPECT_TRUE(std::ranges::equal(mb.activation(0), x));
   EXPECT_TRUE(std::ranges::equal(mb.labels(), labels));

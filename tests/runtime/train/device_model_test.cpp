@@ -34,11 +34,11 @@ constexpr const char* kPlan = "gbs=16,mb=4";  // 2 workers: DDP, 2 microbatches 
 constexpr int64_t kData = 40;
 
 struct Leg {
-  bool staged = false;  // compute on a StagedModel, collectives on a second Gloo world
+  bool staged = false;            // compute on a StagedModel, collectives on a second Gloo world
   bool device_optimizer = false;  // with staged: the update on the staged buffers (StagedOptimizer)
   const char* plan = kPlan;
   bool sgd = false;  // SGD with momentum instead of AdamW
-  int blocks = 2;  // the tiny model's (4 for an interleaved pipeline: pp * v chunks)
+  int blocks = 2;    // the tiny model's (4 for an interleaved pipeline: pp * v chunks)
   bool resume = false;
   bool save = false;
   int64_t until = 0;
@@ -50,7 +50,7 @@ struct LegEnd {
   int pushes = 0, pulls = 0, param_pulls = 0;
   int device_steps = 0, state_uploads = 0, state_downloads = 0;
   int64_t world_grad_ops = 0, collective_grad_ops = 0;  // grad.* entries in each flight recorder
-  int64_t collective_ops = 0;  // every entry in the collectives' flight recorder
+  int64_t collective_ops = 0;                           // every entry in the collectives' flight recorder
   int compute_buffers = 0;
   int boundaries = 0, copies = 0, host_boundaries = 0;  // StagedModel's counters
   // Step-program ops (executor tags) issued on each world and the groups split off it.
@@ -65,10 +65,10 @@ int64_t grad_entries(const comm::Communicator& c) {
 }
 
 std::vector<LegEnd> run_leg(int world, const Leg& leg, const fs::path& root) {
-  const TrainConfig config = tiny_config(leg.plan, world, kData,
-                                         leg.sgd ? OptimizerConfig{SgdConfig{.lr = 0.1, .momentum = 0.9}}
-                                                 : OptimizerConfig{AdamWConfig{.lr = 1e-2}},
-                                         leg.blocks);
+  const TrainConfig config = tiny_config(
+      leg.plan, world, kData,
+      leg.sgd ? OptimizerConfig{SgdConfig{.lr = 0.1, .momentum = 0.9}} : OptimizerConfig{AdamWConfig{.lr = 1e-2}},
+      leg.blocks);
   auto host_store = comm::make_in_process_store();
   auto device_store = comm::make_in_process_store();
   std::vector<LegEnd> out(world);
@@ -192,10 +192,11 @@ TEST(DeviceModelTest, TensorAndPipelineSplitsOnADeviceModelMoveBoundariesInCompu
     bool tp, pp;
     int blocks = 2;
   };
-  for (const Split& sp : {Split{"tp=2,gbs=16,mb=4", 2, true, false}, Split{"tp=2,sp=on,gbs=16,mb=4", 2, true, false},
-                          Split{"pp=2,gbs=16,mb=4", 2, false, true}, Split{"pp=2,schedule=gpipe,gbs=16,mb=4", 2, false, true},
-                          Split{"pp=2,v=2,schedule=interleaved,gbs=16,mb=4", 2, false, true, 4},
-                          Split{"tp=2,pp=2,gbs=16,mb=4", 4, true, true}, Split{"tp=2,dp=2,zero=1,gbs=16,mb=4", 4, true, false}}) {
+  for (const Split& sp :
+       {Split{"tp=2,gbs=16,mb=4", 2, true, false}, Split{"tp=2,sp=on,gbs=16,mb=4", 2, true, false},
+        Split{"pp=2,gbs=16,mb=4", 2, false, true}, Split{"pp=2,schedule=gpipe,gbs=16,mb=4", 2, false, true},
+        Split{"pp=2,v=2,schedule=interleaved,gbs=16,mb=4", 2, false, true, 4},
+        Split{"tp=2,pp=2,gbs=16,mb=4", 4, true, true}, Split{"tp=2,dp=2,zero=1,gbs=16,mb=4", 4, true, false}}) {
     SCOPED_TRACE(sp.plan);
     const std::vector<LegEnd> cpu = run_leg(sp.world, Leg{.plan = sp.plan, .blocks = sp.blocks, .until = 3}, {});
     const std::vector<LegEnd> dev =
@@ -218,7 +219,7 @@ TEST(DeviceModelTest, TensorAndPipelineSplitsOnADeviceModelMoveBoundariesInCompu
       if (sp.pp) {
         EXPECT_GT(dev[r].device_sends, 0);
         EXPECT_EQ(dev[r].device_sends, dev[r].device_recvs);  // each stage sends one way and receives the other
-        EXPECT_EQ(dev[r].copies, dev[r].device_sends);         // every send copied its tensor in compute memory
+        EXPECT_EQ(dev[r].copies, dev[r].device_sends);        // every send copied its tensor in compute memory
         EXPECT_GE(dev[r].compute_buffers, dev[r].copies);
       }
     }
@@ -251,7 +252,8 @@ TEST(DeviceModelTest, Zero1WithAHostOptimizerOnADeviceModelLeavesTheHostCurrentF
 TEST(DeviceModelTest, Zero2OfTensorParallelSlicesOnADeviceModelMatchesTheHostRun) {
   const char* plan = "tp=2,dp=2,zero=2,gbs=16,mb=4";
   const std::vector<LegEnd> cpu = run_leg(4, Leg{.plan = plan, .until = 3}, {});
-  const std::vector<LegEnd> dev = run_leg(4, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 3}, {});
+  const std::vector<LegEnd> dev =
+      run_leg(4, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 3}, {});
   for (int r = 0; r < 4; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
@@ -291,7 +293,8 @@ TEST(DeviceModelTest, CheckpointsAreDeviceIndependentInBothDirections) {
 TEST(DeviceModelTest, ADeviceOptimizerTrainsBitIdenticalWithoutHostCopiesInTheStep) {
   for (const char* plan : {kPlan, "gbs=16,mb=4,zero=1", "gbs=16,mb=4,zero=2", "gbs=16,mb=4,zero=3"}) {
     const std::vector<LegEnd> cpu = run_leg(2, Leg{.plan = plan, .until = 4}, {});
-    const std::vector<LegEnd> dev = run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 4}, {});
+    const std::vector<LegEnd> dev =
+        run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .until = 4}, {});
     for (int r = 0; r < 2; ++r) {
       SCOPED_TRACE(std::string(plan) + ", rank " + std::to_string(r));
       EXPECT_EQ(count_differences(dev[r].params, cpu[r].params), 0u);
@@ -312,27 +315,27 @@ TEST(DeviceModelTest, ADeviceOptimizerTrainsBitIdenticalWithoutHostCopiesInTheSt
 TEST(DeviceModelTest, CheckpointsOfADeviceOptimizerAreDeviceIndependentInBothDirections) {
   // DDP, and ZeRO-3, whose shard lives in the device's memory with a host mirror for checkpoints.
   for (const char* plan : {kPlan, "gbs=16,mb=4,zero=3"}) {
-  SCOPED_TRACE(plan);
-  const std::vector<LegEnd> straight = run_leg(2, Leg{.plan = plan, .until = 5}, {});
+    SCOPED_TRACE(plan);
+    const std::vector<LegEnd> straight = run_leg(2, Leg{.plan = plan, .until = 5}, {});
 
-  const fs::path a = fresh_dir("devopt_to_cpu");
-  run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .save = true, .until = 3}, a);
-  const std::vector<LegEnd> on_cpu = run_leg(2, Leg{.plan = plan, .resume = true, .until = 5}, a);
+    const fs::path a = fresh_dir("devopt_to_cpu");
+    run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .save = true, .until = 3}, a);
+    const std::vector<LegEnd> on_cpu = run_leg(2, Leg{.plan = plan, .resume = true, .until = 5}, a);
 
-  const fs::path b = fresh_dir("cpu_to_devopt");
-  run_leg(2, Leg{.plan = plan, .save = true, .until = 3}, b);
-  const std::vector<LegEnd> on_dev =
-      run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .resume = true, .until = 5}, b);
+    const fs::path b = fresh_dir("cpu_to_devopt");
+    run_leg(2, Leg{.plan = plan, .save = true, .until = 3}, b);
+    const std::vector<LegEnd> on_dev =
+        run_leg(2, Leg{.staged = true, .device_optimizer = true, .plan = plan, .resume = true, .until = 5}, b);
 
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(count_differences(on_cpu[r].params, straight[r].params), 0u) << "device -> cpu, rank " << r;
-    EXPECT_EQ(on_cpu[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
-    EXPECT_EQ(count_differences(on_dev[r].params, straight[r].params), 0u) << "cpu -> device, rank " << r;
-    EXPECT_EQ(on_dev[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
-    EXPECT_GE(on_dev[r].state_uploads, 1) << "the loaded optimizer state reached the device, rank " << r;
-  }
-  fs::remove_all(a);
-  fs::remove_all(b);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(count_differences(on_cpu[r].params, straight[r].params), 0u) << "device -> cpu, rank " << r;
+      EXPECT_EQ(on_cpu[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
+      EXPECT_EQ(count_differences(on_dev[r].params, straight[r].params), 0u) << "cpu -> device, rank " << r;
+      EXPECT_EQ(on_dev[r].fingerprint.combined_hex(), straight[r].fingerprint.combined_hex()) << "rank " << r;
+      EXPECT_GE(on_dev[r].state_uploads, 1) << "the loaded optimizer state reached the device, rank " << r;
+    }
+    fs::remove_all(a);
+    fs::remove_all(b);
   }
 }
 
@@ -351,7 +354,9 @@ TEST(DeviceModelTest, Zero2OnADeviceModelWithoutADeviceOptimizerIsRefusedBeforeT
       auto dc = comm::make_gloo_communicator(device_store, r, 2, go);
       TrainerOptions to;
       to.collectives = dc.get();
-      to.make_device_model = [](model::LabMlp& host, const strategy::Plan&) { return std::make_unique<StagedModel>(host); };
+      to.make_device_model = [](model::LabMlp& host, const strategy::Plan&) {
+        return std::make_unique<StagedModel>(host);
+      };
       try {
         Trainer t(config, *c, to);
       } catch (const ConfigError& e) {
@@ -368,9 +373,9 @@ TEST(DeviceModelTest, Zero2OnADeviceModelWithoutADeviceOptimizerIsRefusedBeforeT
 // pool over the heap). 4 ranks, one microbatch each (the ledger's one in flight), AdamW on the
 // "device" (its state on the device's account too).
 struct DeviceMemoryEnd {
-  MemoryReport report;  // the device's account beside the ledger
+  MemoryReport report;                                          // the device's account beside the ledger
   int64_t allocations_after_first = 0, allocations_at_end = 0;  // the device allocator's calls
-  int64_t cached_bytes = 0;  // released buffers the pool keeps
+  int64_t cached_bytes = 0;                                     // released buffers the pool keeps
 };
 
 std::vector<DeviceMemoryEnd> run_device_memory(const std::string& plan, int kWorld, int steps, int blocks = 2) {

@@ -53,8 +53,9 @@ void check_equivalence(const Case& c, int steps, const OptimizerConfig& opt) {
     for (int r = 0; r < world; ++r) {
       const double dg = relative_diff(runs[r].grads_step0, testing::slice(ref[0].grads_step0, runs[r].shard));
       const double dw = relative_diff(runs[r].params, ref[0].params);
-      std::printf("  %s, %d workers, rank %d: step-0 gradients differ by %.3g, weights after %d steps by %.3g (normwise)\n",
-                  c.name.c_str(), world, r, dg, steps, dw);
+      std::printf(
+          "  %s, %d workers, rank %d: step-0 gradients differ by %.3g, weights after %d steps by %.3g (normwise)\n",
+          c.name.c_str(), world, r, dg, steps, dw);
       EXPECT_LE(dg, kGradTol) << c.name << ": " << world << " workers, rank " << r
                               << ": largest normwise gradient difference " << dg;
       EXPECT_LE(dw, kWeightTol) << c.name << ": " << world << " workers, rank " << r
@@ -65,8 +66,8 @@ void check_equivalence(const Case& c, int steps, const OptimizerConfig& opt) {
     const std::vector<double> loss = loss_curve(runs);
     double worst = 0;
     for (int s = 0; s < steps; ++s) worst = std::max(worst, std::abs(loss[s] - ref_loss[s]) / ref_loss[s]);
-    std::printf("  %s, %d workers: loss %.5f -> %.5f, largest relative loss difference %.3g\n", c.name.c_str(),
-                world, loss.front(), loss.back(), worst);
+    std::printf("  %s, %d workers: loss %.5f -> %.5f, largest relative loss difference %.3g\n", c.name.c_str(), world,
+                loss.front(), loss.back(), worst);
     EXPECT_LE(worst, kLossTol) << c.name << ": " << world << " workers: largest relative loss difference " << worst;
   }
 }
@@ -172,7 +173,8 @@ TEST(DeterminismTest, SameWorldSizeGivesBitIdenticalWeights) {
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(a[r].params, b[r].params) << "rank " << r << ": largest difference " << relative_diff(a[r].params, b[r].params);
+    EXPECT_EQ(a[r].params, b[r].params) << "rank " << r << ": largest difference "
+                                        << relative_diff(a[r].params, b[r].params);
     for (size_t s = 0; s < a[r].records.size(); ++s)
       EXPECT_EQ(a[r].records[s].loss_sum, b[r].records[s].loss_sum) << "rank " << r << " step " << s;
   }

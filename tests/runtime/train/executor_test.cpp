@@ -34,8 +34,8 @@ class SlowComm final : public comm::Communicator {
   SlowComm(std::unique_ptr<comm::Communicator> inner, std::chrono::milliseconds delay)
       : inner_(std::move(inner)),
         delay_(delay),
-        recorder_(comm::RecorderIdentity{"slow", inner_->group_name(), inner_->rank(), inner_->size(),
-                                         inner_->rank(), inner_->size()}),
+        recorder_(comm::RecorderIdentity{"slow", inner_->group_name(), inner_->rank(), inner_->size(), inner_->rank(),
+                                         inner_->size()}),
         thread_([this] { loop(); }) {}
   ~SlowComm() override {
     {
@@ -141,9 +141,8 @@ TEST(ExecutorTest, BucketAllReducesOverlapTheRestOfBackward) {
     EXPECT_LT(last_backward_end, reduces.front()->end_seconds) << "rank " << r << ": backward waited for a bucket";
     // Several buckets were issued before the last backward op ended (they queue behind the held
     // one), buckets run in program order on the one comm stream, and the optimizer waits for all.
-    const auto issued_early = std::count_if(reduces.begin(), reduces.end(), [&](const OpEvent* e) {
-      return e->op_id < backwards.back()->op_id;
-    });
+    const auto issued_early = std::count_if(reduces.begin(), reduces.end(),
+                                            [&](const OpEvent* e) { return e->op_id < backwards.back()->op_id; });
     EXPECT_GE(issued_early, 2) << "rank " << r;
     for (size_t i = 1; i < reduces.size(); ++i)
       EXPECT_LE(reduces[i - 1]->end_seconds, reduces[i]->start_seconds + 1e-6) << "rank " << r;
@@ -159,7 +158,7 @@ TEST(ExecutorTest, ASkippedStepIssuesNoCollectiveAndTagsCarryTheStep) {
   // unreduced gradient at step 1) where a run without the skip keeps them equal.
   const TrainConfig cfg = tiny_config("gbs=16,mb=4", 2, 64);
   const std::vector<std::shared_ptr<testing::TapLog>> logs = {std::make_shared<testing::TapLog>(),
-                                                               std::make_shared<testing::TapLog>()};
+                                                              std::make_shared<testing::TapLog>()};
   auto wrap = [&](std::unique_ptr<comm::Communicator> c) -> std::unique_ptr<comm::Communicator> {
     const int rank = c->rank();
     return std::make_unique<testing::TapCommunicator>(std::move(c), logs[rank]);
@@ -175,7 +174,9 @@ TEST(ExecutorTest, ASkippedStepIssuesNoCollectiveAndTagsCarryTheStep) {
       if (t.rfind("all-reduce ", 0) == 0) reduces.push_back(t.substr(std::string("all-reduce ").size()));
     EXPECT_EQ(reduces, (std::vector<std::string>{"s0/grad.bucket0", "s2/grad.bucket0"})) << "rank " << r;
     const StepRecord& skipped = runs[r].records.at(1);
-    EXPECT_EQ(std::count_if(skipped.events.begin(), skipped.events.end(), [](const OpEvent& e) { return e.op == "all-reduce"; }), 0);
+    EXPECT_EQ(std::count_if(skipped.events.begin(), skipped.events.end(),
+                            [](const OpEvent& e) { return e.op == "all-reduce"; }),
+              0);
     EXPECT_EQ(skipped.times.comm_seconds, 0.0);
     EXPECT_GT(skipped.times.backward_seconds, 0.0);  // the compute still ran
   }
@@ -201,9 +202,8 @@ TEST(ExecutorTest, LocalLayoutIsTheModelsParamLayout) {
 
 TEST(ExecutorTest, UnsupportedPlansFailBeforeTheFirstStepNamingTheKeyAndTheOp) {
   // A whole strategy the runtime cannot train is refused by its plan key, before any process.
-  for (const auto& [plan, key, world] :
-       {std::tuple{"gbs=16,mb=4,tp=2,pp=2,sp=on", "plan.sp", 4},
-        std::tuple{"gbs=16,mb=4,pp=2,dp=2,zero=1", "plan.zero", 4}}) {
+  for (const auto& [plan, key, world] : {std::tuple{"gbs=16,mb=4,tp=2,pp=2,sp=on", "plan.sp", 4},
+                                         std::tuple{"gbs=16,mb=4,pp=2,dp=2,zero=1", "plan.zero", 4}}) {
     const TrainConfig cfg = tiny_config(plan, world, 64);
     try {
       check_runtime_supports(cfg.model, cfg.plan);
@@ -231,8 +231,7 @@ TEST(ExecutorTest, UnsupportedPlansFailBeforeTheFirstStepNamingTheKeyAndTheOp) {
   }
   EXPECT_GT(refused, 0);
   // ZeRO is supported: dp = 1 has nothing to shard; a plan for 2 on a world of 1 is refused.
-  std::unique_ptr<comm::Communicator> solo =
-      comm::make_gloo_communicator(comm::make_in_process_store(), 0, 1, {});
+  std::unique_ptr<comm::Communicator> solo = comm::make_gloo_communicator(comm::make_in_process_store(), 0, 1, {});
   EXPECT_NO_THROW(check_runtime_supports(tiny_config("gbs=16,mb=4,zero=3", 2, 64).model,
                                          tiny_config("gbs=16,mb=4,zero=3", 2, 64).plan));
   EXPECT_NO_THROW(Trainer(tiny_config("gbs=16,mb=4,zero=3", 1, 64), *solo));

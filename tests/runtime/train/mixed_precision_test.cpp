@@ -48,8 +48,9 @@ TEST_F(MixedPrecisionTest, LossFollowsFp32AndTheBf16PathRan) {
   ASSERT_LT(l32.back(), 0.8 * l32.front()) << "fp32 must learn for the comparison to mean anything";
   const double rel = std::abs(l16.back() - l32.back()) / l32.back();
   const double dw = relative_diff(mixed[0].params, fp32[0].params);
-  std::printf("  loss %.4f -> after %d steps: fp32 %.5f, mixed %.5f (relative difference %.3g); weights differ by %.3g\n",
-              l32.front(), kSteps, l32.back(), l16.back(), rel, dw);
+  std::printf(
+      "  loss %.4f -> after %d steps: fp32 %.5f, mixed %.5f (relative difference %.3g); weights differ by %.3g\n",
+      l32.front(), kSteps, l32.back(), l16.back(), rel, dw);
   EXPECT_LE(rel, 0.02);
   // bf16 inputs carry 8 significant bits: a run that silently stayed fp32 would differ by ~0.
   EXPECT_GT(dw, 1e-4);

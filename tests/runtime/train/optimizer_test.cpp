@@ -50,9 +50,7 @@ TEST(SgdTest, PlainSgdKeepsNoBuffer) {
 }
 
 TEST(AdamWTest, BiasCorrectionAtStepsOneAndTwoHandComputed) {
-  AdamW adam(
-      AdamWConfig{.lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01},
-      {0, 1});
+  AdamW adam(AdamWConfig{.lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01}, {0, 1});
   std::vector<float> p = {1.0f};
   // t = 1, g = 0.5: p = 1 (1 - 0.1 * 0.01) = 0.999; m = 0.1 * 0.5 = 0.05; v = 0.001 * 0.25
   //   bias corrections 1 - 0.9 = 0.1 and 1 - 0.999 = 0.001:
@@ -64,8 +62,7 @@ TEST(AdamWTest, BiasCorrectionAtStepsOneAndTwoHandComputed) {
   //   v = 0.999 * 0.00025 + 0.001 * 0.0625 = 0.00031225;
   //   bias corrections 1 - 0.81 = 0.19 and 1 - 0.998001 = 0.001999
   adam.step(p, std::vector<float>{-0.25f});
-  const double p2 =
-      p1 * 0.999 - (0.1 / 0.19) * 0.02 / (std::sqrt(0.00031225) / std::sqrt(0.001999) + 1e-8);
+  const double p2 = p1 * 0.999 - (0.1 / 0.19) * 0.02 / (std::sqrt(0.00031225) / std::sqrt(0.001999) + 1e-8);
   EXPECT_NEAR(p[0], p2, 1e-6);
   const OptimizerState state = adam.state();
   EXPECT_NEAR(state.buffers.at("exp_avg")[0], 0.02, 1e-8);
@@ -112,8 +109,7 @@ void expect_bit_identical_continuation(const Config& config) {
 
 TEST(OptimizerStateTest, SaveRestoreContinuesBitIdentically) {
   expect_bit_identical_continuation<AdamW>(AdamWConfig{.lr = 0.01});
-  expect_bit_identical_continuation<Sgd>(
-      SgdConfig{.lr = 0.01, .momentum = 0.9, .weight_decay = 0.1});
+  expect_bit_identical_continuation<Sgd>(SgdConfig{.lr = 0.01, .momentum = 0.9, .weight_decay = 0.1});
 }
 
 TEST(OptimizerStateTest, MismatchedStateIsRejected) {
@@ -146,8 +142,7 @@ TEST(OptimizerStateTest, ShardsUpdateExactlyLikeTheWhole) {
 }
 
 TEST(OptimizerStateTest, PerParameterNamesCutAtParameterBoundaries) {
-  const model::ParamLayout layout(
-      model::MlpShape{.hidden = 2, .ffn = 3, .blocks = 1, .classes = 2});
+  const model::ParamLayout layout(model::MlpShape{.hidden = 2, .ffn = 3, .blocks = 1, .classes = 2});
   // fc1.weight [0,6) fc1.bias [6,9) fc2.weight [9,15) fc2.bias [15,17) head.weight [17,21) ...
   AdamW adam(AdamWConfig{}, {4, 10});
   const auto slices = per_parameter_state(adam.state(), layout.tensors());

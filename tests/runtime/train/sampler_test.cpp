@@ -38,8 +38,7 @@ TEST(RankSliceTest, EvenSplitWithRemainderOnTheFirstRanks) {
 TEST(ElasticSamplerTest, RankSlicesUnionIsTheGlobalBatch) {
   ElasticSampler sampler({.seed = 3, .dataset_size = 50, .global_batch = 7});
   for (int world : {1, 2, 3, 7, 9}) {
-    EXPECT_EQ(gather_step(sampler, world), sampler.batch_indices(sampler.next_batch()))
-        << "world " << world;
+    EXPECT_EQ(gather_step(sampler, world), sampler.batch_indices(sampler.next_batch())) << "world " << world;
   }
 }
 
@@ -80,8 +79,7 @@ TEST(ElasticSamplerTest, StateRoundTripsThroughText) {
   EXPECT_THROW(SamplerState::parse("epoch=3"), ConfigError);
   EXPECT_THROW(SamplerState::parse("epoch=3 consumed=-1"), ConfigError);
   EXPECT_THROW(SamplerState::parse("epoch=3 consumed=1 x"), ConfigError);
-  EXPECT_THROW(ElasticSampler({.seed = 1, .dataset_size = 10, .global_batch = 2}, {0, 10}),
-               ConfigError);
+  EXPECT_THROW(ElasticSampler({.seed = 1, .dataset_size = 10, .global_batch = 2}, {0, 10}), ConfigError);
 }
 
 TEST(ElasticSamplerTest, RestartWithAnotherWorldSizeContinuesAtTheSameSample) {

@@ -89,9 +89,9 @@ TEST(SplitCheckpointTest, Tp2Pp2CheckpointResumesUnderEverySplitWithTheSameState
   ASSERT_FALSE(saved.final_params.empty());
   const End straight = run("tp=2,pp=2", 4, false, 6, false, root / "unused");
 
-  for (const auto& [plan, world] : {std::pair{std::string("tp=2,pp=2"), 4}, std::pair{std::string(""), 4},
-                                    std::pair{std::string("pp=4"), 4}, std::pair{std::string(""), 1},
-                                    std::pair{std::string("tp=4"), 4}}) {
+  for (const auto& [plan, world] :
+       {std::pair{std::string("tp=2,pp=2"), 4}, std::pair{std::string(""), 4}, std::pair{std::string("pp=4"), 4},
+        std::pair{std::string(""), 1}, std::pair{std::string("tp=4"), 4}}) {
     const End resumed = run(plan, world, true, 6, false, root);
     const std::string what = (plan.empty() ? "dp" : plan) + " on " + std::to_string(world);
     EXPECT_EQ(resumed.resumed_step, 3) << what;

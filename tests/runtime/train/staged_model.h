@@ -35,7 +35,8 @@ class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
       : host_(host),
         memory_(std::make_unique<HeapMemory>()),
         device_(host.global_shape(), /*seed=*/0, host.chunks(),
-                model::ModelStorage{.params = host.holds_params(), .grads = host.holds_grads(), .account = &memory_.account()},
+                model::ModelStorage{
+                    .params = host.holds_params(), .grads = host.holds_grads(), .account = &memory_.account()},
                 host.tp_slice()) {
     // The device starts from garbage (another seed) until the host's weights are pushed.
     if (host_.holds_params()) push_params(host_.owned_range());
@@ -92,7 +93,9 @@ class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
     device_.forward_layer(layer, d);
     if (layer == device_.shape().blocks) mb.set_head_outputs(d.logits(), d.losses());
   }
-  void backward_layer(int layer, model::MicrobatchState& mb) override { device_.backward_layer(layer, slot(mb, false)); }
+  void backward_layer(int layer, model::MicrobatchState& mb) override {
+    device_.backward_layer(layer, slot(mb, false));
+  }
   void tp_finish_forward(int layer, model::MicrobatchState& mb, int64_t b, int64_t e) const override {
     device_.tp_finish_forward(layer, slot(mb, false), b, e);
   }
@@ -127,7 +130,8 @@ class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
     if (it == slots_.end()) {
       if (!make) throw RuntimeError("StagedModel: a microbatch reached a backward before any forward");
       // As the trainer's states (charged as activations), on the device's account.
-      it = slots_.emplace(&mb, model::MicrobatchState(device_.shape(), mb.batch(), mb.global_batch(), &memory_.account()))
+      it = slots_
+               .emplace(&mb, model::MicrobatchState(device_.shape(), mb.batch(), mb.global_batch(), &memory_.account()))
                .first;
       std::copy(mb.labels().begin(), mb.labels().end(), it->second.labels().begin());
     }

@@ -24,9 +24,14 @@ StepRecord sample_record() {
   r.global_batch = 13;
   r.samples = 6;
   r.loss_sum = 8.25;
-  r.times = {.data_seconds = 0.001, .forward_seconds = 0.01, .backward_seconds = 0.02,
-             .exposed_comm_seconds = 0.003, .optimizer_seconds = 0.004, .idle_seconds = 0.0005,
-             .step_seconds = 0.0385, .comm_seconds = 0.012};
+  r.times = {.data_seconds = 0.001,
+             .forward_seconds = 0.01,
+             .backward_seconds = 0.02,
+             .exposed_comm_seconds = 0.003,
+             .optimizer_seconds = 0.004,
+             .idle_seconds = 0.0005,
+             .step_seconds = 0.0385,
+             .comm_seconds = 0.012};
   r.events.push_back(OpEvent{1, 7, 12, "comm", "all-reduce", "grad.bucket0", "dp.0", 4096, 100.5, 100.75, ""});
   r.events.push_back(OpEvent{1, 7, 3, "compute", "forward", "fwd.mb0.c0", "", 0, 100.25, 100.5, ""});
   return r;

@@ -87,13 +87,20 @@ TEST_P(SplitTest, ExportedWeightsAfter12StepsEqualOneWorkers) {
 
 comm::OpKind comm_kind(strategy::OpKind k) {
   switch (k) {
-    case strategy::OpKind::kAllReduce: return comm::OpKind::kAllReduce;
-    case strategy::OpKind::kReduceScatter: return comm::OpKind::kReduceScatter;
-    case strategy::OpKind::kAllGather: return comm::OpKind::kAllGather;
-    case strategy::OpKind::kBroadcast: return comm::OpKind::kBroadcast;
-    case strategy::OpKind::kSend: return comm::OpKind::kSend;
-    case strategy::OpKind::kRecv: return comm::OpKind::kRecv;
-    default: return comm::OpKind::kBarrier;
+    case strategy::OpKind::kAllReduce:
+      return comm::OpKind::kAllReduce;
+    case strategy::OpKind::kReduceScatter:
+      return comm::OpKind::kReduceScatter;
+    case strategy::OpKind::kAllGather:
+      return comm::OpKind::kAllGather;
+    case strategy::OpKind::kBroadcast:
+      return comm::OpKind::kBroadcast;
+    case strategy::OpKind::kSend:
+      return comm::OpKind::kSend;
+    case strategy::OpKind::kRecv:
+      return comm::OpKind::kRecv;
+    default:
+      return comm::OpKind::kBarrier;
   }
 }
 
@@ -157,7 +164,7 @@ TEST_P(SplitTest, EveryRankHoldsWhatTheLedgerPredicts) {
     for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer}) {
       ASSERT_TRUE(m.deviation(c)) << model::to_string(c);
       EXPECT_LE(std::abs(*m.deviation(c)), 0.05) << s.plan << " rank " << m.rank << " " << model::to_string(c)
-                                                  << ": measured " << m.measured(c) << " B, ledger " << m.ledger(c);
+                                                 << ": measured " << m.measured(c) << " B, ledger " << m.ledger(c);
     }
   }
 }
@@ -165,9 +172,8 @@ TEST_P(SplitTest, EveryRankHoldsWhatTheLedgerPredicts) {
 INSTANTIATE_TEST_SUITE_P(Splits, SplitTest,
                          ::testing::Values(Split{"tp=2", 2}, Split{"tp=4", 4}, Split{"tp=2,sp=on", 2},
                                            Split{"tp=4,sp=on", 4}, Split{"pp=2,schedule=gpipe", 2},
-                                           Split{"pp=4,schedule=1f1b", 4},
-                                           Split{"pp=2,v=2,schedule=interleaved", 2}, Split{"tp=2,pp=2", 4},
-                                           Split{"pp=2,dp=2", 4}, Split{"tp=2,dp=2", 4},
+                                           Split{"pp=4,schedule=1f1b", 4}, Split{"pp=2,v=2,schedule=interleaved", 2},
+                                           Split{"tp=2,pp=2", 4}, Split{"pp=2,dp=2", 4}, Split{"tp=2,dp=2", 4},
                                            Split{"tp=2,dp=2,zero=1", 4}),
                          [](const auto& info) { return name_of(info.param); });
 

@@ -24,10 +24,9 @@ inline constexpr std::chrono::milliseconds kTestTimeout{20'000};
 
 // h 32, f 64, 2 blocks (or `blocks`), 4 classes: 8.5 K parameters at 2 blocks.
 inline strategy::ModelSpec tiny_model(int blocks = 2) {
-  return strategy::parse_model_toml(
-      "name = \"tiny\"\nkind = \"mlp\"\nlayers = " + std::to_string(blocks) +
-          "\nhidden = 32\nffn = 64\nclasses = 4\nmicrobatch = 4\nprecision = \"fp32\"\n",
-      "tiny.toml");
+  return strategy::parse_model_toml("name = \"tiny\"\nkind = \"mlp\"\nlayers = " + std::to_string(blocks) +
+                                        "\nhidden = 32\nffn = 64\nclasses = 4\nmicrobatch = 4\nprecision = \"fp32\"\n",
+                                    "tiny.toml");
 }
 
 // A config for `world` workers from plan text (the global batch fixed by the plan), on the tiny
@@ -50,7 +49,7 @@ struct RankRun {
                                    // the rank's shard of the flat gradient under ZeRO
   model::FlatRange shard;          // flat range of grads_step0 (everything without ZeRO)
   std::vector<StepRecord> records;
-  model::MemoryUsage memory;       // the accounting allocator's peaks over the run
+  model::MemoryUsage memory;  // the accounting allocator's peaks over the run
 };
 
 // The part of a whole-model vector a shard covers.
@@ -63,8 +62,8 @@ using CommWrapper = std::function<std::unique_ptr<comm::Communicator>(std::uniqu
 
 // Trains `steps` steps on `world` threads; returns each rank's result. Failures in a rank are
 // reported as test failures naming the rank.
-inline std::vector<RankRun> train_threads(int world, const TrainConfig& config, int steps,
-                                          const CommWrapper& wrap = {}, const TrainerOptions& options = {}) {
+inline std::vector<RankRun> train_threads(int world, const TrainConfig& config, int steps, const CommWrapper& wrap = {},
+                                          const TrainerOptions& options = {}) {
   auto store = comm::make_in_process_store();
   std::vector<RankRun> out(world);
   comm::testing::run_rank_threads(world, [&](int r, std::barrier<>& sync) {
@@ -102,8 +101,7 @@ inline double relative_diff(const std::vector<float>& a, const std::vector<float
 inline std::vector<double> loss_curve(const std::vector<RankRun>& runs) {
   std::vector<double> curve(runs.at(0).records.size(), 0.0);
   for (const RankRun& r : runs)
-    for (size_t s = 0; s < r.records.size(); ++s)
-      curve[s] += r.records[s].loss_sum / double(r.records[s].global_batch);
+    for (size_t s = 0; s < r.records.size(); ++s) curve[s] += r.records[s].loss_sum / double(r.records[s].global_batch);
   return curve;
 }
 

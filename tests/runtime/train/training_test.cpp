@@ -18,8 +18,7 @@ const model::MlpShape kShape{.hidden = 8, .ffn = 16, .blocks = 2, .classes = 4};
 constexpr int64_t kTrainSize = 512, kHeldOut = 256;
 
 // Mean loss and accuracy over samples [first, first + n).
-std::pair<double, double> evaluate(const model::LabMlp& model, const SyntheticDataset& data,
-                                   int64_t first, int64_t n) {
+std::pair<double, double> evaluate(const model::LabMlp& model, const SyntheticDataset& data, int64_t first, int64_t n) {
   std::vector<int64_t> indices(n);
   for (int64_t i = 0; i < n; ++i) indices[i] = first + i;
   model::MicrobatchState mb = model.new_microbatch(n, n);
@@ -44,8 +43,7 @@ TEST(TrainingTest, FiftyStepsLowerTheLossAndBeatChance) {
     double loss_sum = 0.0;
     for (int rank = 0; rank < world; ++rank) {
       const std::vector<int64_t> mine = sampler.rank_indices(batch, rank, world);
-      model::MicrobatchState mb =
-          model.new_microbatch(static_cast<int64_t>(mine.size()), batch.size);
+      model::MicrobatchState mb = model.new_microbatch(static_cast<int64_t>(mine.size()), batch.size);
       data.fill(mine, mb);
       loss_sum += model.forward(mb);
       model.backward(mb);

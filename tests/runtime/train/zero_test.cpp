@@ -22,7 +22,7 @@ using testing::tiny_config;
 
 struct RankResult {
   MemoryReport memory;
-  int64_t temporary_now = 0;                     // temporary bytes held after the last step
+  int64_t temporary_now = 0;                      // temporary bytes held after the last step
   std::map<comm::OpKind, double> recorded_bytes;  // flight recorders, summed per collective kind
 };
 
@@ -39,7 +39,8 @@ std::vector<RankResult> run(int world, const TrainConfig& config, int steps) {
     out[r].memory = memory_report(trainer, strategy::load_cluster("cpu-local"));
     out[r].temporary_now = trainer.memory().current(MemoryCategory::kTemporary);
     for (const comm::Communicator* k : trainer.communicators())
-      for (const comm::FlightRecord& e : k->flight_recorder().snapshot().entries) out[r].recorded_bytes[e.op] += e.bytes;
+      for (const comm::FlightRecord& e : k->flight_recorder().snapshot().entries)
+        out[r].recorded_bytes[e.op] += e.bytes;
     sync.arrive_and_wait();
   });
   return out;
@@ -47,11 +48,16 @@ std::vector<RankResult> run(int world, const TrainConfig& config, int steps) {
 
 comm::OpKind comm_kind(strategy::OpKind k) {
   switch (k) {
-    case strategy::OpKind::kAllReduce: return comm::OpKind::kAllReduce;
-    case strategy::OpKind::kReduceScatter: return comm::OpKind::kReduceScatter;
-    case strategy::OpKind::kAllGather: return comm::OpKind::kAllGather;
-    case strategy::OpKind::kBroadcast: return comm::OpKind::kBroadcast;
-    default: return comm::OpKind::kBarrier;
+    case strategy::OpKind::kAllReduce:
+      return comm::OpKind::kAllReduce;
+    case strategy::OpKind::kReduceScatter:
+      return comm::OpKind::kReduceScatter;
+    case strategy::OpKind::kAllGather:
+      return comm::OpKind::kAllGather;
+    case strategy::OpKind::kBroadcast:
+      return comm::OpKind::kBroadcast;
+    default:
+      return comm::OpKind::kBarrier;
   }
 }
 
