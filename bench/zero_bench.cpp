@@ -106,7 +106,7 @@ double modelled_comm_seconds(const strategy::ModelSpec& model, const strategy::P
   for (const strategy::Op& op : program.ops)
     if (op.is_collective() && op.stream == strategy::Stream::kComm)
       seconds += op.count * strategy::collective_time(strategy::collective_of(op.kind), op.bytes,
-                                                      program.group_of(op).ranks, cluster)
+                                                      program.group_of(op).ranks, cluster, op.min_chunk_bytes)
                                 .seconds;
   return seconds;
 }

@@ -32,6 +32,23 @@ void print_warnings(const experiments::Calibration& c) {
   fmt::print(stderr, "\n");
 }
 
+// ZeRO's uneven collectives: measured, priced as balanced rings and by their smallest chunks.
+void print_sharded(const experiments::Calibration& c) {
+  if (c.sharded.empty()) return;
+  Table z({"collective", "ranks", "bytes", "smallest chunk", "measured", "as balanced", "error", "by smallest chunk",
+           "error"});
+  for (const auto& p : c.sharded)
+    z.add({p.op, std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_bytes(p.min_chunk_bytes),
+           units::format_seconds(p.seconds), units::format_seconds(p.predicted_seconds),
+           fmt::format("{:+.0f}%", 100 * p.error()), units::format_seconds(p.uneven_predicted_seconds),
+           fmt::format("{:+.0f}%", 100 * p.uneven_error())});
+  fmt::print(
+      "ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), beside the all-reduce\n"
+      "fit's price for them as a balanced ring (n-1 steps of a + S/(nB), what the model charged before) and by\n"
+      "their smallest chunk ((n-1) a + (S - c_min)/B, what the cost model and the simulator charge ZeRO now):\n{}\n",
+      z.str());
+}
+
 // Why --if-needed must measure: the cached calibration cannot serve (none, another machine's, flagged, or stale by
 // the runs in the database) or one compute probe disagrees with it. Empty when the cached one still holds.
 std::string why_measure(const std::string& db, const std::filesystem::path& results) {
@@ -103,17 +120,7 @@ void print_communication(const experiments::Calibration& c) {
         "For reference, Gloo over loopback TCP ({} ranks; --comm gloo, or ranks on different hosts): a = {:.1f} us, "
         "B = {:.2f} GB/s\n\n",
         g.ranks, g.latency_seconds * 1e6, g.link_bytes_per_s / 1e9);
-  if (!c.sharded.empty()) {
-    Table z({"collective", "ranks", "bytes", "measured", "all-reduce fit predicts", "error"});
-    for (const auto& p : c.sharded)
-      z.add({p.op, std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_seconds(p.seconds),
-             units::format_seconds(p.predicted_seconds), fmt::format("{:+.0f}%", 100 * p.error())});
-    fmt::print(
-        "ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), beside what the\n"
-        "cost model and the simulator charge for them (the ring's n-1 steps of a + S/(nB), from the all-reduce "
-        "fit):\n{}\n",
-        z.str());
-  }
+  print_sharded(c);
   fmt::print("Communication costs CPU too: {:.2f} ns of CPU per byte a rank sends ({:.2f} GB/s per core).\n\n",
              c.comm_cpu_seconds_per_byte * 1e9, 1e-9 / c.comm_cpu_seconds_per_byte);
 }

@@ -364,12 +364,13 @@ class Simulation {
   }
 
   const CachedSchedule& schedule_for(int gid, const Op& op) {
-    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count);
+    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count, op.min_chunk_bytes);
     auto it = schedules_.find(key);
     if (it != schedules_.end()) return it->second;
     CachedSchedule cs;
-    cs.timed = network_.timed(collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count,
-                                                  group_members_[gid], layout_, cluster_, options_.schedule));
+    cs.timed =
+        network_.timed(collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, group_members_[gid],
+                                           layout_, cluster_, options_.schedule, op.min_chunk_bytes));
     cs.sent = sent_bytes(cs.timed.schedule, group_members_[gid]);
     return schedules_.emplace(key, std::move(cs)).first->second;
   }
@@ -427,7 +428,7 @@ class Simulation {
   std::vector<std::vector<int>> group_members_;
   std::vector<Rank> ranks_;
   std::map<std::tuple<int, int64_t>, std::vector<Arrival>> instances_;
-  std::map<std::tuple<int, int, double, int>, CachedSchedule> schedules_;
+  std::map<std::tuple<int, int, double, int, double>, CachedSchedule> schedules_;
   std::map<std::pair<int, int>, std::deque<sg4::CommPtr>> channels_;
   RawRun run_;
   bool serialize_ = false;  // strategy::ClusterSpec::serializes_comm_with_compute

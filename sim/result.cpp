@@ -315,7 +315,7 @@ std::vector<strategy::CollectiveTiming> detail_collectives(const std::vector<Ste
   std::vector<strategy::CollectiveTiming> out;
   const std::vector<int> detail = o.detail_ranks.empty() ? default_detail_ranks(programs) : o.detail_ranks;
   const Layout layout = make_layout(cluster, programs.front().world);
-  std::map<std::tuple<int, double, int, std::vector<int>>, std::string> algorithms;
+  std::map<std::tuple<int, double, double, int, std::vector<int>>, std::string> algorithms;
   for (size_t i = 0; i < programs.size(); ++i) {
     const StepProgram& p = programs[i];
     if (std::find(detail.begin(), detail.end(), p.rank) == detail.end()) continue;
@@ -323,12 +323,12 @@ std::vector<strategy::CollectiveTiming> detail_collectives(const std::vector<Ste
       if (!op.is_collective()) continue;
       const OpRecord& r = run.records[i][size_t(s) * p.ops.size() + op.id];
       const auto& g = p.group_of(op);
-      auto key = std::make_tuple(int(op.kind), op.bytes, op.count, g.ranks);
+      auto key = std::make_tuple(int(op.kind), op.bytes, op.min_chunk_bytes, op.count, g.ranks);
       auto it = algorithms.find(key);
       if (it == algorithms.end())
         it = algorithms
                  .emplace(key, collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, g.ranks,
-                                                   layout, cluster, o.schedule)
+                                                   layout, cluster, o.schedule, op.min_chunk_bytes)
                                    .algorithm)
                  .first;
       out.push_back({p.rank, op.id, std::string(strategy::to_string(op.kind)), g.name, op.tag, op.bytes, op.count,

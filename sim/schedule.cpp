@@ -34,13 +34,28 @@ std::vector<std::vector<int>> rings(const std::vector<int>& members, const Layou
   return out;
 }
 
-void ring(Schedule& s, CollectiveOp op, double bytes, const std::vector<int>& members, const Layout& layout) {
+bool is_uneven(CollectiveOp op, double min_chunk_bytes) {
+  return min_chunk_bytes >= 0 && (op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather);
+}
+
+// Bytes one channel of a ring moves over each link in one step: S/n balanced; an uneven
+// reduce-scatter or all-gather spreads its busiest link's S - c_min (strategy::ring_link_bytes)
+// over its n-1 steps, so every link is priced as the busiest (the link into the smallest chunk's
+// owner; the others carry less).
+double ring_step_bytes(CollectiveOp op, double bytes, int n, int channels, double min_chunk_bytes) {
+  if (!is_uneven(op, min_chunk_bytes)) return bytes / (double(n) * channels);
+  return strategy::ring_link_bytes(op, bytes, n, min_chunk_bytes) / (double(strategy::ring_steps(op, n)) * channels);
+}
+
+void ring(Schedule& s, CollectiveOp op, double bytes, const std::vector<int>& members, const Layout& layout,
+          double min_chunk_bytes) {
   const auto orders = rings(members, layout);
   const int n = int(members.size());
   const int channels = int(orders.size());
+  const double step_bytes = ring_step_bytes(op, bytes, n, channels, min_chunk_bytes);
   ScheduleStep step;
   for (const auto& o : orders)
-    for (int i = 0; i < n; ++i) step.messages.push_back({o[i], o[(i + 1) % n], bytes / (double(n) * channels)});
+    for (int i = 0; i < n; ++i) step.messages.push_back({o[i], o[(i + 1) % n], step_bytes});
   const int steps = strategy::ring_steps(op, n);  // the one ring definition (strategy/collectives.h)
   s.algorithm = "ring";
   s.channels = channels;
@@ -178,11 +193,11 @@ void merge_identical_steps(Schedule& s, const Layout& layout) {
 // The links keep their own latency and bandwidth (contention and faults act on them as before):
 // the extra is what the protocol adds on an idle link, never negative.
 void add_nccl_protocol(Schedule& s, CollectiveOp op, double bytes, int calls, const std::vector<int>& members,
-                       const strategy::ClusterSpec& cluster, const Layout& layout) {
+                       const strategy::ClusterSpec& cluster, const Layout& layout, double min_chunk_bytes) {
   const int n = int(members.size());
-  const strategy::ProtocolTime t = strategy::nccl_ring_time(op, bytes, n, cluster);
+  const strategy::ProtocolTime t = strategy::nccl_ring_time(op, bytes, n, cluster, min_chunk_bytes);
   const double link = cluster.intra.achieved_bytes_per_s();
-  const double step_bytes = bytes / n;
+  const double step_bytes = ring_step_bytes(op, bytes, n, 1, min_chunk_bytes);
   for (auto& step : s.steps) {
     const double a = largest_latency(step, layout);
     const double per_call = std::max(0.0, t.step_seconds - a + step_bytes / t.bus_bytes_per_s - step_bytes / link);
@@ -215,8 +230,8 @@ std::string_view to_string(AlgorithmChoice c) {
 }
 
 Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std::vector<int>& members,
-                             const Layout& layout, const strategy::ClusterSpec& cluster,
-                             const ScheduleOptions& options) {
+                             const Layout& layout, const strategy::ClusterSpec& cluster, const ScheduleOptions& options,
+                             double min_chunk_bytes) {
   const AlgorithmChoice choice = options.algorithm;
   Schedule s;
   const int n = int(members.size());
@@ -226,19 +241,26 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
   }
   const bool merge = options.coalesce_calls && count > 1;
   const double call_bytes = merge ? bytes * count : bytes;
+  const double call_min_chunk = is_uneven(op, min_chunk_bytes) && merge ? min_chunk_bytes * count : min_chunk_bytes;
   const bool follow = choice == AlgorithmChoice::kAuto || choice == AlgorithmChoice::kAnalytic;
-  const auto tuned =
-      follow ? strategy::collective_time(op, bytes, members, cluster).algorithm : strategy::Algorithm::kNone;
+  const auto tuned = follow ? strategy::collective_time(op, bytes, members, cluster, min_chunk_bytes).algorithm
+                            : strategy::Algorithm::kNone;
   const bool tree = op == CollectiveOp::kAllReduce && is_power_of_two(n) &&
                     (choice == AlgorithmChoice::kTree || tuned == strategy::Algorithm::kTree);
+  // The two-level rings of an uneven call carry the balanced size whose busiest link moves as
+  // much (collective_time's hierarchical pricing).
+  const double level_bytes = !is_uneven(op, call_min_chunk)
+                                 ? call_bytes
+                                 : call_bytes * strategy::ring_link_bytes(op, call_bytes, n, call_min_chunk) /
+                                       strategy::ring_link_bytes(op, call_bytes, n);
   if (tree)
     halving_doubling(s, call_bytes, members);
   else if (choice == AlgorithmChoice::kAnalytic && tuned == strategy::Algorithm::kHierarchical &&
-           hierarchical(s, op, call_bytes, members, layout)) {
+           hierarchical(s, op, level_bytes, members, layout)) {
   } else if (op == CollectiveOp::kBroadcast)
     chain(s, call_bytes, members, layout);
   else
-    ring(s, op, call_bytes, members, layout);
+    ring(s, op, call_bytes, members, layout, call_min_chunk);
 
   if (merge) {
     for (auto& step : s.steps) step.extra_seconds = (count - 1) * largest_latency(step, layout);
@@ -247,7 +269,7 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
   }
   if (s.algorithm == "ring" && op != CollectiveOp::kBroadcast && strategy::uses_nccl_protocols(cluster) &&
       on_one_node(members, layout))
-    add_nccl_protocol(s, op, bytes, merge ? count : 1, members, cluster, layout);
+    add_nccl_protocol(s, op, bytes, merge ? count : 1, members, cluster, layout, min_chunk_bytes);
   if (options.merge_steps) merge_identical_steps(s, layout);
   return s;
 }

@@ -7,7 +7,9 @@
 //   ring all-reduce        reduce-scatter then all-gather around the ring: 2(n-1) steps, each
 //                          rank sends S/n to its right neighbour  ->  2(n-1)(a + S/(n B))
 //   ring reduce-scatter,   (n-1) steps of S/n                     ->  (n-1)(a + S/(n B))
-//   ring all-gather
+//   ring all-gather        with uneven chunks (ZeRO's; c_min the smallest), (n-1) steps of
+//                          (S - c_min)/(n-1): the busiest link's bytes (strategy::ring_link_bytes)
+//                          ->  (n-1) a + (S - c_min)/B; balanced, c_min = S/n, the line above
 //   broadcast              pipelined chain from the lowest rank in P chunks: (n-2+P) steps of
 //                          S/P, P chosen to minimise (n-2+P)(a + S/(P B))
 //   hierarchical           (kAnalytic, groups spanning N nodes with k members each) rings inside
@@ -79,10 +81,11 @@ struct Schedule {
 };
 
 // The schedule of `count` back-to-back calls of `bytes` (nccl-tests size convention) over
-// `members` (world ranks, ascending), coalesced and merged as `options` say.
+// `members` (world ranks, ascending), coalesced and merged as `options` say. `min_chunk_bytes`
+// (>= 0): an uneven reduce-scatter's or all-gather's smallest chunk (strategy::Op); -1 balanced.
 Schedule collective_schedule(strategy::CollectiveOp op, double bytes, int count, const std::vector<int>& members,
-                             const Layout& layout, const strategy::ClusterSpec& cluster,
-                             const ScheduleOptions& options);
+                             const Layout& layout, const strategy::ClusterSpec& cluster, const ScheduleOptions& options,
+                             double min_chunk_bytes = -1);
 
 // Bytes each rank puts on links in one pass of the schedule (index: position in `members`).
 std::vector<double> sent_bytes(const Schedule& schedule, const std::vector<int>& members);

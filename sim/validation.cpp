@@ -154,7 +154,9 @@ std::vector<LayerTimeRow> layer_rows() {
         ms = 1e3 * strategy::compute_time(op, c, p, &gemms);
       } else if (op.is_collective()) {
         ms = 1e3 * op.count *
-             strategy::collective_time(strategy::collective_of(op.kind), op.bytes, prog.group_of(op).ranks, c).seconds;
+             strategy::collective_time(strategy::collective_of(op.kind), op.bytes, prog.group_of(op).ranks, c,
+                                       op.min_chunk_bytes)
+                 .seconds;
       }
       (forward ? r.predicted_forward_ms : r.predicted_backward_ms) += ms;
     }

@@ -44,15 +44,31 @@ inline int ring_steps(CollectiveOp op, int n_ranks) {
   return op == CollectiveOp::kAllReduce ? 2 * (n_ranks - 1) : n_ranks - 1;
 }
 
+// Bytes the busiest link of a ring carries over one collective: factor(op, n) x S when the
+// chunks are balanced (S/n each), the nccl-tests convention above. A reduce-scatter or all-gather
+// may have uneven chunks: ZeRO's shards are contiguous 1/n of the flat buffer, so a layer or a
+// bucket usually lies mostly or wholly in one rank's shard. Its chunks still travel the ring (in
+// segments forwarded as they land: runtime/comm RingState; NCCL as one rooted reduce or
+// broadcast per chunk), and the link into rank r carries every chunk but r's own, S - c_r bytes;
+// the busiest carries
+//   S - c_min                 (c_min: the smallest chunk; balanced, S - S/n = factor x S),
+// up to S when one rank owns everything -- a broadcast, n/(n-1) times the balanced ring.
+// `min_chunk_bytes` < 0 means balanced; all-reduce and broadcast ignore it.
+inline double ring_link_bytes(CollectiveOp op, double bytes, int n_ranks, double min_chunk_bytes = -1) {
+  if (n_ranks <= 1) return 0;
+  const bool uneven = min_chunk_bytes >= 0 && (op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather);
+  return uneven ? bytes - min_chunk_bytes : bus_bandwidth_factor(op, n_ranks) * bytes;
+}
+
 // The ring's alpha-beta time, the one definition the cost model, the scaling lab and the
-// calibration fit share: every step pays the latency a, and each link carries
-// bus_bandwidth_factor(op, n) x S bytes at B bytes/s:
-//   t = ring_steps(op, n) a + factor(op, n) S / B.
+// calibration fit share: every step pays the latency a, and the busiest link carries
+// ring_link_bytes (balanced: bus_bandwidth_factor(op, n) x S) at B bytes/s:
+//   t = ring_steps(op, n) a + factor(op, n) S / B        (uneven RS/AG: (S - c_min) / B).
 // An infinite B (the `ideal` cluster) moves bytes for free.
 inline double ring_collective_seconds(CollectiveOp op, double bytes, int n_ranks, double latency_seconds,
-                                      double bytes_per_s) {
+                                      double bytes_per_s, double min_chunk_bytes = -1) {
   if (n_ranks <= 1) return 0;
-  const double link_bytes = bus_bandwidth_factor(op, n_ranks) * bytes;
+  const double link_bytes = ring_link_bytes(op, bytes, n_ranks, min_chunk_bytes);
   return ring_steps(op, n_ranks) * latency_seconds + (std::isinf(bytes_per_s) ? 0.0 : link_bytes / bytes_per_s);
 }
 

@@ -8,7 +8,9 @@
 namespace parlab::strategy {
 namespace {
 
-bool same(const CallRecord& a, const CallRecord& b) { return a.op == b.op && a.bytes == b.bytes && a.tag == b.tag; }
+bool same(const CallRecord& a, const CallRecord& b) {
+  return a.op == b.op && a.bytes == b.bytes && a.tag == b.tag && a.min_chunk_bytes == b.min_chunk_bytes;
+}
 
 std::string describe_call(const CallRecord& c) {
   return c.op + " " + c.tag + " (" + units::format_bytes(c.bytes) + ")";
@@ -73,7 +75,8 @@ std::vector<std::string> check_consistency(const std::vector<StepProgram>& progr
     for (const auto& op : prog.ops) {
       if (!op.is_collective()) continue;
       auto& seq = calls[prog.group_of(op).name][prog.rank];
-      for (int k = 0; k < op.count; ++k) seq.push_back({std::string(to_string(op.kind)), op.bytes, op.tag});
+      for (int k = 0; k < op.count; ++k)
+        seq.push_back({std::string(to_string(op.kind)), op.bytes, op.tag, op.min_chunk_bytes});
     }
   }
   for (const auto& [name, ranks] : members) {

@@ -17,6 +17,7 @@ struct CallRecord {
   std::string op;  // "all-reduce", ...
   double bytes = 0;
   std::string tag;
+  double min_chunk_bytes = -1;  // Op::min_chunk_bytes (programs only): every member cuts the same chunks
 };
 
 // The first position where members of one group disagree, if any.

@@ -23,8 +23,8 @@ double device_network_bytes_per_s(const ClusterSpec& c) {
 }
 
 // Ring time for `op` over n ranks on one level: (steps) a + (fraction) S/B.
-double ring(CollectiveOp op, double bytes, int n, double a, double b) {
-  return ring_collective_seconds(op, bytes, n, a, b);
+double ring(CollectiveOp op, double bytes, int n, double a, double b, double min_chunk_bytes = -1) {
+  return ring_collective_seconds(op, bytes, n, a, b, min_chunk_bytes);
 }
 
 // Gloo, the runtime's backend on loopback, runs ring all-reduce whatever the size: predict that,
@@ -56,7 +56,8 @@ std::string_view to_string(Algorithm a) {
 
 int node_of(const ClusterSpec& c, int rank) { return rank / std::max(1, c.devices_per_node); }
 
-CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks, const ClusterSpec& c) {
+CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks, const ClusterSpec& c,
+                                   double min_chunk_bytes) {
   CollectiveEstimate e;
   const int n = int(ranks.size());
   if (n <= 1) return e;
@@ -82,12 +83,12 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
   const double a_e = c.inter.latency_seconds, b_e = device_network_bytes_per_s(c);
   e.crosses_nodes = nodes > 1;
   if (nodes == 1 && uses_nccl_protocols(c) && op != CollectiveOp::kBroadcast) {
-    const ProtocolTime t = nccl_ring_time(op, bytes, n, c);
+    const ProtocolTime t = nccl_ring_time(op, bytes, n, c, min_chunk_bytes);
     e.seconds = t.seconds;
     e.algorithm = Algorithm::kRing;
     e.protocol = to_string(t.protocol);
   } else if (nodes == 1) {
-    e.seconds = ring(op, bytes, n, a_i, b_i);
+    e.seconds = ring(op, bytes, n, a_i, b_i, min_chunk_bytes);
     e.algorithm = Algorithm::kRing;
     if (op == CollectiveOp::kAllReduce && runs_tree_all_reduce(c)) {
       const double t = tree_allreduce(bytes, n, a_i, b_i);
@@ -98,7 +99,12 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
     if (op == CollectiveOp::kBroadcast) {
       e.seconds = ring(op, bytes, nodes, a_e, b_e) + ring(op, bytes, k, a_i, b_i);
     } else {
-      e.seconds = ring(op, bytes, k, a_i, b_i) + ring(op, bytes / k, nodes, a_e, b_e);
+      // Uneven chunks: both levels carry the balanced S' whose busiest link moves what the
+      // uneven one's does, S' = S (S - c_min) / ((n-1)/n S).
+      const double s = min_chunk_bytes < 0
+                           ? bytes
+                           : bytes * ring_link_bytes(op, bytes, n, min_chunk_bytes) / ring_link_bytes(op, bytes, n);
+      e.seconds = ring(op, s, k, a_i, b_i) + ring(op, s / k, nodes, a_e, b_e);
     }
     e.algorithm = Algorithm::kHierarchical;
     if (op == CollectiveOp::kAllReduce && runs_tree_all_reduce(c)) {
@@ -294,7 +300,7 @@ class Walker {
     }
     const CollectiveEstimate& est = estimate(gid, g, op);
     w.finish = w.start + est.seconds * op.count;
-    s.comm_cpu += bus_bandwidth_factor(collective_of(op.kind), g.size()) * op.bytes * op.count *
+    s.comm_cpu += ring_link_bytes(collective_of(op.kind), op.bytes, g.size(), op.min_chunk_bytes) * op.count *
                   cluster_.comm_cpu_seconds_per_byte;
     if (detail_)
       timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
@@ -315,10 +321,12 @@ class Walker {
   // collective_time of one call, priced once per group, operation and size (a stage repeats
   // the same few calls for every layer and microbatch).
   const CollectiveEstimate& estimate(int gid, const Group& g, const Op& op) {
-    const auto key = std::make_tuple(gid, int(op.kind), op.bytes);
+    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.min_chunk_bytes);
     auto it = estimates_.find(key);
     if (it == estimates_.end())
-      it = estimates_.emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_)).first;
+      it = estimates_
+               .emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_, op.min_chunk_bytes))
+               .first;
     return it->second;
   }
 
@@ -463,7 +471,7 @@ class Walker {
   std::map<std::string, int> group_ids_;
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;
   std::vector<int> walked_members_;  // per walk-wide group id; -1: not counted yet
-  std::map<std::tuple<int, int, double>, CollectiveEstimate> estimates_;
+  std::map<std::tuple<int, int, double, double>, CollectiveEstimate> estimates_;
   std::map<std::pair<int, int>, std::vector<double>> sends_;
   std::map<std::pair<int, int>, int> recv_count_;
   std::vector<CollectiveTiming> timings_;

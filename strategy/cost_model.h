@@ -32,10 +32,14 @@ struct ProtocolTime {
 // reduce-scatter and all-gather are timed with NCCL's protocols; loopback (Gloo), `ideal` and
 // multi-node levels keep collective_time's alpha-beta formulas.
 bool uses_nccl_protocols(const ClusterSpec& cluster);
-ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster, NcclProtocol p);
+// `min_chunk_bytes`: an uneven reduce-scatter's or all-gather's smallest chunk (ring_link_bytes
+// in collectives.h); the bandwidth term is then (S - c_min) / bus instead of factor(op, n) S / bus.
+ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster, NcclProtocol p,
+                                     double min_chunk_bytes = -1);
 // The fastest of the three, as NCCL's tuner picks -- or, where the link carries a measured
 // all-reduce curve, that curve's bus bandwidth at this size (kMeasured).
-ProtocolTime nccl_ring_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster);
+ProtocolTime nccl_ring_time(CollectiveOp op, double bytes, int n, const ClusterSpec& cluster,
+                            double min_chunk_bytes = -1);
 // Bus bandwidth of the link's measured curve at `bytes`: interpolated linearly in log(size)
 // between measured sizes, the largest size's beyond them; below the smallest, the time is
 // extrapolated along the first two points (latency-bound: the time falls no faster than the
@@ -68,8 +72,12 @@ int node_of(const ClusterSpec& cluster, int rank);
 // tuner does. Inside one NVLink node (uses_nccl_protocols) all-reduce, reduce-scatter and
 // all-gather are instead NCCL's ring under its fastest protocol (nccl_ring_time): NCCL_ALGO=RING,
 // the algorithm the published busbw figures use (NVLS, NVLink SHARP on Hopper, is not modelled).
+// `min_chunk_bytes` (>= 0) prices an uneven reduce-scatter or all-gather (a ZeRO bucket or layer,
+// Op::min_chunk_bytes): its ring's busiest link carries S - c_min, not (n-1)/n S
+// (ring_link_bytes); a hierarchical one's levels scale their bytes by the same ratio. busbw stays
+// nccl-tests' (balanced) normalisation, so an uneven call shows a lower busbw.
 CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vector<int>& ranks,
-                                   const ClusterSpec& cluster);
+                                   const ClusterSpec& cluster, double min_chunk_bytes = -1);
 // One message between two ranks: a + S/B on the link they share.
 double p2p_time(double bytes, int from, int to, const ClusterSpec& cluster);
 

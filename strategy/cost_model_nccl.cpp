@@ -12,7 +12,9 @@
 //                       87.7 GB/s on Ampere, 141 GB/s on Hopper, one node
 //
 // and, as NCCL's tuner does, every call takes the fastest protocol:
-//   t_p = base_p + steps(op, n) hw_p + factor(op, n) S / bw_p.
+//   t_p = base_p + steps(op, n) hw_p + factor(op, n) S / bw_p
+// (an uneven reduce-scatter or all-gather, run as one rooted reduce or broadcast per chunk:
+// (S - c_min) / bw_p, collectives.h's ring_link_bytes).
 //
 // NCCL's tuning model is what NCCL uses to choose, not a measurement: on 8 x A100 it puts 16 MiB
 // at 169 GB/s where nccl-tests runs measure 100-138. A preset that carries nccl-tests' measured
@@ -74,7 +76,8 @@ std::string_view to_string(NcclProtocol p) {
 
 bool uses_nccl_protocols(const ClusterSpec& c) { return c.intra.kind.rfind("nvlink", 0) == 0; }
 
-ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& c, NcclProtocol p) {
+ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const ClusterSpec& c, NcclProtocol p,
+                                     double min_chunk_bytes) {
   if (p == NcclProtocol::kMeasured)
     throw RuntimeError("nccl_ring_protocol_time: \"measured\" is a preset's curve, not one of NCCL's protocols");
   ProtocolTime t;
@@ -84,8 +87,8 @@ ProtocolTime nccl_ring_protocol_time(CollectiveOp op, double bytes, int n, const
   t.base_seconds = k.base_us * kUs;
   t.step_seconds = k.step_us * kUs;
   t.bus_bytes_per_s = protocol_bytes_per_s(p, op, c);
-  t.seconds =
-      t.base_seconds + ring_steps(op, n) * t.step_seconds + bus_bandwidth_factor(op, n) * bytes / t.bus_bytes_per_s;
+  t.seconds = t.base_seconds + ring_steps(op, n) * t.step_seconds +
+              ring_link_bytes(op, bytes, n, min_chunk_bytes) / t.bus_bytes_per_s;
   return t;
 }
 
@@ -107,18 +110,18 @@ double measured_ring_busbw(const LinkSpec& l, CollectiveOp op, double bytes, int
   return f * bytes / t;
 }
 
-ProtocolTime nccl_ring_time(CollectiveOp op, double bytes, int n, const ClusterSpec& c) {
+ProtocolTime nccl_ring_time(CollectiveOp op, double bytes, int n, const ClusterSpec& c, double min_chunk_bytes) {
   if (c.intra.has_measured_ring() && n > 1) {
     ProtocolTime t;
     t.protocol = NcclProtocol::kMeasured;
     t.bus_bytes_per_s = measured_ring_busbw(c.intra, op, bytes, n);
-    t.seconds = bus_bandwidth_factor(op, n) * bytes / t.bus_bytes_per_s;
+    t.seconds = ring_link_bytes(op, bytes, n, min_chunk_bytes) / t.bus_bytes_per_s;
     return t;
   }
   ProtocolTime best;
   best.seconds = std::numeric_limits<double>::infinity();
   for (NcclProtocol p : {NcclProtocol::kLL, NcclProtocol::kLL128, NcclProtocol::kSimple}) {
-    const ProtocolTime t = nccl_ring_protocol_time(op, bytes, n, c, p);
+    const ProtocolTime t = nccl_ring_protocol_time(op, bytes, n, c, p, min_chunk_bytes);
     if (t.seconds < best.seconds) best = t;
   }
   return best;

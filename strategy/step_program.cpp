@@ -1,5 +1,6 @@
 #include "strategy/step_program.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/units.h"
@@ -36,6 +37,17 @@ std::vector<LocalTensor> local_param_layout(const ModelSpec& m, const Plan& p, i
     }
   }
   return out;
+}
+
+std::pair<int64_t, int64_t> zero_shard(int64_t n, int dp, int r) { return {n * r / dp, n * (r + 1) / dp}; }
+
+std::vector<int64_t> zero_chunk_elements(int64_t begin, int64_t end, int64_t n, int dp) {
+  std::vector<int64_t> counts(static_cast<size_t>(std::max(dp, 0)));
+  for (int r = 0; r < dp; ++r) {
+    const auto [b, e] = zero_shard(n, dp, r);
+    counts[size_t(r)] = std::max<int64_t>(0, std::min(e, end) - std::max(b, begin));
+  }
+  return counts;
 }
 
 std::string_view to_string(OpKind k) {
@@ -134,6 +146,10 @@ std::string to_text(const StepProgram& prog) {
     if (op.is_collective() || op.is_p2p()) {
       std::snprintf(buf, sizeof buf, " %.0fB", op.bytes);
       line += buf;
+      if (op.min_chunk_bytes >= 0) {
+        std::snprintf(buf, sizeof buf, " min-chunk %.0fB", op.min_chunk_bytes);
+        line += buf;
+      }
       if (op.count > 1) line += " x" + std::to_string(op.count);
     }
     if (op.is_collective()) line += " " + prog.group_of(op).name;

@@ -20,6 +20,7 @@
 //   - `bytes` follows the nccl-tests size convention (strategy/collectives.h).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strategy/collectives.h"
@@ -79,6 +80,11 @@ struct Op {
   // Element range of the rank's local flat parameter/gradient buffer that a bucket collective,
   // a ZeRO shard or the optimizer covers (local_param_layout()).
   int64_t flat_begin = 0, flat_end = 0;
+  // A ZeRO reduce-scatter or all-gather whose chunks (the parts of [flat_begin, flat_end) in each
+  // rank's shard, zero_chunk_elements) differ: the smallest chunk's bytes, which sets the ring's
+  // time (strategy/collectives.h, ring_link_bytes: the busiest link carries bytes - min_chunk).
+  // -1: balanced, S/n each.
+  double min_chunk_bytes = -1;
 
   std::vector<int> deps;
 
@@ -109,6 +115,15 @@ struct LocalTensor {
   int64_t numel = 0;   // elements this rank holds
 };
 std::vector<LocalTensor> local_param_layout(const ModelSpec& model, const Plan& plan, int rank);
+
+// ZeRO's shard of data-parallel rank r (Rajbhandari et al. SC'20): the contiguous
+//   [n r / dp, n (r + 1) / dp)
+// of a local flat buffer of n elements, the range its optimizer updates and, from stage 2/3, the
+// gradients and parameters it keeps (runtime/train/shards.h holds the runtime to the same cut).
+std::pair<int64_t, int64_t> zero_shard(int64_t elements, int dp, int r);
+// How many elements of [begin, end) each rank's shard holds: the chunks of that range's
+// reduce-scatter or all-gather, rank by rank (some may be 0).
+std::vector<int64_t> zero_chunk_elements(int64_t begin, int64_t end, int64_t elements, int dp);
 
 // Generator knobs that do not change what is computed, only how finely it is written down.
 struct BuildOptions {
@@ -171,7 +186,8 @@ CollectiveOp collective_of(OpKind kind);
 // "all-reduce grad.bucket3 12.6 MB dp.0" and the like, for messages.
 std::string describe(const StepProgram& program, const Op& op);
 // The whole program, one op per line, for learners (`parlab plan --program RANK`) and golden
-// tests:  "<id> <stream> <kind> <tag> [layers a-b] [bytes, group | peer] [deps ...]".
+// tests:  "<id> <stream> <kind> <tag> [layers a-b] [elems a-b] [bytes [min-chunk B], group |
+// peer] [deps ...]" (min-chunk only on uneven ZeRO collectives).
 std::string to_text(const StepProgram& program);
 
 }  // namespace parlab::strategy

@@ -185,10 +185,15 @@ void measure_sharded(Calibration& c, const CalibrationOptions& o) {
     say(o, "communication: ZeRO's uneven reduce-scatter and all-gather, " + std::to_string(f.ranks) + " ranks");
     for (strategy::CollectiveOp op : {strategy::CollectiveOp::kReduceScatter, strategy::CollectiveOp::kAllGather}) {
       const auto t = measure::sharded_seconds(op, f.ranks, sizes, o.quick ? 2 : 5);
-      for (size_t i = 0; i < sizes.size(); ++i)
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const std::vector<int64_t> counts = measure::sharded_counts(f.ranks, sizes[i]);
+        const double min_chunk = 4.0 * double(*std::min_element(counts.begin(), counts.end()));  // fp32
         c.sharded.push_back(
             {std::string(strategy::to_string(op)), f.ranks, sizes[i], t[i],
-             strategy::ring_collective_seconds(op, sizes[i], f.ranks, f.latency_seconds, f.link_bytes_per_s)});
+             strategy::ring_collective_seconds(op, sizes[i], f.ranks, f.latency_seconds, f.link_bytes_per_s), min_chunk,
+             strategy::ring_collective_seconds(op, sizes[i], f.ranks, f.latency_seconds, f.link_bytes_per_s,
+                                               min_chunk)});
+      }
     }
   }
 }
@@ -381,7 +386,9 @@ nlohmann::json Calibration::to_json() const {
                             {"ranks", p.ranks},
                             {"bytes", p.bytes},
                             {"seconds", p.seconds},
-                            {"predicted_seconds", p.predicted_seconds}});
+                            {"predicted_seconds", p.predicted_seconds},
+                            {"min_chunk_bytes", p.min_chunk_bytes},
+                            {"uneven_predicted_seconds", p.uneven_predicted_seconds}});
   for (const auto& p : grid.points)
     grid_json.push_back({{"microbatch", p.microbatch},
                          {"hidden", p.hidden},

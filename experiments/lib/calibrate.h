@@ -75,15 +75,20 @@ struct RingFit {
 };
 
 // ZeRO's uneven reduce-scatter or all-gather at one size, beside what the all-reduce fit of its
-// rank count predicts for it (the ring's (n-1) steps of a + S/(nB)): how far the model the cost
-// model and the simulator time those collectives with is from their measurement.
+// rank count predicts for it: as a balanced ring ((n-1) steps of a + S/(nB), what the cost model
+// and the simulator charged before they knew the chunks), and priced by its smallest chunk
+// ((n-1) a + (S - c_min)/B, strategy::ring_link_bytes: what they charge a ZeRO op now). How far
+// each is from the measurement.
 struct ShardedPoint {
   std::string op;  // "reduce-scatter" | "all-gather"
   int ranks = 0;
   double bytes = 0;
-  double seconds = 0;            // median burst's seconds per call
-  double predicted_seconds = 0;  // by the all-reduce fit of `ranks`
+  double seconds = 0;                   // median burst's seconds per call
+  double predicted_seconds = 0;         // balanced ring, by the all-reduce fit of `ranks`
+  double min_chunk_bytes = -1;          // the bench's smallest chunk (measure::sharded_counts)
+  double uneven_predicted_seconds = 0;  // by the same fit, priced by the smallest chunk
   double error() const { return seconds > 0 ? predicted_seconds / seconds - 1 : 0; }
+  double uneven_error() const { return seconds > 0 ? uneven_predicted_seconds / seconds - 1 : 0; }
 };
 
 // Fits each rank count among `points` (judged sizes only) and sets the points' fitted_seconds.

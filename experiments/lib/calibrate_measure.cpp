@@ -6,11 +6,13 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -217,18 +219,24 @@ std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, i
   return out;
 }
 
+// Uneven chunks, as buckets and layers cut at shard boundaries give them: rank 0 holds 3/2 of
+// another rank's share.
+std::vector<int64_t> sharded_counts(int n, double bytes) {
+  const int64_t total = std::max<int64_t>(int64_t(bytes / 4), 2 * n);
+  const int64_t unit = std::max<int64_t>(1, total * 2 / (2 * n + 1));
+  std::vector<int64_t> counts(size_t(n), unit);
+  counts[0] = total - unit * (n - 1);
+  return counts;
+}
+
 std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std::vector<double>& sizes, int iters) {
   if (op != strategy::CollectiveOp::kReduceScatter && op != strategy::CollectiveOp::kAllGather)
     throw ConfigError("op", std::string(strategy::to_string(op)), "reduce-scatter or all-gather");
   std::vector<double> out;
   for (double bytes : sizes) {
     const int calls = calls_per_burst(bytes);
-    // Uneven chunks, as buckets and layers cut at shard boundaries give them: rank 0 holds 3/2
-    // of another rank's share.
-    const int64_t total = std::max<int64_t>(int64_t(bytes / 4), 2 * n);
-    const int64_t unit = std::max<int64_t>(1, total * 2 / (2 * n + 1));
-    std::vector<int64_t> counts(size_t(n), unit);
-    counts[0] = total - unit * (n - 1);
+    const std::vector<int64_t> counts = sharded_counts(n, bytes);
+    const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
     double seconds = 0;
     on_ranks(n, [&](comm::Communicator& c, int r) {
       const size_t whole = size_t(total), mine = size_t(counts[size_t(r)]);

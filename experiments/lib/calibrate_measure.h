@@ -49,10 +49,13 @@ std::vector<double> allreduce_seconds(int n, const std::vector<double>& sizes, i
 int calls_per_burst(double bytes);
 
 // ZeRO's collectives as the executor issues them: reduce-scatter and all-gather of `bytes` (the
-// whole buffer, nccl-tests' convention) cut unevenly at shard boundaries (rank 0's chunk 3/2 of the
-// others'), in bursts of calls_per_burst(bytes) back-to-back calls, on `n` ranks (threads, as
+// whole buffer, nccl-tests' convention) cut unevenly at shard boundaries (sharded_counts), in
+// bursts of calls_per_burst(bytes) back-to-back calls, on `n` ranks (threads, as
 // allreduce_seconds). Returns per size the median burst's seconds per call over `iters` bursts.
 std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std::vector<double>& sizes, int iters);
+// The chunks (fp32 elements, rank by rank) sharded_seconds cuts `bytes` into: rank 0's about 3/2
+// of each other rank's.
+std::vector<int64_t> sharded_counts(int n, double bytes);
 
 // CPU time per byte a rank sends in a Gloo all-reduce of `bytes` among `n` ranks.
 double comm_cpu_seconds_per_byte(int n, double bytes, int iters);

@@ -1,21 +1,20 @@
 #include "runtime/train/shards.h"
 
-#include <algorithm>
 #include <string>
 
 #include "base/errors.h"
+#include "strategy/step_program.h"
 
 namespace parlab::train {
 
-model::FlatRange zero_shard(int64_t n, int dp, int r) { return {n * r / dp, n * (r + 1) / dp}; }
+// One cut for the programs (whose collectives are priced by their chunks) and the runtime.
+model::FlatRange zero_shard(int64_t n, int dp, int r) {
+  const auto [begin, end] = strategy::zero_shard(n, dp, r);
+  return {begin, end};
+}
 
 std::vector<int64_t> shard_counts(model::FlatRange range, int64_t n, int dp) {
-  std::vector<int64_t> counts(static_cast<size_t>(dp));
-  for (int r = 0; r < dp; ++r) {
-    const model::FlatRange s = zero_shard(n, dp, r);
-    counts[r] = std::max<int64_t>(0, std::min(s.end, range.end) - std::max(s.begin, range.begin));
-  }
-  return counts;
+  return strategy::zero_chunk_elements(range.begin, range.end, n, dp);
 }
 
 model::ModelStorage storage_for_stage(int zero, model::MemoryAccount* account) {

@@ -2,8 +2,8 @@
 // What a ZeRO rank keeps of the model between steps (Rajbhandari et al., SC'20).
 //
 // The flat parameter buffer of n elements is cut into dp contiguous shards, rank r owning
-//   shard_r = [n r / dp, n (r + 1) / dp)            (strategy/gen/data_parallel.cpp cuts the
-//                                                    optimizer's range the same way)
+//   shard_r = [n r / dp, n (r + 1) / dp)            (strategy::zero_shard: the step programs'
+//                                                    optimizer ranges and chunk sizes use it too)
 // and the rank keeps, beside the optimizer state of its shard (stage 1, always):
 //   stage 1  a full copy of the parameters and of the gradients (the model's own buffers);
 //   stage 2  the full parameters, but only the reduced gradients of its shard (this object's

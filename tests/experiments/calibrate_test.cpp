@@ -97,6 +97,8 @@ TEST(AllReduceSeries, MeasuresEachSizeAsABurstOfBucketCalls) {
     EXPECT_GT(t[1], 0);
   }
   EXPECT_THROW(measure::sharded_seconds(strategy::CollectiveOp::kAllReduce, 2, {1e6}, 1), ConfigError);
+  // Its chunks: the whole buffer, rank 0's about 3/2 of each other's.
+  EXPECT_EQ(measure::sharded_counts(3, 4e6), (std::vector<int64_t>{428572, 285714, 285714}));
 }
 
 TEST(RateGrid, InterpolatesAPowerLawExactlyAndClampsAtTheEdges) {
@@ -334,6 +336,13 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
     EXPECT_GT(p.seconds, 0);
     const RingFit& f = c.ring_fits.front();
     EXPECT_NEAR(p.predicted_seconds, f.latency_seconds + p.bytes / 2 / f.link_bytes_per_s, 1e-12);
+    // Priced by the bench's smallest chunk (rank 1's 2/5 of S): the link into rank 1 carries
+    // rank 0's 3/5.
+    const std::vector<int64_t> counts = measure::sharded_counts(2, p.bytes);
+    EXPECT_EQ(p.min_chunk_bytes, 4.0 * double(counts[1]));
+    EXPECT_NEAR(p.uneven_predicted_seconds, f.latency_seconds + (p.bytes - p.min_chunk_bytes) / f.link_bytes_per_s,
+                1e-12);
+    EXPECT_GT(p.uneven_predicted_seconds, p.predicted_seconds);
   }
   // A bigger microbatch of the same width never runs GEMMs at under half the rate of a smaller.
   EXPECT_GT(c.grid.flops_per_s(32, 256, 1024), 0.5 * c.grid.flops_per_s(8, 256, 1024));

@@ -169,6 +169,38 @@ TEST(CostModel, ReduceScatterAllGatherBroadcast) {
   EXPECT_DOUBLE_EQ(collective_time(CollectiveOp::kAllReduce, 4e6, {2}, c).seconds, 0);
 }
 
+// ZeRO's uneven chunks (Op::min_chunk_bytes): the busiest link carries S - c_min. A layer owned by
+// one rank (c_min 0) is a broadcast from it, S/B, twice the balanced ring's S/(2B) on 2 ranks
+// and 4/3 of its 3/4 S/B on 4; c_min = S/n is the balanced ring.
+TEST(CostModel, UnevenChunksPriceTheBusiestLink) {
+  const ClusterSpec c = with_world(
+      parse_cluster_toml(
+          "name=\"r\"\ndevices_per_node=4\n[device]\nmemory_gb=1\npeak_tflops_fp32=1\npeak_tflops_bf16=1\n"
+          "memory_bandwidth_gb_per_s=1\n[intra]\nbandwidth_gb_per_s=1\nlatency_us=10\n[inter]\nbandwidth_gb_per_s=1\n",
+          "r"),
+      4);
+  for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(2), c, 0).seconds, 10e-6 + 4e-3);        // one owner
+    EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(2), c).seconds, 10e-6 + 2e-3);           // balanced
+    EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(2), c, 2e6).seconds, 10e-6 + 2e-3);      // c_min = S/2
+    EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(2), c, 1.5e6).seconds, 10e-6 + 2.5e-3);  // 2.5 MB + 1.5
+    EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(4), c, 0).seconds, 30e-6 + 4e-3);
+    EXPECT_DOUBLE_EQ(collective_time(op, 4e6, iota(4), c).seconds, 30e-6 + 3e-3);
+  }
+  // All-reduce and broadcast move every chunk alike: the argument does not apply.
+  EXPECT_DOUBLE_EQ(collective_time(CollectiveOp::kAllReduce, 4e6, iota(4), c, 0).seconds,
+                   collective_time(CollectiveOp::kAllReduce, 4e6, iota(4), c).seconds);
+  EXPECT_DOUBLE_EQ(ring_link_bytes(CollectiveOp::kBroadcast, 4e6, 4, 0), 4e6);
+  // NCCL inside an NVLink node (per-chunk rooted reduce / broadcast): the same bytes at the
+  // protocol's bandwidth, the latencies unchanged.
+  const ClusterSpec h = with_world(load_cluster("dgx-h100"), 8);
+  const NcclProtocol simple = NcclProtocol::kSimple;
+  const auto one_owner = nccl_ring_protocol_time(CollectiveOp::kAllGather, 1e9, 8, h, simple, 0);
+  const auto balanced = nccl_ring_protocol_time(CollectiveOp::kAllGather, 1e9, 8, h, simple);
+  EXPECT_NEAR(one_owner.seconds - one_owner.base_seconds - 7 * one_owner.step_seconds,
+              8.0 / 7 * (balanced.seconds - balanced.base_seconds - 7 * balanced.step_seconds), 1e-12);
+}
+
 TEST(CostModel, HierarchicalAcrossNodes) {
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 16);
   // 16 ranks on 2 nodes, 1 GB all-reduce: intra ring over k = 8 then inter ring over N = 2

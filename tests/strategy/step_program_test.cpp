@@ -101,17 +101,20 @@ TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
 // elements, completed by layer 0) is reduce-scattered; the rank updates its contiguous half
 // (0-43); no all-gather follows (parameters stay sharded until the next forward gathers them).
 // No rank keeps a whole gradient: the step clears only the rank's shard of them.
+// The shards cut the layers unevenly: block 0 (0-76) has 43 elements in rank 0's shard and 33 in
+// rank 1's (min-chunk 33 x 4 = 132 B), the head (76-86) lies wholly in rank 1's (min-chunk 0 B:
+// its gather is a broadcast); the bucket's halves are equal (43 + 43), so nothing is printed.
 TEST(StepProgram, GoldenZero3OnTwoLayers) {
   const ModelSpec m = load_model(kData + "one-block-mlp.toml");
   const Plan p = plan_for(m, "zero=3,microbatches=1", 2);  // one microbatch (the policy's default is 2 on 2)
   const std::string expected =
       "0 compute zero-grad grad.zero elems 0-43\n"
-      "1 comm all-gather param.blocks.0.fwd.mb0 elems 0-76 304B dp.0\n"
-      "2 comm all-gather param.head.fwd.mb0 elems 76-86 40B dp.0\n"
+      "1 comm all-gather param.blocks.0.fwd.mb0 elems 0-76 304B min-chunk 132B dp.0\n"
+      "2 comm all-gather param.head.fwd.mb0 elems 76-86 40B min-chunk 0B dp.0\n"
       "3 compute forward fwd.mb0.blocks.0 layers 0-1 deps 1\n"
       "4 compute forward fwd.mb0.head layers 1-2 deps 2\n"
-      "5 comm all-gather param.head.bwd.mb0 elems 76-86 40B dp.0\n"
-      "6 comm all-gather param.blocks.0.bwd.mb0 elems 0-76 304B dp.0\n"
+      "5 comm all-gather param.head.bwd.mb0 elems 76-86 40B min-chunk 0B dp.0\n"
+      "6 comm all-gather param.blocks.0.bwd.mb0 elems 0-76 304B min-chunk 132B dp.0\n"
       "7 compute backward bwd.mb0.head layers 1-2 deps 5\n"
       "8 compute backward bwd.mb0.blocks.0 layers 0-1 deps 6\n"
       "9 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B dp.0 deps 8\n"
@@ -124,6 +127,51 @@ TEST(StepProgram, GoldenZero3OnTwoLayers) {
   EXPECT_EQ(r1.ops.front().kind, OpKind::kZeroGrad);
   EXPECT_EQ(r1.ops.front().flat_begin, 43);
   EXPECT_EQ(r1.ops.front().flat_end, 86);
+}
+
+// Every ZeRO reduce-scatter and all-gather records its smallest chunk: the smallest part of its
+// element range in one rank's shard [n r / dp, n (r + 1) / dp) (zero_shard), in bytes (fp32: 4
+// a element); -1 when the chunks are equal. The tiny MLP has n = 162 elements (tiny-mlp.toml:
+// blocks.0 0-76, blocks.1 76-152, head 152-162).
+TEST(StepProgram, ZeroCollectivesCarryTheirSmallestChunk) {
+  const ModelSpec m = load_model(kData + "tiny-mlp.toml");
+  auto min_chunk = [](const StepProgram& prog, const std::string& tag) {
+    for (const Op& op : prog.ops)
+      if (op.tag == tag) return op.min_chunk_bytes;
+    ADD_FAILURE() << "no op " << tag;
+    return -2.0;
+  };
+  // 2 ranks, shards 0-81 and 81-162: blocks.0 lies in rank 0's (a broadcast from it, 0 B),
+  // blocks.1 has 5 elements in rank 0's and 71 in rank 1's (20 B), the head is rank 1's; the
+  // one bucket (0-162) has 81 + 81: balanced.
+  const StepProgram two = build_step(m, plan_for(m, "zero=3,microbatches=1", 2), 0);
+  EXPECT_EQ(min_chunk(two, "param.blocks.0.fwd.mb0"), 0);
+  EXPECT_EQ(min_chunk(two, "param.blocks.1.fwd.mb0"), 20);
+  EXPECT_EQ(min_chunk(two, "param.blocks.1.bwd.mb0"), 20);
+  EXPECT_EQ(min_chunk(two, "param.head.bwd.mb0"), 0);
+  EXPECT_EQ(min_chunk(two, "grad.bucket0.mb0"), -1);
+  // 4 ranks, shards 0-40, 40-81, 81-121, 121-162: every layer misses at least one shard (0 B);
+  // the bucket has chunks 40, 41, 40, 41 (160 B).
+  const StepProgram four = build_step(m, plan_for(m, "zero=3,microbatches=1", 4), 2);
+  for (const char* tag : {"param.blocks.0.fwd.mb0", "param.blocks.1.fwd.mb0", "param.head.fwd.mb0"})
+    EXPECT_EQ(min_chunk(four, tag), 0) << tag;
+  EXPECT_EQ(min_chunk(four, "grad.bucket0.mb0"), 160);
+  // ZeRO-2 with DDP's three 300-byte buckets (GoldenDdpWithThreeBuckets) on 2 ranks: bucket 1
+  // (40-108) straddles the shards, 41 + 27 elements (108 B); buckets 0 (108-162) and 2 (0-40)
+  // lie in one shard each. The all-gathers after the optimizer cut the same ranges.
+  Plan z2 = plan_for(m, "zero=2,microbatches=1", 2);
+  z2.bucket_bytes = 300;
+  const StepProgram buckets = build_step(m, z2, 1);
+  EXPECT_EQ(min_chunk(buckets, "grad.bucket0.mb0"), 0);
+  EXPECT_EQ(min_chunk(buckets, "grad.bucket1.mb0"), 108);
+  EXPECT_EQ(min_chunk(buckets, "grad.bucket2.mb0"), 0);
+  EXPECT_EQ(min_chunk(buckets, "param.bucket1"), 108);
+  // The chunks are the shards' intersections, rank by rank.
+  EXPECT_EQ(zero_chunk_elements(40, 108, 162, 2), (std::vector<int64_t>{41, 27}));
+  EXPECT_EQ(zero_chunk_elements(0, 162, 162, 4), (std::vector<int64_t>{40, 41, 40, 41}));
+  // DDP's all-reduces move whole buckets on every rank: no chunks.
+  for (const Op& op : build_step(m, plan_for(m, "microbatches=1", 2), 0).ops)
+    EXPECT_EQ(op.min_chunk_bytes, -1) << op.tag;
 }
 
 TEST(StepProgram, TensorParallelCarriesMegatronCollectives) {
