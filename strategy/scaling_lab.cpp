@@ -92,6 +92,7 @@ std::vector<ScalingRow> scaling_lab(const ScalingLabInputs& in) {
     r.speedup = w * t1 / r.step_seconds;
     r.efficiency = t1 / r.step_seconds;
     r.samples_per_s_relative = r.speedup;
+    r.global_batch = r.workers;
     rows.push_back(r);
   }
   return rows;

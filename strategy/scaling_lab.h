@@ -45,6 +45,9 @@ struct ScalingRow {
   double speedup = 1;
   double efficiency = 1;
   double samples_per_s_relative = 1;  // throughput_W / throughput_1 (= speedup)
+  // Samples per step in local batches: the chapter's lab gives every worker a full local batch
+  // (the global batch grows with W).
+  double global_batch = 1;
 };
 
 // Throws ConfigError naming the field for non-positive compute, bandwidth or workers.

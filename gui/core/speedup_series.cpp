@@ -64,8 +64,7 @@ std::vector<SpeedupPoint> scaling_lab_series(const strategy::ScalingLabInputs& i
   for (const strategy::ScalingRow& r : strategy::scaling_lab(inputs)) {
     SpeedupPoint p;
     p.workers = r.workers;
-    // Each worker processes a full local batch in the scaling lab: the global batch grows with W.
-    p.global_batch = r.workers;
+    p.global_batch = r.global_batch;  // the scaling lab's: a full local batch per worker
     p.step_seconds[int(SeriesSource::kAnalytic)] = r.step_seconds;
     rows.push_back(p);
   }
