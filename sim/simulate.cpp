@@ -129,7 +129,7 @@ CollectiveResult simulate_collective(strategy::CollectiveOp op, double bytes, in
   plan.dp = ranks;
   plan.microbatches = 1;
   plan.microbatch = 1;
-  plan.global_batch = ranks;
+  plan.global_batch = plan.microbatch * plan.microbatches * plan.dp;  // a lone collective: no batch of its own
   strategy::Group world{strategy::GroupKind::kWorld, "world", {}};
   for (int r = 0; r < ranks; ++r) world.ranks.push_back(r);
   strategy::Op op_template;
