@@ -49,9 +49,12 @@ std::string held_note(double held, const Plan& p) {
   return s;
 }
 
-// Collects each category's formula while compute_ledger computes it (null: not asked for).
+// Collects each category's formula while compute_ledger computes it (null: not asked for). The
+// planner computes thousands of ledgers and reads none of their formulas: a pass writes its text
+// only when `asked()`, and its numbers the same way either way.
 struct Explainer {
   std::vector<LedgerTerm>* terms = nullptr;
+  bool asked() const { return terms != nullptr; }
   void add(const char* category, const std::string& expression, double bytes) const {
     if (!terms) return;
     terms->push_back({category, std::string(category) + " = " + expression + " = " + units::format_bytes(bytes), bytes});
@@ -74,6 +77,7 @@ void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double
   L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
   L.optimizer_bytes = held * (per.optimizer - per.master) / (p.zero >= 1 ? dp : 1) +
                       held * per.master / (p.zero >= 3 ? dp : 1);
+  if (!why.asked()) return;
   if (fm && p.zero >= 3)
     why.add("parameters", "0 (ZeRO-3 under fp32-main: a layer's bf16 copies are made from its gather, as temporary)",
             L.params_bytes);
@@ -222,9 +226,10 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
   std::string act_why;
   for (size_t c = 0; c < per_chunk.size(); ++c) {
     L.activations_bytes += per_chunk[c] * h.act_per_mb_chunk[c];
-    act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
-               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(h.act_per_mb_chunk[c]) +
-               (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
+    if (why.asked())
+      act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
+                 " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(h.act_per_mb_chunk[c]) +
+                 (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
   }
   if (m.kind == ModelKind::kMlp && fp32_main(p)) {
     // The fp32 (B, h) tensors beside the bf16 saves: the data each in-flight microbatch's first
@@ -238,7 +243,7 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
         later_block = later_block || (i > 0 && layers[i].kind == LayerKind::kBlock);
     }
     if (later_block) L.activations_bytes += bh4;
-    act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
+    if (why.asked()) act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
   }
   why.add("activations", act_why, L.activations_bytes);
 }
@@ -256,15 +261,18 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
   if (p.dp > 1) {
     const double buckets = std::min(2 * p.bucket_bytes, h.held * per.grads);
     L.temp_bytes += buckets;
-    temp_why.push_back(buckets < 2 * p.bucket_bytes ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
-                                                    : "2 buckets x " + units::format_bytes(p.bucket_bytes));
+    if (why.asked())
+      temp_why.push_back(buckets < 2 * p.bucket_bytes ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
+                                                      : "2 buckets x " + units::format_bytes(p.bucket_bytes));
     if (p.zero >= 3) {
       L.temp_bytes += h.largest_layer_held * (2 * per.wire_params + per.grads);
-      temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " + per_elem(per.wire_params) +
-                         " gathered, running + prefetched, + " + per_elem(per.grads) + " gradient)");
+      if (why.asked())
+        temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " + per_elem(per.wire_params) +
+                           " gathered, running + prefetched, + " + per_elem(per.grads) + " gradient)");
       if (fp32_main(p)) {
         L.temp_bytes += h.largest_layer_copied * per.params;
-        temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
+        if (why.asked())
+          temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
       }
     }
   }
@@ -272,8 +280,9 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
     const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden *
                             boundary_bytes_per_element(p) / (p.sequence_parallel ? p.tp : 1);
     L.temp_bytes += 2 * boundary;
-    temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
+    if (why.asked()) temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
   }
+  if (!why.asked()) return;
   std::string temp_text;
   for (size_t i = 0; i < temp_why.size(); ++i) temp_text += (i ? " + " : "") + temp_why[i];
   why.add("temporary", temp_why.empty() ? std::string("0 (one replica: no buckets, no pipeline boundary)") : temp_text,
