@@ -154,8 +154,9 @@ namespace {
 // collective has reached it, or (a receive) its message has been sent.
 class Walker {
  public:
-  Walker(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster, bool detail)
-      : programs_(programs), cluster_(cluster), detail_(detail), gemms_(model, programs.front().plan, cluster) {
+  Walker(const std::vector<StepProgram>& programs, const ModelSpec& model, const std::vector<LayerSpec>& layers,
+         const ClusterSpec& cluster, bool detail)
+      : programs_(programs), cluster_(cluster), detail_(detail), gemms_(model, layers, programs.front().plan, cluster) {
     for (size_t i = 0; i < programs.size(); ++i) index_of_[programs[i].rank] = int(i);
     states_.resize(programs.size());
     for (size_t i = 0; i < programs.size(); ++i) {
@@ -472,21 +473,31 @@ void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, c
   e.mfu = model_flops / (e.step_seconds * plan.world() * peak);
 }
 
-}  // namespace
-
-StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster,
-                           bool detail) {
+StepEstimate walk(const std::vector<StepProgram>& programs, const ModelSpec& model, const std::vector<LayerSpec>& layers,
+                  const ClusterSpec& cluster, bool detail) {
   if (programs.empty()) return {};
-  Walker w(programs, model, cluster, detail);
+  Walker w(programs, model, layers, cluster, detail);
   StepEstimate e = w.run(programs.front().plan);
   add_throughput(e, model, programs.front().plan, cluster);
   return e;
 }
 
+}  // namespace
+
+StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster,
+                           bool detail) {
+  return walk(programs, model, model.layer_list(), cluster, detail);
+}
+
 StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail) {
+  return estimate_step(model, model.layer_list(), plan, cluster, detail);
+}
+
+StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
+                           const ClusterSpec& cluster, bool detail) {
   std::vector<StepProgram> programs;
-  for (int s = 0; s < plan.pp; ++s) programs.push_back(build_step(model, plan, rank_of(plan, {0, 0, s})));
-  return walk_programs(programs, model, cluster, detail);
+  for (int s = 0; s < plan.pp; ++s) programs.push_back(build_step(model, layers, plan, rank_of(plan, {0, 0, s})));
+  return walk(programs, model, layers, cluster, detail);
 }
 
 }  // namespace parlab::strategy

@@ -82,6 +82,9 @@ class GemmTimes {
  public:
   GemmTimes() = default;
   GemmTimes(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+  // The same from model.layer_list() already built.
+  GemmTimes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+            const ClusterSpec& cluster);
   double effective_flops(const Op& op) const;
 
  private:
@@ -156,6 +159,9 @@ struct StepEstimate {
 // stage are symmetric). Throws RuntimeError naming the stuck ops if the programs deadlock.
 // `detail` fills `timeline` and `collectives`; the planner walks many plans without them.
 StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail = true);
+// The same from model.layer_list() already built (the planner walks many plans of one model).
+StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+                           const ClusterSpec& cluster, bool detail = true);
 // Walks exactly the given programs (tests, the simulator's comparisons). Collectives whose
 // members are not all among them are assumed symmetric: they start when the rank reaches them.
 StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model,

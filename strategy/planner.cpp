@@ -145,7 +145,7 @@ struct Search {
                                      int(p.schedule), p.v, int(p.recompute), p.sequence_parallel, int(p.precision),
                                      int(p.mixed_state), int(p.optimizer), p.bucket_bytes);
     auto it = walks.find(key);
-    if (it == walks.end()) it = walks.emplace(key, estimate_step(m, p, c, /*detail=*/false)).first;
+    if (it == walks.end()) it = walks.emplace(key, estimate_step(m, layers, p, c, /*detail=*/false)).first;
     cand.walked = it->second;
   }
   mutable std::map<std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int, double>,

@@ -109,6 +109,10 @@ struct LocalTensor {
   int64_t numel = 0;      // elements this rank holds
 };
 std::vector<LocalTensor> local_param_layout(const ModelSpec& model, const Plan& plan, int rank);
+// The same from a layer list already built (model.layer_list(): the planner builds thousands of
+// programs, and a list costs more than most of them).
+std::vector<LocalTensor> local_param_layout(const ModelSpec& model, const std::vector<LayerSpec>& layer_list,
+                                            const Plan& plan, int rank);
 
 // Generator knobs that do not change what is computed, only how finely it is written down.
 struct BuildOptions {
@@ -120,6 +124,9 @@ struct BuildOptions {
 
 // The program of `rank` for a resolved, validated plan.
 StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options = {});
+// The same from model.layer_list() already built.
+StepProgram build_step(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, int rank,
+                       BuildOptions options = {});
 
 // FLOPs of one microbatch through `layers` on one rank: forward FLOPs per token (per sample for
 // the MLP) times tokens, split by tensor parallelism (every GEMM and attention head is divided t

@@ -8,16 +8,16 @@ namespace gen {
 
 std::string layer_tag(const LayerSpec& layer) { return layer.name; }
 
-Builder::Builder(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options)
-    : model_(model), plan_(plan), options_(options) {
+Builder::Builder(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan, int rank,
+                 BuildOptions options)
+    : model_(model), plan_(plan), options_(options), layers_(layers) {
   prog_.rank = rank;
   prog_.world = plan.world();
   prog_.plan = plan;
   coords_ = coords_of(plan, rank);
   prog_.stage = coords_.pp;
-  layers_ = model.layer_list();
-  layout_ = local_param_layout(model, plan, rank);
-  chunks_ = stage_chunks(model, plan, coords_.pp);
+  layout_ = local_param_layout(model, layers_, plan, rank);
+  chunks_ = stage_chunks(layers_, plan, coords_.pp);
 
   // Groups, named by their index among groups of the same kind: dp.<k> where k enumerates the
   // (tp, pp) positions, tp.<k> the (dp, pp) positions, pp.<k> the (tp, dp) positions.
@@ -200,7 +200,12 @@ double boundary_activation_bytes(const ModelSpec& m, const Plan& p) {
 }
 
 StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options) {
-  gen::Builder b(model, plan, rank, options);
+  return build_step(model, model.layer_list(), plan, rank, options);
+}
+
+StepProgram build_step(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, int rank,
+                       BuildOptions options) {
+  gen::Builder b(model, layer_list, plan, rank, options);
   b.build();
   return b.take();
 }

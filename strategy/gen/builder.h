@@ -47,7 +47,9 @@ std::unique_ptr<Hooks> make_data_parallel_hooks(const Plan& plan);  // data_para
 
 class Builder {
  public:
-  Builder(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options);
+  // `layers` is model.layer_list(); it must outlive the builder.
+  Builder(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan, int rank,
+          BuildOptions options);
   StepProgram take() { return std::move(prog_); }
 
   // Writes the whole program.
@@ -89,7 +91,7 @@ class Builder {
   BuildOptions options_;
   StepProgram prog_;
   RankCoords coords_;
-  std::vector<LayerSpec> layers_;
+  const std::vector<LayerSpec>& layers_;
   std::vector<LocalTensor> layout_;
   std::vector<LayerRange> chunks_;
   std::vector<std::unique_ptr<Hooks>> hooks_;
