@@ -496,7 +496,9 @@ StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const Clust
 StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
                            const ClusterSpec& cluster, bool detail) {
   std::vector<StepProgram> programs;
-  for (int s = 0; s < plan.pp; ++s) programs.push_back(build_step(model, layers, plan, rank_of(plan, {0, 0, s})));
+  const BuildOptions options{.tags = detail};  // what reads tags comes with the detail
+  for (int s = 0; s < plan.pp; ++s)
+    programs.push_back(build_step(model, layers, plan, rank_of(plan, {0, 0, s}), options));
   return walk(programs, model, layers, cluster, detail);
 }
 

@@ -157,7 +157,9 @@ struct StepEstimate {
 
 // Walks the programs of one representative rank per pipeline stage (dp = tp = 0: ranks of a
 // stage are symmetric). Throws RuntimeError naming the stuck ops if the programs deadlock.
-// `detail` fills `timeline` and `collectives`; the planner walks many plans without them.
+// `detail` fills `timeline` and `collectives`; the planner walks many plans without them, and
+// without detail the programs are built untagged (BuildOptions::tags: a deadlock then names its
+// stuck ops by kind, bytes and group, not by tag).
 StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail = true);
 // The same from model.layer_list() already built (the planner walks many plans of one model).
 StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,

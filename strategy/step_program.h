@@ -120,6 +120,10 @@ struct BuildOptions {
   // chunk and microbatch (enough for the cost model and the simulator). Layers whose gradients a
   // data-parallel hook or a ZeRO-3 gather needs are always written per layer.
   bool per_layer_ops = false;
+  // Name every op (Op::tag). The planner walks thousands of programs for their times alone,
+  // which no tag changes; formatting a tag per op was most of the cost of building them. Untagged
+  // programs are for such walks: the simulator, the runtime and check_consistency() match by tag.
+  bool tags = true;
 };
 
 // The program of `rank` for a resolved, validated plan.

@@ -87,8 +87,10 @@ void Builder::emit_compute(const Slot& slot, LayerRange range, std::vector<int> 
   op.flops = slot.forward ? forward_flops(range) : backward_flops(range);
   op.memory_bytes = slot.forward ? strategy::forward_memory_bytes(model_, layers_, plan_, range)
                                  : strategy::backward_memory_bytes(model_, layers_, plan_, range);
-  const std::string what = range.size() == 1 ? layer_tag(layers_[range.begin]) : "c" + std::to_string(slot.chunk);
-  op.tag = std::string(slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." + what;
+  if (tags()) {
+    const std::string what = range.size() == 1 ? layer_tag(layers_[range.begin]) : "c" + std::to_string(slot.chunk);
+    op.tag = std::string(slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." + what;
+  }
   std::sort(deps.begin(), deps.end());
   deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   op.deps = std::move(deps);
@@ -104,7 +106,8 @@ void Builder::emit_slot(const Slot& slot) {
   const bool from_prev = slot.forward ? vs > 0 : vs < k_total - 1;
   const bool to_next = slot.forward ? vs < k_total - 1 : vs > 0;
   const int prev_stage = (coords_.pp + p - 1) % p, next_stage = (coords_.pp + 1) % p;
-  const std::string what = std::string(slot.forward ? "act" : "grad") + ".mb" + std::to_string(slot.microbatch);
+  const std::string what =
+      tags() ? std::string(slot.forward ? "act" : "grad") + ".mb" + std::to_string(slot.microbatch) : std::string();
 
   std::vector<int> deps;
   if (from_prev) {
@@ -116,7 +119,7 @@ void Builder::emit_slot(const Slot& slot) {
     recv.microbatch = slot.microbatch;
     recv.chunk = slot.chunk;
     recv.group = group_index(GroupKind::kPP);
-    recv.tag = what + ".vs" + std::to_string(slot.forward ? vs : vs + 1);
+    if (tags()) recv.tag = what + ".vs" + std::to_string(slot.forward ? vs : vs + 1);
     deps.push_back(add(std::move(recv)));
   }
 
@@ -145,7 +148,7 @@ void Builder::emit_slot(const Slot& slot) {
     send.microbatch = slot.microbatch;
     send.chunk = slot.chunk;
     send.group = group_index(GroupKind::kPP);
-    send.tag = what + ".vs" + std::to_string(slot.forward ? vs + 1 : vs);
+    if (tags()) send.tag = what + ".vs" + std::to_string(slot.forward ? vs + 1 : vs);
     send.deps = {last_compute_};
     add(std::move(send));
   }

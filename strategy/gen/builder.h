@@ -68,6 +68,7 @@ class Builder {
   RankCoords coords() const { return coords_; }
   int microbatches() const { return int(plan_.microbatches); }
   const BuildOptions& options() const { return options_; }
+  bool tags() const { return options_.tags; }  // whether ops are named (BuildOptions::tags)
 
   // Compute of one microbatch: tokens and FLOPs (split by tensor parallelism).
   double tokens_per_microbatch() const;

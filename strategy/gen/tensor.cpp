@@ -46,7 +46,7 @@ class TensorParallel final : public Hooks {
     }
     int count = 0;
     for (int i = range.begin; i < range.end; ++i) count += calls(b, slot, i);
-    if (count > 0) emit(b, slot, OpKind::kAllReduce, range, count, tag(b, slot, range), op_id);
+    if (count > 0) emit(b, slot, OpKind::kAllReduce, range, count, b.tags() ? tag(b, slot, range) : "", op_id);
   }
 
  private:
@@ -63,12 +63,13 @@ class TensorParallel final : public Hooks {
   }
 
   static void emit_pairs(Builder& b, const Slot& slot, int i, int op_id) {
-    const std::string base = tag(b, slot, {i, i + 1});
+    const std::string base = b.tags() ? tag(b, slot, {i, i + 1}) : "";
+    auto named = [&](const char* suffix) { return b.tags() ? base + suffix : std::string(); };
     for (int k = 0; k < calls(b, slot, i); ++k) {
-      emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, base + ".rs", op_id);
-      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag", op_id);
+      emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, named(".rs"), op_id);
+      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag"), op_id);
     }
-    for (int k = 0; k < regathers(b, slot, i); ++k) emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag.input", op_id);
+    for (int k = 0; k < regathers(b, slot, i); ++k) emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag.input"), op_id);
   }
 
   // Sequence-parallel inputs a transformer block's backward gathers again (one per
