@@ -462,14 +462,16 @@ class Walker {
   std::vector<OpTiming> timeline_;
 };
 
-void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster) {
+void add_throughput(StepEstimate& e, const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
+                    const ClusterSpec& cluster) {
   if (e.step_seconds <= 0) return;
   const double samples = double(plan.global_batch);
   const double tokens = samples * model.tokens_per_sample();
   e.samples_per_s = samples / e.step_seconds;
   e.tokens_per_s = tokens / e.step_seconds;
   const double peak = plan.precision == Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
-  const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
+  const double model_flops =
+      (ModelSpec::forward_flops_per_token(layers) + ModelSpec::backward_flops_per_token(layers)) * tokens;
   e.mfu = model_flops / (e.step_seconds * plan.world() * peak);
 }
 
@@ -478,7 +480,7 @@ StepEstimate walk(const std::vector<StepProgram>& programs, const ModelSpec& mod
   if (programs.empty()) return {};
   Walker w(programs, model, layers, cluster, detail);
   StepEstimate e = w.run(programs.front().plan);
-  add_throughput(e, model, programs.front().plan, cluster);
+  add_throughput(e, model, layers, programs.front().plan, cluster);
   return e;
 }
 
