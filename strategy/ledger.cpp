@@ -290,8 +290,9 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
 }
 
 // The ledger, and with `why` its formulas: one pass, so a formula shows the numbers it summed.
-MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c,
-                         int rank, const Explainer& why) {
+// `stages` is virtual_stages(layers, p), computed once for all of a plan's stages.
+MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers, const std::vector<LayerRange>& stages,
+                         const Plan& p, const ClusterSpec& c, int rank, const Explainer& why) {
   MemoryLedger L;
   L.rank = rank;
   L.stage = coords_of(p, rank).pp;
@@ -310,7 +311,7 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
     return L;
   }
 
-  const auto chunks = stage_chunks(layers, p, L.stage);
+  const auto chunks = stage_chunks(stages, p, L.stage);
   const HeldParams h = held_params(m, layers, p, chunks, L.stage);
   L.params_held = h.held;
   set_model_state(L, per, h.held, h.copied, p, why);
@@ -323,13 +324,13 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
 
 MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
                             const ClusterSpec& c, int rank) {
-  return ledger_pass(m, layers, p, c, rank, Explainer{});
+  return ledger_pass(m, layers, virtual_stages(layers, p), p, c, rank, Explainer{});
 }
 
 ExplainedLedger explain_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
                                const ClusterSpec& c, int rank) {
   ExplainedLedger out;
-  out.ledger = ledger_pass(m, layers, p, c, rank, Explainer{&out.terms});
+  out.ledger = ledger_pass(m, layers, virtual_stages(layers, p), p, c, rank, Explainer{&out.terms});
   return out;
 }
 
@@ -353,7 +354,8 @@ std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const Plan& p, co
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const std::vector<LayerSpec>& layers,
                                            const Plan& p, const ClusterSpec& c) {
   std::vector<MemoryLedger> out;
-  for (int s = 0; s < p.pp; ++s) out.push_back(compute_ledger(m, layers, p, c, rank_of(p, {0, 0, s})));
+  const auto stages = virtual_stages(layers, p);
+  for (int s = 0; s < p.pp; ++s) out.push_back(ledger_pass(m, layers, stages, p, c, rank_of(p, {0, 0, s}), Explainer{}));
   return out;
 }
 

@@ -42,8 +42,9 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
   // The slowest stage sets the pipeline's pace.
   double slot = 0, slot_compute = 0, slot_tp = 0, tb_slow = 0, tf_slow = 0, held = 0;
   int slow_stage = 0;
+  const auto stages = virtual_stages(layers, p);
   for (int s = 0; s < p.pp; ++s) {
-    const auto chunks = stage_chunks(layers, p, s);
+    const auto chunks = stage_chunks(stages, p, s);
     double tf = 0, tb = 0;
     int count = 0;
     for (const auto& r : chunks) {
@@ -80,7 +81,7 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
     if (p.zero == 3) {
       // Blocks repeat: price each distinct layer size once.
       double gathers = 0, last_n = -1, last_t = 0;
-      for (const auto& r : stage_chunks(layers, p, slow_stage))
+      for (const auto& r : stage_chunks(stages, p, slow_stage))
         for (int i = r.begin; i < r.end; ++i) {
           double n = 0;
           for (const auto& t : layers[i].params) n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / p.tp;
