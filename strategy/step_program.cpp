@@ -6,11 +6,6 @@
 
 namespace parlab::strategy {
 
-bool Op::is_collective() const {
-  return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kAllGather ||
-         kind == OpKind::kBroadcast;
-}
-
 double grad_bytes_per_element(const Plan& p) { return state_bytes_per_param(p).wire_grads; }
 double param_bytes_per_element(const Plan& p) { return state_bytes_per_param(p).wire_params; }
 

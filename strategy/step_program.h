@@ -82,7 +82,10 @@ struct Op {
 
   std::vector<int> deps;
 
-  bool is_collective() const;
+  bool is_collective() const {
+    return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kAllGather ||
+           kind == OpKind::kBroadcast;
+  }
   bool is_compute() const { return is_layer_compute() || kind == OpKind::kOptimizer || kind == OpKind::kZeroGrad; }
   // A forward or backward: compute over `layers` for `microbatch`.
   bool is_layer_compute() const { return kind == OpKind::kForward || kind == OpKind::kBackward; }

@@ -35,6 +35,12 @@ namespace {
 
 class TensorParallel final : public Hooks {
  public:
+  // Every call of a program has the same group and size: found once, not per call.
+  void start(Builder& b) override {
+    group_ = b.group_index(GroupKind::kTP);
+    bytes_ = tp_collective_bytes(b.model(), b.plan());
+  }
+
   void after_compute(Builder& b, const Slot& slot, LayerRange range, int op_id) override {
     if (b.plan().sequence_parallel) {
       if (slot.forward) {
@@ -62,7 +68,7 @@ class TensorParallel final : public Hooks {
            (range.size() == 1 ? layer_tag(b.layers()[range.begin]) : "c" + std::to_string(slot.chunk));
   }
 
-  static void emit_pairs(Builder& b, const Slot& slot, int i, int op_id) {
+  void emit_pairs(Builder& b, const Slot& slot, int i, int op_id) {
     const std::string base = b.tags() ? tag(b, slot, {i, i + 1}) : "";
     auto named = [&](const char* suffix) { return b.tags() ? base + suffix : std::string(); };
     for (int k = 0; k < calls(b, slot, i); ++k) {
@@ -80,13 +86,12 @@ class TensorParallel final : public Hooks {
     return l.tp_collectives_forward;
   }
 
-  static void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag,
-                   int op_id) {
+  void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag, int op_id) {
     Op op;
     op.kind = kind;
     op.stream = Stream::kCompute;
-    op.group = b.group_index(GroupKind::kTP);
-    op.bytes = tp_collective_bytes(b.model(), b.plan());
+    op.group = group_;
+    op.bytes = bytes_;
     op.count = count;
     op.layers = layers;
     op.microbatch = slot.microbatch;
@@ -95,6 +100,9 @@ class TensorParallel final : public Hooks {
     op.deps = {op_id};
     b.add(std::move(op));
   }
+
+  int group_ = -1;
+  double bytes_ = 0;
 };
 
 }  // namespace
