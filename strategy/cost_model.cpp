@@ -166,12 +166,16 @@ class Walker {
       s.finish.assign(prog.ops.size(), kNotYet);
       s.arrived.assign(prog.ops.size(), false);
       s.call_index.assign(prog.ops.size(), -1);
-      std::map<int, int> calls_per_group;
+      std::vector<int> calls_per_group(prog.groups.size(), 0);
       // Group names are matched across programs once, here; the walk itself uses integer ids.
       for (const auto& g : prog.groups) {
         auto it = group_ids_.emplace(g.name, int(group_ids_.size())).first;
         s.group_id.push_back(it->second);
       }
+      const auto on_compute = std::count_if(prog.ops.begin(), prog.ops.end(),
+                                            [](const Op& op) { return op.stream == Stream::kCompute; });
+      s.queue[0].reserve(size_t(on_compute));
+      s.queue[1].reserve(prog.ops.size() - size_t(on_compute));
       for (const auto& op : prog.ops) {
         s.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
         if (op.is_collective()) s.call_index[op.id] = calls_per_group[op.group]++;
@@ -308,12 +312,14 @@ class Walker {
   }
 
   // collective_time of one call, priced once per group, operation and size (a stage repeats
-  // the same few calls for every layer and microbatch).
+  // the same few calls for every layer and microbatch, mostly the same call as the one before).
   const CollectiveEstimate& estimate(int gid, const Group& g, const Op& op) {
     const auto key = std::make_tuple(gid, int(op.kind), op.bytes);
+    if (last_estimate_ != estimates_.end() && last_estimate_->first == key) return last_estimate_->second;
     auto it = estimates_.find(key);
     if (it == estimates_.end())
       it = estimates_.emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_)).first;
+    last_estimate_ = it;
     return it->second;
   }
 
@@ -456,6 +462,7 @@ class Walker {
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;
   std::vector<int> walked_members_;  // per walk-wide group id; -1: not counted yet
   std::map<std::tuple<int, int, double>, CollectiveEstimate> estimates_;
+  std::map<std::tuple<int, int, double>, CollectiveEstimate>::iterator last_estimate_ = estimates_.end();
   std::map<std::pair<int, int>, std::vector<double>> sends_;
   std::map<std::pair<int, int>, int> recv_count_;
   std::vector<CollectiveTiming> timings_;
