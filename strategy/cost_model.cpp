@@ -1,6 +1,7 @@
 #include "strategy/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -158,6 +159,7 @@ class Walker {
          const ClusterSpec& cluster, bool detail)
       : programs_(programs), cluster_(cluster), detail_(detail), gemms_(model, layers, programs.front().plan, cluster) {
     for (size_t i = 0; i < programs.size(); ++i) index_of_[programs[i].rank] = int(i);
+    last_of_kind_.fill(estimates_.end());
     states_.resize(programs.size());
     for (size_t i = 0; i < programs.size(); ++i) {
       auto& s = states_[i];
@@ -312,14 +314,16 @@ class Walker {
   }
 
   // collective_time of one call, priced once per group, operation and size (a stage repeats
-  // the same few calls for every layer and microbatch, mostly the same call as the one before).
+  // the same few calls for every layer and microbatch: mostly the call of its kind before it,
+  // as a layer's sequence-parallel reduce-scatters and all-gathers alternate).
   const CollectiveEstimate& estimate(int gid, const Group& g, const Op& op) {
     const auto key = std::make_tuple(gid, int(op.kind), op.bytes);
-    if (last_estimate_ != estimates_.end() && last_estimate_->first == key) return last_estimate_->second;
+    auto& last = last_of_kind_[size_t(op.kind)];
+    if (last != estimates_.end() && last->first == key) return last->second;
     auto it = estimates_.find(key);
     if (it == estimates_.end())
       it = estimates_.emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_)).first;
-    last_estimate_ = it;
+    last = it;
     return it->second;
   }
 
@@ -461,8 +465,9 @@ class Walker {
   std::map<std::string, int> group_ids_;
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;
   std::vector<int> walked_members_;  // per walk-wide group id; -1: not counted yet
-  std::map<std::tuple<int, int, double>, CollectiveEstimate> estimates_;
-  std::map<std::tuple<int, int, double>, CollectiveEstimate>::iterator last_estimate_ = estimates_.end();
+  using Prices = std::map<std::tuple<int, int, double>, CollectiveEstimate>;  // (group, kind, bytes)
+  Prices estimates_;
+  std::array<Prices::iterator, size_t(OpKind::kRecv) + 1> last_of_kind_;  // last looked up, per OpKind
   std::map<std::pair<int, int>, std::vector<double>> sends_;
   std::map<std::pair<int, int>, int> recv_count_;
   std::vector<CollectiveTiming> timings_;
