@@ -43,7 +43,7 @@ Builder::Builder(const ModelSpec& model, const std::vector<LayerSpec>& layers, c
   hooks_.push_back(make_data_parallel_hooks(plan));
 }
 
-int Builder::add(Op op) {
+int Builder::add(Op&& op) {
   op.id = int(prog_.ops.size());
   if (op.stream == Stream::kCompute && (op.is_compute() || op.is_collective())) last_compute_ = op.id;
   prog_.ops.push_back(std::move(op));

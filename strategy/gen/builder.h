@@ -55,7 +55,7 @@ class Builder {
   // Writes the whole program.
   void build();
 
-  int add(Op op);
+  int add(Op&& op);  // moved in once: programs hold hundreds of thousands of ops
   int group_index(GroupKind kind) const;
 
   const ModelSpec& model() const { return model_; }
