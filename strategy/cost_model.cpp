@@ -174,8 +174,8 @@ class Walker {
         auto it = group_ids_.emplace(g.name, int(group_ids_.size())).first;
         s.group_id.push_back(it->second);
       }
-      const auto on_compute = std::count_if(prog.ops.begin(), prog.ops.end(),
-                                            [](const Op& op) { return op.stream == Stream::kCompute; });
+      const auto on_compute =
+          std::count_if(prog.ops.begin(), prog.ops.end(), [](const Op& op) { return op.stream == Stream::kCompute; });
       s.queue[0].reserve(size_t(on_compute));
       s.queue[1].reserve(prog.ops.size() - size_t(on_compute));
       for (const auto& op : prog.ops) {
@@ -487,8 +487,8 @@ void add_throughput(StepEstimate& e, const ModelSpec& model, const std::vector<L
   e.mfu = model_flops / (e.step_seconds * plan.world() * peak);
 }
 
-StepEstimate walk(const std::vector<StepProgram>& programs, const ModelSpec& model, const std::vector<LayerSpec>& layers,
-                  const ClusterSpec& cluster, bool detail) {
+StepEstimate walk(const std::vector<StepProgram>& programs, const ModelSpec& model,
+                  const std::vector<LayerSpec>& layers, const ClusterSpec& cluster, bool detail) {
   if (programs.empty()) return {};
   Walker w(programs, model, layers, cluster, detail);
   StepEstimate e = w.run(programs.front().plan);

@@ -228,7 +228,8 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
     L.activations_bytes += per_chunk[c] * h.act_per_mb_chunk[c];
     if (why.asked())
       act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
-                 " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " + units::format_bytes(h.act_per_mb_chunk[c]) +
+                 " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " +
+                 units::format_bytes(h.act_per_mb_chunk[c]) +
                  (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
   }
   if (m.kind == ModelKind::kMlp && fp32_main(p)) {
@@ -243,7 +244,8 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
         later_block = later_block || (i > 0 && layers[i].kind == LayerKind::kBlock);
     }
     if (later_block) L.activations_bytes += bh4;
-    if (why.asked()) act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
+    if (why.asked())
+      act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
   }
   why.add("activations", act_why, L.activations_bytes);
 }
@@ -262,17 +264,20 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
     const double buckets = std::min(2 * p.bucket_bytes, h.held * per.grads);
     L.temp_bytes += buckets;
     if (why.asked())
-      temp_why.push_back(buckets < 2 * p.bucket_bytes ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
-                                                      : "2 buckets x " + units::format_bytes(p.bucket_bytes));
+      temp_why.push_back(buckets < 2 * p.bucket_bytes
+                             ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
+                             : "2 buckets x " + units::format_bytes(p.bucket_bytes));
     if (p.zero >= 3) {
       L.temp_bytes += h.largest_layer_held * (2 * per.wire_params + per.grads);
       if (why.asked())
-        temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " + per_elem(per.wire_params) +
-                           " gathered, running + prefetched, + " + per_elem(per.grads) + " gradient)");
+        temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " +
+                           per_elem(per.wire_params) + " gathered, running + prefetched, + " + per_elem(per.grads) +
+                           " gradient)");
       if (fp32_main(p)) {
         L.temp_bytes += h.largest_layer_copied * per.params;
         if (why.asked())
-          temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
+          temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) +
+                             " bf16 copies");
       }
     }
   }
@@ -291,8 +296,9 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
 
 // The ledger, and with `why` its formulas: one pass, so a formula shows the numbers it summed.
 // `stages` is virtual_stages(layers, p), computed once for all of a plan's stages.
-MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers, const std::vector<LayerRange>& stages,
-                         const Plan& p, const ClusterSpec& c, int rank, const Explainer& why) {
+MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers,
+                         const std::vector<LayerRange>& stages, const Plan& p, const ClusterSpec& c, int rank,
+                         const Explainer& why) {
   MemoryLedger L;
   L.rank = rank;
   L.stage = coords_of(p, rank).pp;
@@ -355,7 +361,8 @@ std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const std::vector
                                            const Plan& p, const ClusterSpec& c) {
   std::vector<MemoryLedger> out;
   const auto stages = virtual_stages(layers, p);
-  for (int s = 0; s < p.pp; ++s) out.push_back(ledger_pass(m, layers, stages, p, c, rank_of(p, {0, 0, s}), Explainer{}));
+  for (int s = 0; s < p.pp; ++s)
+    out.push_back(ledger_pass(m, layers, stages, p, c, rank_of(p, {0, 0, s}), Explainer{}));
   return out;
 }
 

@@ -75,7 +75,8 @@ class TensorParallel final : public Hooks {
       emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, named(".rs"), op_id);
       emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag"), op_id);
     }
-    for (int k = 0; k < regathers(b, slot, i); ++k) emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag.input"), op_id);
+    for (int k = 0; k < regathers(b, slot, i); ++k)
+      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag.input"), op_id);
   }
 
   // Sequence-parallel inputs a transformer block's backward gathers again (one per
