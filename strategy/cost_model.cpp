@@ -1,6 +1,7 @@
 #include "strategy/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -166,9 +167,11 @@ namespace {
 // collective has reached it, or (a receive) its message has been sent.
 class Walker {
  public:
-  Walker(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster, bool detail)
-      : programs_(programs), cluster_(cluster), detail_(detail), gemms_(model, programs.front().plan, cluster) {
+  Walker(const std::vector<StepProgram>& programs, const ModelSpec& model, const std::vector<LayerSpec>& layers,
+         const ClusterSpec& cluster, bool detail)
+      : programs_(programs), cluster_(cluster), detail_(detail), gemms_(model, layers, programs.front().plan, cluster) {
     for (size_t i = 0; i < programs.size(); ++i) index_of_[programs[i].rank] = int(i);
+    last_of_kind_.fill(estimates_.end());
     states_.resize(programs.size());
     for (size_t i = 0; i < programs.size(); ++i) {
       auto& s = states_[i];
@@ -177,12 +180,16 @@ class Walker {
       s.finish.assign(prog.ops.size(), kNotYet);
       s.arrived.assign(prog.ops.size(), false);
       s.call_index.assign(prog.ops.size(), -1);
-      std::map<int, int> calls_per_group;
+      std::vector<int> calls_per_group(prog.groups.size(), 0);
       // Group names are matched across programs once, here; the walk itself uses integer ids.
       for (const auto& g : prog.groups) {
         auto it = group_ids_.emplace(g.name, int(group_ids_.size())).first;
         s.group_id.push_back(it->second);
       }
+      const auto on_compute =
+          std::count_if(prog.ops.begin(), prog.ops.end(), [](const Op& op) { return op.stream == Stream::kCompute; });
+      s.queue[0].reserve(size_t(on_compute));
+      s.queue[1].reserve(prog.ops.size() - size_t(on_compute));
       for (const auto& op : prog.ops) {
         s.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
         if (op.is_collective()) s.call_index[op.id] = calls_per_group[op.group]++;
@@ -319,14 +326,18 @@ class Walker {
   }
 
   // collective_time of one call, priced once per group, operation and size (a stage repeats
-  // the same few calls for every layer and microbatch).
+  // the same few calls for every layer and microbatch: mostly the call of its kind before it,
+  // as a layer's sequence-parallel reduce-scatters and all-gathers alternate).
   const CollectiveEstimate& estimate(int gid, const Group& g, const Op& op) {
     const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.min_chunk_bytes);
+    auto& last = last_of_kind_[size_t(op.kind)];
+    if (last != estimates_.end() && last->first == key) return last->second;
     auto it = estimates_.find(key);
     if (it == estimates_.end())
       it = estimates_
                .emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_, op.min_chunk_bytes))
                .first;
+    last = it;
     return it->second;
   }
 
@@ -471,14 +482,18 @@ class Walker {
   std::map<std::string, int> group_ids_;
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> rendezvous_;
   std::vector<int> walked_members_;  // per walk-wide group id; -1: not counted yet
-  std::map<std::tuple<int, int, double, double>, CollectiveEstimate> estimates_;
+  // (group, kind, bytes, smallest chunk)
+  using Prices = std::map<std::tuple<int, int, double, double>, CollectiveEstimate>;
+  Prices estimates_;
+  std::array<Prices::iterator, size_t(OpKind::kRecv) + 1> last_of_kind_;  // last looked up, per OpKind
   std::map<std::pair<int, int>, std::vector<double>> sends_;
   std::map<std::pair<int, int>, int> recv_count_;
   std::vector<CollectiveTiming> timings_;
   std::vector<OpTiming> timeline_;
 };
 
-void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster) {
+void add_throughput(StepEstimate& e, const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
+                    const ClusterSpec& cluster) {
   if (e.step_seconds <= 0) return;
   const double samples = double(plan.global_batch);
   const double tokens = samples * model.tokens_per_sample();
@@ -486,25 +501,38 @@ void add_throughput(StepEstimate& e, const ModelSpec& model, const Plan& plan, c
   e.tokens_per_s = tokens / e.step_seconds;
   const double peak =
       plan.precision == Precision::kFp32 ? cluster.device.peak_flops_fp32 : cluster.device.peak_flops_bf16;
-  const double model_flops = (model.forward_flops_per_token() + model.backward_flops_per_token()) * tokens;
+  const double model_flops =
+      (ModelSpec::forward_flops_per_token(layers) + ModelSpec::backward_flops_per_token(layers)) * tokens;
   e.mfu = model_flops / (e.step_seconds * plan.world() * peak);
+}
+
+StepEstimate walk(const std::vector<StepProgram>& programs, const ModelSpec& model,
+                  const std::vector<LayerSpec>& layers, const ClusterSpec& cluster, bool detail) {
+  if (programs.empty()) return {};
+  Walker w(programs, model, layers, cluster, detail);
+  StepEstimate e = w.run(programs.front().plan);
+  add_throughput(e, model, layers, programs.front().plan, cluster);
+  return e;
 }
 
 }  // namespace
 
 StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster,
                            bool detail) {
-  if (programs.empty()) return {};
-  Walker w(programs, model, cluster, detail);
-  StepEstimate e = w.run(programs.front().plan);
-  add_throughput(e, model, programs.front().plan, cluster);
-  return e;
+  return walk(programs, model, model.layer_list(), cluster, detail);
 }
 
 StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail) {
+  return estimate_step(model, model.layer_list(), plan, cluster, detail);
+}
+
+StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
+                           const ClusterSpec& cluster, bool detail) {
   std::vector<StepProgram> programs;
-  for (int s = 0; s < plan.pp; ++s) programs.push_back(build_step(model, plan, rank_of(plan, {0, 0, s})));
-  return walk_programs(programs, model, cluster, detail);
+  const BuildOptions options{.tags = detail};  // what reads tags comes with the detail
+  for (int s = 0; s < plan.pp; ++s)
+    programs.push_back(build_step(model, layers, plan, rank_of(plan, {0, 0, s}), options));
+  return walk(programs, model, layers, cluster, detail);
 }
 
 }  // namespace parlab::strategy

@@ -90,6 +90,9 @@ class GemmTimes {
  public:
   GemmTimes() = default;
   GemmTimes(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+  // The same from model.layer_list() already built.
+  GemmTimes(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+            const ClusterSpec& cluster);
   double effective_flops(const Op& op) const;
 
  private:
@@ -162,8 +165,13 @@ struct StepEstimate {
 
 // Walks the programs of one representative rank per pipeline stage (dp = tp = 0: ranks of a
 // stage are symmetric). Throws RuntimeError naming the stuck ops if the programs deadlock.
-// `detail` fills `timeline` and `collectives`; the planner walks many plans without them.
+// `detail` fills `timeline` and `collectives`; the planner walks many plans without them, and
+// without detail the programs are built untagged (BuildOptions::tags: a deadlock then names its
+// stuck ops by kind, bytes and group, not by tag).
 StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster, bool detail = true);
+// The same from model.layer_list() already built (the planner walks many plans of one model).
+StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan,
+                           const ClusterSpec& cluster, bool detail = true);
 // Walks exactly the given programs (tests, the simulator's comparisons). Collectives whose
 // members are not all among them are assumed symmetric: they start when the rank reaches them.
 StepEstimate walk_programs(const std::vector<StepProgram>& programs, const ModelSpec& model, const ClusterSpec& cluster,

@@ -85,7 +85,9 @@ std::vector<Gemm> concat(std::vector<Gemm> a, const std::vector<Gemm>& b) {
 
 }  // namespace
 
-GemmTimes::GemmTimes(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
+GemmTimes::GemmTimes(const ModelSpec& m, const Plan& p, const ClusterSpec& c) : GemmTimes(m, m.layer_list(), p, c) {}
+
+GemmTimes::GemmTimes(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c) {
   const DeviceSpec& d = c.device;
   if (m.kind != ModelKind::kTransformer || d.sms <= 0 || d.gemm_tile_rows <= 0 || d.gemm_tile_cols <= 0) return;
   const BlockGemms block = block_gemms(m, p);
@@ -103,7 +105,6 @@ GemmTimes::GemmTimes(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
     for (const Gemm& x : g) nominal += x.flops();
     return nominal > 0 ? wave_flops(g, d) / nominal : 1.0;
   };
-  const auto layers = m.layer_list();
   forward_factor_.resize(layers.size(), 1.0);
   backward_factor_.resize(layers.size(), 1.0);
   const double block_fwd = ratio(fwd), block_bwd = ratio(bwd), hf = ratio(head_fwd), hb = ratio(head_bwd);

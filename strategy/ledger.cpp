@@ -52,9 +52,12 @@ std::string held_note(double held, const Plan& p) {
   return s;
 }
 
-// Collects each category's formula while compute_ledger computes it (null: not asked for).
+// Collects each category's formula while compute_ledger computes it (null: not asked for). The
+// planner computes thousands of ledgers and reads none of their formulas: a pass writes its text
+// only when `asked()`, and its numbers the same way either way.
 struct Explainer {
   std::vector<LedgerTerm>* terms = nullptr;
+  bool asked() const { return terms != nullptr; }
   void add(const char* category, const std::string& expression, double bytes) const {
     if (!terms) return;
     terms->push_back(
@@ -80,6 +83,7 @@ void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double
   L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
   L.optimizer_bytes =
       held * (per.optimizer - per.master) / (p.zero >= 1 ? dp : 1) + held * per.master / (p.zero >= 3 ? dp : 1);
+  if (!why.asked()) return;
   if (fm && p.zero >= 3)
     why.add("parameters", "0 (ZeRO-3 under fp32-main: a layer's bf16 copies are made from its gather, as temporary)",
             L.params_bytes);
@@ -234,10 +238,11 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
   std::string act_why;
   for (size_t c = 0; c < per_chunk.size(); ++c) {
     L.activations_bytes += per_chunk[c] * h.act_per_mb_chunk[c];
-    act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
-               " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " +
-               units::format_bytes(h.act_per_mb_chunk[c]) +
-               (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
+    if (why.asked())
+      act_why += (c ? " + " : "") + std::to_string(per_chunk[c]) + " microbatch" + (per_chunk[c] == 1 ? "" : "es") +
+                 " in flight" + (p.pp > 1 ? " (" + std::string(to_string(p.schedule)) + ")" : std::string()) + " x " +
+                 units::format_bytes(h.act_per_mb_chunk[c]) +
+                 (per_chunk.size() > 1 ? " (chunk " + std::to_string(c) + ")" : " per microbatch");
   }
   if (m.kind == ModelKind::kMlp && fp32_main(p)) {
     // The fp32 (B, h) tensors beside the bf16 saves: the data each in-flight microbatch's first
@@ -251,7 +256,8 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
         later_block = later_block || (i > 0 && layers[i].kind == LayerKind::kBlock);
     }
     if (later_block) L.activations_bytes += bh4;
-    act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
+    if (why.asked())
+      act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
   }
   why.add("activations", act_why, L.activations_bytes);
 }
@@ -269,17 +275,21 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
   if (p.dp > 1) {
     const double buckets = std::min(2 * p.bucket_bytes, h.held * per.grads);
     L.temp_bytes += buckets;
-    temp_why.push_back(buckets < 2 * p.bucket_bytes
-                           ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
-                           : "2 buckets x " + units::format_bytes(p.bucket_bytes));
+    if (why.asked())
+      temp_why.push_back(buckets < 2 * p.bucket_bytes
+                             ? "gradient buckets (all the gradients, " + units::format_bytes(buckets) + ")"
+                             : "2 buckets x " + units::format_bytes(p.bucket_bytes));
     if (p.zero >= 3) {
       L.temp_bytes += h.largest_layer_held * (2 * per.wire_params + per.grads);
-      temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " +
-                         per_elem(per.wire_params) + " gathered, running + prefetched, + " + per_elem(per.grads) +
-                         " gradient)");
+      if (why.asked())
+        temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " +
+                           per_elem(per.wire_params) + " gathered, running + prefetched, + " + per_elem(per.grads) +
+                           " gradient)");
       if (fp32_main(p)) {
         L.temp_bytes += h.largest_layer_copied * per.params;
-        temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) + " bf16 copies");
+        if (why.asked())
+          temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) +
+                             " bf16 copies");
       }
     }
   }
@@ -287,8 +297,9 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
     const double boundary = double(p.microbatch) * m.tokens_per_sample() * m.hidden * boundary_bytes_per_element(p) /
                             (p.sequence_parallel ? p.tp : 1);
     L.temp_bytes += 2 * boundary;
-    temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
+    if (why.asked()) temp_why.push_back("2 pipeline boundaries (send + receive) x " + units::format_bytes(boundary));
   }
+  if (!why.asked()) return;
   std::string temp_text;
   for (size_t i = 0; i < temp_why.size(); ++i) temp_text += (i ? " + " : "") + temp_why[i];
   why.add("temporary", temp_why.empty() ? std::string("0 (one replica: no buckets, no pipeline boundary)") : temp_text,
@@ -296,8 +307,10 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
 }
 
 // The ledger, and with `why` its formulas: one pass, so a formula shows the numbers it summed.
-MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c,
-                         int rank, const Explainer& why) {
+// `stages` is virtual_stages(layers, p), computed once for all of a plan's stages.
+MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layers,
+                         const std::vector<LayerRange>& stages, const Plan& p, const ClusterSpec& c, int rank,
+                         const Explainer& why) {
   MemoryLedger L;
   L.rank = rank;
   L.stage = coords_of(p, rank).pp;
@@ -317,7 +330,7 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
     return L;
   }
 
-  const auto chunks = stage_chunks(layers, p, L.stage);
+  const auto chunks = stage_chunks(stages, p, L.stage);
   const HeldParams h = held_params(m, layers, p, chunks, L.stage);
   L.params_held = h.held;
   set_model_state(L, per, h.held, h.copied, p, why);
@@ -330,13 +343,13 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
 
 MemoryLedger compute_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
                             const ClusterSpec& c, int rank) {
-  return ledger_pass(m, layers, p, c, rank, Explainer{});
+  return ledger_pass(m, layers, virtual_stages(layers, p), p, c, rank, Explainer{});
 }
 
 ExplainedLedger explain_ledger(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
                                const ClusterSpec& c, int rank) {
   ExplainedLedger out;
-  out.ledger = ledger_pass(m, layers, p, c, rank, Explainer{&out.terms});
+  out.ledger = ledger_pass(m, layers, virtual_stages(layers, p), p, c, rank, Explainer{&out.terms});
   return out;
 }
 
@@ -362,7 +375,9 @@ std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const Plan& p, co
 std::vector<MemoryLedger> ledger_per_stage(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
                                            const ClusterSpec& c) {
   std::vector<MemoryLedger> out;
-  for (int s = 0; s < p.pp; ++s) out.push_back(compute_ledger(m, layers, p, c, rank_of(p, {0, 0, s})));
+  const auto stages = virtual_stages(layers, p);
+  for (int s = 0; s < p.pp; ++s)
+    out.push_back(ledger_pass(m, layers, stages, p, c, rank_of(p, {0, 0, s}), Explainer{}));
   return out;
 }
 

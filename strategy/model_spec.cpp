@@ -149,9 +149,11 @@ int64_t ModelSpec::params_per_block() const {
   return 0;
 }
 
-double ModelSpec::forward_flops_per_token() const {
+double ModelSpec::forward_flops_per_token() const { return forward_flops_per_token(layer_list()); }
+
+double ModelSpec::forward_flops_per_token(const std::vector<LayerSpec>& layers) {
   double f = 0;
-  for (const auto& l : layer_list()) f += l.forward_flops_per_token;
+  for (const auto& l : layers) f += l.forward_flops_per_token;
   return f;
 }
 

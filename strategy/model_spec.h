@@ -93,6 +93,11 @@ struct ModelSpec {
   // scores); backward is twice that. Megatron: 24 h^2 + 4 s h per block, 2 h V for the logits.
   double forward_flops_per_token() const;
   double backward_flops_per_token() const { return 2 * forward_flops_per_token(); }
+  // The same two from layer_list() already built.
+  static double forward_flops_per_token(const std::vector<LayerSpec>& layer_list);
+  static double backward_flops_per_token(const std::vector<LayerSpec>& layer_list) {
+    return 2 * forward_flops_per_token(layer_list);
+  }
   // The largest single weight tensor, in elements (the embedding for GPT models).
   int64_t largest_operator_params() const;
   // Parameters of the largest layer in the layer list.

@@ -37,7 +37,10 @@ std::vector<LayerRange> stage_chunks(const ModelSpec& model, const Plan& plan, i
 }
 
 std::vector<LayerRange> stage_chunks(const std::vector<LayerSpec>& layers, const Plan& plan, int stage) {
-  const auto all = virtual_stages(layers, plan);
+  return stage_chunks(virtual_stages(layers, plan), plan, stage);
+}
+
+std::vector<LayerRange> stage_chunks(const std::vector<LayerRange>& all, const Plan& plan, int stage) {
   std::vector<LayerRange> out;
   for (size_t k = stage; k < all.size(); k += plan.pp) out.push_back(all[k]);
   return out;

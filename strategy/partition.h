@@ -28,5 +28,7 @@ std::vector<LayerRange> virtual_stages(const ModelSpec& model, const Plan& plan)
 // The same from a layer list already built (the planner evaluates thousands of plans).
 std::vector<LayerRange> virtual_stages(const std::vector<LayerSpec>& layers, const Plan& plan);
 std::vector<LayerRange> stage_chunks(const std::vector<LayerSpec>& layers, const Plan& plan, int stage);
+// The same from virtual_stages() already computed (once for every stage of a plan).
+std::vector<LayerRange> stage_chunks(const std::vector<LayerRange>& virtual_stages, const Plan& plan, int stage);
 
 }  // namespace parlab::strategy

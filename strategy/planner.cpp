@@ -43,8 +43,9 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
   // The slowest stage sets the pipeline's pace.
   double slot = 0, slot_compute = 0, slot_tp = 0, tb_slow = 0, tf_slow = 0, held = 0;
   int slow_stage = 0;
+  const auto stages = virtual_stages(layers, p);
   for (int s = 0; s < p.pp; ++s) {
-    const auto chunks = stage_chunks(layers, p, s);
+    const auto chunks = stage_chunks(stages, p, s);
     double tf = 0, tb = 0;
     int count = 0;
     for (const auto& r : chunks) {
@@ -83,7 +84,7 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
     if (p.zero == 3) {
       // Blocks repeat: price each distinct layer size once.
       double gathers = 0, last_n = -1, last_t = 0;
-      for (const auto& r : stage_chunks(layers, p, slow_stage))
+      for (const auto& r : stage_chunks(stages, p, slow_stage))
         for (int i = r.begin; i < r.end; ++i) {
           double n = 0;
           for (const auto& t : layers[i].params)
@@ -152,7 +153,7 @@ struct Search {
                                      int(p.schedule), p.v, int(p.recompute), p.sequence_parallel, int(p.precision),
                                      int(p.mixed_state), int(p.optimizer), p.bucket_bytes);
     auto it = walks.find(key);
-    if (it == walks.end()) it = walks.emplace(key, estimate_step(m, p, c, /*detail=*/false)).first;
+    if (it == walks.end()) it = walks.emplace(key, estimate_step(m, layers, p, c, /*detail=*/false)).first;
     cand.walked = it->second;
   }
   mutable std::map<

@@ -7,20 +7,19 @@
 
 namespace parlab::strategy {
 
-bool Op::is_collective() const {
-  return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kAllGather ||
-         kind == OpKind::kBroadcast;
-}
-
 double grad_bytes_per_element(const Plan& p) { return state_bytes_per_param(p).wire_grads; }
 double param_bytes_per_element(const Plan& p) { return state_bytes_per_param(p).wire_params; }
 
 std::vector<LocalTensor> local_param_layout(const ModelSpec& m, const Plan& p, int rank) {
+  return local_param_layout(m, m.layer_list(), p, rank);
+}
+
+std::vector<LocalTensor> local_param_layout(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
+                                            int rank) {
   std::vector<LocalTensor> out;
-  const auto layers = m.layer_list();
   const int stage = coords_of(p, rank).pp;
   int64_t offset = 0;
-  for (const auto& range : stage_chunks(m, p, stage)) {
+  for (const auto& range : stage_chunks(layers, p, stage)) {
     for (int i = range.begin; i < range.end; ++i) {
       for (const auto& t : layers[i].params) {
         const int64_t n = t.tp_split == TpSplit::kReplicated ? t.numel : t.numel / p.tp;

@@ -88,7 +88,10 @@ struct Op {
 
   std::vector<int> deps;
 
-  bool is_collective() const;
+  bool is_collective() const {
+    return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kAllGather ||
+           kind == OpKind::kBroadcast;
+  }
   bool is_compute() const { return is_layer_compute() || kind == OpKind::kOptimizer || kind == OpKind::kZeroGrad; }
   // A forward or backward: compute over `layers` for `microbatch`.
   bool is_layer_compute() const { return kind == OpKind::kForward || kind == OpKind::kBackward; }
@@ -115,6 +118,10 @@ struct LocalTensor {
   int64_t numel = 0;   // elements this rank holds
 };
 std::vector<LocalTensor> local_param_layout(const ModelSpec& model, const Plan& plan, int rank);
+// The same from a layer list already built (model.layer_list(): the planner builds thousands of
+// programs, and a list costs more than most of them).
+std::vector<LocalTensor> local_param_layout(const ModelSpec& model, const std::vector<LayerSpec>& layer_list,
+                                            const Plan& plan, int rank);
 
 // ZeRO's shard of data-parallel rank r (Rajbhandari et al. SC'20): the contiguous
 //   [n r / dp, n (r + 1) / dp)
@@ -131,10 +138,17 @@ struct BuildOptions {
   // chunk and microbatch (enough for the cost model and the simulator). Layers whose gradients a
   // data-parallel hook or a ZeRO-3 gather needs are always written per layer.
   bool per_layer_ops = false;
+  // Name every op (Op::tag). The planner walks thousands of programs for their times alone,
+  // which no tag changes; formatting a tag per op was most of the cost of building them. Untagged
+  // programs are for such walks: the simulator, the runtime and check_consistency() match by tag.
+  bool tags = true;
 };
 
 // The program of `rank` for a resolved, validated plan.
 StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options = {});
+// The same from model.layer_list() already built.
+StepProgram build_step(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, int rank,
+                       BuildOptions options = {});
 
 // FLOPs of one microbatch through `layers` on one rank: forward FLOPs per token (per sample for
 // the MLP) times tokens, split by tensor parallelism (every GEMM and attention head is divided t

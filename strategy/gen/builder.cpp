@@ -8,16 +8,16 @@ namespace gen {
 
 std::string layer_tag(const LayerSpec& layer) { return layer.name; }
 
-Builder::Builder(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options)
-    : model_(model), plan_(plan), options_(options) {
+Builder::Builder(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan, int rank,
+                 BuildOptions options)
+    : model_(model), plan_(plan), options_(options), layers_(layers) {
   prog_.rank = rank;
   prog_.world = plan.world();
   prog_.plan = plan;
   coords_ = coords_of(plan, rank);
   prog_.stage = coords_.pp;
-  layers_ = model.layer_list();
-  layout_ = local_param_layout(model, plan, rank);
-  chunks_ = stage_chunks(model, plan, coords_.pp);
+  layout_ = local_param_layout(model, layers_, plan, rank);
+  chunks_ = stage_chunks(layers_, plan, coords_.pp);
 
   // Groups, named by their index among groups of the same kind: dp.<k> where k enumerates the
   // (tp, pp) positions, tp.<k> the (dp, pp) positions, pp.<k> the (tp, dp) positions.
@@ -42,7 +42,7 @@ Builder::Builder(const ModelSpec& model, const Plan& plan, int rank, BuildOption
   hooks_.push_back(make_data_parallel_hooks(plan));
 }
 
-int Builder::add(Op op) {
+int Builder::add(Op&& op) {
   op.id = int(prog_.ops.size());
   if (op.stream == Stream::kCompute && (op.is_compute() || op.is_collective())) last_compute_ = op.id;
   prog_.ops.push_back(std::move(op));
@@ -86,8 +86,10 @@ void Builder::emit_compute(const Slot& slot, LayerRange range, std::vector<int> 
   op.flops = slot.forward ? forward_flops(range) : backward_flops(range);
   op.memory_bytes = slot.forward ? strategy::forward_memory_bytes(model_, layers_, plan_, range)
                                  : strategy::backward_memory_bytes(model_, layers_, plan_, range);
-  const std::string what = range.size() == 1 ? layer_tag(layers_[range.begin]) : "c" + std::to_string(slot.chunk);
-  op.tag = std::string(slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." + what;
+  if (tags()) {
+    const std::string what = range.size() == 1 ? layer_tag(layers_[range.begin]) : "c" + std::to_string(slot.chunk);
+    op.tag = std::string(slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." + what;
+  }
   std::sort(deps.begin(), deps.end());
   deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   op.deps = std::move(deps);
@@ -103,7 +105,8 @@ void Builder::emit_slot(const Slot& slot) {
   const bool from_prev = slot.forward ? vs > 0 : vs < k_total - 1;
   const bool to_next = slot.forward ? vs < k_total - 1 : vs > 0;
   const int prev_stage = (coords_.pp + p - 1) % p, next_stage = (coords_.pp + 1) % p;
-  const std::string what = std::string(slot.forward ? "act" : "grad") + ".mb" + std::to_string(slot.microbatch);
+  const std::string what =
+      tags() ? std::string(slot.forward ? "act" : "grad") + ".mb" + std::to_string(slot.microbatch) : std::string();
 
   std::vector<int> deps;
   if (from_prev) {
@@ -115,7 +118,7 @@ void Builder::emit_slot(const Slot& slot) {
     recv.microbatch = slot.microbatch;
     recv.chunk = slot.chunk;
     recv.group = group_index(GroupKind::kPP);
-    recv.tag = what + ".vs" + std::to_string(slot.forward ? vs : vs + 1);
+    if (tags()) recv.tag = what + ".vs" + std::to_string(slot.forward ? vs : vs + 1);
     deps.push_back(add(std::move(recv)));
   }
 
@@ -144,7 +147,7 @@ void Builder::emit_slot(const Slot& slot) {
     send.microbatch = slot.microbatch;
     send.chunk = slot.chunk;
     send.group = group_index(GroupKind::kPP);
-    send.tag = what + ".vs" + std::to_string(slot.forward ? vs + 1 : vs);
+    if (tags()) send.tag = what + ".vs" + std::to_string(slot.forward ? vs + 1 : vs);
     send.deps = {last_compute_};
     add(std::move(send));
   }
@@ -201,7 +204,12 @@ double boundary_activation_bytes(const ModelSpec& m, const Plan& p) {
 }
 
 StepProgram build_step(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options) {
-  gen::Builder b(model, plan, rank, options);
+  return build_step(model, model.layer_list(), plan, rank, options);
+}
+
+StepProgram build_step(const ModelSpec& model, const std::vector<LayerSpec>& layer_list, const Plan& plan, int rank,
+                       BuildOptions options) {
+  gen::Builder b(model, layer_list, plan, rank, options);
   b.build();
   return b.take();
 }

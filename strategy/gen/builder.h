@@ -47,13 +47,15 @@ std::unique_ptr<Hooks> make_data_parallel_hooks(const Plan& plan);  // data_para
 
 class Builder {
  public:
-  Builder(const ModelSpec& model, const Plan& plan, int rank, BuildOptions options);
+  // `layers` is model.layer_list(); it must outlive the builder.
+  Builder(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan, int rank,
+          BuildOptions options);
   StepProgram take() { return std::move(prog_); }
 
   // Writes the whole program.
   void build();
 
-  int add(Op op);
+  int add(Op&& op);  // moved in once: programs hold hundreds of thousands of ops
   int group_index(GroupKind kind) const;
 
   const ModelSpec& model() const { return model_; }
@@ -66,6 +68,7 @@ class Builder {
   RankCoords coords() const { return coords_; }
   int microbatches() const { return int(plan_.microbatches); }
   const BuildOptions& options() const { return options_; }
+  bool tags() const { return options_.tags; }  // whether ops are named (BuildOptions::tags)
 
   // Compute of one microbatch: tokens and FLOPs (split by tensor parallelism).
   double tokens_per_microbatch() const;
@@ -89,7 +92,7 @@ class Builder {
   BuildOptions options_;
   StepProgram prog_;
   RankCoords coords_;
-  std::vector<LayerSpec> layers_;
+  const std::vector<LayerSpec>& layers_;
   std::vector<LocalTensor> layout_;
   std::vector<LayerRange> chunks_;
   std::vector<std::unique_ptr<Hooks>> hooks_;

@@ -42,7 +42,7 @@ class DataParallel final : public Hooks {
   // The step opens by clearing the gradient buffer the backward accumulates into: the whole
   // local buffer, or under ZeRO-2/3 (no rank keeps a full gradient) the rank's shard of it.
   void start(Builder& b) override {
-    Op op = range_op(OpKind::kZeroGrad, grad_shard(b, zero_ >= 2), "grad.zero");
+    Op op = range_op(OpKind::kZeroGrad, grad_shard(b, zero_ >= 2), b.tags() ? "grad.zero" : "");
     op.memory_bytes = double(op.flat_end - op.flat_begin) * grad_accumulation_bytes_per_element(b.plan());
     b.add(std::move(op));
   }
@@ -73,8 +73,9 @@ class DataParallel final : public Hooks {
       op.layers = {l, l + 1};
       op.microbatch = slot.microbatch;
       op.chunk = slot.chunk;
-      op.tag = "param." + layer_tag(b.layers()[l]) + (slot.forward ? ".fwd" : ".bwd") + ".mb" +
-               std::to_string(slot.microbatch);
+      if (b.tags())
+        op.tag = "param." + layer_tag(b.layers()[l]) + (slot.forward ? ".fwd" : ".bwd") + ".mb" +
+                 std::to_string(slot.microbatch);
       gathered_[l] = b.add(std::move(op));
     }
     return {gathered_.at(layer)};
@@ -97,7 +98,7 @@ class DataParallel final : public Hooks {
       if (zero_ >= 1) op.min_chunk_bytes = min_chunk_bytes(b, op, grad_bytes_per_element(b.plan()));
       op.chunk = slot.chunk;
       op.microbatch = slot.microbatch;
-      op.tag = bucket_tag(b, bucket) + (zero_ >= 2 ? ".mb" + std::to_string(slot.microbatch) : "");
+      if (b.tags()) op.tag = bucket_tag(b, bucket) + (zero_ >= 2 ? ".mb" + std::to_string(slot.microbatch) : "");
       op.deps = {op_id};
       sync_.push_back(b.add(std::move(op)));
     }
@@ -116,14 +117,14 @@ class DataParallel final : public Hooks {
       op.stream = Stream::kComm;
       op.group = emb;
       op.bytes = double(b.model().vocab) * b.model().hidden / b.plan().tp * grad_bytes_per_element(b.plan());
-      op.tag = "grad.tied_embedding";
+      if (b.tags()) op.tag = "grad.tied_embedding";
       op.deps = {last_backward};
       sync_.push_back(b.add(std::move(op)));
     }
 
     // The optimizer updates the whole local buffer, or with ZeRO the contiguous 1/dp of it the
     // rank owns.
-    Op opt = range_op(OpKind::kOptimizer, grad_shard(b, zero_ >= 1), "optimizer");
+    Op opt = range_op(OpKind::kOptimizer, grad_shard(b, zero_ >= 1), b.tags() ? "optimizer" : "");
     const double elements = double(opt.flat_end - opt.flat_begin);
     opt.flops = elements * optimizer_flops_per_param(b.plan());
     opt.memory_bytes = elements * optimizer_traffic_bytes_per_param(b.plan());
@@ -142,7 +143,7 @@ class DataParallel final : public Hooks {
           op.bytes = double(bucket.flat_end - bucket.flat_begin) * param_bytes_per_element(b.plan());
           op.min_chunk_bytes = min_chunk_bytes(b, op, param_bytes_per_element(b.plan()));
           op.chunk = bucket.chunk;
-          op.tag = "param." + bucket_tag(b, bucket).substr(5);  // "param.bucket3"
+          if (b.tags()) op.tag = "param." + bucket_tag(b, bucket).substr(5);  // "param.bucket3"
           op.deps = {opt_id};
           b.add(std::move(op));
         }

@@ -35,6 +35,12 @@ namespace {
 
 class TensorParallel final : public Hooks {
  public:
+  // Every call of a program has the same group and size: found once, not per call.
+  void start(Builder& b) override {
+    group_ = b.group_index(GroupKind::kTP);
+    bytes_ = tp_collective_bytes(b.model(), b.plan());
+  }
+
   void after_compute(Builder& b, const Slot& slot, LayerRange range, int op_id) override {
     if (b.plan().sequence_parallel) {
       if (slot.forward) {
@@ -46,7 +52,7 @@ class TensorParallel final : public Hooks {
     }
     int count = 0;
     for (int i = range.begin; i < range.end; ++i) count += calls(b, slot, i);
-    if (count > 0) emit(b, slot, OpKind::kAllReduce, range, count, tag(b, slot, range), op_id);
+    if (count > 0) emit(b, slot, OpKind::kAllReduce, range, count, b.tags() ? tag(b, slot, range) : "", op_id);
   }
 
  private:
@@ -62,14 +68,15 @@ class TensorParallel final : public Hooks {
            (range.size() == 1 ? layer_tag(b.layers()[range.begin]) : "c" + std::to_string(slot.chunk));
   }
 
-  static void emit_pairs(Builder& b, const Slot& slot, int i, int op_id) {
-    const std::string base = tag(b, slot, {i, i + 1});
+  void emit_pairs(Builder& b, const Slot& slot, int i, int op_id) {
+    const std::string base = b.tags() ? tag(b, slot, {i, i + 1}) : "";
+    auto named = [&](const char* suffix) { return b.tags() ? base + suffix : std::string(); };
     for (int k = 0; k < calls(b, slot, i); ++k) {
-      emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, base + ".rs", op_id);
-      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag", op_id);
+      emit(b, slot, OpKind::kReduceScatter, {i, i + 1}, 1, named(".rs"), op_id);
+      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag"), op_id);
     }
     for (int k = 0; k < regathers(b, slot, i); ++k)
-      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, base + ".ag.input", op_id);
+      emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag.input"), op_id);
   }
 
   // Sequence-parallel inputs a transformer block's backward gathers again (one per
@@ -80,13 +87,12 @@ class TensorParallel final : public Hooks {
     return l.tp_collectives_forward;
   }
 
-  static void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag,
-                   int op_id) {
+  void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag, int op_id) {
     Op op;
     op.kind = kind;
     op.stream = Stream::kCompute;
-    op.group = b.group_index(GroupKind::kTP);
-    op.bytes = tp_collective_bytes(b.model(), b.plan());
+    op.group = group_;
+    op.bytes = bytes_;
     op.count = count;
     op.layers = layers;
     op.microbatch = slot.microbatch;
@@ -95,6 +101,9 @@ class TensorParallel final : public Hooks {
     op.deps = {op_id};
     b.add(std::move(op));
   }
+
+  int group_ = -1;
+  double bytes_ = 0;
 };
 
 }  // namespace

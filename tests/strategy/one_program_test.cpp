@@ -119,6 +119,38 @@ TEST(OneProgram, GptCoarseAndPerLayerProgramsAgree) {
   expect_one_program(m, "dp=2,tp=2,sp=on,zero=2,microbatches=2", 4);
 }
 
+// Untagged programs (BuildOptions::tags = false, what the planner walks) are the tagged ones with
+// every tag empty: the same ops, fields and dependencies, in the same order.
+TEST(OneProgram, UntaggedProgramsDifferOnlyInTags) {
+  auto same_op = [](const Op& a, const Op& b) {
+    return std::tie(a.id, a.kind, a.stream, a.phase, a.flops, a.memory_bytes, a.layers.begin, a.layers.end,
+                    a.microbatch, a.chunk, a.group, a.bytes, a.count, a.peer, a.flat_begin, a.flat_end, a.deps) ==
+           std::tie(b.id, b.kind, b.stream, b.phase, b.flops, b.memory_bytes, b.layers.begin, b.layers.end,
+                    b.microbatch, b.chunk, b.group, b.bytes, b.count, b.peer, b.flat_begin, b.flat_end, b.deps);
+  };
+  std::vector<std::pair<std::string, int>> splits = kSplits;
+  splits.push_back({"dp=2,tp=2,pp=2,sp=on,zero=1,schedule=interleaved,v=2,microbatches=4", 8});
+  splits.push_back({"dp=2,tp=2,sp=on,zero=3,microbatches=2", 4});
+  for (const ModelSpec& m : {load_model("lab-mlp"), load_model(kData + "gpt-350m.toml")})
+    for (const auto& [plan_text, world] : splits) {
+      Plan p = resolve(parse_plan(plan_text), m, world);
+      validate(p, m, with_world(load_cluster("dgx-a100"), world));
+      for (int r = 0; r < world; ++r) {
+        SCOPED_TRACE(m.name + " " + plan_text + " rank " + std::to_string(r));
+        const StepProgram tagged = build_step(m, p, r), untagged = build_step(m, p, r, {.tags = false});
+        ASSERT_EQ(tagged.ops.size(), untagged.ops.size());
+        EXPECT_EQ(tagged.groups.size(), untagged.groups.size());
+        int named = 0;
+        for (size_t i = 0; i < tagged.ops.size(); ++i) {
+          EXPECT_TRUE(same_op(tagged.ops[i], untagged.ops[i])) << "op " << i << ": " << tagged.ops[i].tag;
+          EXPECT_EQ(untagged.ops[i].tag, "") << "op " << i;
+          named += tagged.ops[i].tag.empty() ? 0 : 1;
+        }
+        EXPECT_EQ(named, int(tagged.ops.size()));  // every tagged op has a name to leave out
+      }
+    }
+}
+
 // The reduction itself must see a difference when there is one: a program whose per-layer form
 // reorders one group's calls is caught (a guard against a comparison that cannot fail).
 TEST(OneProgram, ObservationSeesReorderedCalls) {

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
 
 #include "strategy/io.h"
 #include "strategy/planner.h"
@@ -304,6 +308,69 @@ TEST(Planner, SpeedWorkKeepsTheTopFive) {
       EXPECT_DOUBLE_EQ(r.top[i].step_seconds(), k.top[i].second) << k.model << " #" << i + 1;
     }
   }
+}
+
+// Issue 34's searches, pinned bit for bit before the search was made faster again (program
+// building, the closed form, the walk cache): the same five plans in the same order, and walked
+// step times equal to the last bit (hex), so a speed-up that reorders the model's arithmetic
+// fails here. gpt-175b x 1024 at batch 1536 is bench_planner's search, gpt-1t x 4096 `parlab
+// plan`'s; lab-mlp on cpu-local takes the shared-core path. Each search is a line "model cluster
+// world gbs" (gbs 0: the plan policy's), followed by its top five: "plan step_seconds".
+TEST(Planner, SpeedWorkKeepsTheTopFiveBitForBit) {
+  const std::string pinned = R"(
+gpt-175b dgx-a100 1024 1536
+  dp=128,tp=8,pp=1,zero=3,mb=4,microbatches=3,gbs=1536,schedule=1f1b,v=1,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2a40699c746d8p+4
+  dp=32,tp=4,pp=8,zero=1,mb=2,microbatches=24,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.274d18fb8de86p+4
+  dp=64,tp=4,pp=4,zero=1,mb=1,microbatches=24,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2c8bfa53b63bp+4
+  dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=48,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2cb52f56e3c4dp+4
+  dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=48,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2f9ab3d5cf1a4p+4
+gpt-1t dgx-a100 4096 0
+  dp=32,tp=16,pp=8,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=none,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1b5579b8d1efcp+6
+  dp=32,tp=8,pp=16,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.150fb3f7eff7fp+6
+  dp=32,tp=16,pp=8,zero=1,mb=2,microbatches=64,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.169526e84158fp+6
+  dp=32,tp=8,pp=16,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=2,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1747f26c602abp+6
+  dp=16,tp=16,pp=16,zero=1,mb=2,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1c6f1101a78abp+6
+lab-mlp cpu-local 4 0
+  dp=1,tp=1,pp=4,zero=0,mb=1,microbatches=256,gbs=256,schedule=interleaved,v=2,recompute=none,sp=off,precision=fp32,optimizer=adam,bucket_mb=25 0x1.28be824f2cb9dp+0
+  dp=1,tp=1,pp=4,zero=0,mb=2,microbatches=128,gbs=256,schedule=interleaved,v=2,recompute=none,sp=off,precision=fp32,optimizer=adam,bucket_mb=25 0x1.2a4c365654a91p+0
+  dp=1,tp=1,pp=4,zero=0,mb=1,microbatches=256,gbs=256,schedule=1f1b,v=1,recompute=none,sp=off,precision=fp32,optimizer=adam,bucket_mb=25 0x1.2d2a9fcda58f2p+0
+  dp=1,tp=1,pp=4,zero=0,mb=4,microbatches=64,gbs=256,schedule=interleaved,v=2,recompute=none,sp=off,precision=fp32,optimizer=adam,bucket_mb=25 0x1.2d679e64a4841p+0
+  dp=1,tp=2,pp=2,zero=0,mb=8,microbatches=32,gbs=256,schedule=interleaved,v=4,recompute=none,sp=off,precision=fp32,optimizer=adam,bucket_mb=25 0x1.2e5c17c12f65p+0
+)";
+  auto hex = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%a", x);
+    return std::string(buf);
+  };
+  std::istringstream in(pinned);
+  std::string line;
+  std::optional<PlanReport> r;
+  std::string search;
+  size_t i = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::istringstream row(line);
+    if (line[0] != ' ') {
+      if (r) {
+        EXPECT_EQ(r->top.size(), i) << search;
+      }
+      std::string model, cluster;
+      int world = 0;
+      PlannerOptions o;
+      row >> model >> cluster >> world >> o.global_batch;
+      r = search_plans(load_model(model), with_world(load_cluster(cluster), world), o);
+      search = line, i = 0;
+      continue;
+    }
+    std::string plan, step;
+    row >> plan >> step;
+    ASSERT_LT(i, r->top.size()) << search;
+    EXPECT_EQ(r->top[i].plan.to_string(), plan) << search << " #" << i + 1;
+    EXPECT_EQ(hex(r->top[i].step_seconds()), hex(std::strtod(step.c_str(), nullptr))) << search << " #" << i + 1;
+    ++i;
+  }
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->top.size(), i) << search;
 }
 
 TEST(ScalingLab, ReproducesTheSeedTable) {
