@@ -25,6 +25,39 @@ double stage_params_held(const std::vector<LayerSpec>& layers, const std::vector
   return n;
 }
 
+// Data parallelism's exposed time on the slowest stage (`slow_stage`, holding `held` parameters,
+// its forward and backward taking tf and tb a microbatch).
+double dp_exposed(const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c,
+                  const std::vector<LayerRange>& stages, int slow_stage, double held, double tf_slow, double tb_slow) {
+  const double mcount = double(p.microbatches);
+  const auto g = dp_group(p, rank_of(p, {0, 0, slow_stage}));
+  const double grad_bytes = held * grad_bytes_per_element(p);
+  const int buckets = std::max(1, int(std::ceil(grad_bytes / p.bucket_bytes)));
+  const CollectiveOp op = p.zero == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
+  const double sync = buckets * collective_time(op, grad_bytes / buckets, g, c).seconds;
+  const double window = tb_slow * (buckets - 1) / buckets;
+  double exposed = std::max(sync / buckets, sync - window);
+  if (p.zero >= 2) exposed *= mcount;  // gradients reduce-scattered after every microbatch
+  if (p.zero == 1 || p.zero == 2)
+    exposed +=
+        buckets * collective_time(CollectiveOp::kAllGather, held * param_bytes_per_element(p) / buckets, g, c).seconds;
+  if (p.zero == 3) {
+    // Blocks repeat: price each distinct layer size once.
+    double gathers = 0, last_n = -1, last_t = 0;
+    for (const auto& r : stage_chunks(stages, p, slow_stage))
+      for (int i = r.begin; i < r.end; ++i) {
+        double n = 0;
+        for (const auto& t : layers[i].params)
+          n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / p.tp;
+        if (n != last_n)
+          last_n = n, last_t = collective_time(CollectiveOp::kAllGather, n * param_bytes_per_element(p), g, c).seconds;
+        gathers += 2 * last_t;
+      }
+    exposed += mcount * std::max(0.0, gathers - (tf_slow + tb_slow));
+  }
+  return exposed;
+}
+
 }  // namespace
 
 QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
@@ -69,35 +102,7 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
     q.bubble_seconds = (p.pp - 1) * slot / p.v + 2 * (p.pp - 1) * p2p;
   }
   // Data parallelism on the slowest stage.
-  if (p.dp > 1) {
-    const auto g = dp_group(p, rank_of(p, {0, 0, slow_stage}));
-    const double grad_bytes = held * grad_bytes_per_element(p);
-    const int buckets = std::max(1, int(std::ceil(grad_bytes / p.bucket_bytes)));
-    const CollectiveOp op = p.zero == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
-    const double sync = buckets * collective_time(op, grad_bytes / buckets, g, c).seconds;
-    const double window = tb_slow * (buckets - 1) / buckets;
-    double exposed = std::max(sync / buckets, sync - window);
-    if (p.zero >= 2) exposed *= mcount;  // gradients reduce-scattered after every microbatch
-    if (p.zero == 1 || p.zero == 2)
-      exposed += buckets *
-                 collective_time(CollectiveOp::kAllGather, held * param_bytes_per_element(p) / buckets, g, c).seconds;
-    if (p.zero == 3) {
-      // Blocks repeat: price each distinct layer size once.
-      double gathers = 0, last_n = -1, last_t = 0;
-      for (const auto& r : stage_chunks(stages, p, slow_stage))
-        for (int i = r.begin; i < r.end; ++i) {
-          double n = 0;
-          for (const auto& t : layers[i].params)
-            n += t.tp_split == TpSplit::kReplicated ? double(t.numel) : double(t.numel) / p.tp;
-          if (n != last_n)
-            last_n = n,
-            last_t = collective_time(CollectiveOp::kAllGather, n * param_bytes_per_element(p), g, c).seconds;
-          gathers += 2 * last_t;
-        }
-      exposed += mcount * std::max(0.0, gathers - (tf_slow + tb_slow));
-    }
-    q.dp_exposed_seconds = exposed;
-  }
+  if (p.dp > 1) q.dp_exposed_seconds = dp_exposed(layers, p, c, stages, slow_stage, held, tf_slow, tb_slow);
   Op opt;
   opt.kind = OpKind::kOptimizer;
   const double shard = p.zero >= 1 ? held / p.dp : held;
