@@ -63,6 +63,8 @@ struct MeasuredRounds {
 
 // Everything one scaling experiment computes, by worker count.
 struct Scaling {
+  Scaling(const ScalingTask& task, strategy::ModelSpec m, strategy::ClusterSpec b)
+      : t(task), model(std::move(m)), base(std::move(b)) {}
   const ScalingTask& t;
   strategy::ModelSpec model;
   strategy::ClusterSpec base;
@@ -264,7 +266,7 @@ void record_scaling_proof(Context& ctx, const Scaling& s) {
 }  // namespace
 
 void run_scaling(Context& ctx, const ScalingTask& t) {
-  Scaling s{t, strategy::load_model(resolve_ref(ctx, t.model)), strategy::load_cluster(resolve_ref(ctx, t.cluster))};
+  Scaling s(t, strategy::load_model(resolve_ref(ctx, t.model)), strategy::load_cluster(resolve_ref(ctx, t.cluster)));
   if (s.base.calibrated) s.stored = load_stored_calibration(strategy::results_dir());
   s.measure = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
   predict_all(ctx, s);

@@ -89,7 +89,7 @@ std::vector<std::string> violations(const fs::path& root, const Rules& rules) {
     const std::string rel = fs::relative(e.path(), root).generic_string();
     const std::string top = rel.substr(0, rel.find('/'));
     if (!e.is_regular_file() || !is_source(e.path()) || rel.find('/') == std::string::npos) continue;
-    if (top == "build" || top[0] == '.' || top == "third_party") continue;
+    if (top.rfind("build", 0) == 0 || top[0] == '.' || top == "third_party") continue;  // build trees, hidden folders
     const std::optional<std::string> from = folder_of(rules, rel);
     if (!from) {
       out.push_back(rel + ": no row of DESIGN.md's layout table holds it");

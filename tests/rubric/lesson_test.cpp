@@ -19,9 +19,11 @@ std::vector<Prediction> answers_through(int last_step) {
   std::int64_t id = 1;
   for (const LessonStep& s : lesson_steps())
     if (s.number <= last_step)
-      for (const std::string& q : s.quantities)
+      for (const std::string& q : s.quantities) {
+        const std::int64_t n = id++;  // one read of id per answer (the order of arguments is unspecified)
         ps.push_back(
-            answered(id++, q, "2026-12-01T10:00:0" + std::to_string(id % 10) + ".000Z", "2026-12-01T10:01:00.000Z"));
+            answered(n, q, "2026-12-01T10:00:0" + std::to_string(n % 10) + ".000Z", "2026-12-01T10:01:00.000Z"));
+      }
   return ps;
 }
 

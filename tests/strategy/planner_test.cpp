@@ -316,20 +316,22 @@ TEST(Planner, SpeedWorkKeepsTheTopFive) {
 // fails here. gpt-175b x 1024 at batch 1536 is bench_planner's search, gpt-1t x 4096 `parlab
 // plan`'s; lab-mlp on cpu-local takes the shared-core path. Each search is a line "model cluster
 // world gbs" (gbs 0: the plan policy's), followed by its top five: "plan step_seconds".
+// Re-pinned once when ZeRO's uneven collectives got their price (issue 30): the model changed, the
+// plans and their order did not.
 TEST(Planner, SpeedWorkKeepsTheTopFiveBitForBit) {
   const std::string pinned = R"(
 gpt-175b dgx-a100 1024 1536
-  dp=128,tp=8,pp=1,zero=3,mb=4,microbatches=3,gbs=1536,schedule=1f1b,v=1,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2a40699c746d8p+4
-  dp=32,tp=4,pp=8,zero=1,mb=2,microbatches=24,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.274d18fb8de86p+4
-  dp=64,tp=4,pp=4,zero=1,mb=1,microbatches=24,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2c8bfa53b63bp+4
-  dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=48,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2cb52f56e3c4dp+4
-  dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=48,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2f9ab3d5cf1a4p+4
+  dp=128,tp=8,pp=1,zero=3,mb=4,microbatches=3,gbs=1536,schedule=1f1b,v=1,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2ba1d5607618fp+4
+  dp=32,tp=4,pp=8,zero=1,mb=2,microbatches=24,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.27c348b436194p+4
+  dp=64,tp=4,pp=4,zero=1,mb=1,microbatches=24,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2d2d80e9cd075p+4
+  dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=48,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=off,precision=mixed,optimizer=adam,bucket_mb=25 0x1.2dd42d83a4182p+4
+  dp=32,tp=4,pp=8,zero=1,mb=1,microbatches=48,gbs=1536,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.30b9b2028f6dbp+4
 gpt-1t dgx-a100 4096 0
-  dp=32,tp=16,pp=8,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=none,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1b5579b8d1efcp+6
-  dp=32,tp=8,pp=16,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.150fb3f7eff7fp+6
-  dp=32,tp=16,pp=8,zero=1,mb=2,microbatches=64,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.169526e84158fp+6
-  dp=32,tp=8,pp=16,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=2,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1747f26c602abp+6
-  dp=16,tp=16,pp=16,zero=1,mb=2,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1c6f1101a78abp+6
+  dp=32,tp=16,pp=8,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=none,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1c170811bc74fp+6
+  dp=32,tp=8,pp=16,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.167d0c2ea8b19p+6
+  dp=32,tp=16,pp=8,zero=1,mb=2,microbatches=64,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1756b5412be12p+6
+  dp=32,tp=8,pp=16,zero=1,mb=1,microbatches=128,gbs=4096,schedule=interleaved,v=2,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.18b54aa318e45p+6
+  dp=16,tp=16,pp=16,zero=1,mb=2,microbatches=128,gbs=4096,schedule=interleaved,v=4,recompute=selective,sp=on,precision=mixed,optimizer=adam,bucket_mb=25 0x1.1d5e54bc26a4ep+6
 lab-mlp cpu-local 4 0
   dp=1,tp=1,pp=4,zero=0,mb=1,microbatches=256,gbs=256,schedule=interleaved,v=2,recompute=none,sp=off,precision=fp32,optimizer=adam,bucket_mb=25 0x1.28be824f2cb9dp+0
   dp=1,tp=1,pp=4,zero=0,mb=2,microbatches=128,gbs=256,schedule=interleaved,v=2,recompute=none,sp=off,precision=fp32,optimizer=adam,bucket_mb=25 0x1.2a4c365654a91p+0
