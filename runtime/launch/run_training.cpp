@@ -68,8 +68,6 @@ double max_of(const std::map<int, double>& m) {
   return x;
 }
 
-std::string opt_seconds(const std::optional<double>& s) { return s ? format_seconds(*s) : std::string("?"); }
-
 // One job, all its attempts.
 class JobRunner {
  public:
@@ -589,46 +587,6 @@ TrainOutcome JobRunner::run() {
 }
 
 }  // namespace
-
-std::string IncidentReport::what() const {
-  if (kind == IncidentKind::kStraggler) return analysis;
-  if (kind == IncidentKind::kHang) {
-    const bool heartbeat = detector == kHeartbeatDetector;
-    std::string s = "hang of rank " + std::to_string(rank) + " at step " + std::to_string(failed_at_step) +
-                    ", detected by the " + (heartbeat ? "heartbeat" : "collective timeout") + " (" +
-                    units::format_seconds(detector_timeout_seconds) + ")";
-    if (!message.empty()) s += ": " + message;  // a silent rank's account
-    if (!analysis.empty())
-      s += (message.empty() ? ": " : "; ") + analysis;
-    else if (message.empty() && !collective.empty())
-      s += ": ranks waited in " + collective;
-    if (!fault.empty()) s += " (injected: " + fault + ")";
-    return s;
-  }
-  std::string s = rank >= 0 ? "rank " + std::to_string(rank) + " " + status.describe() : message;
-  if (kind == IncidentKind::kLost) s += " and its device is lost";
-  if (kind == IncidentKind::kUnhealthy) s = message;
-  s += " at step " + std::to_string(failed_at_step);
-  if (!fault.empty()) s += " (injected: " + fault + ")";
-  return s;
-}
-
-std::string IncidentReport::describe() const {
-  std::string s = what();
-  if (resumed_step) {
-    s += "; resumed from step " + std::to_string(*resumed_step) + " with " + std::to_string(new_world) + " worker(s)";
-    if (steps_lost) s += ", " + std::to_string(*steps_lost) + " step(s) lost";
-  }
-  const RestartLatency& l = latency;
-  if (l.total_seconds)
-    s += "; restart latency " + opt_seconds(l.total_seconds) + " = detection " + opt_seconds(l.detection_seconds) +
-         " + teardown " + opt_seconds(l.teardown_seconds) + " + restart " + opt_seconds(l.restart_seconds) +
-         " + state load " + opt_seconds(l.state_load_seconds) + " + first step " + opt_seconds(l.first_step_seconds);
-  if (!l.total_seconds && l.detection_seconds) s += "; detected after " + opt_seconds(l.detection_seconds);
-  if (!l.total_seconds && l.teardown_seconds)
-    s += "; workers stopped " + opt_seconds(l.teardown_seconds) + " after detection";
-  return s;
-}
 
 TrainJob pinned_job(const TrainJob& job, int world) { return pinned(job, world); }
 
