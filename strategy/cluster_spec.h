@@ -28,6 +28,10 @@ struct DeviceSpec {
   // GEMM: what wave quantization needs (GemmTimes, cost_model.h). 0: not modelled (CPUs).
   int sms = 0;
   int gemm_tile_rows = 0, gemm_tile_cols = 0;
+  // How fast a worker makes and zeroes memory it has just allocated (each page first touched
+  // traps into the kernel, which zeroes it): a calibrated CPU measures it (calibrate_profile.h).
+  // 0: as fast as clearing memory it holds (a GPU's caching allocator hands out held memory).
+  double first_touch_bytes_per_s = 0;
   double achieved_memory_bytes_per_s() const { return memory_bytes_per_s * memory_efficiency; }
 };
 

@@ -142,9 +142,19 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
   // Clearing a buffer writes every byte of it. A CPU core's stores to lines it does not hold
   // first read them (read for ownership), so a worker process's clear moves twice the bytes it
   // writes; a GPU writes whole sectors without reading them.
-  if (op.kind == OpKind::kZeroGrad) return op.memory_bytes * (c.shares_cores() ? 2 : 1) / mem_bw;
+  const double rfo = c.shares_cores() ? 2 : 1;
+  if (op.kind == OpKind::kZeroGrad) return op.memory_bytes * rfo / mem_bw;
   const double flops = gemms ? gemms->effective_flops(op) : op.flops;
-  return flops / rate + op.memory_bytes / mem_bw;
+  return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
+}
+
+double bucket_work_seconds(const Op& op, const ClusterSpec& c) {
+  if (op.fresh_bytes <= 0 && op.zeroed_bytes <= 0 && op.accumulated_bytes <= 0) return 0;
+  // Zeroing as a clear is priced (read for ownership on a CPU), new memory at the rate the
+  // kernel hands out zeroed pages where that was measured, an add as two reads and a write.
+  const double mem_bw = c.device.achieved_memory_bytes_per_s(), rfo = c.shares_cores() ? 2 : 1;
+  const double fresh_bw = c.device.first_touch_bytes_per_s > 0 ? c.device.first_touch_bytes_per_s : mem_bw / rfo;
+  return op.fresh_bytes / fresh_bw + op.zeroed_bytes * rfo / mem_bw + 3 * op.accumulated_bytes / mem_bw;
 }
 
 double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan, const GemmTimes* gemms) {

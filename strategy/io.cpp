@@ -204,9 +204,10 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
     c.device.sms = int(d.integer("sms", 0, kMaxCount).value_or(0));
     c.device.gemm_tile_rows = int(d.integer("gemm_tile_rows", 0, kMaxCount).value_or(0));
     c.device.gemm_tile_cols = int(d.integer("gemm_tile_cols", 0, kMaxCount).value_or(0));
+    c.device.first_touch_bytes_per_s = d.number("first_touch_gb_per_s", 0, 1e6, true).value_or(0) * units::kGB;
     d.reject_unknown(
         "name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, "
-        "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols");
+        "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols, first_touch_gb_per_s");
   }
   c.intra = read_link(r.table("intra"), source, "intra");
   c.inter = read_link(r.table("inter"), source, "inter");
@@ -243,6 +244,8 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
     << "\nmemory_bandwidth_gb_per_s = " << num(c.device.memory_bytes_per_s / units::kGB)
     << "\ngemm_efficiency = " << num(c.device.gemm_efficiency) << "\n";
   if (c.device.memory_efficiency != 1.0) o << "memory_efficiency = " << num(c.device.memory_efficiency) << "\n";
+  if (c.device.first_touch_bytes_per_s > 0)
+    o << "first_touch_gb_per_s = " << num(c.device.first_touch_bytes_per_s / units::kGB) << "\n";
   if (c.device.sms > 0)
     o << "sms = " << c.device.sms << "\ngemm_tile_rows = " << c.device.gemm_tile_rows
       << "\ngemm_tile_cols = " << c.device.gemm_tile_cols << "\n";
@@ -325,7 +328,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
             {"peak_flops_bf16", c.device.peak_flops_bf16},
             {"memory_bytes_per_s", c.device.memory_bytes_per_s},
             {"gemm_efficiency", c.device.gemm_efficiency},
-            {"memory_efficiency", c.device.memory_efficiency}}},
+            {"memory_efficiency", c.device.memory_efficiency},
+            {"first_touch_bytes_per_s", c.device.first_touch_bytes_per_s}}},
           {"intra",
            {{"kind", c.intra.kind},
             {"bytes_per_s", finite(c.intra.bytes_per_s)},

@@ -41,9 +41,23 @@ struct Shared {
   int repeats = 0;
   int64_t parameters = 0;
   double fwdbwd[kMaxProcesses], fwdbwd_spread[kMaxProcesses], data[kMaxProcesses], update[kMaxProcesses],
-      update_spread[kMaxProcesses], clear[kMaxProcesses];
+      update_spread[kMaxProcesses], clear[kMaxProcesses], first_touch[kMaxProcesses];
   char error[kMaxProcesses][160];
 };
+
+// ZeRO-2/3's buckets as a step makes them (train/executor_zero.cpp): a few of the default bucket
+// size at once, zeroed as they are made, then freed. New memory each time: page faults, the
+// kernel zeroing each page, the allocator's mappings.
+constexpr int kTouchBuffers = 4;
+constexpr size_t kTouchBytes = size_t(25) << 20;
+double first_touch_seconds() {
+  std::vector<std::vector<float>> buffers;
+  const auto t0 = Clock::now();
+  for (int k = 0; k < kTouchBuffers; ++k) buffers.emplace_back(kTouchBytes / sizeof(float), 0.0f);
+  const double seconds = since(t0);
+  buffers.clear();
+  return seconds;
+}
 
 // The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
 // one of a lockstep group that meets at `s`'s barrier.
@@ -57,7 +71,7 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy
   train::SyntheticDataset data(
       {.seed = uint64_t(1 + me), .size = b * (4 * repeats + 1), .width = shape.hidden, .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::vector<double> fwdbwd, fill, update, clear;
+  std::vector<double> fwdbwd, fill, update, clear, touch;
   std::vector<int64_t> indices(size_t(b), 0);
   // The trainer's order per step: the clear, data, forward and backward (the gradients
   // accumulate), the optimizer. Step 0 warms up (page faults, first-touch of the buffers).
@@ -79,6 +93,7 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy
     t0 = Clock::now();
     opt->step(net.params(), net.grads());
     const double u = since(t0);
+    const double f = first_touch_seconds();
     if (i == 0) {
       // Small workloads repeat more (a second and a half of timed work, up to 4x the repeats), so
       // that neither a few preempted microbatches nor a slow half second of a shared machine
@@ -94,12 +109,13 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy
       }
       continue;
     }
-    fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z);
+    fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z), touch.push_back(f);
   }
   const auto cs = parlab::spread_of(fwdbwd), us = parlab::spread_of(update);
   s->fwdbwd[me] = cs.median, s->fwdbwd_spread[me] = cs.relative();
   s->update[me] = us.median, s->update_spread[me] = us.relative();
   s->data[me] = parlab::median(fill), s->clear[me] = parlab::median(clear);
+  s->first_touch[me] = double(kTouchBuffers * kTouchBytes) / parlab::median(touch);
   s->repeats = repeats;
   s->parameters = int64_t(net.params().size());
 }
@@ -193,6 +209,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.optimizer_seconds = mean_of(s->update, processes), p.optimizer_spread = mean_of(s->update_spread, processes);
   p.data_seconds = mean_of(s->data, processes);
   p.clear_seconds = mean_of(s->clear, processes);
+  p.first_touch_bytes_per_s = mean_of(s->first_touch, processes);
   return p;
 }
 
@@ -226,6 +243,7 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
   c.device.memory_bytes_per_s =
       share * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / p.optimizer_seconds;
   c.device.memory_efficiency = 1.0;
+  if (p.first_touch_bytes_per_s > 0) c.device.first_touch_bytes_per_s = share * p.first_touch_bytes_per_s;
   return c;
 }
 
@@ -238,17 +256,18 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
   const std::string on =
       p.processes == 1 ? std::string("one process") : std::to_string(p.processes) + " processes in lockstep";
-  char b[640];
+  char b[768];
   std::snprintf(b, sizeof b,
                 "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s "
                 "(median of %d microbatches of %lld after a warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms "
                 "-> %.1f GFLOP/s; AdamW over %.1f M "
-                "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); "
-                "communication from the calibration",
+                "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); new "
+                "memory made and zeroed at %.2f GB/s; communication from the calibration",
                 (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(), p.repeats,
                 (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread, p.data_seconds * 1e3,
                 profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6, p.optimizer_seconds * 1e3,
-                profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3, modelled * 1e3);
+                profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3, modelled * 1e3,
+                p.first_touch_bytes_per_s / 1e9);
   return b;
 }
 

@@ -29,6 +29,7 @@ struct Bucket {
   int chunk = 0;
   int64_t flat_begin = 0, flat_end = 0;
   int trigger_layer = 0;  // the lowest layer in the bucket: its backward completes the bucket
+  int top_layer = 0;      // the highest: its backward opens the bucket (ZeRO-2/3 make it then)
 };
 
 class DataParallel final : public Hooks {
@@ -86,6 +87,7 @@ class DataParallel final : public Hooks {
     const bool last = slot.microbatch == last_mb_;
     if (zero_ <= 1 && !last) return;
     init(b);
+    if (zero_ >= 2) open_buckets(b, slot, range, op_id);
     for (const Bucket& bucket : buckets_[slot.chunk]) {
       if (bucket.trigger_layer != range.begin) continue;
       Op op;
@@ -100,6 +102,7 @@ class DataParallel final : public Hooks {
       op.microbatch = slot.microbatch;
       if (b.tags()) op.tag = bucket_tag(b, bucket) + (zero_ >= 2 ? ".mb" + std::to_string(slot.microbatch) : "");
       op.deps = {op_id};
+      if (zero_ >= 2) add_accumulation(b, op, opener_.at({slot.microbatch, bucket.index}));
       sync_.push_back(b.add(std::move(op)));
     }
   }
@@ -152,6 +155,27 @@ class DataParallel final : public Hooks {
   }
 
  private:
+  // ZeRO-2/3: the backward of a bucket's top layer opens it for its microbatch. The step's first
+  // microbatch makes its buckets new; later ones reuse and zero them (train/executor_zero.cpp).
+  void open_buckets(Builder& b, const Slot& slot, LayerRange range, int op_id) {
+    for (const Bucket& bucket : buckets_[slot.chunk]) {
+      if (bucket.top_layer != range.begin) continue;
+      opener_[{slot.microbatch, bucket.index}] = op_id;
+      const double bytes = double(bucket.flat_end - bucket.flat_begin) * grad_accumulation_bytes_per_element(b.plan());
+      Op& opener = b.op(op_id);
+      (slot.microbatch == 0 ? opener.fresh_bytes : opener.zeroed_bytes) += bytes;
+    }
+  }
+
+  // The rank's reduced chunk of a bucket, added into its gradient shard: charged to the backward
+  // that opened the bucket (the compute stream's work for it, wherever it falls in the step).
+  void add_accumulation(Builder& b, const Op& reduce_scatter, int opener) {
+    const auto [begin, end] = grad_shard(b, true);
+    const int64_t mine =
+        std::max<int64_t>(0, std::min(end, reduce_scatter.flat_end) - std::max(begin, reduce_scatter.flat_begin));
+    b.op(opener).accumulated_bytes += double(mine) * grad_accumulation_bytes_per_element(b.plan());
+  }
+
   // Buckets per chunk: walk the chunk's tensors from last to first, closing a bucket when the
   // next tensor would push it past the cap (a tensor larger than the cap gets its own bucket).
   void init(Builder& b) {
@@ -175,6 +199,7 @@ class DataParallel final : public Hooks {
           open = false;
         }
         if (!open) {
+          cur.top_layer = it->layer;
           cur.flat_end = it->offset + it->numel;
           cur_bytes = 0;
           open = true;
@@ -228,6 +253,7 @@ class DataParallel final : public Hooks {
  private:
   int dp_, zero_, last_mb_;
   bool initialized_ = false;
+  std::map<std::pair<int, int>, int> opener_;  // (microbatch, bucket index) -> its opening backward
   std::vector<std::vector<Bucket>> buckets_;
   std::vector<int> sync_;
   std::tuple<bool, int, int> pass_{false, -1, -1};

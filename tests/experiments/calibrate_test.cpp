@@ -412,6 +412,7 @@ TEST(WorkloadProfile, MeasuresTheWorkloadsOwnShape) {
   EXPECT_GT(p.fwdbwd_seconds, 0);
   EXPECT_GT(p.data_seconds, 0);
   EXPECT_GT(p.optimizer_seconds, 0);
+  EXPECT_GT(p.first_touch_bytes_per_s, 0);  // new memory made and zeroed: ZeRO-2/3's buckets
   EXPECT_GE(p.repeats, 3);
   EXPECT_LE(p.repeats, 12);
   EXPECT_THROW(profile_workload(m, 0, 3), ConfigError);
@@ -457,6 +458,9 @@ TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
   const auto r = cluster_for_profile(c, m, plan, p);
   EXPECT_NEAR(r.device.peak_flops_fp32, 2 * 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
   EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), 2 * double(p.parameters) * 28 / 2e-3, 1e-6);
+  EXPECT_EQ(r.device.first_touch_bytes_per_s, 0);  // not profiled: the cluster's own
+  p.first_touch_bytes_per_s = 3e9;
+  EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.first_touch_bytes_per_s, 2 * 3e9, 1e-3);
   p.processes = 2;  // as many as cores: each had its own
   EXPECT_NEAR(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, 8 * per_sample / 4e-3,
               1e-6 * r.device.peak_flops_fp32);

@@ -190,6 +190,9 @@ TEST(Toml, ClusterWrittenByCalibrationReadsBack) {
   EXPECT_DOUBLE_EQ(back.device.memory_bytes, c.device.memory_bytes);
   EXPECT_TRUE(back.calibrated);
   EXPECT_EQ(back.cores_per_node, 2);
+  EXPECT_EQ(back.device.first_touch_bytes_per_s, 0);  // not measured: not written, read as 0
+  c.device.first_touch_bytes_per_s = 1.75e9;
+  EXPECT_DOUBLE_EQ(parse_cluster_toml(cluster_to_toml(c, "x"), "cal.toml").device.first_touch_bytes_per_s, 1.75e9);
 }
 
 TEST(Presets, UserFileUnderResultsTakesPrecedence) {
