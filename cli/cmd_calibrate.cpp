@@ -35,18 +35,24 @@ void print_warnings(const experiments::Calibration& c) {
 // ZeRO's uneven collectives: measured, priced as balanced rings and by their smallest chunks.
 void print_sharded(const experiments::Calibration& c) {
   if (c.sharded.empty()) return;
-  Table z({"collective", "ranks", "bytes", "smallest chunk", "measured", "as balanced", "error", "by smallest chunk",
-           "error"});
+  Table z(
+      {"collective", "ranks", "bytes", "smallest chunk", "measured", "all-reduce fit", "error", "own fit", "error"});
   for (const auto& p : c.sharded)
     z.add({p.op, std::to_string(p.ranks), units::format_bytes(p.bytes), units::format_bytes(p.min_chunk_bytes),
-           units::format_seconds(p.seconds), units::format_seconds(p.predicted_seconds),
-           fmt::format("{:+.0f}%", 100 * p.error()), units::format_seconds(p.uneven_predicted_seconds),
-           fmt::format("{:+.0f}%", 100 * p.uneven_error())});
+           units::format_seconds(p.seconds), units::format_seconds(p.uneven_predicted_seconds),
+           fmt::format("{:+.0f}%", 100 * p.uneven_error()), units::format_seconds(p.fitted_seconds),
+           fmt::format("{:+.0f}%", 100 * p.fitted_error())});
+  Table f({"collective", "ranks", "a", "B", "error (time-weighted)"});
+  for (const auto& s : c.sharded_fits)
+    f.add({s.op, s.ranks == 0 ? std::string("all") : std::to_string(s.ranks),
+           fmt::format("{:.1f} us", s.latency_seconds * 1e6), fmt::format("{:.2f} GB/s", s.link_bytes_per_s / 1e9),
+           fmt::format("{:.1f}%", 100 * s.weighted_error)});
   fmt::print(
-      "ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), beside the all-reduce\n"
-      "fit's price for them as a balanced ring (n-1 steps of a + S/(nB), what the model charged before) and by\n"
-      "their smallest chunk ((n-1) a + (S - c_min)/B, what the cost model and the simulator charge ZeRO now):\n{}\n",
-      z.str());
+      "ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), priced by the all-reduce\n"
+      "fit of their rank count and by their own fit, both (n-1) a + (S - c_min)/B (c_min: the smallest chunk):\n{}\n"
+      "Their own fits: the cost model and the simulator price a reduce-scatter or all-gather on W workers by\n"
+      "the fit of W ranks where it is slower than the all-reduce's link (\"all\": the cluster TOML's):\n{}\n",
+      z.str(), f.str());
 }
 
 // Why --if-needed must measure: the cached calibration cannot serve (none, another machine's, flagged, or stale by

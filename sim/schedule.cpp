@@ -207,6 +207,21 @@ void add_nccl_protocol(Schedule& s, CollectiveOp op, double bytes, int calls, co
   s.protocol = std::string(strategy::to_string(t.protocol));
 }
 
+// A reduce-scatter or all-gather whose link carries a fit of its own (LinkSpec::op_fit, calibrated
+// on a host's shared memory): each step takes that fit's latency and bandwidth where they are
+// slower than the link's, as the extra time of the step (collective_time takes the same max).
+void add_op_fit(Schedule& s, CollectiveOp op, double bytes, int calls, int n, const strategy::ClusterSpec& cluster,
+                const Layout& layout, double min_chunk_bytes) {
+  double a_op = 0, b_op = 0;
+  if (!cluster.intra.op_fit(op, a_op, b_op)) return;
+  const double link = cluster.intra.achieved_bytes_per_s();
+  const double step_bytes = ring_step_bytes(op, bytes, n, 1, min_chunk_bytes);
+  for (auto& step : s.steps) {
+    const double a = largest_latency(step, layout);
+    step.extra_seconds += calls * std::max(0.0, a_op - a + step_bytes / b_op - step_bytes / link);
+  }
+}
+
 bool on_one_node(const std::vector<int>& members, const Layout& layout) {
   for (int r : members)
     if (!layout.same_node(r, members.front())) return false;
@@ -270,6 +285,8 @@ Schedule collective_schedule(CollectiveOp op, double bytes, int count, const std
   if (s.algorithm == "ring" && op != CollectiveOp::kBroadcast && strategy::uses_nccl_protocols(cluster) &&
       on_one_node(members, layout))
     add_nccl_protocol(s, op, bytes, merge ? count : 1, members, cluster, layout, min_chunk_bytes);
+  else if (s.algorithm == "ring" && on_one_node(members, layout))
+    add_op_fit(s, op, bytes, merge ? count : 1, n, cluster, layout, min_chunk_bytes);
   if (options.merge_steps) merge_identical_steps(s, layout);
   return s;
 }

@@ -51,6 +51,25 @@ struct LinkSpec {
   std::vector<double> measured_sizes_bytes;
   std::vector<double> measured_all_reduce_busbw, measured_all_gather_busbw, measured_reduce_scatter_busbw;
   bool has_measured_ring() const { return !measured_sizes_bytes.empty(); }
+  // Reduce-scatter and all-gather fitted on their own, t = (n-1) a + (S - c_min) / B over ZeRO's
+  // uneven calls: on one host's shared memory they are not halves of the all-reduce (they copy
+  // through staging slots in rounds of their own), and `parlab calibrate` measures them. A
+  // prediction on W workers carries the fit of W ranks (experiments/lib/predict_cluster.h).
+  // 0: the link's latency and bandwidth.
+  double reduce_scatter_latency_seconds = 0, reduce_scatter_bytes_per_s = 0;
+  double all_gather_latency_seconds = 0, all_gather_bytes_per_s = 0;
+  // {latency, bytes/s} of `op`'s own fit; false when it has none.
+  bool op_fit(CollectiveOp op, double& latency_seconds, double& bytes_per_s) const {
+    if (op == CollectiveOp::kReduceScatter && reduce_scatter_bytes_per_s > 0) {
+      latency_seconds = reduce_scatter_latency_seconds, bytes_per_s = reduce_scatter_bytes_per_s;
+      return true;
+    }
+    if (op == CollectiveOp::kAllGather && all_gather_bytes_per_s > 0) {
+      latency_seconds = all_gather_latency_seconds, bytes_per_s = all_gather_bytes_per_s;
+      return true;
+    }
+    return false;
+  }
   // The measured curve that times `op` (all-reduce's where the op has none of its own).
   const std::vector<double>& measured_busbw(CollectiveOp op) const {
     if (op == CollectiveOp::kAllGather && !measured_all_gather_busbw.empty()) return measured_all_gather_busbw;

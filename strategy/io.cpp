@@ -164,12 +164,19 @@ LinkSpec read_link(const toml::table* t, const std::string& source, const std::s
              "one per size of measured_sizes_mib (" + std::to_string(l.measured_sizes_bytes.size()) + ")");
     for (double gb : *v) out->push_back(gb * units::kGB);
   }
+  for (const auto& [what, latency, rate] :
+       {std::tuple{"reduce_scatter", &l.reduce_scatter_latency_seconds, &l.reduce_scatter_bytes_per_s},
+        std::tuple{"all_gather", &l.all_gather_latency_seconds, &l.all_gather_bytes_per_s}}) {
+    *rate = r.number(std::string(what) + "_gb_per_s", 0, kMaxRate, true).value_or(0) * units::kGB;
+    *latency = r.number(std::string(what) + "_latency_us", 0, 1e9, false).value_or(0) * 1e-6;
+  }
   if (l.has_measured_ring() && l.measured_all_reduce_busbw.empty())
     r.fail("measured_all_reduce_busbw_gb_per_s", "(missing)", "measured_sizes_mib needs at least the all-reduce curve");
   r.reject_unknown(
       "kind, bandwidth_gb_per_s, bandwidth_gbit_per_s, latency_us, protocol_efficiency, "
       "measured_sizes_mib, measured_all_reduce_busbw_gb_per_s, measured_all_gather_busbw_gb_per_s, "
-      "measured_reduce_scatter_busbw_gb_per_s");
+      "measured_reduce_scatter_busbw_gb_per_s, reduce_scatter_gb_per_s, reduce_scatter_latency_us, "
+      "all_gather_gb_per_s, all_gather_latency_us");
   return l;
 }
 
@@ -253,6 +260,12 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
     o << "\n[" << name << "]\nkind = \"" << l.kind << "\"\nbandwidth_gb_per_s = " << num(l.bytes_per_s / units::kGB)
       << "\nlatency_us = " << num(l.latency_seconds * 1e6) << "\n";
     if (l.protocol_efficiency != 1.0) o << "protocol_efficiency = " << num(l.protocol_efficiency) << "\n";
+    for (const auto& [what, latency, rate] :
+         {std::tuple{"reduce_scatter", l.reduce_scatter_latency_seconds, l.reduce_scatter_bytes_per_s},
+          std::tuple{"all_gather", l.all_gather_latency_seconds, l.all_gather_bytes_per_s}})
+      if (rate > 0)
+        o << what << "_gb_per_s = " << num(rate / units::kGB) << "\n"
+          << what << "_latency_us = " << num(latency * 1e6) << "\n";
     if (l.has_measured_ring()) {
       auto list = [&](const std::vector<double>& v, double unit) {
         std::string out = "[";

@@ -196,6 +196,7 @@ void measure_sharded(Calibration& c, const CalibrationOptions& o) {
       }
     }
   }
+  c.sharded_fits = fit_sharded(c.sharded);
 }
 
 // Gloo's all-reduce over loopback TCP on 2 ranks, the path `--comm gloo` and ranks on different
@@ -268,6 +269,7 @@ strategy::ClusterSpec calibrated_cluster(const Calibration& c, int nproc) {
   cl.intra.kind = "loopback";
   cl.intra.bytes_per_s = c.link_bytes_per_s;
   cl.intra.latency_seconds = c.latency_seconds;
+  apply_sharded_fits(cl.intra, c.sharded_fits, 0);
   cl.inter = cl.intra;
   cl.comm_cpu_seconds_per_byte = c.comm_cpu_seconds_per_byte;
   cl.calibrated = true;
@@ -416,6 +418,10 @@ std::optional<StoredCalibration> load_stored_calibration(const fs::path& results
                                p.at("spread").get<double>()});
     s.flops_per_s = j.value("flops_per_s", 0.0);
     s.model = j.value("model", std::string("lab-mlp"));
+    for (const auto& f : j.value("sharded_fits", nlohmann::json::array()))
+      s.sharded_fits.push_back({f.at("op").get<std::string>(), f.at("ranks").get<int>(),
+                                f.at("latency_seconds").get<double>(), f.at("link_bytes_per_s").get<double>(),
+                                f.at("weighted_error").get<double>()});
     for (const auto& f : j.value("ring_fits", nlohmann::json::array()))
       s.ring_fits.push_back({f.at("ranks").get<int>(), f.at("latency_seconds").get<double>(),
                              f.at("link_bytes_per_s").get<double>(), f.at("weighted_error").get<double>(),
@@ -514,7 +520,7 @@ std::string compute_probe_disagrees(const StoredCalibration& stored) {
 }
 
 strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits,
-                                        int world) {
+                                        int world, const std::vector<ShardedFit>& sharded) {
   if (!cluster.calibrated || cluster.name != "cpu-local" || fits.empty()) return cluster;
   const RingFit* use = &fits.front();
   for (const auto& f : fits)
@@ -523,6 +529,7 @@ strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, co
   c.intra.latency_seconds = use->latency_seconds;
   c.intra.bytes_per_s = use->link_bytes_per_s;
   c.intra.protocol_efficiency = 1.0;
+  apply_sharded_fits(c.intra, sharded, world);
   c.inter = c.intra;
   return c;
 }

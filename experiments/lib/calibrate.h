@@ -87,9 +87,30 @@ struct ShardedPoint {
   double predicted_seconds = 0;         // balanced ring, by the all-reduce fit of `ranks`
   double min_chunk_bytes = -1;          // the bench's smallest chunk (measure::sharded_counts)
   double uneven_predicted_seconds = 0;  // by the same fit, priced by the smallest chunk
+  double fitted_seconds = 0;            // by the op's own fit of `ranks` (ShardedFit)
   double error() const { return seconds > 0 ? predicted_seconds / seconds - 1 : 0; }
   double uneven_error() const { return seconds > 0 ? uneven_predicted_seconds / seconds - 1 : 0; }
+  double fitted_error() const { return seconds > 0 ? fitted_seconds / seconds - 1 : 0; }
 };
+
+// A reduce-scatter or all-gather fitted on its own over its ShardedPoints, t = (n-1) a + (S - c_min)
+// / B (weighted by 1/t^2), for one rank count, or for all at once (ranks 0: the cluster TOML's).
+// The cost model and the simulator take it where it is slower than the all-reduce's link
+// (strategy::LinkSpec::op_fit): on shared memory these calls are not halves of an all-reduce.
+struct ShardedFit {
+  std::string op;  // "reduce-scatter" | "all-gather"
+  int ranks = 0;
+  double latency_seconds = 0, link_bytes_per_s = 0;
+  double weighted_error = 0;  // time-weighted mean |fitted / measured - 1| over its points
+};
+
+// Fits each (op, rank count) among `points`, then each op over all counts (ranks 0); sets the
+// points' fitted_seconds from their own count's fit. Ops with fewer than two sizes get none.
+std::vector<ShardedFit> fit_sharded(std::vector<ShardedPoint>& points);
+
+// `link` with the fits of `world` ranks (the largest measured count up to it; ranks 0 where
+// `world` is 0) as its reduce-scatter's and all-gather's own.
+void apply_sharded_fits(strategy::LinkSpec& link, const std::vector<ShardedFit>& fits, int world);
 
 // Fits each rank count among `points` (judged sizes only) and sets the points' fitted_seconds.
 std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points);
@@ -132,11 +153,12 @@ struct Calibration {
   double optimizer_spread = 0;
   double memcpy_bytes_per_s = 0;
   std::vector<AllReducePoint> allreduce;
-  std::vector<RingFit> ring_fits;     // one per rank count
-  std::vector<ShardedPoint> sharded;  // ZeRO's collectives against the fits
-  std::vector<RingFit> gloo_fits;     // Gloo over loopback TCP (2 ranks), shown for reference
-  double latency_seconds = 0;         // fitted per ring step (all rank counts together: the TOML's)
-  double link_bytes_per_s = 0;        // fitted
+  std::vector<RingFit> ring_fits;        // one per rank count
+  std::vector<ShardedPoint> sharded;     // ZeRO's collectives against the fits
+  std::vector<ShardedFit> sharded_fits;  // and their own fits, per op and rank count
+  std::vector<RingFit> gloo_fits;        // Gloo over loopback TCP (2 ranks), shown for reference
+  double latency_seconds = 0;            // fitted per ring step (all rank counts together: the TOML's)
+  double link_bytes_per_s = 0;           // fitted
   double fit_max_relative_error = 0;
   double fit_median_relative_error = 0;
   double comm_cpu_seconds_per_byte = 0;  // CPU time per byte a rank sends (all its threads)
@@ -175,6 +197,7 @@ struct StoredCalibration {
   double flops_per_s = 0;  // one process alone at the calibration model's shape
   std::string model;       // the model that shape is of
   std::vector<RingFit> ring_fits;
+  std::vector<ShardedFit> sharded_fits;
 };
 std::optional<StoredCalibration> load_stored_calibration(const std::filesystem::path& results_dir);
 
@@ -200,7 +223,7 @@ std::string compute_probe_disagrees(const StoredCalibration& stored);
 // `cluster` with the link fitted for `world` ranks (the largest measured count beyond it); any
 // cluster that is not a calibrated cpu-local, or no fits, unchanged.
 strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits,
-                                        int world);
+                                        int world, const std::vector<ShardedFit>& sharded = {});
 
 // The cluster a DDP workload is predicted on: a calibrated cpu-local's compute rate replaced by
 // the rate grid's at the workload's shape and microbatch; any other cluster unchanged.

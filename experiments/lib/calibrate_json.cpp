@@ -5,6 +5,36 @@
 
 namespace parlab::experiments {
 
+namespace {
+
+// ZeRO's collectives as measured, and their own fits.
+nlohmann::json sharded_to_json(const std::vector<ShardedPoint>& sharded) {
+  nlohmann::json sharded_json = nlohmann::json::array();
+  for (const auto& p : sharded)
+    sharded_json.push_back({{"op", p.op},
+                            {"ranks", p.ranks},
+                            {"bytes", p.bytes},
+                            {"seconds", p.seconds},
+                            {"predicted_seconds", p.predicted_seconds},
+                            {"min_chunk_bytes", p.min_chunk_bytes},
+                            {"uneven_predicted_seconds", p.uneven_predicted_seconds},
+                            {"fitted_seconds", p.fitted_seconds}});
+  return sharded_json;
+}
+
+nlohmann::json sharded_fits_to_json(const std::vector<ShardedFit>& sharded_fits) {
+  nlohmann::json sharded_fits_json = nlohmann::json::array();
+  for (const auto& f : sharded_fits)
+    sharded_fits_json.push_back({{"op", f.op},
+                                 {"ranks", f.ranks},
+                                 {"latency_seconds", f.latency_seconds},
+                                 {"link_bytes_per_s", f.link_bytes_per_s},
+                                 {"weighted_error", f.weighted_error}});
+  return sharded_fits_json;
+}
+
+}  // namespace
+
 nlohmann::json Calibration::to_json() const {
   nlohmann::json conc = nlohmann::json::array(), ar = nlohmann::json::array(), grid_json = nlohmann::json::array();
   for (const auto& c : concurrency)
@@ -33,15 +63,7 @@ nlohmann::json Calibration::to_json() const {
                               {"latency_seconds", f.latency_seconds},
                               {"link_bytes_per_s", f.link_bytes_per_s},
                               {"weighted_error", f.weighted_error}});
-  nlohmann::json sharded_json = nlohmann::json::array();
-  for (const auto& p : sharded)
-    sharded_json.push_back({{"op", p.op},
-                            {"ranks", p.ranks},
-                            {"bytes", p.bytes},
-                            {"seconds", p.seconds},
-                            {"predicted_seconds", p.predicted_seconds},
-                            {"min_chunk_bytes", p.min_chunk_bytes},
-                            {"uneven_predicted_seconds", p.uneven_predicted_seconds}});
+  const nlohmann::json sharded_json = sharded_to_json(sharded), sharded_fits_json = sharded_fits_to_json(sharded_fits);
   for (const auto& p : grid.points)
     grid_json.push_back({{"microbatch", p.microbatch},
                          {"hidden", p.hidden},
@@ -64,6 +86,7 @@ nlohmann::json Calibration::to_json() const {
           {"allreduce", ar},
           {"ring_fits", fits},
           {"sharded", sharded_json},
+          {"sharded_fits", sharded_fits_json},
           {"comm", "shm"},
           {"gloo_ring_fits", gloo_fits_json},
           {"latency_seconds", latency_seconds},

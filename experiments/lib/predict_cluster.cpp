@@ -50,7 +50,8 @@ PredictionCluster WorkloadRates::for_plan(const strategy::Plan& p, int world) {
   }
   // The link from the fit of `world` ranks; predicted on the cluster exactly as its proof records
   // it (the profile's rates are measured doubles, the TOML keeps 10 significant digits).
-  rated = cluster_for_world(rated, stored_ ? stored_->ring_fits : std::vector<RingFit>{}, world);
+  rated = cluster_for_world(rated, stored_ ? stored_->ring_fits : std::vector<RingFit>{}, world,
+                            stored_ ? stored_->sharded_fits : std::vector<ShardedFit>{});
   out.recorded = strategy::parse_cluster_toml(strategy::cluster_to_toml(rated, ""), "recorded cluster");
   out.cluster = strategy::with_world(out.recorded, world);
   return out;

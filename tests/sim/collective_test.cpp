@@ -107,6 +107,26 @@ TEST(Collective, AutoFollowsTheAnalyticTuner) {
   EXPECT_NEAR(small.seconds, expected, 0.01 * expected);
 }
 
+// A host whose reduce-scatter and all-gather were calibrated on their own (LinkSpec::op_fit): each
+// ring step takes the fit's latency and bandwidth where they are slower than the link's, as the
+// analytic model does; faster fits and the all-reduce keep the link's (written out per step).
+TEST(Collective, ReduceScatterAndAllGatherTakeTheirOwnFitWhereItIsSlower) {
+  auto c = uniform_cluster();
+  c.intra.reduce_scatter_latency_seconds = 30e-6, c.intra.reduce_scatter_bytes_per_s = 4e9;
+  c.intra.all_gather_latency_seconds = 1e-6, c.intra.all_gather_bytes_per_s = 20e9;  // faster than the link
+  const int n = 4;
+  const auto rs = simulate_collective(CollectiveOp::kReduceScatter, kS, n, c, kRing);
+  const double rs_fit = (n - 1) * (30e-6 + kS / (n * 4e9));
+  EXPECT_NEAR(rs.seconds, rs_fit, 0.01 * rs_fit);
+  EXPECT_NEAR(rs.analytic.seconds, rs_fit, 1e-9 * rs_fit);
+  const double link = (n - 1) * (kUniformLatency + kS / (n * kUniformBytesPerS));
+  const auto ag = simulate_collective(CollectiveOp::kAllGather, kS, n, c, kRing);
+  EXPECT_NEAR(ag.seconds, link, 0.01 * link);
+  EXPECT_NEAR(ag.analytic.seconds, link, 1e-9 * link);
+  const auto ar = simulate_collective(CollectiveOp::kAllReduce, kS, n, c, kRing);
+  EXPECT_NEAR(ar.seconds, 2 * link, 0.01 * 2 * link);
+}
+
 // Every schedule puts exactly bus-bandwidth-factor x S bytes on each rank's links.
 TEST(Collective, SchedulesMoveTheBusBytes) {
   const auto cluster = uniform_cluster(4, 2);

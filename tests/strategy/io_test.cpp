@@ -193,6 +193,19 @@ TEST(Toml, ClusterWrittenByCalibrationReadsBack) {
   EXPECT_EQ(back.device.first_touch_bytes_per_s, 0);  // not measured: not written, read as 0
   c.device.first_touch_bytes_per_s = 1.75e9;
   EXPECT_DOUBLE_EQ(parse_cluster_toml(cluster_to_toml(c, "x"), "cal.toml").device.first_touch_bytes_per_s, 1.75e9);
+  // Reduce-scatter's and all-gather's own fits (LinkSpec::op_fit) read back; absent, none.
+  double a = 0, b = 0;
+  EXPECT_FALSE(back.intra.op_fit(CollectiveOp::kReduceScatter, a, b));
+  c.intra.reduce_scatter_latency_seconds = 25e-6, c.intra.reduce_scatter_bytes_per_s = 2.5e9;
+  c.intra.all_gather_latency_seconds = 15e-6, c.intra.all_gather_bytes_per_s = 1.5e9;
+  const ClusterSpec fits = parse_cluster_toml(cluster_to_toml(c, "x"), "cal.toml");
+  ASSERT_TRUE(fits.intra.op_fit(CollectiveOp::kReduceScatter, a, b));
+  EXPECT_NEAR(a, 25e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(b, 2.5e9);
+  ASSERT_TRUE(fits.intra.op_fit(CollectiveOp::kAllGather, a, b));
+  EXPECT_NEAR(a, 15e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(b, 1.5e9);
+  EXPECT_FALSE(fits.intra.op_fit(CollectiveOp::kAllReduce, a, b));
 }
 
 TEST(Presets, UserFileUnderResultsTakesPrecedence) {
