@@ -52,7 +52,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${PARLAB_GPU_BUILD_DIR:-$root/build-gpu-check}"
 out="${OUT:-}"
 arch="${CUDA_ARCH:-90}"
-jobs="$(nproc 2>/dev/null || echo 4)"
+jobs="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 4)"
 test_jobs="${PARLAB_TEST_JOBS:-8}"
 logdir="${out:-$build/gpu-check}"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the CPU references: one BLAS thread
