@@ -222,9 +222,14 @@ void Executor::check_shards() const {
   if (!(shards_.shard() == optimizer_.range()))
     throw ConfigError("ZeRO shard", std::to_string(shards_.shard().begin) + ".." + std::to_string(shards_.shard().end),
                       "must be the optimizer's range");
-  if (options_.device_optimizer == nullptr && !model_.compute_is_host() && shards_.zero() >= 2)
-    throw ConfigError("optimizer", std::string(optimizer_.kind()),
-                      "ZeRO-" + std::to_string(shards_.zero()) + " on the " + std::string(model_.device_name()) +
+  check_update_placement(shards_.zero(), model_, options_.device_optimizer != nullptr, optimizer_.kind());
+}
+
+void check_update_placement(int zero, const model::Model& compute, bool device_optimizer,
+                            std::string_view optimizer_kind) {
+  if (!device_optimizer && !compute.compute_is_host() && zero >= 2)
+    throw ConfigError("optimizer", std::string(optimizer_kind),
+                      "ZeRO-" + std::to_string(zero) + " on the " + std::string(compute.device_name()) +
                           " model keeps its shards in device memory: the update must run there (AdamW)");
 }
 

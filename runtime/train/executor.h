@@ -145,6 +145,13 @@ struct ExecResult {
   std::vector<OpEvent> events;  // every op, compute and comm, in no particular order
 };
 
+// ZeRO-2/3 on a device model keep the shards in device memory, so the update must run there: throws
+// ConfigError unless the model computes on the host or a device optimizer runs the update. The
+// trainer asks before any group meets (every rank refuses at once, none is left connecting to a
+// peer that already gave up); the executor asks again of what it was given.
+void check_update_placement(int zero, const model::Model& compute, bool device_optimizer,
+                            std::string_view optimizer_kind);
+
 class Executor {
  public:
   // `comms[g]` is the communicator of program.groups[g] (its members, in group-rank order); it

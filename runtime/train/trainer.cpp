@@ -227,6 +227,9 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
       throw ConfigError("trainer collectives", options_.collectives->group_name(), "must span the world's ranks");
     // The model first: a device model may tell `collectives` which stream its groups wait for.
     state_.device_model = options_.make_device_model(state_.model, config_.plan);
+    // Refused before any group meets: a rank that refused later left its peer connecting to it.
+    check_update_placement(zero_stage(config_.plan), *state_.device_model, bool(options_.make_device_optimizer),
+                           state_.optimizer->kind());
     // Every group of the program, TP included: boundary tensors are compute memory (model.h).
     comms = group_communicators(*options_.collectives);
   }
