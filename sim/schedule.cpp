@@ -186,6 +186,18 @@ void merge_identical_steps(Schedule& s, const Layout& layout) {
   s.steps = std::move(out);
 }
 
+// Each ring step of `s` priced at `latency` + `step_bytes` / `bytes_per_s` for each of `calls`
+// calls, where that is slower than the links' own latency and bandwidth: the difference is the
+// step's extra time (never negative: the links keep timing the messages, contention included).
+void add_step_price(Schedule& s, double latency, double bytes_per_s, double step_bytes, int calls,
+                    const strategy::ClusterSpec& cluster, const Layout& layout) {
+  const double link = cluster.intra.achieved_bytes_per_s();
+  for (auto& step : s.steps) {
+    const double a = largest_latency(step, layout);
+    step.extra_seconds += calls * std::max(0.0, latency - a + step_bytes / bytes_per_s - step_bytes / link);
+  }
+}
+
 // NCCL's protocol on a ring inside one NVLink node (strategy::nccl_ring_time): each step costs
 // the protocol's step latency instead of the link's, and its bytes move at the protocol's bus
 // bandwidth instead of the link's; the call pays the protocol's base latency once, before its
@@ -196,13 +208,8 @@ void add_nccl_protocol(Schedule& s, CollectiveOp op, double bytes, int calls, co
                        const strategy::ClusterSpec& cluster, const Layout& layout, double min_chunk_bytes) {
   const int n = int(members.size());
   const strategy::ProtocolTime t = strategy::nccl_ring_time(op, bytes, n, cluster, min_chunk_bytes);
-  const double link = cluster.intra.achieved_bytes_per_s();
-  const double step_bytes = ring_step_bytes(op, bytes, n, 1, min_chunk_bytes);
-  for (auto& step : s.steps) {
-    const double a = largest_latency(step, layout);
-    const double per_call = std::max(0.0, t.step_seconds - a + step_bytes / t.bus_bytes_per_s - step_bytes / link);
-    step.extra_seconds += calls * per_call;
-  }
+  add_step_price(s, t.step_seconds, t.bus_bytes_per_s, ring_step_bytes(op, bytes, n, 1, min_chunk_bytes), calls,
+                 cluster, layout);
   if (!s.steps.empty()) s.steps.front().extra_seconds += calls * t.base_seconds;
   s.protocol = std::string(strategy::to_string(t.protocol));
 }
@@ -213,13 +220,8 @@ void add_nccl_protocol(Schedule& s, CollectiveOp op, double bytes, int calls, co
 void add_op_fit(Schedule& s, CollectiveOp op, double bytes, int calls, int n, const strategy::ClusterSpec& cluster,
                 const Layout& layout, double min_chunk_bytes) {
   double a_op = 0, b_op = 0;
-  if (!cluster.intra.op_fit(op, a_op, b_op)) return;
-  const double link = cluster.intra.achieved_bytes_per_s();
-  const double step_bytes = ring_step_bytes(op, bytes, n, 1, min_chunk_bytes);
-  for (auto& step : s.steps) {
-    const double a = largest_latency(step, layout);
-    step.extra_seconds += calls * std::max(0.0, a_op - a + step_bytes / b_op - step_bytes / link);
-  }
+  if (cluster.intra.op_fit(op, a_op, b_op))
+    add_step_price(s, a_op, b_op, ring_step_bytes(op, bytes, n, 1, min_chunk_bytes), calls, cluster, layout);
 }
 
 bool on_one_node(const std::vector<int>& members, const Layout& layout) {
