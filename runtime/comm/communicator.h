@@ -60,6 +60,10 @@ struct CollectiveOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
   // Free text naming the tensor or bucket ("grad.bucket3"); shown in errors and the recorder.
   std::string tag;
+  // The caller waits for this op at once (a compute-stream collective, such as tensor
+  // parallelism's): when nothing is queued ahead of it, the backend may run it on the calling
+  // thread. Order, timeouts, the flight recorder and errors are those of a queued op.
+  bool caller_waits = false;
 };
 
 // Handle of one issued op (c10d Work). Backends drive it through start()/finish().

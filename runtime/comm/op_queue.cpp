@@ -19,12 +19,26 @@ void OpQueue::check_usable() const {
   if (!poison_reason_.empty()) throw CommunicatorAborted(group_, poison_reason_);
 }
 
-std::shared_ptr<Work> OpQueue::submit(const OpInfo& info, Body body) {
+std::shared_ptr<Work> OpQueue::submit(const OpInfo& info, Body body, bool caller_waits) {
   auto work = std::make_shared<Work>(info);
+  Item inline_item;
   {
     std::lock_guard lock(mu_);
     if (!poison_reason_.empty()) throw CommunicatorAborted(group_, poison_reason_);
-    items_.push_back(Item{work, recorder_.record(info), std::move(body)});
+    Item item{work, recorder_.record(info), std::move(body)};
+    if (caller_waits && items_.empty() && !running_) {
+      running_ = true;  // the thread takes nothing until this op ended
+      inline_item = std::move(item);
+    } else {
+      items_.push_back(std::move(item));
+    }
+  }
+  if (inline_item.work) {
+    run(inline_item);
+    {
+      std::lock_guard lock(mu_);
+      running_ = false;
+    }
   }
   cv_.notify_one();
   return work;
@@ -35,12 +49,15 @@ void OpQueue::loop() {
     Item item;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !items_.empty(); });
+      cv_.wait(lock, [&] { return stopping_ ? !running_ : !items_.empty() && !running_; });
       if (items_.empty()) return;  // stopping and drained
       item = std::move(items_.front());
       items_.pop_front();
+      running_ = true;
     }
     run(item);
+    std::lock_guard lock(mu_);
+    running_ = false;
   }
 }
 

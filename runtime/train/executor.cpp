@@ -446,6 +446,8 @@ comm::CollectiveOptions Executor::collective_options(const Op& op) const {
   comm::CollectiveOptions o;
   o.timeout = options_.comm_timeout;
   o.tag = "s" + std::to_string(step_) + "/" + op.tag;
+  // A compute-stream collective is waited for as soon as it is issued (record_issue).
+  o.caller_waits = op.is_collective() && op.stream != Stream::kComm;
   return o;
 }
 

@@ -215,15 +215,16 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<Work> collective(OpKind op, double n_bytes, const CollectiveOptions& o, Body body) {
     std::lock_guard lock(issue_mu_);
     const OpInfo info = make_info(op, next_seq_, n_bytes, o, -1);
-    auto work = submit(info, std::move(body));
+    auto work = submit(info, std::move(body), o.caller_waits);
     ++next_seq_;  // only ops that were queued consume a number
     return work;
   }
 
-  std::shared_ptr<Work> submit(const OpInfo& info, Body body) {
+  std::shared_ptr<Work> submit(const OpInfo& info, Body body, bool caller_waits = false) {
     const std::uint32_t tag = gloo_tag(info);
     return queue_.submit(
-        info, [info, tag, body = std::move(body)] { run_translated(info, [&] { body(tag, info.timeout); }); });
+        info, [info, tag, body = std::move(body)] { run_translated(info, [&] { body(tag, info.timeout); }); },
+        caller_waits);
   }
 
   void dump_after_failure() noexcept {

@@ -198,21 +198,24 @@ class ShmCommunicator final : public Communicator {
   std::shared_ptr<Work> collective(OpKind op, double n_bytes, const CollectiveOptions& o, Body body) {
     std::lock_guard lock(issue_mu_);
     const OpInfo info = make_info(op, next_seq_, n_bytes, o, -1);
-    auto work = submit(info, std::move(body));
+    auto work = submit(info, std::move(body), o.caller_waits);
     ++next_seq_;  // only ops that were queued consume a number
     return work;
   }
 
-  std::shared_ptr<Work> submit(const OpInfo& info, Body body) {
-    return queue_.submit(info, [info, body = std::move(body)] {
-      try {
-        body(info);
-      } catch (const CollectiveError&) {
-        throw;
-      } catch (const std::exception& e) {
-        throw CollectiveError(info, info.describe() + " failed: " + e.what());
-      }
-    });
+  std::shared_ptr<Work> submit(const OpInfo& info, Body body, bool caller_waits = false) {
+    return queue_.submit(
+        info,
+        [info, body = std::move(body)] {
+          try {
+            body(info);
+          } catch (const CollectiveError&) {
+            throw;
+          } catch (const std::exception& e) {
+            throw CollectiveError(info, info.describe() + " failed: " + e.what());
+          }
+        },
+        caller_waits);
   }
 
   void dump_after_failure() noexcept {

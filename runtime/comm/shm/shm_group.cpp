@@ -1,5 +1,6 @@
 #include "runtime/comm/shm/shm_group.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -126,7 +127,10 @@ void Group::wait(std::atomic<std::uint32_t>& word, std::atomic<std::uint32_t>& w
     for (int i = 1;; ++i) {
       cpu_relax();
       if (ready()) return;
-      if (i % 64 == 0 && Clock::now() - start > kSpin) break;
+      if (i % 64 == 0) {
+        if (Clock::now() - start > kSpin) break;
+        sched_yield();  // a peer (or our own compute) waiting for this core runs first
+      }
     }
   }
   const auto deadline = start + info.timeout;

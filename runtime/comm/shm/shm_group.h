@@ -26,7 +26,8 @@
 // ranks that disagree never combine data: like Gloo (whose tags then never match) each waits out
 // its timeout, and the CollectiveTimeout names what the other rank issued instead.
 //
-// Waiting: a short spin (only while ranks <= cores), then futex sleeps in slices of 50 ms, each
+// Waiting: a short spin (only while ranks <= cores; it yields the core every few dozen polls, so
+// a peer or a compute thread waiting for the core runs first), then futex sleeps in slices of 50 ms, each
 // followed by a look at the peers: one that destroyed its communicator, or whose process is gone
 // (kill -9), fails the op with CollectiveError at once instead of at the timeout.
 #include <chrono>
