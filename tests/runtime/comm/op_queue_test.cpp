@@ -22,7 +22,8 @@ TEST(OpQueue, ACallerThatWaitsRunsItsOpOnItsOwnThreadWhenNothingIsAhead) {
   FlightRecorder rec(identity(), 16);
   OpQueue q("tp.0", rec);
   std::thread::id ran_on;
-  auto w = q.submit(op(0), [&] { ran_on = std::this_thread::get_id(); }, /*caller_waits=*/true);
+  auto w = q.submit(
+      op(0), [&] { ran_on = std::this_thread::get_id(); }, /*caller_waits=*/true);
   EXPECT_TRUE(w->completed());  // ended before submit returned
   EXPECT_TRUE(w->succeeded());
   EXPECT_EQ(ran_on, std::this_thread::get_id());
@@ -75,7 +76,9 @@ TEST(OpQueue, AnOpRunOnTheCallersThreadFailsAndPoisonsLikeAQueuedOne) {
   EXPECT_FALSE(w->succeeded());
   EXPECT_THROW(w->wait(), CollectiveError);
   EXPECT_EQ(rec.snapshot().entries.at(0).state, OpState::kFailed);
-  EXPECT_THROW(q.submit(op(1), [] {}, true), CommunicatorAborted);
+  EXPECT_THROW(q.submit(
+                   op(1), [] {}, true),
+               CommunicatorAborted);
 }
 
 }  // namespace
