@@ -49,7 +49,9 @@ void print_sharded(const experiments::Calibration& c) {
            fmt::format("{:.1f}%", 100 * s.weighted_error)});
   fmt::print(
       "ZeRO's collectives (uneven chunks, back-to-back as buckets and layers issue them), priced by the all-reduce\n"
-      "fit of their rank count and by their own fit, both (n-1) a + (S - c_min)/B (c_min: the smallest chunk):\n{}\n"
+      "fit of their rank count, (n-1) a + (S - c_min)/B (c_min: the smallest chunk), and by their own fit,\n"
+      "(n-1) a + (n-1)/n S/B (the whole message, however it is cut: each rank copies its chunk in and the others "
+      "out):\n{}\n"
       "Their own fits: the cost model and the simulator price a reduce-scatter or all-gather on W workers by\n"
       "the fit of W ranks where it is slower than the all-reduce's link (\"all\": the cluster TOML's):\n{}\n",
       z.str(), f.str());

@@ -187,14 +187,16 @@ void merge_identical_steps(Schedule& s, const Layout& layout) {
 }
 
 // Each ring step of `s` priced at `latency` + `step_bytes` / `bytes_per_s` for each of `calls`
-// calls, where that is slower than the links' own latency and bandwidth: the difference is the
-// step's extra time (never negative: the links keep timing the messages, contention included).
+// calls, where that is slower than the links' own latency and bandwidth moving `link_step_bytes`
+// (the step's messages; `step_bytes` when negative): the difference is the step's extra time
+// (never negative: the links keep timing the messages, contention included).
 void add_step_price(Schedule& s, double latency, double bytes_per_s, double step_bytes, int calls,
-                    const strategy::ClusterSpec& cluster, const Layout& layout) {
+                    const strategy::ClusterSpec& cluster, const Layout& layout, double link_step_bytes = -1) {
   const double link = cluster.intra.achieved_bytes_per_s();
+  if (link_step_bytes < 0) link_step_bytes = step_bytes;
   for (auto& step : s.steps) {
     const double a = largest_latency(step, layout);
-    step.extra_seconds += calls * std::max(0.0, latency - a + step_bytes / bytes_per_s - step_bytes / link);
+    step.extra_seconds += calls * std::max(0.0, latency - a + step_bytes / bytes_per_s - link_step_bytes / link);
   }
 }
 
@@ -220,8 +222,12 @@ void add_nccl_protocol(Schedule& s, CollectiveOp op, double bytes, int calls, co
 void add_op_fit(Schedule& s, CollectiveOp op, double bytes, int calls, int n, const strategy::ClusterSpec& cluster,
                 const Layout& layout, double min_chunk_bytes) {
   double a_op = 0, b_op = 0;
+  // The fit prices the whole message however it is cut (strategy::LinkSpec::op_fit); the link's
+  // steps carry the uneven chunks' bytes, so the extra is the fit's time beyond theirs, as
+  // collective_time's max(link, fit).
   if (cluster.intra.op_fit(op, a_op, b_op))
-    add_step_price(s, a_op, b_op, ring_step_bytes(op, bytes, n, 1, min_chunk_bytes), calls, cluster, layout);
+    add_step_price(s, a_op, b_op, ring_step_bytes(op, bytes, n, 1, -1), calls, cluster, layout,
+                   ring_step_bytes(op, bytes, n, 1, min_chunk_bytes));
 }
 
 bool on_one_node(const std::vector<int>& members, const Layout& layout) {

@@ -51,10 +51,13 @@ struct LinkSpec {
   std::vector<double> measured_sizes_bytes;
   std::vector<double> measured_all_reduce_busbw, measured_all_gather_busbw, measured_reduce_scatter_busbw;
   bool has_measured_ring() const { return !measured_sizes_bytes.empty(); }
-  // Reduce-scatter and all-gather fitted on their own, t = (n-1) a + (S - c_min) / B over ZeRO's
+  // Reduce-scatter and all-gather fitted on their own, t = (n-1) a + (n-1)/n S / B over ZeRO's
   // uneven calls: on one host's shared memory they are not halves of the all-reduce (they copy
-  // through staging slots in rounds of their own), and `parlab calibrate` measures them. A
-  // prediction on W workers carries the fit of W ranks (experiments/lib/predict_cluster.h).
+  // through staging slots in rounds of their own), and `parlab calibrate` measures them. Their
+  // time follows the whole message S, not the ring's busiest link S - c_min: each rank copies its
+  // own chunk in and every other chunk out, so a bucket one rank owns whole costs about what an
+  // evenly cut one does. A prediction on W workers carries the fit of W ranks
+  // (experiments/lib/predict_cluster.h).
   // 0: the link's latency and bandwidth.
   double reduce_scatter_latency_seconds = 0, reduce_scatter_bytes_per_s = 0;
   double all_gather_latency_seconds = 0, all_gather_bytes_per_s = 0;

@@ -91,9 +91,10 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
   } else if (nodes == 1) {
     e.seconds = ring(op, bytes, n, a_i, b_i, min_chunk_bytes);
     // A reduce-scatter or all-gather with a measured fit of its own takes it where it is slower
-    // than the link's (the simulator adds the difference to the link's steps, never less).
+    // than the link's (the simulator adds the difference to the link's steps, never less). The fit
+    // prices the whole message however it is cut (LinkSpec::op_fit).
     if (double a_op = 0, b_op = 0; c.intra.op_fit(op, a_op, b_op))
-      e.seconds = std::max(e.seconds, ring(op, bytes, n, a_op, b_op, min_chunk_bytes));
+      e.seconds = std::max(e.seconds, ring(op, bytes, n, a_op, b_op));
     e.algorithm = Algorithm::kRing;
     if (op == CollectiveOp::kAllReduce && runs_tree_all_reduce(c)) {
       const double t = tree_allreduce(bytes, n, a_i, b_i);

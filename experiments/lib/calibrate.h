@@ -93,8 +93,9 @@ struct ShardedPoint {
   double fitted_error() const { return seconds > 0 ? fitted_seconds / seconds - 1 : 0; }
 };
 
-// A reduce-scatter or all-gather fitted on its own over its ShardedPoints, t = (n-1) a + (S - c_min)
-// / B (weighted by 1/t^2), for one rank count, or for all at once (ranks 0: the cluster TOML's).
+// A reduce-scatter or all-gather fitted on its own over its ShardedPoints, t = (n-1) a + (n-1)/n S
+// / B (weighted by 1/t^2; the whole message S however it is cut: strategy::LinkSpec::op_fit), for
+// one rank count, or for all at once (ranks 0: the cluster TOML's).
 // The cost model and the simulator take it where it is slower than the all-reduce's link
 // (strategy::LinkSpec::op_fit): on shared memory these calls are not halves of an all-reduce.
 struct ShardedFit {

@@ -41,8 +41,8 @@ Sample sample_of(const ShardedPoint& p) {
   const auto parsed = strategy::parse_collective_op(p.op);
   if (!parsed) throw RuntimeError("calibrate: no collective named " + p.op);
   const strategy::CollectiveOp op = *parsed;
-  return {double(strategy::ring_steps(op, p.ranks)), strategy::ring_link_bytes(op, p.bytes, p.ranks, p.min_chunk_bytes),
-          p.seconds};
+  // The whole message, however it is cut (strategy::LinkSpec::op_fit).
+  return {double(strategy::ring_steps(op, p.ranks)), strategy::ring_link_bytes(op, p.bytes, p.ranks), p.seconds};
 }
 
 }  // namespace

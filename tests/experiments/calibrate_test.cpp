@@ -142,7 +142,7 @@ TEST(CalibrationFit, ShardedCollectivesGetFitsOfTheirOwn) {
     for (double bytes : {1e6, 4e6, 16e6}) {
       ShardedPoint p;
       p.op = "all-gather", p.ranks = n, p.bytes = bytes, p.min_chunk_bytes = bytes / (n + 1);
-      p.seconds = (n - 1) * ab.first + (bytes - p.min_chunk_bytes) / ab.second;
+      p.seconds = (n - 1) * ab.first + (n - 1.0) / n * bytes / ab.second;  // the whole message, however cut
       pts.push_back(p);
     }
   const std::vector<ShardedFit> fits = fit_sharded(pts);
