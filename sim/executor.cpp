@@ -63,7 +63,12 @@ class Simulation {
       const StepProgram& p = programs[i];
       Rank& R = ranks_[i];
       R.prog = &p;
-      for (const Op& op : p.ops) R.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+      for (const Op& op : p.ops) {
+        if (op.pattern_calls > 0)  // BuildOptions::call_runs is for walks: here every call is an op
+          throw RuntimeError("rank " + std::to_string(p.rank) + " op " + std::to_string(op.id) +
+                             ": a run of calls (BuildOptions::call_runs), which the simulator does not take");
+        R.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+      }
       R.done_step.assign(p.ops.size(), -1);
       for (const auto& g : p.groups) R.gid.push_back(gid_of_.at(g.name));
       R.calls.assign(group_members_.size(), 0);

@@ -260,6 +260,10 @@ class Walker {
     if (!dependencies_done(i, stream, op, ready)) return false;
     Interval when{ready.at, ready.at};
     if (!place(i, op, plan, when)) return false;
+    if (op.pattern_calls > 0) {
+      walk_calls(i, stream, op, when.start, ready);
+      return true;
+    }
     account(s, stream, op, when, ready);
     commit(i, stream, op, when);
     return true;
@@ -319,7 +323,8 @@ class Walker {
       if (int(arrivals.size()) < walked_members(gid, g)) return false;
       for (const auto& [r, t] : arrivals) w.start = std::max(w.start, t);
     }
-    const CollectiveEstimate& est = estimate(gid, g, op);
+    if (op.pattern_calls > 0) return true;  // a run of calls: walk_calls() times each
+    const CollectiveEstimate& est = estimate(gid, g, op.kind, op);
     w.finish = w.start + est.seconds * op.count;
     s.comm_cpu += ring_link_bytes(collective_of(op.kind), op.bytes, g.size(), op.min_chunk_bytes) * op.count *
                   cluster_.comm_cpu_seconds_per_byte;
@@ -327,6 +332,45 @@ class Walker {
       timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
                           g.size(), w.start, w.finish, est.seconds, std::string(to_string(est.algorithm))});
     return true;
+  }
+
+  // A run of calls (Op::pattern_calls) whose members have met at `start`: each call timed and
+  // booked as an op of its own would be, one after another, so the walk's sums are bit for bit
+  // those of the per-call program (one multiplication would not be). The calls follow one compute
+  // op on the compute stream, which nothing else holds meanwhile: the per-call program's later
+  // calls start where the earlier ones end, their rank's single walked member meeting at once.
+  void walk_calls(int i, int stream, const Op& op, double start, const Readiness& ready) {
+    State& s = states_[i];
+    const StepProgram& prog = programs_[i];
+    const Group& g = prog.group_of(op);
+    const int gid = s.group_id[op.group];
+    // A run's calls are reduce-scatters and all-gathers of one size: two prices, found once.
+    const std::array<OpKind, 2> kinds = {OpKind::kReduceScatter, OpKind::kAllGather};
+    std::array<const CollectiveEstimate*, 2> est{};
+    std::array<double, 2> cpu{};
+    for (size_t x = 0; x < 2; ++x) {
+      est[x] = &estimate(gid, g, kinds[x], op);
+      cpu[x] = ring_link_bytes(collective_of(kinds[x]), op.bytes, g.size(), op.min_chunk_bytes) *
+               cluster_.comm_cpu_seconds_per_byte;
+    }
+    Interval w{start, start};
+    for (int k = 0; k < op.calls(); ++k) {
+      const size_t x = op.call_kind(k) == OpKind::kAllGather ? 1 : 0;
+      w.finish = w.start + est[x]->seconds;
+      s.comm_cpu += cpu[x];
+      if (detail_) {
+        timings_.push_back({prog.rank, op.id, std::string(to_string(kinds[x])), g.name, op.tag, op.bytes, 1, g.size(),
+                            w.start, w.finish, est[x]->seconds, std::string(to_string(est[x]->algorithm))});
+        timeline_.push_back({prog.rank, op.id, w.start, w.finish});
+      }
+      account(s, stream, op, w, ready);
+      s.free_at[stream] = w.finish;
+      s.end = std::max(s.end, w.finish);
+      w.start = w.finish;
+    }
+    s.start[op.id] = start;
+    s.finish[op.id] = w.finish;
+    ++s.head[stream];
   }
 
   int walked_members(int gid, const Group& g) {
@@ -342,15 +386,16 @@ class Walker {
   // collective_time of one call, priced once per group, operation and size (a stage repeats
   // the same few calls for every layer and microbatch: mostly the call of its kind before it,
   // as a layer's sequence-parallel reduce-scatters and all-gathers alternate).
-  const CollectiveEstimate& estimate(int gid, const Group& g, const Op& op) {
-    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.min_chunk_bytes);
-    auto& last = last_of_kind_[size_t(op.kind)];
+  // `kind`: the op's, or a call's of a run (Op::call_kind).
+  const CollectiveEstimate& estimate(int gid, const Group& g, OpKind kind, const Op& op) {
+    const auto key = std::make_tuple(gid, int(kind), op.bytes, op.min_chunk_bytes);
+    auto& last = last_of_kind_[size_t(kind)];
     if (last != estimates_.end() && last->first == key) return last->second;
     auto it = estimates_.find(key);
     if (it == estimates_.end())
-      it = estimates_
-               .emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_, op.min_chunk_bytes))
-               .first;
+      it =
+          estimates_.emplace(key, collective_time(collective_of(kind), op.bytes, g.ranks, cluster_, op.min_chunk_bytes))
+              .first;
     last = it;
     return it->second;
   }
@@ -543,7 +588,9 @@ StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const Clust
 StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
                            const ClusterSpec& cluster, bool detail) {
   std::vector<StepProgram> programs;
-  const BuildOptions options{.tags = detail};  // what reads tags comes with the detail
+  // What reads tags comes with the detail; a walk for its times alone takes sequence
+  // parallelism's calls as runs (BuildOptions::call_runs: the same times, a fraction of the ops).
+  const BuildOptions options{.tags = detail, .call_runs = !detail};
   for (int s = 0; s < plan.pp; ++s)
     programs.push_back(build_step(model, layers, plan, rank_of(plan, {0, 0, s}), options));
   return walk(programs, model, layers, cluster, detail);

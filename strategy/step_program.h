@@ -85,7 +85,13 @@ struct Op {
   int group = -1;    // index into StepProgram::groups (collectives)
   double bytes = 0;  // per call
   int count = 1;     // back-to-back calls of `bytes` each (a layer range's TP collectives)
-  int peer = -1;     // send/recv: the other world rank
+  // A run of sequence-parallel calls written as one op (BuildOptions::call_runs, what the
+  // planner walks): `count` repetitions of a pattern of `pattern_calls` calls (at most 32), call k
+  // of each a reduce-scatter where bit k of `pattern_gathers` is clear and an all-gather where it
+  // is set; `kind` is the first call's. 0: `count` calls of `kind`.
+  int pattern_calls = 0;
+  uint32_t pattern_gathers = 0;
+  int peer = -1;  // send/recv: the other world rank
   // Element range of the rank's local flat parameter/gradient buffer that a bucket collective,
   // a ZeRO shard or the optimizer covers (local_param_layout()).
   int64_t flat_begin = 0, flat_end = 0;
@@ -105,6 +111,13 @@ struct Op {
   // A forward or backward: compute over `layers` for `microbatch`.
   bool is_layer_compute() const { return kind == OpKind::kForward || kind == OpKind::kBackward; }
   bool is_p2p() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
+  // The calls a collective op makes: `count`, times the pattern's length for a run of calls.
+  int calls() const { return count * (pattern_calls > 0 ? pattern_calls : 1); }
+  // What call k (0 <= k < calls()) is.
+  OpKind call_kind(int k) const {
+    if (pattern_calls == 0) return kind;
+    return (pattern_gathers >> (k % pattern_calls)) & 1u ? OpKind::kAllGather : OpKind::kReduceScatter;
+  }
 };
 
 struct StepProgram {
@@ -151,6 +164,11 @@ struct BuildOptions {
   // which no tag changes; formatting a tag per op was most of the cost of building them. Untagged
   // programs are for such walks: the simulator, the runtime and check_consistency() match by tag.
   bool tags = true;
+  // Write the sequence-parallel reduce-scatter / all-gather calls that follow a compute op as
+  // one op per run of layers that make the same calls (Op::pattern_calls) instead of one op per
+  // call. For walks that only time them (the planner's, where those calls were most of the ops);
+  // check_consistency() expands runs, the simulator and the runtime take one op per call.
+  bool call_runs = false;
 };
 
 // The program of `rank` for a resolved, validated plan.

@@ -154,8 +154,12 @@ void Builder::emit_slot(const Slot& slot) {
 }
 
 void Builder::build() {
+  const std::vector<Slot> slots = schedule_slots(plan_, coords_.pp);
+  // A slot is at least a compute op, most also a receive and a send (and a run of TP calls, or
+  // more): room for those saves moving every op of the program again as it grows.
+  prog_.ops.reserve(4 * slots.size() + 8);
   for (auto& h : hooks_) h->start(*this);
-  for (const Slot& slot : schedule_slots(plan_, coords_.pp)) emit_slot(slot);
+  for (const Slot& slot : slots) emit_slot(slot);
   for (auto& h : hooks_) h->finish(*this);
 }
 
