@@ -18,7 +18,10 @@
 //     data has arrived. This is what lets 1F1B's send-forward/receive-backward pairs proceed
 //     without the batched isend/irecv Megatron needs.
 //   - `bytes` follows the nccl-tests size convention (strategy/collectives.h).
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +59,51 @@ struct Group {
   std::string name;        // "dp.3" (the 4th DP group), "tp.0", "pp.1", "emb.0", "world"
   std::vector<int> ranks;  // world ranks, ascending
   int size() const { return int(ranks.size()); }
+};
+
+// An op's `deps`: most ops have none or one (the compute op a collective or a send follows), so
+// up to two live inside the op and more on the heap -- programs hold millions of ops, and a heap
+// vector each was most of what building them cost. The part of a vector's interface programs use.
+class Deps {
+ public:
+  Deps() = default;
+  Deps(std::initializer_list<int> ids) {
+    for (int d : ids) push_back(d);
+  }
+  Deps(std::vector<int>&& ids) {  // NOLINT: implicit, as the vector it replaces
+    if (ids.size() > kInline) {
+      heap_ = std::move(ids);
+    } else {
+      for (int d : ids) push_back(d);
+    }
+  }
+  Deps(const std::vector<int>& ids) : Deps(std::vector<int>(ids)) {}  // NOLINT: implicit
+
+  void push_back(int d) {
+    if (heap_.empty() && n_ < kInline) {
+      inline_[n_++] = d;
+      return;
+    }
+    if (heap_.empty()) heap_.assign(inline_, inline_ + n_), n_ = 0;
+    heap_.push_back(d);
+  }
+  void clear() { heap_.clear(), n_ = 0; }
+  size_t size() const { return heap_.empty() ? size_t(n_) : heap_.size(); }
+  bool empty() const { return size() == 0; }
+  const int* begin() const { return heap_.empty() ? inline_ : heap_.data(); }
+  const int* end() const { return begin() + size(); }
+  int operator[](size_t i) const { return begin()[i]; }
+  int at(size_t i) const {
+    if (i >= size()) throw std::out_of_range("Deps::at");
+    return begin()[i];
+  }
+  friend bool operator==(const Deps& a, const Deps& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+
+ private:
+  static constexpr int kInline = 2;
+  int inline_[kInline] = {0, 0};
+  int n_ = 0;              // ids in inline_ (while heap_ is empty)
+  std::vector<int> heap_;  // all of them, once there are more than kInline
 };
 
 struct Op {
@@ -101,7 +149,7 @@ struct Op {
   // -1: balanced, S/n each.
   double min_chunk_bytes = -1;
 
-  std::vector<int> deps;
+  Deps deps;
 
   bool is_collective() const {
     return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kAllGather ||
