@@ -130,43 +130,6 @@ double p2p_time(double bytes, int from, int to, const ClusterSpec& c) {
   return c.inter.latency_seconds + transfer(bytes, device_network_bytes_per_s(c));
 }
 
-double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
-  double rate = c.device_flops_per_s(plan.precision);
-  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) rate *= double(c.cores_per_node) / c.devices_per_node;
-  return rate;
-}
-
-double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision precision, const GemmTimes* gemms) {
-  const double rate = c.device_flops_per_s(precision);
-  const double mem_bw = c.device.achieved_memory_bytes_per_s();
-  // The optimizer is one fused, bandwidth-bound kernel: the roofline. A forward or backward is a
-  // sequence of kernels -- GEMMs at the GEMM rate, then elementwise ops, norms and softmax at
-  // the memory rate -- that do not overlap one another on a device, so their times add.
-  if (op.kind == OpKind::kOptimizer) return std::max(op.flops / rate, op.memory_bytes / mem_bw);
-  // Clearing a buffer writes every byte of it. A CPU core's stores to lines it does not hold
-  // first read them (read for ownership), so a worker process's clear moves twice the bytes it
-  // writes; a GPU writes whole sectors without reading them.
-  const double rfo = c.shares_cores() ? 2 : 1;
-  if (op.kind == OpKind::kZeroGrad) return op.memory_bytes * rfo / mem_bw;
-  const double flops = gemms ? gemms->effective_flops(op) : op.flops;
-  return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
-}
-
-double bucket_work_seconds(const Op& op, const ClusterSpec& c) {
-  if (op.fresh_bytes <= 0 && op.zeroed_bytes <= 0 && op.accumulated_bytes <= 0) return 0;
-  // Zeroing as a clear is priced (read for ownership on a CPU), new memory at the rate the
-  // kernel hands out zeroed pages where that was measured, an add as two reads and a write.
-  const double mem_bw = c.device.achieved_memory_bytes_per_s(), rfo = c.shares_cores() ? 2 : 1;
-  const double fresh_bw = c.device.first_touch_bytes_per_s > 0 ? c.device.first_touch_bytes_per_s : mem_bw / rfo;
-  return op.fresh_bytes / fresh_bw + op.zeroed_bytes * rfo / mem_bw + 3 * op.accumulated_bytes / mem_bw;
-}
-
-double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan, const GemmTimes* gemms) {
-  double t = compute_seconds_alone(op, c, plan.precision, gemms);
-  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) t *= double(c.devices_per_node) / c.cores_per_node;
-  return t;
-}
-
 double bubble_fraction_of_ideal(int pp, int v, int64_t m) {
   return double(pp - 1) / (double(std::max(v, 1)) * double(m));
 }
@@ -344,15 +307,20 @@ class Walker {
     const StepProgram& prog = programs_[i];
     const Group& g = prog.group_of(op);
     const int gid = s.group_id[op.group];
-    // A run's calls are reduce-scatters and all-gathers of one size: two prices, found once.
+    // A run's calls are reduce-scatters and all-gathers of one size: two prices, found once (and
+    // kept for the stage's next run, which is mostly of the same group and size).
     const std::array<OpKind, 2> kinds = {OpKind::kReduceScatter, OpKind::kAllGather};
-    std::array<const CollectiveEstimate*, 2> est{};
-    std::array<double, 2> cpu{};
-    for (size_t x = 0; x < 2; ++x) {
-      est[x] = &estimate(gid, g, kinds[x], op);
-      cpu[x] = ring_link_bytes(collective_of(kinds[x]), op.bytes, g.size(), op.min_chunk_bytes) *
-               cluster_.comm_cpu_seconds_per_byte;
+    RunPrices& rp = run_prices_;
+    if (rp.gid != gid || rp.bytes != op.bytes || rp.min_chunk_bytes != op.min_chunk_bytes) {
+      rp = {gid, op.bytes, op.min_chunk_bytes};
+      for (size_t x = 0; x < 2; ++x) {
+        rp.est[x] = &estimate(gid, g, kinds[x], op);
+        rp.cpu[x] = ring_link_bytes(collective_of(kinds[x]), op.bytes, g.size(), op.min_chunk_bytes) *
+                    cluster_.comm_cpu_seconds_per_byte;
+      }
     }
+    const auto& est = rp.est;
+    const auto& cpu = rp.cpu;
     Interval w{start, start};
     for (int k = 0; k < op.calls(); ++k) {
       const size_t x = op.call_kind(k) == OpKind::kAllGather ? 1 : 0;
@@ -545,6 +513,12 @@ class Walker {
   using Prices = std::map<std::tuple<int, int, double, double>, CollectiveEstimate>;
   Prices estimates_;
   std::array<Prices::iterator, size_t(OpKind::kRecv) + 1> last_of_kind_;  // last looked up, per OpKind
+  struct RunPrices {  // walk_calls(): the last run's group and size, and its two calls' prices
+    int gid = -1;
+    double bytes = 0, min_chunk_bytes = 0;
+    std::array<const CollectiveEstimate*, 2> est{};
+    std::array<double, 2> cpu{};
+  } run_prices_;
   std::map<std::pair<int, int>, std::vector<double>> sends_;
   std::map<std::pair<int, int>, int> recv_count_;
   std::vector<CollectiveTiming> timings_;

@@ -99,9 +99,8 @@ class TensorParallel final : public Hooks {
         uint32_t bits = 0;
         for (int k = 0; k < length; ++k)
           if (k >= 2 * pairs || k % 2 == 1) bits |= 1u << k;
-        emit(b, slot, pairs > 0 ? OpKind::kReduceScatter : OpKind::kAllGather, run, run.size(),
-             b.tags() ? tag(b, slot, run) + ".run" : "", op_id);
-        Op& op = b.op(int(b.ops().size()) - 1);
+        Op& op = emit(b, slot, pairs > 0 ? OpKind::kReduceScatter : OpKind::kAllGather, run, run.size(),
+                      b.tags() ? tag(b, slot, run) + ".run" : "", op_id);
         op.pattern_calls = length;
         op.pattern_gathers = bits;
       }
@@ -117,10 +116,8 @@ class TensorParallel final : public Hooks {
     return l.tp_collectives_forward;
   }
 
-  void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag, int op_id) {
-    Op op;
-    op.kind = kind;
-    op.stream = Stream::kCompute;
+  Op& emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag, int op_id) {
+    Op& op = b.append(kind, Stream::kCompute);
     op.group = group_;
     op.bytes = bytes_;
     op.count = count;
@@ -129,7 +126,7 @@ class TensorParallel final : public Hooks {
     op.chunk = slot.chunk;
     op.tag = std::move(tag);
     op.deps = {op_id};
-    b.add(std::move(op));
+    return op;
   }
 
   int group_ = -1;
