@@ -187,6 +187,12 @@ class Walker {
   }
 
  private:
+  // Messages from one rank to another: when each was sent, and how many receives took one.
+  struct Channel {
+    std::vector<double> sent;
+    int received = 0;
+    bool walked_sender = false;
+  };
   struct State {
     std::vector<int> queue[2];
     size_t head[2] = {0, 0};
@@ -199,6 +205,7 @@ class Walker {
     double comm_cpu = 0;  // CPU seconds its communication costs (shared-core hosts)
     double last_comm_collective_end = 0;
     double end = 0;
+    std::vector<std::tuple<int, int, Channel*>> channels;  // (from, to): the ones it used, found at once
   };
 
   // When an op may start as far as its own rank is concerned: its stream is free and its
@@ -371,22 +378,32 @@ class Walker {
   // Messages between a pair match in order; a receive ends when its message has arrived.
   bool place_recv(int i, const Op& op, Interval& w) {
     const int rank = programs_[i].rank;
-    auto& sent = sends_[{op.peer, rank}];
-    int& k = recv_count_[{op.peer, rank}];
+    Channel& ch = channel(states_[i], op.peer, rank);
     const double wire = p2p_time(op.bytes, op.peer, rank, cluster_);
-    if (index_of_.count(op.peer)) {
-      if (int(sent.size()) <= k) return false;
-      w.finish = std::max(w.start, sent[k] + wire);
+    if (ch.walked_sender) {
+      if (int(ch.sent.size()) <= ch.received) return false;
+      w.finish = std::max(w.start, ch.sent[size_t(ch.received)] + wire);
     } else {
       w.finish = w.start + wire;  // the peer is not walked: assume it sends on time
     }
-    ++k;
+    ++ch.received;
     return true;
+  }
+
+  // The channel from -> to, through the rank's own short list first (a stage talks to its one or
+  // two pipeline neighbours).
+  Channel& channel(State& s, int from, int to) {
+    for (const auto& [f, t, ch] : s.channels)
+      if (f == from && t == to) return *ch;
+    Channel& ch = channels_[{from, to}];
+    ch.walked_sender = index_of_.count(from) > 0;
+    s.channels.emplace_back(from, to, &ch);
+    return ch;
   }
 
   void place_send(int i, const Op& op, Interval& w) {
     const int rank = programs_[i].rank;
-    sends_[{rank, op.peer}].push_back(w.start);
+    channel(states_[i], rank, op.peer).sent.push_back(w.start);
     states_[i].comm_cpu += op.bytes * cluster_.comm_cpu_seconds_per_byte;
     w.finish = w.start + p2p_time(op.bytes, rank, op.peer, cluster_);
   }
@@ -519,8 +536,7 @@ class Walker {
     std::array<const CollectiveEstimate*, 2> est{};
     std::array<double, 2> cpu{};
   } run_prices_;
-  std::map<std::pair<int, int>, std::vector<double>> sends_;
-  std::map<std::pair<int, int>, int> recv_count_;
+  std::map<std::pair<int, int>, Channel> channels_;  // (from, to); nodes stay put for State::channels
   std::vector<CollectiveTiming> timings_;
   std::vector<OpTiming> timeline_;
 };

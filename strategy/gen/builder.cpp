@@ -80,13 +80,15 @@ std::pair<int64_t, int64_t> Builder::flat_range(LayerRange r) const {
   return {begin, end};
 }
 
-void Builder::emit_compute(const Slot& slot, LayerRange range, std::vector<int> deps) {
-  for (auto& h : hooks_) {
-    auto more = h->before_compute(*this, slot, range);
-    deps.insert(deps.end(), more.begin(), more.end());
+void Builder::emit_compute(const Slot& slot, LayerRange range, Deps deps) {
+  for (auto& h : hooks_)
+    for (int d : h->before_compute(*this, slot, range)) deps.push_back(d);
+  if (deps.size() > 1) {  // ascending, each once
+    std::vector<int> ids(deps.begin(), deps.end());
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    deps = std::move(ids);
   }
-  std::sort(deps.begin(), deps.end());
-  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   Op& op = append(slot.forward ? OpKind::kForward : OpKind::kBackward, Stream::kCompute);
   op.layers = range;
   op.microbatch = slot.microbatch;
@@ -120,7 +122,7 @@ void Builder::emit_slot(const Slot& slot) {
   const std::string what =
       tags() ? std::string(slot.forward ? "act" : "grad") + ".mb" + std::to_string(slot.microbatch) : std::string();
 
-  std::vector<int> deps;
+  Deps deps;
   if (from_prev) {
     Op& recv = append(OpKind::kRecv, Stream::kComm);
     recv.peer = rank_of(plan_, {coords_.dp, coords_.tp, slot.forward ? prev_stage : next_stage});
@@ -163,9 +165,9 @@ void Builder::emit_slot(const Slot& slot) {
 
 void Builder::build() {
   const std::vector<Slot> slots = schedule_slots(plan_, coords_.pp);
-  // A slot is at least a compute op, most also a receive and a send (and a run of TP calls, or
-  // more): room for those saves moving every op of the program again as it grows.
-  prog_.ops.reserve(4 * slots.size() + 8);
+  // A slot is at least a compute op, most also a receive and a send, a run of TP calls or more:
+  // room for some six saves moving every op of the program again as it grows.
+  prog_.ops.reserve(6 * slots.size() + 16);
   for (auto& h : hooks_) h->start(*this);
   for (const Slot& slot : slots) emit_slot(slot);
   for (auto& h : hooks_) h->finish(*this);

@@ -94,7 +94,7 @@ class Builder {
 
  private:
   void emit_slot(const Slot& slot);
-  void emit_compute(const Slot& slot, LayerRange range, std::vector<int> deps);
+  void emit_compute(const Slot& slot, LayerRange range, Deps deps);
 
   const ModelSpec& model_;
   Plan plan_;
