@@ -315,9 +315,10 @@ class Walker {
     const Group& g = prog.group_of(op);
     const int gid = s.group_id[op.group];
     // A run's calls are reduce-scatters and all-gathers of one size: two prices, found once (and
-    // kept for the stage's next run, which is mostly of the same group and size).
+    // kept, per group, for the group's next run, which is mostly of the same size).
     const std::array<OpKind, 2> kinds = {OpKind::kReduceScatter, OpKind::kAllGather};
-    RunPrices& rp = run_prices_;
+    if (size_t(gid) >= run_prices_.size()) run_prices_.resize(size_t(gid) + 1);
+    RunPrices& rp = run_prices_[size_t(gid)];
     if (rp.gid != gid || rp.bytes != op.bytes || rp.min_chunk_bytes != op.min_chunk_bytes) {
       rp = {gid, op.bytes, op.min_chunk_bytes};
       for (size_t x = 0; x < 2; ++x) {
@@ -530,12 +531,13 @@ class Walker {
   using Prices = std::map<std::tuple<int, int, double, double>, CollectiveEstimate>;
   Prices estimates_;
   std::array<Prices::iterator, size_t(OpKind::kRecv) + 1> last_of_kind_;  // last looked up, per OpKind
-  struct RunPrices {  // walk_calls(): the last run's group and size, and its two calls' prices
+  struct RunPrices {  // walk_calls(): a group's last run's size, and its two calls' prices
     int gid = -1;
     double bytes = 0, min_chunk_bytes = 0;
     std::array<const CollectiveEstimate*, 2> est{};
     std::array<double, 2> cpu{};
-  } run_prices_;
+  };
+  std::vector<RunPrices> run_prices_;                // per walk-wide group id
   std::map<std::pair<int, int>, Channel> channels_;  // (from, to); nodes stay put for State::channels
   std::vector<CollectiveTiming> timings_;
   std::vector<OpTiming> timeline_;
