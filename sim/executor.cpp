@@ -63,7 +63,12 @@ class Simulation {
       const StepProgram& p = programs[i];
       Rank& R = ranks_[i];
       R.prog = &p;
-      for (const Op& op : p.ops) R.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+      for (const Op& op : p.ops) {
+        if (op.pattern_calls > 0)  // BuildOptions::call_runs is for walks: here every call is an op
+          throw RuntimeError("rank " + std::to_string(p.rank) + " op " + std::to_string(op.id) +
+                             ": a run of calls (BuildOptions::call_runs), which the simulator does not take");
+        R.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+      }
       R.done_step.assign(p.ops.size(), -1);
       for (const auto& g : p.groups) R.gid.push_back(gid_of_.at(g.name));
       R.calls.assign(group_members_.size(), 0);
@@ -365,14 +370,24 @@ class Simulation {
 
   const CachedSchedule& schedule_for(int gid, const Op& op) {
     const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count, op.min_chunk_bytes);
+    // A group mostly repeats the call before the one before it (sequence parallelism's
+    // reduce-scatter / all-gather pairs): two remembered per group, looked at before the map.
+    if (recent_schedules_.empty()) recent_schedules_.assign(2 * group_members_.size(), nullptr);
+    auto& recent = recent_schedules_[2 * size_t(gid) + (int(op.kind) & 1)];
+    if (recent && recent->first == key) return recent->second;
     auto it = schedules_.find(key);
-    if (it != schedules_.end()) return it->second;
+    if (it != schedules_.end()) {
+      recent = &*it;
+      return it->second;
+    }
     CachedSchedule cs;
     cs.timed =
         network_.timed(collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, group_members_[gid],
                                            layout_, cluster_, options_.schedule, op.min_chunk_bytes));
     cs.sent = sent_bytes(cs.timed.schedule, group_members_[gid]);
-    return schedules_.emplace(key, std::move(cs)).first->second;
+    auto made = schedules_.emplace(key, std::move(cs)).first;
+    recent = &*made;
+    return made->second;
   }
 
   // The message starts at once (it needs no matching receive: the receiver's buffer is there)
@@ -428,7 +443,9 @@ class Simulation {
   std::vector<std::vector<int>> group_members_;
   std::vector<Rank> ranks_;
   std::map<std::tuple<int, int64_t>, std::vector<Arrival>> instances_;
-  std::map<std::tuple<int, int, double, int, double>, CachedSchedule> schedules_;
+  using Schedules = std::map<std::tuple<int, int, double, int, double>, CachedSchedule>;
+  Schedules schedules_;
+  std::vector<const Schedules::value_type*> recent_schedules_;  // schedule_for(): per group, two slots
   std::map<std::pair<int, int>, std::deque<sg4::CommPtr>> channels_;
   RawRun run_;
   bool serialize_ = false;  // strategy::ClusterSpec::serializes_comm_with_compute

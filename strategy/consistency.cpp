@@ -75,8 +75,8 @@ std::vector<std::string> check_consistency(const std::vector<StepProgram>& progr
     for (const auto& op : prog.ops) {
       if (!op.is_collective()) continue;
       auto& seq = calls[prog.group_of(op).name][prog.rank];
-      for (int k = 0; k < op.count; ++k)
-        seq.push_back({std::string(to_string(op.kind)), op.bytes, op.tag, op.min_chunk_bytes});
+      for (int k = 0; k < op.calls(); ++k)
+        seq.push_back({std::string(to_string(op.call_kind(k))), op.bytes, op.tag, op.min_chunk_bytes});
     }
   }
   for (const auto& [name, ranks] : members) {

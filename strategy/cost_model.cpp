@@ -131,43 +131,6 @@ double p2p_time(double bytes, int from, int to, const ClusterSpec& c) {
   return c.inter.latency_seconds + transfer(bytes, device_network_bytes_per_s(c));
 }
 
-double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
-  double rate = c.device_flops_per_s(plan.precision);
-  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) rate *= double(c.cores_per_node) / c.devices_per_node;
-  return rate;
-}
-
-double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision precision, const GemmTimes* gemms) {
-  const double rate = c.device_flops_per_s(precision);
-  const double mem_bw = c.device.achieved_memory_bytes_per_s();
-  // The optimizer is one fused, bandwidth-bound kernel: the roofline. A forward or backward is a
-  // sequence of kernels -- GEMMs at the GEMM rate, then elementwise ops, norms and softmax at
-  // the memory rate -- that do not overlap one another on a device, so their times add.
-  if (op.kind == OpKind::kOptimizer) return std::max(op.flops / rate, op.memory_bytes / mem_bw);
-  // Clearing a buffer writes every byte of it. A CPU core's stores to lines it does not hold
-  // first read them (read for ownership), so a worker process's clear moves twice the bytes it
-  // writes; a GPU writes whole sectors without reading them.
-  const double rfo = c.shares_cores() ? 2 : 1;
-  if (op.kind == OpKind::kZeroGrad) return op.memory_bytes * rfo / mem_bw;
-  const double flops = gemms ? gemms->effective_flops(op) : op.flops;
-  return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
-}
-
-double bucket_work_seconds(const Op& op, const ClusterSpec& c) {
-  if (op.fresh_bytes <= 0 && op.zeroed_bytes <= 0 && op.accumulated_bytes <= 0) return 0;
-  // Zeroing as a clear is priced (read for ownership on a CPU), new memory at the rate the
-  // kernel hands out zeroed pages where that was measured, an add as two reads and a write.
-  const double mem_bw = c.device.achieved_memory_bytes_per_s(), rfo = c.shares_cores() ? 2 : 1;
-  const double fresh_bw = c.device.first_touch_bytes_per_s > 0 ? c.device.first_touch_bytes_per_s : mem_bw / rfo;
-  return op.fresh_bytes / fresh_bw + op.zeroed_bytes * rfo / mem_bw + 3 * op.accumulated_bytes / mem_bw;
-}
-
-double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan, const GemmTimes* gemms) {
-  double t = compute_seconds_alone(op, c, plan.precision, gemms);
-  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) t *= double(c.devices_per_node) / c.cores_per_node;
-  return t;
-}
-
 double bubble_fraction_of_ideal(int pp, int v, int64_t m) {
   return double(pp - 1) / (double(std::max(v, 1)) * double(m));
 }
@@ -225,6 +188,12 @@ class Walker {
   }
 
  private:
+  // Messages from one rank to another: when each was sent, and how many receives took one.
+  struct Channel {
+    std::vector<double> sent;
+    int received = 0;
+    bool walked_sender = false;
+  };
   struct State {
     std::vector<int> queue[2];
     size_t head[2] = {0, 0};
@@ -237,6 +206,7 @@ class Walker {
     double comm_cpu = 0;  // CPU seconds its communication costs (shared-core hosts)
     double last_comm_collective_end = 0;
     double end = 0;
+    std::vector<std::tuple<int, int, Channel*>> channels;  // (from, to): the ones it used, found at once
   };
 
   // When an op may start as far as its own rank is concerned: its stream is free and its
@@ -261,6 +231,10 @@ class Walker {
     if (!dependencies_done(i, stream, op, ready)) return false;
     Interval when{ready.at, ready.at};
     if (!place(i, op, plan, when)) return false;
+    if (op.pattern_calls > 0) {
+      walk_calls(i, stream, op, when.start, ready);
+      return true;
+    }
     account(s, stream, op, when, ready);
     commit(i, stream, op, when);
     return true;
@@ -320,7 +294,8 @@ class Walker {
       if (int(arrivals.size()) < walked_members(gid, g)) return false;
       for (const auto& [r, t] : arrivals) w.start = std::max(w.start, t);
     }
-    const CollectiveEstimate& est = estimate(gid, g, op);
+    if (op.pattern_calls > 0) return true;  // a run of calls: walk_calls() times each
+    const CollectiveEstimate& est = estimate(gid, g, op.kind, op);
     w.finish = w.start + est.seconds * op.count;
     s.comm_cpu += ring_link_bytes(collective_of(op.kind), op.bytes, g.size(), op.min_chunk_bytes) * op.count *
                   cluster_.comm_cpu_seconds_per_byte;
@@ -328,6 +303,51 @@ class Walker {
       timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
                           g.size(), w.start, w.finish, est.seconds, std::string(to_string(est.algorithm))});
     return true;
+  }
+
+  // A run of calls (Op::pattern_calls) whose members have met at `start`: each call timed and
+  // booked as an op of its own would be, one after another, so the walk's sums are bit for bit
+  // those of the per-call program (one multiplication would not be). The calls follow one compute
+  // op on the compute stream, which nothing else holds meanwhile: the per-call program's later
+  // calls start where the earlier ones end, their rank's single walked member meeting at once.
+  void walk_calls(int i, int stream, const Op& op, double start, const Readiness& ready) {
+    State& s = states_[i];
+    const StepProgram& prog = programs_[i];
+    const Group& g = prog.group_of(op);
+    const int gid = s.group_id[op.group];
+    // A run's calls are reduce-scatters and all-gathers of one size: two prices, found once (and
+    // kept, per group, for the group's next run, which is mostly of the same size).
+    const std::array<OpKind, 2> kinds = {OpKind::kReduceScatter, OpKind::kAllGather};
+    if (size_t(gid) >= run_prices_.size()) run_prices_.resize(size_t(gid) + 1);
+    RunPrices& rp = run_prices_[size_t(gid)];
+    if (rp.gid != gid || rp.bytes != op.bytes || rp.min_chunk_bytes != op.min_chunk_bytes) {
+      rp = {gid, op.bytes, op.min_chunk_bytes};
+      for (size_t x = 0; x < 2; ++x) {
+        rp.est[x] = &estimate(gid, g, kinds[x], op);
+        rp.cpu[x] = ring_link_bytes(collective_of(kinds[x]), op.bytes, g.size(), op.min_chunk_bytes) *
+                    cluster_.comm_cpu_seconds_per_byte;
+      }
+    }
+    const auto& est = rp.est;
+    const auto& cpu = rp.cpu;
+    Interval w{start, start};
+    for (int k = 0; k < op.calls(); ++k) {
+      const size_t x = op.call_kind(k) == OpKind::kAllGather ? 1 : 0;
+      w.finish = w.start + est[x]->seconds;
+      s.comm_cpu += cpu[x];
+      if (detail_) {
+        timings_.push_back({prog.rank, op.id, std::string(to_string(kinds[x])), g.name, op.tag, op.bytes, 1, g.size(),
+                            w.start, w.finish, est[x]->seconds, std::string(to_string(est[x]->algorithm))});
+        timeline_.push_back({prog.rank, op.id, w.start, w.finish});
+      }
+      account(s, stream, op, w, ready);
+      s.free_at[stream] = w.finish;
+      s.end = std::max(s.end, w.finish);
+      w.start = w.finish;
+    }
+    s.start[op.id] = start;
+    s.finish[op.id] = w.finish;
+    ++s.head[stream];
   }
 
   int walked_members(int gid, const Group& g) {
@@ -343,15 +363,16 @@ class Walker {
   // collective_time of one call, priced once per group, operation and size (a stage repeats
   // the same few calls for every layer and microbatch: mostly the call of its kind before it,
   // as a layer's sequence-parallel reduce-scatters and all-gathers alternate).
-  const CollectiveEstimate& estimate(int gid, const Group& g, const Op& op) {
-    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.min_chunk_bytes);
-    auto& last = last_of_kind_[size_t(op.kind)];
+  // `kind`: the op's, or a call's of a run (Op::call_kind).
+  const CollectiveEstimate& estimate(int gid, const Group& g, OpKind kind, const Op& op) {
+    const auto key = std::make_tuple(gid, int(kind), op.bytes, op.min_chunk_bytes);
+    auto& last = last_of_kind_[size_t(kind)];
     if (last != estimates_.end() && last->first == key) return last->second;
     auto it = estimates_.find(key);
     if (it == estimates_.end())
-      it = estimates_
-               .emplace(key, collective_time(collective_of(op.kind), op.bytes, g.ranks, cluster_, op.min_chunk_bytes))
-               .first;
+      it =
+          estimates_.emplace(key, collective_time(collective_of(kind), op.bytes, g.ranks, cluster_, op.min_chunk_bytes))
+              .first;
     last = it;
     return it->second;
   }
@@ -359,22 +380,32 @@ class Walker {
   // Messages between a pair match in order; a receive ends when its message has arrived.
   bool place_recv(int i, const Op& op, Interval& w) {
     const int rank = programs_[i].rank;
-    auto& sent = sends_[{op.peer, rank}];
-    int& k = recv_count_[{op.peer, rank}];
+    Channel& ch = channel(states_[i], op.peer, rank);
     const double wire = p2p_time(op.bytes, op.peer, rank, cluster_);
-    if (index_of_.count(op.peer)) {
-      if (int(sent.size()) <= k) return false;
-      w.finish = std::max(w.start, sent[k] + wire);
+    if (ch.walked_sender) {
+      if (int(ch.sent.size()) <= ch.received) return false;
+      w.finish = std::max(w.start, ch.sent[size_t(ch.received)] + wire);
     } else {
       w.finish = w.start + wire;  // the peer is not walked: assume it sends on time
     }
-    ++k;
+    ++ch.received;
     return true;
+  }
+
+  // The channel from -> to, through the rank's own short list first (a stage talks to its one or
+  // two pipeline neighbours).
+  Channel& channel(State& s, int from, int to) {
+    for (const auto& [f, t, ch] : s.channels)
+      if (f == from && t == to) return *ch;
+    Channel& ch = channels_[{from, to}];
+    ch.walked_sender = index_of_.count(from) > 0;
+    s.channels.emplace_back(from, to, &ch);
+    return ch;
   }
 
   void place_send(int i, const Op& op, Interval& w) {
     const int rank = programs_[i].rank;
-    sends_[{rank, op.peer}].push_back(w.start);
+    channel(states_[i], rank, op.peer).sent.push_back(w.start);
     states_[i].comm_cpu += op.bytes * cluster_.comm_cpu_seconds_per_byte;
     w.finish = w.start + p2p_time(op.bytes, rank, op.peer, cluster_);
   }
@@ -501,8 +532,14 @@ class Walker {
   using Prices = std::map<std::tuple<int, int, double, double>, CollectiveEstimate>;
   Prices estimates_;
   std::array<Prices::iterator, size_t(OpKind::kRecv) + 1> last_of_kind_;  // last looked up, per OpKind
-  std::map<std::pair<int, int>, std::vector<double>> sends_;
-  std::map<std::pair<int, int>, int> recv_count_;
+  struct RunPrices {  // walk_calls(): a group's last run's size, and its two calls' prices
+    int gid = -1;
+    double bytes = 0, min_chunk_bytes = 0;
+    std::array<const CollectiveEstimate*, 2> est{};
+    std::array<double, 2> cpu{};
+  };
+  std::vector<RunPrices> run_prices_;                // per walk-wide group id
+  std::map<std::pair<int, int>, Channel> channels_;  // (from, to); nodes stay put for State::channels
   std::vector<CollectiveTiming> timings_;
   std::vector<OpTiming> timeline_;
 };
@@ -544,7 +581,9 @@ StepEstimate estimate_step(const ModelSpec& model, const Plan& plan, const Clust
 StepEstimate estimate_step(const ModelSpec& model, const std::vector<LayerSpec>& layers, const Plan& plan,
                            const ClusterSpec& cluster, bool detail) {
   std::vector<StepProgram> programs;
-  const BuildOptions options{.tags = detail};  // what reads tags comes with the detail
+  // What reads tags comes with the detail; a walk for its times alone takes sequence
+  // parallelism's calls as runs (BuildOptions::call_runs: the same times, a fraction of the ops).
+  const BuildOptions options{.tags = detail, .call_runs = !detail};
   for (int s = 0; s < plan.pp; ++s)
     programs.push_back(build_step(model, layers, plan, rank_of(plan, {0, 0, s}), options));
   return walk(programs, model, layers, cluster, detail);

@@ -1,11 +1,12 @@
-// GEMM time with wave quantization (cost_model.h, GemmTimes). A GPU computes a GEMM's output in
-// tiles, one thread block per tile, and runs as many tiles at once as it has SMs (one 256x128
-// tile per SM on A100: NVIDIA, "Matrix Multiplication Background User's Guide", wave
-// quantization). A GEMM of T tiles therefore takes ceil(T / SMs) waves, and the last one leaves
-// SMs idle: it runs at the rate of whole waves times T / (ceil(T / SMs) SMs). The preset's
-// gemm_efficiency is the best shape's measured rate (the MAMF table's best shape fills whole
-// waves), so this factor is what a transformer's own shapes lose on top of it. Nothing here is
-// fitted: the shapes are Megatron's (Shoeybi et al. 2019) and the tile and SM count the device's.
+// GEMM time with wave quantization (cost_model.h, GemmTimes), and an op's compute time from it.
+// A GPU computes a GEMM's output in tiles, one thread block per tile, and runs as many tiles at
+// once as it has SMs (one 256x128 tile per SM on A100: NVIDIA, "Matrix Multiplication Background
+// User's Guide", wave quantization). A GEMM of T tiles therefore takes ceil(T / SMs) waves, and
+// the last one leaves SMs idle: it runs at the rate of whole waves times T / (ceil(T / SMs) SMs).
+// The preset's gemm_efficiency is the best shape's measured rate (the MAMF table's best shape
+// fills whole waves), so this factor is what a transformer's own shapes lose on top of it.
+// Nothing here is fitted: the shapes are Megatron's (Shoeybi et al. 2019) and the tile and SM
+// count the device's.
 #include <algorithm>
 #include <cmath>
 
@@ -130,6 +131,45 @@ double GemmTimes::effective_flops(const Op& op) const {
     scaled += flops_[i] * factor[i];
   }
   return total > 0 ? op.flops * scaled / total : op.flops;
+}
+
+// ---- an op's compute time (GEMMs at their rate above, the rest at the memory rate) -------------
+
+double rank_flops_per_s(const ClusterSpec& c, const Plan& plan) {
+  double rate = c.device_flops_per_s(plan.precision);
+  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) rate *= double(c.cores_per_node) / c.devices_per_node;
+  return rate;
+}
+
+double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision precision, const GemmTimes* gemms) {
+  const double rate = c.device_flops_per_s(precision);
+  const double mem_bw = c.device.achieved_memory_bytes_per_s();
+  // The optimizer is one fused, bandwidth-bound kernel: the roofline. A forward or backward is a
+  // sequence of kernels -- GEMMs at the GEMM rate, then elementwise ops, norms and softmax at
+  // the memory rate -- that do not overlap one another on a device, so their times add.
+  if (op.kind == OpKind::kOptimizer) return std::max(op.flops / rate, op.memory_bytes / mem_bw);
+  // Clearing a buffer writes every byte of it. A CPU core's stores to lines it does not hold
+  // first read them (read for ownership), so a worker process's clear moves twice the bytes it
+  // writes; a GPU writes whole sectors without reading them.
+  const double rfo = c.shares_cores() ? 2 : 1;
+  if (op.kind == OpKind::kZeroGrad) return op.memory_bytes * rfo / mem_bw;
+  const double flops = gemms ? gemms->effective_flops(op) : op.flops;
+  return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
+}
+
+double bucket_work_seconds(const Op& op, const ClusterSpec& c) {
+  if (op.fresh_bytes <= 0 && op.zeroed_bytes <= 0 && op.accumulated_bytes <= 0) return 0;
+  // Zeroing as a clear is priced (read for ownership on a CPU), new memory at the rate the
+  // kernel hands out zeroed pages where that was measured, an add as two reads and a write.
+  const double mem_bw = c.device.achieved_memory_bytes_per_s(), rfo = c.shares_cores() ? 2 : 1;
+  const double fresh_bw = c.device.first_touch_bytes_per_s > 0 ? c.device.first_touch_bytes_per_s : mem_bw / rfo;
+  return op.fresh_bytes / fresh_bw + op.zeroed_bytes * rfo / mem_bw + 3 * op.accumulated_bytes / mem_bw;
+}
+
+double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan, const GemmTimes* gemms) {
+  double t = compute_seconds_alone(op, c, plan.precision, gemms);
+  if (c.shares_cores() && c.devices_per_node > c.cores_per_node) t *= double(c.devices_per_node) / c.cores_per_node;
+  return t;
 }
 
 }  // namespace parlab::strategy

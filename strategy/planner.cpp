@@ -1,11 +1,15 @@
 #include "strategy/planner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <map>
+#include <set>
+#include <thread>
 #include <tuple>
 
 #include "base/errors.h"
@@ -51,17 +55,62 @@ struct Search {
   void walk(Candidate& cand) const {
     if (cand.walked) return;
     const Plan& p = cand.plan;
-    const auto key = std::make_tuple(p.dp, p.tp, p.pp, p.zero, p.microbatch, p.microbatches, p.global_batch,
-                                     int(p.schedule), p.v, int(p.recompute), p.sequence_parallel, int(p.precision),
-                                     int(p.mixed_state), int(p.optimizer), p.bucket_bytes);
-    auto it = walks.find(key);
-    if (it == walks.end()) it = walks.emplace(key, estimate_step(m, layers, p, c, /*detail=*/false)).first;
+    auto it = walks.find(key_of(p));
+    if (it == walks.end()) it = walks.emplace(key_of(p), estimate_step(m, layers, p, c, /*detail=*/false)).first;
     cand.walked = it->second;
   }
-  mutable std::map<
-      std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int, double>,
-      StepEstimate>
-      walks;
+
+  // Walks the first n candidates, several plans at once, one thread per core: each walk reads
+  // only its plan and the search's constants, and the estimates are stored in the candidates'
+  // order afterwards, so the result is the sequential one (a walk that throws rethrows as it would
+  // have there: the first in order).
+  void walk_first(std::vector<Candidate>& cands, size_t n) const {
+    std::vector<const Plan*> todo;
+    std::set<Key> queued;
+    for (size_t i = 0; i < n; ++i)
+      if (!cands[i].walked && !walks.count(key_of(cands[i].plan)) && queued.insert(key_of(cands[i].plan)).second)
+        todo.push_back(&cands[i].plan);
+    std::vector<StepEstimate> out(todo.size());
+    std::vector<std::exception_ptr> failed(todo.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k; (k = next++) < todo.size();) try {
+          out[k] = estimate_step(m, layers, *todo[k], c, /*detail=*/false);
+        } catch (...) {
+          failed[k] = std::current_exception();
+        }
+    };
+    const size_t threads = std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (failed[k]) std::rethrow_exception(failed[k]);
+      walks.emplace(key_of(*todo[k]), std::move(out[k]));
+    }
+    for (size_t i = 0; i < n; ++i) walk(cands[i]);
+  }
+
+  using Key = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int, int, int, bool, int, int, int, double>;
+  static Key key_of(const Plan& p) {
+    return {p.dp,
+            p.tp,
+            p.pp,
+            p.zero,
+            p.microbatch,
+            p.microbatches,
+            p.global_batch,
+            int(p.schedule),
+            p.v,
+            int(p.recompute),
+            p.sequence_parallel,
+            int(p.precision),
+            int(p.mixed_state),
+            int(p.optimizer),
+            p.bucket_bytes};
+  }
+  mutable std::map<Key, StepEstimate> walks;
 
   template <typename T>
   std::vector<T> choices(const char* key, T given, std::vector<T> all) const {
@@ -273,7 +322,7 @@ void rank_candidates(const Search& s, std::vector<Candidate>& fitting, PlanRepor
       ++walked;
     }
   }
-  for (size_t i = 0; i < walked; ++i) s.walk(fitting[i]);
+  s.walk_first(fitting, walked);
   std::stable_sort(fitting.begin(), fitting.begin() + walked,
                    [](const Candidate& a, const Candidate& b) { return a.step_seconds() < b.step_seconds(); });
   // Within the margin of the fastest, the plan that splits least is the choice.

@@ -114,6 +114,16 @@ CollectiveOp collective_of(OpKind k) {
   }
 }
 
+namespace {
+// A run's pattern (Op::pattern_calls), " [reduce-scatter all-gather ...]"; empty for other ops.
+std::string pattern_text(const Op& op) {
+  if (op.pattern_calls == 0) return "";
+  std::string s = " [";
+  for (int k = 0; k < op.pattern_calls; ++k) s += (k ? " " : "") + std::string(to_string(op.call_kind(k)));
+  return s + "]";
+}
+}  // namespace
+
 std::string describe(const StepProgram& prog, const Op& op) {
   std::string s = std::string(to_string(op.kind));
   if (op.kind == OpKind::kZeroGrad) return s + " " + op.tag + " " + units::format_bytes(op.memory_bytes);
@@ -124,6 +134,7 @@ std::string describe(const StepProgram& prog, const Op& op) {
     return s + buf;
   }
   s += " " + op.tag + " " + units::format_bytes(op.bytes);
+  s += pattern_text(op);
   if (op.count > 1) s += " x" + std::to_string(op.count);
   if (op.is_collective()) s += " " + prog.group_of(op).name;
   if (op.is_p2p()) s += (op.kind == OpKind::kSend ? " to " : " from ") + std::to_string(op.peer);
@@ -149,6 +160,7 @@ std::string to_text(const StepProgram& prog) {
         std::snprintf(buf, sizeof buf, " min-chunk %.0fB", op.min_chunk_bytes);
         line += buf;
       }
+      line += pattern_text(op);
       if (op.count > 1) line += " x" + std::to_string(op.count);
     }
     if (op.is_collective()) line += " " + prog.group_of(op).name;

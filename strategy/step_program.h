@@ -18,7 +18,10 @@
 //     data has arrived. This is what lets 1F1B's send-forward/receive-backward pairs proceed
 //     without the batched isend/irecv Megatron needs.
 //   - `bytes` follows the nccl-tests size convention (strategy/collectives.h).
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +61,51 @@ struct Group {
   int size() const { return int(ranks.size()); }
 };
 
+// An op's `deps`: most ops have none or one (the compute op a collective or a send follows), so
+// up to two live inside the op and more on the heap -- programs hold millions of ops, and a heap
+// vector each was most of what building them cost. The part of a vector's interface programs use.
+class Deps {
+ public:
+  Deps() = default;
+  Deps(std::initializer_list<int> ids) {
+    for (int d : ids) push_back(d);
+  }
+  Deps(std::vector<int>&& ids) {  // NOLINT: implicit, as the vector it replaces
+    if (ids.size() > kInline) {
+      heap_ = std::move(ids);
+    } else {
+      for (int d : ids) push_back(d);
+    }
+  }
+  Deps(const std::vector<int>& ids) : Deps(std::vector<int>(ids)) {}  // NOLINT: implicit
+
+  void push_back(int d) {
+    if (heap_.empty() && n_ < kInline) {
+      inline_[n_++] = d;
+      return;
+    }
+    if (heap_.empty()) heap_.assign(inline_, inline_ + n_), n_ = 0;
+    heap_.push_back(d);
+  }
+  void clear() { heap_.clear(), n_ = 0; }
+  size_t size() const { return heap_.empty() ? size_t(n_) : heap_.size(); }
+  bool empty() const { return size() == 0; }
+  const int* begin() const { return heap_.empty() ? inline_ : heap_.data(); }
+  const int* end() const { return begin() + size(); }
+  int operator[](size_t i) const { return begin()[i]; }
+  int at(size_t i) const {
+    if (i >= size()) throw std::out_of_range("Deps::at");
+    return begin()[i];
+  }
+  friend bool operator==(const Deps& a, const Deps& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+
+ private:
+  static constexpr int kInline = 2;
+  int inline_[kInline] = {0, 0};
+  int n_ = 0;              // ids in inline_ (while heap_ is empty)
+  std::vector<int> heap_;  // all of them, once there are more than kInline
+};
+
 struct Op {
   int id = 0;  // index in StepProgram::ops
   OpKind kind = OpKind::kForward;
@@ -85,7 +133,13 @@ struct Op {
   int group = -1;    // index into StepProgram::groups (collectives)
   double bytes = 0;  // per call
   int count = 1;     // back-to-back calls of `bytes` each (a layer range's TP collectives)
-  int peer = -1;     // send/recv: the other world rank
+  // A run of sequence-parallel calls written as one op (BuildOptions::call_runs, what the
+  // planner walks): `count` repetitions of a pattern of `pattern_calls` calls (at most 32), call k
+  // of each a reduce-scatter where bit k of `pattern_gathers` is clear and an all-gather where it
+  // is set; `kind` is the first call's. 0: `count` calls of `kind`.
+  int pattern_calls = 0;
+  uint32_t pattern_gathers = 0;
+  int peer = -1;  // send/recv: the other world rank
   // Element range of the rank's local flat parameter/gradient buffer that a bucket collective,
   // a ZeRO shard or the optimizer covers (local_param_layout()).
   int64_t flat_begin = 0, flat_end = 0;
@@ -95,7 +149,7 @@ struct Op {
   // -1: balanced, S/n each.
   double min_chunk_bytes = -1;
 
-  std::vector<int> deps;
+  Deps deps;
 
   bool is_collective() const {
     return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kAllGather ||
@@ -105,6 +159,13 @@ struct Op {
   // A forward or backward: compute over `layers` for `microbatch`.
   bool is_layer_compute() const { return kind == OpKind::kForward || kind == OpKind::kBackward; }
   bool is_p2p() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
+  // The calls a collective op makes: `count`, times the pattern's length for a run of calls.
+  int calls() const { return count * (pattern_calls > 0 ? pattern_calls : 1); }
+  // What call k (0 <= k < calls()) is.
+  OpKind call_kind(int k) const {
+    if (pattern_calls == 0) return kind;
+    return (pattern_gathers >> (k % pattern_calls)) & 1u ? OpKind::kAllGather : OpKind::kReduceScatter;
+  }
 };
 
 struct StepProgram {
@@ -151,6 +212,11 @@ struct BuildOptions {
   // which no tag changes; formatting a tag per op was most of the cost of building them. Untagged
   // programs are for such walks: the simulator, the runtime and check_consistency() match by tag.
   bool tags = true;
+  // Write the sequence-parallel reduce-scatter / all-gather calls that follow a compute op as
+  // one op per run of layers that make the same calls (Op::pattern_calls) instead of one op per
+  // call. For walks that only time them (the planner's, where those calls were most of the ops);
+  // check_consistency() expands runs, the simulator and the runtime take one op per call.
+  bool call_runs = false;
 };
 
 // The program of `rank` for a resolved, validated plan.

@@ -49,6 +49,15 @@ int Builder::add(Op&& op) {
   return int(prog_.ops.size()) - 1;
 }
 
+Op& Builder::append(OpKind kind, Stream stream) {
+  Op& op = prog_.ops.emplace_back();
+  op.id = int(prog_.ops.size()) - 1;
+  op.kind = kind;
+  op.stream = stream;
+  if (op.stream == Stream::kCompute && (op.is_compute() || op.is_collective())) last_compute_ = op.id;
+  return op;
+}
+
 int Builder::group_index(GroupKind kind) const {
   for (size_t i = 0; i < prog_.groups.size(); ++i)
     if (prog_.groups[i].kind == kind) return int(i);
@@ -71,29 +80,34 @@ std::pair<int64_t, int64_t> Builder::flat_range(LayerRange r) const {
   return {begin, end};
 }
 
-void Builder::emit_compute(const Slot& slot, LayerRange range, std::vector<int> deps) {
-  for (auto& h : hooks_) {
-    auto more = h->before_compute(*this, slot, range);
-    deps.insert(deps.end(), more.begin(), more.end());
+void Builder::emit_compute(const Slot& slot, LayerRange range, Deps deps) {
+  for (auto& h : hooks_)
+    for (int d : h->before_compute(*this, slot, range)) deps.push_back(d);
+  if (deps.size() > 1) {  // ascending, each once
+    std::vector<int> ids(deps.begin(), deps.end());
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    deps = std::move(ids);
   }
-  Op op;
-  op.kind = slot.forward ? OpKind::kForward : OpKind::kBackward;
-  op.stream = Stream::kCompute;
+  Op& op = append(slot.forward ? OpKind::kForward : OpKind::kBackward, Stream::kCompute);
   op.layers = range;
   op.microbatch = slot.microbatch;
   op.chunk = slot.chunk;
   op.phase = plan_.pp > 1 ? slot.phase : Phase::kNone;
-  op.flops = slot.forward ? forward_flops(range) : backward_flops(range);
-  op.memory_bytes = slot.forward ? strategy::forward_memory_bytes(model_, layers_, plan_, range)
-                                 : strategy::backward_memory_bytes(model_, layers_, plan_, range);
+  // A stage computes the same few ranges for every microbatch: each one's work found once.
+  auto [it, fresh] = work_.try_emplace({slot.forward, range.begin, range.end});
+  if (fresh)
+    it->second = slot.forward
+                     ? std::pair{forward_flops(range), strategy::forward_memory_bytes(model_, layers_, plan_, range)}
+                     : std::pair{backward_flops(range), strategy::backward_memory_bytes(model_, layers_, plan_, range)};
+  op.flops = it->second.first;
+  op.memory_bytes = it->second.second;
   if (tags()) {
     const std::string what = range.size() == 1 ? layer_tag(layers_[range.begin]) : "c" + std::to_string(slot.chunk);
     op.tag = std::string(slot.forward ? "fwd" : "bwd") + ".mb" + std::to_string(slot.microbatch) + "." + what;
   }
-  std::sort(deps.begin(), deps.end());
-  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   op.deps = std::move(deps);
-  const int id = add(std::move(op));
+  const int id = op.id;
   for (auto& h : hooks_) h->after_compute(*this, slot, range, id);
 }
 
@@ -108,18 +122,16 @@ void Builder::emit_slot(const Slot& slot) {
   const std::string what =
       tags() ? std::string(slot.forward ? "act" : "grad") + ".mb" + std::to_string(slot.microbatch) : std::string();
 
-  std::vector<int> deps;
+  Deps deps;
   if (from_prev) {
-    Op recv;
-    recv.kind = OpKind::kRecv;
-    recv.stream = Stream::kComm;
+    Op& recv = append(OpKind::kRecv, Stream::kComm);
     recv.peer = rank_of(plan_, {coords_.dp, coords_.tp, slot.forward ? prev_stage : next_stage});
     recv.bytes = boundary_activation_bytes();
     recv.microbatch = slot.microbatch;
     recv.chunk = slot.chunk;
     recv.group = group_index(GroupKind::kPP);
     if (tags()) recv.tag = what + ".vs" + std::to_string(slot.forward ? vs : vs + 1);
-    deps.push_back(add(std::move(recv)));
+    deps.push_back(recv.id);
   }
 
   bool per_layer = options_.per_layer_ops;
@@ -139,23 +151,25 @@ void Builder::emit_slot(const Slot& slot) {
   }
 
   if (to_next) {
-    Op send;
-    send.kind = OpKind::kSend;
-    send.stream = Stream::kComm;
+    const int after = last_compute_;
+    Op& send = append(OpKind::kSend, Stream::kComm);
     send.peer = rank_of(plan_, {coords_.dp, coords_.tp, slot.forward ? next_stage : prev_stage});
     send.bytes = boundary_activation_bytes();
     send.microbatch = slot.microbatch;
     send.chunk = slot.chunk;
     send.group = group_index(GroupKind::kPP);
     if (tags()) send.tag = what + ".vs" + std::to_string(slot.forward ? vs + 1 : vs);
-    send.deps = {last_compute_};
-    add(std::move(send));
+    send.deps = {after};
   }
 }
 
 void Builder::build() {
+  const std::vector<Slot> slots = schedule_slots(plan_, coords_.pp);
+  // A slot is at least a compute op, most also a receive and a send, a run of TP calls or more:
+  // room for some six saves moving every op of the program again as it grows.
+  prog_.ops.reserve(6 * slots.size() + 16);
   for (auto& h : hooks_) h->start(*this);
-  for (const Slot& slot : schedule_slots(plan_, coords_.pp)) emit_slot(slot);
+  for (const Slot& slot : slots) emit_slot(slot);
   for (auto& h : hooks_) h->finish(*this);
 }
 

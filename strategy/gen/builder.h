@@ -4,8 +4,11 @@
 // plugs into it through Hooks — tensor parallel adds its collectives after compute ops, data
 // parallel (DDP, ZeRO) adds gradient buckets, parameter gathers and the optimizer. One file per
 // strategy, as nccl-tests keeps one file per collective.
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "strategy/step_program.h"
@@ -56,6 +59,10 @@ class Builder {
   void build();
 
   int add(Op&& op);  // moved in once: programs hold hundreds of thousands of ops
+  // A new op of `kind` on `stream` at the end of the program, to fill in place (the hot paths:
+  // compute ops, pipeline messages and TP calls, most of a program). The reference lasts until
+  // the next op is added.
+  Op& append(OpKind kind, Stream stream);
   int group_index(GroupKind kind) const;
 
   const ModelSpec& model() const { return model_; }
@@ -87,7 +94,7 @@ class Builder {
 
  private:
   void emit_slot(const Slot& slot);
-  void emit_compute(const Slot& slot, LayerRange range, std::vector<int> deps);
+  void emit_compute(const Slot& slot, LayerRange range, Deps deps);
 
   const ModelSpec& model_;
   Plan plan_;
@@ -99,6 +106,8 @@ class Builder {
   std::vector<LayerRange> chunks_;
   std::vector<std::unique_ptr<Hooks>> hooks_;
   int last_compute_ = -1;
+  // FLOPs and memory bytes of a compute op, by (forward, first layer, end).
+  std::map<std::tuple<bool, int, int>, std::pair<double, double>> work_;
 };
 
 std::string layer_tag(const LayerSpec& layer);

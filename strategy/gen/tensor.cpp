@@ -27,7 +27,8 @@
 // the same order (tests/strategy/one_program_test.cpp): all-reduces of a chunk are one op of
 // `count` calls, which expands to the per-layer sequence; the alternating all-gather /
 // reduce-scatter pairs cannot be counted that way, so they are written per layer, in the order
-// the slot visits its layers.
+// the slot visits its layers. A walk that only times them (BuildOptions::call_runs) takes them as
+// runs: one op per run of layers making the same calls, its pattern repeated once per layer.
 #include "strategy/gen/builder.h"
 
 namespace parlab::strategy::gen {
@@ -43,6 +44,7 @@ class TensorParallel final : public Hooks {
 
   void after_compute(Builder& b, const Slot& slot, LayerRange range, int op_id) override {
     if (b.plan().sequence_parallel) {
+      if (b.options().call_runs) return emit_runs(b, slot, range, op_id);
       if (slot.forward) {
         for (int i = range.begin; i < range.end; ++i) emit_pairs(b, slot, i, op_id);
       } else {
@@ -79,6 +81,33 @@ class TensorParallel final : public Hooks {
       emit(b, slot, OpKind::kAllGather, {i, i + 1}, 1, named(".ag.input"), op_id);
   }
 
+  // BuildOptions::call_runs: the calls of emit_pairs(), in the same order, one op per run of
+  // consecutive layers (in the slot's order) that make the same calls.
+  void emit_runs(Builder& b, const Slot& slot, LayerRange range, int op_id) {
+    const int step = slot.forward ? 1 : -1;
+    int i = slot.forward ? range.begin : range.end - 1;
+    while (range.contains(i)) {
+      const int pairs = calls(b, slot, i), gathers = regathers(b, slot, i);
+      int j = i + step;
+      while (range.contains(j) && calls(b, slot, j) == pairs && regathers(b, slot, j) == gathers) j += step;
+      const LayerRange run = slot.forward ? LayerRange{i, j} : LayerRange{j + 1, i + 1};
+      const int length = 2 * pairs + gathers;
+      if (length > 32) {  // a pattern too long for Op::pattern_gathers: one op per call
+        for (int l = i; l != j; l += step) emit_pairs(b, slot, l, op_id);
+      } else if (length > 0) {
+        // Bits: pairs of (reduce-scatter 0, all-gather 1), then the re-gathers (1).
+        uint32_t bits = 0;
+        for (int k = 0; k < length; ++k)
+          if (k >= 2 * pairs || k % 2 == 1) bits |= 1u << k;
+        Op& op = emit(b, slot, pairs > 0 ? OpKind::kReduceScatter : OpKind::kAllGather, run, run.size(),
+                      b.tags() ? tag(b, slot, run) + ".run" : "", op_id);
+        op.pattern_calls = length;
+        op.pattern_gathers = bits;
+      }
+      i = j;
+    }
+  }
+
   // Sequence-parallel inputs a transformer block's backward gathers again (one per
   // column-parallel linear, i.e. per forward all-gather).
   static int regathers(const Builder& b, const Slot& slot, int i) {
@@ -87,10 +116,8 @@ class TensorParallel final : public Hooks {
     return l.tp_collectives_forward;
   }
 
-  void emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag, int op_id) {
-    Op op;
-    op.kind = kind;
-    op.stream = Stream::kCompute;
+  Op& emit(Builder& b, const Slot& slot, OpKind kind, LayerRange layers, int count, std::string tag, int op_id) {
+    Op& op = b.append(kind, Stream::kCompute);
     op.group = group_;
     op.bytes = bytes_;
     op.count = count;
@@ -99,7 +126,7 @@ class TensorParallel final : public Hooks {
     op.chunk = slot.chunk;
     op.tag = std::move(tag);
     op.deps = {op_id};
-    b.add(std::move(op));
+    return op;
   }
 
   int group_ = -1;

@@ -545,3 +545,45 @@ TEST(CostModel, DeadlockedProgramsAreReportedNotHung) {
 }
 
 }  // namespace parlab::strategy
+
+namespace parlab::strategy {
+namespace {
+
+// The planner's walk takes sequence parallelism's calls as runs (BuildOptions::call_runs), one op
+// per run of layers, and times each call of a run as the per-call program's op would be timed:
+// the estimates must agree bit for bit (==, not near) with the walk of the per-call programs that
+// a detailed estimate (and `parlab plan`) makes.
+TEST(CostModel, AWalkOfCallRunsIsBitForBitTheWalkOfThePerCallProgram) {
+  struct Case {
+    std::string model, cluster, plan;
+    int world;
+  };
+  const std::vector<Case> cases = {
+      {kData + "gpt-350m.toml", "dgx-a100", "tp=2,sp=on,microbatches=2", 2},
+      {kData + "gpt-350m.toml", "dgx-a100", "tp=2,pp=2,sp=on,recompute=full,schedule=interleaved,v=2,microbatches=4",
+       4},
+      {kData + "gpt-350m.toml", "dgx-a100", "dp=2,tp=2,sp=on,zero=3,microbatches=2", 4},
+      {"gpt-175b", "dgx-a100", "tp=8,pp=8,dp=16,mb=1,gbs=512,sp=on,recompute=selective,precision=mixed", 1024},
+      {"gpt-1t", "dgx-a100", "tp=16,pp=8,dp=32,mb=1,microbatches=128,schedule=interleaved,v=4,sp=on,zero=1", 4096},
+      {kData + "gpt-350m.toml", "cpu-local", "tp=2,pp=2,sp=on,microbatches=4", 4},  // shared cores
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.model + " " + k.plan);
+    const ModelSpec m = load_model(k.model);
+    const ClusterSpec c = with_world(load_cluster(k.cluster), k.world);
+    Plan p = resolve(parse_plan(k.plan), m, k.world);
+    validate(p, m, c);
+    const StepEstimate runs = estimate_step(m, p, c, /*detail=*/false), calls = estimate_step(m, p, c, true);
+    EXPECT_EQ(runs.step_seconds, calls.step_seconds);
+    ASSERT_EQ(runs.ranks.size(), calls.ranks.size());
+    for (size_t i = 0; i < runs.ranks.size(); ++i) {
+      EXPECT_EQ(runs.ranks[i].compute_seconds, calls.ranks[i].compute_seconds);
+      EXPECT_EQ(runs.ranks[i].exposed_comm_seconds, calls.ranks[i].exposed_comm_seconds);
+      EXPECT_EQ(runs.ranks[i].bubble_seconds, calls.ranks[i].bubble_seconds);
+    }
+    EXPECT_EQ(runs.mfu, calls.mfu);
+  }
+}
+
+}  // namespace
+}  // namespace parlab::strategy

@@ -23,7 +23,8 @@ namespace {
 
 const std::string kData = std::string(PARLAB_SOURCE_DIR) + "/tests/strategy/data/";
 
-// One call a communicator sees: the collective and its bytes (a `count` op is count calls).
+// One call a communicator sees: the collective and its bytes (a `count` op is count calls, a run
+// of calls its pattern `count` times: Op::calls(), Op::call_kind()).
 using Call = std::tuple<std::string, double>;
 
 struct Observed {
@@ -40,7 +41,7 @@ Observed observe(const StepProgram& p) {
   for (const Op& op : p.ops) {
     if (op.is_collective()) {
       auto& seq = o.calls[p.group_of(op).name];
-      for (int i = 0; i < op.count; ++i) seq.emplace_back(std::string(to_string(op.kind)), op.bytes);
+      for (int i = 0; i < op.calls(); ++i) seq.emplace_back(std::string(to_string(op.call_kind(i))), op.bytes);
     } else if (op.is_p2p()) {
       o.messages[{std::string(to_string(op.kind)), op.peer}].push_back(op.bytes);
     } else {
@@ -117,6 +118,43 @@ TEST(OneProgram, GptCoarseAndPerLayerProgramsAgree) {
   expect_one_program(m, "tp=2,sp=on,microbatches=2", 2);
   expect_one_program(m, "tp=2,pp=2,sp=on,recompute=selective,microbatches=4", 4);
   expect_one_program(m, "dp=2,tp=2,sp=on,zero=2,microbatches=2", 4);
+}
+
+// Runs of calls (BuildOptions::call_runs, what the planner walks) make the calls of the per-call
+// program in the same order; only sequence parallelism's are written as runs, and they take far
+// fewer ops. Everything else (compute, messages) is the same.
+TEST(OneProgram, CallRunsMakeThePerCallProgramsCalls) {
+  const ModelSpec m = load_model(kData + "gpt-350m.toml");
+  const std::vector<std::pair<std::string, int>> splits = {
+      {"tp=2,sp=on,microbatches=2", 2},
+      {"tp=2,pp=2,sp=on,recompute=selective,microbatches=4", 4},
+      {"tp=2,pp=2,sp=on,recompute=full,schedule=interleaved,v=2,microbatches=4", 4},
+      {"dp=2,tp=2,sp=on,zero=3,microbatches=2", 4},
+      {"dp=2,tp=2,pp=2,sp=on,zero=1,schedule=interleaved,v=2,microbatches=4", 8},
+      {"dp=2,tp=2,pp=2,microbatches=4", 8},  // no sequence parallelism: nothing to run
+  };
+  for (const auto& [plan_text, world] : splits) {
+    Plan p = resolve(parse_plan(plan_text), m, world);
+    validate(p, m, with_world(load_cluster("dgx-a100"), world));
+    for (int r = 0; r < world; ++r) {
+      SCOPED_TRACE(plan_text + " rank " + std::to_string(r));
+      const StepProgram calls = build_step(m, p, r), runs = build_step(m, p, r, {.tags = false, .call_runs = true});
+      const Observed c = observe(calls), u = observe(runs);
+      EXPECT_EQ(c.calls, u.calls);
+      EXPECT_EQ(c.messages, u.messages);
+      EXPECT_EQ(c.flops, u.flops);
+      EXPECT_EQ(c.compute_ops, u.compute_ops);
+      int patterned = 0;
+      for (const Op& op : runs.ops) patterned += op.pattern_calls > 0 ? 1 : 0;
+      if (p.sequence_parallel) {
+        EXPECT_GT(patterned, 0);
+        EXPECT_LT(runs.ops.size(), calls.ops.size());
+      } else {
+        EXPECT_EQ(patterned, 0);
+        EXPECT_EQ(runs.ops.size(), calls.ops.size());
+      }
+    }
+  }
 }
 
 // Untagged programs (BuildOptions::tags = false, what the planner walks) are the tagged ones with
