@@ -10,6 +10,18 @@
 
 namespace parlab::strategy {
 
+// One measured GEMM rate of a CPU worker process: the lab MLP's whole step (forward, backward)
+// at one microbatch and one width (hidden x ffn), in fp32 matmul FLOPs per second.
+struct GemmRatePoint {
+  int64_t microbatch = 0, hidden = 0, ffn = 0;
+  double flops_per_s = 0;
+};
+
+// The rate at (microbatch, hidden, ffn) of a full grid (every microbatch with every width): the
+// log-rate interpolated bilinearly over log(microbatch) x log(width), width = sqrt(hidden ffn);
+// outside the grid the nearest edge. Throws ConfigError on an empty or partial grid.
+double gemm_rate_at(const std::vector<GemmRatePoint>& grid, int64_t microbatch, int64_t hidden, int64_t ffn);
+
 struct DeviceSpec {
   std::string name;
   double memory_bytes = 0;
@@ -32,6 +44,13 @@ struct DeviceSpec {
   // traps into the kernel, which zeroes it): a calibrated CPU measures it (calibrate_profile.h).
   // 0: as fast as clearing memory it holds (a GPU's caching allocator hands out held memory).
   double first_touch_bytes_per_s = 0;
+  // A CPU's GEMM rate by shape (`parlab calibrate` measures it; empty elsewhere). A core runs a
+  // microbatch of 1 through a layer as matrix-vector products bound by memory -- several times
+  // slower per FLOP than a microbatch of 32 -- so one rate for every shape ranks plans of small
+  // microbatches far too high. Where given, an MLP's forward and backward run at the grid's rate
+  // for the plan's microbatch and its rank's slice of the width (GemmTimes, cost_model.h), and
+  // peak_flops_* x gemm_efficiency is the rate at the calibration model's own shape.
+  std::vector<GemmRatePoint> gemm_rates;
   double achieved_memory_bytes_per_s() const { return memory_bytes_per_s * memory_efficiency; }
 };
 

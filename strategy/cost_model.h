@@ -96,10 +96,16 @@ class GemmTimes {
   double effective_flops(const Op& op) const;
 
  private:
+  double uniform_ = 1;  // an MLP on a rate grid: every layer's forward and backward (gemm_rate_factor)
   std::vector<double> flops_;  // forward FLOPs per token, per layer (the split of an op's FLOPs)
   std::vector<double> forward_factor_, backward_factor_;
 };
 
+// An MLP's forward and backward on a device with a measured GEMM-rate grid (DeviceSpec::gemm_rates,
+// a calibrated CPU): the device's rate over the grid's at the plan's microbatch and its rank's
+// slice of the width (hidden x ffn / tp), so FLOPs x factor / device rate is their time at the
+// grid's rate. 1 elsewhere.
+double gemm_rate_factor(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
 // Achievable compute rate of one rank: peak x efficiency, divided among ranks that share a
 // host's cores (cpu-local with more workers than cores).
 double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);

@@ -90,6 +90,7 @@ GemmTimes::GemmTimes(const ModelSpec& m, const Plan& p, const ClusterSpec& c) : 
 
 GemmTimes::GemmTimes(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c) {
   const DeviceSpec& d = c.device;
+  uniform_ = gemm_rate_factor(m, p, c);
   if (m.kind != ModelKind::kTransformer || d.sms <= 0 || d.gemm_tile_rows <= 0 || d.gemm_tile_cols <= 0) return;
   const BlockGemms block = block_gemms(m, p);
   const std::vector<Gemm> fwd = concat(block.linear, block.attention);
@@ -120,7 +121,13 @@ GemmTimes::GemmTimes(const ModelSpec& m, const std::vector<LayerSpec>& layers, c
   }();
 }
 
+double gemm_rate_factor(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
+  if (m.kind != ModelKind::kMlp || c.device.gemm_rates.empty() || p.microbatch <= 0 || p.tp <= 0) return 1;
+  return c.device_flops_per_s(Precision::kFp32) / gemm_rate_at(c.device.gemm_rates, p.microbatch, m.hidden, m.ffn / p.tp);
+}
+
 double GemmTimes::effective_flops(const Op& op) const {
+  if (uniform_ != 1 && (op.kind == OpKind::kForward || op.kind == OpKind::kBackward)) return op.flops * uniform_;
   if (forward_factor_.empty() || (op.kind != OpKind::kForward && op.kind != OpKind::kBackward)) return op.flops;
   // The op's FLOPs split over its layers in proportion to their forward FLOPs per token (every
   // block of a model has the same), each scaled by its layer's factor.

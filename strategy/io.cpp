@@ -212,9 +212,29 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
     c.device.gemm_tile_rows = int(d.integer("gemm_tile_rows", 0, kMaxCount).value_or(0));
     c.device.gemm_tile_cols = int(d.integer("gemm_tile_cols", 0, kMaxCount).value_or(0));
     c.device.first_touch_bytes_per_s = d.number("first_touch_gb_per_s", 0, 1e6, true).value_or(0) * units::kGB;
+    // The GEMM-rate grid: four arrays of one entry per point.
+    const auto mbs = d.numbers("gemm_rate_microbatch", 0, double(kMaxCount), true);
+    const auto hs = d.numbers("gemm_rate_hidden", 0, double(kMaxCount), true);
+    const auto fs = d.numbers("gemm_rate_ffn", 0, double(kMaxCount), true);
+    const auto rates = d.numbers("gemm_rate_gflops", 0, kMaxRate, true);
+    if (mbs || hs || fs || rates) {
+      if (!mbs || !hs || !fs || !rates)
+        d.fail("gemm_rate_gflops", "(incomplete)",
+               "a rate grid needs all four of gemm_rate_microbatch, gemm_rate_hidden, gemm_rate_ffn, gemm_rate_gflops");
+      if (hs->size() != mbs->size() || fs->size() != mbs->size() || rates->size() != mbs->size())
+        d.fail("gemm_rate_gflops", std::to_string(rates->size()) + " values",
+               "one per point: gemm_rate_microbatch has " + std::to_string(mbs->size()));
+      for (size_t i = 0; i < mbs->size(); ++i) {
+        if ((*mbs)[i] != std::floor((*mbs)[i]) || (*hs)[i] != std::floor((*hs)[i]) || (*fs)[i] != std::floor((*fs)[i]))
+          d.fail("gemm_rate_microbatch", "(point " + std::to_string(i) + ")", "microbatch, hidden and ffn are whole numbers");
+        c.device.gemm_rates.push_back(
+            {int64_t((*mbs)[i]), int64_t((*hs)[i]), int64_t((*fs)[i]), (*rates)[i] * units::kGiga});
+      }
+    }
     d.reject_unknown(
         "name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, "
-        "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols, first_touch_gb_per_s");
+        "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols, first_touch_gb_per_s, "
+        "gemm_rate_microbatch, gemm_rate_hidden, gemm_rate_ffn, gemm_rate_gflops");
   }
   c.intra = read_link(r.table("intra"), source, "intra");
   c.inter = read_link(r.table("inter"), source, "inter");
@@ -253,6 +273,18 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
   if (c.device.memory_efficiency != 1.0) o << "memory_efficiency = " << num(c.device.memory_efficiency) << "\n";
   if (c.device.first_touch_bytes_per_s > 0)
     o << "first_touch_gb_per_s = " << num(c.device.first_touch_bytes_per_s / units::kGB) << "\n";
+  if (!c.device.gemm_rates.empty()) {
+    auto list = [&](auto field) {
+      std::string out = "[";
+      for (size_t i = 0; i < c.device.gemm_rates.size(); ++i) out += (i ? ", " : "") + field(c.device.gemm_rates[i]);
+      return out + "]";
+    };
+    o << "gemm_rate_microbatch = " << list([](const GemmRatePoint& p) { return std::to_string(p.microbatch); })
+      << "\ngemm_rate_hidden = " << list([](const GemmRatePoint& p) { return std::to_string(p.hidden); })
+      << "\ngemm_rate_ffn = " << list([](const GemmRatePoint& p) { return std::to_string(p.ffn); })
+      << "\ngemm_rate_gflops = " << list([&](const GemmRatePoint& p) { return num(p.flops_per_s / units::kGiga); })
+      << "\n";
+  }
   if (c.device.sms > 0)
     o << "sms = " << c.device.sms << "\ngemm_tile_rows = " << c.device.gemm_tile_rows
       << "\ngemm_tile_cols = " << c.device.gemm_tile_cols << "\n";
@@ -327,7 +359,7 @@ nlohmann::json to_json(const ModelSpec& m) {
 
 nlohmann::json to_json(const ClusterSpec& c) {
   auto finite = [](double v) { return std::isinf(v) ? nlohmann::json("inf") : nlohmann::json(v); };
-  return {{"name", c.name},
+  nlohmann::json j = {{"name", c.name},
           {"nodes", c.nodes},
           {"devices_per_node", c.devices_per_node},
           {"devices", c.devices()},
@@ -354,6 +386,13 @@ nlohmann::json to_json(const ClusterSpec& c) {
             {"latency_seconds", c.inter.latency_seconds},
             {"protocol_efficiency", c.inter.protocol_efficiency},
             {"nics_per_node", c.nics_per_node}}}};
+  if (!c.device.gemm_rates.empty()) {
+    nlohmann::json grid = nlohmann::json::array();
+    for (const GemmRatePoint& p : c.device.gemm_rates)
+      grid.push_back({{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn}, {"flops_per_s", p.flops_per_s}});
+    j["device"]["gemm_rates"] = grid;
+  }
+  return j;
 }
 
 nlohmann::json to_json(const Plan& p) {

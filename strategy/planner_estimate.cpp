@@ -58,7 +58,7 @@ double dp_exposed(const std::vector<LayerSpec>& layers, const Plan& p, const Clu
 QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
                              const ClusterSpec& c) {
   QuickEstimate q;
-  const double rate = rank_flops_per_s(c, p);
+  const double rate = rank_flops_per_s(c, p) / gemm_rate_factor(m, p, c);
   const double tp_bytes = tp_collective_bytes(m, p);
   // One TP collective (an all-reduce, or a reduce-scatter plus an all-gather under SP).
   double t_tp = 0;

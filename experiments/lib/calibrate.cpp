@@ -95,7 +95,11 @@ parlab::Spread measured_step(const model::MlpShape& shape, int64_t b, int reps) 
 // or add up to under a quarter second (a step of a millisecond is one scheduler slice) are
 // measured again, as many reps more.
 RateGrid measure_grid(const CalibrationOptions& o) {
-  const std::vector<int64_t> microbatches = o.quick ? std::vector<int64_t>{8, 32} : std::vector<int64_t>{8, 32, 128};
+  // Microbatch 1 too: a pipeline of many one-sample microbatches runs its layers as
+  // matrix-vector products, bound by memory and several times slower per FLOP; the planner
+  // searches such plans and must price them at that rate.
+  const std::vector<int64_t> microbatches =
+      o.quick ? std::vector<int64_t>{1, 8, 32} : std::vector<int64_t>{1, 8, 32, 128};
   const std::vector<std::pair<int64_t, int64_t>> widths =
       o.quick ? std::vector<std::pair<int64_t, int64_t>>{{64, 256}, {256, 1024}}
               : std::vector<std::pair<int64_t, int64_t>>{{256, 1024}, {1024, 4096}};
@@ -266,6 +270,7 @@ strategy::ClusterSpec calibrated_cluster(const Calibration& c, int nproc) {
   cl.device.peak_flops_bf16 = c.flops_per_s_bf16 > 0 ? c.flops_per_s_bf16 : c.flops_per_s;
   cl.device.gemm_efficiency = 1.0;
   cl.device.memory_bytes_per_s = c.optimizer_bytes_per_s;
+  cl.device.gemm_rates = c.grid.device_points();
   cl.intra.kind = "loopback";
   cl.intra.bytes_per_s = c.link_bytes_per_s;
   cl.intra.latency_seconds = c.latency_seconds;
@@ -376,13 +381,14 @@ fs::path write_calibrated_cluster(const Calibration& c, const fs::path& results_
   const fs::path dir = results_dir / "clusters";
   fs::create_directories(dir);
   const fs::path path = dir / "cpu-local.toml";
-  char line[640];
+  char line[1024];
   std::snprintf(
       line, sizeof line,
       "cpu-local, calibrated by `parlab calibrate` on %s at %s%s.\n"
       "One device = one worker process; %d cores shared (cores_per_node).\n"
-      "Compute: lab-mlp forward+backward at %.1f GFLOP/s (+-%.0f%%) per process alone; experiments\n"
-      "use the GEMM-rate grid in cpu-local.calibration.json at each workload's shape.\n"
+      "Compute: lab-mlp forward+backward at %.1f GFLOP/s (+-%.0f%%) per process alone; the planner and\n"
+      "the simulator price each plan's microbatch and width on the GEMM-rate grid (device.gemm_rate_*),\n"
+      "experiments on a profile of each workload's own rank shape.\n"
       "Memory: the AdamW update moves %.2f GB/s (memcpy: %.2f GB/s).\n"
       "Links: all-reduce between ranks of this host (shared memory) fitted to a = %.1f us per step, B = %.2f GB/s\n"
       "(relative error of the fit: median %.0f%%, largest %.0f%%); %.2f ns of CPU per byte sent.\n"
@@ -491,6 +497,7 @@ strategy::ClusterSpec cluster_for_workload(const strategy::ClusterSpec& cluster,
   c.device.peak_flops_fp32 = grid.flops_per_s(microbatch, hidden, ffn);
   c.device.peak_flops_bf16 = c.device.peak_flops_fp32 * bf16_ratio;
   c.device.gemm_efficiency = 1.0;
+  c.device.gemm_rates.clear();  // the rate is this workload's now
   return c;
 }
 

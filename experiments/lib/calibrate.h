@@ -124,11 +124,14 @@ struct ShapePoint {
 };
 
 // The GEMM-rate model: log-rate interpolated bilinearly over log(microbatch) x log(width), width
-// = sqrt(hidden x ffn) (the GEMMs' geometric mean size), clamped at the grid's edges.
+// = sqrt(hidden x ffn) (the GEMMs' geometric mean size), clamped at the grid's edges
+// (strategy::gemm_rate_at). The calibrated cpu-local carries it (DeviceSpec::gemm_rates), so the
+// planner and the simulator price each plan's microbatch and width at its own rate.
 struct RateGrid {
   std::vector<ShapePoint> points;  // a full grid: every microbatch with every width
   bool empty() const { return points.empty(); }
   double flops_per_s(int64_t microbatch, int64_t hidden, int64_t ffn) const;
+  std::vector<strategy::GemmRatePoint> device_points() const;
 };
 
 // What else ran on the machine while calibration measured.

@@ -123,30 +123,15 @@ std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points) {
   return fits;
 }
 
+std::vector<strategy::GemmRatePoint> RateGrid::device_points() const {
+  std::vector<strategy::GemmRatePoint> out;
+  for (const auto& p : points) out.push_back({p.microbatch, p.hidden, p.ffn, p.flops_per_s});
+  return out;
+}
+
 double RateGrid::flops_per_s(int64_t microbatch, int64_t hidden, int64_t ffn) const {
   if (points.empty()) throw RuntimeError("calibrate: the rate grid is empty");
-  auto width = [](double h, double f) { return std::sqrt(h * f); };
-  std::set<double> bs, ws;
-  for (const auto& p : points) bs.insert(double(p.microbatch)), ws.insert(width(double(p.hidden), double(p.ffn)));
-  auto rate_at = [&](double b, double w) {
-    for (const auto& p : points)
-      if (double(p.microbatch) == b && width(double(p.hidden), double(p.ffn)) == w) return p.flops_per_s;
-    throw RuntimeError("calibrate: the rate grid is not a full grid");
-  };
-  // The two grid values around x (both the nearest edge outside the grid) and x's weight
-  // between them, in log space.
-  auto bracket = [](const std::set<double>& axis, double x) {
-    auto hi = axis.lower_bound(x);
-    if (hi == axis.end()) return std::tuple{*axis.rbegin(), *axis.rbegin(), 0.0};
-    if (hi == axis.begin() || *hi == x) return std::tuple{*hi, *hi, 0.0};
-    auto lo = std::prev(hi);
-    return std::tuple{*lo, *hi, std::log(x / *lo) / std::log(*hi / *lo)};
-  };
-  const auto [b0, b1, tb] = bracket(bs, double(microbatch));
-  const auto [w0, w1, tw] = bracket(ws, width(double(hidden), double(ffn)));
-  const double l00 = std::log(rate_at(b0, w0)), l01 = std::log(rate_at(b0, w1));
-  const double l10 = std::log(rate_at(b1, w0)), l11 = std::log(rate_at(b1, w1));
-  return std::exp((1 - tb) * ((1 - tw) * l00 + tw * l01) + tb * ((1 - tw) * l10 + tw * l11));
+  return strategy::gemm_rate_at(device_points(), microbatch, hidden, ffn);
 }
 
 }  // namespace parlab::experiments

@@ -244,6 +244,7 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
       share * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / p.optimizer_seconds;
   c.device.memory_efficiency = 1.0;
   if (p.first_touch_bytes_per_s > 0) c.device.first_touch_bytes_per_s = share * p.first_touch_bytes_per_s;
+  c.device.gemm_rates.clear();  // the profile measured this workload's own rate
   return c;
 }
 

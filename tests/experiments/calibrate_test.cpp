@@ -128,6 +128,9 @@ TEST(RateGrid, SetsTheWorkloadsRateOnACalibratedCpuLocalOnly) {
   c.device.peak_flops_fp32 = 10e9;
   c.device.peak_flops_bf16 = 25e9;
   EXPECT_NEAR(cluster_for_workload(c, g, 8, 128, 512).device.peak_flops_bf16, 2.5 * 8e9, 1);
+  // The workload's rate replaces the cluster's grid: the cost model must not scale it again.
+  c.device.gemm_rates = g.device_points();
+  EXPECT_TRUE(cluster_for_workload(c, g, 8, 128, 512).device.gemm_rates.empty());
   c.calibrated = false;  // the placeholder preset keeps its own figures
   EXPECT_EQ(cluster_for_workload(c, g, 8, 128, 512).device.peak_flops_fp32, c.device.peak_flops_fp32);
 }
@@ -408,6 +411,14 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   ASSERT_TRUE(stored);
   EXPECT_EQ(stored->grid.points.size(), c.grid.points.size());
   EXPECT_DOUBLE_EQ(stored->grid.flops_per_s(16, 128, 512), c.grid.flops_per_s(16, 128, 512));
+  // The calibrated cluster carries the grid, microbatch 1 included (a pipeline of one-sample
+  // microbatches), so the planner prices each plan at its own shape's rate.
+  bool has_one = false;
+  for (const auto& p : c.grid.points) has_one = has_one || p.microbatch == 1;
+  EXPECT_TRUE(has_one);
+  ASSERT_EQ(loaded.device.gemm_rates.size(), c.grid.points.size());
+  EXPECT_NEAR(strategy::gemm_rate_at(loaded.device.gemm_rates, 1, 256, 1024), c.grid.flops_per_s(1, 256, 1024),
+              1e-6 * c.grid.flops_per_s(1, 256, 1024));
 }
 
 // The workload profile's rates, worked out by hand for the tiny MLP: a block's forward is two
@@ -433,6 +444,11 @@ TEST(WorkloadProfile, GivesTheClusterThePlansFlopsOverTheProfiledTimes) {
   const auto e = strategy::estimate_step(m, plan, strategy::with_world(r, 1));
   const double clear = 8.0 * double(p.parameters) / (double(p.parameters) * 28 / 2e-3);
   EXPECT_NEAR(e.step_seconds, clear + 4 * 4e-3 + 2e-3, 1e-9);
+  // A calibrated cluster's rate grid goes: the profile measured this workload's own rate.
+  c.device.gemm_rates = {{1, 64, 256, 1e9}, {8, 64, 256, 8e9}};
+  EXPECT_TRUE(cluster_for_profile(c, m, plan, p).device.gemm_rates.empty());
+  EXPECT_NEAR(strategy::estimate_step(m, plan, strategy::with_world(cluster_for_profile(c, m, plan, p), 1)).step_seconds,
+              e.step_seconds, 1e-12);
   c.calibrated = false;  // the placeholder preset keeps its own figures
   EXPECT_EQ(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, c.device.peak_flops_fp32);
 }

@@ -522,6 +522,49 @@ TEST(CostModel, WaveQuantizationOnlyWhereTheDeviceHasSms) {
   }
 }
 
+// A calibrated CPU's GEMM-rate grid (DeviceSpec::gemm_rates): an MLP's forward and backward run
+// at the grid's rate for the plan's microbatch and its rank's slice of the width, the optimizer
+// and the gradient clear as before; the closed form the planner ranks by agrees with the walk.
+TEST(CostModel, AnMlpOnARateGridRunsAtItsOwnShapesRate) {
+  const ModelSpec m = load_model(kData + "even-mlp.toml");  // h 1024, f 4096
+  ClusterSpec c = with_world(load_cluster("cpu-local"), 2);
+  c.device.peak_flops_fp32 = 50e9, c.device.gemm_efficiency = 1;
+  // Microbatch 1 at a tenth of microbatch 32's rate; the half width (tp=2's slice) at half.
+  c.device.gemm_rates = {{1, 1024, 4096, 5e9}, {32, 1024, 4096, 50e9}, {1, 1024, 2048, 2.5e9}, {32, 1024, 2048, 25e9}};
+  const Plan one = resolve(parse_plan("gbs=64,mb=1"), m, 1), wide = resolve(parse_plan("gbs=64,mb=32"), m, 1);
+  EXPECT_DOUBLE_EQ(gemm_rate_factor(m, one, c), 10.0);
+  EXPECT_DOUBLE_EQ(gemm_rate_factor(m, wide, c), 1.0);
+  const Plan tp = resolve(parse_plan("gbs=64,mb=32,tp=2"), m, 2);
+  EXPECT_DOUBLE_EQ(gemm_rate_factor(m, tp, c), 2.0);  // 1024 x 2048 per rank
+  // Between grid points: log-linear in the microbatch (8 is 3/5 of the way from 1 to 32).
+  const Plan eight = resolve(parse_plan("gbs=64,mb=8"), m, 1);
+  EXPECT_NEAR(gemm_rate_factor(m, eight, c), std::pow(10.0, 1 - 0.6), 1e-9);
+  const GemmTimes g(m, one, c);
+  double gemm_flops = 0;
+  for (const Op& op : build_step(m, one, 0).ops) {
+    if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) {
+      EXPECT_DOUBLE_EQ(g.effective_flops(op), 10 * op.flops);
+      gemm_flops += op.flops;
+    } else {
+      EXPECT_DOUBLE_EQ(g.effective_flops(op), op.flops);
+    }
+  }
+  // The same walk without the grid prices the forwards and backwards ten times faster: the
+  // grid adds nine times their FLOPs at the device's rate, nothing else.
+  ClusterSpec flat = c;
+  flat.device.gemm_rates.clear();
+  const StepEstimate on_grid = estimate_step(m, one, with_world(c, 1)), without = estimate_step(m, one, with_world(flat, 1));
+  EXPECT_NEAR(on_grid.ranks[0].compute_seconds - without.ranks[0].compute_seconds, 9 * gemm_flops / 50e9,
+              1e-9 * on_grid.ranks[0].compute_seconds);
+  // A transformer, or an MLP on a cluster without the grid: no change.
+  EXPECT_DOUBLE_EQ(gemm_rate_factor(load_model("gpt-350m"), one, c), 1.0);
+  EXPECT_DOUBLE_EQ(gemm_rate_factor(m, one, flat), 1.0);
+  // The planner's closed form and the walk agree on the grid's rate (equal pipeline stages).
+  const Plan pp = resolve(parse_plan("pp=2,gbs=64,mb=1"), m, 2);
+  validate(pp, m, c);
+  EXPECT_NEAR(quick_estimate(m, m.layer_list(), pp, c).step_seconds / estimate_step(m, pp, c).step_seconds, 1.0, 0.05);
+}
+
 TEST(CostModel, DeadlockedProgramsAreReportedNotHung) {
   const ModelSpec m = load_model(kData + "tiny-mlp.toml");
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 2);

@@ -208,6 +208,60 @@ TEST(Toml, ClusterWrittenByCalibrationReadsBack) {
   EXPECT_FALSE(fits.intra.op_fit(CollectiveOp::kAllReduce, a, b));
 }
 
+// The calibrated CPU's GEMM-rate grid (DeviceSpec::gemm_rates): four arrays, one entry per point,
+// read back as written; a partial grid, arrays of different lengths or a missing array are
+// refused with the key named.
+TEST(Toml, GemmRateGridReadsBackAndMustBeFull) {
+  ClusterSpec c = load_cluster("cpu-local");
+  c.device.gemm_rates = {{1, 256, 1024, 4.5e9}, {32, 256, 1024, 61.25e9}, {1, 1024, 4096, 3.25e9},
+                         {32, 1024, 4096, 80.5e9}};
+  const ClusterSpec back = parse_cluster_toml(cluster_to_toml(c, "x"), "cal.toml");
+  ASSERT_EQ(back.device.gemm_rates.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(back.device.gemm_rates[i].microbatch, c.device.gemm_rates[i].microbatch);
+    EXPECT_EQ(back.device.gemm_rates[i].hidden, c.device.gemm_rates[i].hidden);
+    EXPECT_EQ(back.device.gemm_rates[i].ffn, c.device.gemm_rates[i].ffn);
+    EXPECT_DOUBLE_EQ(back.device.gemm_rates[i].flops_per_s, c.device.gemm_rates[i].flops_per_s);
+  }
+  EXPECT_TRUE(parse_cluster_toml(cluster_to_toml(load_cluster("cpu-local"), "x"), "p.toml").device.gemm_rates.empty());
+  EXPECT_EQ(to_json(back)["device"]["gemm_rates"].size(), 4u);
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_cluster_toml(text, "bad.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string good = cluster_to_toml(c, "");
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  // Three of four points: not every microbatch with every width.
+  std::string three = with("gemm_rate_microbatch = [1, 32, 1, 32]", "gemm_rate_microbatch = [1, 32, 1]");
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"gemm_rate_hidden = [256, 256, 1024, 1024]",
+                                                                     "gemm_rate_hidden = [256, 256, 1024]"},
+                                 {"gemm_rate_ffn = [1024, 1024, 4096, 4096]", "gemm_rate_ffn = [1024, 1024, 4096]"},
+                                 {"gemm_rate_gflops = [4.5, 61.25, 3.25, 80.5]", "gemm_rate_gflops = [4.5, 61.25, 3.25]"}}) {
+    const size_t at = three.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in\n" << three;
+    three.replace(at, from.size(), to);
+  }
+  EXPECT_NE(error_of(three).find("full grid"), std::string::npos) << error_of(three);
+  // Arrays of different lengths.
+  const std::string uneven = with("gemm_rate_microbatch = [1, 32, 1, 32]", "gemm_rate_microbatch = [1, 32, 1]");
+  EXPECT_NE(error_of(uneven).find("one per point"), std::string::npos) << error_of(uneven);
+  // A point given twice.
+  const std::string twice = with("gemm_rate_microbatch = [1, 32, 1, 32]", "gemm_rate_microbatch = [1, 1, 1, 32]");
+  EXPECT_NE(error_of(twice).find("once"), std::string::npos) << error_of(twice);
+  // One of the four arrays missing.
+  const std::string missing = with("gemm_rate_ffn = [1024, 1024, 4096, 4096]\n", "");
+  EXPECT_NE(error_of(missing).find("all four"), std::string::npos) << error_of(missing);
+}
+
 TEST(Presets, UserFileUnderResultsTakesPrecedence) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("parlab-io-test-" + std::to_string(::getpid()));
