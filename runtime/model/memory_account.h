@@ -107,4 +107,16 @@ void release_storage(V& v) {
   v.shrink_to_fit();
 }
 
+// Keeps memory the heap frees in the process for the next allocation, instead of handing it back
+// to the OS and faulting it in again. A microbatch's activations (1 MB buffers at the lab's
+// shapes) are freed by its backward and allocated again by the next forward; glibc trimmed the
+// freed top of the heap every time (its trim threshold follows the largest freed mapping, ~2 MB),
+// so each microbatch's forward page-faulted ~16 MB fresh: ~0.15-0.2 s of a 3.6 s lab-mlp step
+// (issue 35, bench_model's "other"). It sets glibc's mmap threshold to 32 MiB (the most its
+// dynamic threshold reaches) and its trim threshold to 256 MiB: freed memory below that stays in
+// the process and is reused. What the accounting allocator counts does not change (it counts
+// live bytes); the process's resident set keeps up to 256 MiB of free heap. Once per process
+// (model construction calls it, beside pin_blas_to_one_thread); calling it again is harmless.
+void retain_freed_heap();
+
 }  // namespace parlab::model
