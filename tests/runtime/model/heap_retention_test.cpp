@@ -46,3 +46,23 @@ TEST(HeapRetentionTest, FreedActivationSizedBuffersAreReusedWithoutPageFaults) {
 
 }  // namespace
 }  // namespace parlab::model
+
+namespace parlab::model {
+namespace {
+
+// Large counted buffers start on a page, so two of a size never sit a few bytes apart modulo
+// 4 KiB (4K aliasing between a kernel's input and output); small ones keep the heap's alignment.
+TEST(HeapRetentionTest, LargeCountedBuffersStartOnAPage) {
+  MemoryAccount account;
+  std::vector<CountedVector<float>> buffers;
+  for (int i = 0; i < 4; ++i) buffers.push_back(counted_vector<float>(&account, MemoryCategory::kActivations, 1 << 18));
+  for (const auto& b : buffers) EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);
+  EXPECT_EQ(account.current(MemoryCategory::kActivations), 4 * (int64_t{1} << 20));
+  for (auto& b : buffers) release_storage(b);
+  EXPECT_EQ(account.current(MemoryCategory::kActivations), 0);
+  CountedVector<float> small = counted_vector<float>(&account, MemoryCategory::kTemporary, 16);
+  EXPECT_EQ(account.current(MemoryCategory::kTemporary), 64);
+}
+
+}  // namespace
+}  // namespace parlab::model
