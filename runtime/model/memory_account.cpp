@@ -1,9 +1,5 @@
 #include "runtime/model/memory_account.h"
 
-#include <malloc.h>
-
-#include <mutex>
-
 namespace parlab::model {
 namespace {
 
@@ -62,14 +58,6 @@ MemoryUsage MemoryAccount::usage() const {
 void MemoryAccount::reset_peaks() {
   for (int i = 0; i < kMemoryCategories; ++i) peak_[i].store(current_[i].load());
   peak_total_.store(total_.load());
-}
-
-void retain_freed_heap() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  });
 }
 
 }  // namespace parlab::model

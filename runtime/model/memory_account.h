@@ -21,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <string_view>
 #include <vector>
 
@@ -68,27 +67,14 @@ class CountingAllocator {
   template <typename U>
   CountingAllocator(const CountingAllocator<U>& o) : account_(o.account()), category_(o.category()) {}
 
-  // Buffers of kPageAlignedBytes or more start on a page, as fresh mappings did: with the heap
-  // kept (retain_freed_heap) two consecutive buffers of a size would otherwise sit 16 bytes apart
-  // modulo 4 KiB, and a kernel storing one while loading the other (GELU's pre -> post) stalls on
-  // every 4K-aliased load (bench_model: the element-wise work of a step 0.05 -> 0.15 s).
-  static constexpr std::size_t kPageAlignedBytes = std::size_t{64} << 10;
-  static constexpr std::align_val_t kPage{4096};
-
   T* allocate(std::size_t n) {
-    const std::size_t bytes = n * sizeof(T);
-    T* p = bytes >= kPageAlignedBytes ? static_cast<T*>(::operator new(bytes, kPage))
-                                      : std::allocator<T>().allocate(n);
-    if (account_) account_->allocate(category_, static_cast<int64_t>(bytes));
+    T* p = std::allocator<T>().allocate(n);
+    if (account_) account_->allocate(category_, static_cast<int64_t>(n * sizeof(T)));
     return p;
   }
   void deallocate(T* p, std::size_t n) {
-    const std::size_t bytes = n * sizeof(T);
-    if (account_) account_->release(category_, static_cast<int64_t>(bytes));
-    if (bytes >= kPageAlignedBytes)
-      ::operator delete(p, bytes, kPage);
-    else
-      std::allocator<T>().deallocate(p, n);
+    if (account_) account_->release(category_, static_cast<int64_t>(n * sizeof(T)));
+    std::allocator<T>().deallocate(p, n);
   }
 
   MemoryAccount* account() const { return account_; }
@@ -120,17 +106,5 @@ void release_storage(V& v) {
   v.clear();
   v.shrink_to_fit();
 }
-
-// Keeps memory the heap frees in the process for the next allocation, instead of handing it back
-// to the OS and faulting it in again. A microbatch's activations (1 MB buffers at the lab's
-// shapes) are freed by its backward and allocated again by the next forward; glibc trimmed the
-// freed top of the heap every time (its trim threshold follows the largest freed mapping, ~2 MB),
-// so each microbatch's forward page-faulted ~16 MB fresh: ~0.15-0.2 s of a 3.6 s lab-mlp step
-// (issue 35, bench_model's "other"). It sets glibc's mmap threshold to 32 MiB (the most its
-// dynamic threshold reaches) and its trim threshold to 256 MiB: freed memory below that stays in
-// the process and is reused. What the accounting allocator counts does not change (it counts
-// live bytes); the process's resident set keeps up to 256 MiB of free heap. Once per process
-// (model construction calls it, beside pin_blas_to_one_thread); calling it again is harmless.
-void retain_freed_heap();
 
 }  // namespace parlab::model
