@@ -146,7 +146,7 @@ struct Products {
   }
   MlpShape s;
   int64_t B;
-  // The model's own kind of buffer (page-aligned when large), so the kernels see the step's layout.
+  // The model's own kind of buffer (its counting allocator), so the kernels see memory as the step's do.
   parlab::model::CountedVector<float> x, y, dy;
   parlab::model::CountedVector<uint16_t> x16, dy16;
 };
