@@ -243,6 +243,17 @@ std::string stat(const std::vector<double>& v) {
   return buf;
 }
 
+// scale * a[i] / b[i] per repeat (a repeat measures both sides back to back): median [min..max].
+std::string ratio_stat(const std::vector<double>& a, const std::vector<double>& b, double scale, const char* format) {
+  std::vector<double> r;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) r.push_back(scale * a[i] / b[i]);
+  if (r.empty()) return "n/a";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, format, parlab::median(r), *std::min_element(r.begin(), r.end()),
+                *std::max_element(r.begin(), r.end()));
+  return buf;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -322,11 +333,11 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\n%-6s %7s | %-26s | %-26s | %s\n", "prec", "workers", "parlab step s (median [min..max])",
-              "torch step s", "parlab / torch");
+              "torch step s", "parlab / torch per repeat (torch / parlab)");
   for (const auto& [key, c] : cells) {
-    const double ratio = c.torch.empty() ? 0 : parlab::median(c.parlab) / parlab::median(c.torch);
-    std::printf("%-6s %7d | %-26s | %-26s | %s\n", key.first.c_str(), key.second, stat(c.parlab).c_str(),
-                stat(c.torch).c_str(), c.torch.empty() ? "n/a" : std::to_string(ratio).substr(0, 5).c_str());
+    std::printf("%-6s %7d | %-26s | %-26s | %s (%s)\n", key.first.c_str(), key.second, stat(c.parlab).c_str(),
+                stat(c.torch).c_str(), ratio_stat(c.parlab, c.torch, 1.0, "%.3f [%.3f..%.3f]").c_str(),
+                ratio_stat(c.torch, c.parlab, 1.0, "%.2fx [%.2f..%.2f]").c_str());
   }
   if (!cluster_file.empty()) {
     // The cost model's step on the calibrated cluster (fp32 at peak_flops_fp32, mixed at the
@@ -354,17 +365,26 @@ int main(int argc, char** argv) {
     const double flops = model::LabMlp::step_matmul_flops(
         model::MlpShape{.hidden = job.hidden, .ffn = job.ffn, .blocks = job.blocks, .classes = job.classes}, job.gbs);
     const double step_rate = flops / parlab::median(c.parlab), ref = parlab::median(c.rate);
+    // Per repeat: that repeat's step rate over the oneDNN rate measured just before it.
+    std::vector<double> step_rates;
+    for (double t : c.parlab) step_rates.push_back(flops / t);
+    std::vector<double> shares;
+    for (size_t i = 0; i < std::min(step_rates.size(), c.rate.size()); ++i) shares.push_back(step_rates[i] / c.rate[i]);
+    const double share = shares.empty() ? 0 : parlab::median(shares);
     std::printf(
-        "%-5s W=1: the step runs %.1f GFLOP/s, %.1f%% of oneDNN's %s matmul rate at the lab's shapes "
+        "%-5s W=1: the step runs %.1f GFLOP/s, %s of oneDNN's %s matmul rate at the lab's shapes "
         "(%.1f GFLOP/s, median [%.1f..%.1f])%s\n",
-        key.first.c_str(), step_rate / 1e9, 100.0 * step_rate / ref, key.first == "fp32" ? "fp32" : "bf16", ref / 1e9,
-        *std::min_element(c.rate.begin(), c.rate.end()) / 1e9, *std::max_element(c.rate.begin(), c.rate.end()) / 1e9,
-        key.first == "fp32" ? (step_rate / ref >= 0.85 ? " (goal >= 85%: met)" : " (goal >= 85%: NOT met)") : "");
+        key.first.c_str(), step_rate / 1e9, ratio_stat(step_rates, c.rate, 100.0, "%.1f%% [%.1f..%.1f]").c_str(),
+        key.first == "fp32" ? "fp32" : "bf16", ref / 1e9, *std::min_element(c.rate.begin(), c.rate.end()) / 1e9,
+        *std::max_element(c.rate.begin(), c.rate.end()) / 1e9,
+        key.first == "fp32" ? (share >= 0.85 ? " (goal >= 85%: met)" : " (goal >= 85%: NOT met)") : "");
   }
   if (f1 != cells.end() && m1 != cells.end())
     std::printf(
-        "mixed vs fp32, 1 worker: parlab %.2fx faster (goal >= 1.8x)%s\n",
+        "mixed vs fp32, 1 worker: parlab %.2fx faster (ratio of medians; repeat i against repeat i: %s) "
+        "(goal >= 1.8x)%s\n",
         parlab::median(f1->second.parlab) / parlab::median(m1->second.parlab),
+        ratio_stat(f1->second.parlab, m1->second.parlab, 1.0, "%.2f [%.2f..%.2f]").c_str(),
         f1->second.torch.empty() || m1->second.torch.empty()
             ? ""
             : (", torch " +

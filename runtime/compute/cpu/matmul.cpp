@@ -23,6 +23,9 @@ namespace {
 
 // A microbatch-sized dimension (the lab trains at microbatches of 32 and 64).
 constexpr int64_t kSmallDim = 128;
+// Rows of B per panel of the panel route (see run_panels): 128 rows of a lab weight are 0.5-2 MB,
+// what one core's L2 keeps while oneDNN packs and reads the panel.
+constexpr int64_t kPanelRows = 128;
 
 // A forward product: M the microbatch, N a layer's width (8x or more), the weight op(B) = B^T.
 bool small_m_wide_n(const GemmShape& s) { return !s.trans_a && s.trans_b && s.M <= kSmallDim && s.N >= 8 * s.M; }
@@ -83,7 +86,7 @@ namespace {
 struct OneDnn {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, bool>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, bool, int64_t>;
   // A built primitive and memory objects for its arguments, re-pointed at each call's buffers.
   struct Entry {
     dnnl::matmul primitive;
@@ -96,8 +99,10 @@ struct OneDnn {
     omp_set_num_threads(1);
   }
 
-  Entry& get(const GemmShape& s, bool bf16, bool bias) {
-    const Key key{s.M, s.N, s.K, s.trans_a, s.trans_b, s.accumulate, bf16, bias};
+  // lda: the row stride of a non-transposed A (0: its width K, the packed layout).
+  Entry& get(const GemmShape& s, bool bf16, bool bias, int64_t lda = 0) {
+    if (lda == 0 || s.trans_a) lda = s.trans_a ? s.M : s.K;
+    const Key key{s.M, s.N, s.K, s.trans_a, s.trans_b, s.accumulate, bf16, bias, lda};
     auto it = primitives.find(key);
     if (it != primitives.end()) return it->second;
     using dt = dnnl::memory::data_type;
@@ -105,7 +110,7 @@ struct OneDnn {
     const dt in = bf16 ? dt::bf16 : dt::f32;
     // Row-major storage of op(A) (M, K) and op(B) (K, N) as strides: a transposed operand is
     // the same buffer read with swapped strides.
-    const dnnl::memory::desc a({s.M, s.K}, in, s.trans_a ? dims{1, s.M} : dims{s.K, 1});
+    const dnnl::memory::desc a({s.M, s.K}, in, s.trans_a ? dims{1, s.M} : dims{lda, 1});
     const dnnl::memory::desc b({s.K, s.N}, in, s.trans_b ? dims{1, s.K} : dims{s.N, 1});
     const dnnl::memory::desc c({s.M, s.N}, dt::f32, dims{s.N, 1});
     const dnnl::memory::desc bias_md =
@@ -123,13 +128,14 @@ struct OneDnn {
     return primitives.emplace(key, std::move(e)).first->second;
   }
 
-  void run(const GemmShape& s, bool bf16, const void* A, const void* B, float* C, const float* bias) {
+  void run(const GemmShape& s, bool bf16, const void* A, const void* B, float* C, const float* bias,
+           int64_t lda = 0) {
     if (s.M == 0 || s.N == 0) return;
     if (s.K == 0) {  // oneDNN rejects empty reductions: C = bias (+ C)
       openblas_gemm_f32(s, nullptr, nullptr, C, bias);
       return;
     }
-    Entry& e = get(s, bf16, bias != nullptr);
+    Entry& e = get(s, bf16, bias != nullptr, lda);
     // The memory objects wrap the caller's buffers; nothing is copied.
     e.a.set_data_handle(const_cast<void*>(A));
     e.b.set_data_handle(const_cast<void*>(B));
@@ -170,10 +176,29 @@ void run_transposed(const GemmShape& s, bool bf16, const void* A, const void* B,
   transpose_into(C, workspace.data(), s.M, s.N, bias, s.accumulate);
 }
 
+// C (=|+=) A B (+ bias) as a sum over panels of kPanelRows rows of B: C = A[:, k0:k1] B[k0:k1, :]
+// + ... in order of k0, the first panel writing C (or adding to it when accumulating, with the
+// bias), each later one adding to C (oneDNN's sum post-op). A row-major B's panel is one
+// contiguous block, so oneDNN's per-call packing of B reads and writes it in L2; given the whole
+// weight (16 MB at the lab's shapes) it packed it through memory on every call, and that copy
+// was a quarter of the input-gradient product. Deterministic: fixed panels, fixed order.
+void run_panels(const GemmShape& s, const float* A, const float* B, float* C, const float* bias) {
+  if (s.M == 0 || s.N == 0 || s.K == 0) return onednn().run(s, false, A, B, C, bias);
+  for (int64_t k0 = 0; k0 < s.K; k0 += kPanelRows) {
+    const GemmShape panel{.M = s.M, .N = s.N, .K = std::min(kPanelRows, s.K - k0), .accumulate = s.accumulate || k0 > 0};
+    onednn().run(panel, false, A + k0, B + k0 * s.N, C, k0 == 0 ? bias : nullptr, s.K);
+  }
+}
+
 }  // namespace
 
 void onednn_gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, const float* bias) {
   onednn().run(s, false, A, B, C, bias);
+}
+
+void onednn_gemm_f32_panels(const GemmShape& s, const float* A, const float* B, float* C, const float* bias) {
+  if (s.trans_a || s.trans_b) throw RuntimeError("onednn_gemm_f32_panels: the panel route takes untransposed operands");
+  run_panels(s, A, B, C, bias);
 }
 
 void onednn_gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias) {
@@ -197,6 +222,8 @@ void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, cons
       return openblas_gemm_f32(s, A, B, C, bias);
     case GemmRoute::kTransposed:
       return onednn_gemm_f32_transposed(s, A, B, C, bias);
+    case GemmRoute::kPanels:
+      return onednn_gemm_f32_panels(s, A, B, C, bias);
     case GemmRoute::kDirect:
       return onednn_gemm_f32(s, A, B, C, bias);
   }
@@ -224,6 +251,7 @@ namespace {
 void onednn_gemm_f32(const GemmShape&, const float*, const float*, float*, const float*) { no_onednn(); }
 void onednn_gemm_bf16(const GemmShape&, const uint16_t*, const uint16_t*, float*, const float*) { no_onednn(); }
 void onednn_gemm_f32_transposed(const GemmShape&, const float*, const float*, float*, const float*) { no_onednn(); }
+void onednn_gemm_f32_panels(const GemmShape&, const float*, const float*, float*, const float*) { no_onednn(); }
 void onednn_gemm_bf16_transposed(const GemmShape&, const uint16_t*, const uint16_t*, float*, const float*) {
   no_onednn();
 }
@@ -248,12 +276,17 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* 
 // Measured on the lab's shapes (bench_gemm and bench_model, one Sapphire Rapids core, oneDNN 2.6,
 // OpenBLAS 0.3.21): the forward product (M the microbatch, N a layer's width, the weight read
 // transposed) runs 15-40% faster computed as C^T, where oneDNN streams the weight as the wide
-// left operand; the input-gradient product does not gain (it stays direct); the fp32
-// weight-gradient product (its reduction is the microbatch) runs ~25% faster in OpenBLAS than in
-// oneDNN. bf16 weight gradients stay on oneDNN: Debian's OpenBLAS 0.3.21 has no bf16 GEMM.
+// left operand; the fp32 input-gradient product (M the microbatch, the weight B untransposed,
+// K a layer's width) runs 25-35% faster in panels of 128 weight rows (run_panels; computed as
+// C^T or whole it runs at 47-52 GFLOP/s, in panels at 62-70, as fast as on a weight oneDNN has
+// packed ahead; issue 35), while its bf16 twin is fastest whole (AMX packs a whole bf16 weight at
+// 93-102 GFLOP/s, panels of 128 rows at 62-74); the fp32 weight-gradient product (its
+// reduction is the microbatch) runs ~25% faster in OpenBLAS than in oneDNN. bf16 weight
+// gradients stay on oneDNN: Debian's OpenBLAS 0.3.21 has no bf16 GEMM.
 GemmRoute f32_route(const GemmShape& s) {
   if (matmul_backend_name() == "OpenBLAS sgemm") return GemmRoute::kOpenBlas;
   if (s.trans_a && s.K <= kSmallDim) return GemmRoute::kOpenBlas;
+  if (!s.trans_a && !s.trans_b && s.M <= kSmallDim && s.K >= 2 * kPanelRows) return GemmRoute::kPanels;
   return small_m_wide_n(s) ? GemmRoute::kTransposed : GemmRoute::kDirect;
 }
 

@@ -39,9 +39,10 @@ void from_bf16(float* out, const uint16_t* in, int64_t n);
 
 // How gemm_f32 / gemm_bf16 run a product, chosen per shape by measurement (matmul.cpp says which
 // and why): oneDNN as stated, oneDNN computing C^T = op(B)^T op(A)^T and transposing it into C
-// (the bias and accumulation applied there), or OpenBLAS. Each route is deterministic, so a
-// shape gives the same bits run to run.
-enum class GemmRoute { kDirect, kTransposed, kOpenBlas };
+// (the bias and accumulation applied there), oneDNN over panels of B's rows summed into C in
+// order (untransposed operands only), or OpenBLAS. Each route is deterministic, so a shape gives
+// the same bits run to run.
+enum class GemmRoute { kDirect, kTransposed, kPanels, kOpenBlas };
 GemmRoute f32_route(const GemmShape& s);
 GemmRoute bf16_route(const GemmShape& s);
 
@@ -55,5 +56,10 @@ void onednn_gemm_f32_transposed(const GemmShape& s, const float* A, const float*
                                 const float* bias = nullptr);
 void onednn_gemm_bf16_transposed(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C,
                                  const float* bias = nullptr);
+// The panel route: C (=|+=) sum over k0 of A[:, k0:k0+128] B[k0:k0+128, :] (+ bias), in order of
+// k0; the same result as onednn_gemm_f32 up to rounding. Throws RuntimeError on a transposed
+// operand.
+void onednn_gemm_f32_panels(const GemmShape& s, const float* A, const float* B, float* C,
+                            const float* bias = nullptr);
 
 }  // namespace parlab::compute::cpu

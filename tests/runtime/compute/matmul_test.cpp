@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "base/errors.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/compute/counter_rng.h"
 #include "tests/runtime/compute/random_vector.h"
@@ -113,6 +114,29 @@ TEST_F(MatmulTest, TransposedRouteMatchesNaiveDoubleForEveryTransposeAndMode) {
     }
 }
 
+// The panel route cuts K into panels of 128 rows of B: K = 300 gives two whole panels and a
+// ragged one, so the first panel's write (or accumulate, with the bias) and the later panels'
+// sums are all exercised, against the naive double product and against one whole oneDNN call.
+TEST_F(MatmulTest, PanelRouteMatchesNaiveDoubleAndTheWholeProductInBothModes) {
+  if (matmul_backend_name() == "OpenBLAS sgemm") GTEST_SKIP() << "built without oneDNN";
+  for (bool acc : {false, true})
+    for (bool with_bias : {false, true}) {
+      const GemmShape s{.M = 9, .N = 70, .K = 300, .accumulate = acc};
+      const auto A = random_vector(s.M * s.K, 31), B = random_vector(s.K * s.N, 32), bias = random_vector(s.N, 33);
+      const auto C0 = random_vector(s.M * s.N, 34);
+      std::vector<float> panels = C0, whole = C0;
+      onednn_gemm_f32_panels(s, A.data(), B.data(), panels.data(), with_bias ? bias.data() : nullptr);
+      onednn_gemm_f32(s, A.data(), B.data(), whole.data(), with_bias ? bias.data() : nullptr);
+      const auto want = naive(s, A, B, C0, with_bias ? bias.data() : nullptr);
+      // K = 300 terms of size ~1 each: fp32 sums in any order are within ~K * 2^-24 relative.
+      EXPECT_LT(max_rel_diff(panels, want), 1e-5) << "acc=" << acc << " bias=" << with_bias;
+      EXPECT_LT(max_rel_diff(whole, want), 1e-5) << "acc=" << acc << " bias=" << with_bias;
+    }
+  const GemmShape transposed{.M = 4, .N = 8, .K = 300, .trans_b = true};
+  std::vector<float> A(4 * 300), B(300 * 8), C(4 * 8);
+  EXPECT_THROW(onednn_gemm_f32_panels(transposed, A.data(), B.data(), C.data()), RuntimeError);
+}
+
 TEST_F(MatmulTest, LabShapesTakeTheMeasuredRoutes) {
   if (matmul_backend_name() == "OpenBLAS sgemm") GTEST_SKIP() << "built without oneDNN";
   const GemmShape forward{.M = 64, .N = 4096, .K = 1024, .trans_a = false, .trans_b = true};
@@ -120,20 +144,22 @@ TEST_F(MatmulTest, LabShapesTakeTheMeasuredRoutes) {
   const GemmShape dweight{.M = 4096, .N = 1024, .K = 64, .trans_a = true, .trans_b = false, .accumulate = true};
   const GemmShape head{.M = 64, .N = 16, .K = 1024, .trans_a = false, .trans_b = true};
   EXPECT_EQ(f32_route(forward), GemmRoute::kTransposed);
-  EXPECT_EQ(f32_route(dinp), GemmRoute::kDirect);
+  EXPECT_EQ(f32_route(dinp), GemmRoute::kPanels);
   EXPECT_EQ(f32_route(dweight), GemmRoute::kOpenBlas);
   EXPECT_EQ(f32_route(head), GemmRoute::kDirect);
   EXPECT_EQ(bf16_route(forward), GemmRoute::kTransposed);
   EXPECT_EQ(bf16_route(dinp), GemmRoute::kDirect);
   EXPECT_EQ(bf16_route(dweight), GemmRoute::kDirect);
   // and gemm_f32 gives exactly what its route gives
-  for (const GemmShape& s : {forward, dweight}) {
+  for (const GemmShape& s : {forward, dinp, dweight}) {
     const int64_t a = s.M * s.K, b = s.K * s.N;
     const auto A = random_vector(a, 25), B = random_vector(b, 26), C0 = random_vector(s.M * s.N, 27);
     std::vector<float> got = C0, want = C0;
     gemm_f32(s, A.data(), B.data(), got.data());
     if (f32_route(s) == GemmRoute::kOpenBlas)
       openblas_gemm_f32(s, A.data(), B.data(), want.data());
+    else if (f32_route(s) == GemmRoute::kPanels)
+      onednn_gemm_f32_panels(s, A.data(), B.data(), want.data());
     else
       onednn_gemm_f32_transposed(s, A.data(), B.data(), want.data());
     EXPECT_TRUE(bitwise_equal(got, want)) << "M=" << s.M;
