@@ -363,7 +363,7 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   EXPECT_GT(c.link_bytes_per_s, 1e7);
   EXPECT_LT(c.link_bytes_per_s, 1e11);
   EXPECT_LT(c.latency_seconds, 10e-3);
-  ASSERT_EQ(c.grid.points.size(), 4u);  // quick: 2 microbatches x 2 widths
+  ASSERT_EQ(c.grid.points.size(), 6u);  // quick: 3 microbatches (1, 8, 32) x 2 widths
   // ZeRO's collectives measured beside the all-reduce fit's prediction: one size, both ops, the
   // fit of their own rank count (2 ranks: (n-1) = 1 step of a + S/(2B)).
   ASSERT_EQ(c.sharded.size(), 2u);
