@@ -309,7 +309,8 @@ int main(int argc, char** argv) {
   const bench::Range share = per_round(0, 1, flops / ref_flops);
   std::printf(
       "\nfp32: the step runs at %.1f%% [%.1f..%.1f] of oneDNN's fp32 matmul rate (%.1f GFLOP/s) (goal >= 85%%): %s\n",
-      100.0 * share.median, 100.0 * share.lo, 100.0 * share.hi, ref_rate / 1e9, share.median >= 0.85 ? "met" : "NOT met");
+      100.0 * share.median, 100.0 * share.lo, 100.0 * share.hi, ref_rate / 1e9,
+      share.median >= 0.85 ? "met" : "NOT met");
   if (mixed) {
     std::printf("\n");
     section(9, 11, 19);

@@ -84,9 +84,10 @@ void validate(const ClusterSpec& c, const std::string& where) {
   if (!c.device.gemm_rates.empty()) {
     for (const auto& p : c.device.gemm_rates)
       if (p.microbatch <= 0 || p.hidden <= 0 || p.ffn <= 0 || !(p.flops_per_s > 0) || std::isinf(p.flops_per_s))
-        throw ConfigError(where + ".device.gemm_rate", std::to_string(p.microbatch) + " x " + std::to_string(p.hidden) +
-                                                           " x " + std::to_string(p.ffn),
-                          "every point needs a positive microbatch, hidden, ffn and rate");
+        throw ConfigError(
+            where + ".device.gemm_rate",
+            std::to_string(p.microbatch) + " x " + std::to_string(p.hidden) + " x " + std::to_string(p.ffn),
+            "every point needs a positive microbatch, hidden, ffn and rate");
     // A full grid: each (microbatch, width) once, and as many points as microbatches x widths.
     std::set<int64_t> bs;
     std::set<double> ws;

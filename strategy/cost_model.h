@@ -96,7 +96,7 @@ class GemmTimes {
   double effective_flops(const Op& op) const;
 
  private:
-  double uniform_ = 1;  // an MLP on a rate grid: every layer's forward and backward (gemm_rate_factor)
+  double uniform_ = 1;         // an MLP on a rate grid: every layer's forward and backward (gemm_rate_factor)
   std::vector<double> flops_;  // forward FLOPs per token, per layer (the split of an op's FLOPs)
   std::vector<double> forward_factor_, backward_factor_;
 };

@@ -123,7 +123,8 @@ GemmTimes::GemmTimes(const ModelSpec& m, const std::vector<LayerSpec>& layers, c
 
 double gemm_rate_factor(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
   if (m.kind != ModelKind::kMlp || c.device.gemm_rates.empty() || p.microbatch <= 0 || p.tp <= 0) return 1;
-  return c.device_flops_per_s(Precision::kFp32) / gemm_rate_at(c.device.gemm_rates, p.microbatch, m.hidden, m.ffn / p.tp);
+  return c.device_flops_per_s(Precision::kFp32) /
+         gemm_rate_at(c.device.gemm_rates, p.microbatch, m.hidden, m.ffn / p.tp);
 }
 
 double GemmTimes::effective_flops(const Op& op) const {

@@ -226,7 +226,8 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
                "one per point: gemm_rate_microbatch has " + std::to_string(mbs->size()));
       for (size_t i = 0; i < mbs->size(); ++i) {
         if ((*mbs)[i] != std::floor((*mbs)[i]) || (*hs)[i] != std::floor((*hs)[i]) || (*fs)[i] != std::floor((*fs)[i]))
-          d.fail("gemm_rate_microbatch", "(point " + std::to_string(i) + ")", "microbatch, hidden and ffn are whole numbers");
+          d.fail("gemm_rate_microbatch", "(point " + std::to_string(i) + ")",
+                 "microbatch, hidden and ffn are whole numbers");
         c.device.gemm_rates.push_back(
             {int64_t((*mbs)[i]), int64_t((*hs)[i]), int64_t((*fs)[i]), (*rates)[i] * units::kGiga});
       }
@@ -360,36 +361,37 @@ nlohmann::json to_json(const ModelSpec& m) {
 nlohmann::json to_json(const ClusterSpec& c) {
   auto finite = [](double v) { return std::isinf(v) ? nlohmann::json("inf") : nlohmann::json(v); };
   nlohmann::json j = {{"name", c.name},
-          {"nodes", c.nodes},
-          {"devices_per_node", c.devices_per_node},
-          {"devices", c.devices()},
-          {"cores_per_node", c.cores_per_node},
-          {"comm_cpu_seconds_per_byte", c.comm_cpu_seconds_per_byte},
-          {"calibrated", c.calibrated},
-          {"device",
-           {{"name", c.device.name},
-            {"memory_bytes", c.device.memory_bytes},
-            {"peak_flops_fp32", c.device.peak_flops_fp32},
-            {"peak_flops_bf16", c.device.peak_flops_bf16},
-            {"memory_bytes_per_s", c.device.memory_bytes_per_s},
-            {"gemm_efficiency", c.device.gemm_efficiency},
-            {"memory_efficiency", c.device.memory_efficiency},
-            {"first_touch_bytes_per_s", c.device.first_touch_bytes_per_s}}},
-          {"intra",
-           {{"kind", c.intra.kind},
-            {"bytes_per_s", finite(c.intra.bytes_per_s)},
-            {"latency_seconds", c.intra.latency_seconds},
-            {"protocol_efficiency", c.intra.protocol_efficiency}}},
-          {"inter",
-           {{"kind", c.inter.kind},
-            {"bytes_per_s", finite(c.inter.bytes_per_s)},
-            {"latency_seconds", c.inter.latency_seconds},
-            {"protocol_efficiency", c.inter.protocol_efficiency},
-            {"nics_per_node", c.nics_per_node}}}};
+                      {"nodes", c.nodes},
+                      {"devices_per_node", c.devices_per_node},
+                      {"devices", c.devices()},
+                      {"cores_per_node", c.cores_per_node},
+                      {"comm_cpu_seconds_per_byte", c.comm_cpu_seconds_per_byte},
+                      {"calibrated", c.calibrated},
+                      {"device",
+                       {{"name", c.device.name},
+                        {"memory_bytes", c.device.memory_bytes},
+                        {"peak_flops_fp32", c.device.peak_flops_fp32},
+                        {"peak_flops_bf16", c.device.peak_flops_bf16},
+                        {"memory_bytes_per_s", c.device.memory_bytes_per_s},
+                        {"gemm_efficiency", c.device.gemm_efficiency},
+                        {"memory_efficiency", c.device.memory_efficiency},
+                        {"first_touch_bytes_per_s", c.device.first_touch_bytes_per_s}}},
+                      {"intra",
+                       {{"kind", c.intra.kind},
+                        {"bytes_per_s", finite(c.intra.bytes_per_s)},
+                        {"latency_seconds", c.intra.latency_seconds},
+                        {"protocol_efficiency", c.intra.protocol_efficiency}}},
+                      {"inter",
+                       {{"kind", c.inter.kind},
+                        {"bytes_per_s", finite(c.inter.bytes_per_s)},
+                        {"latency_seconds", c.inter.latency_seconds},
+                        {"protocol_efficiency", c.inter.protocol_efficiency},
+                        {"nics_per_node", c.nics_per_node}}}};
   if (!c.device.gemm_rates.empty()) {
     nlohmann::json grid = nlohmann::json::array();
     for (const GemmRatePoint& p : c.device.gemm_rates)
-      grid.push_back({{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn}, {"flops_per_s", p.flops_per_s}});
+      grid.push_back(
+          {{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn}, {"flops_per_s", p.flops_per_s}});
     j["device"]["gemm_rates"] = grid;
   }
   return j;

@@ -447,8 +447,9 @@ TEST(WorkloadProfile, GivesTheClusterThePlansFlopsOverTheProfiledTimes) {
   // A calibrated cluster's rate grid goes: the profile measured this workload's own rate.
   c.device.gemm_rates = {{1, 64, 256, 1e9}, {8, 64, 256, 8e9}};
   EXPECT_TRUE(cluster_for_profile(c, m, plan, p).device.gemm_rates.empty());
-  EXPECT_NEAR(strategy::estimate_step(m, plan, strategy::with_world(cluster_for_profile(c, m, plan, p), 1)).step_seconds,
-              e.step_seconds, 1e-12);
+  EXPECT_NEAR(
+      strategy::estimate_step(m, plan, strategy::with_world(cluster_for_profile(c, m, plan, p), 1)).step_seconds,
+      e.step_seconds, 1e-12);
   c.calibrated = false;  // the placeholder preset keeps its own figures
   EXPECT_EQ(cluster_for_profile(c, m, plan, p).device.peak_flops_fp32, c.device.peak_flops_fp32);
 }

@@ -554,7 +554,8 @@ TEST(CostModel, AnMlpOnARateGridRunsAtItsOwnShapesRate) {
   // grid adds nine times their FLOPs at the device's rate, nothing else.
   ClusterSpec flat = c;
   flat.device.gemm_rates.clear();
-  const StepEstimate on_grid = estimate_step(m, one, with_world(c, 1)), without = estimate_step(m, one, with_world(flat, 1));
+  const StepEstimate on_grid = estimate_step(m, one, with_world(c, 1)),
+                     without = estimate_step(m, one, with_world(flat, 1));
   EXPECT_NEAR(on_grid.ranks[0].compute_seconds - without.ranks[0].compute_seconds, 9 * gemm_flops / 50e9,
               1e-9 * on_grid.ranks[0].compute_seconds);
   // A transformer, or an MLP on a cluster without the grid: no change.

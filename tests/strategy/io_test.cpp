@@ -213,8 +213,8 @@ TEST(Toml, ClusterWrittenByCalibrationReadsBack) {
 // refused with the key named.
 TEST(Toml, GemmRateGridReadsBackAndMustBeFull) {
   ClusterSpec c = load_cluster("cpu-local");
-  c.device.gemm_rates = {{1, 256, 1024, 4.5e9}, {32, 256, 1024, 61.25e9}, {1, 1024, 4096, 3.25e9},
-                         {32, 1024, 4096, 80.5e9}};
+  c.device.gemm_rates = {
+      {1, 256, 1024, 4.5e9}, {32, 256, 1024, 61.25e9}, {1, 1024, 4096, 3.25e9}, {32, 1024, 4096, 80.5e9}};
   const ClusterSpec back = parse_cluster_toml(cluster_to_toml(c, "x"), "cal.toml");
   ASSERT_EQ(back.device.gemm_rates.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
@@ -242,10 +242,11 @@ TEST(Toml, GemmRateGridReadsBackAndMustBeFull) {
   };
   // Three of four points: not every microbatch with every width.
   std::string three = with("gemm_rate_microbatch = [1, 32, 1, 32]", "gemm_rate_microbatch = [1, 32, 1]");
-  for (const auto& [from, to] : {std::pair<std::string, std::string>{"gemm_rate_hidden = [256, 256, 1024, 1024]",
-                                                                     "gemm_rate_hidden = [256, 256, 1024]"},
-                                 {"gemm_rate_ffn = [1024, 1024, 4096, 4096]", "gemm_rate_ffn = [1024, 1024, 4096]"},
-                                 {"gemm_rate_gflops = [4.5, 61.25, 3.25, 80.5]", "gemm_rate_gflops = [4.5, 61.25, 3.25]"}}) {
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"gemm_rate_hidden = [256, 256, 1024, 1024]",
+                                            "gemm_rate_hidden = [256, 256, 1024]"},
+        {"gemm_rate_ffn = [1024, 1024, 4096, 4096]", "gemm_rate_ffn = [1024, 1024, 4096]"},
+        {"gemm_rate_gflops = [4.5, 61.25, 3.25, 80.5]", "gemm_rate_gflops = [4.5, 61.25, 3.25]"}}) {
     const size_t at = three.find(from);
     ASSERT_NE(at, std::string::npos) << from << " in\n" << three;
     three.replace(at, from.size(), to);

@@ -128,8 +128,7 @@ struct OneDnn {
     return primitives.emplace(key, std::move(e)).first->second;
   }
 
-  void run(const GemmShape& s, bool bf16, const void* A, const void* B, float* C, const float* bias,
-           int64_t lda = 0) {
+  void run(const GemmShape& s, bool bf16, const void* A, const void* B, float* C, const float* bias, int64_t lda = 0) {
     if (s.M == 0 || s.N == 0) return;
     if (s.K == 0) {  // oneDNN rejects empty reductions: C = bias (+ C)
       openblas_gemm_f32(s, nullptr, nullptr, C, bias);
@@ -185,7 +184,8 @@ void run_transposed(const GemmShape& s, bool bf16, const void* A, const void* B,
 void run_panels(const GemmShape& s, const float* A, const float* B, float* C, const float* bias) {
   if (s.M == 0 || s.N == 0 || s.K == 0) return onednn().run(s, false, A, B, C, bias);
   for (int64_t k0 = 0; k0 < s.K; k0 += kPanelRows) {
-    const GemmShape panel{.M = s.M, .N = s.N, .K = std::min(kPanelRows, s.K - k0), .accumulate = s.accumulate || k0 > 0};
+    const GemmShape panel{
+        .M = s.M, .N = s.N, .K = std::min(kPanelRows, s.K - k0), .accumulate = s.accumulate || k0 > 0};
     onednn().run(panel, false, A + k0, B + k0 * s.N, C, k0 == 0 ? bias : nullptr, s.K);
   }
 }

@@ -59,7 +59,6 @@ void onednn_gemm_bf16_transposed(const GemmShape& s, const uint16_t* A, const ui
 // The panel route: C (=|+=) sum over k0 of A[:, k0:k0+128] B[k0:k0+128, :] (+ bias), in order of
 // k0; the same result as onednn_gemm_f32 up to rounding. Throws RuntimeError on a transposed
 // operand.
-void onednn_gemm_f32_panels(const GemmShape& s, const float* A, const float* B, float* C,
-                            const float* bias = nullptr);
+void onednn_gemm_f32_panels(const GemmShape& s, const float* A, const float* B, float* C, const float* bias = nullptr);
 
 }  // namespace parlab::compute::cpu
