@@ -2,13 +2,19 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the unit tests that need no real
 # processes and assert no timing: the strategy layer, the simulator, the results database, the
 # communicator with threads as ranks (Gloo over an in-process store, and the shared-memory
-# backend), the rubric and the layer rules. Built in build-asan/ (PARLAB_ASAN_BUILD_DIR) without
-# the GUI and the GPU backend, at -O1 without debug info to stay inside CI's budget; every
-# finding fails the run (-fno-sanitize-recover). scripts/test.sh runs it after the suite.
+# backend) and the layer rules. Built in build-asan/ (PARLAB_ASAN_BUILD_DIR) without the GUI and
+# the GPU backend, at -O0 without debug info to stay inside CI's budget; every finding fails the
+# run (-fno-sanitize-recover). scripts/test.sh runs it before the suite.
+#
+# CI's budget (30 minutes on 2 cores, build included): this build cost 830 s of CI's 2653 s at
+# -O1 with the rubric. -O0 compiles each unit ~37% faster (sim/result.cpp: 31 s -> 19 s) and the
+# six suites still run in about a minute. The rubric's tests are left out: its library links
+# the launcher (verify.cpp runs the kill-and-resume proof), which pulled the trainer, checkpoints
+# and the hang analysis into this build, about half of its compile time, for 8 ms of tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${PARLAB_ASAN_BUILD_DIR:-$root/build-asan}"
-flags="-O1 -g0 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+flags="-O0 -g0 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 if [ ! -f "$build/build.ninja" ]; then
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
@@ -26,7 +32,6 @@ suites=(
   "tests/db/test_db:-*Concurren*:*Process*"
   "tests/runtime/comm/test_comm:-*MultiProcess*:*Multiprocess*:*TcpStore*:*Timeout*:*Desync*"
   "tests/runtime/comm/test_comm_shm:-*MultiProcess*:*Multiprocess*:*Timeout*:*Desync*:*Process*"
-  "tests/rubric/test_rubric:*"
   "tests/layers/test_layers:*"
 )
 targets=()
