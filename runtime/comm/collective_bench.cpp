@@ -50,7 +50,7 @@ class BenchBuffers {
     }
   }
 
-  // All-reduce and broadcast work in place, so the input is rewritten before every run.
+  // This rank's inputs (all-reduce and broadcast work in place: their input is the output).
   void fill() {
     const std::size_t offset = op_ == strategy::CollectiveOp::kAllGather ? rank_index() * piece_ : 0;
     for (std::size_t i = 0; i < a_.size(); ++i) a_[i] = fill_value(rank_, offset + i);
@@ -127,21 +127,25 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm, strateg
                             " B on " + std::to_string(n) + " ranks)");
     }
     BenchBuffers buffers(op, elements, comm.rank(), n);
-    for (int i = 0; i < warmup; ++i) {
-      buffers.fill();
-      buffers.run(comm, options);
-    }
-    // Only the collective sits inside the timed interval: the refill before it and the check
-    // after it are outside (nccl-tests times the same way).
+    // Checked once, on its own: filled, run, compared element by element.
+    buffers.fill();
+    comm.barrier(options)->wait();
+    buffers.run(comm, options);
+    const int64_t wrong = buffers.wrong();
+    // Then timed back to back on the same buffers, as nccl-tests times (in-place sums keep
+    // growing, exactly, which no longer matters). Refilling between runs let a rank that waited
+    // for the refill fall asleep in the barrier, and its wake-up (hundreds of microseconds on a
+    // loaded VM) landed in the next op's time: a 4 MiB shared-memory all-reduce measured 2.5-5 ms
+    // where back to back it takes about 1.
+    for (int i = 0; i < warmup; ++i) buffers.run(comm, options);
     std::vector<float> mine(static_cast<std::size_t>(iters));
-    int64_t wrong = 0;
+    comm.barrier(options)->wait();
+    auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) {
-      buffers.fill();
-      comm.barrier(options)->wait();
-      const auto t0 = std::chrono::steady_clock::now();
       buffers.run(comm, options);
-      mine[static_cast<std::size_t>(i)] = std::chrono::duration<float>(std::chrono::steady_clock::now() - t0).count();
-      wrong += buffers.wrong();
+      const auto t1 = std::chrono::steady_clock::now();
+      mine[static_cast<std::size_t>(i)] = std::chrono::duration<float>(t1 - t0).count();
+      t0 = t1;
     }
     // Every rank reports its wrong elements; the row counts them over all ranks.
     std::vector<float> wrong_mine = {static_cast<float>(wrong)}, wrong_all(static_cast<std::size_t>(n));

@@ -3,13 +3,14 @@
 // `iters` timed runs; a row reports the median time and the bandwidths of strategy/collectives.h
 // (algbw = S / t, busbw = algbw * bus_bandwidth_factor(op, n); S is the whole tensor, as there).
 //
-// Each run's input is refilled with rank-dependent values before its timed interval and its
-// output checked after it; a row counts the wrong elements over all ranks and runs (#wrong, as
-// nccl-tests prints), so a fast but broken collective does not go unseen.
+// One run per size is checked: its input filled with rank-dependent values, its output compared
+// element by element; a row counts the wrong elements over all ranks (#wrong, as nccl-tests
+// prints), so a fast but broken collective does not go unseen. The timed runs follow back to
+// back on the same buffers, after one barrier (nccl-tests times the same way).
 //
-// Every member of the communicator calls it with the same arguments. Each timed run starts after
-// a barrier and its time is the slowest rank's (an all-gather of the per-rank times), so every
-// rank returns the same rows.
+// Every member of the communicator calls it with the same arguments. A timed run's time on a
+// rank is from the end of its previous run to its own end; a row's time is the median over runs
+// of the slowest rank's (an all-gather of the per-rank times), so every rank returns the same rows.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -24,10 +25,10 @@ namespace parlab::comm {
 
 struct CollectiveBenchRow {
   double bytes = 0;    // S actually moved: rounded down to whole fp32 elements, a multiple of n
-  double seconds = 0;  // median over iters of the slowest rank's time
+  double seconds = 0;  // median over the back-to-back iters of the slowest rank's time
   double algbw_bytes_per_s = 0;
   double busbw_bytes_per_s = 0;
-  int64_t wrong = 0;  // output elements that differ from the expected result, all ranks and iters
+  int64_t wrong = 0;  // output elements that differ from the expected result, all ranks (one checked run)
 };
 
 // Throws ConfigError for iters < 1, warmup < 0 or a size under one element per rank.
