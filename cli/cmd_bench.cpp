@@ -56,7 +56,7 @@ std::vector<comm::BenchBackend> bench_backends(const std::string& which) {
 }
 
 std::string_view transport(comm::BenchBackend b) {
-  return b == comm::BenchBackend::kShm ? "shared memory (/dev/shm)" : "Gloo, tcp loopback";
+  return b == comm::BenchBackend::kShm ? "shared memory (/dev/shm), registered buffers" : "Gloo, tcp loopback";
 }
 
 void run_bench_collective(const CLI::App& cmd, const BenchCollectiveOptions& o) {

@@ -32,22 +32,26 @@ float sum_value(int n, std::size_t i) { return static_cast<float>(n * (n + 1) / 
 // what the collective must produce.
 class BenchBuffers {
  public:
-  BenchBuffers(strategy::CollectiveOp op, std::size_t elements, int rank, int n)
+  // The buffers are the group's registered memory (Communicator::allocate_registered), as the
+  // trainer's gradients are: on shared memory an all-reduce then reads the peers' data in place.
+  BenchBuffers(Communicator& comm, strategy::CollectiveOp op, std::size_t elements, int rank, int n)
       : op_(op), rank_(rank), n_(n), piece_(elements / static_cast<std::size_t>(n)) {
     switch (op) {
       case strategy::CollectiveOp::kAllReduce:
       case strategy::CollectiveOp::kBroadcast:
-        a_.resize(elements);
+        a_mem_ = comm.allocate_registered(elements);
         break;
       case strategy::CollectiveOp::kReduceScatter:
-        a_.resize(elements);
-        b_.resize(piece_);
+        a_mem_ = comm.allocate_registered(elements);
+        b_mem_ = comm.allocate_registered(piece_);
         break;
       case strategy::CollectiveOp::kAllGather:
-        a_.resize(piece_);
-        b_.resize(elements);
+        a_mem_ = comm.allocate_registered(piece_);
+        b_mem_ = comm.allocate_registered(elements);
         break;
     }
+    a_ = a_mem_.data;
+    b_ = b_mem_.data;
   }
 
   // This rank's inputs (all-reduce and broadcast work in place: their input is the output).
@@ -78,7 +82,7 @@ class BenchBuffers {
 
   int64_t wrong() const {
     int64_t bad = 0;
-    auto count = [&](const std::vector<float>& got, auto expected) {
+    auto count = [&](std::span<const float> got, auto expected) {
       for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] == expected(i) ? 0 : 1;
     };
     switch (op_) {
@@ -103,7 +107,8 @@ class BenchBuffers {
   strategy::CollectiveOp op_;
   int rank_, n_;
   std::size_t piece_;
-  std::vector<float> a_, b_;
+  RegisteredBuffer a_mem_, b_mem_;
+  std::span<float> a_, b_;
 };
 
 using parlab::median;
@@ -126,7 +131,7 @@ std::vector<CollectiveBenchRow> run_collective_bench(Communicator& comm, strateg
                         "must hold at least one fp32 element per rank (" + std::to_string(n * sizeof(float)) +
                             " B on " + std::to_string(n) + " ranks)");
     }
-    BenchBuffers buffers(op, elements, comm.rank(), n);
+    BenchBuffers buffers(comm, op, elements, comm.rank(), n);
     // Checked once, on its own: filled, run, compared element by element.
     buffers.fill();
     comm.barrier(options)->wait();

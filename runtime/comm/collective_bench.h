@@ -6,7 +6,9 @@
 // One run per size is checked: its input filled with rank-dependent values, its output compared
 // element by element; a row counts the wrong elements over all ranks (#wrong, as nccl-tests
 // prints), so a fast but broken collective does not go unseen. The timed runs follow back to
-// back on the same buffers, after one barrier (nccl-tests times the same way).
+// back on the same buffers, after one barrier (nccl-tests times the same way). The buffers are the
+// group's registered memory (Communicator::allocate_registered), as the trainer's gradient
+// buffers are, like nccl-tests -R.
 //
 // Every member of the communicator calls it with the same arguments. A timed run's time on a
 // rank is from the end of its previous run to its own end; a row's time is the median over runs

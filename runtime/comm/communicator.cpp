@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 #include "runtime/comm/flight_recorder.h"
 #include "strategy/collectives.h"
@@ -231,6 +234,19 @@ std::shared_ptr<Work> Communicator::recv(std::span<float> buf, int peer, const C
 }
 
 std::shared_ptr<Work> Communicator::barrier(const CollectiveOptions& o) { return run_barrier(o); }
+
+RegisteredBuffer Communicator::allocate_registered(std::size_t elements) {
+  if (elements == 0) return {};
+  return run_allocate_registered(elements);
+}
+
+RegisteredBuffer Communicator::run_allocate_registered(std::size_t elements) {
+  const std::size_t bytes = (elements * sizeof(float) + 63) / 64 * 64;
+  std::shared_ptr<float> mem(static_cast<float*>(std::aligned_alloc(64, bytes)), [](float* p) { std::free(p); });
+  if (!mem) throw std::bad_alloc();
+  std::memset(mem.get(), 0, bytes);
+  return {std::span<float>(mem.get(), elements), mem};
+}
 
 std::unique_ptr<Communicator> Communicator::split(const std::vector<int>& ranks, std::string name) {
   const std::vector<int>& members = world_ranks();

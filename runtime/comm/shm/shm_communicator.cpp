@@ -91,6 +91,39 @@ std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, cons
   return group;
 }
 
+// Registered memory for one allocate_registered call: rank 0 creates the arena and publishes its
+// name, the others map it, and rank 0 unlinks the name once all did (as connect_group).
+shm::Arena connect_arena(Store& store, int rank, int size, std::size_t block_bytes, const ShmOptions& o,
+                         const std::string& what) {
+  std::string name;
+  shm::Arena arena;
+  try {
+    if (rank == 0) {
+      name = shm::new_segment_name();
+      arena = shm::Arena::create(name, size, block_bytes);
+      store.set("name", std::vector<char>(name.begin(), name.end()));
+    } else {
+      store.wait({"name"}, o.timeout);
+      name = text_of(store.get("name"));
+      arena = shm::Arena::attach(name, size, block_bytes);
+    }
+    store.set("mapped/" + std::to_string(rank), {'1'});
+    if (rank == 0) {
+      std::vector<std::string> keys;
+      for (int r = 0; r < size; ++r) keys.push_back("mapped/" + std::to_string(r));
+      store.wait(keys, o.timeout);
+      if (!std::getenv("PARLAB_SHM_KEEP_NAMES")) shm::Segment::unlink(name);
+    }
+  } catch (const StoreTimeout& e) {
+    if (rank == 0 && !name.empty()) shm::Segment::unlink(name);
+    throw RendezvousError(what + ": not every rank mapped the registered memory: " + e.what(), true);
+  } catch (const RuntimeError& e) {
+    if (rank == 0 && !name.empty()) shm::Segment::unlink(name);
+    throw RendezvousError(what + ": " + e.what(), false);
+  }
+  return arena;
+}
+
 class ShmCommunicator final : public Communicator {
  public:
   ShmCommunicator(std::shared_ptr<ShmWorld> world, std::unique_ptr<shm::Group> group, std::string name,
@@ -113,10 +146,45 @@ class ShmCommunicator final : public Communicator {
 
  protected:
   std::shared_ptr<Work> run_all_reduce(std::span<float> buf, const CollectiveOptions& o) override {
-    const auto fp = Fingerprint().add(OpKind::kAllReduce).add(o.tag).add(buf.size()).value();
+    const Registered reg = registered(buf);
+    // Where the buffer lies is part of the call: ranks that disagree never combine data.
+    const auto fp = Fingerprint()
+                        .add(OpKind::kAllReduce)
+                        .add(o.tag)
+                        .add(buf.size())
+                        .add(reg.arena ? reg.id : -1)
+                        .add(reg.offset)
+                        .value();
+    if (reg.arena && size() > 1) {
+      std::vector<const float*> at(static_cast<std::size_t>(size()));
+      for (int p = 0; p < size(); ++p) at[static_cast<std::size_t>(p)] = reg.arena->block(p) + reg.offset;
+      return collective(OpKind::kAllReduce, bytes(buf.size()), o,
+                        [g = group_.get(), buf, at = std::move(at), keep = reg.arena, fp](const OpInfo& i) {
+                          g->all_reduce_registered(buf, at, i, fp);
+                        });
+    }
     return collective(OpKind::kAllReduce, bytes(buf.size()), o, [g = group_.get(), buf, fp](const OpInfo& i) {
       if (g->size() > 1) g->all_reduce(buf, i, fp);
     });
+  }
+
+  RegisteredBuffer run_allocate_registered(std::size_t elements) override {
+    if (size() == 1) return Communicator::run_allocate_registered(elements);
+    queue_.check_usable();
+    const std::size_t block = (elements * sizeof(float) + 4095) / 4096 * 4096;
+    int id = 0;
+    {
+      std::lock_guard lock(issue_mu_);
+      id = registered_made_++;
+    }
+    auto store =
+        make_prefixed_store(world_->store, group_scope(world_->options, name_) + "/registered." + std::to_string(id));
+    auto arena = std::make_shared<shm::Arena>(
+        connect_arena(*store, rank(), size(), block, world_->options, "registered memory of group " + name_));
+    std::lock_guard lock(registered_mu_);
+    std::erase_if(registered_, [](const auto& r) { return r.arena.expired(); });
+    registered_.push_back({arena, id});
+    return {std::span<float>(arena->block(rank()), elements), arena};
   }
   std::shared_ptr<Work> run_reduce_scatter(std::span<const float> in, std::span<float> out,
                                            const CollectiveOptions& o) override {
@@ -185,6 +253,25 @@ class ShmCommunicator final : public Communicator {
  private:
   using Body = std::function<void(const OpInfo&)>;
 
+  // A buffer inside this rank's block of registered memory: which allocation, and where in it.
+  struct Registered {
+    std::shared_ptr<shm::Arena> arena;
+    int id = -1;
+    std::size_t offset = 0;  // elements from the block's start
+  };
+  Registered registered(std::span<const float> buf) {
+    std::lock_guard lock(registered_mu_);
+    for (const auto& r : registered_) {
+      auto arena = r.arena.lock();
+      if (!arena) continue;
+      const float* block = arena->block(rank());
+      const std::size_t capacity = arena->block_bytes() / sizeof(float);
+      if (buf.data() >= block && buf.data() + buf.size() <= block + capacity)
+        return {std::move(arena), r.id, static_cast<std::size_t>(buf.data() - block)};
+    }
+    return {};
+  }
+
   static double bytes(std::size_t elements) { return static_cast<double>(elements) * sizeof(float); }
 
   OpInfo make_info(OpKind op, std::uint64_t seq, double n_bytes, const CollectiveOptions& o, int peer) const {
@@ -237,6 +324,13 @@ class ShmCommunicator final : public Communicator {
   std::uint64_t next_seq_ = 0;
   std::map<int, std::uint64_t> sent_, received_;
   std::map<std::string, int> splits_;
+  int registered_made_ = 0;  // allocate_registered calls, which every rank makes in one order
+  struct RegisteredEntry {
+    std::weak_ptr<shm::Arena> arena;
+    int id;
+  };
+  std::mutex registered_mu_;
+  std::vector<RegisteredEntry> registered_;
   OpQueue queue_;  // last: its thread stops before the members above go away
 };
 

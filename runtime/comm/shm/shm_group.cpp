@@ -255,6 +255,24 @@ void Group::all_reduce(std::span<float> buf, const OpInfo& info, std::uint64_t f
   }
 }
 
+void Group::all_reduce_registered(std::span<float> buf, const std::vector<const float*>& at, const OpInfo& info,
+                                  std::uint64_t fingerprint) {
+  const int n = size();
+  const std::size_t m = buf.size();
+  auto lo = [&](int q) { return m * static_cast<std::size_t>(q) / static_cast<std::size_t>(n); };
+  enter(info, fingerprint);
+  arrive_and_wait(info);
+  check_stamps(info, fingerprint);
+  const std::size_t a = lo(rank_), len = lo(rank_ + 1) - a;
+  std::vector<const float*> src(static_cast<std::size_t>(n));
+  for (int p = 0; p < n; ++p) src[static_cast<std::size_t>(p)] = at[static_cast<std::size_t>(p)] + a;
+  sum_in_rank_order(src.data(), n, len, buf.data() + a, nullptr);
+  arrive_and_wait(info);
+  for (int q = 0; q < n; ++q)
+    if (q != rank_) copy(buf.data() + lo(q), at[static_cast<std::size_t>(q)] + lo(q), lo(q + 1) - lo(q));
+  arrive_and_wait(info);
+}
+
 void Group::reduce_scatter(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
                            const OpInfo& info, std::uint64_t fingerprint) {
   const int n = size();

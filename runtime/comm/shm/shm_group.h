@@ -21,6 +21,15 @@
 // and every rank (they all copy the one sum). Reduce-scatter is steps 1-3 per round, with each
 // destination's part at its own offset of the input (counts may differ, as ZeRO cuts them).
 //
+// All-reduce over registered memory (Communicator::allocate_registered): every rank's buffer is
+// in a block every rank maps, so nothing goes through staging:
+//   1. barrier (every rank's input is ready)
+//   2. rank r sums part r in rank order, reading the peers' part r where it lies, into its own
+//   3. barrier
+//   4. rank r copies every other part's sum from its owner's buffer
+//   5. barrier (no rank changes its buffer while a peer still reads it)
+// Each rank moves 2.5 S on 2 ranks instead of 4 S (the copies into staging and out of it go).
+//
 // Desync: on entering a collective each rank stamps its slot with the op's sequence number and
 // a fingerprint (op, tag, counts, root). After the first barrier every rank compares the stamps;
 // ranks that disagree never combine data: like Gloo (whose tags then never match) each waits out
@@ -53,6 +62,9 @@ class Group {
 
   // `fingerprint` identifies the call (same on every rank that issues the same op).
   void all_reduce(std::span<float> buf, const OpInfo& info, std::uint64_t fingerprint);
+  // `at[p]`: where rank p's copy of the buffer lies in this process (at[rank()] == buf.data()).
+  void all_reduce_registered(std::span<float> buf, const std::vector<const float*>& at, const OpInfo& info,
+                             std::uint64_t fingerprint);
   void reduce_scatter(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
                       const OpInfo& info, std::uint64_t fingerprint);
   void all_gather(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts, const OpInfo& info,

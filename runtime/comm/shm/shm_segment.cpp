@@ -93,6 +93,76 @@ Segment Segment::create(const std::string& name, int size, std::size_t slot_byte
   return s;
 }
 
+namespace {
+
+// Opens (or creates) `name` and maps `length` bytes of it; creating sizes it owner-only.
+std::byte* map_named(const std::string& name, std::size_t length, bool create) {
+  const int fd =
+      create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : ::shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) fail(create ? "creating" : "opening", name, errno);
+  if (create && (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(length)) != 0)) {
+    const int err = errno;
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    fail("sizing", name, err);
+  }
+  struct stat st {};
+  if (!create && (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(length))) {
+    ::close(fd);
+    throw RuntimeError("shared memory: " + name + " is not the registered memory expected (" + std::to_string(length) +
+                       " B)");
+  }
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    if (create) ::shm_unlink(name.c_str());
+    fail("mapping", name, err);
+  }
+  return static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
+Arena Arena::create(const std::string& name, int size, std::size_t block_bytes) {
+  Arena a;
+  a.size_ = size;
+  a.block_bytes_ = block_bytes;
+  a.length_ = static_cast<std::size_t>(size) * block_bytes;
+  a.base_ = map_named(name, a.length_, true);
+  return a;
+}
+
+Arena Arena::attach(const std::string& name, int size, std::size_t block_bytes) {
+  Arena a;
+  a.size_ = size;
+  a.block_bytes_ = block_bytes;
+  a.length_ = static_cast<std::size_t>(size) * block_bytes;
+  a.base_ = map_named(name, a.length_, false);
+  return a;
+}
+
+Arena::Arena(Arena&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)),
+      length_(std::exchange(o.length_, 0)),
+      block_bytes_(o.block_bytes_),
+      size_(o.size_) {}
+
+Arena& Arena::operator=(Arena&& o) noexcept {
+  if (this != &o) {
+    if (base_) ::munmap(base_, length_);
+    base_ = std::exchange(o.base_, nullptr);
+    length_ = std::exchange(o.length_, 0);
+    block_bytes_ = o.block_bytes_;
+    size_ = o.size_;
+  }
+  return *this;
+}
+
+Arena::~Arena() {
+  if (base_) ::munmap(base_, length_);
+}
+
 Segment Segment::attach(const std::string& name, int size) {
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) fail("opening", name, errno);

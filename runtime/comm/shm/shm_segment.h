@@ -92,6 +92,33 @@ class Segment {
   std::size_t ranks_at_ = 0, channels_at_ = 0, staging_at_ = 0, channel_data_at_ = 0;
 };
 
+// Registered memory of one group (Communicator::allocate_registered): one block per rank, each
+// page-aligned, every rank mapping all of them, so a collective over a rank's block reads the
+// peers' blocks where they lie. Created and unlinked as a Segment is; unmaps on destruction.
+class Arena {
+ public:
+  // Creates `name` exclusively (0600) with `size` blocks of `block_bytes` (a multiple of 4096).
+  static Arena create(const std::string& name, int size, std::size_t block_bytes);
+  // Maps an existing arena and checks its length.
+  static Arena attach(const std::string& name, int size, std::size_t block_bytes);
+
+  Arena() = default;
+  Arena(Arena&& o) noexcept;
+  Arena& operator=(Arena&& o) noexcept;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+
+  float* block(int r) const { return reinterpret_cast<float*>(base_ + static_cast<std::size_t>(r) * block_bytes_); }
+  std::size_t block_bytes() const { return block_bytes_; }
+  int size() const { return size_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t length_ = 0, block_bytes_ = 0;
+  int size_ = 0;
+};
+
 // Sleeps until *word != expected, a wake, or `timeout` (FUTEX_WAIT on a shared mapping).
 void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, std::chrono::nanoseconds timeout);
 void futex_wake_all(std::atomic<std::uint32_t>& word);

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -122,6 +124,52 @@ TEST(ShmDeterminism, AllReduceIsTheRankOrderSumBitForBit) {
       sync.arrive_and_wait();
     });
   }
+}
+
+// Registered memory (allocate_registered): an all-reduce over any span of it, whole or at an
+// offset, odd sizes and 2-4 ranks, is bit for bit the rank-order sum of the staging path, twice in
+// a row on the same memory; ordinary memory beside it still works; the names are gone once mapped.
+TEST(ShmRegistered, AllReduceInPlaceIsTheRankOrderSumBitForBit) {
+  ScopedPrefix p("registered");
+  for (int n : {2, 3, 4}) {
+    auto input = [](int r, std::size_t i) { return static_cast<float>((r * 7919 + i * 104729) % 1000) / 7.0f; };
+    testing::run_ranks(n, [&](int r, Communicator& comm) {
+      const std::size_t count = 100003;  // not a multiple of any n: uneven parts
+      RegisteredBuffer reg = comm.allocate_registered(count + 77);
+      ASSERT_EQ(reg.data.size(), count + 77);
+      EXPECT_TRUE(std::all_of(reg.data.begin(), reg.data.end(), [](float v) { return v == 0.0f; }));
+      comm.barrier(op_options())->wait();  // rank 0 unlinked the name before it came here
+      EXPECT_TRUE(segments_named(p.prefix()).empty()) << "rank " << r << ": the name outlived the mapping";
+      for (std::size_t offset : {std::size_t{0}, std::size_t{77}}) {
+        std::span<float> buf = reg.data.subspan(offset, count);
+        std::vector<float> plain(count);
+        for (std::size_t i = 0; i < count; ++i) buf[i] = plain[i] = input(r, i);
+        comm.all_reduce(buf, op_options("registered"))->wait();
+        comm.all_reduce(plain, op_options("plain"))->wait();
+        ASSERT_EQ(std::memcmp(buf.data(), plain.data(), count * sizeof(float)), 0) << "n " << n << " rank " << r;
+        float first = input(0, 5);
+        for (int q = 1; q < n; ++q) first += input(q, 5);
+        EXPECT_EQ(buf[5], first);
+        comm.all_reduce(buf, op_options("again"))->wait();  // the sum of n equal sums
+        EXPECT_EQ(buf[count - 1], plain[count - 1] * static_cast<float>(n)) << "n " << n;
+      }
+    });
+  }
+}
+
+// A rank that passes ordinary memory where its peer passes registered memory issues another
+// collective: no data is combined, and the op fails naming the disagreement, as a desync does.
+TEST(ShmRegistered, RegisteredOnOneRankOnlyIsADesyncNotASilentMix) {
+  testing::run_ranks(2, [&](int r, Communicator& comm) {
+    RegisteredBuffer reg = comm.allocate_registered(64);
+    std::vector<float> plain(64, 1.0f);
+    std::fill(reg.data.begin(), reg.data.end(), 1.0f);
+    CollectiveOptions o = op_options("mixed");
+    o.timeout = std::chrono::milliseconds(300);
+    std::span<float> mine = r == 0 ? reg.data : std::span<float>(plain);
+    EXPECT_THROW(comm.all_reduce(mine, o)->wait(), CollectiveTimeout);
+    EXPECT_EQ(mine[0], 1.0f) << "nothing was added";
+  });
 }
 
 // Large point-to-point messages cross many channel slices in both directions.
