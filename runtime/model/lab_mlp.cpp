@@ -166,18 +166,45 @@ std::span<const float> LabMlp::param(std::string_view name) const {
 std::span<float> LabMlp::grad(std::string_view name) {
   require_held(storage_.grads, name, "gradients");
   const FlatRange r = local_range(name);
-  return std::span<float>(grads_).subspan(r.begin, r.numel());
+  return grads().subspan(r.begin, r.numel());
 }
 
 std::span<const float> LabMlp::grad(std::string_view name) const {
   require_held(storage_.grads, name, "gradients");
   const FlatRange r = local_range(name);
-  return std::span<const float>(grads_).subspan(r.begin, r.numel());
+  return grads().subspan(r.begin, r.numel());
 }
 
 void LabMlp::zero_grads() {
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  const std::span<float> g = grads();
+  std::fill(g.begin(), g.end(), 0.0f);
   mark_bf16_stale();
+}
+
+void LabMlp::adopt_grads(std::span<float> storage, std::shared_ptr<void> keep) {
+  if (!storage_.grads) throw RuntimeError("adopt_grads: this model holds no gradients (ZeRO-2/3 shards them)");
+  if (static_cast<int64_t>(storage.size()) != owned_.numel()) {
+    throw RuntimeError("adopt_grads: " + std::to_string(storage.size()) + " elements for " +
+                       std::to_string(owned_.numel()) + " gradients");
+  }
+  const std::span<const float> now = grads();
+  std::copy(now.begin(), now.end(), storage.begin());
+  bind_grads(owned_, storage);
+  // The charge moves with the bytes: grads_ releases its own first (the peak stays one buffer),
+  // then the new buffer is charged until the model (the last holder of `adopted_keep_`) goes.
+  CountedVector<float>(grads_.get_allocator()).swap(grads_);
+  struct Charge {
+    std::shared_ptr<void> keep;
+    MemoryAccount* account;
+    int64_t bytes;
+    ~Charge() {
+      if (account) account->release(MemoryCategory::kGradients, bytes);
+    }
+  };
+  const auto bytes = static_cast<int64_t>(storage.size() * sizeof(float));
+  if (storage_.account) storage_.account->allocate(MemoryCategory::kGradients, bytes);
+  adopted_keep_ = std::shared_ptr<Charge>(new Charge{std::move(keep), storage_.account, bytes});
+  adopted_grads_ = storage;
 }
 
 // PyTorch nn.Linear's U(-1/sqrt(fan_in), 1/sqrt(fan_in)), except the layer that writes into the

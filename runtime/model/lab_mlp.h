@@ -89,8 +89,10 @@ class LabMlp : public Model {
     return params_;
   }
   std::span<const float> params() const { return params_; }
-  std::span<float> grads() { return grads_; }
-  std::span<const float> grads() const { return grads_; }
+  std::span<float> grads() { return adopted_grads_.empty() ? std::span<float>(grads_) : adopted_grads_; }
+  std::span<const float> grads() const {
+    return adopted_grads_.empty() ? std::span<const float>(grads_) : std::span<const float>(adopted_grads_);
+  }
   // One named tensor's view (must be owned; throws RuntimeError otherwise).
   std::span<float> param(std::string_view name);
   std::span<const float> param(std::string_view name) const;
@@ -121,6 +123,13 @@ class LabMlp : public Model {
   // them. Throws RuntimeError on a range that cuts a tensor or leaves the owned layers.
   void bind_params(FlatRange range, std::span<float> storage);
   void bind_grads(FlatRange range, std::span<float> storage);
+
+  // Moves the whole gradient buffer into `storage` (owned_range().numel() elements; the current
+  // gradients are copied), kept alive by `keep`: the data-parallel group's registered memory,
+  // which its all-reduce reads in place (comm::Communicator::allocate_registered). Charged to the
+  // account as the gradients it replaces, and released with the model. Throws RuntimeError when
+  // the model holds no gradients or the size differs.
+  void adopt_grads(std::span<float> storage, std::shared_ptr<void> keep);
 
   // The initial values of flat elements [range.begin, range.end) into `out`: what init_params
   // writes there, so a ZeRO-3 shard is initialised without the whole model ever existing.
@@ -199,6 +208,8 @@ class LabMlp : public Model {
   FlatRange owned_;
   ModelStorage storage_;
   CountedVector<float> params_, grads_;
+  std::span<float> adopted_grads_;          // adopt_grads(): where the gradients live instead of grads_
+  std::shared_ptr<void> adopted_keep_;      // keeps it mapped, and releases its charge with the model
   CountedVector<float> scratch_;            // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
   std::vector<float*> param_at_, grad_at_;  // per tensor (layout order): its binding, or null
   bool mixed_ = false;

@@ -217,6 +217,14 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
     if (program_.groups[i].kind == strategy::GroupKind::kDP && program_.groups[i].size() == config_.plan.dp)
       dp_comm_ = comms[i];
   if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
+  // DDP on the host: the gradients live in the DP group's registered memory, so its all-reduces
+  // (buckets are spans of them) read the peers' gradients in place on shared memory. Every member
+  // of the group allocates here, in the same order.
+  if (!options_.collectives && config_.plan.dp > 1 && zero_stage(config_.plan) == 0 && state_.model.holds_grads()) {
+    comm::RegisteredBuffer grads =
+        dp_comm_->allocate_registered(static_cast<size_t>(state_.model.owned_range().numel()));
+    state_.model.adopt_grads(grads.data, std::move(grads.keep));
+  }
   for (size_t i = 0; i < program_.groups.size(); ++i)
     if (program_.groups[i].kind == strategy::GroupKind::kTP && config_.plan.tp > 1) tp_comm_ = comms[i];
   if ((options_.collectives == nullptr) != !options_.make_device_model)

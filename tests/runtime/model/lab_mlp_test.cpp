@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "runtime/compute/counter_rng.h"
@@ -341,6 +343,45 @@ TEST(LabMlpTest, MicrobatchMemoryIsAccountedAndReleased) {
   EXPECT_LE(account.peak(MemoryCategory::kTemporary), (2 * 24 + 12 + 40) * 4);
   mb.release_activations();
   EXPECT_EQ(account.current(MemoryCategory::kActivations), (4 + 12 + 4) * 4);  // labels, logits, losses
+}
+
+// adopt_grads moves the gradients into memory the caller owns (the DP group's registered
+// memory): the values come along, the layers accumulate into it, the account holds one buffer at
+// every moment and releases it with the model; a wrong size or a model without gradients is refused.
+TEST(LabMlpTest, AdoptedGradientsLiveInTheGivenMemoryAndAreChargedOnce) {
+  MemoryAccount account;
+  const int64_t bytes = LabMlp(kTiny, 13).layout().numel() * 4;
+  auto storage = std::make_shared<std::vector<float>>();
+  {
+    LabMlp model(kTiny, 13, 0, kTiny.num_layers(), ModelStorage{.account = &account});
+    LabMlp plain(kTiny, 13);
+    for (LabMlp* m : {&model, &plain}) {
+      MicrobatchState mb = m->new_microbatch(4, 4);
+      fill_inputs(mb, 9);
+      m->forward(mb);
+      m->backward(mb);
+    }
+    storage->assign(static_cast<size_t>(model.owned_range().numel()), -1.0f);
+    EXPECT_THROW(model.adopt_grads(std::span<float>(*storage).first(3), storage), RuntimeError);
+    model.adopt_grads(*storage, storage);
+    EXPECT_EQ(model.grads().data(), storage->data());
+    EXPECT_TRUE(std::equal(model.grads().begin(), model.grads().end(), plain.grads().begin()));
+    EXPECT_EQ(account.current(MemoryCategory::kGradients), bytes);
+    EXPECT_EQ(account.peak(MemoryCategory::kGradients), bytes) << "never both buffers at once";
+    // A second microbatch accumulates into the adopted memory, as into the model's own.
+    for (LabMlp* m : {&model, &plain}) {
+      MicrobatchState mb = m->new_microbatch(4, 8);
+      fill_inputs(mb, 9, 4);
+      m->forward(mb);
+      m->backward(mb);
+    }
+    EXPECT_TRUE(std::equal(storage->begin(), storage->end(), plain.grads().begin()));
+    model.zero_grads();
+    EXPECT_TRUE(std::all_of(storage->begin(), storage->end(), [](float v) { return v == 0.0f; }));
+  }
+  EXPECT_EQ(account.current(MemoryCategory::kGradients), 0) << "released with the model";
+  LabMlp sharded(kTiny, 13, 0, kTiny.num_layers(), ModelStorage{.grads = false});
+  EXPECT_THROW(sharded.adopt_grads(*storage, storage), RuntimeError);
 }
 
 TEST(LabMlpTest, StepFlopsCount) {

@@ -185,6 +185,37 @@ TEST(ExecutorTest, ASkippedStepIssuesNoCollectiveAndTagsCarryTheStep) {
   EXPECT_EQ(testing::relative_diff(healthy[0].params, healthy[1].params), 0.0);
 }
 
+// DDP's gradients live in the DP group's registered memory (on shared memory its all-reduce
+// then reads the peers' gradients in place): every bucket all-reduce of every step is a span of
+// it, on every rank, and the weights still agree. ZeRO-1 shards by reduce-scatter instead and
+// registers nothing.
+TEST(ExecutorTest, DdpBucketsAreSpansOfTheGroupsRegisteredMemory) {
+  for (const char* plan : {"gbs=16,mb=4,bucket_mb=0.01", "gbs=16,mb=4,zero=1"}) {
+    const TrainConfig cfg = tiny_config(plan, 2, 64);
+    const std::vector<std::shared_ptr<testing::TapLog>> logs = {std::make_shared<testing::TapLog>(),
+                                                                std::make_shared<testing::TapLog>()};
+    auto wrap = [&](std::unique_ptr<comm::Communicator> c) -> std::unique_ptr<comm::Communicator> {
+      const int rank = c->rank();
+      return std::make_unique<testing::TapCommunicator>(std::move(c), logs[rank]);
+    };
+    const auto runs = train_threads(2, cfg, 2, wrap);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> buckets;
+      for (const std::string& t : logs[r]->tags)
+        if (t.rfind("all-reduce s", 0) == 0) buckets.push_back(t.substr(std::string("all-reduce ").size()));
+      if (std::string(plan).find("zero=1") != std::string::npos) {
+        EXPECT_TRUE(logs[r]->registered.empty()) << plan;
+        continue;
+      }
+      ASSERT_EQ(logs[r]->registered.size(), 1u) << "rank " << r;
+      EXPECT_EQ(static_cast<int64_t>(logs[r]->registered[0].size()), model::ParamLayout(mlp_shape(cfg.model)).numel());
+      EXPECT_GT(buckets.size(), 2u) << "several buckets per step";
+      EXPECT_EQ(logs[r]->all_reduces_in_registered, buckets) << "rank " << r;
+    }
+    EXPECT_EQ(testing::relative_diff(runs[0].params, runs[1].params), 0.0) << plan;
+  }
+}
+
 TEST(ExecutorTest, LocalLayoutIsTheModelsParamLayout) {
   const TrainConfig cfg = tiny_config("gbs=8,mb=4", 2, 64);
   const model::ParamLayout layout(mlp_shape(cfg.model));

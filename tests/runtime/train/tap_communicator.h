@@ -5,6 +5,7 @@
 // rank share the log.
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,19 @@ inline bool is_step_tag(const std::string& tag) {
 
 struct TapLog {
   std::mutex mu;
-  std::vector<std::string> tags;  // in issue order, "<kind> <tag>", e.g. "send s0/act.mb1.vs0"
+  std::vector<std::string> tags;                       // in issue order, "<kind> <tag>", e.g. "send s0/act.mb1.vs0"
+  std::vector<std::span<const float>> registered;      // what allocate_registered handed out
+  std::vector<std::string> all_reduces_in_registered;  // tags of all-reduces over a span of it
   void note(const char* kind, const comm::CollectiveOptions& o) {
     std::lock_guard lock(mu);
     tags.push_back(std::string(kind) + " " + o.tag);
+  }
+  void note_all_reduce(std::span<const float> buf, const comm::CollectiveOptions& o) {
+    std::lock_guard lock(mu);
+    tags.push_back("all-reduce " + o.tag);
+    for (const auto& r : registered)
+      if (!buf.empty() && buf.data() >= r.data() && buf.data() + buf.size() <= r.data() + r.size())
+        all_reduces_in_registered.push_back(o.tag);
   }
   // Entries of the step programs (executor tags start "s<step>/") whose kind is `kind`, or any.
   int64_t step_ops(const std::string& kind = "") {
@@ -52,8 +62,14 @@ class TapCommunicator final : public comm::Communicator {
  protected:
   using Options = comm::CollectiveOptions;
   std::shared_ptr<comm::Work> run_all_reduce(std::span<float> buf, const Options& o) override {
-    log_->note("all-reduce", o);
+    log_->note_all_reduce(buf, o);
     return inner_->all_reduce(buf, o);
+  }
+  comm::RegisteredBuffer run_allocate_registered(std::size_t elements) override {
+    comm::RegisteredBuffer b = inner_->allocate_registered(elements);
+    std::lock_guard lock(log_->mu);
+    log_->registered.push_back(b.data);
+    return b;
   }
   std::shared_ptr<comm::Work> run_reduce_scatter(std::span<const float> in, std::span<float> out,
                                                  const Options& o) override {
