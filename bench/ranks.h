@@ -1,6 +1,6 @@
 #pragma once
-// Threads as ranks over real Gloo (an in-process rendezvous store), the harness the runtime
-// benches share: each rank runs `body(rank, communicator, sync)` and then meets the others once
+// Threads as ranks over real Gloo or shared memory (an in-process rendezvous store), the harness
+// the runtime benches share: each rank runs `body(rank, communicator, sync)` and then meets the others once
 // more; a rank that throws drops out of `sync`, so the others are not left waiting, and after
 // every thread has joined the first failure is rethrown naming its rank.
 #include <barrier>
@@ -13,11 +13,14 @@
 #include <vector>
 
 #include "runtime/comm/rendezvous.h"
+#include "runtime/comm/shm/shm_communicator.h"
 
 namespace parlab::bench {
 
+enum class RanksOver { kGloo, kShm };
+
 template <class Body>
-void run_ranks(int world, std::chrono::milliseconds timeout, Body body) {
+void run_ranks(int world, std::chrono::milliseconds timeout, Body body, RanksOver over = RanksOver::kGloo) {
   auto store = comm::make_in_process_store();
   std::mutex mu;
   std::string failure;
@@ -28,7 +31,8 @@ void run_ranks(int world, std::chrono::milliseconds timeout, Body body) {
       try {
         comm::GlooOptions go;
         go.timeout = timeout;
-        auto c = comm::make_gloo_communicator(store, r, world, go);
+        auto c = over == RanksOver::kShm ? comm::make_shm_communicator(store, r, world, comm::shm_options_from(go))
+                                         : comm::make_gloo_communicator(store, r, world, go);
         body(r, *c, sync);
         sync.arrive_and_wait();
       } catch (const std::exception& e) {
