@@ -69,9 +69,10 @@ void add_analyze_command(CLI::App& app) {
       "stragglers",
       fmt::format("Read per-rank step timings (RUN_DIR/rank-*.jsonl) and name a rank whose compute is an outlier:\n"
                   "a modified z-score above {:.1f} against the other ranks' medians over windows of steps, and more\n"
-                  "than {:.1f}x their median, in at least {} windows and {:.0f}% of them. Says how much step time it\n"
-                  "costs the others.",
-                  d.z_threshold, d.ratio_threshold, d.min_windows, 100 * d.min_window_fraction));
+                  "than {:.1f}x their median, its excess at least {:.0f}% of the median step, in at least {} windows\n"
+                  "and {:.0f}% of them. Says how much step time it costs the others.",
+                  d.z_threshold, d.ratio_threshold, 100 * d.min_cost_fraction, d.min_windows,
+                  100 * d.min_window_fraction));
   strag->add_option("RUN_DIR", o->path, "Run directory of parlab train")->required();
   strag->add_option("--window", o->window, "Steps per window")->capture_default_str();
   strag->add_flag("--json", o->json, "Machine-readable output");

@@ -32,12 +32,13 @@ std::string StragglerReport::summary() const {
 
 StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const StragglerOptions& o) {
   StragglerReport rep;
-  char method[384];
+  char method[448];
   std::snprintf(method, sizeof method,
                 "per-rank median compute over windows of %d steps; flagged when its modified z-score against the "
-                "other ranks exceeds %.1f and it is more than %.2fx their median; a straggler when flagged in at least "
-                "%d windows and %.0f%% of them",
-                o.window, o.z_threshold, o.ratio_threshold, o.min_windows, 100 * o.min_window_fraction);
+                "other ranks exceeds %.1f, it is more than %.2fx their median and its excess is at least %.0f%% of the "
+                "median step; a straggler when flagged in at least %d windows and %.0f%% of them",
+                o.window, o.z_threshold, o.ratio_threshold, 100 * o.min_cost_fraction, o.min_windows,
+                100 * o.min_window_fraction);
   rep.method = method;
   std::map<int64_t, std::map<int, const RankTiming*>> by_step;
   for (const auto& t : timings) by_step[t.step][t.rank] = &t;
@@ -79,6 +80,7 @@ StragglerReport detect_stragglers(const std::vector<RankTiming>& timings, const 
       const double z = (m_r - M) / scale;
       const double ratio = M > 0 ? m_r / M : 0;
       if (z <= o.z_threshold || ratio <= o.ratio_threshold) continue;
+      if (step_median > 0 && (m_r - M) / step_median < o.min_cost_fraction) continue;
       Straggler& s = flagged[rank];
       s.rank = rank;
       ++s.windows_flagged;

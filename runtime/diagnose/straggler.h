@@ -33,6 +33,11 @@ struct StragglerOptions {
   double scale_floor = 0.05;         // of M
   int min_windows = 2;               // flagged in at least this many windows
   double min_window_fraction = 0.5;  // and at least this fraction of the windows
+  // And only where it costs the others something: its extra compute at least this fraction of
+  // the window's median step. A rank that another process on its core slowed for a moment (a
+  // 1.55x wobble on a 50 us compute, 5% of a 0.8 ms step) is not named; the slow fault of the
+  // tests (3x, 19-22% of the step) is.
+  double min_cost_fraction = 0.10;
 };
 
 struct Straggler {

@@ -124,13 +124,16 @@ Detector straggler(const DetectorSettings& s) {
             fixed(o.z_threshold, "%.1f") + " against the other ranks' medians AND is more than " +
             fixed(o.ratio_threshold, "%.2f") + "x their median (scale floored at " +
             fixed(100 * o.scale_floor, "%.0f") +
-            "% of the median, so a tight cluster does not alarm on a wobble). It is a straggler when flagged "
+            "% of the median, so a tight cluster does not alarm on a wobble) AND its excess compute is at least " +
+            fixed(100 * o.min_cost_fraction, "%.0f") +
+            "% of the median step (what the others wait must matter). It is a straggler when flagged "
             "persistently: in at least " +
             std::to_string(o.min_windows) + " windows and " + fixed(100 * o.min_window_fraction, "%.0f") +
             "% of them. Checked at every window's end over the last " + std::to_string(kStragglerRecentWindows) +
             " windows (announced), and over all windows at the end of each attempt (recorded).";
   d.lab = "window " + std::to_string(o.window) + " steps, z > " + fixed(o.z_threshold, "%.1f") + ", ratio > " +
-          fixed(o.ratio_threshold, "%.2f") + "x, in " + std::to_string(o.min_windows) + "+ windows and " +
+          fixed(o.ratio_threshold, "%.2f") + "x, excess >= " + fixed(100 * o.min_cost_fraction, "%.0f") +
+          "% of the step, in " + std::to_string(o.min_windows) + "+ windows and " +
           fixed(100 * o.min_window_fraction, "%.0f") + "% of them";
   d.production = "the same statistic; windows of " + std::to_string(o.window) + " steps";
   d.owner =
