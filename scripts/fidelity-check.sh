@@ -64,6 +64,7 @@ fi
 # CPU and a few GB: FIDELITY_SKIP_SIM_BENCH=1 leaves it out.
 if [ -z "${FIDELITY_SKIP_SIM_BENCH:-}" ]; then
   load
+  "$root/scripts/build.sh" bench_sim >/dev/null  # the benches are not in the default build
   "${PARLAB_BUILD_DIR:-$root/build}/bench/bench_sim" --table
 fi
 
