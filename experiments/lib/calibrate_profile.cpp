@@ -33,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 constexpr int kMaxProcesses = 64;
+constexpr int64_t kMaxMicrobatchesPerStep = 8;
 
 // What the profiling processes share: the barrier every microbatch and update starts at, the
 // repeat count process 0 chooses after its warm-up, and each process's medians.
@@ -61,34 +62,40 @@ double first_touch_seconds() {
 
 // The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
 // one of a lockstep group that meets at `s`'s barrier.
-void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy::Precision precision, Shared* s,
-                  int me, bool together) {
+void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int repeats, strategy::Precision precision,
+                  Shared* s, int me, bool together) {
   const auto sync = [s, together] {
     if (together) pthread_barrier_wait(&s->barrier);
   };
   model::LabMlp net(shape, 1);
   if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
-  train::SyntheticDataset data(
-      {.seed = uint64_t(1 + me), .size = b * (4 * repeats + 1), .width = shape.hidden, .classes = shape.classes});
+  train::SyntheticDataset data({.seed = uint64_t(1 + me),
+                                .size = b * (4 * repeats * per_step + per_step),
+                                .width = shape.hidden,
+                                .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
   std::vector<double> fwdbwd, fill, update, clear, touch;
   std::vector<int64_t> indices(size_t(b), 0);
-  // The trainer's order per step: the clear, data, forward and backward (the gradients
-  // accumulate), the optimizer. Step 0 warms up (page faults, first-touch of the buffers).
+  // The trainer's order per step: the clear, then `per_step` microbatches back to back (data,
+  // forward and backward; the gradients accumulate), the optimizer. Step 0 warms up (page faults,
+  // first-touch of the buffers). Times are per microbatch: a step's sum over its microbatches.
   for (int i = 0; i <= repeats; ++i) {
-    std::iota(indices.begin(), indices.end(), int64_t(i % 4) * b);
     sync();
-    auto mb = net.new_microbatch(b, b);
     auto t0 = Clock::now();
     net.zero_grads();
     const double z = since(t0);
-    t0 = Clock::now();
-    data.fill(indices, mb);
-    const double d = since(t0);
-    t0 = Clock::now();
-    net.forward(mb);
-    net.backward(mb);
-    const double c = since(t0);
+    double d = 0, c = 0;
+    for (int k = 0; k < per_step; ++k) {
+      std::iota(indices.begin(), indices.end(), int64_t((i * per_step + k) % 4) * b);
+      auto mb = net.new_microbatch(b, b);
+      t0 = Clock::now();
+      data.fill(indices, mb);
+      d += since(t0) / per_step;
+      t0 = Clock::now();
+      net.forward(mb);
+      net.backward(mb);
+      c += since(t0) / per_step;
+    }
     sync();
     t0 = Clock::now();
     opt->step(net.params(), net.grads());
@@ -99,7 +106,11 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int repeats, strategy
       // that neither a few preempted microbatches nor a slow half second of a shared machine
       // (seen: a 0.45 s profile 11% slower than the 1-worker steps measured seconds later) sets
       // the rates every prediction uses. Process 0 chooses for all: they meet at every barrier.
-      const int chosen = std::clamp(int(1.5 / (c + d + u)), repeats, 4 * repeats);
+      // A step of several microbatches is several of them: at least 5 steps (a median of fewer
+      // is one noisy stretch of a shared machine away from the truth), and as many microbatches
+      // in all as `repeats` asked for.
+      const int floor = std::max(std::min(5, repeats), (repeats + per_step - 1) / per_step);
+      const int chosen = std::clamp(int(1.5 / (per_step * (c + d) + u + z)), floor, 4 * repeats);
       if (!together) {
         repeats = chosen;
       } else {
@@ -190,14 +201,16 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   model::MlpShape shape = train::mlp_shape(m);
   if (plan.tp > 1) shape.ffn = std::max<int64_t>(1, shape.ffn / plan.tp);
   if (plan.pp > 1) shape.blocks = std::max<int64_t>(1, (shape.blocks + plan.pp - 1) / plan.pp);
+  // A step's microbatches, back to back as the trainer runs them (at most 8: the rate is reached).
+  const int per_step = static_cast<int>(std::clamp<int64_t>(plan.microbatches, 1, kMaxMicrobatchesPerStep));
   auto shared = make_shared_block(processes);
   Shared* s = shared.get();
   if (processes == 1) {
     // World size 1 writes the same slots, without a barrier or a fork.
-    profile_loop(shape, b, repeats, plan.precision, s, 0, false);
+    profile_loop(shape, b, per_step, repeats, plan.precision, s, 0, false);
   } else {
     run_forked(
-        processes, [&](int me) { profile_loop(shape, b, repeats, plan.precision, s, me, true); }, s);
+        processes, [&](int me) { profile_loop(shape, b, per_step, repeats, plan.precision, s, me, true); }, s);
   }
   WorkloadProfile p;
   p.processes = processes;
@@ -205,6 +218,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.microbatch = b;
   p.parameters = s->parameters;
   p.repeats = s->repeats;
+  p.microbatches_per_step = per_step;
   p.fwdbwd_seconds = mean_of(s->fwdbwd, processes), p.fwdbwd_spread = mean_of(s->fwdbwd_spread, processes);
   p.optimizer_seconds = mean_of(s->update, processes), p.optimizer_spread = mean_of(s->update_spread, processes);
   p.data_seconds = mean_of(s->data, processes);
@@ -260,15 +274,16 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   char b[768];
   std::snprintf(b, sizeof b,
                 "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s "
-                "(median of %d microbatches of %lld after a warm-up): forward+backward %.2f ms +-%.0f%%, data %.2f ms "
+                "(median of %d steps of %d microbatches of %lld, back to back, after a warm-up): forward+backward "
+                "%.2f ms a microbatch +-%.0f%%, data %.2f ms "
                 "-> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); new "
                 "memory made and zeroed at %.2f GB/s; communication from the calibration",
                 (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(), p.repeats,
-                (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread, p.data_seconds * 1e3,
-                profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6, p.optimizer_seconds * 1e3,
-                profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3, modelled * 1e3,
-                p.first_touch_bytes_per_s / 1e9);
+                p.microbatches_per_step, (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread,
+                p.data_seconds * 1e3, profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6,
+                p.optimizer_seconds * 1e3, profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3,
+                modelled * 1e3, p.first_touch_bytes_per_s / 1e9);
   return b;
 }
 

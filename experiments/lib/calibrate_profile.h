@@ -32,8 +32,9 @@ struct WorkloadProfile {
   int processes = 1;                                     // ranks that ran it together, in lockstep (the plan's workers)
   int64_t hidden = 0, ffn = 0, blocks = 0, classes = 0;  // the shape one rank runs (its slice, its stage)
   int64_t microbatch = 0;
+  int microbatches_per_step = 1;  // timed back to back between the clear and the update, as a step runs them
   int64_t parameters = 0;
-  double fwdbwd_seconds = 0;     // one microbatch's forward + backward, median of the repeats
+  double fwdbwd_seconds = 0;     // one microbatch's forward + backward, median over the repeats (steps)
   double fwdbwd_spread = 0;      // relative half-IQR of those
   double data_seconds = 0;       // the synthetic data of one microbatch (median)
   double optimizer_seconds = 0;  // the AdamW update over all parameters (median)
@@ -42,7 +43,7 @@ struct WorkloadProfile {
   // New memory made and zeroed (ZeRO-2/3's buckets, four of 25 MiB at once), bytes per second:
   // the cluster's device.first_touch_bytes_per_s (cost_model.h, bucket_work_seconds).
   double first_touch_bytes_per_s = 0;
-  int repeats = 0;
+  int repeats = 0;  // timed steps
   // The time per microbatch the cost model must charge: forward + backward + its data (the data
   // is made per sample on the compute stream, so it scales with the microbatches like compute).
   double microbatch_seconds() const { return fwdbwd_seconds + data_seconds; }
@@ -50,10 +51,14 @@ struct WorkloadProfile {
 
 // Runs the profile of `plan`'s rank shape (ffn / tp, ceil(layers / pp) blocks, its microbatch and
 // precision) in `processes` processes at once (forked: call before this process starts threads
-// of its own; 1 runs here): one warm-up microbatch, then `repeats` timed ones (up to four times as
-// many for a workload whose microbatch takes under 0.3 s: 1.5 s of timed work), each microbatch and
-// each update started together. The times are the medians over repeats, then the mean over the
-// processes (what the cores deliver to the job as a whole).
+// of its own; 1 runs here), as steps: the clear, the plan's microbatches per step (at most 8) back
+// to back, the update. One warm-up step, then as many timed steps as give `repeats` microbatches
+// (at least 5; up to four times `repeats` steps for a workload whose step takes under 1.5 s),
+// each step started together. The times are per microbatch, medians over the steps, then the
+// mean over the processes (what the cores deliver to the job as a whole). Why steps and not lone
+// microbatches: a microbatch timed alone, just after an update, ran faster than the same one
+// inside a step (one Xeon VM, lab-mlp, microbatch 64: 291-308 ms alone, 335 ms eight in a row,
+// the trainer's step about 355 ms a microbatch), and the 1-worker prediction was 15-17% fast.
 // Throws ConfigError for a model that is not the lab MLP or a bad count, RuntimeError when a
 // profiling process fails.
 WorkloadProfile profile_workload(const strategy::ModelSpec& model, const strategy::Plan& plan, int processes,

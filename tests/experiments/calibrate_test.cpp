@@ -486,6 +486,12 @@ TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
   EXPECT_GT(p.fwdbwd_seconds, 0);
   EXPECT_GT(p.optimizer_seconds, 0);
   EXPECT_GE(p.repeats, 2);
+  // A step's microbatches back to back, as the trainer runs them (gbs 16 / mb 4 / dp 1 = 4).
+  EXPECT_EQ(p.microbatches_per_step, plan.microbatches);
+  EXPECT_EQ(p.microbatches_per_step, 4);
+  strategy::Plan many = strategy::resolve(strategy::parse_plan("gbs=160,mb=4"), m, 1);
+  ASSERT_EQ(many.microbatches, 40);
+  EXPECT_EQ(profile_workload(m, many, 1, 2).microbatches_per_step, 8) << "capped: the rate is reached by then";
   EXPECT_THROW(profile_workload(m, plan, 0, 2), ConfigError);
   EXPECT_THROW(profile_workload(m, plan, 65, 2), ConfigError);
 }
