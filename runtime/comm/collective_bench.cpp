@@ -39,42 +39,40 @@ class BenchBuffers {
     switch (op) {
       case strategy::CollectiveOp::kAllReduce:
       case strategy::CollectiveOp::kBroadcast:
-        a_mem_ = comm.allocate_registered(elements);
+        a_ = comm.allocate_registered(elements);
         break;
       case strategy::CollectiveOp::kReduceScatter:
-        a_mem_ = comm.allocate_registered(elements);
-        b_mem_ = comm.allocate_registered(piece_);
+        a_ = comm.allocate_registered(elements);
+        b_ = comm.allocate_registered(piece_);
         break;
       case strategy::CollectiveOp::kAllGather:
-        a_mem_ = comm.allocate_registered(piece_);
-        b_mem_ = comm.allocate_registered(elements);
+        a_ = comm.allocate_registered(piece_);
+        b_ = comm.allocate_registered(elements);
         break;
     }
-    a_ = a_mem_.data;
-    b_ = b_mem_.data;
   }
 
   // This rank's inputs (all-reduce and broadcast work in place: their input is the output).
   void fill() {
     const std::size_t offset = op_ == strategy::CollectiveOp::kAllGather ? rank_index() * piece_ : 0;
-    for (std::size_t i = 0; i < a_.size(); ++i) a_[i] = fill_value(rank_, offset + i);
-    std::fill(b_.begin(), b_.end(), -1.0f);
+    for (std::size_t i = 0; i < a_.data.size(); ++i) a_.data[i] = fill_value(rank_, offset + i);
+    std::fill(b_.data.begin(), b_.data.end(), -1.0f);
   }
 
   void run(Communicator& comm, const CollectiveOptions& o) {
     std::shared_ptr<Work> w;
     switch (op_) {
       case strategy::CollectiveOp::kAllReduce:
-        w = comm.all_reduce(a_, o);
+        w = comm.all_reduce(a_.data, o);
         break;
       case strategy::CollectiveOp::kBroadcast:
-        w = comm.broadcast(a_, 0, o);
+        w = comm.broadcast(a_.data, 0, o);
         break;
       case strategy::CollectiveOp::kReduceScatter:
-        w = comm.reduce_scatter(a_, b_, o);
+        w = comm.reduce_scatter(a_.data, b_.data, o);
         break;
       case strategy::CollectiveOp::kAllGather:
-        w = comm.all_gather(a_, b_, o);
+        w = comm.all_gather(a_.data, b_.data, o);
         break;
     }
     w->wait();
@@ -87,16 +85,16 @@ class BenchBuffers {
     };
     switch (op_) {
       case strategy::CollectiveOp::kAllReduce:
-        count(a_, [&](std::size_t i) { return sum_value(n_, i); });
+        count(a_.data, [&](std::size_t i) { return sum_value(n_, i); });
         break;
       case strategy::CollectiveOp::kBroadcast:
-        count(a_, [&](std::size_t i) { return fill_value(0, i); });
+        count(a_.data, [&](std::size_t i) { return fill_value(0, i); });
         break;
       case strategy::CollectiveOp::kReduceScatter:
-        count(b_, [&](std::size_t i) { return sum_value(n_, rank_index() * piece_ + i); });
+        count(b_.data, [&](std::size_t i) { return sum_value(n_, rank_index() * piece_ + i); });
         break;
       case strategy::CollectiveOp::kAllGather:
-        count(b_, [&](std::size_t i) { return fill_value(static_cast<int>(i / piece_), i); });
+        count(b_.data, [&](std::size_t i) { return fill_value(static_cast<int>(i / piece_), i); });
         break;
     }
     return bad;
@@ -107,8 +105,7 @@ class BenchBuffers {
   strategy::CollectiveOp op_;
   int rank_, n_;
   std::size_t piece_;
-  RegisteredBuffer a_mem_, b_mem_;
-  std::span<float> a_, b_;
+  RegisteredBuffer a_, b_;  // the input and output (or the in-place buffer and none)
 };
 
 using parlab::median;

@@ -49,22 +49,26 @@ class Fingerprint {
   std::uint64_t h_ = 14695981039346656037ull;
 };
 
-// Joins, maps rank 0's segment, and unlinks its name once every rank mapped it.
-std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, const ShmOptions& o,
-                                          const std::string& what) {
-  join_rendezvous(store, rank, size, o.timeout, what);
+// Rank 0 creates a named mapping (`create(name)`) and publishes its name in `store`, the others
+// map it (`attach(name)`), and rank 0 unlinks the name once every rank did: from then on the
+// memory lives only in the mappings, and a `kill -9` leaves nothing to clean up. PARLAB_SHM_KEEP_NAMES
+// (tests only) keeps the name, as a rank killed before this point would, so a test can show that
+// the supervisor's teardown removes it.
+template <typename Mapping, typename Create, typename Attach>
+Mapping map_on_every_rank(Store& store, int rank, int size, const ShmOptions& o, const std::string& what, Create create,
+                          Attach attach) {
   const std::string name_key = "shm/segment";
   std::string name;
-  shm::Segment segment;
+  Mapping mapping;
   try {
     if (rank == 0) {
       name = shm::new_segment_name();
-      segment = shm::Segment::create(name, size, o.slot_bytes, o.channel_bytes);
+      mapping = create(name);
       store.set(name_key, std::vector<char>(name.begin(), name.end()));
     } else {
       store.wait({name_key}, o.timeout);
       name = text_of(store.get(name_key));
-      segment = shm::Segment::attach(name, size);
+      mapping = attach(name);
     }
   } catch (const StoreTimeout& e) {
     throw RendezvousError(what + ": rank 0 never published its shared-memory segment: " + e.what(), true);
@@ -72,7 +76,6 @@ std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, cons
     if (rank == 0 && !name.empty()) shm::Segment::unlink(name);
     throw RendezvousError(what + ": " + e.what() + " (shared memory needs every rank of the group on one host)", false);
   }
-  auto group = std::make_unique<shm::Group>(std::move(segment), rank);
   store.set("shm/mapped/" + std::to_string(rank), {'1'});
   if (rank == 0) {
     std::vector<std::string> keys;
@@ -83,45 +86,28 @@ std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, cons
       shm::Segment::unlink(name);
       throw RendezvousError(what + ": not every rank mapped the shared-memory segment " + name + ": " + e.what(), true);
     }
-    // From here the segment lives only in the ranks' mappings: nothing is left to clean up.
-    // PARLAB_SHM_KEEP_NAMES (tests only) keeps the name, as a rank killed before this point
-    // would, so a test can show that the supervisor's teardown removes it.
     if (!std::getenv("PARLAB_SHM_KEEP_NAMES")) shm::Segment::unlink(name);
   }
-  return group;
+  return mapping;
 }
 
-// Registered memory for one allocate_registered call: rank 0 creates the arena and publishes its
-// name, the others map it, and rank 0 unlinks the name once all did (as connect_group).
+// Joins, then maps the group's segment on every rank.
+std::unique_ptr<shm::Group> connect_group(Store& store, int rank, int size, const ShmOptions& o,
+                                          const std::string& what) {
+  join_rendezvous(store, rank, size, o.timeout, what);
+  shm::Segment segment = map_on_every_rank<shm::Segment>(
+      store, rank, size, o, what,
+      [&](const std::string& name) { return shm::Segment::create(name, size, o.slot_bytes, o.channel_bytes); },
+      [&](const std::string& name) { return shm::Segment::attach(name, size); });
+  return std::make_unique<shm::Group>(std::move(segment), rank);
+}
+
+// Registered memory for one allocate_registered call (its own scoped store).
 shm::Arena connect_arena(Store& store, int rank, int size, std::size_t block_bytes, const ShmOptions& o,
                          const std::string& what) {
-  std::string name;
-  shm::Arena arena;
-  try {
-    if (rank == 0) {
-      name = shm::new_segment_name();
-      arena = shm::Arena::create(name, size, block_bytes);
-      store.set("name", std::vector<char>(name.begin(), name.end()));
-    } else {
-      store.wait({"name"}, o.timeout);
-      name = text_of(store.get("name"));
-      arena = shm::Arena::attach(name, size, block_bytes);
-    }
-    store.set("mapped/" + std::to_string(rank), {'1'});
-    if (rank == 0) {
-      std::vector<std::string> keys;
-      for (int r = 0; r < size; ++r) keys.push_back("mapped/" + std::to_string(r));
-      store.wait(keys, o.timeout);
-      if (!std::getenv("PARLAB_SHM_KEEP_NAMES")) shm::Segment::unlink(name);
-    }
-  } catch (const StoreTimeout& e) {
-    if (rank == 0 && !name.empty()) shm::Segment::unlink(name);
-    throw RendezvousError(what + ": not every rank mapped the registered memory: " + e.what(), true);
-  } catch (const RuntimeError& e) {
-    if (rank == 0 && !name.empty()) shm::Segment::unlink(name);
-    throw RendezvousError(what + ": " + e.what(), false);
-  }
-  return arena;
+  return map_on_every_rank<shm::Arena>(
+      store, rank, size, o, what, [&](const std::string& name) { return shm::Arena::create(name, size, block_bytes); },
+      [&](const std::string& name) { return shm::Arena::attach(name, size, block_bytes); });
 }
 
 class ShmCommunicator final : public Communicator {

@@ -30,6 +30,33 @@ std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to *
   throw RuntimeError("shared memory: " + what + " " + name + " failed: " + std::strerror(err));
 }
 
+// Opens (or creates) `name` and maps `length` bytes of it; creating sizes it owner-only.
+std::byte* map_named(const std::string& name, std::size_t length, bool create) {
+  const int fd =
+      create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : ::shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0) fail(create ? "creating" : "opening", name, errno);
+  if (create && (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(length)) != 0)) {
+    const int err = errno;
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    fail("sizing", name, err);
+  }
+  struct stat st {};
+  if (!create && (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(length))) {
+    ::close(fd);
+    throw RuntimeError("shared memory: " + name + " has an unexpected size (" + std::to_string(length) +
+                       " B expected)");
+  }
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    if (create) ::shm_unlink(name.c_str());
+    fail("mapping", name, err);
+  }
+  return static_cast<std::byte*>(p);
+}
+
 }  // namespace
 
 void Segment::compute_layout(int size, std::size_t slot_bytes, std::size_t channel_bytes) {
@@ -64,23 +91,7 @@ std::byte* Segment::channel_data(int from, int to, int slot) const {
 Segment Segment::create(const std::string& name, int size, std::size_t slot_bytes, std::size_t channel_bytes) {
   Segment s;
   s.compute_layout(size, slot_bytes, channel_bytes);
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) fail("creating", name, errno);
-  // Owner-only whatever the umask: the segment carries a job's gradients.
-  if (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(s.length_)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::shm_unlink(name.c_str());
-    fail("sizing", name, err);
-  }
-  void* p = ::mmap(nullptr, s.length_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    ::shm_unlink(name.c_str());
-    fail("mapping", name, err);
-  }
-  s.base_ = static_cast<std::byte*>(p);
+  s.base_ = map_named(name, s.length_, true);  // owner-only whatever the umask: it carries gradients
   // The file is zero-filled; construct the control blocks in place over it.
   auto* h = new (s.base_) Header();
   h->size = static_cast<std::uint32_t>(size);
@@ -93,53 +104,17 @@ Segment Segment::create(const std::string& name, int size, std::size_t slot_byte
   return s;
 }
 
-namespace {
-
-// Opens (or creates) `name` and maps `length` bytes of it; creating sizes it owner-only.
-std::byte* map_named(const std::string& name, std::size_t length, bool create) {
-  const int fd =
-      create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : ::shm_open(name.c_str(), O_RDWR, 0);
-  if (fd < 0) fail(create ? "creating" : "opening", name, errno);
-  if (create && (::fchmod(fd, 0600) != 0 || ::ftruncate(fd, static_cast<off_t>(length)) != 0)) {
-    const int err = errno;
-    ::close(fd);
-    ::shm_unlink(name.c_str());
-    fail("sizing", name, err);
-  }
-  struct stat st {};
-  if (!create && (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(length))) {
-    ::close(fd);
-    throw RuntimeError("shared memory: " + name + " is not the registered memory expected (" + std::to_string(length) +
-                       " B)");
-  }
-  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    if (create) ::shm_unlink(name.c_str());
-    fail("mapping", name, err);
-  }
-  return static_cast<std::byte*>(p);
-}
-
-}  // namespace
-
 Arena Arena::create(const std::string& name, int size, std::size_t block_bytes) {
-  Arena a;
-  a.size_ = size;
-  a.block_bytes_ = block_bytes;
-  a.length_ = static_cast<std::size_t>(size) * block_bytes;
-  a.base_ = map_named(name, a.length_, true);
-  return a;
+  return Arena(name, size, block_bytes, true);
 }
 
 Arena Arena::attach(const std::string& name, int size, std::size_t block_bytes) {
-  Arena a;
-  a.size_ = size;
-  a.block_bytes_ = block_bytes;
-  a.length_ = static_cast<std::size_t>(size) * block_bytes;
-  a.base_ = map_named(name, a.length_, false);
-  return a;
+  return Arena(name, size, block_bytes, false);
+}
+
+Arena::Arena(const std::string& name, int size, std::size_t block_bytes, bool create)
+    : length_(static_cast<std::size_t>(size) * block_bytes), block_bytes_(block_bytes), size_(size) {
+  base_ = map_named(name, length_, create);
 }
 
 Arena::Arena(Arena&& o) noexcept

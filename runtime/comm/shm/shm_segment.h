@@ -114,6 +114,7 @@ class Arena {
   int size() const { return size_; }
 
  private:
+  Arena(const std::string& name, int size, std::size_t block_bytes, bool create);
   std::byte* base_ = nullptr;
   std::size_t length_ = 0, block_bytes_ = 0;
   int size_ = 0;
