@@ -147,7 +147,9 @@ class Communicator {
   // with the same `elements`, in the same order, and passes spans at the same offsets of it to
   // the same collectives (a rank that passes ordinary memory where its peers pass registered
   // memory issues a different collective: the op times out naming the disagreement, as any
-  // desync does). Zero-filled. Other backends: ordinary heap memory.
+  // desync does). An all-gather's input may lie at different offsets on different ranks (uneven
+  // ZeRO shards): each rank then copies every chunk straight from its owner's block (one pass of
+  // the output instead of three). Zero-filled. Other backends: ordinary heap memory.
   RegisteredBuffer allocate_registered(std::size_t elements);
 
   // New communicator over a subset of this one's members (DP/TP/PP groups), named `name`.

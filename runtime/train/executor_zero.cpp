@@ -143,6 +143,14 @@ Chunk my_chunk(const Op& op, const std::vector<int64_t>& counts, int rank) {
   const int64_t before = std::accumulate(counts.begin(), counts.begin() + rank, int64_t{0});
   return {op.flat_begin + before, counts[static_cast<size_t>(rank)]};
 }
+// This rank's chunk within its shard's buffer `shard` (which starts at `shard_begin`). An empty
+// chunk (the op's range misses the shard) lies at the shard's start: where the rank's data
+// lies, so a registered all-gather finds it in registered memory like its peers' chunks.
+template <typename T>
+std::span<T> chunk_of_shard(std::span<T> shard, int64_t shard_begin, Chunk c) {
+  if (c.count == 0) return shard.first(0);
+  return shard.subspan(static_cast<size_t>(c.begin - shard_begin), static_cast<size_t>(c.count));
+}
 }  // namespace
 
 void Executor::before_compute(const Op& op) {
@@ -212,7 +220,7 @@ void Executor::retire_reduce_scatter(int op_id) {
       std::span<const float>(buffers_.at(op_id)->span()).subspan(mine.begin - op.flat_begin, mine.count);
   // Microbatches accumulate into the shard (the first adds onto zeros: an exact copy), in the
   // model's compute memory (a kernel on a GPU, ordered after the collective the wait saw end).
-  model_.compute_accumulate(shards_.compute_grads().subspan(mine.begin - shards_.shard().begin, mine.count), reduced);
+  model_.compute_accumulate(chunk_of_shard(shards_.compute_grads(), shards_.shard().begin, mine), reduced);
   if (const auto b = grad_binding_.find(op.flat_begin); b != grad_binding_.end() && b->second == op_id) {
     model_.bind_grads(range_of(op), {});
     grad_binding_.erase(b);
@@ -243,7 +251,7 @@ void Executor::issue_all_gather(const Op& op) {
     // Never skipped by the fault: no rank can compute a layer it does not have.
     const std::span<float> layer = make_buffer(op.id, op.flat_end - op.flat_begin, Fill::kNone);
     const std::span<const float> in =
-        std::span<const float>(shards_.compute_params()).subspan(mine.begin - shards_.shard().begin, mine.count);
+        chunk_of_shard(std::span<const float>(shards_.compute_params()), shards_.shard().begin, mine);
     record_issue(op, c, c.all_gather_v(in, layer, counts, collective_options(op)));
     return;
   }

@@ -27,7 +27,9 @@ ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, 
       zero_(zero),
       shard_(shard),
       params_(model::counted_vector<float>(account, params_category)),
-      grads_(model::counted_vector<float>(account, model::MemoryCategory::kGradients)) {
+      grads_(model::counted_vector<float>(account, model::MemoryCategory::kGradients)),
+      account_(account),
+      params_category_(params_category) {
   const model::ModelStorage want = storage_for_stage(zero, nullptr);
   if (model.holds_params() != want.params || model.holds_grads() != want.grads)
     throw ConfigError("model storage",
@@ -58,7 +60,7 @@ ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, 
 }
 
 std::span<float> ModelShards::params() {
-  if (zero_ >= 3) return params_;
+  if (zero_ >= 3) return adopted_params_.empty() ? std::span<float>(params_) : adopted_params_;
   return model_.params().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
 }
 
@@ -72,13 +74,40 @@ std::span<float> ModelShards::grads() {
 std::span<const float> ModelShards::grads() const { return const_cast<ModelShards*>(this)->grads(); }
 
 std::span<float> ModelShards::compute_params() {
-  if (zero_ >= 3) return device_ ? compute_params_->span() : std::span<float>(params_);
+  if (zero_ >= 3) return device_ ? compute_params_->span() : params();
   return model_.compute_params().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
 }
 
 std::span<float> ModelShards::compute_grads() {
   if (zero_ >= 2) return device_ ? compute_grads_->span() : std::span<float>(grads_);
   return model_.compute_grads().subspan(shard_.begin - model_.owned_range().begin, shard_.numel());
+}
+
+void ModelShards::adopt_params(std::span<float> storage, std::shared_ptr<void> keep) {
+  if (zero_ < 3 || device_)
+    throw RuntimeError("adopt_params: only a stage-3 shard on the host keeps parameters of its own");
+  const auto n = static_cast<size_t>(shard_.numel());
+  if (storage.size() < n)
+    throw RuntimeError("adopt_params: " + std::to_string(storage.size()) + " elements for a shard of " +
+                       std::to_string(n));
+  const std::span<float> now = params();
+  std::copy(now.begin(), now.end(), storage.begin());
+  // The charge moves with the bytes: the old buffer is released first, so the peak stays one
+  // shard; the new one is charged until the last holder of `adopted_keep_` goes.
+  model::CountedVector<float>(params_.get_allocator()).swap(params_);
+  struct Charge {
+    std::shared_ptr<void> keep;
+    model::MemoryAccount* account;
+    model::MemoryCategory category;
+    int64_t bytes;
+    ~Charge() {
+      if (account) account->release(category, bytes);
+    }
+  };
+  const auto bytes = static_cast<int64_t>(n * sizeof(float));
+  if (account_) account_->allocate(params_category_, bytes);
+  adopted_keep_ = std::shared_ptr<Charge>(new Charge{std::move(keep), account_, params_category_, bytes});
+  adopted_params_ = storage.first(n);
 }
 
 void ModelShards::pull_params() {

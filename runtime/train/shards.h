@@ -17,6 +17,7 @@
 // keeps a host mirror of a stage-3 shard for checkpoints (pull_params / push_params move it),
 // and the shard's gradients have no host copy (the update runs on the device).
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -59,6 +60,10 @@ class ModelShards {
   // the model's compute buffers, stage 2/3 this object's (the host vectors on a host model).
   std::span<float> compute_params();
   std::span<float> compute_grads();
+  // Stage 3 on the host: the shard's parameters move into `storage` (at least the shard's size;
+  // the DP group's registered memory, where a shared-memory all-gather reads them in place), which
+  // stays valid while `keep` lives. The charge moves with them: the peak stays one shard.
+  void adopt_params(std::span<float> storage, std::shared_ptr<void> keep);
   // Stage 3 on a device: the shard's parameters compute -> host mirror (before a checkpoint
   // reads params()) and back (after a load wrote it). No-ops otherwise.
   void pull_params();
@@ -69,6 +74,10 @@ class ModelShards {
   int zero_ = 0;
   model::FlatRange shard_;
   model::CountedVector<float> params_, grads_;
+  std::span<float> adopted_params_;     // stage 3 on the host after adopt_params
+  std::shared_ptr<void> adopted_keep_;  // keeps that memory, and its charge, alive
+  model::MemoryAccount* account_ = nullptr;
+  model::MemoryCategory params_category_;
   bool device_ = false;                                                   // the model computes in memory of its own
   std::unique_ptr<model::ComputeBuffer> compute_params_, compute_grads_;  // device stage 2/3
 };

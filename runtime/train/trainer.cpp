@@ -256,6 +256,16 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   state_.shards = std::make_unique<ModelShards>(
       compute, zero_stage(config_.plan), optimizer_range(program_), config_.seed, &memory_,
       mixed ? model::MemoryCategory::kOptimizer : model::MemoryCategory::kParameters);
+  // ZeRO-3 on the host: the parameter shards live in the DP group's registered memory, so each
+  // per-layer all-gather copies the peers' chunks straight from their shards on shared memory.
+  // Every member allocates the largest shard (uneven shards differ by an element), in one order.
+  if (!options_.collectives && config_.plan.dp > 1 && zero_stage(config_.plan) >= 3) {
+    const int64_t n = compute.owned_range().numel();
+    int64_t largest = 0;
+    for (int r = 0; r < config_.plan.dp; ++r) largest = std::max(largest, zero_shard(n, config_.plan.dp, r).numel());
+    comm::RegisteredBuffer shard = dp_comm_->allocate_registered(static_cast<size_t>(largest));
+    state_.shards->adopt_params(shard.data, std::move(shard.keep));
+  }
   ExecutorOptions eo;
   eo.comm_timeout = config_.comm_timeout;
   eo.faults = options_.faults;

@@ -26,11 +26,12 @@ struct StateView {
 };
 
 // The part of a flat buffer covering flat range `have` that falls inside tensor `p`, as a view
-// of `values` (element 0 = flat offset have.begin); empty when they do not meet.
+// of `values` (element 0 = flat offset have.begin); empty when they do not meet, and then still a
+// view of `values` (a collective over it finds it in registered memory, as the peers' pieces).
 template <typename T>
 std::span<T> piece(std::span<T> values, model::FlatRange have, const model::ParamTensor& p, int64_t& first) {
   const int64_t lo = std::max(have.begin, p.offset), hi = std::min(have.end, p.offset + p.numel);
-  if (lo >= hi) return {};
+  if (lo >= hi) return values.first(0);
   first = lo - p.offset;
   return values.subspan(static_cast<size_t>(lo - have.begin), static_cast<size_t>(hi - lo));
 }

@@ -194,7 +194,25 @@ class ShmCommunicator final : public Communicator {
   std::shared_ptr<Work> run_all_gather_v(std::span<const float> in, std::span<float> out,
                                          std::span<const int64_t> counts, const CollectiveOptions& o) override {
     std::vector<int64_t> c(counts.begin(), counts.end());
-    const auto fp = Fingerprint().add(OpKind::kAllGather).add(o.tag).add(c.data(), c.size() * sizeof(int64_t)).value();
+    const Registered reg = registered(in);
+    // Registered or not, and which allocation, is part of the call (the offsets differ by rank:
+    // uneven shards cut a layer at different places; each rank's stamp carries its own).
+    const auto fp = Fingerprint()
+                        .add(OpKind::kAllGather)
+                        .add(o.tag)
+                        .add(c.data(), c.size() * sizeof(int64_t))
+                        .add(reg.arena ? reg.id : -1)
+                        .value();
+    if (reg.arena && size() > 1) {
+      std::vector<const float*> blocks(static_cast<std::size_t>(size()));
+      for (int p = 0; p < size(); ++p) blocks[static_cast<std::size_t>(p)] = reg.arena->block(p);
+      const std::size_t block_elements = reg.arena->block_bytes() / sizeof(float);
+      return collective(OpKind::kAllGather, bytes(out.size()), o,
+                        [g = group_.get(), in, out, c = std::move(c), blocks = std::move(blocks), block_elements,
+                         offset = reg.offset, keep = reg.arena, fp](const OpInfo& i) {
+                          g->all_gather_registered(in, out, c, blocks, block_elements, offset, i, fp);
+                        });
+    }
     return collective(
         OpKind::kAllGather, bytes(out.size()), o,
         [g = group_.get(), in, out, c = std::move(c), fp](const OpInfo& i) { g->all_gather(in, out, c, i, fp); });

@@ -194,10 +194,11 @@ void Group::arrive_and_wait(const OpInfo& info) {
       h.arrivals, h.waiters, [&] { return reached(h.arrivals.load(std::memory_order_acquire), target); }, -1, info);
 }
 
-void Group::enter(const OpInfo& info, std::uint64_t fingerprint) {
+void Group::enter(const OpInfo& info, std::uint64_t fingerprint, std::uint64_t offset) {
   op_start_ = Clock::now();
   OpStamp& s = segment_.rank(rank_).stamp[info.seq & 1];
   s.seq = info.seq;
+  s.offset = offset;
   s.fingerprint = fingerprint;
   s.bytes = info.bytes;
   s.op = static_cast<std::uint32_t>(info.op);
@@ -212,8 +213,11 @@ void Group::check_stamps(const OpInfo& info, std::uint64_t fingerprint) {
     const OpStamp& s = segment_.rank(q).stamp[info.seq & 1];
     if (s.seq == info.seq && s.fingerprint == fingerprint) continue;
     OpInfo theirs{static_cast<OpKind>(s.op), s.seq, info.group, s.bytes, std::string(s.tag), -1, info.timeout};
-    disagree += (disagree.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) + " issued " +
-                theirs.describe() + " instead";
+    const std::string what = theirs.describe();
+    disagree += (disagree.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) + " issued " + what +
+                (what == info.describe() ? " with other counts, root or memory (registered memory on one rank and "
+                                           "ordinary memory on another differ)"
+                                         : " instead");
   }
   if (disagree.empty()) return;
   // As on Gloo, where mismatched tags never pair: no data moves, the op times out; the flight
@@ -325,6 +329,26 @@ void Group::all_gather(std::span<const float> in, std::span<float> out, std::spa
            clamp_part(counts[static_cast<std::size_t>(q)], at, width));
     }
   }
+}
+
+void Group::all_gather_registered(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts,
+                                  const std::vector<const float*>& blocks, std::size_t block_elements,
+                                  std::size_t offset, const OpInfo& info, std::uint64_t fingerprint) {
+  const auto off = offsets(counts);
+  enter(info, fingerprint, offset);
+  arrive_and_wait(info);
+  check_stamps(info, fingerprint);
+  for (int q = 0; q < size(); ++q) {
+    const auto qi = static_cast<std::size_t>(q);
+    const std::uint64_t at = segment_.rank(q).stamp[info.seq & 1].offset;
+    const auto count = static_cast<std::size_t>(counts[qi]);
+    if (at > block_elements || count > block_elements - at)
+      throw CollectiveError(info, info.describe() + ": rank " + std::to_string(q) + "'s input (" +
+                                      std::to_string(count) + " elements at " + std::to_string(at) +
+                                      ") lies outside its registered block of " + std::to_string(block_elements));
+    copy(out.data() + off[qi], q == rank_ ? in.data() : blocks[qi] + at, count);
+  }
+  arrive_and_wait(info);
 }
 
 void Group::broadcast(std::span<float> buf, int root, const OpInfo& info, std::uint64_t fingerprint) {

@@ -30,6 +30,15 @@
 //   5. barrier (no rank changes its buffer while a peer still reads it)
 // Each rank moves 2.5 S on 2 ranks instead of 4 S (the copies into staging and out of it go).
 //
+// All-gather from registered memory (ZeRO-3's parameter shards): every rank's input lies in its
+// block of one allocation, at an offset of its own (uneven shards cut a layer at different
+// places), which it writes into its stamp:
+//   1. barrier (every input is ready; the stamps say where each lies)
+//   2. rank r copies every rank's chunk, its own included, from where it lies into its output
+//   3. barrier (no rank changes its input while a peer still reads it)
+// One pass of S per rank, where staging costs three (own chunk, into the slot, out of the peers')
+// and a barrier per 512 KB round.
+//
 // Desync: on entering a collective each rank stamps its slot with the op's sequence number and
 // a fingerprint (op, tag, counts, root). After the first barrier every rank compares the stamps;
 // ranks that disagree never combine data: like Gloo (whose tags then never match) each waits out
@@ -65,6 +74,11 @@ class Group {
   // `at[p]`: where rank p's copy of the buffer lies in this process (at[rank()] == buf.data()).
   void all_reduce_registered(std::span<float> buf, const std::vector<const float*>& at, const OpInfo& info,
                              std::uint64_t fingerprint);
+  // `blocks[p]`: where rank p's block (of `block_elements`) of the allocation holding `in` lies in
+  // this process; `offset`: where `in` starts in this rank's block, in elements.
+  void all_gather_registered(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts,
+                             const std::vector<const float*>& blocks, std::size_t block_elements, std::size_t offset,
+                             const OpInfo& info, std::uint64_t fingerprint);
   void reduce_scatter(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
                       const OpInfo& info, std::uint64_t fingerprint);
   void all_gather(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts, const OpInfo& info,
@@ -76,7 +90,7 @@ class Group {
   void recv(std::span<float> buf, int peer, const OpInfo& info);
 
  private:
-  void enter(const OpInfo& info, std::uint64_t fingerprint);
+  void enter(const OpInfo& info, std::uint64_t fingerprint, std::uint64_t offset = 0);
   void check_stamps(const OpInfo& info, std::uint64_t fingerprint);
   void arrive_and_wait(const OpInfo& info);
   int next_slot() { return static_cast<int>(round_++ & 1u); }

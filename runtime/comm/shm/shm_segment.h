@@ -32,6 +32,7 @@ struct OpStamp {
   double bytes = 0;
   std::uint32_t op = 0;
   char tag[kTagChars] = {};
+  std::uint64_t offset = 0;  // a registered all-gather's input: elements from the start of the rank's block
 };
 
 struct alignas(64) RankSlot {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include "runtime/comm/backend_choice.h"
 #include "runtime/comm/shm/shm_communicator.h"
@@ -170,6 +171,48 @@ TEST(ShmRegistered, RegisteredOnOneRankOnlyIsADesyncNotASilentMix) {
     EXPECT_THROW(comm.all_reduce(mine, o)->wait(), CollectiveTimeout);
     EXPECT_EQ(mine[0], 1.0f) << "nothing was added";
   });
+}
+
+// An all-gather whose inputs lie in registered memory (ZeRO-3's parameter shards) at offsets that
+// differ by rank, with uneven counts and a rank that contributes nothing (a layer its shard
+// misses), gathers exactly what the staging path gathers, twice on the same memory; a rank that
+// passes ordinary memory where its peers pass registered memory is a desync, not a silent mix.
+TEST(ShmRegistered, AllGatherReadsEachRanksChunkWhereItLies) {
+  for (int n : {2, 3}) {
+    testing::run_ranks(n, [&](int r, Communicator& comm) {
+      std::vector<int64_t> counts;
+      for (int q = 0; q < n; ++q) counts.push_back(q == 1 ? 0 : 40000 + 17 * q);
+      const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+      RegisteredBuffer reg = comm.allocate_registered(50000);
+      const std::size_t offset = 100 + 333 * static_cast<std::size_t>(r);  // where this rank's chunk lies
+      const auto mine = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      std::span<float> in = reg.data.subspan(r == 1 ? 0 : offset, mine);
+      for (std::size_t i = 0; i < mine; ++i) in[i] = static_cast<float>(r * 1000003 + i) / 3.0f;
+      std::vector<float> gathered(static_cast<std::size_t>(total), -1.0f), staged(gathered.size(), -2.0f);
+      const std::vector<float> plain_in(in.begin(), in.end());
+      for (int again = 0; again < 2; ++again) {
+        comm.all_gather_v(in, gathered, counts, op_options("registered"))->wait();
+        comm.all_gather_v(plain_in, staged, counts, op_options("staged"))->wait();
+        ASSERT_EQ(std::memcmp(gathered.data(), staged.data(), gathered.size() * sizeof(float)), 0) << "n " << n;
+      }
+      EXPECT_EQ(gathered[0], 0.0f);
+      const int last = counts.back() > 0 ? n - 1 : 0;  // the last rank that contributes
+      EXPECT_EQ(gathered.back(), static_cast<float>(last * 1000003 + counts[static_cast<std::size_t>(last)] - 1) / 3.0f)
+          << "n " << n;
+      CollectiveOptions o = op_options("mixed");
+      o.timeout = std::chrono::milliseconds(300);
+      std::fill(gathered.begin(), gathered.end(), 7.0f);
+      EXPECT_THROW(
+          comm.all_gather_v(r == 0 ? std::span<const float>(plain_in) : std::span<const float>(in), gathered, counts, o)
+              ->wait(),
+          CollectiveTimeout);
+      for (int q = 0, at = 0; q < n; at += static_cast<int>(counts[static_cast<std::size_t>(q)]), ++q) {
+        if (q != r && counts[static_cast<std::size_t>(q)] > 0) {
+          EXPECT_EQ(gathered[static_cast<std::size_t>(at)], 7.0f) << "rank " << q << "'s chunk was gathered";
+        }
+      }
+    });
+  }
 }
 
 // Large point-to-point messages cross many channel slices in both directions.

@@ -72,5 +72,25 @@ TEST_F(CliShmTest, CommFlagChoosesTheBackend) {
   EXPECT_NE(gloo_out.find("Comm     --comm gloo"), std::string::npos) << gloo_out;
 }
 
+// ZeRO-3 on shared memory gathers each layer from the peers' shards in registered memory (layer 0
+// lies wholly in rank 0's shard: rank 1 contributes an empty chunk); on 2 ranks every sum is one
+// addition, so the run ends on Gloo's state hash bit for bit.
+TEST_F(CliShmTest, ZeroThreeOnSharedMemoryEndsOnGloosStateHash) {
+  auto final_hash = [&](const std::string& comm) {
+    std::string out;
+    const auto st = parlab(
+        {"train", "--model", (dir_ / "tiny.toml").string(), "--nproc", "2", "--plan", "gbs=8,mb=4,zero=3", "--steps",
+         "3", "--checkpoint-every", "0", "--comm", comm, "--run-dir", (dir_ / ("z3-" + comm)).string()},
+        out);
+    EXPECT_TRUE(st.ok()) << out;
+    EXPECT_NE(out.find("groups   world " + comm), std::string::npos) << out;
+    const auto at = out.find("state hash ");
+    return at == std::string::npos ? std::string("none") : out.substr(at + 11, 16);
+  };
+  const std::string shm = final_hash("shm");
+  EXPECT_NE(shm, "none");
+  EXPECT_EQ(shm, final_hash("gloo"));
+}
+
 }  // namespace
 }  // namespace parlab::launch

@@ -216,6 +216,36 @@ TEST(ExecutorTest, DdpBucketsAreSpansOfTheGroupsRegisteredMemory) {
   }
 }
 
+// ZeRO-3's parameter shards live in the DP group's registered memory (on shared memory each
+// per-layer gather then copies the peers' chunks straight from their shards): one allocation of
+// the largest shard per rank, every layer gather of every step reads from it, the weights agree
+// with the unregistered program's.
+TEST(ExecutorTest, ZeroThreeGathersReadTheShardsFromRegisteredMemory) {
+  const TrainConfig cfg = tiny_config("gbs=16,mb=4,zero=3", 2, 64);
+  const std::vector<std::shared_ptr<testing::TapLog>> logs = {std::make_shared<testing::TapLog>(),
+                                                              std::make_shared<testing::TapLog>()};
+  auto wrap = [&](std::unique_ptr<comm::Communicator> c) -> std::unique_ptr<comm::Communicator> {
+    const int rank = c->rank();
+    return std::make_unique<testing::TapCommunicator>(std::move(c), logs[rank]);
+  };
+  const auto runs = train_threads(2, cfg, 2, wrap);
+  const int64_t n = model::ParamLayout(mlp_shape(cfg.model)).numel();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(logs[r]->registered.size(), 1u) << "rank " << r;
+    EXPECT_EQ(static_cast<int64_t>(logs[r]->registered[0].size()), (n + 1) / 2);
+    std::vector<std::string> gathers;
+    for (const std::string& t : logs[r]->tags)
+      if (t.rfind("all-gather s", 0) == 0 && t.find("param.") != std::string::npos)
+        gathers.push_back(t.substr(std::string("all-gather ").size()));
+    EXPECT_GT(gathers.size(), 4u) << "a gather per layer and pass";
+    std::vector<std::string> registered;  // the step's gathers (the final export's gather reads it too)
+    for (const std::string& t : logs[r]->all_gathers_in_registered)
+      if (t.find("/param.") != std::string::npos) registered.push_back(t);
+    EXPECT_EQ(registered, gathers) << "rank " << r;
+  }
+  EXPECT_EQ(testing::relative_diff(runs[0].params, runs[1].params), 0.0);
+}
+
 TEST(ExecutorTest, LocalLayoutIsTheModelsParamLayout) {
   const TrainConfig cfg = tiny_config("gbs=8,mb=4", 2, 64);
   const model::ParamLayout layout(mlp_shape(cfg.model));

@@ -25,6 +25,7 @@ struct TapLog {
   std::vector<std::string> tags;                       // in issue order, "<kind> <tag>", e.g. "send s0/act.mb1.vs0"
   std::vector<std::span<const float>> registered;      // what allocate_registered handed out
   std::vector<std::string> all_reduces_in_registered;  // tags of all-reduces over a span of it
+  std::vector<std::string> all_gathers_in_registered;  // tags of all-gathers whose input lies in it
   void note(const char* kind, const comm::CollectiveOptions& o) {
     std::lock_guard lock(mu);
     tags.push_back(std::string(kind) + " " + o.tag);
@@ -32,9 +33,20 @@ struct TapLog {
   void note_all_reduce(std::span<const float> buf, const comm::CollectiveOptions& o) {
     std::lock_guard lock(mu);
     tags.push_back("all-reduce " + o.tag);
+    if (in_registered(buf)) all_reduces_in_registered.push_back(o.tag);
+  }
+  void note_all_gather(std::span<const float> in, const comm::CollectiveOptions& o) {
+    std::lock_guard lock(mu);
+    tags.push_back("all-gather " + o.tag);
+    if (in_registered(in)) all_gathers_in_registered.push_back(o.tag);
+  }
+  // Within one allocation (an empty span at its start or inside it counts).
+  bool in_registered(std::span<const float> buf) const {
     for (const auto& r : registered)
-      if (!buf.empty() && buf.data() >= r.data() && buf.data() + buf.size() <= r.data() + r.size())
-        all_reduces_in_registered.push_back(o.tag);
+      if (buf.data() >= r.data() && buf.data() + buf.size() <= r.data() + r.size() &&
+          (!buf.empty() || buf.data() < r.data() + r.size()))
+        return true;
+    return false;
   }
   // Entries of the step programs (executor tags start "s<step>/") whose kind is `kind`, or any.
   int64_t step_ops(const std::string& kind = "") {
@@ -92,7 +104,7 @@ class TapCommunicator final : public comm::Communicator {
   }
   std::shared_ptr<comm::Work> run_all_gather_v(std::span<const float> in, std::span<float> out,
                                                std::span<const int64_t> counts, const Options& o) override {
-    log_->note("all-gather", o);
+    log_->note_all_gather(in, o);
     return inner_->all_gather_v(in, out, counts, o);
   }
   std::shared_ptr<comm::Work> run_send(std::span<const float> buf, int peer, const Options& o) override {
