@@ -236,8 +236,9 @@ void print_resident_table(const std::vector<train::MemoryReport>& reports) {
   if (!any) return;
   fmt::print(
       "\nResident peak per rank (VmHWM at the end of the rank's work) = before training (libraries, runtime, "
-      "Gloo world) + accounted peak + comm scratch + rest (allocator slack, unaccounted workspaces; on shared "
-      "memory also the pages of the peers' registered gradients this rank read, shared by the ranks, not extra)\n{}",
+      "Gloo world) + accounted peak + comm scratch (Gloo's ring scratch, ZeRO-2/3's ring of registered gradient "
+      "buckets) + rest (allocator slack, unaccounted workspaces; on shared memory also the pages of the peers' "
+      "registered gradients and shards this rank read, shared by the ranks, not extra)\n{}",
       t.str());
 }
 

@@ -193,15 +193,17 @@ double burst_seconds(int n, double bytes, int calls, int repeats, comm::CommChoi
       n,
       [&](comm::Communicator& c, int r) {
         const size_t per = size_t(bytes / 4) / size_t(n) * size_t(n);
-        std::vector<float> buf(per * size_t(calls), 1.0f);
+        // In the group's registered memory, where DDP's gradients live (trainer.cpp).
+        const comm::RegisteredBuffer reg = c.allocate_registered(per * size_t(calls));
+        const std::span<float> buf = reg.data;
+        std::fill(buf.begin(), buf.end(), 1.0f);
         c.all_reduce(buf)->wait();  // connect and warm up
         std::vector<double> times;
         for (int rep = 0; rep < repeats; ++rep) {
           c.barrier()->wait();
           const auto t0 = Clock::now();
           std::vector<std::shared_ptr<comm::Work>> work;
-          for (int k = 0; k < calls; ++k)
-            work.push_back(c.all_reduce(std::span<float>(buf).subspan(size_t(k) * per, per)));
+          for (int k = 0; k < calls; ++k) work.push_back(c.all_reduce(buf.subspan(size_t(k) * per, per)));
           for (auto& w : work) w->wait();
           times.push_back(since(t0));
         }
@@ -240,10 +242,15 @@ std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std:
     double seconds = 0;
     on_ranks(n, [&](comm::Communicator& c, int r) {
       const size_t whole = size_t(total), mine = size_t(counts[size_t(r)]);
-      std::vector<float> full(whole * size_t(calls), 1.0f), shard(mine * size_t(calls), 1.0f);
+      // As the trainer holds them: ZeRO-3's parameter shards in the group's registered memory
+      // (every rank allocates the largest), the gradient buckets in ordinary memory.
+      const size_t largest = size_t(*std::max_element(counts.begin(), counts.end()));
+      std::vector<float> full(whole * size_t(calls), 1.0f);
+      const comm::RegisteredBuffer shard = c.allocate_registered(largest * size_t(calls));
+      std::fill(shard.data.begin(), shard.data.end(), 1.0f);
       auto issue = [&](int k) {
         std::span<float> f(full.data() + size_t(k) * whole, whole);
-        std::span<float> s(shard.data() + size_t(k) * mine, mine);
+        std::span<float> s = shard.data.subspan(size_t(k) * mine, mine);
         return op == strategy::CollectiveOp::kReduceScatter ? c.reduce_scatter_v(f, counts, s)
                                                             : c.all_gather_v(s, f, counts);
       };
@@ -271,7 +278,9 @@ double comm_cpu_seconds_per_byte(int n, double bytes, int iters) {
   const size_t count = size_t(bytes / 4) / size_t(n) * size_t(n);
   double cpu_before = 0, cpu_after = 0;
   on_ranks(n, [&](comm::Communicator& c, int r) {
-    std::vector<float> buf(count, 1.0f);
+    const comm::RegisteredBuffer reg = c.allocate_registered(count);  // as DDP's gradients
+    const std::span<float> buf = reg.data;
+    std::fill(buf.begin(), buf.end(), 1.0f);
     c.all_reduce(buf)->wait();  // connect and warm up
     c.barrier()->wait();
     if (r == 0) cpu_before = process_cpu_seconds();

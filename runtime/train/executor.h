@@ -172,6 +172,8 @@ class Executor {
   ExecResult run(std::span<model::MicrobatchState> microbatches, int64_t step);
 
   const strategy::StepProgram& program() const { return program_; }
+  // The registered ring ZeRO-2/3's gradient buckets take slots of (0 without one).
+  int64_t bucket_ring_bytes() const { return static_cast<int64_t>(bucket_ring_.data.size_bytes()); }
   void set_before_optimizer(decltype(ExecutorOptions::before_optimizer) hook) {
     options_.before_optimizer = std::move(hook);
   }
@@ -230,6 +232,11 @@ class Executor {
   // returns every buffer at the step's end.
   void free_buffer(int op_id);
   void release_buffers();
+  // A stage-2/3 reduce-scatter's zeroed bucket: a ring slot where one can be had, else make_buffer.
+  std::span<float> make_bucket(int rs, int64_t elements);
+  // The bucket of reduce-scatter `rs`, empty when it has none.
+  std::span<float> bucket_of(int rs);
+  void plan_bucket_ring();
   std::vector<int64_t> counts_of(const strategy::Op& op) const;
   void record_issue(const strategy::Op& op, comm::Communicator& c, std::shared_ptr<comm::Work> work);
   comm::CollectiveOptions collective_options(const strategy::Op& op) const;
@@ -280,6 +287,17 @@ class Executor {
   std::multimap<int64_t, std::unique_ptr<model::ComputeBuffer>> spare_buffers_;  // freed this step, by size
   int64_t in_use_elements_ = 0, spare_elements_ = 0, peak_in_use_elements_ = 0;  // of the step's buffers
   std::vector<int> pending_reduce_scatters_;                                     // stage 2/3: issued, not yet retired
+  // Stage 2/3 on the host: the gradient buckets in a ring of kBucketSlots slots of the DP group's
+  // registered memory, so a shared-memory reduce-scatter sums the peers' buckets where they lie
+  // (executor_zero.cpp). A bucket takes the next slot, first retiring the reduce-scatter that
+  // held it; a slot whose bucket is not yet issued is never taken (that bucket is made in
+  // ordinary memory instead): the same choice on every rank, since it follows program order.
+  static constexpr int kBucketSlots = 3;
+  comm::RegisteredBuffer bucket_ring_;
+  int64_t bucket_slot_elements_ = 0;
+  std::vector<int> slot_owner_;  // slot -> the reduce-scatter whose bucket it holds, -1: free
+  std::map<int, int> slot_of_;   // reduce-scatter op -> its slot
+  int next_slot_ = 0;
   std::map<int64_t, int> grad_binding_;  // bucket flat begin -> the reduce-scatter whose buffer is bound
 };
 

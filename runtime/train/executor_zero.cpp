@@ -69,6 +69,51 @@ void Executor::plan_zero_buffers() {
       if (op.kind == OpKind::kAllGather && is_dp_state_collective(op) && consumers[op.id] != 1)
         throw ConfigError("program op " + std::to_string(op.id), strategy::describe(program_, op),
                           "a ZeRO-3 gather must feed exactly one compute op (it is freed after it)");
+  plan_bucket_ring();
+}
+
+// Collective over the DP group (every member builds its executor in the same order).
+void Executor::plan_bucket_ring() {
+  if (shards_.zero() < 2 || !model_.compute_is_host()) return;
+  comm::Communicator* dp = nullptr;
+  for (const Op& op : program_.ops) {
+    if (op.kind != OpKind::kReduceScatter || !is_dp_state_collective(op)) continue;
+    dp = &comm_of(op);
+    bucket_slot_elements_ = std::max(bucket_slot_elements_, op.flat_end - op.flat_begin);
+  }
+  if (dp == nullptr || dp->size() < 2) return;
+  bucket_ring_ = dp->allocate_registered(static_cast<size_t>(kBucketSlots * bucket_slot_elements_));
+  slot_owner_.assign(kBucketSlots, -1);
+}
+
+std::span<float> Executor::make_bucket(int rs, int64_t elements) {
+  if (bucket_ring_.data.empty()) return make_buffer(rs, elements, Fill::kZero);
+  const int slot = next_slot_;
+  if (const int owner = slot_owner_[static_cast<size_t>(slot)]; owner >= 0) {
+    const bool issued = std::find(pending_reduce_scatters_.begin(), pending_reduce_scatters_.end(), owner) !=
+                        pending_reduce_scatters_.end();
+    if (!issued) return make_buffer(rs, elements, Fill::kZero);
+    retire_reduce_scatter(owner);  // waits for it; frees the slot
+  }
+  next_slot_ = (slot + 1) % kBucketSlots;
+  slot_owner_[static_cast<size_t>(slot)] = rs;
+  slot_of_[rs] = slot;
+  if (options_.account)
+    options_.account->allocate(model::MemoryCategory::kTemporary, elements * int64_t{sizeof(float)});
+  const std::span<float> bucket =
+      bucket_ring_.data.subspan(static_cast<size_t>(slot * bucket_slot_elements_), static_cast<size_t>(elements));
+  model_.compute_zero(bucket);  // the backward accumulates into it
+  return bucket;
+}
+
+std::span<float> Executor::bucket_of(int rs) {
+  if (const auto s = slot_of_.find(rs); s != slot_of_.end()) {
+    const Op& op = program_.ops[rs];
+    return bucket_ring_.data.subspan(static_cast<size_t>(s->second * bucket_slot_elements_),
+                                     static_cast<size_t>(op.flat_end - op.flat_begin));
+  }
+  const auto it = buffers_.find(rs);
+  return it == buffers_.end() ? std::span<float>() : it->second->span();
 }
 
 // A step's transient buffers (ZeRO-3's gathered layers, ZeRO-2/3 gradient buckets) come and go
@@ -107,6 +152,15 @@ std::span<float> Executor::make_buffer(int op_id, int64_t elements, Fill fill) {
 }
 
 void Executor::free_buffer(int op_id) {
+  if (const auto s = slot_of_.find(op_id); s != slot_of_.end()) {
+    const Op& op = program_.ops[op_id];
+    if (options_.account)
+      options_.account->release(model::MemoryCategory::kTemporary,
+                                (op.flat_end - op.flat_begin) * int64_t{sizeof(float)});
+    slot_owner_[static_cast<size_t>(s->second)] = -1;
+    slot_of_.erase(s);
+    return;
+  }
   const auto it = buffers_.find(op_id);
   if (it == buffers_.end()) return;
   const auto elements = static_cast<int64_t>(it->second->span().size());
@@ -117,6 +171,8 @@ void Executor::free_buffer(int op_id) {
 }
 
 void Executor::release_buffers() {
+  for (auto it = slot_of_.begin(); it != slot_of_.end();) free_buffer((it++)->first);
+  next_slot_ = 0;
   buffers_.clear();
   spare_buffers_.clear();
   in_use_elements_ = spare_elements_ = peak_in_use_elements_ = 0;
@@ -157,10 +213,10 @@ void Executor::before_compute(const Op& op) {
   poll_reduce_scatters();
   for (int g : gathers_of_[op.id]) model_.bind_params(range_of(program_.ops[g]), buffers_.at(g)->span());
   for (int rs : buckets_of_[op.id]) {
-    if (buffers_.count(rs)) continue;
+    if (!bucket_of(rs).empty()) continue;
     const Op& bucket = program_.ops[rs];
     // Zeroed: the backward accumulates into it.
-    model_.bind_grads(range_of(bucket), make_buffer(rs, bucket.flat_end - bucket.flat_begin, Fill::kZero));
+    model_.bind_grads(range_of(bucket), make_bucket(rs, bucket.flat_end - bucket.flat_begin));
     grad_binding_[bucket.flat_begin] = rs;
   }
 }
@@ -192,10 +248,9 @@ void Executor::issue_reduce_scatter(const Op& op) {
                                     collective_options(op)));
     return;
   }
-  const auto it = buffers_.find(op.id);
-  if (it == buffers_.end())
+  const std::span<float> bucket = bucket_of(op.id);
+  if (bucket.empty())
     throw RuntimeError("executor: no backward wrote the bucket of " + strategy::describe(program_, op));
-  const std::span<float> bucket = it->second->span();
   if (skipped(op)) {
     // Nothing issued: the rank keeps its own, unreduced chunk (the fault's lesson).
     pending_reduce_scatters_.push_back(op.id);
@@ -217,7 +272,7 @@ void Executor::retire_reduce_scatter(int op_id) {
   const std::vector<int64_t> counts = counts_of(op);
   const Chunk mine = my_chunk(op, counts, comm_of(op).rank());
   const std::span<const float> reduced =
-      std::span<const float>(buffers_.at(op_id)->span()).subspan(mine.begin - op.flat_begin, mine.count);
+      std::span<const float>(bucket_of(op_id)).subspan(mine.begin - op.flat_begin, mine.count);
   // Microbatches accumulate into the shard (the first adds onto zeros: an exact copy), in the
   // model's compute memory (a kernel on a GPU, ordered after the collective the wait saw end).
   model_.compute_accumulate(chunk_of_shard(shards_.compute_grads(), shards_.shard().begin, mine), reduced);

@@ -74,6 +74,7 @@ MemoryReport memory_report(const Trainer& trainer, const strategy::ClusterSpec& 
   r.ledger_total_bytes = l.total_bytes();
   for (const comm::Communicator* c : trainer.communicators())
     if (c != nullptr) r.comm_scratch_bytes += static_cast<int64_t>(comm::gloo_ring_scratch_bytes(*c));
+  r.comm_scratch_bytes += trainer.bucket_ring_bytes();
   r.resident_peak_bytes = resident_peak_bytes();
   return r;
 }

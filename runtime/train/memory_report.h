@@ -35,7 +35,7 @@ struct MemoryReport {
   double ledger_total_bytes = 0;
   int64_t resident_peak_bytes = 0;      // VmHWM of the process; 0 when unknown
   int64_t resident_baseline_bytes = 0;  // VmRSS before the trainer was built; 0 when unknown
-  int64_t comm_scratch_bytes = 0;       // the communicators' own buffers (Gloo ring scratch)
+  int64_t comm_scratch_bytes = 0;       // the communicators' own buffers (Gloo ring scratch, ZeRO's bucket ring)
 
   int64_t measured(model::MemoryCategory c) const { return measured_peak_bytes[static_cast<int>(c)]; }
   double ledger(model::MemoryCategory c) const { return ledger_bytes[static_cast<int>(c)]; }

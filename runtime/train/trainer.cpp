@@ -217,10 +217,10 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
     if (program_.groups[i].kind == strategy::GroupKind::kDP && program_.groups[i].size() == config_.plan.dp)
       dp_comm_ = comms[i];
   if (dp_comm_ == nullptr) dp_comm_ = &world;  // dp = 1: no DP op, the shard is everything
-  // DDP on the host: the gradients live in the DP group's registered memory, so its all-reduces
-  // (buckets are spans of them) read the peers' gradients in place on shared memory. Every member
-  // of the group allocates here, in the same order.
-  if (!options_.collectives && config_.plan.dp > 1 && zero_stage(config_.plan) == 0 && state_.model.holds_grads()) {
+  // DDP and ZeRO-1 on the host: the gradients live in the DP group's registered memory, so their
+  // all-reduces and reduce-scatters (buckets are spans of them) read the peers' gradients in
+  // place on shared memory. Every member of the group allocates here, in the same order.
+  if (!options_.collectives && config_.plan.dp > 1 && zero_stage(config_.plan) <= 1 && state_.model.holds_grads()) {
     comm::RegisteredBuffer grads =
         dp_comm_->allocate_registered(static_cast<size_t>(state_.model.owned_range().numel()));
     state_.model.adopt_grads(grads.data, std::move(grads.keep));
@@ -331,6 +331,8 @@ std::vector<const comm::Communicator*> Trainer::communicators() const {
   for (const auto& c : owned_comms_) out.push_back(c.get());
   return out;
 }
+
+int64_t Trainer::bucket_ring_bytes() const { return executor_ ? executor_->bucket_ring_bytes() : 0; }
 
 std::vector<model::MicrobatchState> Trainer::load_microbatches(const GlobalBatch& batch,
                                                                std::vector<std::vector<int64_t>>& indices) {

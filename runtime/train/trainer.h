@@ -162,6 +162,9 @@ class Trainer {
   // Every communicator the trainer's ops use (the world's and the groups split off it), e.g. to
   // dump all their flight recorders when the rank fails or is stopped.
   std::vector<const comm::Communicator*> communicators() const;
+  // Communication memory the step keeps besides the communicators' own: ZeRO-2/3's registered
+  // gradient-bucket ring (executor.h).
+  int64_t bucket_ring_bytes() const;
   // After the host parameters were written outside a step (a checkpoint load): copies them (and
   // the optimizer state, when the device has its own) to the device model. A no-op on the CPU.
   void host_state_changed();

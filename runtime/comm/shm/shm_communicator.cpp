@@ -180,8 +180,23 @@ class ShmCommunicator final : public Communicator {
   std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
                                              std::span<float> out, const CollectiveOptions& o) override {
     std::vector<int64_t> c(counts.begin(), counts.end());
-    const auto fp =
-        Fingerprint().add(OpKind::kReduceScatter).add(o.tag).add(c.data(), c.size() * sizeof(int64_t)).value();
+    const Registered reg = registered(in);
+    const auto fp = Fingerprint()
+                        .add(OpKind::kReduceScatter)
+                        .add(o.tag)
+                        .add(c.data(), c.size() * sizeof(int64_t))
+                        .add(reg.arena ? reg.id : -1)
+                        .value();
+    if (reg.arena && size() > 1) {
+      std::vector<const float*> blocks(static_cast<std::size_t>(size()));
+      for (int p = 0; p < size(); ++p) blocks[static_cast<std::size_t>(p)] = reg.arena->block(p);
+      const std::size_t block_elements = reg.arena->block_bytes() / sizeof(float);
+      return collective(OpKind::kReduceScatter, bytes(in.size()), o,
+                        [g = group_.get(), in, out, c = std::move(c), blocks = std::move(blocks), block_elements,
+                         offset = reg.offset, keep = reg.arena, fp](const OpInfo& i) {
+                          g->reduce_scatter_registered(in, c, out, blocks, block_elements, offset, i, fp);
+                        });
+    }
     return collective(
         OpKind::kReduceScatter, bytes(in.size()), o,
         [g = group_.get(), in, c = std::move(c), out, fp](const OpInfo& i) { g->reduce_scatter(in, c, out, i, fp); });

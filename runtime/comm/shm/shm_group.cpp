@@ -351,6 +351,30 @@ void Group::all_gather_registered(std::span<const float> in, std::span<float> ou
   arrive_and_wait(info);
 }
 
+void Group::reduce_scatter_registered(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
+                                      const std::vector<const float*>& blocks, std::size_t block_elements,
+                                      std::size_t offset, const OpInfo& info, std::uint64_t fingerprint) {
+  const int n = size();
+  const auto off = offsets(counts);
+  const std::size_t total = off.back();
+  enter(info, fingerprint, offset);
+  arrive_and_wait(info);
+  check_stamps(info, fingerprint);
+  std::vector<const float*> src(static_cast<std::size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    const auto pi = static_cast<std::size_t>(p);
+    const std::uint64_t at = segment_.rank(p).stamp[info.seq & 1].offset;
+    if (at > block_elements || total > block_elements - at)
+      throw CollectiveError(info, info.describe() + ": rank " + std::to_string(p) + "'s input (" +
+                                      std::to_string(total) + " elements at " + std::to_string(at) +
+                                      ") lies outside its registered block of " + std::to_string(block_elements));
+    src[pi] = (p == rank_ ? in.data() : blocks[pi] + at) + off[static_cast<std::size_t>(rank_)];
+  }
+  sum_in_rank_order(src.data(), n, static_cast<std::size_t>(counts[static_cast<std::size_t>(rank_)]), out.data(),
+                    nullptr);
+  arrive_and_wait(info);
+}
+
 void Group::broadcast(std::span<float> buf, int root, const OpInfo& info, std::uint64_t fingerprint) {
   const std::size_t width = segment_.slot_bytes() / sizeof(float);
   const std::size_t rounds = rounds_for(buf.size(), width);

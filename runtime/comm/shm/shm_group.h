@@ -37,7 +37,9 @@
 //   2. rank r copies every rank's chunk, its own included, from where it lies into its output
 //   3. barrier (no rank changes its input while a peer still reads it)
 // One pass of S per rank, where staging costs three (own chunk, into the slot, out of the peers')
-// and a barrier per 512 KB round.
+// and a barrier per 512 KB round. A reduce-scatter from registered memory is the same two
+// barriers around one sum: rank r adds part r of every rank's input where it lies, in rank
+// order (the staging path's order, so the same bits), into its output.
 //
 // Desync: on entering a collective each rank stamps its slot with the op's sequence number and
 // a fingerprint (op, tag, counts, root). After the first barrier every rank compares the stamps;
@@ -79,6 +81,11 @@ class Group {
   void all_gather_registered(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts,
                              const std::vector<const float*>& blocks, std::size_t block_elements, std::size_t offset,
                              const OpInfo& info, std::uint64_t fingerprint);
+  // The same for a reduce-scatter whose input lies in registered memory (ZeRO's gradient
+  // buckets): rank r sums part r of every rank's input where it lies, in rank order.
+  void reduce_scatter_registered(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
+                                 const std::vector<const float*>& blocks, std::size_t block_elements,
+                                 std::size_t offset, const OpInfo& info, std::uint64_t fingerprint);
   void reduce_scatter(std::span<const float> in, std::span<const int64_t> counts, std::span<float> out,
                       const OpInfo& info, std::uint64_t fingerprint);
   void all_gather(std::span<const float> in, std::span<float> out, std::span<const int64_t> counts, const OpInfo& info,

@@ -215,6 +215,41 @@ TEST(ShmRegistered, AllGatherReadsEachRanksChunkWhereItLies) {
   }
 }
 
+// A reduce-scatter whose input lies in registered memory (ZeRO's gradient buckets), at offsets
+// that differ by rank, uneven counts with an empty part, the output in place over the rank's own
+// part as the executor reduces: bit for bit the staging path's rank-order sums on 2-4 ranks;
+// registered on one rank only is a desync.
+TEST(ShmRegistered, ReduceScatterSumsEachRanksBucketWhereItLies) {
+  for (int n : {2, 3, 4}) {
+    auto input = [](int r, std::size_t i) { return static_cast<float>((r * 7919 + i * 104729) % 1000) / 7.0f; };
+    testing::run_ranks(n, [&](int r, Communicator& comm) {
+      std::vector<int64_t> counts;
+      for (int q = 0; q < n; ++q) counts.push_back(q == 1 ? 0 : 30011 + 5 * q);
+      const auto off = static_cast<std::size_t>(std::accumulate(counts.begin(), counts.begin() + r, int64_t{0}));
+      const auto total = static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), int64_t{0}));
+      const auto mine = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      RegisteredBuffer reg = comm.allocate_registered(total + 1000);
+      std::span<float> bucket = reg.data.subspan(50 * static_cast<std::size_t>(r), total);
+      std::vector<float> plain(total), staged(mine);
+      for (std::size_t i = 0; i < total; ++i) bucket[i] = plain[i] = input(r, i);
+      comm.reduce_scatter_v(bucket, counts, bucket.subspan(off, mine), op_options("registered"))->wait();
+      comm.reduce_scatter_v(plain, counts, staged, op_options("staged"))->wait();
+      ASSERT_EQ(std::memcmp(bucket.data() + off, staged.data(), mine * sizeof(float)), 0) << "n " << n << " rank " << r;
+      if (mine > 0) {
+        float first = input(0, off);
+        for (int q = 1; q < n; ++q) first += input(q, off);
+        EXPECT_EQ(bucket[off], first) << "n " << n;
+      }
+      CollectiveOptions o = op_options("mixed");
+      o.timeout = std::chrono::milliseconds(300);
+      EXPECT_THROW(comm.reduce_scatter_v(r == 0 ? std::span<const float>(plain) : std::span<const float>(bucket),
+                                         counts, staged, o)
+                       ->wait(),
+                   CollectiveTimeout);
+    });
+  }
+}
+
 // Large point-to-point messages cross many channel slices in both directions.
 TEST(ShmSendRecv, LargeMessagesBothWays) {
   testing::run_ranks(2, [](int r, Communicator& comm) {

@@ -22,10 +22,11 @@ inline bool is_step_tag(const std::string& tag) {
 
 struct TapLog {
   std::mutex mu;
-  std::vector<std::string> tags;                       // in issue order, "<kind> <tag>", e.g. "send s0/act.mb1.vs0"
-  std::vector<std::span<const float>> registered;      // what allocate_registered handed out
-  std::vector<std::string> all_reduces_in_registered;  // tags of all-reduces over a span of it
-  std::vector<std::string> all_gathers_in_registered;  // tags of all-gathers whose input lies in it
+  std::vector<std::string> tags;                           // in issue order, "<kind> <tag>", e.g. "send s0/act.mb1.vs0"
+  std::vector<std::span<const float>> registered;          // what allocate_registered handed out
+  std::vector<std::string> all_reduces_in_registered;      // tags of all-reduces over a span of it
+  std::vector<std::string> all_gathers_in_registered;      // tags of all-gathers whose input lies in it
+  std::vector<std::string> reduce_scatters_in_registered;  // tags of reduce-scatters whose input lies in it
   void note(const char* kind, const comm::CollectiveOptions& o) {
     std::lock_guard lock(mu);
     tags.push_back(std::string(kind) + " " + o.tag);
@@ -39,6 +40,11 @@ struct TapLog {
     std::lock_guard lock(mu);
     tags.push_back("all-gather " + o.tag);
     if (in_registered(in)) all_gathers_in_registered.push_back(o.tag);
+  }
+  void note_reduce_scatter(std::span<const float> in, const comm::CollectiveOptions& o) {
+    std::lock_guard lock(mu);
+    tags.push_back("reduce-scatter " + o.tag);
+    if (in_registered(in)) reduce_scatters_in_registered.push_back(o.tag);
   }
   // Within one allocation (an empty span at its start or inside it counts).
   bool in_registered(std::span<const float> buf) const {
@@ -85,7 +91,7 @@ class TapCommunicator final : public comm::Communicator {
   }
   std::shared_ptr<comm::Work> run_reduce_scatter(std::span<const float> in, std::span<float> out,
                                                  const Options& o) override {
-    log_->note("reduce-scatter", o);
+    log_->note_reduce_scatter(in, o);
     return inner_->reduce_scatter(in, out, o);
   }
   std::shared_ptr<comm::Work> run_all_gather(std::span<const float> in, std::span<float> out,
@@ -99,7 +105,7 @@ class TapCommunicator final : public comm::Communicator {
   }
   std::shared_ptr<comm::Work> run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
                                                    std::span<float> out, const Options& o) override {
-    log_->note("reduce-scatter", o);
+    log_->note_reduce_scatter(in, o);
     return inner_->reduce_scatter_v(in, counts, out, o);
   }
   std::shared_ptr<comm::Work> run_all_gather_v(std::span<const float> in, std::span<float> out,
