@@ -41,8 +41,8 @@ struct DeviceSpec {
   int sms = 0;
   int gemm_tile_rows = 0, gemm_tile_cols = 0;
   // How fast a worker makes and zeroes memory it has just allocated (each page first touched
-  // traps into the kernel, which zeroes it): a calibrated CPU measures it (calibrate_profile.h).
-  // 0: as fast as clearing memory it holds (a GPU's caching allocator hands out held memory).
+  // traps into the kernel, which zeroes it): a calibrated CPU measures it (calibrate_profile.h);
+  // reported, priced by nothing (ZeRO's buckets stay in a ring across steps). 0: not measured.
   double first_touch_bytes_per_s = 0;
   // A CPU's GEMM rate by shape (`parlab calibrate` measures it; empty elsewhere). A core runs a
   // microbatch of 1 through a layer as matrix-vector products bound by memory -- several times

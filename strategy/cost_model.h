@@ -116,9 +116,8 @@ double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);
 // `gemms` (when given) times the GEMM FLOPs with wave quantization.
 double compute_seconds_alone(const Op& op, const ClusterSpec& cluster, Precision precision,
                              const GemmTimes* gemms = nullptr);
-// What a backward's ZeRO-2/3 bucket work adds (Op::fresh_bytes, zeroed_bytes, accumulated_bytes):
-// new buckets at the device's first-touch rate, reused ones zeroed as a clear is, reduced chunks
-// added into the shard at the memory rate. 0 for any other op.
+// What a backward's ZeRO-2/3 bucket work adds (Op::zeroed_bytes, accumulated_bytes): buckets
+// zeroed as a clear is, reduced chunks added into the shard at the memory rate. 0 for any other op.
 double bucket_work_seconds(const Op& op, const ClusterSpec& cluster);
 // The same on this plan's share of a host whose cores more ranks share (cpu-local).
 double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan, const GemmTimes* gemms = nullptr);

@@ -166,12 +166,10 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
 }
 
 double bucket_work_seconds(const Op& op, const ClusterSpec& c) {
-  if (op.fresh_bytes <= 0 && op.zeroed_bytes <= 0 && op.accumulated_bytes <= 0) return 0;
-  // Zeroing as a clear is priced (read for ownership on a CPU), new memory at the rate the
-  // kernel hands out zeroed pages where that was measured, an add as two reads and a write.
+  if (op.zeroed_bytes <= 0 && op.accumulated_bytes <= 0) return 0;
+  // Zeroing as a clear is priced (read for ownership on a CPU), an add as two reads and a write.
   const double mem_bw = c.device.achieved_memory_bytes_per_s(), rfo = c.shares_cores() ? 2 : 1;
-  const double fresh_bw = c.device.first_touch_bytes_per_s > 0 ? c.device.first_touch_bytes_per_s : mem_bw / rfo;
-  return op.fresh_bytes / fresh_bw + op.zeroed_bytes * rfo / mem_bw + 3 * op.accumulated_bytes / mem_bw;
+  return op.zeroed_bytes * rfo / mem_bw + 3 * op.accumulated_bytes / mem_bw;
 }
 
 double compute_time(const Op& op, const ClusterSpec& c, const Plan& plan, const GemmTimes* gemms) {

@@ -118,13 +118,12 @@ struct Op {
   double memory_bytes = 0;  // bytes moved through device memory (the optimizer is bandwidth-bound)
   // ZeRO-2/3's gradient buckets, which the rank's compute stream handles around a backward that
   // opens one (no rank keeps a whole gradient to accumulate into, so every microbatch's backward
-  // writes into buckets of its own): bytes of buckets it makes and zeroes first, new memory
-  // (`fresh_bytes`: the step's first microbatch, whose buckets the step allocates) or reused
-  // (`zeroed_bytes`: later microbatches'), and bytes of reduced chunks the rank adds into its
-  // gradient shard after each bucket's reduce-scatter (`accumulated_bytes`: read twice, written
-  // once). The runtime does this work on the main thread (train/executor_zero.cpp); the cost
-  // model charges it to the opening backward (compute_seconds_alone).
-  double fresh_bytes = 0, zeroed_bytes = 0, accumulated_bytes = 0;
+  // writes into buckets of its own): bytes of buckets it zeroes first (`zeroed_bytes`: slots of a
+  // ring it keeps across steps, so none is new memory), and bytes of reduced chunks the rank adds
+  // into its gradient shard after each bucket's reduce-scatter (`accumulated_bytes`: read twice,
+  // written once). The runtime does this work on the main thread (train/executor_zero.cpp); the
+  // cost model charges it to the opening backward (compute_seconds_alone).
+  double zeroed_bytes = 0, accumulated_bytes = 0;
   LayerRange layers;  // also set on TP collectives and ZeRO-3 gathers: the layers concerned
   int microbatch = -1;
   int chunk = 0;  // model chunk (interleaved schedule)

@@ -40,8 +40,9 @@ struct WorkloadProfile {
   double optimizer_seconds = 0;  // the AdamW update over all parameters (median)
   double optimizer_spread = 0;
   double clear_seconds = 0;  // clearing the gradients before a step (median): reported beside the model's
-  // New memory made and zeroed (ZeRO-2/3's buckets, four of 25 MiB at once), bytes per second:
-  // the cluster's device.first_touch_bytes_per_s (cost_model.h, bucket_work_seconds).
+  // New memory made and zeroed (four buffers of 25 MiB at once), bytes per second: the cluster's
+  // device.first_touch_bytes_per_s, reported. No prediction prices it since the trainer keeps
+  // ZeRO-2/3's buckets in a ring across steps (train/executor.h): steady steps make none.
   double first_touch_bytes_per_s = 0;
   int repeats = 0;  // timed steps
   // The time per microbatch the cost model must charge: forward + backward + its data (the data

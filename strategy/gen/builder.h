@@ -89,7 +89,7 @@ class Builder {
   int64_t local_elements() const { return layout_.empty() ? 0 : layout_.back().offset + layout_.back().numel; }
   // Ops emitted so far (ids), e.g. to wait for everything of a kind.
   const std::vector<Op>& ops() const { return prog_.ops; }
-  // An op emitted earlier, to annotate (Op::fresh_bytes and the like): its dependencies and kind stay.
+  // An op emitted earlier, to annotate (Op::zeroed_bytes and the like): its dependencies and kind stay.
   Op& op(int id) { return prog_.ops.at(size_t(id)); }
 
  private:

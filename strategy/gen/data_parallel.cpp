@@ -155,15 +155,15 @@ class DataParallel final : public Hooks {
   }
 
  private:
-  // ZeRO-2/3: the backward of a bucket's top layer opens it for its microbatch. The step's first
-  // microbatch makes its buckets new; later ones reuse and zero them (train/executor_zero.cpp).
+  // ZeRO-2/3: the backward of a bucket's top layer opens it for its microbatch, in a slot of a ring
+  // the rank keeps across steps, which it zeroes (train/executor.h): nothing is new memory.
   void open_buckets(Builder& b, const Slot& slot, LayerRange range, int op_id) {
     for (const Bucket& bucket : buckets_[slot.chunk]) {
       if (bucket.top_layer != range.begin) continue;
       opener_[{slot.microbatch, bucket.index}] = op_id;
       const double bytes = double(bucket.flat_end - bucket.flat_begin) * grad_accumulation_bytes_per_element(b.plan());
       Op& opener = b.op(op_id);
-      (slot.microbatch == 0 ? opener.fresh_bytes : opener.zeroed_bytes) += bytes;
+      opener.zeroed_bytes += bytes;
     }
   }
 

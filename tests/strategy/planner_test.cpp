@@ -235,7 +235,7 @@ TEST(Planner, QuickEstimateAgreesWithTheWalkOnPipelines) {
 // the same walked step times, on presets of three sizes. Since ZeRO's uneven reduce-scatters and
 // all-gathers are priced by their smallest chunk (collectives.h, ring_link_bytes) the ZeRO plans
 // take 0.01-0.6% longer, and gpt-175b's #2 and #3 (0.04% apart before) changed places. Since
-// ZeRO-2/3's backward is charged for making, zeroing and adding its buckets (Op::fresh_bytes and
+// ZeRO-2/3's backward is charged for making, zeroing and adding its buckets (Op::zeroed_bytes and
 // friends) their plans take 0.02-3% longer again, and gpt-175b's ZeRO-3 over 512 replicas (one
 // microbatch, every bucket new) fell from #2 to #5; the other plans are unchanged to the bit.
 // Since every rank is charged 1/dp of each bucket's adds (not the bucket's overlap with its own
