@@ -36,9 +36,14 @@ constexpr int kMaxProcesses = 64;
 constexpr int64_t kMaxMicrobatchesPerStep = 8;
 
 // What the profiling processes share: the barrier every microbatch and update starts at, the
-// repeat count process 0 chooses after its warm-up, and each process's medians.
+// barriers of each tensor-parallel group (`tp` consecutive processes), which its members meet at
+// after every block's forward and backward as the group's all-reduces make them, the repeat count
+// process 0 chooses after its warm-up, and each process's medians.
 struct Shared {
   pthread_barrier_t barrier;
+  pthread_barrier_t tp_barrier[kMaxProcesses];
+  int tp_groups = 0;
+  int64_t tp_meetings = 0, microbatches_run = 0;  // process 0's, over the whole profile
   int repeats = 0;
   int64_t parameters = 0;
   double fwdbwd[kMaxProcesses], fwdbwd_spread[kMaxProcesses], data[kMaxProcesses], update[kMaxProcesses],
@@ -61,11 +66,35 @@ double first_touch_seconds() {
 }
 
 // The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
-// one of a lockstep group that meets at `s`'s barrier.
+// one of a lockstep group that meets at `s`'s barrier; `tp` > 1: its tensor-parallel group also
+// meets after every block's forward and backward (the waits for the slowest member are then in
+// the microbatch's time, as they are in a tensor-parallel step's).
 void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int repeats, strategy::Precision precision,
-                  Shared* s, int me, bool together) {
+                  Shared* s, int me, bool together, int tp) {
   const auto sync = [s, together] {
     if (together) pthread_barrier_wait(&s->barrier);
+  };
+  const bool tp_sync = together && tp > 1;
+  const int blocks = int(shape.blocks);
+  const auto run_microbatch = [&](model::LabMlp& net, model::MicrobatchState& mb) {
+    if (!tp_sync) {
+      net.forward(mb);
+      net.backward(mb);
+      return;
+    }
+    pthread_barrier_t* group = &s->tp_barrier[me / tp];
+    const auto meet = [&] {
+      pthread_barrier_wait(group);
+      if (me == 0) ++s->tp_meetings;
+    };
+    for (int l = 0; l <= blocks; ++l) {
+      net.forward_layer(l, mb);
+      if (l < blocks) meet();
+    }
+    for (int l = blocks; l >= 0; --l) {
+      net.backward_layer(l, mb);
+      if (l < blocks) meet();
+    }
   };
   model::LabMlp net(shape, 1);
   if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
@@ -92,9 +121,9 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int rep
       data.fill(indices, mb);
       d += since(t0) / per_step;
       t0 = Clock::now();
-      net.forward(mb);
-      net.backward(mb);
+      run_microbatch(net, mb);
       c += since(t0) / per_step;
+      if (me == 0) ++s->microbatches_run;
     }
     sync();
     t0 = Clock::now();
@@ -131,8 +160,9 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int rep
   s->parameters = int64_t(net.params().size());
 }
 
-// Shared memory for `n` processes, with the barrier set up for them (unmapped by the deleter).
-std::unique_ptr<Shared, void (*)(Shared*)> make_shared_block(int n) {
+// Shared memory for `n` processes, with the barriers set up for them: one for all, one per group
+// of `tp` (unmapped by the deleter).
+std::unique_ptr<Shared, void (*)(Shared*)> make_shared_block(int n, int tp) {
   void* m = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) throw RuntimeError(std::string("workload profile: mmap: ") + std::strerror(errno));
   auto* s = new (m) Shared{};
@@ -140,8 +170,11 @@ std::unique_ptr<Shared, void (*)(Shared*)> make_shared_block(int n) {
   pthread_barrierattr_init(&a);
   pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
   pthread_barrier_init(&s->barrier, &a, unsigned(n));
+  s->tp_groups = tp > 1 && n % tp == 0 ? n / tp : 0;
+  for (int g = 0; g < s->tp_groups; ++g) pthread_barrier_init(&s->tp_barrier[g], &a, unsigned(tp));
   pthread_barrierattr_destroy(&a);
   return {s, [](Shared* p) {
+            for (int g = 0; g < p->tp_groups; ++g) pthread_barrier_destroy(&p->tp_barrier[g]);
             pthread_barrier_destroy(&p->barrier);
             ::munmap(p, sizeof(Shared));
           }};
@@ -203,17 +236,21 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   if (plan.pp > 1) shape.blocks = std::max<int64_t>(1, (shape.blocks + plan.pp - 1) / plan.pp);
   // A step's microbatches, back to back as the trainer runs them (at most 8: the rate is reached).
   const int per_step = static_cast<int>(std::clamp<int64_t>(plan.microbatches, 1, kMaxMicrobatchesPerStep));
-  auto shared = make_shared_block(processes);
+  // Tensor-parallel groups meet after every block (consecutive processes, as the plan's TP groups
+  // are consecutive ranks), when the profile runs the plan's whole world.
+  const int tp = plan.tp > 1 && processes % plan.tp == 0 ? plan.tp : 1;
+  auto shared = make_shared_block(processes, tp);
   Shared* s = shared.get();
   if (processes == 1) {
     // World size 1 writes the same slots, without a barrier or a fork.
-    profile_loop(shape, b, per_step, repeats, plan.precision, s, 0, false);
+    profile_loop(shape, b, per_step, repeats, plan.precision, s, 0, false, 1);
   } else {
     run_forked(
-        processes, [&](int me) { profile_loop(shape, b, per_step, repeats, plan.precision, s, me, true); }, s);
+        processes, [&](int me) { profile_loop(shape, b, per_step, repeats, plan.precision, s, me, true, tp); }, s);
   }
   WorkloadProfile p;
   p.processes = processes;
+  p.tp_meetings_per_microbatch = s->microbatches_run > 0 ? double(s->tp_meetings) / double(s->microbatches_run) : 0;
   p.hidden = shape.hidden, p.ffn = shape.ffn, p.blocks = shape.blocks, p.classes = shape.classes;
   p.microbatch = b;
   p.parameters = s->parameters;
@@ -273,17 +310,18 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
       p.processes == 1 ? std::string("one process") : std::to_string(p.processes) + " processes in lockstep";
   char b[768];
   std::snprintf(b, sizeof b,
-                "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s "
+                "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s%s "
                 "(median of %d steps of %d microbatches of %lld, back to back, after a warm-up): forward+backward "
                 "%.2f ms a microbatch +-%.0f%%, data %.2f ms "
                 "-> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); new "
                 "memory made and zeroed at %.2f GB/s; communication from the calibration",
-                (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(), p.repeats,
-                p.microbatches_per_step, (long long)p.microbatch, p.fwdbwd_seconds * 1e3, 100 * p.fwdbwd_spread,
-                p.data_seconds * 1e3, profiled.device.peak_flops_fp32 / 1e9, double(p.parameters) / 1e6,
-                p.optimizer_seconds * 1e3, profiled.device.memory_bytes_per_s / 1e9, p.clear_seconds * 1e3,
-                modelled * 1e3, p.first_touch_bytes_per_s / 1e9);
+                (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(),
+                p.tp_meetings_per_microbatch > 0 ? ", each tensor-parallel group meeting after every block" : "",
+                p.repeats, p.microbatches_per_step, (long long)p.microbatch, p.fwdbwd_seconds * 1e3,
+                100 * p.fwdbwd_spread, p.data_seconds * 1e3, profiled.device.peak_flops_fp32 / 1e9,
+                double(p.parameters) / 1e6, p.optimizer_seconds * 1e3, profiled.device.memory_bytes_per_s / 1e9,
+                p.clear_seconds * 1e3, modelled * 1e3, p.first_touch_bytes_per_s / 1e9);
   return b;
 }
 

@@ -45,6 +45,10 @@ struct WorkloadProfile {
   // ZeRO-2/3's buckets in a ring across steps (train/executor.h): steady steps make none.
   double first_touch_bytes_per_s = 0;
   int repeats = 0;  // timed steps
+  // How often the plan's tensor-parallel groups met in a microbatch: after every block's forward
+  // and backward, as their all-reduces make them, so the microbatch's time holds the waits for
+  // each group's slowest member (2 x blocks; 0 without TP or with one process).
+  double tp_meetings_per_microbatch = 0;
   // The time per microbatch the cost model must charge: forward + backward + its data (the data
   // is made per sample on the compute stream, so it scales with the microbatches like compute).
   double microbatch_seconds() const { return fwdbwd_seconds + data_seconds; }

@@ -496,6 +496,26 @@ TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
   EXPECT_THROW(profile_workload(m, plan, 65, 2), ConfigError);
 }
 
+// A tensor-parallel plan's profile makes each TP group meet after every block's forward and
+// backward, as its all-reduces do (the waits for the group's slowest member are part of its
+// microbatch); it says so in its description. One process, or no TP, meets only per step.
+TEST(WorkloadProfile, TensorParallelGroupsMeetAfterEveryBlock) {
+  const strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const strategy::Plan tp = strategy::resolve(strategy::parse_plan("tp=2,gbs=8,mb=4"), m, 2);
+  const WorkloadProfile synced = profile_workload(m, tp, 2, 2);
+  EXPECT_EQ(synced.tp_meetings_per_microbatch, 2 * m.layers) << "after each block, both ways";
+  EXPECT_GT(synced.fwdbwd_seconds, 0);
+  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
+  c.calibrated = true;
+  EXPECT_NE(describe(synced, c).find("each tensor-parallel group meeting after every block"), std::string::npos);
+  EXPECT_EQ(profile_workload(m, tp, 1, 2).tp_meetings_per_microbatch, 0) << "one process has no group to meet";
+  const strategy::Plan ddp = strategy::resolve(strategy::parse_plan("gbs=8,mb=4"), m, 2);
+  const WorkloadProfile plain = profile_workload(m, ddp, 2, 2);
+  EXPECT_EQ(plain.tp_meetings_per_microbatch, 0);
+  EXPECT_EQ(describe(plain, c).find("tensor-parallel"), std::string::npos);
+}
+
 // Four processes on two cores each measured a shared core: the cluster gets rates per core (x 4/2),
 // so that the cost model, which shares the two cores among four ranks, charges each rank exactly
 // the profiled times; and a tensor-parallel profile is rated by the slice's FLOPs.
