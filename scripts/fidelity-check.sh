@@ -42,13 +42,13 @@ for e in "${experiments[@]}"; do
   [ -f "$e" ] && name="$(name_of "$e")"
   "$parlab" compare --experiment "$name" --db "$db"
 done
-# ---- every split on 2 and 4 workers: docs/validation.md's CPU table ----
-# DDP, ZeRO-1/2/3, tp=2, 1F1B and interleaved pipelines (and tp x pp on 4) of a model the presets
+# ---- every split on 2, 3 and 4 workers: docs/validation.md's CPU table ----
+# DDP, ZeRO-1/2/3, tensor parallelism, 1F1B and interleaved pipelines (and tp x pp on 4) of a model the presets
 # do not hold, each simulated and measured; `parlab validate --db` turns their rows into the
 # CPU table (split x workers: predicted, measured +- spread, error, machine). Skip with
-# FIDELITY_SKIP_SPLITS=1 (they train 16 plans: tens of minutes on 2 cores).
+# FIDELITY_SKIP_SPLITS=1 (they train 22 plans: tens of minutes on 2 cores).
 if [ -z "${FIDELITY_SKIP_SPLITS:-}" ]; then
-  for e in fidelity_splits_2w fidelity_splits_4w; do
+  for e in fidelity_splits_2w fidelity_splits_3w fidelity_splits_4w; do
     load
     "$parlab" experiment run "$e" --db "$db" 2>&1 | grep -v "step [0-9]*/"
     "$parlab" compare --experiment "$e" --db "$db"

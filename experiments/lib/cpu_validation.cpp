@@ -12,7 +12,7 @@ namespace {
 const char* kHeader =
     "## This machine (cpu-local): every split, predicted against measured\n\n"
     "Worker processes on one host, trained for real by `scripts/fidelity-check.sh` (a fresh calibration, then\n"
-    "every split on 2 and 4 workers of a model the repository's presets do not hold). Predicted: the calibrated\n"
+    "every split on 2, 3 and 4 workers of a model the repository's presets do not hold). Predicted: the calibrated\n"
     "simulation (the analytic walk where a row has no simulation); measured: the median step +- half its\n"
     "interquartile range; error = predicted / measured - 1 (the goal: within 15%); load: the cores other jobs\n"
     "used during the measurement (above 0.3 it is not of this machine alone).\n\n";
