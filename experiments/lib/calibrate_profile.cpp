@@ -65,6 +65,29 @@ double first_touch_seconds() {
   return seconds;
 }
 
+// One microbatch's forward and backward; with `group`, its tensor-parallel group meets there after
+// every block, each way, as the group's all-reduces make it (`meetings` counts them).
+void run_microbatch(model::LabMlp& net, model::MicrobatchState& mb, pthread_barrier_t* group, int64_t* meetings) {
+  if (group == nullptr) {
+    net.forward(mb);
+    net.backward(mb);
+    return;
+  }
+  const int blocks = int(net.shape().blocks);
+  const auto meet = [&] {
+    pthread_barrier_wait(group);
+    if (meetings) ++*meetings;
+  };
+  for (int l = 0; l <= blocks; ++l) {
+    net.forward_layer(l, mb);
+    if (l < blocks) meet();
+  }
+  for (int l = blocks; l >= 0; --l) {
+    net.backward_layer(l, mb);
+    if (l < blocks) meet();
+  }
+}
+
 // The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
 // one of a lockstep group that meets at `s`'s barrier; `tp` > 1: its tensor-parallel group also
 // meets after every block's forward and backward (the waits for the slowest member are then in
@@ -75,27 +98,6 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int rep
     if (together) pthread_barrier_wait(&s->barrier);
   };
   const bool tp_sync = together && tp > 1;
-  const int blocks = int(shape.blocks);
-  const auto run_microbatch = [&](model::LabMlp& net, model::MicrobatchState& mb) {
-    if (!tp_sync) {
-      net.forward(mb);
-      net.backward(mb);
-      return;
-    }
-    pthread_barrier_t* group = &s->tp_barrier[me / tp];
-    const auto meet = [&] {
-      pthread_barrier_wait(group);
-      if (me == 0) ++s->tp_meetings;
-    };
-    for (int l = 0; l <= blocks; ++l) {
-      net.forward_layer(l, mb);
-      if (l < blocks) meet();
-    }
-    for (int l = blocks; l >= 0; --l) {
-      net.backward_layer(l, mb);
-      if (l < blocks) meet();
-    }
-  };
   model::LabMlp net(shape, 1);
   if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
   train::SyntheticDataset data({.seed = uint64_t(1 + me),
@@ -121,7 +123,7 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int rep
       data.fill(indices, mb);
       d += since(t0) / per_step;
       t0 = Clock::now();
-      run_microbatch(net, mb);
+      run_microbatch(net, mb, tp_sync ? &s->tp_barrier[me / tp] : nullptr, me == 0 ? &s->tp_meetings : nullptr);
       c += since(t0) / per_step;
       if (me == 0) ++s->microbatches_run;
     }
