@@ -179,27 +179,15 @@ class ShmCommunicator final : public Communicator {
   }
   std::shared_ptr<Work> run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
                                              std::span<float> out, const CollectiveOptions& o) override {
-    std::vector<int64_t> c(counts.begin(), counts.end());
-    const Registered reg = registered(in);
-    const auto fp = Fingerprint()
-                        .add(OpKind::kReduceScatter)
-                        .add(o.tag)
-                        .add(c.data(), c.size() * sizeof(int64_t))
-                        .add(reg.arena ? reg.id : -1)
-                        .value();
-    if (reg.arena && size() > 1) {
-      std::vector<const float*> blocks(static_cast<std::size_t>(size()));
-      for (int p = 0; p < size(); ++p) blocks[static_cast<std::size_t>(p)] = reg.arena->block(p);
-      const std::size_t block_elements = reg.arena->block_bytes() / sizeof(float);
-      return collective(OpKind::kReduceScatter, bytes(in.size()), o,
-                        [g = group_.get(), in, out, c = std::move(c), blocks = std::move(blocks), block_elements,
-                         offset = reg.offset, keep = reg.arena, fp](const OpInfo& i) {
-                          g->reduce_scatter_registered(in, c, out, blocks, block_elements, offset, i, fp);
-                        });
-    }
-    return collective(
-        OpKind::kReduceScatter, bytes(in.size()), o,
-        [g = group_.get(), in, c = std::move(c), out, fp](const OpInfo& i) { g->reduce_scatter(in, c, out, i, fp); });
+    return sharded(
+        OpKind::kReduceScatter, in, bytes(in.size()), counts, o,
+        [in, out](shm::Group& g, const std::vector<int64_t>& c, const Placement& at, const OpInfo& i,
+                  std::uint64_t fp) {
+          g.reduce_scatter_registered(in, c, out, at.blocks, at.block_elements, at.offset, i, fp);
+        },
+        [in, out](shm::Group& g, const std::vector<int64_t>& c, const OpInfo& i, std::uint64_t fp) {
+          g.reduce_scatter(in, c, out, i, fp);
+        });
   }
   std::shared_ptr<Work> run_all_gather(std::span<const float> in, std::span<float> out,
                                        const CollectiveOptions& o) override {
@@ -208,29 +196,15 @@ class ShmCommunicator final : public Communicator {
   }
   std::shared_ptr<Work> run_all_gather_v(std::span<const float> in, std::span<float> out,
                                          std::span<const int64_t> counts, const CollectiveOptions& o) override {
-    std::vector<int64_t> c(counts.begin(), counts.end());
-    const Registered reg = registered(in);
-    // Registered or not, and which allocation, is part of the call (the offsets differ by rank:
-    // uneven shards cut a layer at different places; each rank's stamp carries its own).
-    const auto fp = Fingerprint()
-                        .add(OpKind::kAllGather)
-                        .add(o.tag)
-                        .add(c.data(), c.size() * sizeof(int64_t))
-                        .add(reg.arena ? reg.id : -1)
-                        .value();
-    if (reg.arena && size() > 1) {
-      std::vector<const float*> blocks(static_cast<std::size_t>(size()));
-      for (int p = 0; p < size(); ++p) blocks[static_cast<std::size_t>(p)] = reg.arena->block(p);
-      const std::size_t block_elements = reg.arena->block_bytes() / sizeof(float);
-      return collective(OpKind::kAllGather, bytes(out.size()), o,
-                        [g = group_.get(), in, out, c = std::move(c), blocks = std::move(blocks), block_elements,
-                         offset = reg.offset, keep = reg.arena, fp](const OpInfo& i) {
-                          g->all_gather_registered(in, out, c, blocks, block_elements, offset, i, fp);
-                        });
-    }
-    return collective(
-        OpKind::kAllGather, bytes(out.size()), o,
-        [g = group_.get(), in, out, c = std::move(c), fp](const OpInfo& i) { g->all_gather(in, out, c, i, fp); });
+    return sharded(
+        OpKind::kAllGather, in, bytes(out.size()), counts, o,
+        [in, out](shm::Group& g, const std::vector<int64_t>& c, const Placement& at, const OpInfo& i,
+                  std::uint64_t fp) {
+          g.all_gather_registered(in, out, c, at.blocks, at.block_elements, at.offset, i, fp);
+        },
+        [in, out](shm::Group& g, const std::vector<int64_t>& c, const OpInfo& i, std::uint64_t fp) {
+          g.all_gather(in, out, c, i, fp);
+        });
   }
   std::shared_ptr<Work> run_broadcast(std::span<float> buf, int root, const CollectiveOptions& o) override {
     const auto fp = Fingerprint().add(OpKind::kBroadcast).add(o.tag).add(buf.size()).add(root).value();
@@ -289,6 +263,37 @@ class ShmCommunicator final : public Communicator {
         return {std::move(arena), r.id, static_cast<std::size_t>(buf.data() - block)};
     }
     return {};
+  }
+
+  // Where every rank's block of a registered allocation lies in this process, and this rank's
+  // input's offset in its own.
+  struct Placement {
+    std::vector<const float*> blocks;
+    std::size_t block_elements = 0, offset = 0;
+  };
+
+  // A reduce-scatter or all-gather of `in` (counts per rank): over registered memory when `in`
+  // lies in it (each rank's part read where it lies), else through staging. Registered or not,
+  // and which allocation, is part of the call; the offsets may differ by rank (uneven shards cut
+  // a layer at different places), and each rank's stamp carries its own.
+  template <typename OnRegistered, typename OnStaged>
+  std::shared_ptr<Work> sharded(OpKind op, std::span<const float> in, double n_bytes, std::span<const int64_t> counts,
+                                const CollectiveOptions& o, OnRegistered on_registered, OnStaged on_staged) {
+    std::vector<int64_t> c(counts.begin(), counts.end());
+    const Registered reg = registered(in);
+    const auto fp =
+        Fingerprint().add(op).add(o.tag).add(c.data(), c.size() * sizeof(int64_t)).add(reg.arena ? reg.id : -1).value();
+    if (reg.arena && size() > 1) {
+      Placement at{std::vector<const float*>(static_cast<std::size_t>(size())),
+                   reg.arena->block_bytes() / sizeof(float), reg.offset};
+      for (int p = 0; p < size(); ++p) at.blocks[static_cast<std::size_t>(p)] = reg.arena->block(p);
+      return collective(op, n_bytes, o,
+                        [g = group_.get(), c = std::move(c), at = std::move(at), keep = reg.arena, fp,
+                         on_registered](const OpInfo& i) { on_registered(*g, c, at, i, fp); });
+    }
+    return collective(op, n_bytes, o, [g = group_.get(), c = std::move(c), fp, on_staged](const OpInfo& i) {
+      on_staged(*g, c, i, fp);
+    });
   }
 
   static double bytes(std::size_t elements) { return static_cast<double>(elements) * sizeof(float); }
