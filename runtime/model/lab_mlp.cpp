@@ -193,17 +193,8 @@ void LabMlp::adopt_grads(std::span<float> storage, std::shared_ptr<void> keep) {
   // The charge moves with the bytes: grads_ releases its own first (the peak stays one buffer),
   // then the new buffer is charged until the model (the last holder of `adopted_keep_`) goes.
   CountedVector<float>(grads_.get_allocator()).swap(grads_);
-  struct Charge {
-    std::shared_ptr<void> keep;
-    MemoryAccount* account;
-    int64_t bytes;
-    ~Charge() {
-      if (account) account->release(MemoryCategory::kGradients, bytes);
-    }
-  };
-  const auto bytes = static_cast<int64_t>(storage.size() * sizeof(float));
-  if (storage_.account) storage_.account->allocate(MemoryCategory::kGradients, bytes);
-  adopted_keep_ = std::shared_ptr<Charge>(new Charge{std::move(keep), storage_.account, bytes});
+  adopted_keep_ = charge_while_held(std::move(keep), storage_.account, MemoryCategory::kGradients,
+                                    static_cast<int64_t>(storage.size() * sizeof(float)));
   adopted_grads_ = storage;
 }
 

@@ -60,4 +60,19 @@ void MemoryAccount::reset_peaks() {
   peak_total_.store(total_.load());
 }
 
+std::shared_ptr<void> charge_while_held(std::shared_ptr<void> keep, MemoryAccount* account, MemoryCategory category,
+                                        int64_t bytes) {
+  struct Charge {
+    std::shared_ptr<void> keep;
+    MemoryAccount* account;
+    MemoryCategory category;
+    int64_t bytes;
+    ~Charge() {
+      if (account) account->release(category, bytes);
+    }
+  };
+  if (account) account->allocate(category, bytes);
+  return std::shared_ptr<Charge>(new Charge{std::move(keep), account, category, bytes});  // no temporary to release it
+}
+
 }  // namespace parlab::model

@@ -107,4 +107,10 @@ void release_storage(V& v) {
   v.shrink_to_fit();
 }
 
+// Memory the account did not allocate but its owner now holds as its own (another allocator's,
+// e.g. a communicator's registered memory): charges `bytes` of `category` to `account` (null:
+// uncounted) and releases them when the returned handle goes; the handle also keeps `keep` alive.
+std::shared_ptr<void> charge_while_held(std::shared_ptr<void> keep, MemoryAccount* account, MemoryCategory category,
+                                        int64_t bytes);
+
 }  // namespace parlab::model

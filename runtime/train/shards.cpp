@@ -95,18 +95,8 @@ void ModelShards::adopt_params(std::span<float> storage, std::shared_ptr<void> k
   // The charge moves with the bytes: the old buffer is released first, so the peak stays one
   // shard; the new one is charged until the last holder of `adopted_keep_` goes.
   model::CountedVector<float>(params_.get_allocator()).swap(params_);
-  struct Charge {
-    std::shared_ptr<void> keep;
-    model::MemoryAccount* account;
-    model::MemoryCategory category;
-    int64_t bytes;
-    ~Charge() {
-      if (account) account->release(category, bytes);
-    }
-  };
-  const auto bytes = static_cast<int64_t>(n * sizeof(float));
-  if (account_) account_->allocate(params_category_, bytes);
-  adopted_keep_ = std::shared_ptr<Charge>(new Charge{std::move(keep), account_, params_category_, bytes});
+  adopted_keep_ =
+      model::charge_while_held(std::move(keep), account_, params_category_, static_cast<int64_t>(n * sizeof(float)));
   adopted_params_ = storage.first(n);
 }
 
