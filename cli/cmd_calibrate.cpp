@@ -158,8 +158,10 @@ void run(const CalibrateOptions& o) {
 
   fmt::print("Calibration of {} ({} hardware threads), {}: {}\n", c.machine, c.hardware_threads, c.created_at,
              c.trusted() ? "trusted" : "FLAGGED (see the warnings)");
-  fmt::print("Machine load: load average {:.1f} before, {:.1f} after; other processes used {:.2f} cores meanwhile.\n\n",
-             c.load.loadavg_before, c.load.loadavg_after, c.load.others_busy_cores);
+  fmt::print(
+      "Machine load: load average {:.1f} before, {:.1f} after; other processes (and a VM's steal) took {:.2f} cores "
+      "meanwhile.\n\n",
+      c.load.loadavg_before, c.load.loadavg_after, c.load.others_busy_cores);
   print_compute(c);
   print_communication(c);
   fmt::print(

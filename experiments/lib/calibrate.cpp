@@ -334,9 +334,10 @@ std::vector<std::string> calibration_warnings(const Calibration& c) {
   }
   if (c.load.others_busy_cores > kMaxOthersBusyCores) {
     char b[200];
-    std::snprintf(b, sizeof b,
-                  "other processes used %.2f of %d cores while calibration ran (limit %.2f; load average %.1f)",
-                  c.load.others_busy_cores, c.hardware_threads, kMaxOthersBusyCores, c.load.loadavg_after);
+    std::snprintf(
+        b, sizeof b,
+        "other processes used %.2f of %d cores while calibration ran (steal included; limit %.2f; load average %.1f)",
+        c.load.others_busy_cores, c.hardware_threads, kMaxOthersBusyCores, c.load.loadavg_after);
     w.push_back(b);
   }
   return w;

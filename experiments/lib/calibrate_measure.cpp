@@ -301,13 +301,26 @@ CpuSample sample_cpu() {
   ::getrusage(RUSAGE_CHILDREN, &children);
   s.own = seconds_of(self.ru_utime) + seconds_of(self.ru_stime) + seconds_of(children.ru_utime) +
           seconds_of(children.ru_stime);
-  // First line of /proc/stat: cpu user nice system idle iowait irq softirq steal ... (ticks).
   std::ifstream in("/proc/stat");
-  std::string cpu;
-  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
-  if (in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq && cpu == "cpu")
-    s.machine_busy = (user + nice + system + irq + softirq) / double(::sysconf(_SC_CLK_TCK));
+  std::string line;
+  std::getline(in, line);
+  s.machine_busy = busy_seconds_of_proc_stat(line, double(::sysconf(_SC_CLK_TCK)));
   return s;
+}
+
+double busy_seconds_of_proc_stat(const std::string& line, double ticks_per_second) {
+  // cpu user nice system idle iowait irq softirq steal ... (ticks, all cores together). Steal is
+  // time a virtual machine's cores were runnable but the hypervisor ran someone else's: taken from
+  // this job as surely as another process's time, so it counts as busy (a VM that slows for a
+  // minute shows as load, not as a model error). Kernels before 2.6.11 have no steal column.
+  std::istringstream in(line);
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) || cpu != "cpu" ||
+      !(ticks_per_second > 0))
+    return 0;
+  if (!(in >> steal)) steal = 0;
+  return (user + nice + system + irq + softirq + steal) / ticks_per_second;
 }
 
 double others_busy_cores(const CpuSample& before, const CpuSample& after) {

@@ -1,6 +1,7 @@
 #pragma once
 // The measurements calibration is made of, each repeated and summarised by its median and
 // spread (base/stats.h). Internal to experiments/lib/calibrate.cpp.
+#include <string>
 #include <vector>
 
 #include "experiments/lib/calibrate.h"
@@ -69,7 +70,11 @@ struct CpuSample {
   double wall = 0, machine_busy = 0, own = 0;  // seconds
 };
 CpuSample sample_cpu();
-// Cores' worth of CPU that other processes used between two samples.
+// The busy seconds of /proc/stat's first line ("cpu ..."): user, nice, system, irq, softirq and
+// steal; 0 for a line that is not it.
+double busy_seconds_of_proc_stat(const std::string& line, double ticks_per_second);
+// Cores' worth of CPU that other processes, or on a virtual machine the hypervisor (steal), took
+// between two samples.
 double others_busy_cores(const CpuSample& before, const CpuSample& after);
 // /proc/loadavg's 1-minute average (0 where there is none).
 double loadavg_1min();

@@ -105,8 +105,9 @@ std::string Comparison::table() const {
   return t.str() +
          "measured: median step +- half its interquartile range (or of its rounds); speedup against the first row,\n"
          "the median of paired per-round ratios where rounds were recorded; ~ marks an error within\n"
-         "the measurement's +-, which cannot be told from noise; load: cores other jobs used during the\n"
-         "last measured run (above 0.3 the measurement is not of this machine alone)\n";
+         "the measurement's +-, which cannot be told from noise; load: cores other jobs (or, on a VM, the\n"
+         "hypervisor: steal) took during the last measured run (above 0.3 the measurement is not of this machine "
+         "alone)\n";
 }
 
 Comparison compare_experiment(db::ResultsStore& store, const std::string& name) {

@@ -15,7 +15,7 @@ const char* kHeader =
     "every split on 2, 3 and 4 workers of a model the repository's presets do not hold). Predicted: the calibrated\n"
     "simulation (the analytic walk where a row has no simulation); measured: the median step +- half its\n"
     "interquartile range; error = predicted / measured - 1 (the goal: within 15%); load: the cores other jobs\n"
-    "used during the measurement (above 0.3 it is not of this machine alone).\n\n";
+    "(or, on a VM, the hypervisor: steal) took during the measurement (above 0.3 it is not of this machine alone).\n\n";
 
 std::string cell(const char* fmt, double x) {
   char b[48];

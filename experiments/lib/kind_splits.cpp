@@ -20,7 +20,9 @@
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
 #include "strategy/ledger.h"
+#include "strategy/measures.h"
 #include "strategy/step_program.h"
+#include "base/stats.h"
 #include "base/text_table.h"
 #include "base/units.h"
 
@@ -164,6 +166,41 @@ std::string memory_table(const SplitsTask& t, const std::vector<SplitRow>& rows)
   return memory.str();
 }
 
+// Rounds after the first (run_split measured round 1): the splits measured again, the order
+// reversed every other round; each row's measured step becomes the median of its rounds, its +-
+// the larger of the steps' spread and the rounds' (the machine's drift), recorded on the row's
+// last run as the scaling experiment records its rounds, so compare and the CPU table read them.
+void measure_rounds(Context& ctx, const SplitsTask& t, const std::vector<strategy::Plan>& plans,
+                    std::vector<SplitRow>& rows) {
+  if (t.rounds < 2 || std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) == t.sources.end()) return;
+  std::vector<std::vector<double>> step(rows.size()), spread(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    step[i] = {rows[i].step.at(Source::kMeasured)}, spread[i] = {rows[i].measured_spread};
+  for (int round = 1; round < t.rounds; ++round) {
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const size_t i = round % 2 == 1 ? rows.size() - 1 - k : k;
+      ctx.progress("  " + t.plans[i] + ", measured round " + std::to_string(round + 1) + "/" +
+                   std::to_string(t.rounds) + " ...");
+      const MeasureResult m = measure_plan(
+          ctx, {resolve_ref(ctx, t.model), plans[i], t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin});
+      step[i].push_back(m.step_seconds), spread[i].push_back(m.step_spread_seconds);
+      rows[i].measured_run = m.run;
+    }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<double>& v = step[i];
+    SplitRow& r = rows[i];
+    r.step[Source::kMeasured] = parlab::median(v);
+    const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
+    r.measured_spread = std::max(parlab::median(spread[i]), between);
+    ctx.store.set_run_metric(r.measured_run, "rounds", double(v.size()));
+    for (size_t k = 0; k < v.size(); ++k)
+      ctx.store.set_run_metric(r.measured_run, strategy::round_step_metric(int(k)), v[k]);
+    ctx.store.set_run_metric(r.measured_run, "rounds.step_seconds", r.step[Source::kMeasured]);
+    ctx.store.set_run_metric(r.measured_run, "rounds.step_seconds_spread", r.measured_spread);
+  }
+}
+
 }  // namespace
 
 void run_splits(Context& ctx, const SplitsTask& t) {
@@ -174,13 +211,16 @@ void run_splits(Context& ctx, const SplitsTask& t) {
                       [&ctx](const std::string& line) { ctx.progress(line); });
   std::vector<std::string> notes;
   std::vector<SplitRow> rows;
+  std::vector<strategy::Plan> plans;
   for (const std::string& text : t.plans) {
     const strategy::Plan p = split_at(text, model, t.workers);
     const PredictionCluster pc = rates.for_plan(p, t.workers);
     strategy::validate(p, model, pc.cluster);
     if (std::find(notes.begin(), notes.end(), pc.note) == notes.end()) notes.push_back(pc.note);
     rows.push_back(run_split(ctx, {text, t.model, t.cluster, model, pc.cluster, p, t.sources, t.steps, t.seed}));
+    plans.push_back(p);
   }
+  measure_rounds(ctx, t, plans, rows);
   const bool measured = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
 
   // One row per split: each prediction's error against the measurement, beside its +-.

@@ -179,6 +179,7 @@ SplitsTask parse_splits(TableReader& r) {
   t.steps = positive_int(r, "steps", t.steps);
   t.sources = source_list(r, "sources", t.sources);
   t.seed = seed_key(r);
+  t.rounds = int(r.integer("rounds", 1, 20).value_or(t.rounds));
   return t;
 }
 
@@ -283,7 +284,7 @@ const Kind kKinds[] = {
      [](TableReader& r) -> Task { return parse_kill_resume(r); }},
     {"planner", "model, cluster, world, gbs, top, simulate_top",
      [](TableReader& r) -> Task { return parse_planner(r); }},
-    {"splits", "model, cluster, workers, plans, steps, sources, seed",
+    {"splits", "model, cluster, workers, plans, steps, sources, seed, rounds",
      [](TableReader& r) -> Task { return parse_splits(r); }},
     {"decide", "model, cluster, workers, gbs, top, steps, seed",
      [](TableReader& r) -> Task { return parse_decide(r); }},

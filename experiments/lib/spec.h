@@ -54,6 +54,10 @@ struct SplitsTask {
   int steps = 4;  // measured and simulated steps (after one warm-up)
   std::vector<Source> sources = {Source::kAnalytic, Source::kSimulated, Source::kMeasured};
   uint64_t seed = 1;
+  // Measured rounds over the splits, alternating their order (first to last, then last to first,
+  // ...) so a minute in which the machine slowed lands on different splits in different rounds;
+  // a split's measured step is the median of its rounds' medians.
+  int rounds = 1;
 };
 
 // Decision utility for splits: the planner ranks the splits of a model on `workers` processes of

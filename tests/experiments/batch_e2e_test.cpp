@@ -17,6 +17,7 @@
 #include "experiments/lib/runner.h"
 #include "strategy/io.h"
 #include "strategy/measures.h"
+#include "base/stats.h"
 #include "tests/support/subprocess.h"
 #include "parlab/source_dir.h"
 #include "rubric/check_util.h"
@@ -229,6 +230,44 @@ TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
   const auto fast = predict(100e-6), slow = predict(10e-3);
   ASSERT_EQ(fast.size(), 2u);
   EXPECT_NEAR(slow.at(1) - fast.at(1), 2 * (10e-3 - 100e-6), 2e-3);
+}
+
+// A splits experiment with rounds measures every split once per round, the order reversed every
+// other round (A, B, then B, A, then A, B), and each split's figure is the median of its rounds,
+// recorded on its last run where compare reads it.
+TEST(BatchEndToEnd, SplitsMeasuredInRoundsOfAlternatingOrderReportTheirMedian) {
+  Scratch s;
+  auto store = db::ResultsStore::open(":memory:");
+  const auto spec = parse_experiment("name = \"tiny_split_rounds\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
+                                         "\"\nworkers = 2\nplans = [\"zero=0,gbs=16\", \"zero=1,gbs=16\"]\n"
+                                         "sources = [\"measured\"]\nrounds = 3\n",
+                                     (s.dir / "r.toml").string());
+  ASSERT_EQ(std::get<SplitsTask>(spec.task).rounds, 3);
+  const Outcome out = run_experiment(spec, store, options(s));
+  ASSERT_TRUE(out.ok) << out.error;
+  std::vector<int> order;                        // zero stage of each measured run, in order
+  std::map<int, std::vector<double>> per_round;  // zero stage -> each round's median step
+  std::map<int, db::RunId> last;
+  for (db::RunId id : out.runs) {
+    const auto run = store.get_run(id);
+    if (run->kind != db::RunKind::kMeasured) continue;
+    const int zero = run->plan.value("zero", 0);
+    order.push_back(zero);
+    per_round[zero].push_back(store.run_metrics(id).at("step_seconds"));
+    last[zero] = id;
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 1, 0, 0, 1}));
+  const Comparison c = compare_experiment(store, "tiny_split_rounds");
+  ASSERT_EQ(c.rows.size(), 2u);
+  for (const CompareRow& r : c.rows) {
+    const std::vector<double>& v = per_round.at(r.zero);
+    const auto metrics = store.run_metrics(last.at(r.zero));
+    EXPECT_EQ(metrics.at("rounds"), 3);
+    EXPECT_EQ(strategy::round_steps(metrics), v);
+    ASSERT_TRUE(r.measured && r.measured_spread);
+    EXPECT_DOUBLE_EQ(*r.measured, parlab::median(v)) << r.plan;
+    EXPECT_GE(*r.measured_spread, (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2);
+  }
 }
 
 // The profiled cluster is measured doubles; its proof records the cluster as TOML. The grader

@@ -258,6 +258,24 @@ TEST(FitRings, FitsEachRankCountOnItsOwnAndPredictsWWorkersWithWRanks) {
 
 // A busy loop on one core all through calibration: the calibration must say so and must not be
 // taken as cached.
+
+// A virtual machine's steal (the hypervisor running someone else on our cores) is time taken from
+// the job: /proc/stat's eighth number counts as busy, like another process's time, so a VM that
+// slows for a minute shows as load beside the measurement instead of as a model error.
+TEST(CalibrateLoad, StealCountsAsTimeTakenFromTheJob) {
+  using measure::busy_seconds_of_proc_stat;
+  // user nice system idle iowait irq softirq steal guest guest_nice, at 100 ticks a second
+  EXPECT_DOUBLE_EQ(busy_seconds_of_proc_stat("cpu  100 0 50 900 10 0 5 0 0 0", 100), 1.55);
+  EXPECT_DOUBLE_EQ(busy_seconds_of_proc_stat("cpu  100 0 50 900 10 0 5 45 0 0", 100), 2.0);
+  EXPECT_DOUBLE_EQ(busy_seconds_of_proc_stat("cpu  100 0 50 900 10 0 5", 100), 1.55);  // no steal column
+  EXPECT_EQ(busy_seconds_of_proc_stat("cpu0 100 0 50 900 10 0 5 45", 100), 0);         // one core's line
+  EXPECT_EQ(busy_seconds_of_proc_stat("", 100), 0);
+  // Between two samples, the steal is in what others took: 0.45 s of steal over 1 s of wall.
+  measure::CpuSample before{0, busy_seconds_of_proc_stat("cpu  100 0 50 900 10 0 5 0", 100), 0};
+  measure::CpuSample after{1, busy_seconds_of_proc_stat("cpu  100 0 50 990 10 0 5 45", 100), 0};
+  EXPECT_NEAR(measure::others_busy_cores(before, after), 0.45, 1e-12);
+}
+
 TEST(Calibrate, UnderDeliberateLoadIsFlaggedAndNotCached) {
   const pid_t busy = ::fork();
   ASSERT_GE(busy, 0);
