@@ -85,6 +85,7 @@ SplitRow run_split(Context& ctx, const SplitRequest& q) {
       RunGuard run(ctx.store, new_run(ctx, db::RunKind::kAnalytic, q.model_ref, q.cluster_ref, p, q.seed), ctx.outcome);
       record_estimate(ctx.store, run.id(), e);
       run.complete();
+      row.runs[src] = run.id();
       row.step[src] = e.step_seconds;
       row.exposed[src] = e.ranks.empty() ? 0 : e.ranks.front().exposed_comm_seconds;
     } else if (src == Source::kSimulated) {
@@ -95,6 +96,7 @@ SplitRow run_split(Context& ctx, const SplitRequest& q) {
                    ctx.outcome);
       record_sim(ctx.store, run.id(), r);
       run.complete();
+      row.runs[src] = run.id();
       row.step[src] = r.step_seconds;
       row.exposed[src] = r.ranks.empty() ? 0 : r.ranks.front().exposed_comm_seconds;
       if (p.pp > 1) row.bubble_simulated = r.walked_bubble_fraction;
@@ -105,6 +107,7 @@ SplitRow run_split(Context& ctx, const SplitRequest& q) {
       row.step[src] = m.step_seconds;
       row.measured_spread = m.step_spread_seconds;
       row.measured_run = m.run;
+      row.runs[src] = m.run;
       row.exposed[src] = m.exposed_comm_seconds;
       if (p.pp > 1) row.bubble_measured = m.bubble.mean, row.bubble_measured_max = m.bubble.max_rank;
       double worst = 0;
@@ -166,38 +169,35 @@ std::string memory_table(const SplitsTask& t, const std::vector<SplitRow>& rows)
   return memory.str();
 }
 
-// Rounds after the first (run_split measured round 1): the splits measured again, the order
-// reversed every other round; each row's measured step becomes the median of its rounds, its +-
-// the larger of the steps' spread and the rounds' (the machine's drift), recorded on the row's
-// last run as the scaling experiment records its rounds, so compare and the CPU table read them.
-void measure_rounds(Context& ctx, const SplitsTask& t, const std::vector<strategy::Plan>& plans,
-                    std::vector<SplitRow>& rows) {
-  if (t.rounds < 2 || std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) == t.sources.end()) return;
-  std::vector<std::vector<double>> step(rows.size()), spread(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i)
-    step[i] = {rows[i].step.at(Source::kMeasured)}, spread[i] = {rows[i].measured_spread};
-  for (int round = 1; round < t.rounds; ++round) {
-    for (size_t k = 0; k < rows.size(); ++k) {
-      const size_t i = round % 2 == 1 ? rows.size() - 1 - k : k;
-      ctx.progress("  " + t.plans[i] + ", measured round " + std::to_string(round + 1) + "/" +
-                   std::to_string(t.rounds) + " ...");
-      const MeasureResult m = measure_plan(
-          ctx, {resolve_ref(ctx, t.model), plans[i], t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin});
-      step[i].push_back(m.step_seconds), spread[i].push_back(m.step_spread_seconds);
-      rows[i].measured_run = m.run;
-    }
-  }
+// Several rounds (SplitsTask::rounds): every split profiled, predicted and measured once per
+// round, the order reversed every other round, so a prediction and its measurement are minutes
+// apart at most and a minute in which the machine slowed lands on one round of a split. A split's
+// figure from each source is the median of its rounds; the measured +- the larger of the steps'
+// spread and the rounds' (the machine's drift). Recorded on the split's last run of each source,
+// as the scaling experiment records its rounds, where compare and the CPU table read them.
+void combine_rounds(Context& ctx, const std::vector<std::vector<SplitRow>>& rounds, std::vector<SplitRow>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
-    const std::vector<double>& v = step[i];
-    SplitRow& r = rows[i];
-    r.step[Source::kMeasured] = parlab::median(v);
-    const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
-    r.measured_spread = std::max(parlab::median(spread[i]), between);
-    ctx.store.set_run_metric(r.measured_run, "rounds", double(v.size()));
-    for (size_t k = 0; k < v.size(); ++k)
-      ctx.store.set_run_metric(r.measured_run, strategy::round_step_metric(int(k)), v[k]);
-    ctx.store.set_run_metric(r.measured_run, "rounds.step_seconds", r.step[Source::kMeasured]);
-    ctx.store.set_run_metric(r.measured_run, "rounds.step_seconds_spread", r.measured_spread);
+    SplitRow& row = rows[i];
+    for (auto& [src, step] : row.step) {
+      std::vector<double> v, spread, exposed;
+      for (const auto& round : rounds) {
+        v.push_back(round[i].step.at(src));
+        exposed.push_back(round[i].exposed.at(src));
+        spread.push_back(round[i].measured_spread);
+      }
+      step = parlab::median(v);
+      row.exposed[src] = parlab::median(exposed);
+      const db::RunId last = rounds.back()[i].runs.at(src);
+      row.runs[src] = last;
+      ctx.store.set_run_metric(last, "rounds", double(v.size()));
+      for (size_t k = 0; k < v.size(); ++k) ctx.store.set_run_metric(last, strategy::round_step_metric(int(k)), v[k]);
+      ctx.store.set_run_metric(last, "rounds.step_seconds", step);
+      if (src != Source::kMeasured) continue;
+      const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
+      row.measured_spread = std::max(parlab::median(spread), between);
+      row.measured_run = last;
+      ctx.store.set_run_metric(last, "rounds.step_seconds_spread", row.measured_spread);
+    }
   }
 }
 
@@ -207,20 +207,28 @@ void run_splits(Context& ctx, const SplitsTask& t) {
   const strategy::ModelSpec model = strategy::load_model(resolve_ref(ctx, t.model));
   // Each split predicted as a worker count is (predict_cluster.h): its rank shape profiled on
   // this machine by as many processes as it has workers, the link fitted for that many ranks.
-  WorkloadRates rates(strategy::load_cluster(resolve_ref(ctx, t.cluster)), model,
-                      [&ctx](const std::string& line) { ctx.progress(line); });
+  const strategy::ClusterSpec base = strategy::load_cluster(resolve_ref(ctx, t.cluster));
+  WorkloadRates rates(base, model, [&ctx](const std::string& line) { ctx.progress(line); });
   std::vector<std::string> notes;
-  std::vector<SplitRow> rows;
-  std::vector<strategy::Plan> plans;
-  for (const std::string& text : t.plans) {
-    const strategy::Plan p = split_at(text, model, t.workers);
-    const PredictionCluster pc = rates.for_plan(p, t.workers);
-    strategy::validate(p, model, pc.cluster);
-    if (std::find(notes.begin(), notes.end(), pc.note) == notes.end()) notes.push_back(pc.note);
-    rows.push_back(run_split(ctx, {text, t.model, t.cluster, model, pc.cluster, p, t.sources, t.steps, t.seed}));
-    plans.push_back(p);
+  std::vector<std::vector<SplitRow>> rounds;
+  for (int round = 0; round < t.rounds; ++round) {
+    // Each round profiles afresh (a new cache), beside the measurements it predicts.
+    if (round > 0) rates = WorkloadRates(base, model, [&ctx](const std::string& line) { ctx.progress(line); });
+    std::vector<SplitRow>& rows = rounds.emplace_back(t.plans.size());
+    for (size_t k = 0; k < t.plans.size(); ++k) {
+      const size_t i = round % 2 == 1 ? t.plans.size() - 1 - k : k;
+      const strategy::Plan p = split_at(t.plans[i], model, t.workers);
+      const PredictionCluster pc = rates.for_plan(p, t.workers);
+      strategy::validate(p, model, pc.cluster);
+      if (round == 0 && std::find(notes.begin(), notes.end(), pc.note) == notes.end()) notes.push_back(pc.note);
+      const std::string label =
+          t.rounds > 1 ? t.plans[i] + " (round " + std::to_string(round + 1) + "/" + std::to_string(t.rounds) + ")"
+                       : t.plans[i];
+      rows[i] = run_split(ctx, {label, t.model, t.cluster, model, pc.cluster, p, t.sources, t.steps, t.seed});
+    }
   }
-  measure_rounds(ctx, t, plans, rows);
+  std::vector<SplitRow> rows = rounds.front();
+  if (t.rounds > 1) combine_rounds(ctx, rounds, rows);
   const bool measured = std::find(t.sources.begin(), t.sources.end(), Source::kMeasured) != t.sources.end();
 
   // One row per split: each prediction's error against the measurement, beside its +-.

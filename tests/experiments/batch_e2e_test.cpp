@@ -232,15 +232,15 @@ TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
   EXPECT_NEAR(slow.at(1) - fast.at(1), 2 * (10e-3 - 100e-6), 2e-3);
 }
 
-// A splits experiment with rounds measures every split once per round, the order reversed every
-// other round (A, B, then B, A, then A, B), and each split's figure is the median of its rounds,
-// recorded on its last run where compare reads it.
+// A splits experiment with rounds predicts and measures every split once per round, the order
+// reversed every other round (A, B, then B, A, then A, B), and each split's figure from each source
+// is the median of its rounds, recorded on its last run of that source where compare reads it.
 TEST(BatchEndToEnd, SplitsMeasuredInRoundsOfAlternatingOrderReportTheirMedian) {
   Scratch s;
   auto store = db::ResultsStore::open(":memory:");
   const auto spec = parse_experiment("name = \"tiny_split_rounds\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
                                          "\"\nworkers = 2\nplans = [\"zero=0,gbs=16\", \"zero=1,gbs=16\"]\n"
-                                         "sources = [\"measured\"]\nrounds = 3\n",
+                                         "sources = [\"analytic\", \"measured\"]\nrounds = 3\n",
                                      (s.dir / "r.toml").string());
   ASSERT_EQ(std::get<SplitsTask>(spec.task).rounds, 3);
   const Outcome out = run_experiment(spec, store, options(s));
@@ -248,10 +248,16 @@ TEST(BatchEndToEnd, SplitsMeasuredInRoundsOfAlternatingOrderReportTheirMedian) {
   std::vector<int> order;                        // zero stage of each measured run, in order
   std::map<int, std::vector<double>> per_round;  // zero stage -> each round's median step
   std::map<int, db::RunId> last;
+  std::map<int, std::vector<double>> predicted;  // zero stage -> each round's analytic step
+  std::map<int, db::RunId> last_predicted;
   for (db::RunId id : out.runs) {
     const auto run = store.get_run(id);
-    if (run->kind != db::RunKind::kMeasured) continue;
     const int zero = run->plan.value("zero", 0);
+    if (run->kind == db::RunKind::kAnalytic) {
+      predicted[zero].push_back(store.run_metrics(id).at("step_seconds"));
+      last_predicted[zero] = id;
+    }
+    if (run->kind != db::RunKind::kMeasured) continue;
     order.push_back(zero);
     per_round[zero].push_back(store.run_metrics(id).at("step_seconds"));
     last[zero] = id;
@@ -266,6 +272,11 @@ TEST(BatchEndToEnd, SplitsMeasuredInRoundsOfAlternatingOrderReportTheirMedian) {
     EXPECT_EQ(strategy::round_steps(metrics), v);
     ASSERT_TRUE(r.measured && r.measured_spread);
     EXPECT_DOUBLE_EQ(*r.measured, parlab::median(v)) << r.plan;
+    // Each round predicted its split afresh beside its measurement; compare reads their median.
+    ASSERT_EQ(predicted.at(r.zero).size(), 3u);
+    EXPECT_EQ(store.run_metrics(last_predicted.at(r.zero)).at("rounds"), 3);
+    ASSERT_TRUE(r.analytic);
+    EXPECT_DOUBLE_EQ(*r.analytic, parlab::median(predicted.at(r.zero))) << r.plan;
     EXPECT_GE(*r.measured_spread, (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2);
   }
 }
