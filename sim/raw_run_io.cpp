@@ -1,8 +1,10 @@
-// RawRun as bytes and back: the pipe between the simulating child and its parent (same binary,
-// same machine, so native layouts are fine).
+// RawRun and SimResult as bytes and back: the pipe between the simulating child and its parent
+// (same binary, same machine, so native layouts are fine).
 #include <cstring>
+#include <type_traits>
 
 #include "sim/executor.h"
+#include "sim/result.h"
 #include "base/errors.h"
 
 namespace parlab::sim {
@@ -125,6 +127,125 @@ RawRun deserialize(const std::string& bytes) {
   r.closed_form_steps = rd.pod<int64_t>();
   r.preempted_steps = rd.pod<int64_t>();
   r.ops = rd.pod<int64_t>();
+  return r;
+}
+
+namespace {
+
+void put(Writer& w, const std::vector<std::string>& v) {
+  w.pod(uint64_t(v.size()));
+  for (const auto& x : v) w.str(x);
+}
+std::vector<std::string> strings(Reader& rd) {
+  std::vector<std::string> v(rd.pod<uint64_t>());
+  for (auto& x : v) x = rd.str();
+  return v;
+}
+
+void put(Writer& w, const HangReport& h) {
+  w.pod(h.deadlock);
+  w.pod(h.at_seconds);
+  w.vec(h.stopped_ranks);
+  w.vec(h.missing_ranks);
+  w.pod(uint64_t(h.waiting.size()));
+  for (const Waiter& x : h.waiting) {
+    w.pod(x.rank), w.str(x.stream), w.pod(x.step), w.pod(x.op_id), w.str(x.op), w.str(x.tag), w.str(x.group);
+    w.pod(x.call), w.vec(x.waiting_for), w.pod(x.waiting_on_op), w.pod(x.since_seconds);
+  }
+  put(w, h.mismatches);
+  put(w, h.lines);
+}
+HangReport hang_of(Reader& rd) {
+  HangReport h;
+  h.deadlock = rd.pod<bool>();
+  h.at_seconds = rd.pod<double>();
+  h.stopped_ranks = rd.vec<int>();
+  h.missing_ranks = rd.vec<int>();
+  h.waiting.resize(rd.pod<uint64_t>());
+  for (Waiter& x : h.waiting) {
+    x.rank = rd.pod<int>(), x.stream = rd.str(), x.step = rd.pod<int>(), x.op_id = rd.pod<int>();
+    x.op = rd.str(), x.tag = rd.str(), x.group = rd.str(), x.call = rd.pod<int>();
+    x.waiting_for = rd.vec<int>(), x.waiting_on_op = rd.pod<int>(), x.since_seconds = rd.pod<double>();
+  }
+  h.mismatches = strings(rd);
+  h.lines = strings(rd);
+  return h;
+}
+
+void put(Writer& w, const std::vector<strategy::CollectiveTiming>& v) {
+  w.pod(uint64_t(v.size()));
+  for (const auto& c : v) {
+    w.pod(c.rank), w.pod(c.op_id), w.str(c.op), w.str(c.group), w.str(c.tag), w.pod(c.bytes), w.pod(c.count);
+    w.pod(c.ranks), w.pod(c.start_seconds), w.pod(c.end_seconds), w.pod(c.seconds), w.str(c.algorithm);
+  }
+}
+std::vector<strategy::CollectiveTiming> collectives_of(Reader& rd) {
+  std::vector<strategy::CollectiveTiming> v(rd.pod<uint64_t>());
+  for (auto& c : v) {
+    c.rank = rd.pod<int>(), c.op_id = rd.pod<int>(), c.op = rd.str(), c.group = rd.str(), c.tag = rd.str();
+    c.bytes = rd.pod<double>(), c.count = rd.pod<int>(), c.ranks = rd.pod<int>();
+    c.start_seconds = rd.pod<double>(), c.end_seconds = rd.pod<double>(), c.seconds = rd.pod<double>();
+    c.algorithm = rd.str();
+  }
+  return v;
+}
+
+void put(Writer& w, const std::vector<trace::Event>& v) {
+  w.pod(uint64_t(v.size()));
+  for (const auto& e : v) {
+    w.pod(e.rank), w.str(e.stream), w.str(e.name), w.pod(e.start_seconds), w.pod(e.end_seconds);
+    w.pod(uint64_t(e.args.size()));
+    for (const auto& [k, x] : e.args) w.str(k), w.str(x);
+  }
+}
+std::vector<trace::Event> events_of(Reader& rd) {
+  std::vector<trace::Event> v(rd.pod<uint64_t>());
+  for (auto& e : v) {
+    e.rank = rd.pod<int>(), e.stream = rd.str(), e.name = rd.str();
+    e.start_seconds = rd.pod<double>(), e.end_seconds = rd.pod<double>();
+    e.args.resize(rd.pod<uint64_t>());
+    for (auto& [k, x] : e.args) k = rd.str(), x = rd.str();
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string serialize(const SimResult& r) {
+  static_assert(std::is_trivially_copyable_v<strategy::RankTimes>);
+  Writer w;
+  w.pod(r.step_seconds);
+  w.vec(r.ranks);
+  put(w, r.collectives);
+  for (double x : {r.bubble_fraction_of_ideal, r.bubble_fraction_of_total, r.walked_bubble_fraction, r.samples_per_s,
+                   r.tokens_per_s, r.mfu})
+    w.pod(x);
+  w.pod(r.warmup_steps), w.pod(r.measured_steps);
+  w.vec(r.step_seconds_each);
+  w.vec(r.sent_bytes);
+  for (int64_t x : {r.messages, r.flows, r.closed_form_steps, r.preempted_steps, r.ops}) w.pod(x);
+  w.pod(r.simulated_seconds);
+  put(w, r.hang);
+  put(w, r.timeline);
+  return w.take();
+}
+
+SimResult deserialize_result(const std::string& bytes) {
+  Reader rd(bytes);
+  SimResult r;
+  r.step_seconds = rd.pod<double>();
+  r.ranks = rd.vec<strategy::RankTimes>();
+  r.collectives = collectives_of(rd);
+  for (double* x : {&r.bubble_fraction_of_ideal, &r.bubble_fraction_of_total, &r.walked_bubble_fraction,
+                    &r.samples_per_s, &r.tokens_per_s, &r.mfu})
+    *x = rd.pod<double>();
+  r.warmup_steps = rd.pod<int>(), r.measured_steps = rd.pod<int>();
+  r.step_seconds_each = rd.vec<double>();
+  r.sent_bytes = rd.vec<double>();
+  for (int64_t* x : {&r.messages, &r.flows, &r.closed_form_steps, &r.preempted_steps, &r.ops}) *x = rd.pod<int64_t>();
+  r.simulated_seconds = rd.pod<double>();
+  r.hang = hang_of(rd);
+  r.timeline = events_of(rd);
   return r;
 }
 

@@ -67,6 +67,11 @@ struct SimResult {
   std::vector<trace::Event> timeline;  // every op of every step (absolute times), if asked
 };
 
+// A SimResult as bytes and back, bit for bit: what a simulating child that summarizes its own run
+// sends its parent (simulate_plan), so the parent never holds the step programs or the raw run.
+std::string serialize(const SimResult& result);
+SimResult deserialize_result(const std::string& bytes);
+
 struct SummaryOptions {
   int warmup_steps = 1;
   std::vector<int> detail_ranks;  // empty: dp = tp = 0 of every stage (the analytic walk's ranks)

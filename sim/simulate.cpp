@@ -26,19 +26,22 @@ struct Prepared {
   ExecOptions exec;
 };
 
-Prepared prepare(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
+Prepared prepare(const strategy::Plan& plan, int world, const strategy::ModelSpec& model,
                  const strategy::ClusterSpec& cluster_in, const SimOptions& o) {
   if (o.steps < 1) throw ConfigError("--steps", std::to_string(o.steps), "must be at least 1");
   if (o.warmup_steps < 0) throw ConfigError("--warmup", std::to_string(o.warmup_steps), "must be >= 0");
-  const int world = programs.front().world;
   Prepared p{strategy::with_world(cluster_in, world), {}};
   make_layout(p.cluster, world);  // throws on a world the cluster cannot hold
   validate(o.faults, world);
   p.exec.steps = o.warmup_steps + o.steps;
   p.exec.schedule = {o.algorithm, o.coalesce_calls, o.merge_steps};
   p.exec.closed_form = o.closed_form;
-  p.exec.gemms = strategy::GemmTimes(model, programs.front().plan, p.cluster);
+  p.exec.gemms = strategy::GemmTimes(model, plan, p.cluster);
   return p;
+}
+Prepared prepare(const std::vector<strategy::StepProgram>& programs, const strategy::ModelSpec& model,
+                 const strategy::ClusterSpec& cluster_in, const SimOptions& o) {
+  return prepare(programs.front().plan, programs.front().world, model, cluster_in, o);
 }
 
 // The child's work: the executor's raw run as bytes, progress through `report`.
@@ -51,15 +54,19 @@ std::function<std::string(const ProgressFn&)> work(const std::vector<strategy::S
   };
 }
 
-SimResult summarize_run(const std::vector<strategy::StepProgram>& programs, const std::string& bytes,
-                        const strategy::ModelSpec& model, const Prepared& p, const SimOptions& o) {
+SummaryOptions summary_options(const Prepared& p, const SimOptions& o) {
   SummaryOptions so;
   so.warmup_steps = o.warmup_steps;
   so.detail_ranks = o.detail_ranks;
   so.timeline = o.timeline;
   so.schedule = p.exec.schedule;
   so.faults = o.faults;
-  return summarize(programs, deserialize(bytes), model, p.cluster, so);
+  return so;
+}
+
+SimResult summarize_run(const std::vector<strategy::StepProgram>& programs, const std::string& bytes,
+                        const strategy::ModelSpec& model, const Prepared& p, const SimOptions& o) {
+  return summarize(programs, deserialize(bytes), model, p.cluster, summary_options(p, o));
 }
 
 }  // namespace
@@ -74,10 +81,23 @@ SimResult simulate_programs(const std::vector<strategy::StepProgram>& programs, 
 SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& plan,
                         const strategy::ClusterSpec& cluster, const SimOptions& o) {
   if (o.cancel && o.cancel->load()) throw SimulationCancelled();
-  if (o.on_progress) o.on_progress(0.0, "building " + std::to_string(plan.world()) + " step programs");
-  auto programs = build_programs(model, plan);
-  if (o.cancel && o.cancel->load()) throw SimulationCancelled();
-  return simulate_programs(programs, model, cluster, o);
+  // Bad options, worlds and plans throw here, with their own types; rank 0's program (built once
+  // more in the child) gives the plan as programs hold it, which the GEMM times are priced on.
+  const strategy::StepProgram first = strategy::build_step(model, plan, 0);
+  const Prepared p = prepare(first.plan, first.world, model, cluster, o);
+  // The simulating child builds the programs, runs them and summarizes its own run: the parent
+  // never holds the programs or the raw run (4096 ranks' are GBs), only the result.
+  const std::string bytes = run_isolated(
+      [&](const ProgressFn& report) {
+        if (o.on_progress) report(0.0, "building " + std::to_string(plan.world()) + " step programs");
+        const auto programs = build_programs(model, plan);
+        ExecOptions eo = p.exec;
+        if (o.on_progress) eo.progress = report;
+        const RawRun run = execute(programs, p.cluster, o.faults, eo);
+        return serialize(summarize(programs, run, model, p.cluster, summary_options(p, o)));
+      },
+      {o.on_progress, o.cancel});
+  return deserialize_result(bytes);
 }
 
 std::vector<SimResult> simulate_plans(const strategy::ModelSpec& model, const std::vector<strategy::Plan>& plans,

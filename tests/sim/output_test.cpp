@@ -37,6 +37,31 @@ TEST(Output, SameInputsGiveByteIdenticalJsonAndTraces) {
   EXPECT_EQ(a.step_seconds_each.size(), 3u);
 }
 
+// simulate_plan builds, runs and summarizes in its simulating child and sends the result back as
+// bytes: what arrives is what simulating the parent's own programs gives, bit for bit (the JSON,
+// the trace, the hang report of a stopped rank), and the bytes round-trip.
+TEST(Output, TheChildsSummaryIsTheParentsBitForBit) {
+  const auto cluster = testing::uniform_cluster(4, 2);
+  const auto model = testing::mlp(8, 512, 2048, 16, 32);
+  const auto plan = resolved("tp=2,pp=2,dp=2,zero=1,microbatches=4", model, cluster, 8);
+  for (const char* fault : {"slow:rank=5,factor=1.7", "stop:rank=3,step=1"}) {
+    SimOptions o;
+    o.steps = 2;
+    o.timeline = true;
+    o.faults = {parse_fault(fault)};
+    const auto child = simulate_plan(model, plan, cluster, o);
+    const auto parent = simulate_programs(build_programs(model, plan), model, cluster, o);
+    EXPECT_EQ(to_json(child).dump(2), to_json(parent).dump(2)) << fault;
+    EXPECT_EQ(trace_text(child.timeline), trace_text(parent.timeline)) << fault;
+    EXPECT_EQ(child.hang.lines, parent.hang.lines) << fault;
+    EXPECT_EQ(child.hang.deadlock, std::string(fault).starts_with("stop")) << fault;
+    if (!child.hang.deadlock) {
+      EXPECT_FALSE(child.collectives.empty()) << fault;
+    }
+    EXPECT_EQ(serialize(deserialize_result(serialize(child))), serialize(child)) << fault;
+  }
+}
+
 TEST(Output, JsonUsesTheAnalyticKeys) {
   const auto cluster = testing::uniform_cluster();
   const auto model = testing::mlp(4, 256, 1024, 16, 16);
