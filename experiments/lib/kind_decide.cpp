@@ -6,16 +6,20 @@
 // (strategy/measures.h), printed and recorded as a "decision_utility" proof the grader recomputes.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "db/proof_chain.h"
 #include "experiments/lib/compare.h"
 #include "experiments/lib/decide.h"
 #include "experiments/lib/fidelity.h"
 #include "experiments/lib/kind_splits.h"
+#include "experiments/lib/measure.h"
 #include "experiments/lib/predict_cluster.h"
 #include "experiments/lib/record.h"
 #include "experiments/lib/runner.h"
 #include "strategy/cost_model.h"
+#include "strategy/measures.h"
+#include "base/stats.h"
 #include "base/errors.h"
 #include "strategy/io.h"
 #include "strategy/planner.h"
@@ -147,6 +151,42 @@ void price_on_profiles(Candidates& c, WorkloadRates& rates, const strategy::Mode
   c = std::move(sorted);
 }
 
+// Rounds after the first (DecideTask::rounds): the candidates that ran measured again, the order
+// reversed every other round, so a minute in which the machine slowed lands on one round of a
+// candidate; each one's measured step becomes the median of its rounds, its +- the larger of the
+// steps' spread and the rounds', recorded on its last run (rounds.*) where compare reads them.
+void measure_more_rounds(Context& ctx, const DecideTask& t, Candidates& c) {
+  std::vector<size_t> ran;
+  for (size_t i = 0; i < c.cands.size(); ++i)
+    if (c.cands[i].measured_step_seconds) ran.push_back(i);
+  std::map<size_t, std::vector<double>> step, spread;
+  for (size_t i : ran) step[i] = {*c.cands[i].measured_step_seconds}, spread[i] = {c.cands[i].measured_spread_seconds};
+  for (int round = 1; round < t.rounds; ++round) {
+    for (size_t k = 0; k < ran.size(); ++k) {
+      const size_t i = ran[round % 2 == 1 ? ran.size() - 1 - k : k];
+      ctx.progress("  " + c.cands[i].name + ", measured round " + std::to_string(round + 1) + "/" +
+                   std::to_string(t.rounds) + " ...");
+      const MeasureResult m = measure_plan(
+          ctx, {resolve_ref(ctx, t.model), c.plans[i], t.steps, t.seed, ctx.options.work_dir, ctx.options.parlab_bin});
+      step[i].push_back(m.step_seconds), spread[i].push_back(m.step_spread_seconds);
+      c.cands[i].measured_run = m.run;
+    }
+  }
+  if (t.rounds < 2) return;
+  for (size_t i : ran) {
+    const std::vector<double>& v = step[i];
+    DecideCandidate& d = c.cands[i];
+    d.measured_step_seconds = parlab::median(v);
+    const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
+    d.measured_spread_seconds = std::max(parlab::median(spread[i]), between);
+    ctx.store.set_run_metric(*d.measured_run, "rounds", double(v.size()));
+    for (size_t k = 0; k < v.size(); ++k)
+      ctx.store.set_run_metric(*d.measured_run, strategy::round_step_metric(int(k)), v[k]);
+    ctx.store.set_run_metric(*d.measured_run, "rounds.step_seconds", *d.measured_step_seconds);
+    ctx.store.set_run_metric(*d.measured_run, "rounds.step_seconds_spread", d.measured_spread_seconds);
+  }
+}
+
 // Each candidate run as the splits experiment runs a plan: its analytic run (the cost model's
 // walk, whose error `compare` shows) and its measured one. One the runtime refuses stays in
 // the table with the reason, outside the regret and the correlation.
@@ -170,6 +210,7 @@ void measure_candidates(Context& ctx, const DecideTask& t, const strategy::Model
       ctx.progress("  " + c.cands[i].name + " not run: " + e.what());
     }
   }
+  measure_more_rounds(ctx, t, c);
 }
 
 std::string decide_headline(const std::vector<DecideCandidate>& cands, const Decision& d) {

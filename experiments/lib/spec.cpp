@@ -199,6 +199,7 @@ DecideTask parse_decide(TableReader& r) {
   t.top = int(r.integer("top", 1, 16).value_or(t.top));
   t.steps = positive_int(r, "steps", t.steps);
   t.seed = seed_key(r);
+  t.rounds = int(r.integer("rounds", 1, 20).value_or(t.rounds));
   return t;
 }
 
@@ -286,7 +287,7 @@ const Kind kKinds[] = {
      [](TableReader& r) -> Task { return parse_planner(r); }},
     {"splits", "model, cluster, workers, plans, steps, sources, seed, rounds",
      [](TableReader& r) -> Task { return parse_splits(r); }},
-    {"decide", "model, cluster, workers, gbs, top, steps, seed",
+    {"decide", "model, cluster, workers, gbs, top, steps, seed, rounds",
      [](TableReader& r) -> Task { return parse_decide(r); }},
     {"hang_drill",
      "model, plan, nproc, steps, checkpoint_every, fault, timeout_seconds, max_same_failure, fallback, seed",

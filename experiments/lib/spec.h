@@ -72,6 +72,9 @@ struct DecideTask {
   int top = 3;
   int steps = 4;  // measured steps (at least kMinMeasuredSteps are measured), after one warm-up
   uint64_t seed = 1;
+  // Measured rounds over the candidates, the order reversed every other round; each candidate's
+  // measured step is the median of its rounds (the planner decides once, before any of them).
+  int rounds = 1;
 };
 
 // The all-reduce scaling lab.

@@ -352,14 +352,14 @@ TEST(BatchEndToEnd, EquivalenceOverAListOfPlansComparesEachWithOneWorker) {
 namespace parlab::experiments {
 
 // The decide experiment end to end on the tiny model and 2 workers: the planner's top plan and
-// the best of each other family trained for real, each recorded (analytic and measured runs,
-// one compare row per plan), and one decision_utility proof whose regret and correlation are
-// the measures of its own rows.
+// the best of each other family trained for real in two rounds, each recorded (analytic and
+// measured runs, one compare row per plan, the measured step the median of the rounds), and one
+// decision_utility proof whose regret and correlation are the measures of its own rows.
 TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
   Scratch s;
   auto store = db::ResultsStore::open(s.dir / "d.db");
   const auto spec = parse_experiment("name = \"tiny_decide\"\nkind = \"decide\"\n[decide]\nmodel = \"" + kModel +
-                                         "\"\nworkers = 2\ngbs = 16\ntop = 1\nsteps = 1\n",
+                                         "\"\nworkers = 2\ngbs = 16\ntop = 1\nsteps = 1\nrounds = 2\n",
                                      (s.dir / "tiny_decide.toml").string());
   const Outcome out = run_experiment(spec, store, options(s));
   ASSERT_TRUE(out.ok) << out.error << out.report;
@@ -380,6 +380,12 @@ TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
     ASSERT_TRUE(run);
     EXPECT_EQ(run->kind, db::RunKind::kMeasured);
     EXPECT_EQ(run->plan.at("text").get<std::string>(), r.at("plan").get<std::string>());
+    // Measured in two rounds: the candidate's step is the median (mean) of its rounds'.
+    const auto metrics = store.run_metrics(run->id);
+    EXPECT_EQ(metrics.at("rounds"), 2);
+    const std::vector<double> rounds = strategy::round_steps(metrics);
+    ASSERT_EQ(rounds.size(), 2u);
+    EXPECT_DOUBLE_EQ(measured.back(), parlab::median(rounds));
   }
   EXPECT_EQ(rows.front().at("origin"), "top 1");
   EXPECT_EQ(families, (std::set<std::string>{"DDP", "ZeRO", "tensor", "pipeline"}));

@@ -56,6 +56,8 @@ TEST(ExperimentSpec, ParsesASplitsExperimentAndEquivalencePlans) {
   EXPECT_EQ(t.workers, 2);
   EXPECT_EQ(t.plans, (std::vector<std::string>{"zero=0", "zero=3"}));
   EXPECT_EQ(t.sources, std::vector<Source>{Source::kAnalytic});
+  EXPECT_EQ(t.rounds, 1);
+  EXPECT_EQ(field_of("kind = \"splits\"\n[splits]\nrounds = 21\n"), "x.toml: splits.rounds");
   const auto e = parse_experiment("kind = \"equivalence\"\n[equivalence]\nplans = [\"\", \"zero=2\"]\n", "e.toml");
   EXPECT_EQ(std::get<EquivalenceTask>(e.task).plans, (std::vector<std::string>{"", "zero=2"}));
 }
@@ -144,7 +146,11 @@ TEST(ExperimentSpec, DecideExperimentKeysAndTheirLimits) {
   EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ntop = 17\n"), "x.toml: decide.top");
   EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\ngbs = 0\n"), "x.toml: decide.gbs");
   EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\nplans = [\"zero=1\"]\n"), "x.toml: decide.plans");
-  EXPECT_NE(experiment_kinds().find("decide [model, cluster, workers, gbs, top, steps, seed]"), std::string::npos);
+  EXPECT_EQ(field_of("kind = \"decide\"\n[decide]\nrounds = 0\n"), "x.toml: decide.rounds");
+  EXPECT_EQ(std::get<DecideTask>(parse_experiment("kind = \"decide\"\n[decide]\nrounds = 3\n", "d.toml").task).rounds,
+            3);
+  EXPECT_NE(experiment_kinds().find("decide [model, cluster, workers, gbs, top, steps, seed, rounds]"),
+            std::string::npos);
 }
 
 }  // namespace parlab::experiments
