@@ -40,6 +40,8 @@ void add_compare_command(CLI::App& app) {
         if (r.measured_others_cores) j["measured_others_busy_cores"] = *r.measured_others_cores;
         if (r.simulated) j["simulated_step_seconds"] = *r.simulated;
         if (r.analytic) j["analytic_step_seconds"] = *r.analytic;
+        if (const auto e = r.simulated_error()) j["simulated_error"] = *e;
+        if (const auto e = r.analytic_error()) j["analytic_error"] = *e;
         rows.push_back(j);
       }
       nlohmann::json out{{"experiment", c.experiment}, {"rows", rows}};

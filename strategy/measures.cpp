@@ -35,6 +35,18 @@ double efficiency(double speedup, int workers, int base_workers) { return speedu
 
 double relative_error(double predicted, double measured) { return predicted / measured - 1; }
 
+Measure relative_error(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  if (predicted.empty() || !all_positive(measured)) return {};
+  std::vector<double> errors;
+  if (predicted.size() == measured.size()) {
+    for (size_t r = 0; r < predicted.size(); ++r) errors.push_back(relative_error(predicted[r], measured[r]));
+  } else {
+    errors.push_back(relative_error(median(predicted), median(measured)));
+  }
+  const Spread s = spread_of(errors);
+  return {s.median, s.half_iqr, s.n};
+}
+
 double regret(double choice_step, double best_step) { return choice_step > 0 ? 1 - best_step / choice_step : 0; }
 
 std::vector<double> ranks(const std::vector<double>& v) {

@@ -12,7 +12,13 @@
 //                medians' (the two estimators agree). Spread: half the interquartile range of
 //                the paired ratios (0 for one ratio).
 //   efficiency   speedup / (workers / base_workers)
-//   relative error of a prediction   predicted / measured - 1 (signed; |.| where a bound is judged)
+//   relative error of a prediction   predicted / measured - 1 (signed; |.| where a bound is judged).
+//                Estimator where a prediction was made anew in each round beside that round's
+//                measurement (kind = "splits" with rounds: each round profiles again): the MEDIAN
+//                OF PAIRED PER-ROUND ERRORS, for speedup's reason -- a prediction and a measurement
+//                minutes apart share the machine's mood, one of them from another round does not.
+//                Counts that cannot be paired (one prediction, several measured rounds): the
+//                medians' error.
 //   regret       of a choice against the best measured: 1 - throughput(choice) / throughput(best)
 //                = 1 - t_best / t_choice at one global batch; 0 when the choice was the fastest
 //   rank correlation   Spearman's rho of two series (ties take their average rank), the
@@ -42,6 +48,10 @@ double speedup(double base_step, double step, double base_global_batch, double g
 double efficiency(double speedup, int workers, int base_workers);
 
 double relative_error(double predicted, double measured);
+// Per-round predictions and measurements (round order; one element for a single one): paired
+// round by round when the counts agree, else the error of their medians. n = 0 (value 0) when
+// either is empty or a measurement is not positive.
+Measure relative_error(const std::vector<double>& predicted_rounds, const std::vector<double>& measured_rounds);
 
 // 1 - t_best / t_choice (both step seconds at one global batch); 0 when the choice is the best.
 double regret(double choice_step, double best_step);

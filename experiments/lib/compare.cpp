@@ -19,10 +19,24 @@ std::string ms(const std::optional<double>& s, const std::optional<double>& spre
 }
 
 // The error, marked "~" when the measurement's own spread covers it.
-std::string rel(const std::optional<double>& pred, const CompareRow& r) {
-  if (!pred || !r.measured) return "-";
+std::string rel(const std::optional<double>& pred, const std::optional<double>& error, const CompareRow& r) {
+  if (!pred || !error) return "-";
   const bool noise = r.measured_spread && within_noise(*pred, *r.measured, *r.measured_spread);
-  return format_error(*pred, *r.measured) + (noise ? " ~" : "");
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * *error);
+  return b + std::string(noise ? " ~" : "");
+}
+
+// One prediction's error against the row's measurement, paired by round where both have rounds.
+std::optional<double> error_of(const std::optional<double>& pred, const std::vector<double>& pred_rounds,
+                               const CompareRow& r) {
+  if (!pred || !r.measured || !(*r.measured > 0)) return std::nullopt;
+  const auto rounds = [](const std::optional<double>& x, const std::vector<double>& v) {
+    return v.empty() ? std::vector<double>{*x} : v;
+  };
+  const strategy::Measure m =
+      strategy::relative_error(rounds(pred, pred_rounds), rounds(r.measured, r.measured_rounds));
+  return m.n > 0 ? std::optional<double>(m.value) : std::nullopt;
 }
 
 std::string format_cores(double cores) {
@@ -54,6 +68,9 @@ std::string split_label(const nlohmann::json& plan) {
   if (recompute != "none") s += " recompute " + recompute;
   return s;
 }
+
+std::optional<double> CompareRow::simulated_error() const { return error_of(simulated, simulated_rounds, *this); }
+std::optional<double> CompareRow::analytic_error() const { return error_of(analytic, analytic_rounds, *this); }
 
 std::optional<double> Comparison::measured_speedup(size_t i) const {
   if (i >= rows.size() || rows.empty()) return std::nullopt;
@@ -91,10 +108,10 @@ std::string Comparison::table() const {
                                      measured_x ? format_speedup(*measured_x) : "-",
                                      ms(r.simulated, {}),
                                      speedup_of(r.simulated, r1.simulated, r.global_batch, r1.global_batch),
-                                     rel(r.simulated, r),
+                                     rel(r.simulated, r.simulated_error(), r),
                                      ms(r.analytic, {}),
                                      speedup_of(r.analytic, r1.analytic, r.global_batch, r1.global_batch),
-                                     rel(r.analytic, r),
+                                     rel(r.analytic, r.analytic_error(), r),
                                      r.measured_others_cores ? format_cores(*r.measured_others_cores) : "-"};
     if (splits) {
       line.insert(line.begin() + 1, r.split);
@@ -104,7 +121,8 @@ std::string Comparison::table() const {
   }
   return t.str() +
          "measured: median step +- half its interquartile range (or of its rounds); speedup against the first row,\n"
-         "the median of paired per-round ratios where rounds were recorded; ~ marks an error within\n"
+         "the median of paired per-round ratios where rounds were recorded; error: the median of paired per-round\n"
+         "errors where each round predicted afresh (splits in rounds); ~ marks an error within\n"
          "the measurement's +-, which cannot be told from noise; load: cores other jobs (or, on a VM, the\n"
          "hypervisor: steal) took during the last measured run (above 0.3 the measurement is not of this machine "
          "alone)\n";
@@ -152,9 +170,11 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
       // rounds): the median of the rounds', recorded on the last.
       case db::RunKind::kSimulated:
         r.simulated = metric("rounds.step_seconds").value_or(it->second), r.simulated_run = run.id;
+        r.simulated_rounds = strategy::round_steps(metrics);
         break;
       case db::RunKind::kAnalytic:
         r.analytic = metric("rounds.step_seconds").value_or(it->second), r.analytic_run = run.id;
+        r.analytic_rounds = strategy::round_steps(metrics);
         break;
     }
   }
@@ -167,11 +187,11 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
   for (auto& [key, r] : rows) {
     c.rows.push_back(r);
     if (r.measured && r.simulated) {
-      const double e = std::fabs(relative_error(*r.simulated, *r.measured));
+      const double e = std::fabs(r.simulated_error().value_or(0));
       c.worst_simulated_error = std::max(c.worst_simulated_error.value_or(0), e);
     }
     if (r.measured && r.analytic) {
-      const double e = std::fabs(relative_error(*r.analytic, *r.measured));
+      const double e = std::fabs(r.analytic_error().value_or(0));
       c.worst_analytic_error = std::max(c.worst_analytic_error.value_or(0), e);
     }
   }

@@ -29,6 +29,12 @@ struct CompareRow {
   std::optional<double> measured_spread, recorded_speedup;
   std::optional<double> measured_others_cores;  // CPU other jobs used during the measurement, in cores
   std::optional<db::RunId> measured_run, simulated_run, analytic_run;
+  // Per-round predictions, where each round predicted afresh (the splits experiment's rounds).
+  std::vector<double> simulated_rounds, analytic_rounds;
+  // Each prediction's relative error (strategy/measures.h: paired by round where both sides
+  // recorded rounds); nullopt without the prediction or the measurement.
+  std::optional<double> simulated_error() const;
+  std::optional<double> analytic_error() const;
 };
 
 struct Comparison {

@@ -14,7 +14,8 @@ const char* kHeader =
     "Worker processes on one host, trained for real by `scripts/fidelity-check.sh` (a fresh calibration, then\n"
     "every split on 2, 3 and 4 workers of a model the repository's presets do not hold). Predicted: the calibrated\n"
     "simulation (the analytic walk where a row has no simulation); measured: the median step +- half its\n"
-    "interquartile range; error = predicted / measured - 1 (the goal: within 15%); load: the cores other jobs\n"
+    "interquartile range; error = predicted / measured - 1 (the goal: within 15%; in rounds, the median of\n"
+    "each round's error, its prediction made beside its measurement); load: the cores other jobs\n"
     "(or, on a VM, the hypervisor: steal) took during the measurement (above 0.3 it is not of this machine alone).\n\n";
 
 std::string cell(const char* fmt, double x) {
@@ -49,11 +50,11 @@ std::string cpu_validation_markdown(db::ResultsStore* store) {
       const std::optional<double> predicted = r.simulated ? r.simulated : r.analytic;
       if (!r.measured || !predicted) continue;
       const auto run = store->get_run(*r.measured_run);
-      const double err = relative_error(*predicted, *r.measured);
+      const double err = (r.simulated ? r.simulated_error() : r.analytic_error()).value_or(0);
       worst = std::max(worst, std::fabs(err));
       out += "| " + e.name + " | " + r.split + " | " + std::to_string(r.world) + " | " + format_ms(*predicted) +
              (r.simulated ? "" : " (analytic)") + " | " + format_ms_spread(*r.measured, r.measured_spread.value_or(0)) +
-             " | " + format_error(*predicted, *r.measured) + " | " + (run ? run->host : std::string("?")) + " | " +
+             " | " + cell("%+.1f%%", 100 * err) + " | " + (run ? run->host : std::string("?")) + " | " +
              (r.measured_others_cores ? cell("%.2f cores", *r.measured_others_cores) : std::string("-")) + " |\n";
       ++rows;
     }

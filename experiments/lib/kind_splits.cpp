@@ -130,7 +130,10 @@ std::string step_cell(const SplitRow& r, Source src) {
 std::string error_cell(const SplitRow& r, Source src) {
   if (!r.step.count(Source::kMeasured)) return "-";
   const double pred = r.step.at(src), meas = r.step.at(Source::kMeasured);
-  return format_error(pred, meas) + (within_noise(pred, meas, r.measured_spread) ? " ~" : "");
+  const auto rounds = [&](Source s) { return r.rounds.count(s) ? r.rounds.at(s) : std::vector<double>{r.step.at(s)}; };
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * strategy::relative_error(rounds(src), rounds(Source::kMeasured)).value);
+  return b + std::string(within_noise(pred, meas, r.measured_spread) ? " ~" : "");
 }
 
 // The pipeline bubble of each pipelined split: formula, simulated, measured ("" without one).
@@ -186,6 +189,7 @@ void combine_rounds(Context& ctx, const std::vector<std::vector<SplitRow>>& roun
         spread.push_back(round[i].measured_spread);
       }
       step = parlab::median(v);
+      row.rounds[src] = v;
       row.exposed[src] = parlab::median(exposed);
       const db::RunId last = rounds.back()[i].runs.at(src);
       row.runs[src] = last;

@@ -31,7 +31,8 @@ struct SplitRow {
   std::map<Source, double> step, exposed;
   double measured_spread = 0;  // half the interquartile range of the measured steps
   db::RunId measured_run = 0;
-  std::map<Source, db::RunId> runs;  // each source's run (the last round's, with rounds)
+  std::map<Source, db::RunId> runs;              // each source's run (the last round's, with rounds)
+  std::map<Source, std::vector<double>> rounds;  // each source's step per round (empty: one round)
   double program_wire = 0, measured_wire = -1;
   strategy::MemoryLedger ledger;
   std::optional<train::MemoryReport> measured;  // the rank with the largest measured total

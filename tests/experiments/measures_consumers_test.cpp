@@ -112,6 +112,26 @@ TEST(OneEstimator, CompareAndTheGraderGiveTheOneSpeedupOnNoisyRounds) {
   EXPECT_TRUE(found);
 }
 
+// A split predicted afresh in each round beside its measurement: compare's error (and the CPU
+// table's, from the same row) is the median of the paired per-round errors, not the medians'.
+TEST(OneEstimator, CompareErrorsPairPredictionsWithTheirRoundsMeasurements) {
+  const std::vector<double> pred = {0.9, 0.5, 1.2}, meas = {1.0, 1.0, 2.0};
+  const double want = strategy::relative_error(pred, meas).value;  // -40%
+  ASSERT_GT(std::fabs(want - strategy::relative_error(parlab::median(pred), parlab::median(meas))), 0.25);
+  Db d("split_rounds");
+  const strategy::Plan p = plan_at("zero=3,gbs=128", 2);
+  d.run(db::RunKind::kSimulated, p, pred.back(), rounds_metrics(pred));
+  d.run(db::RunKind::kAnalytic, p, pred.back());  // one prediction: the medians' error
+  d.run(db::RunKind::kMeasured, p, meas.back(), rounds_metrics(meas));
+  const Comparison c = compare_experiment(d.store, "split_rounds");
+  ASSERT_EQ(c.rows.size(), 1u);
+  ASSERT_TRUE(c.rows[0].simulated_error() && c.rows[0].analytic_error());
+  EXPECT_DOUBLE_EQ(*c.rows[0].simulated_error(), want);
+  EXPECT_DOUBLE_EQ(*c.rows[0].analytic_error(), pred.back() / parlab::median(meas) - 1);
+  EXPECT_DOUBLE_EQ(*c.worst_simulated_error, std::fabs(want));
+  EXPECT_NE(c.table().find("-40.0%"), std::string::npos) << c.table();
+}
+
 TEST(OneRowPerSplit, CompareKeysRowsByTheWholePlan) {
   Db d("splits_2w");
   const std::vector<std::string> texts = {"zero=0", "zero=3", "tp=2", "pp=2,schedule=1f1b,microbatches=4"};

@@ -49,6 +49,25 @@ TEST(Measures, EfficiencyRelativeErrorAndRegret) {
   EXPECT_DOUBLE_EQ(regret(0.30 * 1.05, 0.30), 1 - 1 / 1.05);
 }
 
+// Each round predicted afresh beside its measurement (the splits experiment in rounds). Round 1's
+// profile ran in a fast moment of the machine, round 2's measurement in a slow one: the paired errors
+// -10%, -50%, -40% have the median -40%, where the medians' error (0.9 / 1.0 - 1) would say -10%.
+TEST(Measures, RelativeErrorIsTheMedianOfPairedPerRoundErrors) {
+  const std::vector<double> pred = {0.9, 0.5, 1.2}, meas = {1.0, 1.0, 2.0};
+  const Measure m = relative_error(pred, meas);
+  EXPECT_NEAR(m.value, -0.4, 1e-12);
+  EXPECT_EQ(m.n, 3);
+  EXPECT_NEAR(m.spread, ((-0.1 + -0.4) / 2 - (-0.5 + -0.4) / 2) / 2, 1e-12);         // (q75 - q25) / 2
+  EXPECT_GT(std::fabs(m.value - relative_error(median(pred), median(meas))), 0.25);  // discriminating
+  // One prediction beside several measured rounds cannot be paired: the medians' error.
+  const Measure once = relative_error(std::vector<double>{0.9}, meas);
+  EXPECT_NEAR(once.value, -0.1, 1e-12);
+  EXPECT_EQ(once.n, 1);
+  EXPECT_EQ(relative_error(std::vector<double>{1.1}, std::vector<double>{1.0}).value, relative_error(1.1, 1.0));
+  EXPECT_EQ(relative_error(std::vector<double>{}, meas).n, 0);
+  EXPECT_EQ(relative_error(pred, std::vector<double>{1.0, 0, 1.0}).n, 0);
+}
+
 TEST(Measures, RanksShareTiesAndSpearmanMatchesHandComputations) {
   EXPECT_EQ(ranks({10, 30, 20}), (std::vector<double>{1, 3, 2}));
   EXPECT_EQ(ranks({5, 1, 5, 3}), (std::vector<double>{3.5, 1, 3.5, 2}));
