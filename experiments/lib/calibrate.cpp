@@ -215,11 +215,11 @@ void measure_gloo_reference(Calibration& c, const CalibrationOptions& o) {
   c.gloo_fits = fit_rings(pts);
 }
 
-void measure_communication(Calibration& c, const CalibrationOptions& o) {
+void measure_allreduce(Calibration& c, const CalibrationOptions& o, int first, int last) {
   const std::vector<double> sizes =
       o.quick ? std::vector<double>{256e3, 1e6, 16e6} : std::vector<double>{64e3, 256e3, 1e6, 4e6, 16e6, 64e6};
   const int repeats = o.quick ? 2 : 3, extra = o.quick ? 1 : 4;
-  for (int n = 2; n <= std::max(2, o.nproc); ++n) {
+  for (int n = first; n <= last; ++n) {
     say(o, "communication: all-reduce between ranks of this host (shared memory, as parlab train uses), " +
                std::to_string(n) + " ranks, " + std::to_string(repeats) + " repeats");
     std::vector<std::vector<double>> per_size(sizes.size());
@@ -241,6 +241,10 @@ void measure_communication(Calibration& c, const CalibrationOptions& o) {
       c.allreduce.push_back({n, moved, s.median, s.relative(), 0, int(per_size[i].size())});
     }
   }
+}
+
+void measure_communication(Calibration& c, const CalibrationOptions& o) {
+  measure_allreduce(c, o, 2, std::max(2, o.nproc));
   say(o, "communication: CPU time per byte of shared-memory traffic");
   c.comm_cpu_seconds_per_byte = measure::comm_cpu_seconds_per_byte(2, o.quick ? 4e6 : 64e6, o.quick ? 2 : 4);
   std::vector<AllReducePoint> big;
@@ -306,6 +310,20 @@ Calibration calibrate_once(const CalibrationOptions& o, const strategy::ModelSpe
 }
 
 }  // namespace
+
+LinkFits measure_links(int ranks, bool quick) {
+  CalibrationOptions o;
+  o.quick = quick;
+  Calibration c;
+  measure_allreduce(c, o, ranks, ranks);
+  c.ring_fits = fit_rings(c.allreduce);
+  if (c.ring_fits.empty()) throw RuntimeError("measuring the links of " + std::to_string(ranks) + " ranks gave no fit");
+  measure_sharded(c, o);
+  LinkFits out{c.ring_fits.front(), {}};
+  for (const ShardedFit& f : c.sharded_fits)
+    if (f.ranks == ranks) out.sharded.push_back(f);
+  return out;
+}
 
 std::vector<std::string> calibration_warnings(const Calibration& c) {
   std::vector<std::string> w;

@@ -224,6 +224,17 @@ std::string why_recalibrate(const std::filesystem::path& results_dir, db::Result
 // Empty when the probe agrees, else why not.
 std::string compute_probe_disagrees(const StoredCalibration& stored);
 
+// The links of `ranks` ranks on this host measured now, as calibration measures them (the
+// shared-memory all-reduce at the sizes predictions use, ZeRO's uneven reduce-scatter and
+// all-gather) and fitted: what an experiment in rounds prices each round with, since this
+// machine's communication drifts as its compute does (a 4-rank reduce-scatter of 4 MB measured
+// 2.3 ms in one calibration and 8.5 ms in the next, an hour apart).
+struct LinkFits {
+  RingFit ring;
+  std::vector<ShardedFit> sharded;  // this rank count's reduce-scatter and all-gather fits
+};
+LinkFits measure_links(int ranks, bool quick = false);  // quick: fewer sizes and repeats (tests)
+
 // `cluster` with the link fitted for `world` ranks (the largest measured count beyond it); any
 // cluster that is not a calibrated cpu-local, or no fits, unchanged.
 strategy::ClusterSpec cluster_for_world(const strategy::ClusterSpec& cluster, const std::vector<RingFit>& fits,

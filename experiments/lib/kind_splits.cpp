@@ -216,8 +216,10 @@ void run_splits(Context& ctx, const SplitsTask& t) {
   std::vector<std::string> notes;
   std::vector<std::vector<SplitRow>> rounds;
   for (int round = 0; round < t.rounds; ++round) {
-    // Each round profiles afresh (a new cache), beside the measurements it predicts.
+    // Each round profiles afresh (a new cache), beside the measurements it predicts, ...
     if (round > 0) rates = WorkloadRates(base, model, [&ctx](const std::string& line) { ctx.progress(line); });
+    // ... and measures its links again: ZeRO's time is mostly communication, which drifts too.
+    if (t.rounds > 1) rates.measure_links_now(t.workers);
     std::vector<SplitRow>& rows = rounds.emplace_back(t.plans.size());
     for (size_t k = 0; k < t.plans.size(); ++k) {
       const size_t i = round % 2 == 1 ? t.plans.size() - 1 - k : k;

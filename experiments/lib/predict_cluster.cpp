@@ -1,5 +1,6 @@
 #include "experiments/lib/predict_cluster.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "strategy/io.h"
@@ -28,6 +29,26 @@ const WorkloadProfile& WorkloadRates::profile(const strategy::Plan& p, int world
   return cache_.emplace(key, profile_workload(model_, p, world)).first->second;
 }
 
+void WorkloadRates::measure_links_now(int world, bool quick) {
+  if (!profiles_ || world < 2) return;
+  if (progress_) progress_("  measuring the links of " + std::to_string(world) + " ranks again ...");
+  const LinkFits fits = measure_links(world, quick);
+  auto& rings = stored_->ring_fits;
+  rings.erase(std::remove_if(rings.begin(), rings.end(), [&](const RingFit& f) { return f.ranks == world; }),
+              rings.end());
+  rings.push_back(fits.ring);
+  std::sort(rings.begin(), rings.end(), [](const RingFit& a, const RingFit& b) { return a.ranks < b.ranks; });
+  auto& sharded = stored_->sharded_fits;
+  sharded.erase(std::remove_if(sharded.begin(), sharded.end(), [&](const ShardedFit& f) { return f.ranks == world; }),
+                sharded.end());
+  sharded.insert(sharded.end(), fits.sharded.begin(), fits.sharded.end());
+  char b[200];
+  std::snprintf(b, sizeof b,
+                "; the links of %d ranks measured again this round (all-reduce a = %.0f us, B = %.2f GB/s)", world,
+                fits.ring.latency_seconds * 1e6, fits.ring.link_bytes_per_s / 1e9);
+  links_note_ = b;
+}
+
 PredictionCluster WorkloadRates::for_plan(const strategy::Plan& p, int world) {
   PredictionCluster out;
   const std::string flagged = stored_ && !stored_->trusted ? " -- the calibration is FLAGGED" : "";
@@ -35,7 +56,7 @@ PredictionCluster WorkloadRates::for_plan(const strategy::Plan& p, int world) {
   if (profiles_) {
     const WorkloadProfile& prof = profile(p, world);
     rated = cluster_for_profile(base_, model_, p, prof);
-    out.note = describe(prof, rated) + " (" + stored_->created_at + ")" + flagged;
+    out.note = describe(prof, rated) + " (" + stored_->created_at + ")" + links_note_ + flagged;
   } else if (stored_ && !stored_->grid.empty()) {
     rated = cluster_for_workload(base_, stored_->grid, p.microbatch, model_.hidden, model_.ffn / p.tp);
     char b[240];

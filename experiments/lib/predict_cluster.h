@@ -43,6 +43,12 @@ class WorkloadRates {
   // Whether compute comes from workload profiles (a calibrated cpu-local and the lab MLP).
   bool profiles() const { return profiles_; }
 
+  // Measures the links of `world` ranks again now (calibrate.h, measure_links) and prices the
+  // plans of that many workers with them from here on, instead of the stored calibration's: an
+  // experiment in rounds calls it at each round's start, as each round profiles its compute
+  // afresh. Nothing without profiles or below 2 ranks. `quick`: fewer sizes and repeats (tests).
+  void measure_links_now(int world, bool quick = false);
+
  private:
   const WorkloadProfile& profile(const strategy::Plan& plan, int world);
 
@@ -53,6 +59,7 @@ class WorkloadRates {
   bool profiles_ = false;
   // (microbatch, tp, pp, precision, processes) -> profile
   std::map<std::tuple<int64_t, int, int, int, int>, WorkloadProfile> cache_;
+  std::string links_note_;  // "" or which rank count's links were measured again, and when
 };
 
 }  // namespace parlab::experiments

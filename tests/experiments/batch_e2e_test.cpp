@@ -14,6 +14,8 @@
 
 #include "experiments/lib/calibrate.h"
 #include "experiments/lib/compare.h"
+#include "experiments/lib/kind_splits.h"
+#include "experiments/lib/predict_cluster.h"
 #include "experiments/lib/runner.h"
 #include "strategy/io.h"
 #include "strategy/measures.h"
@@ -279,6 +281,28 @@ TEST(BatchEndToEnd, SplitsMeasuredInRoundsOfAlternatingOrderReportTheirMedian) {
     EXPECT_DOUBLE_EQ(*r.analytic, parlab::median(predicted.at(r.zero))) << r.plan;
     EXPECT_GE(*r.measured_spread, (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2);
   }
+}
+
+// A round of an experiment in rounds measures the links again: the stored calibration's link (a
+// deliberately slow 10 ms a step) prices the plan until then, this machine's shared memory (well
+// under a millisecond a step) after, and the compute model's note says so.
+TEST(BatchEndToEnd, ARoundPricesItsPlansOnLinksMeasuredAgain) {
+  Scratch s;
+  write_test_calibration(s.dir, 10e-3, 1e9);
+  ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
+  const strategy::ModelSpec model = strategy::load_model(kModel);
+  WorkloadRates rates(strategy::load_cluster("cpu-local"), model);
+  const strategy::Plan p = split_at("zero=0,gbs=16", model, 2);
+  const PredictionCluster before = rates.for_plan(p, 2);
+  rates.measure_links_now(2, /*quick=*/true);
+  const PredictionCluster after = rates.for_plan(p, 2);
+  ::unsetenv("PARLAB_RESULTS");
+  ASSERT_TRUE(rates.profiles());
+  EXPECT_DOUBLE_EQ(before.cluster.intra.latency_seconds, 10e-3);
+  EXPECT_LT(after.cluster.intra.latency_seconds, 1e-3);
+  EXPECT_GT(after.cluster.intra.bytes_per_s, 0);
+  EXPECT_EQ(before.note.find("measured again"), std::string::npos) << before.note;
+  EXPECT_NE(after.note.find("the links of 2 ranks measured again this round"), std::string::npos) << after.note;
 }
 
 // The profiled cluster is measured doubles; its proof records the cluster as TOML. The grader
