@@ -174,16 +174,10 @@ void measure_more_rounds(Context& ctx, const DecideTask& t, Candidates& c) {
   }
   if (t.rounds < 2) return;
   for (size_t i : ran) {
-    const std::vector<double>& v = step[i];
     DecideCandidate& d = c.cands[i];
-    d.measured_step_seconds = parlab::median(v);
-    const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
-    d.measured_spread_seconds = std::max(parlab::median(spread[i]), between);
-    ctx.store.set_run_metric(*d.measured_run, "rounds", double(v.size()));
-    for (size_t k = 0; k < v.size(); ++k)
-      ctx.store.set_run_metric(*d.measured_run, strategy::round_step_metric(int(k)), v[k]);
-    ctx.store.set_run_metric(*d.measured_run, "rounds.step_seconds", *d.measured_step_seconds);
-    ctx.store.set_run_metric(*d.measured_run, "rounds.step_seconds_spread", d.measured_spread_seconds);
+    const parlab::Spread over = record_measured_rounds(ctx.store, *d.measured_run, step[i], spread[i]);
+    d.measured_step_seconds = over.median;
+    d.measured_spread_seconds = over.half_iqr;
   }
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/launch/supervisor.h"
 #include "runtime/train/dump.h"
 #include "runtime/train/telemetry.h"
+#include "strategy/measures.h"
 #include "strategy/collectives.h"
 #include "base/errors.h"
 #include "base/text_table.h"
@@ -159,6 +160,20 @@ parlab::Spread measured_step_seconds(const std::vector<launch::StepSummary>& ste
     v.push_back(cadence ? s->end_seconds - before->second->end_seconds : s->step_seconds);
   }
   return parlab::spread_of(v);
+}
+
+parlab::Spread record_measured_rounds(db::ResultsStore& store, db::RunId run, const std::vector<double>& v,
+                                      const std::vector<double>& spreads) {
+  parlab::Spread out;
+  out.n = int(v.size());
+  out.median = parlab::median(v);
+  const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
+  out.half_iqr = std::max(parlab::median(spreads), between);
+  store.set_run_metric(run, "rounds", double(v.size()));
+  for (size_t r = 0; r < v.size(); ++r) store.set_run_metric(run, strategy::round_step_metric(int(r)), v[r]);
+  store.set_run_metric(run, "rounds.step_seconds", out.median);
+  store.set_run_metric(run, "rounds.step_seconds_spread", out.half_iqr);
+  return out;
 }
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {

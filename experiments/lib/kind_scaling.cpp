@@ -158,19 +158,14 @@ void measure_rounds(Context& ctx, Scaling& s) {
   for (int w : t.workers) {
     const auto& v = s.mr.step[w];
     const db::RunId last = s.mr.last_run[w];
-    s.step[Source::kMeasured][w] = parlab::median(v);
-    // Within a run (its steps) and between rounds (the machine's drift): the larger counts.
-    const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
-    s.measured_spread[w] = std::max(parlab::median(s.mr.spread[w]), between);
+    // Over all rounds, on the last round's run (compare prefers them), with each round's step
+    // time, which readers pair the same way.
+    const parlab::Spread over = record_measured_rounds(ctx.store, last, v, s.mr.spread[w]);
+    s.step[Source::kMeasured][w] = over.median;
+    s.measured_spread[w] = over.half_iqr;
     // Round by round: the two runs closest in time (strategy/measures.h, the tree's estimator).
     s.measured_speedup[w] = strategy::speedup(s.mr.step[w1], v, s.samples[w1], s.samples[w]).value;
     s.run_of[Source::kMeasured][w] = last;
-    // The figures over all rounds, on the last round's run (compare prefers them), and each
-    // round's step time, which readers pair the same way.
-    ctx.store.set_run_metric(last, "rounds", double(v.size()));
-    for (size_t r = 0; r < v.size(); ++r) ctx.store.set_run_metric(last, strategy::round_step_metric(int(r)), v[r]);
-    ctx.store.set_run_metric(last, "rounds.step_seconds", s.step[Source::kMeasured][w]);
-    ctx.store.set_run_metric(last, "rounds.step_seconds_spread", s.measured_spread[w]);
     ctx.store.set_run_metric(last, "rounds.speedup_paired", s.measured_speedup[w]);
   }
 }

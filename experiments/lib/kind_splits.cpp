@@ -188,19 +188,17 @@ void combine_rounds(Context& ctx, const std::vector<std::vector<SplitRow>>& roun
         exposed.push_back(round[i].exposed.at(src));
         spread.push_back(round[i].measured_spread);
       }
-      step = parlab::median(v);
+      const db::RunId last = rounds.back()[i].runs.at(src);
+      // A prediction's spread is its rounds' range only (it has no steps of its own).
+      if (src != Source::kMeasured) spread.assign(v.size(), 0.0);
+      const parlab::Spread over = record_measured_rounds(ctx.store, last, v, spread);
+      step = over.median;
       row.rounds[src] = v;
       row.exposed[src] = parlab::median(exposed);
-      const db::RunId last = rounds.back()[i].runs.at(src);
       row.runs[src] = last;
-      ctx.store.set_run_metric(last, "rounds", double(v.size()));
-      for (size_t k = 0; k < v.size(); ++k) ctx.store.set_run_metric(last, strategy::round_step_metric(int(k)), v[k]);
-      ctx.store.set_run_metric(last, "rounds.step_seconds", step);
       if (src != Source::kMeasured) continue;
-      const double between = (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 2;
-      row.measured_spread = std::max(parlab::median(spread), between);
+      row.measured_spread = over.half_iqr;
       row.measured_run = last;
-      ctx.store.set_run_metric(last, "rounds.step_seconds_spread", row.measured_spread);
     }
   }
 }

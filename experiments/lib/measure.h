@@ -45,6 +45,14 @@ struct MeasureResult {
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& request);
 
+// A plan measured in rounds (scaling, splits, decide; the splits' per-round predictions too): its
+// step is the median of the rounds' steps, its spread the larger of the rounds' own (their median) and the rounds'
+// range / 2 (the machine's drift between them). Recorded on `run`, the last round's, as rounds.* metrics
+// (strategy::round_step_metric each, rounds.step_seconds, rounds.step_seconds_spread), where
+// compare and the CPU table read them.
+parlab::Spread record_measured_rounds(db::ResultsStore& store, db::RunId run, const std::vector<double>& steps,
+                                      const std::vector<double>& spreads);
+
 // The measured step time of a run: per step after the warm-up, the time from the moment the last
 // rank finished the step before to the moment the last rank finished this one -- the job's
 // cadence, what its throughput is -- and the median and spread of those. Not the slowest rank's
