@@ -22,9 +22,7 @@ std::string ms(const std::optional<double>& s, const std::optional<double>& spre
 std::string rel(const std::optional<double>& pred, const std::optional<double>& error, const CompareRow& r) {
   if (!pred || !error) return "-";
   const bool noise = r.measured_spread && within_noise(*pred, *r.measured, *r.measured_spread);
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.1f%%", 100 * *error);
-  return b + std::string(noise ? " ~" : "");
+  return format_relative(*error) + (noise ? " ~" : "");
 }
 
 // One prediction's error against the row's measurement, paired by round where both have rounds.

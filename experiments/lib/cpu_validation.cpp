@@ -54,7 +54,7 @@ std::string cpu_validation_markdown(db::ResultsStore* store) {
       worst = std::max(worst, std::fabs(err));
       out += "| " + e.name + " | " + r.split + " | " + std::to_string(r.world) + " | " + format_ms(*predicted) +
              (r.simulated ? "" : " (analytic)") + " | " + format_ms_spread(*r.measured, r.measured_spread.value_or(0)) +
-             " | " + cell("%+.1f%%", 100 * err) + " | " + (run ? run->host : std::string("?")) + " | " +
+             " | " + format_relative(err) + " | " + (run ? run->host : std::string("?")) + " | " +
              (r.measured_others_cores ? cell("%.2f cores", *r.measured_others_cores) : std::string("-")) + " |\n";
       ++rows;
     }

@@ -27,10 +27,15 @@ inline std::string format_ms_spread(double seconds, double spread_seconds) {
   return b;
 }
 
-inline std::string format_error(double predicted, double measured) {
+// A relative error as the tables print it: "+4.2%".
+inline std::string format_relative(double error) {
   char b[32];
-  std::snprintf(b, sizeof b, "%+.1f%%", 100 * relative_error(predicted, measured));
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * error);
   return b;
+}
+
+inline std::string format_error(double predicted, double measured) {
+  return format_relative(relative_error(predicted, measured));
 }
 
 inline std::string format_speedup(double x) {

@@ -163,7 +163,7 @@ void measure_more_rounds(Context& ctx, const DecideTask& t, Candidates& c) {
   for (size_t i : ran) step[i] = {*c.cands[i].measured_step_seconds}, spread[i] = {c.cands[i].measured_spread_seconds};
   for (int round = 1; round < t.rounds; ++round) {
     for (size_t k = 0; k < ran.size(); ++k) {
-      const size_t i = ran[round % 2 == 1 ? ran.size() - 1 - k : k];
+      const size_t i = ran[in_round_order(k, ran.size(), round)];
       ctx.progress("  " + c.cands[i].name + ", measured round " + std::to_string(round + 1) + "/" +
                    std::to_string(t.rounds) + " ...");
       const MeasureResult m = measure_plan(

@@ -131,9 +131,8 @@ std::string error_cell(const SplitRow& r, Source src) {
   if (!r.step.count(Source::kMeasured)) return "-";
   const double pred = r.step.at(src), meas = r.step.at(Source::kMeasured);
   const auto rounds = [&](Source s) { return r.rounds.count(s) ? r.rounds.at(s) : std::vector<double>{r.step.at(s)}; };
-  char b[32];
-  std::snprintf(b, sizeof b, "%+.1f%%", 100 * strategy::relative_error(rounds(src), rounds(Source::kMeasured)).value);
-  return b + std::string(within_noise(pred, meas, r.measured_spread) ? " ~" : "");
+  return format_relative(strategy::relative_error(rounds(src), rounds(Source::kMeasured)).value) +
+         (within_noise(pred, meas, r.measured_spread) ? " ~" : "");
 }
 
 // The pipeline bubble of each pipelined split: formula, simulated, measured ("" without one).
@@ -220,7 +219,7 @@ void run_splits(Context& ctx, const SplitsTask& t) {
     if (t.rounds > 1) rates.measure_links_now(t.workers);
     std::vector<SplitRow>& rows = rounds.emplace_back(t.plans.size());
     for (size_t k = 0; k < t.plans.size(); ++k) {
-      const size_t i = round % 2 == 1 ? t.plans.size() - 1 - k : k;
+      const size_t i = in_round_order(k, t.plans.size(), round);
       const strategy::Plan p = split_at(t.plans[i], model, t.workers);
       const PredictionCluster pc = rates.for_plan(p, t.workers);
       strategy::validate(p, model, pc.cluster);

@@ -45,6 +45,10 @@ struct MeasureResult {
 
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& request);
 
+// The k-th of n plans a round runs: first to last in even rounds, last to first in odd ones, so a
+// stretch in which the machine slowed lands on different plans in different rounds.
+inline size_t in_round_order(size_t k, size_t n, int round) { return round % 2 == 1 ? n - 1 - k : k; }
+
 // A plan measured in rounds (scaling, splits, decide; the splits' per-round predictions too): its
 // step is the median of the rounds' steps, its spread the larger of the rounds' own (their median) and the rounds'
 // range / 2 (the machine's drift between them). Recorded on `run`, the last round's, as rounds.* metrics
