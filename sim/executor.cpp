@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <simgrid/s4u.hpp>
+#include <span>
 #include <tuple>
 
 #include "sim/executor_state.h"
@@ -46,13 +47,26 @@ class Simulation {
     for (const auto& p : programs)
       for (const auto& g : p.groups) groups.emplace(g.name, &g);
     for (const auto& [name, g] : groups) {
-      for (int r : g->ranks)
-        if (r < 0 || r >= layout_.world || index_of_[r] < 0)
+      // Under TP symmetry a TP group's other positions are not simulated: its one simulated
+      // member stands for them (ExecOptions::tp_replicas). The other groups a collective uses
+      // hold position 0 only (sim/symmetry.h); the world, which none uses, holds them all.
+      const bool replicated = options.tp_replicas > 1 && g->kind == strategy::GroupKind::kTP;
+      const bool partial_ok = options.tp_replicas > 1;
+      int present = 0;
+      for (int r : g->ranks) {
+        if (r < 0 || r >= layout_.world)
+          throw RuntimeError("group " + name + " has rank " + std::to_string(r) + ", outside the world");
+        if (index_of_[r] >= 0)
+          ++present;
+        else if (!partial_ok)
           throw RuntimeError("group " + name + " has rank " + std::to_string(r) +
                              ", which is not among the simulated programs");
+      }
       gid_of_[name] = int(group_members_.size());
       group_names_.push_back(name);
       group_members_.push_back(g->ranks);
+      group_present_.push_back(present);
+      group_copies_.push_back(replicated ? 1 : options.tp_replicas);
     }
     ranks_.resize(programs.size());
     run_.steps = options.steps;
@@ -119,7 +133,7 @@ class Simulation {
     run_.flows = network_.flows();
     run_.closed_form_steps = network_.closed_form_steps();
     run_.preempted_steps = network_.preempted_steps();
-    run_.ops = ops_done_;
+    run_.ops = ops_done_ * options_.tp_replicas;
     return std::move(run_);
   }
 
@@ -294,9 +308,16 @@ class Simulation {
     const int gid = R.gid.at(op.group);
     const auto key = std::make_tuple(gid, R.calls[gid]++);
     R.current[st].sequence = std::get<1>(key);
+    if (group_present_[gid] == 1) {  // the only member simulated (TP symmetry): nobody to meet
+      Arrival solo{i, st, &op, &rec};
+      const std::span<Arrival> members(&solo, 1);
+      do drive_call(gid, members, i, st);
+      while (runs_ && next_call(gid, members));
+      return;
+    }
     auto& arrivals = instances_[key];
     arrivals.push_back({i, st, &op, &rec});
-    if (arrivals.size() < group_members_[gid].size() || !same_call(arrivals)) {
+    if (arrivals.size() < size_t(group_present_[gid]) || !same_call(arrivals)) {
       // Wait for the others (forever, if they called something else).
       block_until(i, st, Wait::kCollective, [&] { return rec.end >= 0; });
       return;
@@ -310,10 +331,10 @@ class Simulation {
       if (a.index != i || a.stream != st) wake(a.index, a.stream, Wait::kCollective);
   }
 
-  void drive_call(int gid, const std::vector<Arrival>& members, int i, int st) {
+  void drive_call(int gid, std::span<const Arrival> members, int i, int st) {
     const CachedSchedule& cs = schedule_for(gid, *members.front().op);  // same_call: any member's
     const double start = sg4::Engine::get_clock();
-    network_.run(cs.timed, i, st);
+    network_.run(cs.timed, i, st, group_copies_[gid]);
     const double end = sg4::Engine::get_clock();
     const auto& ranks = group_members_[gid];
     for (const Arrival& a : members) {
@@ -330,8 +351,11 @@ class Simulation {
   // have reached it, and moves them on to it; they wake once at the end of the run instead of
   // meeting for every call. The driver's waits, and so the clock, are the same. False (nothing
   // changed) when some member's next op is anything else.
-  bool next_call(int gid, std::vector<Arrival>& members) {
-    std::vector<const Op*> next(members.size());
+  bool next_call(int gid, std::span<Arrival> members) {
+    // Each member's next op: on the stack for groups up to 8 (a call of a run is one of millions).
+    const Op* on_stack[8];
+    std::vector<const Op*> on_heap(members.size() > 8 ? members.size() : 0);
+    const Op** next = members.size() > 8 ? on_heap.data() : on_stack;
     for (size_t k = 0; k < members.size(); ++k) {
       const Arrival& a = members[k];
       const Rank& R = ranks_[a.index];
@@ -397,7 +421,7 @@ class Simulation {
     Rank& R = ranks_[i];
     const int from = R.prog->rank, to = op.peer;
     rec.start = sg4::Engine::get_clock();
-    sg4::CommPtr comm = network_.send(from, to, op.bytes);
+    sg4::CommPtr comm = network_.send(from, to, op.bytes, options_.tp_replicas);
     run_.sent_bytes[i] += op.bytes;
     channels_[{from, to}].push_back(comm);
     R.pending_sends[st].push_back({comm, &rec});
@@ -441,6 +465,8 @@ class Simulation {
   std::map<std::string, int> gid_of_;
   std::vector<std::string> group_names_;
   std::vector<std::vector<int>> group_members_;
+  std::vector<int> group_present_;  // per group: members among the simulated programs
+  std::vector<int> group_copies_;   // per group: the identical groups its traffic stands for (tp_replicas)
   std::vector<Rank> ranks_;
   std::map<std::tuple<int, int64_t>, std::vector<Arrival>> instances_;
   using Schedules = std::map<std::tuple<int, int, double, int, double>, CachedSchedule>;

@@ -49,6 +49,11 @@ struct ExecOptions {
   // Called from the simulation every ~0.2 wall seconds: the fraction of ops done and a line
   // saying where the simulation is. Runs inside the simulating process (simulate.h relays it).
   std::function<void(double fraction_done, std::string_view what)> progress;
+  // > 1: the programs are TP position 0 of a plan whose TP positions are symmetric (sim/symmetry.h):
+  // each stands for this many ranks. Their TP groups' other members are not simulated (a TP
+  // collective starts when its one simulated member reaches it and is timed over the whole
+  // group), and the counts (messages, flows, steps, ops) are the whole world's.
+  int tp_replicas = 1;
 };
 
 // When one op ran, in simulated seconds. For a collective, `ready` is when this rank reached

@@ -130,7 +130,7 @@ StepTiming Network::timing(const ScheduleStep& step) const {
 }
 
 // Step by step; in closed form while the collective has its links to itself.
-void Network::run(const TimedSchedule& ts, int index, int stream) {
+void Network::run(const TimedSchedule& ts, int index, int stream, int copies) {
   const Schedule& s = ts.schedule;
   Claim claim{index, stream, &ts.links};
   bool closed = closed_form_ && ts.exclusive && links_.free(ts.links);
@@ -139,10 +139,10 @@ void Network::run(const TimedSchedule& ts, int index, int stream) {
     for (size_t k = 0; k < s.steps.size(); ++k) {
       const ScheduleStep& step = s.steps[k];
       if (closed)
-        closed = closed_form_step(claim, step, ts.steps[k]);
+        closed = closed_form_step(claim, step, ts.steps[k], copies);
       else
-        flow_step(step, ts.steps[k]);
-      messages_ += int64_t(step.messages.size());
+        flow_step(step, ts.steps[k], copies);
+      messages_ += copies * int64_t(step.messages.size());
       if (step.extra_seconds > 0) sg4::this_actor::sleep_for(step.extra_seconds);
     }
   // Preempted between steps or in the last one's latency sleep, the claim still holds its flows.
@@ -150,7 +150,7 @@ void Network::run(const TimedSchedule& ts, int index, int stream) {
 }
 
 // The step's messages as SimGrid flows; whoever held their links in closed form gives way.
-void Network::flow_step(const ScheduleStep& step, const StepTiming& t, const std::vector<double>* bytes) {
+void Network::flow_step(const ScheduleStep& step, const StepTiming& t, int copies, const std::vector<double>* bytes) {
   links_.begin_flows(t.links, sg4::Engine::get_clock());
   std::vector<sg4::CommPtr> comms;
   std::vector<sg4::ExecPtr> cpu;
@@ -164,13 +164,13 @@ void Network::flow_step(const ScheduleStep& step, const StepTiming& t, const std
   }
   sg4::Comm::wait_all(comms);
   for (auto& e : cpu) e->wait();
-  flows_ += int64_t(comms.size());
+  flows_ += copies * int64_t(comms.size());
   links_.end_flows(t.links);
 }
 
 // Waits the step's closed-form time; true if it ran to its end alone. Preempted, what each
 // message has left (it has moved at its lone rate since the step began) goes on as flows.
-bool Network::closed_form_step(Claim& claim, const ScheduleStep& step, const StepTiming& t) {
+bool Network::closed_form_step(Claim& claim, const ScheduleStep& step, const StepTiming& t, int copies) {
   const double start = sg4::Engine::get_clock();
   const double end = start + t.alone_seconds;
   while (!claim.preempted) {
@@ -179,25 +179,25 @@ bool Network::closed_form_step(Claim& claim, const ScheduleStep& step, const Ste
     if (driver_.wait(claim.index, claim.stream, left)) break;  // else preempted, or a stale wake-up: look again
   }
   if (!claim.preempted) {
-    ++closed_form_steps_;
+    closed_form_steps_ += copies;
     return true;
   }
-  ++preempted_steps_;
+  preempted_steps_ += copies;
   const std::vector<double> left = bytes_left(t, start, claim.at);
-  flow_step(step, t, &left);
+  flow_step(step, t, copies, &left);
   links_.release(claim);
   return false;
 }
 
-sg4::CommPtr Network::send(int from, int to, double bytes) {
+sg4::CommPtr Network::send(int from, int to, double bytes, int copies) {
   const auto route = layout_.route(from, to);
   links_.preempt_route(route, sg4::Engine::get_clock());
   sg4::CommPtr comm = sg4::Comm::sendto_async(platform_.source(from, to), platform_.destination(from, to),
                                               uint64_t(std::llround(bytes)));
   links_.track_send(route, [comm] { return comm->get_remaining() > 0; });
   if (auto e = comm_cpu_work(from, bytes)) background_cpu_.push_back(e);  // competes for the cores; nobody waits on it
-  ++messages_;
-  ++flows_;
+  messages_ += copies;
+  flows_ += copies;
   return comm;
 }
 

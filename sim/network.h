@@ -126,10 +126,11 @@ class Network {
   StepTiming timing(const ScheduleStep& step) const;
 
   // Runs the schedule step by step, driven by program `index`'s stream `stream`; returns when
-  // its last step (and that step's extra time) is over.
-  void run(const TimedSchedule& schedule, int index, int stream);
+  // its last step (and that step's extra time) is over. `copies`: the traffic stands for that
+  // many identical ones (ExecOptions::tp_replicas) and is counted that many times.
+  void run(const TimedSchedule& schedule, int index, int stream, int copies = 1);
   // Starts a message from -> to; it needs no matching receive and nobody waits for it here.
-  simgrid::s4u::CommPtr send(int from, int to, double bytes);
+  simgrid::s4u::CommPtr send(int from, int to, double bytes, int copies = 1);
 
   bool closed_form() const { return closed_form_; }
   int64_t messages() const { return messages_; }                    // of collective algorithms and sends, however timed
@@ -138,8 +139,8 @@ class Network {
   int64_t preempted_steps() const { return preempted_steps_; }      // closed-form steps turned into flows
 
  private:
-  void flow_step(const ScheduleStep& step, const StepTiming& t, const std::vector<double>* bytes = nullptr);
-  bool closed_form_step(Claim& claim, const ScheduleStep& step, const StepTiming& t);
+  void flow_step(const ScheduleStep& step, const StepTiming& t, int copies, const std::vector<double>* bytes = nullptr);
+  bool closed_form_step(Claim& claim, const ScheduleStep& step, const StepTiming& t, int copies);
   simgrid::s4u::ExecPtr comm_cpu_work(int from, double bytes);
 
   const Layout& layout_;

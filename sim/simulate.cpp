@@ -6,6 +6,7 @@
 #include "sim/executor.h"
 #include "sim/isolate.h"
 #include "sim/platform.h"
+#include "sim/symmetry.h"
 #include "base/errors.h"
 
 namespace parlab::sim {
@@ -50,7 +51,7 @@ std::function<std::string(const ProgressFn&)> work(const std::vector<strategy::S
   return [&programs, &p, &o](const ProgressFn& report) {
     ExecOptions eo = p.exec;
     if (o.on_progress) eo.progress = report;
-    return serialize(execute(programs, p.cluster, o.faults, eo));
+    return serialize(execute_symmetric(programs, p.cluster, o.faults, eo, o.tp_symmetry));
   };
 }
 
@@ -89,11 +90,14 @@ SimResult simulate_plan(const strategy::ModelSpec& model, const strategy::Plan& 
   // never holds the programs or the raw run (4096 ranks' are GBs), only the result.
   const std::string bytes = run_isolated(
       [&](const ProgressFn& report) {
-        if (o.on_progress) report(0.0, "building " + std::to_string(plan.world()) + " step programs");
-        const auto programs = build_programs(model, plan);
         ExecOptions eo = p.exec;
         if (o.on_progress) eo.progress = report;
-        const RawRun run = execute(programs, p.cluster, o.faults, eo);
+        if (o.tp_symmetry)
+          if (auto r = simulate_symmetric(model, plan, p.cluster, o.faults, eo, summary_options(p, o)))
+            return serialize(*r);
+        if (o.on_progress) report(0.0, "building " + std::to_string(plan.world()) + " step programs");
+        const auto programs = build_programs(model, plan);
+        const RawRun run = execute_symmetric(programs, p.cluster, o.faults, eo, o.tp_symmetry);
         return serialize(summarize(programs, run, model, p.cluster, summary_options(p, o)));
       },
       {o.on_progress, o.cancel});

@@ -54,6 +54,9 @@ struct SimOptions {
   // SimGrid flow per message (sim/executor.h): the same times, far less work. false: every
   // message is a flow (for checking the closed form, or measuring SimGrid itself).
   bool closed_form = true;
+  // Simulate position 0 of each TP group only, where the plan's TP positions are symmetric
+  // (sim/symmetry.h): the same result, in 1/tp of the actors. false: every rank (for checking it).
+  bool tp_symmetry = true;
   bool timeline = false;          // fill SimResult::timeline (for --trace)
   std::vector<int> detail_ranks;  // ranks whose collectives are listed; empty: one per stage
 
