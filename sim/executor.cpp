@@ -334,7 +334,10 @@ class Simulation {
   void drive_call(int gid, std::span<const Arrival> members, int i, int st) {
     const CachedSchedule& cs = schedule_for(gid, *members.front().op);  // same_call: any member's
     const double start = sg4::Engine::get_clock();
-    network_.run(cs.timed, i, st, group_copies_[gid]);
+    if (group_present_[gid] == 1 && options_.tp_replicas > 1)  // a TP group's links are its own (sim/symmetry.h)
+      network_.run_alone(cs.timed, i, st, group_copies_[gid]);
+    else
+      network_.run(cs.timed, i, st, group_copies_[gid]);
     const double end = sg4::Engine::get_clock();
     const auto& ranks = group_members_[gid];
     for (const Arrival& a : members) {

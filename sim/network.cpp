@@ -149,6 +149,21 @@ void Network::run(const TimedSchedule& ts, int index, int stream, int copies) {
   if (closed) links_.release(claim);
 }
 
+void Network::run_alone(const TimedSchedule& ts, int index, int stream, int copies) {
+  if (!closed_form_ || !ts.exclusive) return run(ts, index, stream, copies);
+  const Schedule& s = ts.schedule;
+  for (int rep = 0; rep < s.repeat; ++rep)
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      // closed_form_step's arithmetic, so the clock reads the same.
+      const double end = sg4::Engine::get_clock() + ts.steps[k].alone_seconds;
+      const double left = end - sg4::Engine::get_clock();
+      if (left > 0) sg4::this_actor::sleep_for(left);
+      closed_form_steps_ += copies;
+      messages_ += copies * int64_t(s.steps[k].messages.size());
+      if (s.steps[k].extra_seconds > 0) sg4::this_actor::sleep_for(s.steps[k].extra_seconds);
+    }
+}
+
 // The step's messages as SimGrid flows; whoever held their links in closed form gives way.
 void Network::flow_step(const ScheduleStep& step, const StepTiming& t, int copies, const std::vector<double>* bytes) {
   links_.begin_flows(t.links, sg4::Engine::get_clock());

@@ -129,6 +129,10 @@ class Network {
   // its last step (and that step's extra time) is over. `copies`: the traffic stands for that
   // many identical ones (ExecOptions::tp_replicas) and is counted that many times.
   void run(const TimedSchedule& schedule, int index, int stream, int copies = 1);
+  // The same for a collective whose links no other traffic can touch (a TP group's under TP
+  // symmetry, sim/symmetry.h): its steps are timed as run() times them when nothing preempts
+  // them, by the driving actor's own sleeps, without claiming the links.
+  void run_alone(const TimedSchedule& schedule, int index, int stream, int copies = 1);
   // Starts a message from -> to; it needs no matching receive and nobody waits for it here.
   simgrid::s4u::CommPtr send(int from, int to, double bytes, int copies = 1);
 
