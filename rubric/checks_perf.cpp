@@ -86,12 +86,12 @@ void judge_determinism(const Criterion& c, const Evidence& e, const GradeOptions
                           other_build ? fmt::format(", {} of another build differ (not judged)", other_build) : ""));
 }
 
-// A report row's measured step times per round (one, its median, when it carries none).
-std::vector<double> measured_rounds(const json& row) {
+// A report row's step times per round from one source (one, its median, when it carries none).
+std::vector<double> round_steps(const json& row, const std::string& source) {
   std::vector<double> out;
-  for (const json& t : row.value("measured_round_step_seconds", json::array()))
+  for (const json& t : row.value(source + "_round_step_seconds", json::array()))
     if (t.is_number()) out.push_back(t.get<double>());
-  if (out.empty()) out.push_back(num(row, "measured_step_seconds"));
+  if (out.empty()) out.push_back(num(row, (source + "_step_seconds").c_str()));
   return out;
 }
 
@@ -113,7 +113,7 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
   }
   const int w1 = want.front();
   const double b1 = num(rows[w1], "global_batch");
-  const std::vector<double> rounds1 = measured_rounds(rows[w1]);
+  const std::vector<double> rounds1 = round_steps(rows[w1], "measured");
   for (int w : want) {
     if (!rows.count(w) || !rows[w].contains("measured_step_seconds")) {
       r.measurements.push_back(at_least(fmt::format("measured run at {} workers", w), 0, 1, "not in the report"));
@@ -123,7 +123,7 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
     const double tw = num(row, "measured_step_seconds");
     // Throughput ratio at the recorded global batches, paired by round where the rows carry their
     // rounds (strategy/measures.h: the tree's one estimator).
-    const double speedup = strategy::speedup(rounds1, measured_rounds(row), b1, num(row, "global_batch")).value;
+    const double speedup = strategy::speedup(rounds1, round_steps(row, "measured"), b1, num(row, "global_batch")).value;
     const double eff = strategy::efficiency(speedup, w, w1);
     r.measurements.push_back(at_least(
         fmt::format("efficiency at {} workers", w), eff, min_eff,
@@ -132,7 +132,8 @@ void judge_scaling(const Criterion& c, const Evidence& e, const GradeOptions&, C
     for (const char* src : {"simulated", "analytic"}) {
       const std::string key = std::string(src) + "_step_seconds";
       if (!row.contains(key)) continue;
-      const double err = std::fabs(strategy::relative_error(num(row, key.c_str()), tw));
+      // Paired by round where each round predicted afresh beside its measurement (the tree's estimator).
+      const double err = std::fabs(strategy::relative_error(round_steps(row, src), round_steps(row, "measured")).value);
       r.measurements.push_back(
           at_most(fmt::format("{} error at {} workers", src, w), err, max_error,
                   fmt::format("predicted {:.1f} ms vs measured {:.1f} ms", num(row, key.c_str()) * 1e3, tw * 1e3)));

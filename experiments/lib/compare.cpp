@@ -43,9 +43,15 @@ std::string format_cores(double cores) {
   return b;
 }
 
-std::string speedup_of(const std::optional<double>& t, const std::optional<double>& t1, double g, double g1) {
+// A prediction's speedup against the first row's: paired by round where both carry rounds.
+std::string speedup_of(const std::optional<double>& t, const std::vector<double>& rounds,
+                       const std::optional<double>& t1, const std::vector<double>& rounds1, double g, double g1) {
   if (!t || !t1) return "-";
-  return format_speedup(speedup(*t1, *t, g1, g));
+  const auto or_one = [](const std::optional<double>& x, const std::vector<double>& v) {
+    return v.empty() ? std::vector<double>{*x} : v;
+  };
+  const strategy::Measure m = strategy::speedup(or_one(t1, rounds1), or_one(t, rounds), g1, g);
+  return m.n > 0 ? format_speedup(m.value) : "-";
 }
 
 int plan_int(const nlohmann::json& plan, const char* key, int fallback) {
@@ -100,17 +106,18 @@ std::string Comparison::table() const {
     char gbs[32];
     std::snprintf(gbs, sizeof gbs, "%.0f", r.global_batch);
     const auto measured_x = measured_speedup(i);
-    std::vector<std::string> line = {std::to_string(r.world),
-                                     gbs,
-                                     ms(r.measured, r.measured_spread),
-                                     measured_x ? format_speedup(*measured_x) : "-",
-                                     ms(r.simulated, {}),
-                                     speedup_of(r.simulated, r1.simulated, r.global_batch, r1.global_batch),
-                                     rel(r.simulated, r.simulated_error(), r),
-                                     ms(r.analytic, {}),
-                                     speedup_of(r.analytic, r1.analytic, r.global_batch, r1.global_batch),
-                                     rel(r.analytic, r.analytic_error(), r),
-                                     r.measured_others_cores ? format_cores(*r.measured_others_cores) : "-"};
+    std::vector<std::string> line = {
+        std::to_string(r.world),
+        gbs,
+        ms(r.measured, r.measured_spread),
+        measured_x ? format_speedup(*measured_x) : "-",
+        ms(r.simulated, {}),
+        speedup_of(r.simulated, r.simulated_rounds, r1.simulated, r1.simulated_rounds, r.global_batch, r1.global_batch),
+        rel(r.simulated, r.simulated_error(), r),
+        ms(r.analytic, {}),
+        speedup_of(r.analytic, r.analytic_rounds, r1.analytic, r1.analytic_rounds, r.global_batch, r1.global_batch),
+        rel(r.analytic, r.analytic_error(), r),
+        r.measured_others_cores ? format_cores(*r.measured_others_cores) : "-"};
     if (splits) {
       line.insert(line.begin() + 1, r.split);
       line.push_back(r.measured_peak_bytes ? units::format_bytes(*r.measured_peak_bytes) : "-");
@@ -120,7 +127,7 @@ std::string Comparison::table() const {
   return t.str() +
          "measured: median step +- half its interquartile range (or of its rounds); speedup against the first row,\n"
          "the median of paired per-round ratios where rounds were recorded; error: the median of paired per-round\n"
-         "errors where each round predicted afresh (splits in rounds); ~ marks an error within\n"
+         "errors where each round predicted afresh (scaling and splits in rounds); ~ marks an error within\n"
          "the measurement's +-, which cannot be told from noise; load: cores other jobs (or, on a VM, the\n"
          "hypervisor: steal) took during the last measured run (above 0.3 the measurement is not of this machine "
          "alone)\n";

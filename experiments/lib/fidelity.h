@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "base/stats.h"
 #include "strategy/measures.h"
 
 namespace parlab::experiments {
@@ -47,6 +49,17 @@ inline std::string format_speedup(double x) {
 // An error no larger than the measurement's own spread cannot be told from noise.
 inline bool within_noise(double predicted, double measured, double spread_seconds) {
   return std::fabs(predicted - measured) <= spread_seconds;
+}
+
+// A prediction's error against a measurement, each given per round (one element for a single
+// one): the median of the paired per-round errors (strategy::relative_error), "~" marking an error
+// whose medians lie within the measurement's spread.
+inline std::string format_paired_error(const std::vector<double>& predicted_rounds,
+                                       const std::vector<double>& measured_rounds, double measured_spread) {
+  const strategy::Measure e = relative_error(predicted_rounds, measured_rounds);
+  if (e.n == 0) return "-";
+  const bool noise = within_noise(parlab::median(predicted_rounds), parlab::median(measured_rounds), measured_spread);
+  return format_relative(e.value) + (noise ? " ~" : "");
 }
 
 }  // namespace parlab::experiments

@@ -176,6 +176,12 @@ parlab::Spread record_measured_rounds(db::ResultsStore& store, db::RunId run, co
   return out;
 }
 
+parlab::Spread record_source_rounds(db::ResultsStore& store, Source source, db::RunId run,
+                                    const std::vector<double>& steps, const std::vector<double>& spreads) {
+  if (source == Source::kMeasured) return record_measured_rounds(store, run, steps, spreads);
+  return record_measured_rounds(store, run, steps, std::vector<double>(steps.size(), 0.0));
+}
+
 MeasureResult measure_plan(Context& ctx, const MeasureRequest& req) {
   const int world = req.plan.world();
   const int measured_steps = std::max(req.steps, kMinMeasuredSteps);

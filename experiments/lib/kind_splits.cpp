@@ -129,10 +129,8 @@ std::string step_cell(const SplitRow& r, Source src) {
 
 std::string error_cell(const SplitRow& r, Source src) {
   if (!r.step.count(Source::kMeasured)) return "-";
-  const double pred = r.step.at(src), meas = r.step.at(Source::kMeasured);
   const auto rounds = [&](Source s) { return r.rounds.count(s) ? r.rounds.at(s) : std::vector<double>{r.step.at(s)}; };
-  return format_relative(strategy::relative_error(rounds(src), rounds(Source::kMeasured)).value) +
-         (within_noise(pred, meas, r.measured_spread) ? " ~" : "");
+  return format_paired_error(rounds(src), rounds(Source::kMeasured), r.measured_spread);
 }
 
 // The pipeline bubble of each pipelined split: formula, simulated, measured ("" without one).
@@ -188,9 +186,7 @@ void combine_rounds(Context& ctx, const std::vector<std::vector<SplitRow>>& roun
         spread.push_back(round[i].measured_spread);
       }
       const db::RunId last = rounds.back()[i].runs.at(src);
-      // A prediction's spread is its rounds' range only (it has no steps of its own).
-      if (src != Source::kMeasured) spread.assign(v.size(), 0.0);
-      const parlab::Spread over = record_measured_rounds(ctx.store, last, v, spread);
+      const parlab::Spread over = record_source_rounds(ctx.store, src, last, v, spread);
       step = over.median;
       row.rounds[src] = v;
       row.exposed[src] = parlab::median(exposed);

@@ -57,6 +57,12 @@ inline size_t in_round_order(size_t k, size_t n, int round) { return round % 2 =
 parlab::Spread record_measured_rounds(db::ResultsStore& store, db::RunId run, const std::vector<double>& steps,
                                       const std::vector<double>& spreads);
 
+// Any source's rounds of one plan (scaling and splits predict afresh in each round): a
+// measurement's as record_measured_rounds, with each round's own spread; a prediction's spread is
+// its rounds' range / 2 alone (it has no steps of its own; `spreads` is not read).
+parlab::Spread record_source_rounds(db::ResultsStore& store, Source source, db::RunId run,
+                                    const std::vector<double>& steps, const std::vector<double>& spreads);
+
 // The measured step time of a run: per step after the warm-up, the time from the moment the last
 // rank finished the step before to the moment the last rank finished this one -- the job's
 // cadence, what its throughput is -- and the median and spread of those. Not the slowest rank's

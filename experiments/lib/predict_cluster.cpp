@@ -46,7 +46,7 @@ void WorkloadRates::measure_links_now(int world, bool quick) {
   std::snprintf(b, sizeof b,
                 "; the links of %d ranks measured again this round (all-reduce a = %.0f us, B = %.2f GB/s)", world,
                 fits.ring.latency_seconds * 1e6, fits.ring.link_bytes_per_s / 1e9);
-  links_note_ = b;
+  links_note_[world] = b;
 }
 
 PredictionCluster WorkloadRates::for_plan(const strategy::Plan& p, int world) {
@@ -56,7 +56,9 @@ PredictionCluster WorkloadRates::for_plan(const strategy::Plan& p, int world) {
   if (profiles_) {
     const WorkloadProfile& prof = profile(p, world);
     rated = cluster_for_profile(base_, model_, p, prof);
-    out.note = describe(prof, rated) + " (" + stored_->created_at + ")" + links_note_ + flagged;
+    const auto links = links_note_.find(world);
+    out.note = describe(prof, rated) + " (" + stored_->created_at + ")" +
+               (links == links_note_.end() ? std::string() : links->second) + flagged;
   } else if (stored_ && !stored_->grid.empty()) {
     rated = cluster_for_workload(base_, stored_->grid, p.microbatch, model_.hidden, model_.ffn / p.tp);
     char b[240];

@@ -45,8 +45,9 @@ class WorkloadRates {
 
   // Measures the links of `world` ranks again now (calibrate.h, measure_links) and prices the
   // plans of that many workers with them from here on, instead of the stored calibration's: an
-  // experiment in rounds calls it at each round's start, as each round profiles its compute
-  // afresh. Nothing without profiles or below 2 ranks. `quick`: fewer sizes and repeats (tests).
+  // experiment in rounds calls it in each round, for each worker count it predicts, as each round
+  // profiles its compute afresh. Nothing without profiles or below 2 ranks. `quick`: fewer sizes
+  // and repeats (tests).
   void measure_links_now(int world, bool quick = false);
 
  private:
@@ -59,7 +60,7 @@ class WorkloadRates {
   bool profiles_ = false;
   // (microbatch, tp, pp, precision, processes) -> profile
   std::map<std::tuple<int64_t, int, int, int, int>, WorkloadProfile> cache_;
-  std::string links_note_;  // "" or which rank count's links were measured again, and when
+  std::map<int, std::string> links_note_;  // ranks -> how their links were measured again (none: not)
 };
 
 }  // namespace parlab::experiments

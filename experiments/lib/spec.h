@@ -37,9 +37,10 @@ struct ScalingTask {
   int steps = 10;  // measured and simulated steps (after one warm-up)
   std::vector<Source> sources = {Source::kAnalytic, Source::kSimulated, Source::kMeasured};
   uint64_t seed = 1;
-  // Measured rounds over the worker counts, alternating their order (1,2,4 then 4,2,1, ...) so a
-  // machine that slows down or speeds up meanwhile does not favour one count; the measured
-  // speedup is the median of each round's paired ratio t1 / tW.
+  // Rounds over the worker counts, alternating their order (1,2,4 then 4,2,1, ...) so a machine
+  // that slows down or speeds up meanwhile does not favour one count; each round profiles,
+  // predicts and measures every count afresh (with a measured source; else one round). Speedups
+  // are the medians of each round's paired ratio t1 / tW, errors of the paired per-round errors.
   int rounds = 1;
 };
 

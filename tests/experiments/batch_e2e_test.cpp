@@ -14,6 +14,7 @@
 
 #include "experiments/lib/calibrate.h"
 #include "experiments/lib/compare.h"
+#include "experiments/lib/fidelity.h"
 #include "experiments/lib/kind_splits.h"
 #include "experiments/lib/predict_cluster.h"
 #include "experiments/lib/runner.h"
@@ -73,6 +74,10 @@ std::pair<double, double> median_and_spread_of_rows(db::ResultsStore& store, db:
 
 }  // namespace
 
+// A scaling experiment in rounds predicts every worker count afresh in each round, beside that
+// round's measurement: each round runs the worker counts in its order (1, 2 then 2, 1), each
+// measured, simulated and analytic in turn (the order of the sources listed); every source's
+// figure is the median of its rounds, recorded on its last run, and each error is paired by round.
 TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
   Scratch s;
   auto store = db::ResultsStore::open(s.dir / "r.db");
@@ -83,11 +88,11 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
                                      (s.dir / "tiny_scaling.toml").string());
   const Outcome out = run_experiment(spec, store, options(s));
   ASSERT_TRUE(out.ok) << out.error;
-  ASSERT_EQ(out.runs.size(), 8u);  // 2 worker counts x (analytic + simulated + 2 measured rounds)
-  std::map<int, double> simulated, analytic;
-  std::map<int, std::vector<double>> measured;  // per worker count, in the order measured
-  std::vector<int> order;                       // worker counts of the measured runs, in order
-  std::map<int, db::RunId> last_measured;
+  ASSERT_EQ(out.runs.size(), 12u);  // 2 rounds x 2 worker counts x (measured + simulated + analytic)
+  // Per worker count and source, each round's step in the order run (a prediction once per round).
+  std::map<db::RunKind, std::map<int, std::vector<double>>> per_round;
+  std::map<db::RunKind, std::map<int, db::RunId>> last;
+  std::vector<std::pair<int, db::RunKind>> order;  // (workers, source) of each run, in order
   for (db::RunId id : out.runs) {
     const auto run = store.get_run(id);
     ASSERT_TRUE(run);
@@ -95,57 +100,94 @@ TEST(BatchEndToEnd, ScalingWithMeasuredSimulatedAndAnalyticLandsItsRows) {
     EXPECT_EQ(run->plan["gbs"], 16);
     const auto metrics = store.run_metrics(id);
     const auto timings = store.step_timings(id);
+    double step = metrics.at("step_seconds");
     switch (run->kind) {
       case db::RunKind::kMeasured: {
         EXPECT_GT(fs::file_size(trace_of(store, id)), 100u);
         EXPECT_EQ(int(timings.size()), 6 * run->world_size) << "1 warm-up + 5 measured steps, one row per rank";
         const auto [median, spread] = median_and_spread_of_rows(store, id);
-        EXPECT_DOUBLE_EQ(metrics.at("step_seconds"), median) << "run " << id;
+        EXPECT_DOUBLE_EQ(step, median) << "run " << id;
         EXPECT_DOUBLE_EQ(metrics.at("step_seconds_spread"), spread) << "run " << id;
         EXPECT_GE(metrics.at("machine.others_busy_cores"), 0);
-        measured[run->world_size].push_back(median);
-        order.push_back(run->world_size);
-        last_measured[run->world_size] = id;
         break;
       }
       case db::RunKind::kSimulated:
         EXPECT_EQ(int(timings.size()), run->world_size);  // every simulated rank, one step
-        simulated[run->world_size] = metrics.at("step_seconds");
+        EXPECT_GT(fs::file_size(trace_of(store, id)), 100u);
         break;
       case db::RunKind::kAnalytic:
         EXPECT_EQ(timings.size(), 1u);  // one representative rank per stage
-        analytic[run->world_size] = metrics.at("step_seconds");
         break;
     }
+    per_round[run->kind][run->world_size].push_back(step);
+    last[run->kind][run->world_size] = id;
+    order.emplace_back(run->world_size, run->kind);
   }
-  // Rounds alternate the order: 1, 2 then 2, 1.
-  EXPECT_EQ(order, (std::vector<int>{1, 2, 2, 1}));
-  // Each measured run carries the analytic prediction it is judged by (calibrate --if-needed).
-  for (int w : {1, 2}) EXPECT_DOUBLE_EQ(store.run_metrics(last_measured[w]).at("predicted_step_seconds"), analytic[w]);
+  // Rounds alternate the order, 1, 2 then 2, 1; each worker count predicted beside its measurement.
+  std::vector<std::pair<int, db::RunKind>> want;
+  for (int w : {1, 2, 2, 1})
+    for (db::RunKind k : {db::RunKind::kMeasured, db::RunKind::kSimulated, db::RunKind::kAnalytic})
+      want.emplace_back(w, k);
+  EXPECT_EQ(order, want);
+  const auto& measured = per_round[db::RunKind::kMeasured];
+  const auto& simulated = per_round[db::RunKind::kSimulated];
+  const auto& analytic = per_round[db::RunKind::kAnalytic];
+  for (int w : {1, 2}) {
+    // Each measured run carries the analytic prediction of its own round (calibrate --if-needed).
+    EXPECT_DOUBLE_EQ(store.run_metrics(last[db::RunKind::kMeasured][w]).at("predicted_step_seconds"),
+                     analytic.at(w).back());
+    // Every source's rounds on its last run: the median over them, each round's step to pair.
+    for (const auto& [kind, steps] : per_round) {
+      ASSERT_EQ(steps.at(w).size(), 2u);
+      const auto metrics = store.run_metrics(last[kind][w]);
+      EXPECT_EQ(metrics.at("rounds"), 2);
+      EXPECT_EQ(strategy::round_steps(metrics), steps.at(w));
+      EXPECT_DOUBLE_EQ(metrics.at("rounds.step_seconds"), parlab::median(steps.at(w)));
+    }
+  }
 
   // compare reads back exactly these figures: over both rounds the median of two is their mean,
-  // the speedup the median (mean) of the two rounds' paired ratios, each error pred / meas - 1.
+  // the speedup the median (mean) of the two rounds' paired ratios, each error the median of the
+  // paired per-round errors.
   const Comparison c = compare_experiment(store, "tiny_scaling");
   ASSERT_EQ(c.rows.size(), 2u);
   double worst = 0;
   for (const CompareRow& r : c.rows) {
-    const double meas = (measured[r.world][0] + measured[r.world][1]) / 2;
+    const std::vector<double>& meas = measured.at(r.world);
     ASSERT_TRUE(r.measured && r.simulated && r.analytic && r.measured_spread);
-    EXPECT_DOUBLE_EQ(*r.measured, meas) << r.world;
-    EXPECT_DOUBLE_EQ(*r.simulated, simulated[r.world]);
-    EXPECT_DOUBLE_EQ(*r.analytic, analytic[r.world]);
-    EXPECT_GE(*r.measured_spread, std::fabs(measured[r.world][0] - measured[r.world][1]) / 2 * 0.999);
-    worst = std::max({worst, std::fabs(simulated[r.world] / meas - 1), std::fabs(analytic[r.world] / meas - 1)});
+    EXPECT_DOUBLE_EQ(*r.measured, (meas[0] + meas[1]) / 2) << r.world;
+    EXPECT_DOUBLE_EQ(*r.simulated, parlab::median(simulated.at(r.world)));
+    EXPECT_DOUBLE_EQ(*r.analytic, parlab::median(analytic.at(r.world)));
+    EXPECT_GE(*r.measured_spread, std::fabs(meas[0] - meas[1]) / 2 * 0.999);
+    const double sim_error = strategy::relative_error(simulated.at(r.world), meas).value;
+    const double an_error = strategy::relative_error(analytic.at(r.world), meas).value;
+    ASSERT_TRUE(r.simulated_error() && r.analytic_error());
+    EXPECT_DOUBLE_EQ(*r.simulated_error(), sim_error);
+    EXPECT_DOUBLE_EQ(*r.analytic_error(), an_error);
+    worst = std::max({worst, std::fabs(sim_error), std::fabs(an_error)});
+    // The experiment's own table prints the same paired errors.
+    for (double e : {sim_error, an_error}) EXPECT_NE(out.report.find(format_relative(e)), std::string::npos) << e;
   }
-  const double paired = (measured[1][0] / measured[2][0] + measured[1][1] / measured[2][1]) / 2;
+  const double paired = (measured.at(1)[0] / measured.at(2)[0] + measured.at(1)[1] / measured.at(2)[1]) / 2;
   ASSERT_TRUE(c.measured_speedup(1));
   EXPECT_NEAR(*c.measured_speedup(1), paired, 1e-12 * paired);
   // Each round's step time is on the last run, in the order measured, so readers pair them.
-  EXPECT_EQ(c.rows[1].measured_rounds, measured[2]);
-  EXPECT_EQ(c.rows[0].measured_rounds, measured[1]);
+  EXPECT_EQ(c.rows[1].measured_rounds, measured.at(2));
+  EXPECT_EQ(c.rows[0].measured_rounds, measured.at(1));
+  EXPECT_EQ(c.rows[1].simulated_rounds, simulated.at(2));
   ASSERT_TRUE(c.worst_simulated_error && c.worst_analytic_error);
   EXPECT_DOUBLE_EQ(std::max(*c.worst_simulated_error, *c.worst_analytic_error), worst);
   EXPECT_NE(c.table().find(" +-"), std::string::npos);  // the spread beside the measurement
+  // The scaling report's proof rows carry each source's rounds, which the grader pairs.
+  int reports = 0;
+  for (const auto& proof : store.list_proofs()) {
+    if (proof.kind != "scaling_report") continue;
+    ++reports;
+    for (const nlohmann::json& row : proof.evidence.at("rows"))
+      EXPECT_EQ(row.at("simulated_round_step_seconds").get<std::vector<double>>(),
+                simulated.at(row.at("workers").get<int>()));
+  }
+  EXPECT_EQ(reports, 1);
 }
 
 namespace {
@@ -201,6 +243,42 @@ TEST(BatchEndToEnd, CalibratedScalingProfilesTheWorkloadAndUsesEachRankCountsFit
   // Each run profiles afresh: the tiny model's compute differs by microseconds between them.
   EXPECT_NEAR(slow.at(1), fast.at(1), 2e-3);
   EXPECT_NEAR(slow.at(2) - fast.at(2), 2 * (10e-3 - 100e-6), 2e-3);
+}
+
+// A calibrated scaling experiment in rounds profiles every worker count again in each round and
+// measures the links of its ranks again there, so each round's predictions are priced on the
+// machine as it is beside that round's measurements: the calibration's deliberately slow link
+// (10 ms a ring step, >= 20 ms for the gradient all-reduce of 2 workers) prices no prediction.
+TEST(BatchEndToEnd, CalibratedScalingInRoundsProfilesAndMeasuresTheLinksEachRound) {
+  Scratch s;
+  write_test_calibration(s.dir, 10e-3, 1e9);
+  ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
+  auto store = db::ResultsStore::open(":memory:");
+  std::vector<std::string> lines;
+  RunnerOptions o = options(s);
+  o.progress = [&lines](const std::string& line) { lines.push_back(line); };
+  const auto spec = parse_experiment("name = \"tiny_rounds\"\nkind = \"scaling\"\n[scaling]\nmodel = \"" + kModel +
+                                         "\"\ncluster = \"cpu-local\"\nplan = \"gbs=16\"\nworkers = [1, 2]\nsteps = 1\n"
+                                         "rounds = 2\nsources = [\"analytic\", \"measured\"]\n",
+                                     (s.dir / "p.toml").string());
+  const Outcome out = run_experiment(spec, store, o);
+  ::unsetenv("PARLAB_RESULTS");
+  ASSERT_TRUE(out.ok) << out.error;
+  const auto count = [&lines](const std::string& what) {
+    return std::count_if(lines.begin(), lines.end(),
+                         [&](const std::string& l) { return l.find(what) != std::string::npos; });
+  };
+  EXPECT_EQ(count("profiling the workload"), 4);  // 2 worker counts x 2 rounds
+  EXPECT_EQ(count("measuring the links of 2 ranks again"), 2);
+  EXPECT_EQ(count("round 2/2"), 5);  // the round's own line, then each source of each worker count
+  EXPECT_NE(out.report.find("the links of 2 ranks measured again this round"), std::string::npos) << out.report;
+  std::map<int, std::vector<double>> analytic;
+  for (db::RunId id : out.runs)
+    if (store.get_run(id)->kind == db::RunKind::kAnalytic)
+      analytic[store.get_run(id)->world_size].push_back(store.run_metrics(id).at("step_seconds"));
+  ASSERT_EQ(analytic[1].size(), 2u);
+  ASSERT_EQ(analytic[2].size(), 2u);
+  for (double t : analytic[2]) EXPECT_LT(t, 2 * 10e-3);
 }
 
 // A splits experiment predicts each split as the scaling kind predicts a worker count: from a

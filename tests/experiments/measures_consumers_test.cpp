@@ -132,6 +132,54 @@ TEST(OneEstimator, CompareErrorsPairPredictionsWithTheirRoundsMeasurements) {
   EXPECT_NE(c.table().find("-40.0%"), std::string::npos) << c.table();
 }
 
+// A scaling experiment in rounds predicts every worker count afresh beside each round's
+// measurement: compare's predicted speedup and error, and the grader's error from the scaling
+// report's rows, pair the rounds (not the medians, which give 1.90x and -9.1% here).
+TEST(OneEstimator, ScalingPredictionsInRoundsArePairedByCompareAndTheGrader) {
+  const std::vector<double> sim1 = {0.9, 1.1, 0.95}, sim2 = {0.4, 0.5, 0.6};
+  const double want_speedup = strategy::speedup(sim1, sim2, 128, 128).value;  // 2.20x
+  const double want_error = strategy::relative_error(sim2, kTwo).value;       // -16.7%
+  ASSERT_GT(std::fabs(want_speedup - parlab::median(sim1) / parlab::median(sim2)), 0.25);
+  ASSERT_GT(std::fabs(want_error - strategy::relative_error(parlab::median(sim2), parlab::median(kTwo))), 0.05);
+  Db d("scaling_rounds");
+  const strategy::Plan p1 = plan_at("gbs=128", 1), p2 = plan_at("gbs=128", 2);
+  const db::RunId m1 = d.run(db::RunKind::kMeasured, p1, kOne.back(), rounds_metrics(kOne));
+  const db::RunId m2 = d.run(db::RunKind::kMeasured, p2, kTwo.back(), rounds_metrics(kTwo));
+  d.run(db::RunKind::kSimulated, p1, sim1.back(), rounds_metrics(sim1));
+  d.run(db::RunKind::kSimulated, p2, sim2.back(), rounds_metrics(sim2));
+  const Comparison c = compare_experiment(d.store, "scaling_rounds");
+  ASSERT_EQ(c.rows.size(), 2u);
+  ASSERT_TRUE(c.rows[1].simulated_error());
+  EXPECT_DOUBLE_EQ(*c.rows[1].simulated_error(), want_error);
+  EXPECT_NE(c.table().find("2.20x"), std::string::npos) << c.table();
+  EXPECT_EQ(c.table().find("1.90x"), std::string::npos) << c.table();
+
+  // The report's rows as kind_scaling records them: each source's median and its rounds.
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [w, run, meas, sim] : {std::tuple{1, m1, kOne, sim1}, std::tuple{2, m2, kTwo, sim2}})
+    rows.push_back({{"workers", w},
+                    {"global_batch", 128},
+                    {"measured_step_seconds", parlab::median(meas)},
+                    {"measured_run", run},
+                    {"measured_round_step_seconds", meas},
+                    {"simulated_step_seconds", parlab::median(sim)},
+                    {"simulated_round_step_seconds", sim}});
+  db::ProofRecord proof;
+  proof.experiment = d.exp;
+  proof.kind = "scaling_report";
+  proof.evidence = {{"rows", rows}};
+  d.store.add_proof(proof);
+  const rubric::Rubric r = rubric::parse_rubric(
+      "[[criterion]]\nid = \"eff\"\npoints = 1\ncheck = \"efficiency_report\"\nworkers = [\"1\", \"2\"]\n", "t.toml");
+  rubric::CriterionResult out;
+  rubric::find_check("efficiency_report")
+      ->judge(r.criteria[0], rubric::read_evidence(d.store), rubric::GradeOptions{}, out);
+  std::map<std::string, double> got;
+  for (const rubric::Measurement& m : out.measurements) got[m.figure] = m.value;
+  EXPECT_DOUBLE_EQ(got.at("simulated error at 2 workers"), std::fabs(want_error));
+  EXPECT_DOUBLE_EQ(got.at("simulated error at 1 workers"), std::fabs(strategy::relative_error(sim1, kOne).value));
+}
+
 TEST(OneRowPerSplit, CompareKeysRowsByTheWholePlan) {
   Db d("splits_2w");
   const std::vector<std::string> texts = {"zero=0", "zero=3", "tp=2", "pp=2,schedule=1f1b,microbatches=4"};
