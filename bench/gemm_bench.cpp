@@ -12,6 +12,16 @@
 // the spread (min..max) beside it, libraries interleaved so load on a shared machine hits all.
 // `det` says whether two runs of the same product gave the same bits.
 //
+// A second table takes the products that read a weight every microbatch (fwd, dinp) with the
+// weight laid out ahead of them, as a step can do once for all its microbatches: oneDNN's own
+// packed layout (its weights memory in format_tag::any, reordered once: OneDnnPackedB), and the
+// prepared bf16 copies the mixed model computes on (matmul.h's prepare_weight_bf16: W for fwd,
+// W^T for dinp, each the wide left operand of the C^T route), beside fp32's dinp on a W^T copy
+// the same way; "as stored" is what gemm_f32 / gemm_bf16 run on the plain weight. prepare: the
+// milliseconds prepare_weight_bf16 takes for the weight, to_bf16 beside it. Each call reads the
+// next of --cold-weights copies, so the weight comes from memory as in a step (one weight reused
+// call after call sits in the last-level cache, and there oneDNN's packed layout runs fastest).
+//
 // Goal (printed, never asserted): the backend the runtime uses is the fastest deterministic
 // fp32 one on the shapes that dominate a step (lab-mlp fc1/fc2 at its microbatch).
 #include <blis.h>
@@ -24,6 +34,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -72,6 +83,121 @@ struct Cell {
   std::vector<float> first;
 };
 
+// Runs each of `libs` (writing C) twice for determinism, then `repeats` timed rounds, libraries
+// interleaved, `between` (when given) before each timed call; prints "| median [min..max] det"
+// per library, "n/a" where `skip` says so.
+void measure_row(const std::vector<std::function<void()>>& libs, const std::vector<bool>& skip, std::vector<float>& C,
+                 double flops, int repeats, double min_seconds, const std::function<void()>& between = {}) {
+  std::vector<Cell> cells(libs.size());
+  for (size_t l = 0; l < libs.size(); ++l) {  // warm-up (primitive creation) + determinism
+    if (skip[l]) continue;
+    for (int k = 0; k < 2; ++k) {
+      std::fill(C.begin(), C.end(), 0.0f);
+      libs[l]();
+      if (k == 0)
+        cells[l].first = C;
+      else
+        cells[l].deterministic = std::memcmp(C.data(), cells[l].first.data(), C.size() * 4) == 0;
+    }
+  }
+  for (int r = 0; r < repeats; ++r)
+    for (size_t l = 0; l < libs.size(); ++l)
+      if (!skip[l]) {
+        const std::function<void()> call = [&] {
+          if (between) between();
+          libs[l]();
+        };
+        cells[l].gflops.push_back(flops * parlab::bench::calls_per_second(call, min_seconds) / 1e9);
+      }
+  for (size_t l = 0; l < libs.size(); ++l) {
+    if (skip[l]) {
+      std::printf(" | %-22s", "n/a");
+      continue;
+    }
+    const parlab::bench::Range g = parlab::bench::range_of(cells[l].gflops);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%6.1f [%5.1f..%5.1f] %s", g.median, g.lo, g.hi,
+                  cells[l].deterministic ? "det" : "NDET");
+    std::printf(" | %-22s", buf);
+  }
+}
+
+// One weight (OC, C) in every layout the second table compares.
+struct LaidOut {
+  std::vector<float> W, Wt;            // fp32 W (OC, C) and W^T (C, OC)
+  std::vector<uint16_t> Wb, prepared;  // bf16 W as stored, and prepared for the product
+  std::unique_ptr<cpu::OneDnnPackedB> packed32, packed16;
+  cpu::PreparedWeightBf16 view;
+};
+
+LaidOut lay_out(const std::vector<float>& W, int64_t OC, int64_t C, const cpu::GemmShape& g, cpu::WeightUse use,
+                bool bf16) {
+  LaidOut w{W,
+            std::vector<float>(W.size()),
+            std::vector<uint16_t>(W.size()),
+            std::vector<uint16_t>(W.size()),
+            nullptr,
+            nullptr,
+            {}};
+  for (int64_t o = 0; o < OC; ++o)
+    for (int64_t c = 0; c < C; ++c) w.Wt[c * OC + o] = W[o * C + c];
+  cpu::to_bf16(w.Wb.data(), W.data(), OC * C);
+  w.packed32 = std::make_unique<cpu::OneDnnPackedB>(g, false, W.data());
+  if (bf16) {
+    w.packed16 = std::make_unique<cpu::OneDnnPackedB>(g, true, w.Wb.data());
+    w.view = cpu::prepare_weight_bf16(w.prepared.data(), W.data(), OC, C, use);
+  }
+  return w;
+}
+
+// The second table: fwd and dinp with the weight laid out ahead (see the header), each timed call
+// on the next of `copies` weights, so the weight comes from memory as in a step.
+void prepared_table(const std::vector<Shape>& shapes, bool bf16, int repeats, double min_seconds, int copies) {
+  std::printf("\nweights laid out ahead, %d weights in turn (GFLOP/s as above; prepare: ms per weight, median of %d)\n",
+              copies, repeats);
+  std::printf("%-30s | %-22s | %-22s | %-22s | %-22s | %-22s | %-22s | %s\n", "shape", "fp32 as stored",
+              "fp32 oneDNN packed", "fp32 on W^T as C^T", "bf16 as stored", "bf16 oneDNN packed", "bf16 prepared",
+              "prepare / to_bf16");
+  std::mt19937 gen(2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const Shape& s : shapes) {
+    const bool fwd = s.tb, dinp = !s.ta && !s.tb && !s.name.ends_with("stored)");
+    if (!fwd && !dinp) continue;
+    // The layer's weight W (OC, C): fwd reads it as op(B) = W^T (K = C, N = OC), dinp as B = W (K = OC, N = C).
+    const int64_t OC = fwd ? s.N : s.K, C = fwd ? s.K : s.N;
+    std::vector<float> A(s.M * s.K), W(OC * C), Cm(s.M * s.N);
+    for (float& x : A) x = dist(gen);
+    for (float& x : W) x = dist(gen);
+    std::vector<uint16_t> Ab(A.size());
+    cpu::to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
+    const cpu::WeightUse use = fwd ? cpu::WeightUse::kForward : cpu::WeightUse::kInputGrad;
+    const cpu::GemmShape g{.M = s.M, .N = s.N, .K = s.K, .trans_a = false, .trans_b = s.tb, .accumulate = dinp};
+    const cpu::GemmShape on_wt{.M = s.M, .N = s.N, .K = s.K, .trans_b = true, .accumulate = true};
+    std::vector<LaidOut> w;
+    for (int i = 0; i < copies; ++i) w.push_back(lay_out(W, OC, C, g, use, bf16));
+    size_t k = 0;  // the weight the next call reads
+    const std::vector<std::function<void()>> libs{
+        [&] { cpu::gemm_f32(g, A.data(), w[k].W.data(), Cm.data()); },
+        [&] { w[k].packed32->gemm(A.data(), Cm.data()); },
+        [&] { cpu::onednn_gemm_f32_transposed(on_wt, A.data(), w[k].Wt.data(), Cm.data()); },
+        [&] { cpu::gemm_bf16(g, Ab.data(), w[k].Wb.data(), Cm.data()); },
+        [&] { w[k].packed16->gemm(Ab.data(), Cm.data()); },
+        [&] { cpu::gemm_bf16(g, Ab.data(), w[k].view, Cm.data()); },
+    };
+    const std::vector<bool> skip{false, false, fwd, !bf16, !bf16, !bf16};
+    std::printf("%-30s", s.name.c_str());
+    measure_row(libs, skip, Cm, 2.0 * s.M * s.N * s.K, repeats, min_seconds, [&] { k = (k + 1) % w.size(); });
+    std::vector<double> prep, plain;
+    for (int r = 0; r < repeats; ++r) {
+      LaidOut& x = w[r % w.size()];
+      prep.push_back(
+          parlab::bench::seconds_of([&] { cpu::prepare_weight_bf16(x.prepared.data(), x.W.data(), OC, C, use); }));
+      plain.push_back(parlab::bench::seconds_of([&] { cpu::to_bf16(x.Wb.data(), x.W.data(), OC * C); }));
+    }
+    std::printf(" | %.2f / %.2f\n", 1e3 * parlab::median(prep), 1e3 * parlab::median(plain));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +210,10 @@ int main(int argc, char** argv) {
   app.add_option("--min-seconds", min_seconds, "each timed run repeats the product for at least this long")
       ->check(CLI::Range(0.001, 10.0));
   app.add_option("--batches", batches, "microbatch sizes (lab-mlp uses 64, lab-mlp-small 32)");
+  int cold_weights = 16;
+  app.add_option("--cold-weights", cold_weights,
+                 "weights the second table reads in turn (16: a lab-mlp step's, 8 blocks x fc1 and fc2)")
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
   compute::pin_blas_to_one_thread();
@@ -129,36 +259,11 @@ int main(int argc, char** argv) {
           if (bf16) cpu::onednn_gemm_bf16_transposed(g, Ab.data(), Bb.data(), C.data());
         },
     };
-    std::vector<Cell> cells(libs.size());
-    for (size_t l = 0; l < libs.size(); ++l) {  // warm-up (primitive creation) + determinism
-      for (int k = 0; k < 2; ++k) {
-        std::fill(C.begin(), C.end(), 0.0f);
-        libs[l]();
-        if (k == 0)
-          cells[l].first = C;
-        else
-          cells[l].deterministic = std::memcmp(C.data(), cells[l].first.data(), C.size() * 4) == 0;
-      }
-    }
-    for (int r = 0; r < repeats; ++r) {
-      for (size_t l = 0; l < libs.size(); ++l) {
-        cells[l].gflops.push_back(flops * parlab::bench::calls_per_second(libs[l], min_seconds) / 1e9);
-      }
-    }
     std::printf("%-30s %6lld %6lld %6lld", s.name.c_str(), static_cast<long long>(s.M), static_cast<long long>(s.N),
                 static_cast<long long>(s.K));
-    for (size_t l = 0; l < libs.size(); ++l) {
-      if ((l == 3 || l == 5) && !bf16) {
-        std::printf(" | %-22s", "n/a");
-        continue;
-      }
-      const parlab::bench::Range g = parlab::bench::range_of(cells[l].gflops);
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%6.1f [%5.1f..%5.1f] %s", g.median, g.lo, g.hi,
-                    cells[l].deterministic ? "det" : "NDET");
-      std::printf(" | %-22s", buf);
-    }
+    measure_row(libs, {false, false, false, !bf16, false, !bf16}, C, flops, repeats, min_seconds);
     std::printf("\n");
   }
+  prepared_table(lab_shapes(batches), bf16, repeats, min_seconds, cold_weights);
   return 0;
 }

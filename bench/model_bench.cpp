@@ -28,6 +28,7 @@
 #include <ctime>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/timing.h"
@@ -84,15 +85,17 @@ struct Worker {
 // The products one microbatch of B runs, by kind, with the shapes and kernels the layers use
 // (runtime/compute/cpu/linear.cpp), on the model's weights and gradients (so their memory
 // traffic is the step's) and activation buffers of the step's sizes. bf16: the blocks' products
-// take the bf16 weight copies; the head stays fp32, as in the mixed model.
+// take the bf16 weight copies prepared for them (the forward's and the input gradient's, as the
+// mixed model keeps them); the head stays fp32, as in the mixed model.
 enum class Kind { kForward, kDinp, kDweight };
 struct Products {
   Products(const MlpShape& s, int64_t B) : s(s), B(B) {
     x.assign(B * s.ffn, 0.01f), y.assign(B * s.ffn, 0.0f), dy.assign(B * s.ffn, 0.02f);
     x16.assign(B * s.ffn, 0x3c00), dy16.assign(B * s.ffn, 0x3c00);
   }
-  // w16: the bf16 weight copies (flat layout) for the mixed model; null for fp32.
-  void run(Kind kind, LabMlp& m, const uint16_t* w16) {
+  // w16, w16t: the bf16 weight copies prepared for the forward and for the input gradient, each
+  // at its weight's flat offset, for the mixed model; null for fp32.
+  void run(Kind kind, LabMlp& m, const uint16_t* w16, const uint16_t* w16t) {
     const auto& layout = m.layout();
     const float* p = m.params().data();
     float* g = m.grads().data();
@@ -106,9 +109,15 @@ struct Products {
       const bool weight_b = kind != Kind::kDweight;  // the weight is op(B); dW's output is the gradient
       float* out = kind == Kind::kDweight ? g + w : y.data();
       const float* b = kind == Kind::kForward ? p + bias : nullptr;
-      if (bf16)
-        cpu::gemm_bf16(shape, kind == Kind::kDweight ? dy16.data() : x16.data(), weight_b ? w16 + w : x16.data(), out,
-                       b);
+      const cpu::PreparedWeightBf16 prepared{
+          .data = kind == Kind::kForward ? w16 + w : w16t + w,
+          .OC = OC,
+          .C = C,
+          .use = kind == Kind::kForward ? cpu::WeightUse::kForward : cpu::WeightUse::kInputGrad};
+      if (bf16 && weight_b)
+        cpu::gemm_bf16(shape, x16.data(), prepared, out, b);
+      else if (bf16)
+        cpu::gemm_bf16(shape, dy16.data(), x16.data(), out, b);
       else
         cpu::gemm_f32(shape, kind == Kind::kDweight ? dy.data() : x.data(), weight_b ? p + w : x.data(), out, b);
     };
@@ -204,7 +213,7 @@ int main(int argc, char** argv) {
   const double ref_flops = static_cast<double>(ref_calls) * 4.0 * mb * hidden * ffn;
 
   Products products(shape, mb);
-  std::vector<uint16_t> w16(f32.model.params().size());
+  std::vector<uint16_t> w16(f32.model.params().size()), w16t(w16.size());
   std::vector<float> dbias(ffn, 0.0f);
   std::vector<Job> jobs;
   auto add = [&jobs](std::string name, std::function<void()> run) {
@@ -217,12 +226,13 @@ int main(int argc, char** argv) {
     }
   });
   add("fp32 step", [&] { train_step(f32); });
-  auto matmuls = [&](Kind kind, Worker& w, const uint16_t* w16) {
-    for (int64_t m = 0; m < micro; ++m) products.run(kind, w.model, w16);
+  auto matmuls = [&](Kind kind, Worker& w, bool bf16) {
+    for (int64_t m = 0; m < micro; ++m)
+      products.run(kind, w.model, bf16 ? w16.data() : nullptr, bf16 ? w16t.data() : nullptr);
   };
-  add("  matmuls: forward", [&] { matmuls(Kind::kForward, f32, nullptr); });
-  add("  matmuls: input gradients", [&] { matmuls(Kind::kDinp, f32, nullptr); });
-  add("  matmuls: weight gradients", [&] { matmuls(Kind::kDweight, f32, nullptr); });
+  add("  matmuls: forward", [&] { matmuls(Kind::kForward, f32, false); });
+  add("  matmuls: input gradients", [&] { matmuls(Kind::kDinp, f32, false); });
+  add("  matmuls: weight gradients", [&] { matmuls(Kind::kDweight, f32, false); });
   add("  element-wise kernels", [&] {
     for (int64_t m = 0; m < micro; ++m) products.elementwise(false, dbias.data());
   });
@@ -242,16 +252,21 @@ int main(int argc, char** argv) {
       }
     });
     add("mixed step", [&] { train_step(*mix); });
-    add("  matmuls: forward", [&] { matmuls(Kind::kForward, *mix, w16.data()); });
-    add("  matmuls: input gradients", [&] { matmuls(Kind::kDinp, *mix, w16.data()); });
-    add("  matmuls: weight gradients", [&] { matmuls(Kind::kDweight, *mix, w16.data()); });
+    add("  matmuls: forward", [&] { matmuls(Kind::kForward, *mix, true); });
+    add("  matmuls: input gradients", [&] { matmuls(Kind::kDinp, *mix, true); });
+    add("  matmuls: weight gradients", [&] { matmuls(Kind::kDweight, *mix, true); });
     add("  element-wise kernels", [&] {
       for (int64_t m = 0; m < micro; ++m) products.elementwise(true, dbias.data());
     });
     add("  data fill", [&] { jobs[6].run(); });
-    add("  bf16 weight copies", [&] {
-      const auto p = mix->model.params();
-      cpu::to_bf16(w16.data(), p.data(), static_cast<int64_t>(p.size()));
+    add("  bf16 weight copies", [&] {  // the blocks' weights, each prepared for both its products
+      const float* p = std::as_const(mix->model).params().data();
+      for (const auto& t : mix->model.layout().tensors()) {
+        if (t.layer >= blocks || t.shape.size() != 2) continue;
+        cpu::prepare_weight_bf16(w16.data() + t.offset, p + t.offset, t.shape[0], t.shape[1], cpu::WeightUse::kForward);
+        cpu::prepare_weight_bf16(w16t.data() + t.offset, p + t.offset, t.shape[0], t.shape[1],
+                                 cpu::WeightUse::kInputGrad);
+      }
     });
     add("  gradient clear", [&] { mix->model.zero_grads(); });
     add("  AdamW", [&] { mix->adamw.step(mix->model.params(), mix->model.grads()); });

@@ -27,6 +27,13 @@ bool has_bf16_copy(const ModelSpec& m, const LayerSpec& layer, const ParamTensor
   return layer.kind == LayerKind::kBlock && t.name.size() >= 6 && t.name.compare(t.name.size() - 6, 6, "weight") == 0;
 }
 
+// The bf16 copies a copied tensor keeps between steps under fp32-main: the lab MLP's runtime keeps
+// one per product that reads the weight, each in the layout that product reads fastest (the
+// forward's W and the input gradient's W^T, runtime/compute/cpu/matmul.h's prepared weights), and
+// at ZeRO-3 one at a time (the forward's gather makes the forward's, the backward's the other);
+// other models one (the convention for a network whose runtime is not parlab's).
+int bf16_copies_kept(const ModelSpec& m) { return m.kind == ModelKind::kMlp ? 2 : 1; }
+
 // "8 B", "2 B", "12 B": bytes per element.
 std::string per_elem(double b) {
   char buf[32];
@@ -65,19 +72,19 @@ struct Explainer {
   }
 };
 
-// Model state of `held` parameters (of which `copied` have bf16 copies) by ZeRO stage.
+// Model state of `held` parameters (of which `copied` have bf16 copies, `copies` each) by ZeRO stage.
 //   params      ZeRO-0..2: every rank keeps them; ZeRO-3: its 1/dp. Under fp32-main they are the
 //               bf16 copies, and at ZeRO-3 none persist (each is made from a layer's gather and
 //               freed with it: temporary, below).
 //   gradients   ZeRO-0/1 whole, ZeRO-2/3 1/dp (fp32 under fp32-main: Megatron's main grads).
 //   optimizer   moments 1/dp from ZeRO-1; the fp32 master copy of fp32-main 1/dp only at ZeRO-3
 //               (below it the optimizer updates its shard of a replicated fp32 buffer).
-void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double copied, const Plan& p,
+void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double copied, int copies, const Plan& p,
                      const Explainer& why) {
   const double dp = p.dp;
   const bool fm = fp32_main(p);
   if (fm)
-    L.params_bytes = p.zero >= 3 ? 0.0 : copied * per.params;
+    L.params_bytes = p.zero >= 3 ? 0.0 : copied * copies * per.params;
   else
     L.params_bytes = held * per.params / (p.zero >= 3 ? dp : 1);
   L.grads_bytes = held * per.grads / (p.zero >= 2 ? dp : 1);
@@ -86,6 +93,12 @@ void set_model_state(MemoryLedger& L, const StateBytes& per, double held, double
   if (!why.asked()) return;
   if (fm && p.zero >= 3)
     why.add("parameters", "0 (ZeRO-3 under fp32-main: a layer's bf16 copies are made from its gather, as temporary)",
+            L.params_bytes);
+  else if (fm && copies > 1)
+    why.add("parameters",
+            std::to_string(copies) + " x " + per_elem(per.params) + " x " + units::format_count(copied) +
+                " (bf16 copies of the matmul weights, one per product: W for the forward, W^T for the input "
+                "gradient)",
             L.params_bytes);
   else if (fm)
     why.add("parameters",
@@ -285,7 +298,7 @@ void add_temporary(MemoryLedger& L, const ModelSpec& m, const Plan& p, const Sta
         temp_why.push_back("largest layer " + units::format_count(h.largest_layer_held) + " x (2 x " +
                            per_elem(per.wire_params) + " gathered, running + prefetched, + " + per_elem(per.grads) +
                            " gradient)");
-      if (fp32_main(p)) {
+      if (fp32_main(p)) {  // one copy of the running layer's at a time (bf16_copies_kept)
         L.temp_bytes += h.largest_layer_copied * per.params;
         if (why.asked())
           temp_why.push_back(units::format_count(h.largest_layer_copied) + " x " + per_elem(per.params) +
@@ -321,7 +334,7 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
     // A bare parameter count: model state only, ZeRO over dp (Rajbhandari et al. 2020, Fig. 1:
     // stage 1 shards the K Psi of optimizer state, 2 also the 2 Psi of gradients, 3 the params).
     L.params_held = m.param_count;
-    set_model_state(L, per, m.param_count, m.param_count, p, why);
+    set_model_state(L, per, m.param_count, m.param_count, 1, p, why);
     if (p.zero == 0 && p.dp > 1) L.temp_bytes = 2 * p.bucket_bytes;
     why.add("activations", "not counted (the model is a bare parameter count)", 0);
     why.add("temporary",
@@ -333,7 +346,7 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
   const auto chunks = stage_chunks(stages, p, L.stage);
   const HeldParams h = held_params(m, layers, p, chunks, L.stage);
   L.params_held = h.held;
-  set_model_state(L, per, h.held, h.copied, p, why);
+  set_model_state(L, per, h.held, h.copied, bf16_copies_kept(m), p, why);
   add_activations(L, m, layers, p, chunks, h, why);
   add_temporary(L, m, p, per, h, why);
   return L;
@@ -363,7 +376,8 @@ std::string state_convention(const Plan& p) {
            "master 4 B + " +
            moments + ", each sharded by its ZeRO stage; collectives move 16 bits";
   return "mixed (mixed_state=fp32-main, parlab's runtime): parameters = bf16 copies of the matmul weights 2 B "
-         "(none kept between ZeRO-3 gathers), fp32 main gradients 4 B, optimizer = fp32 master 4 B (sharded only "
+         "(the lab MLP keeps two per weight, one per product; none kept between ZeRO-3 gathers), fp32 main "
+         "gradients 4 B, optimizer = fp32 master 4 B (sharded only "
          "at ZeRO-3) + " +
          moments + "; collectives move fp32";
 }

@@ -103,7 +103,10 @@ void LabMlp::bind_params(FlatRange range, std::span<float> storage) {
   if (storage.empty() && !weights_bf16_.empty()) {
     // Unbound (a ZeRO-3 layer after it computed): its bf16 copies go too, as the gathered values.
     for (size_t t = 0; t < layout_.tensors().size(); ++t)
-      if (range.contains(layout_.tensors()[t].range())) release_storage(weights_bf16_[t]);
+      if (range.contains(layout_.tensors()[t].range())) {
+        release_storage(weights_bf16_[2 * t]);
+        release_storage(weights_bf16_[2 * t + 1]);
+      }
   }
 }
 void LabMlp::bind_grads(FlatRange range, std::span<float> storage) { bind(grad_at_, range, storage, "gradients"); }

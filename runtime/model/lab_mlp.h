@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/compute/cpu/matmul.h"
 #include "runtime/model/microbatch.h"
 #include "runtime/model/model.h"
 #include "runtime/model/param_layout.h"
@@ -39,7 +40,8 @@ struct ModelStorage {
   MemoryAccount* account = nullptr;  // parameters, gradients and backward scratch (temporary)
   // Mixed precision from the start (see set_mixed_precision). The fp32 parameter buffer is then
   // the optimizer's master copy and is charged as optimizer state; the bf16 copies the matmuls
-  // read are the parameters, as the memory ledger counts them (2 + 12 bytes per parameter).
+  // read are the parameters, as the memory ledger counts them (2 x 2 bytes per block weight, one
+  // copy per product, + 12 per parameter).
   bool mixed_precision = false;
 };
 
@@ -112,8 +114,9 @@ class LabMlp : public Model {
 
   // Mixed precision (plan precision=mixed): the blocks' matmuls take bf16 inputs (weights, the
   // saved activations and upstream gradients rounded to bf16) and accumulate in fp32; parameters,
-  // gradients, optimizer state, the residual stream and the head stay fp32. Each weight's bf16
-  // copy is made once per step, on its layer's first forward. Throws RuntimeError naming the
+  // gradients, optimizer state, the residual stream and the head stay fp32. Each weight has two
+  // bf16 copies, each laid out for the product that reads it (W for the forward, W^T for the input
+  // gradient: matmul.h's prepared weights), made once per step. Throws RuntimeError naming the
   // reason where bf16 matmuls are unavailable (no AVX512-BF16, or built without oneDNN).
   void set_mixed_precision(bool on);
   bool mixed_precision() const { return mixed_; }
@@ -198,8 +201,10 @@ class LabMlp : public Model {
   // Mixed-precision blocks (lab_mlp_mixed.cpp).
   void block_forward_mixed(int i, MicrobatchState& mb) const;
   void block_backward_mixed(int i, MicrobatchState& mb);
-  // The bf16 copy of a weight tensor, rounded from its fp32 values when stale.
-  const uint16_t* weight_bf16(const ParamTensor& t) const;
+  // The bf16 copy of a weight tensor prepared for `use` (compute/cpu/matmul.h), made from its
+  // fp32 values when stale: the forward's on its layer's first forward, the input gradient's on
+  // its first backward.
+  compute::cpu::PreparedWeightBf16 weight_bf16(const ParamTensor& t, compute::cpu::WeightUse use) const;
   void mark_bf16_stale() const;
 
   ParamLayout layout_;
@@ -213,8 +218,9 @@ class LabMlp : public Model {
   CountedVector<float> scratch_;            // backward: dgelu (B, f) of a block, or dlogits (B, C) of the head
   std::vector<float*> param_at_, grad_at_;  // per tensor (layout order): its binding, or null
   bool mixed_ = false;
-  // Mixed precision: per tensor, its bf16 copy (weights only) and whether it is current; the
-  // forward (const) refreshes them, hence mutable. Charged as parameters.
+  // Mixed precision: per tensor and use (at 2 t + use), its prepared bf16 copy (weights only) and
+  // whether it is current; the forward (const) refreshes them, hence mutable. Charged as
+  // parameters (temporary under ZeRO-3).
   mutable std::vector<CountedVector<uint16_t>> weights_bf16_;
   mutable std::vector<char> bf16_fresh_;
   mutable CountedVector<float> forward_scratch_;  // mixed forward: fc1's fp32 product (B, f)

@@ -14,6 +14,7 @@ namespace cpu = compute::cpu;
 
 namespace {
 constexpr int kFc1Weight = 0, kFc1Bias = 1, kFc2Weight = 2, kFc2Bias = 3;
+constexpr cpu::WeightUse kForward = cpu::WeightUse::kForward, kInputGrad = cpu::WeightUse::kInputGrad;
 }  // namespace
 
 void LabMlp::set_mixed_precision(bool on) {
@@ -23,9 +24,9 @@ void LabMlp::set_mixed_precision(bool on) {
   if (weights_bf16_.empty()) {
     // The bf16 copies are the parameters the layers compute on while the model keeps its
     // parameters; under ZeRO-3 they are made from a layer's gather and freed with it, so they
-    // are temporary like the gathered buffer.
+    // are temporary like the gathered buffer. Two per tensor: one per product (WeightUse).
     const MemoryCategory where = storage_.params ? MemoryCategory::kParameters : MemoryCategory::kTemporary;
-    for (size_t t = 0; t < layout_.tensors().size(); ++t)
+    for (size_t t = 0; t < 2 * layout_.tensors().size(); ++t)
       weights_bf16_.push_back(counted_vector<uint16_t>(storage_.account, where));
   }
   if (!on) {
@@ -34,17 +35,20 @@ void LabMlp::set_mixed_precision(bool on) {
   mark_bf16_stale();
 }
 
-void LabMlp::mark_bf16_stale() const { bf16_fresh_.assign(layout_.tensors().size(), 0); }
+void LabMlp::mark_bf16_stale() const { bf16_fresh_.assign(2 * layout_.tensors().size(), 0); }
 
-const uint16_t* LabMlp::weight_bf16(const ParamTensor& t) const {
-  const size_t i = index_of(t);
+// Each copy is made when its product first needs it: a ZeRO-3 layer gathered for its forward
+// makes only the forward's, gathered again for its backward only the input gradient's.
+cpu::PreparedWeightBf16 LabMlp::weight_bf16(const ParamTensor& t, cpu::WeightUse use) const {
+  const size_t i = 2 * index_of(t) + (use == cpu::WeightUse::kForward ? 0 : 1);
   CountedVector<uint16_t>& copy = weights_bf16_[i];
+  const int64_t OC = t.shape.at(0), C = t.shape.at(1);  // nn.Linear's (out, in)
   if (!bf16_fresh_[i]) {
     copy.resize(t.numel);
-    cpu::to_bf16(copy.data(), tensor(t), t.numel);
+    cpu::prepare_weight_bf16(copy.data(), tensor(t), OC, C, use);
     bf16_fresh_[i] = 1;
   }
-  return copy.data();
+  return {.data = copy.data(), .OC = OC, .C = C, .use = use};
 }
 
 void LabMlp::block_forward_mixed(int i, MicrobatchState& mb) const {
@@ -58,11 +62,11 @@ void LabMlp::block_forward_mixed(int i, MicrobatchState& mb) const {
   forward_scratch_.resize(B * f);
   // pre (B, f) = bf16(x) @ bf16(W1)^T + b1 in fp32; saved, with gelu(pre), in bf16
   cpu::to_bf16(saved.x16.data(), x, B * h);
-  cpu::linear_forward_bf16(forward_scratch_.data(), saved.x16.data(), weight_bf16(tensor_of(i, kFc1Weight)),
+  cpu::linear_forward_bf16(forward_scratch_.data(), saved.x16.data(), weight_bf16(tensor_of(i, kFc1Weight), kForward),
                            tensor(tensor_of(i, kFc1Bias)), B, h, f);
   cpu::gelu_forward_bf16(saved.pre16.data(), saved.post16.data(), forward_scratch_.data(), B * f);
   // y (B, h) = post @ bf16(W2)^T + b2 in fp32, then the residual y += x
-  cpu::linear_forward_bf16(y, saved.post16.data(), weight_bf16(tensor_of(i, kFc2Weight)),
+  cpu::linear_forward_bf16(y, saved.post16.data(), weight_bf16(tensor_of(i, kFc2Weight), kForward),
                            tensor(tensor_of(i, kFc2Bias)), B, f, h);
   cpu::residual_forward(y, y, x, B * h);
   saved.present = true;
@@ -90,14 +94,14 @@ void LabMlp::block_backward_mixed(int i, MicrobatchState& mb) {
   // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post (bf16 inputs, fp32 sums); db2 += sum dy in fp32
   const ParamTensor& w2 = tensor_of(i, kFc2Weight);
   cpu::linear_backward_bf16(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), dy16, saved.post16.data(),
-                            weight_bf16(w2), B, f, h);
+                            weight_bf16(w2, kInputGrad), B, f, h);
   cpu::bias_backward(tensor_grad(tensor_of(i, kFc2Bias)), dy, B, h);
   // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre) to bf16, db1 += sum dpre in fp32
   cpu::gelu_bias_backward_bf16(dpre16, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre16.data(), dpost, B, f);
   // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
   cpu::linear_backward_bf16(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), dpre16, saved.x16.data(),
-                            weight_bf16(w1), B, h, f);
+                            weight_bf16(w1, kInputGrad), B, h, f);
   // As the fp32 block: release the saved activations and the consumed upstream gradient.
   release_storage(mb.dacts_[i + 1]);
   mb.has_dact_[i + 1] = 0;

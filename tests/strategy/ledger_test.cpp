@@ -63,12 +63,13 @@ TEST(Ledger, BytesPerParameterByPrecisionAndOptimizer) {
 }
 
 // Mixed precision as parlab's runtime keeps it (mixed_state=fp32-main, the lab network's
-// default): bf16 copies of the blocks' weight matrices, fp32 main gradients (Megatron's rule for
-// bf16), fp32 master + AdamW moments; the master replicated below ZeRO-3. By hand for lab-mlp
-// (8 blocks of 1024 x 4096 and 4096 x 1024, biases 4096 + 1024, head 16 x 1024 + 16) on 4 ranks.
+// default): two bf16 copies of each of the blocks' weight matrices (W for the forward, W^T for the
+// input gradient), fp32 main gradients (Megatron's rule for bf16), fp32 master + AdamW moments;
+// the master replicated below ZeRO-3. By hand for lab-mlp (8 blocks of 1024 x 4096 and
+// 4096 x 1024, biases 4096 + 1024, head 16 x 1024 + 16) on 4 ranks.
 TEST(Ledger, MixedPrecisionAsTheRuntimeKeepsIt) {
   const ModelSpec m = load_model("lab-mlp");
-  const double w = 8.0 * 2 * 1024 * 4096;  // block weight matrices: the bf16 copies
+  const double w = 8.0 * 2 * 1024 * 4096;  // block weight matrices: the bf16 copies, 2 x 2 B each
   const double n = w + 8.0 * (4096 + 1024) + 16 * 1024 + 16;
   ASSERT_DOUBLE_EQ(n, m.total_params());
   const double dp = 4;
@@ -77,9 +78,9 @@ TEST(Ledger, MixedPrecisionAsTheRuntimeKeepsIt) {
     double params, grads, optimizer;
   };
   const Row rows[] = {
-      {0, 2 * w, 4 * n, 4 * n + 8 * n},
-      {1, 2 * w, 4 * n, 4 * n + 8 * n / dp},
-      {2, 2 * w, 4 * n / dp, 4 * n + 8 * n / dp},
+      {0, 4 * w, 4 * n, 4 * n + 8 * n},
+      {1, 4 * w, 4 * n, 4 * n + 8 * n / dp},
+      {2, 4 * w, 4 * n / dp, 4 * n + 8 * n / dp},
       {3, 0, 4 * n / dp, 4 * n / dp + 8 * n / dp},  // the bf16 copies are made from each gather
   };
   for (const Row& r : rows) {

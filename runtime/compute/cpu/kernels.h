@@ -10,6 +10,8 @@
 //   site shows whether it starts a buffer or adds to one (the residual branch adds).
 #include <cstdint>
 
+#include "runtime/compute/cpu/matmul.h"
+
 namespace parlab::compute::cpu {
 
 enum class GradWrite { kOverwrite, kAccumulate };
@@ -28,12 +30,14 @@ void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias,
                      const float* weight, int64_t B, int64_t C, int64_t OC);
 
 // The same with bf16 inputs (raw bf16 bits) and fp32 accumulation and outputs (precision=mixed;
-// needs bf16_supported() from matmul.h). No dbias: bias gradients are summed from the fp32
-// upstream gradient (bias_backward, or the fused GELU backward).
-void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int64_t B,
-                         int64_t C, int64_t OC);
+// needs bf16_supported() from matmul.h), on the weight prepared for each product
+// (prepare_weight_bf16: `weight` for the forward, `weight_t` for the input gradient, both of the
+// layer's (OC, C) weight; weight_t is unread when dinp is null). No dbias: bias gradients are
+// summed from the fp32 upstream gradient (bias_backward, or the fused GELU backward).
+void linear_forward_bf16(float* out, const uint16_t* inp, const PreparedWeightBf16& weight, const float* bias,
+                         int64_t B, int64_t C, int64_t OC);
 void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const uint16_t* dout, const uint16_t* inp,
-                          const uint16_t* weight, int64_t B, int64_t C, int64_t OC);
+                          const PreparedWeightBf16& weight_t, int64_t B, int64_t C, int64_t OC);
 
 // dbias (OC) += sum_b dout[b, :], rows in order (the same bits as linear_backward's).
 void bias_backward(float* dbias, const float* dout, int64_t B, int64_t OC);

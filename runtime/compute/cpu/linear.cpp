@@ -35,16 +35,16 @@ void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias,
   if (dbias != nullptr) bias_backward(dbias, dout, B, OC);
 }
 
-void linear_forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int64_t B,
-                         int64_t C, int64_t OC) {
+void linear_forward_bf16(float* out, const uint16_t* inp, const PreparedWeightBf16& weight, const float* bias,
+                         int64_t B, int64_t C, int64_t OC) {
   if (B == 0) return;
   gemm_bf16(forward_shape(B, C, OC), inp, weight, out, bias);
 }
 
 void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const uint16_t* dout, const uint16_t* inp,
-                          const uint16_t* weight, int64_t B, int64_t C, int64_t OC) {
+                          const PreparedWeightBf16& weight_t, int64_t B, int64_t C, int64_t OC) {
   if (B == 0) return;
-  if (dinp != nullptr) gemm_bf16(dinp_shape(B, C, OC, write), dout, weight, dinp);
+  if (dinp != nullptr) gemm_bf16(dinp_shape(B, C, OC, write), dout, weight_t, dinp);
   gemm_bf16(dweight_shape(B, C, OC), dout, inp, dweight);
 }
 

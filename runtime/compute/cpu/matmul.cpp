@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -196,6 +197,49 @@ void onednn_gemm_f32(const GemmShape& s, const float* A, const float* B, float* 
   onednn().run(s, false, A, B, C, bias);
 }
 
+// The primitive with its weights in format_tag::any, and the packed weights it chose (owned).
+struct OneDnnPackedB::Impl {
+  dnnl::matmul primitive;
+  dnnl::memory a, b, c;
+};
+
+OneDnnPackedB::OneDnnPackedB(const GemmShape& s, bool bf16, const void* B) : impl_(std::make_unique<Impl>()) {
+  if (bf16) require_bf16();
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  OneDnn& d = onednn();
+  const dt in = bf16 ? dt::bf16 : dt::f32;
+  const dnnl::memory::desc a({s.M, s.K}, in, s.trans_a ? dims{1, s.M} : dims{s.K, 1});
+  const dnnl::memory::desc plain_b({s.K, s.N}, in, s.trans_b ? dims{1, s.K} : dims{s.N, 1});
+  const dnnl::memory::desc any_b({s.K, s.N}, in, dnnl::memory::format_tag::any);
+  const dnnl::memory::desc c({s.M, s.N}, dt::f32, dims{s.N, 1});
+  dnnl::primitive_attr attr;
+  if (s.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, any_b, c), attr, d.engine);
+  impl_->primitive = dnnl::matmul(pd);
+  impl_->a = dnnl::memory(a, d.engine, DNNL_MEMORY_NONE);
+  impl_->b = dnnl::memory(pd.weights_desc(), d.engine);  // allocated by oneDNN, held here
+  impl_->c = dnnl::memory(c, d.engine, DNNL_MEMORY_NONE);
+  dnnl::memory source(plain_b, d.engine, const_cast<void*>(B));
+  dnnl::reorder(source, impl_->b).execute(d.stream, source, impl_->b);
+  d.stream.wait();
+}
+
+OneDnnPackedB::~OneDnnPackedB() = default;
+
+void OneDnnPackedB::gemm(const void* A, float* C) const {
+  impl_->a.set_data_handle(const_cast<void*>(A));
+  impl_->c.set_data_handle(C);
+  OneDnn& d = onednn();
+  impl_->primitive.execute(d.stream,
+                           {{DNNL_ARG_SRC, impl_->a}, {DNNL_ARG_WEIGHTS, impl_->b}, {DNNL_ARG_DST, impl_->c}});
+  d.stream.wait();
+}
+
 void onednn_gemm_f32_panels(const GemmShape& s, const float* A, const float* B, float* C, const float* bias) {
   if (s.trans_a || s.trans_b) throw RuntimeError("onednn_gemm_f32_panels: the panel route takes untransposed operands");
   run_panels(s, A, B, C, bias);
@@ -249,6 +293,10 @@ namespace {
 }  // namespace
 
 void onednn_gemm_f32(const GemmShape&, const float*, const float*, float*, const float*) { no_onednn(); }
+struct OneDnnPackedB::Impl {};
+OneDnnPackedB::OneDnnPackedB(const GemmShape&, bool, const void*) { no_onednn(); }
+OneDnnPackedB::~OneDnnPackedB() = default;
+void OneDnnPackedB::gemm(const void*, float*) const { no_onednn(); }
 void onednn_gemm_bf16(const GemmShape&, const uint16_t*, const uint16_t*, float*, const float*) { no_onednn(); }
 void onednn_gemm_f32_transposed(const GemmShape&, const float*, const float*, float*, const float*) { no_onednn(); }
 void onednn_gemm_f32_panels(const GemmShape&, const float*, const float*, float*, const float*) { no_onednn(); }
@@ -273,6 +321,29 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* 
   onednn_gemm_bf16(s, A, B, C, bias);
 }
 
+PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use) {
+  if (use == WeightUse::kForward)
+    to_bf16(out, W, OC * C);
+  else
+    to_bf16_transposed(out, W, OC, C);
+  return {.data = out, .OC = OC, .C = C, .use = use};
+}
+
+// Both prepared layouts store op(B) transposed: W (OC, C) is the forward's op(B) = W^T read
+// transposed, W^T (C, OC) the input gradient's op(B) = W read transposed. So the product is the
+// plain one on that storage, routed by its shape like any other.
+void gemm_bf16(const GemmShape& s, const uint16_t* A, const PreparedWeightBf16& w, float* C, const float* bias) {
+  const bool forward = w.use == WeightUse::kForward;
+  const bool matches =
+      !s.trans_a && (forward ? s.trans_b && s.K == w.C && s.N == w.OC : !s.trans_b && s.K == w.OC && s.N == w.C);
+  if (!matches)
+    throw RuntimeError(std::string("gemm_bf16: the shape is not the ") + (forward ? "forward" : "input-gradient") +
+                       " product of the prepared " + std::to_string(w.OC) + " x " + std::to_string(w.C) + " weight");
+  GemmShape stored = s;
+  stored.trans_b = true;
+  gemm_bf16(stored, A, w.data, C, bias);
+}
+
 // Measured on the lab's shapes (bench_gemm and bench_model, one Sapphire Rapids core, oneDNN 2.6,
 // OpenBLAS 0.3.21): the forward product (M the microbatch, N a layer's width, the weight read
 // transposed) runs 15-40% faster computed as C^T, where oneDNN streams the weight as the wide
@@ -283,6 +354,22 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* 
 // 93-102 GFLOP/s, panels of 128 rows at 62-74); the fp32 weight-gradient product (its
 // reduction is the microbatch) runs ~25% faster in OpenBLAS than in oneDNN. bf16 weight
 // gradients stay on oneDNN: Debian's OpenBLAS 0.3.21 has no bf16 GEMM.
+//
+// Prepared bf16 weights (issue 35; a 2-core Sapphire Rapids VM with AMX, shared, load 0.6-1.7,
+// oneDNN's brg:avx512_core_amx_bf16; the lab's 16 block weights in turn, so each comes from
+// memory as in a step; microbatch 64, thread CPU time, median of 9 rounds, two runs): the input
+// gradient on a plain bf16 W runs at 103-108 GFLOP/s (oneDNN repacks 8 MB per call), on oneDNN's
+// own layout packed ahead at 133-138, on W^T as C^T (the prepared layout) at 148-156; the
+// forward as C^T on W at 140-161, on oneDNN's packed layout at 135-140. Preparing W^T is one
+// streaming pass, 3 ms a weight like to_bf16's, where to_bf16 and oneDNN's reorder take 3x that.
+// With one shape's weight reused (bench_gemm's second table) oneDNN's packed layout can come out
+// ahead (fc1's input gradient 135 against 109), not in a step: there bench_model's mixed
+// input-gradient products went from 0.67 to 0.50 s. So both prepared products take the
+// transposed route by their stored shape (a trans_b product, M = 64, N >= 8 M). A head-sized
+// input gradient (K = 16) would crawl on it (10-15 GFLOP/s): the head stays fp32, never prepared.
+// fp32's input gradient on an fp32 W^T runs at 80-81 against 51-55 in panels and 75-76 packed,
+// but that is a second fp32 copy of every block weight, which the fp32 ledger (4 B a parameter,
+// PyTorch's) does not have: left as the panels.
 GemmRoute f32_route(const GemmShape& s) {
   if (matmul_backend_name() == "OpenBLAS sgemm") return GemmRoute::kOpenBlas;
   if (s.trans_a && s.K <= kSmallDim) return GemmRoute::kOpenBlas;

@@ -8,6 +8,7 @@
 // bf16 products (precision=mixed) take bf16 inputs and accumulate in fp32 into an fp32 output;
 // they need oneDNN and a CPU with AVX512-BF16 (bf16_supported()), and throw RuntimeError elsewhere.
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 namespace parlab::compute::cpu {
@@ -36,6 +37,34 @@ std::string_view bf16_unsupported_reason();
 // (exact). n may be 0.
 void to_bf16(uint16_t* out, const float* in, int64_t n);
 void from_bf16(float* out, const uint16_t* in, int64_t n);
+// The same rounding into the transpose: out (cols, rows), out[c * rows + r] = bf16(in[r * cols + c]),
+// each element the bits to_bf16 gives it. Written with streaming stores where the CPU has AVX-512
+// (one pass over memory, as fast as to_bf16 on the lab's weights); any shape.
+void to_bf16_transposed(uint16_t* out, const float* in, int64_t rows, int64_t cols);
+
+// ---- A weight prepared once for the products that read it every microbatch -----------------
+// A linear layer's weight W (OC, C) enters two products per microbatch (linear.cpp):
+//   forward  out (B, OC)      = inp (B, C) @ W^T (+ bias)
+//   dinp     dinp (B, C)  (=|+=) dout (B, OC) @ W
+// Mixed precision rounds W to bf16 once per step anyway; prepare_weight_bf16 writes that copy in
+// the layout the product's route reads without repacking it (matmul.cpp says which, measured):
+// for the forward W (OC, C) as stored, for the input gradient W^T (C, OC), each the wide left
+// operand of the transposed route. A product on a plain bf16 weight repacks it on every call.
+enum class WeightUse { kForward, kInputGrad };
+struct PreparedWeightBf16 {
+  const uint16_t* data = nullptr;  // OC x C bf16 elements in the layout of `use` (no padding)
+  int64_t OC = 0, C = 0;
+  WeightUse use = WeightUse::kForward;
+};
+// Fills out (OC x C elements) from the fp32 W (OC, C) for `use`, each element rounded as to_bf16
+// rounds it, and returns the view of it.
+PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use);
+// The product of s with op(B) the prepared weight: s as linear.cpp states the product (forward:
+// M = B, N = OC, K = C, trans_b; input gradient: M = B, N = C, K = OC, untransposed), checked
+// against w (RuntimeError on a shape or use that does not match). bf16 A, fp32 accumulation and
+// C; the same bits run to run, and gemm_bf16's result on the plain copy up to fp32 rounding.
+void gemm_bf16(const GemmShape& s, const uint16_t* A, const PreparedWeightBf16& w, float* C,
+               const float* bias = nullptr);
 
 // How gemm_f32 / gemm_bf16 run a product, chosen per shape by measurement (matmul.cpp says which
 // and why): oneDNN as stated, oneDNN computing C^T = op(B)^T op(A)^T and transposing it into C
@@ -60,5 +89,23 @@ void onednn_gemm_bf16_transposed(const GemmShape& s, const uint16_t* A, const ui
 // k0; the same result as onednn_gemm_f32 up to rounding. Throws RuntimeError on a transposed
 // operand.
 void onednn_gemm_f32_panels(const GemmShape& s, const float* A, const float* B, float* C, const float* bias = nullptr);
+// oneDNN packing op(B) ahead in the layout its primitive prefers (the weights memory in
+// format_tag::any, reordered from B once), then products on it: what the prepared weights above
+// were measured against (bench_gemm). No bias. Throws RuntimeError without oneDNN (and without
+// bf16 matmuls for bf16).
+class OneDnnPackedB {
+ public:
+  // B: fp32, or raw bf16 bits when bf16, stored as s says.
+  OneDnnPackedB(const GemmShape& s, bool bf16, const void* B);
+  ~OneDnnPackedB();
+  OneDnnPackedB(const OneDnnPackedB&) = delete;
+  OneDnnPackedB& operator=(const OneDnnPackedB&) = delete;
+  // C (=|+=) op(A) @ op(B), A as s stores it (fp32, or bf16 bits when bf16).
+  void gemm(const void* A, float* C) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace parlab::compute::cpu

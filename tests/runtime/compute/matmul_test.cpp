@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "base/errors.h"
 #include "runtime/compute/blas_threads.h"
+#include "runtime/compute/cpu/bf16.h"
 #include "runtime/compute/counter_rng.h"
 #include "tests/runtime/compute/random_vector.h"
 #include "runtime/compute/cpu/kernels.h"
@@ -149,6 +151,8 @@ TEST_F(MatmulTest, LabShapesTakeTheMeasuredRoutes) {
   EXPECT_EQ(f32_route(head), GemmRoute::kDirect);
   EXPECT_EQ(bf16_route(forward), GemmRoute::kTransposed);
   EXPECT_EQ(bf16_route(dinp), GemmRoute::kDirect);
+  // The input gradient on its prepared weight reads W^T (C, OC) transposed: the transposed route.
+  EXPECT_EQ(bf16_route({.M = 64, .N = 1024, .K = 4096, .trans_b = true, .accumulate = true}), GemmRoute::kTransposed);
   EXPECT_EQ(bf16_route(dweight), GemmRoute::kDirect);
   // and gemm_f32 gives exactly what its route gives
   for (const GemmShape& s : {forward, dinp, dweight}) {
@@ -207,6 +211,100 @@ TEST_F(MatmulTest, Bf16RoundsToNearestEvenLikeTheHardware) {
   std::vector<float> back(in.size());
   from_bf16(back.data(), out.data(), static_cast<int64_t>(out.size()));
   EXPECT_EQ(back[2], 1.0f + 0x1p-6f);
+  // The same values, denormals too, on every lane of to_bf16's vector path and in its tail: the
+  // bits of the scalar rounding (bf16.h).
+  auto many = random_vector(16 * 8 + 5, 47);
+  for (size_t i = 0; i < many.size(); ++i)
+    if (i % 3 == 0) many[i] = i % 2 ? 0x1p-140f * float(i) : in[i / 3 % in.size()];
+  std::vector<uint16_t> lanes(many.size());
+  to_bf16(lanes.data(), many.data(), static_cast<int64_t>(many.size()));
+  for (size_t i = 0; i < many.size(); ++i) EXPECT_EQ(lanes[i], bf16_from_float(many[i])) << "element " << i;
+}
+
+// The transposing conversion against to_bf16 then a plain transpose, bit for bit: shapes the
+// AVX-512 kernel covers (rows a multiple of 32, whole and ragged column blocks), at every output
+// alignment (its streaming stores start at the first 64-byte boundary; the rows before it, and
+// the ragged columns, go element-wise), and shapes only the element-wise path takes; values
+// include ties, NaN, infinities and denormals.
+TEST_F(MatmulTest, TransposedBf16ConversionGivesToBf16sBitsTransposed) {
+  const float specials[] = {
+      1.0f + 0x1p-8f, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity(), 0x1p-130f,
+      -0.0f,          std::numeric_limits<float>::max()};
+  struct Case {
+    int64_t rows, cols;
+  };
+  for (const Case c : {Case{96, 40}, Case{64, 48}, Case{32, 16}, Case{7, 33}, Case{40, 17}, Case{0, 5}, Case{5, 0}}) {
+    auto in = random_vector(c.rows * c.cols, 41);
+    for (size_t i = 0; i < std::size(specials) && i < in.size(); ++i) in[i * 7 % in.size()] = specials[i];
+    std::vector<uint16_t> plain(in.size());
+    to_bf16(plain.data(), in.data(), static_cast<int64_t>(in.size()));
+    for (int64_t shift = 0; shift < 32; ++shift) {
+      std::vector<uint16_t> buffer(in.size() + 32, 0xdead);
+      uint16_t* out = buffer.data() + shift;
+      to_bf16_transposed(out, in.data(), c.rows, c.cols);
+      int64_t wrong = 0;
+      for (int64_t r = 0; r < c.rows; ++r)
+        for (int64_t k = 0; k < c.cols; ++k) wrong += out[k * c.rows + r] != plain[r * c.cols + k];
+      for (int64_t i = 0; i < shift; ++i) wrong += buffer[i] != 0xdead;  // nothing written outside
+      for (size_t i = shift + in.size(); i < buffer.size(); ++i) wrong += buffer[i] != 0xdead;
+      EXPECT_EQ(wrong, 0) << c.rows << " x " << c.cols << " at +" << shift << " elements";
+    }
+  }
+}
+
+// A linear layer's two products on its prepared weight (forward on W, the input gradient on W^T)
+// against the naive double product of the rounded inputs, the same bits run to run, and a shape
+// that is not the prepared weight's refused.
+TEST_F(MatmulTest, ProductsOnAPreparedWeightMatchNaiveDoubleAndRepeatBitForBit) {
+  if (!bf16_supported()) GTEST_SKIP() << bf16_unsupported_reason();
+  for (const auto& [B, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{5, 40, 96}, {6, 96, 40}, {3, 17, 9}}) {
+    const auto W = random_vector(OC * C, 42), inp = random_vector(B * C, 43), dout = random_vector(B * OC, 44);
+    const auto bias = random_vector(OC, 45), dinp0 = random_vector(B * C, 46);
+    std::vector<uint16_t> fwd_copy(W.size()), dinp_copy(W.size()), inp16(inp.size()), dout16(dout.size());
+    const PreparedWeightBf16 w = prepare_weight_bf16(fwd_copy.data(), W.data(), OC, C, WeightUse::kForward);
+    const PreparedWeightBf16 wt = prepare_weight_bf16(dinp_copy.data(), W.data(), OC, C, WeightUse::kInputGrad);
+    to_bf16(inp16.data(), inp.data(), B * C);
+    to_bf16(dout16.data(), dout.data(), B * OC);
+    std::vector<float> Wr(W.size()), inpr(inp.size()), doutr(dout.size());
+    from_bf16(Wr.data(), fwd_copy.data(), OC * C);
+    from_bf16(inpr.data(), inp16.data(), B * C);
+    from_bf16(doutr.data(), dout16.data(), B * OC);
+    const GemmShape forward{.M = B, .N = OC, .K = C, .trans_b = true};
+    const GemmShape dinp{.M = B, .N = C, .K = OC, .accumulate = true};
+    std::vector<float> out(B * OC), out2(B * OC), g = dinp0, g2 = dinp0;
+    gemm_bf16(forward, inp16.data(), w, out.data(), bias.data());
+    gemm_bf16(dinp, dout16.data(), wt, g.data());
+    EXPECT_LT(max_rel_diff(out, naive(forward, inpr, Wr, out, bias.data())), 1e-5) << B << "," << C << "," << OC;
+    EXPECT_LT(max_rel_diff(g, naive(dinp, doutr, Wr, dinp0, nullptr)), 1e-5) << B << "," << C << "," << OC;
+    gemm_bf16(forward, inp16.data(), w, out2.data(), bias.data());
+    gemm_bf16(dinp, dout16.data(), wt, g2.data());
+    EXPECT_TRUE(bitwise_equal(out, out2));
+    EXPECT_TRUE(bitwise_equal(g, g2));
+    EXPECT_THROW(gemm_bf16(dinp, dout16.data(), w, g2.data()), RuntimeError);       // the forward's layout
+    EXPECT_THROW(gemm_bf16(forward, inp16.data(), wt, out2.data()), RuntimeError);  // the input gradient's
+  }
+}
+
+// oneDNN's own packed layout (bench_gemm's comparison) computes the same product.
+TEST_F(MatmulTest, OneDnnPackedWeightGivesTheProduct) {
+  if (matmul_backend_name() == "OpenBLAS sgemm") GTEST_SKIP() << "built without oneDNN";
+  for (const GemmShape& s : {GemmShape{.M = 5, .N = 70, .K = 23, .trans_b = true},
+                             GemmShape{.M = 6, .N = 40, .K = 96, .accumulate = true}}) {
+    const auto A = random_vector(s.M * s.K, 48), B = random_vector(s.K * s.N, 49), C0 = random_vector(s.M * s.N, 50);
+    std::vector<float> C = C0;
+    OneDnnPackedB(s, false, B.data()).gemm(A.data(), C.data());
+    EXPECT_LT(max_rel_diff(C, naive(s, A, B, C0, nullptr)), 1e-5) << "fp32 tb=" << s.trans_b;
+    if (!bf16_supported()) continue;
+    std::vector<uint16_t> Ab(A.size()), Bb(B.size());
+    to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
+    to_bf16(Bb.data(), B.data(), static_cast<int64_t>(B.size()));
+    std::vector<float> Ar(A.size()), Br(B.size());
+    from_bf16(Ar.data(), Ab.data(), static_cast<int64_t>(Ab.size()));
+    from_bf16(Br.data(), Bb.data(), static_cast<int64_t>(Bb.size()));
+    std::vector<float> Cb = C0;
+    OneDnnPackedB(s, true, Bb.data()).gemm(Ab.data(), Cb.data());
+    EXPECT_LT(max_rel_diff(Cb, naive(s, Ar, Br, C0, nullptr)), 1e-5) << "bf16 tb=" << s.trans_b;
+  }
 }
 
 TEST_F(MatmulTest, Bf16ProductAccumulatesInFp32OnRoundedInputs) {

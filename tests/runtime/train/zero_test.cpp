@@ -78,8 +78,8 @@ class ZeroStageTest : public ::testing::TestWithParam<std::tuple<int, std::strin
 // Bytes a rank of 4 must hold per category, by hand from the shape (n parameters, w of them the
 // blocks' weight matrices; the tiny model's n divides by 4, so shards are exact):
 //   fp32    parameters 4n (ZeRO-3: 4n/4), gradients 4n (ZeRO-2/3: 4n/4), AdamW moments 8n (ZeRO-1+: 8n/4)
-//   mixed   parameters = the bf16 weight copies 2w (ZeRO-3: none persist, they are made from each
-//           gathered layer), gradients fp32 as above, optimizer = fp32 master 4n (ZeRO-3: 4n/4)
+//   mixed   parameters = the bf16 weight copies 2 x 2w, W and W^T (ZeRO-3: none persist, they are
+//           made from each gathered layer), gradients fp32 as above, optimizer = fp32 master 4n (ZeRO-3: 4n/4)
 //           + moments as above
 struct StateBytesByHand {
   int64_t params = 0, grads = 0, optimizer = 0;
@@ -92,7 +92,7 @@ StateBytesByHand by_hand(const model::MlpShape& s, int zero, bool mixed) {
   b.grads = 4 * n / (zero >= 2 ? dp : 1);
   const int64_t moments = 8 * n / (zero >= 1 ? dp : 1);
   if (mixed) {
-    b.params = zero >= 3 ? 0 : 2 * w;
+    b.params = zero >= 3 ? 0 : 2 * 2 * w;
     b.optimizer = 4 * n / (zero >= 3 ? dp : 1) + moments;
   } else {
     b.params = 4 * n / (zero >= 3 ? dp : 1);
