@@ -1,7 +1,8 @@
+#include <algorithm>
 #include <cmath>
 
-#include "runtime/compute/cpu/bf16.h"
 #include "runtime/compute/cpu/kernels.h"
+#include "runtime/compute/cpu/matmul.h"
 #include "runtime/compute/gelu_math.h"
 
 namespace parlab::compute::cpu {
@@ -46,27 +47,34 @@ void gelu_bias_backward(float* dpre, GradWrite write, float* dbias, const float*
   }
 }
 
-PARLAB_VECTOR_CLONES
+// The bf16 kernels are the fp32 ones with conversions around them, a block at a time (what the
+// tests hold them to, bit for bit): as one fused loop GCC vectorised the mix of 16- and 32-bit
+// lanes in 256-bit registers only, and it ran 2.5x (forward) and 1.9x (backward) the fp32
+// kernel's time; in blocks the math runs in the fp32 kernels' 512-bit loops and the conversions
+// in to_bf16's (64 x 4096, one call, on the 2-core Sapphire Rapids VM: forward 0.74 -> 0.41 ms,
+// backward 0.77 -> 0.48 ms; fp32's 0.26 and 0.37). A block of 512 floats stays in L1.
+constexpr int64_t kBf16Block = 512;
+
 void gelu_forward_bf16(uint16_t* pre, uint16_t* post, const float* pre_f32, int64_t N) {
-  for (int64_t i = 0; i < N; ++i) {
-    pre[i] = bf16_from_float(pre_f32[i]);
-    post[i] = bf16_from_float(gelu_value(pre_f32[i]));
+  float post_f32[kBf16Block];
+  to_bf16(pre, pre_f32, N);
+  for (int64_t i = 0; i < N; i += kBf16Block) {
+    const int64_t n = std::min(kBf16Block, N - i);
+    gelu_forward(post_f32, pre_f32 + i, n);
+    to_bf16(post + i, post_f32, n);
   }
 }
 
-PARLAB_VECTOR_CLONES
 void gelu_bias_backward_bf16(uint16_t* dpre, float* dbias, const uint16_t* pre, const float* dpost, int64_t B,
                              int64_t N) {
-  for (int64_t b = 0; b < B; ++b) {
-    const uint16_t* x = pre + b * N;
-    const float* d = dpost + b * N;
-    uint16_t* out = dpre + b * N;
-    for (int64_t j = 0; j < N; ++j) {
-      const float g = gelu_derivative(float_from_bf16(x[j])) * d[j];
-      out[j] = bf16_from_float(g);
-      dbias[j] += g;
+  float x[kBf16Block], g[kBf16Block];
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < N; j += kBf16Block) {
+      const int64_t n = std::min(kBf16Block, N - j);
+      from_bf16(x, pre + b * N + j, n);
+      gelu_bias_backward(g, GradWrite::kOverwrite, dbias + j, x, dpost + b * N + j, 1, n);
+      to_bf16(dpre + b * N + j, g, n);
     }
-  }
 }
 
 }  // namespace parlab::compute::cpu
