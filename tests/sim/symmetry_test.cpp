@@ -21,8 +21,8 @@ void expect_same_with_and_without(const strategy::ModelSpec& model, const strate
   const auto plan = resolved(text, model, cluster, world);
   const auto programs = build_programs(model, plan);
   const auto sized = strategy::with_world(cluster, world);
-  ASSERT_EQ(tp_symmetry(programs, sized, {}, {}).replicas, plan.tp) << text << ": "
-                                                                     << tp_symmetry(programs, sized, {}, {}).reason;
+  ASSERT_EQ(tp_symmetry(programs, sized, {}, {}).replicas, plan.tp)
+      << text << ": " << tp_symmetry(programs, sized, {}, {}).reason;
   // Without a timeline simulate_plan builds position 0's programs only (simulate_symmetric); with
   // one it builds every program and replicates the raw run (execute_symmetric).
   for (const bool timeline : {false, true}) {
@@ -50,8 +50,9 @@ void expect_same_with_and_without(const strategy::ModelSpec& model, const strate
 TEST(Symmetry, PositionZeroStandsForEveryPositionBitForBit) {
   const auto cluster = testing::uniform_cluster(4, 8);
   const auto model = testing::mlp(8, 512, 2048, 16, 32);
-  for (const char* text : {"tp=4,pp=2,dp=4,microbatches=4", "tp=4,dp=8,zero=3,microbatches=2",
-                           "tp=4,pp=4,dp=2,zero=1,microbatches=8", "tp=4,dp=8,zero=2,microbatches=2", "tp=4,pp=2,dp=4,microbatches=4,schedule=gpipe"})
+  for (const char* text :
+       {"tp=4,pp=2,dp=4,microbatches=4", "tp=4,dp=8,zero=3,microbatches=2", "tp=4,pp=4,dp=2,zero=1,microbatches=8",
+        "tp=4,dp=8,zero=2,microbatches=2", "tp=4,pp=2,dp=4,microbatches=4,schedule=gpipe"})
     expect_same_with_and_without(model, cluster, text, 32);
 }
 
