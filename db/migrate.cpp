@@ -44,7 +44,10 @@ int migrate(Connection& connection, int target_version) {
   }
   const int found = connection.user_version();
   check_not_newer(connection, found, target_version);
-  check_is_ours(connection, found);
+  // Whether the file is ours is asked under the lock only (below): read here, a version of 0
+  // may be stale by the time the tables are counted -- another process may just have committed
+  // its first migration, tables and version together -- and a fresh file shared by processes
+  // that open it at once was refused as somebody else's.
   for (int version = found + 1; version <= target_version; ++version) {
     Transaction tx(connection);
     // Another process may have applied this step between our read and our lock.
