@@ -142,9 +142,12 @@ int main(int argc, char** argv) {
   const strategy::ClusterSpec sized = strategy::with_world(cluster, workers);
   std::printf(
       "bench_zero: %s (%.1f M parameters), %d workers (threads), %d measured step(s) after %d warm-up; "
-      "cluster %s%s; load average %s\n",
+      "cluster %s%s%s; load average %s\n",
       spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, cluster.name.c_str(),
       sized.serializes_comm_with_compute() ? " (ranks share the cores: comm and compute take turns)" : "",
+      cluster.calibrated ? ", calibrated on this machine"
+                         : ", the preset, NOT calibrated here (run `parlab calibrate` in this directory, or set "
+                           "PARLAB_RESULTS): the simulated columns below are not this machine's",
       bench::load_average().c_str());
   std::printf("%-7s %16s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms (spread)", "exposed", "idle",
               "comm busy", "model state", "peak", "vs DDP", "goal");
