@@ -81,6 +81,17 @@ void openblas_gemm_f32(const GemmShape& s, const float* A, const float* B, float
 #if PARLAB_HAVE_DNNL
 namespace {
 
+// C = op(A) op(B) + bias + C when the shape accumulates: oneDNN's sum post-op, one pass over C.
+dnnl::primitive_attr accumulate_attr(const GemmShape& s) {
+  dnnl::primitive_attr attr;
+  if (s.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
 // One engine and stream per thread (a rank), and the primitives it has built, by shape. Building
 // a matmul primitive takes ~0.1 ms (it JIT-compiles its kernel); a step runs the same dozen
 // shapes thousands of times.
@@ -116,13 +127,7 @@ struct OneDnn {
     const dnnl::memory::desc c({s.M, s.N}, dt::f32, dims{s.N, 1});
     const dnnl::memory::desc bias_md =
         bias ? dnnl::memory::desc({1, s.N}, dt::f32, dims{s.N, 1}) : dnnl::memory::desc();
-    dnnl::primitive_attr attr;
-    if (s.accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);  // C = op(A) op(B) + bias + C, one pass over C
-      attr.set_post_ops(ops);
-    }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias_md, c), attr, engine);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias_md, c), accumulate_attr(s), engine);
     Entry e{dnnl::matmul(pd), dnnl::memory(a, engine, DNNL_MEMORY_NONE), dnnl::memory(b, engine, DNNL_MEMORY_NONE),
             dnnl::memory(c, engine, DNNL_MEMORY_NONE),
             bias ? dnnl::memory(bias_md, engine, DNNL_MEMORY_NONE) : dnnl::memory()};
@@ -213,13 +218,7 @@ OneDnnPackedB::OneDnnPackedB(const GemmShape& s, bool bf16, const void* B) : imp
   const dnnl::memory::desc plain_b({s.K, s.N}, in, s.trans_b ? dims{1, s.K} : dims{s.N, 1});
   const dnnl::memory::desc any_b({s.K, s.N}, in, dnnl::memory::format_tag::any);
   const dnnl::memory::desc c({s.M, s.N}, dt::f32, dims{s.N, 1});
-  dnnl::primitive_attr attr;
-  if (s.accumulate) {
-    dnnl::post_ops ops;
-    ops.append_sum(1.0f);
-    attr.set_post_ops(ops);
-  }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, any_b, c), attr, d.engine);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, any_b, c), accumulate_attr(s), d.engine);
   impl_->primitive = dnnl::matmul(pd);
   impl_->a = dnnl::memory(a, d.engine, DNNL_MEMORY_NONE);
   impl_->b = dnnl::memory(pd.weights_desc(), d.engine);  // allocated by oneDNN, held here

@@ -47,6 +47,19 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<double>& b) {
   return worst;
 }
 
+// x rounded to bf16: the bits the bf16 products take, and their exact fp32 values (what a
+// reference on the rounded inputs multiplies).
+struct Bf16Rounded {
+  std::vector<uint16_t> bits;
+  std::vector<float> values;
+};
+Bf16Rounded bf16_rounded(const std::vector<float>& x) {
+  Bf16Rounded r{std::vector<uint16_t>(x.size()), std::vector<float>(x.size())};
+  to_bf16(r.bits.data(), x.data(), static_cast<int64_t>(x.size()));
+  from_bf16(r.values.data(), r.bits.data(), static_cast<int64_t>(x.size()));
+  return r;
+}
+
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -103,12 +116,8 @@ TEST_F(MatmulTest, TransposedRouteMatchesNaiveDoubleForEveryTransposeAndMode) {
       EXPECT_LT(max_rel_diff(C, naive(s, A, B, C0, with_bias ? bias.data() : nullptr)), 1e-5)
           << "ta=" << s.trans_a << " tb=" << s.trans_b << " acc=" << s.accumulate << " bias=" << with_bias;
       if (!bf16_supported()) continue;
-      std::vector<uint16_t> Ab(A.size()), Bb(B.size());
-      to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
-      to_bf16(Bb.data(), B.data(), static_cast<int64_t>(B.size()));
-      std::vector<float> Ar(A.size()), Br(B.size());
-      from_bf16(Ar.data(), Ab.data(), static_cast<int64_t>(Ab.size()));
-      from_bf16(Br.data(), Bb.data(), static_cast<int64_t>(Bb.size()));
+      const auto [Ab, Ar] = bf16_rounded(A);
+      const auto [Bb, Br] = bf16_rounded(B);
       std::vector<float> Cb = C0;
       onednn_gemm_bf16_transposed(s, Ab.data(), Bb.data(), Cb.data(), with_bias ? bias.data() : nullptr);
       EXPECT_LT(max_rel_diff(Cb, naive(s, Ar, Br, C0, with_bias ? bias.data() : nullptr)), 1e-5)
@@ -295,12 +304,8 @@ TEST_F(MatmulTest, OneDnnPackedWeightGivesTheProduct) {
     OneDnnPackedB(s, false, B.data()).gemm(A.data(), C.data());
     EXPECT_LT(max_rel_diff(C, naive(s, A, B, C0, nullptr)), 1e-5) << "fp32 tb=" << s.trans_b;
     if (!bf16_supported()) continue;
-    std::vector<uint16_t> Ab(A.size()), Bb(B.size());
-    to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
-    to_bf16(Bb.data(), B.data(), static_cast<int64_t>(B.size()));
-    std::vector<float> Ar(A.size()), Br(B.size());
-    from_bf16(Ar.data(), Ab.data(), static_cast<int64_t>(Ab.size()));
-    from_bf16(Br.data(), Bb.data(), static_cast<int64_t>(Bb.size()));
+    const auto [Ab, Ar] = bf16_rounded(A);
+    const auto [Bb, Br] = bf16_rounded(B);
     std::vector<float> Cb = C0;
     OneDnnPackedB(s, true, Bb.data()).gemm(Ab.data(), Cb.data());
     EXPECT_LT(max_rel_diff(Cb, naive(s, Ar, Br, C0, nullptr)), 1e-5) << "bf16 tb=" << s.trans_b;
@@ -312,14 +317,10 @@ TEST_F(MatmulTest, Bf16ProductAccumulatesInFp32OnRoundedInputs) {
   for (const GemmShape& s : shapes()) {
     const auto A = random_vector(s.M * s.K, 8), B = random_vector(s.K * s.N, 9), bias = random_vector(s.N, 10);
     const auto C0 = random_vector(s.M * s.N, 11);
-    std::vector<uint16_t> Ab(A.size()), Bb(B.size());
-    to_bf16(Ab.data(), A.data(), static_cast<int64_t>(A.size()));
-    to_bf16(Bb.data(), B.data(), static_cast<int64_t>(B.size()));
     // Reference: the exact products of the rounded inputs, summed in double. With fp32
     // accumulation the result is within fp32 rounding of it (a bf16 accumulator would be ~1e-2 off).
-    std::vector<float> Ar(A.size()), Br(B.size());
-    from_bf16(Ar.data(), Ab.data(), static_cast<int64_t>(Ab.size()));
-    from_bf16(Br.data(), Bb.data(), static_cast<int64_t>(Bb.size()));
+    const auto [Ab, Ar] = bf16_rounded(A);
+    const auto [Bb, Br] = bf16_rounded(B);
     std::vector<float> C = C0;
     gemm_bf16(s, Ab.data(), Bb.data(), C.data(), bias.data());
     EXPECT_LT(max_rel_diff(C, naive(s, Ar, Br, C0, bias.data())), 1e-5)
