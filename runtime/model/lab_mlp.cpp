@@ -54,6 +54,7 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, std::vector<LayerChunk> chu
     previous_end = c.end;
   }
   compute::pin_blas_to_one_thread();
+  keep_freed_memory();
   if (tp_.size > 1) tp_zero_bias_.assign(static_cast<size_t>(layout_.shape().hidden), 0.0f);
   // Positions: the chunks' tensors one after the other from the first chunk's offset.
   pos_.assign(layout_.tensors().size(), -1);

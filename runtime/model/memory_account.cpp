@@ -1,5 +1,9 @@
 #include "runtime/model/memory_account.h"
 
+#include <malloc.h>
+
+#include <mutex>
+
 namespace parlab::model {
 namespace {
 
@@ -9,6 +13,14 @@ void raise_to(std::atomic<int64_t>& peak, int64_t value) {
 }
 
 }  // namespace
+
+void keep_freed_memory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  });
+}
 
 std::string_view to_string(MemoryCategory c) {
   switch (c) {

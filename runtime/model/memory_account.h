@@ -55,6 +55,19 @@ class MemoryAccount {
   std::atomic<int64_t> total_{0}, peak_total_{0};
 };
 
+// Makes this process keep the memory it frees for its next allocations (once; idempotent). A
+// rank frees its microbatches' activations and backward scratch (1 MB buffers at the lab's
+// shapes) and allocates them again every microbatch. With glibc's defaults a freed buffer goes
+// back to the OS, by munmap above a threshold that adapts to the process's history or by
+// trimming the heap's top, and the next microbatch faults every page in again: an fp32 lab-mlp
+// step faulted 18k pages, 0.43 s of its 2.18 s (bench_model, issue 35), and how much depended on
+// what the process had freed before, so a profile and a training run of the same shapes in two
+// processes disagreed by up to 30% (issue 30). Buffers below 32 MiB (glibc's largest mmap
+// threshold) now come from the heap, and the heap returns memory only above 1 GiB free at its
+// top; model state (parameters, gradients, moments: larger) is still mapped on its own. What a
+// rank holds at its peak is unchanged: freed memory is reused, not added to.
+void keep_freed_memory();
+
 template <typename T>
 class CountingAllocator {
  public:

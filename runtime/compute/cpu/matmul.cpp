@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <string>
@@ -272,7 +273,11 @@ void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, cons
   }
 }
 
-std::string_view matmul_backend_name() { return "oneDNN 2.6 matmul (fp32 weight gradients: OpenBLAS sgemm)"; }
+std::string_view matmul_backend_name() {
+  static const std::string name =
+      openblas_runs_avx512() ? "oneDNN 2.6 matmul (fp32 weight gradients: OpenBLAS sgemm)" : "oneDNN 2.6 matmul";
+  return name;
+}
 
 bool bf16_supported() {
   static const bool supported = cpu_has_avx512_bf16();
@@ -369,9 +374,26 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const PreparedWeightBf16& 
 // fp32's input gradient on an fp32 W^T runs at 80-81 against 51-55 in panels and 75-76 packed,
 // but that is a second fp32 copy of every block weight, which the fp32 ledger (4 B a parameter,
 // PyTorch's) does not have: left as the panels.
+//
+// The fp32 weight gradient goes to OpenBLAS only where OpenBLAS runs an AVX-512 kernel. On a Zen 5
+// core (2-core VM, issue 35) Debian's OpenBLAS 0.3.21 runs its Haswell (AVX2) kernels: the lab's
+// weight gradients at 84-90 GFLOP/s there, in oneDNN at 187-192 (bench_gemm), and bench_model's
+// fp32 step spent 0.70-0.87 s of 1.63-1.99 in them. The choice is the machine's, not a
+// measurement's, so every run on one machine takes the same route (the same bits).
+bool openblas_runs_avx512() {
+  static const bool avx512 = [] {
+    std::string core = openblas_get_corename();
+    std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (core.find(k) != std::string::npos) return true;
+    return false;
+  }();
+  return avx512;
+}
+
 GemmRoute f32_route(const GemmShape& s) {
   if (matmul_backend_name() == "OpenBLAS sgemm") return GemmRoute::kOpenBlas;
-  if (s.trans_a && s.K <= kSmallDim) return GemmRoute::kOpenBlas;
+  if (s.trans_a && s.K <= kSmallDim) return openblas_runs_avx512() ? GemmRoute::kOpenBlas : GemmRoute::kDirect;
   if (!s.trans_a && !s.trans_b && s.M <= kSmallDim && s.K >= 2 * kPanelRows) return GemmRoute::kPanels;
   return small_m_wide_n(s) ? GemmRoute::kTransposed : GemmRoute::kDirect;
 }

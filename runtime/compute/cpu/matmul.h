@@ -26,7 +26,8 @@ void gemm_f32(const GemmShape& s, const float* A, const float* B, float* C, cons
 // bf16 inputs (raw bf16 bits), fp32 accumulation and output. bias (fp32) may be null.
 void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias = nullptr);
 
-// What gemm_f32 runs: "oneDNN 2.6 matmul (fp32 weight gradients: OpenBLAS sgemm)", or "OpenBLAS sgemm".
+// What gemm_f32 runs: "oneDNN 2.6 matmul", "oneDNN 2.6 matmul (fp32 weight gradients: OpenBLAS
+// sgemm)" where OpenBLAS runs an AVX-512 kernel, or "OpenBLAS sgemm" (built without oneDNN).
 std::string_view matmul_backend_name();
 // True when gemm_bf16 runs here: built with oneDNN and the CPU has AVX512-BF16.
 bool bf16_supported();
@@ -73,6 +74,9 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const PreparedWeightBf16& 
 // the same bits run to run.
 enum class GemmRoute { kDirect, kTransposed, kPanels, kOpenBlas };
 GemmRoute f32_route(const GemmShape& s);
+// True when OpenBLAS runs one of its AVX-512 kernels here (openblas_get_corename): only then is it
+// the fp32 weight gradients' route.
+bool openblas_runs_avx512();
 GemmRoute bf16_route(const GemmShape& s);
 
 // The individual backends, for bench_gemm and the backend tests (the runtime calls gemm_f32).
