@@ -43,7 +43,7 @@ struct Shared {
   pthread_barrier_t barrier;
   pthread_barrier_t tp_barrier[kMaxProcesses];
   int tp_groups = 0;
-  int64_t tp_meetings = 0, microbatches_run = 0;  // process 0's, over the whole profile
+  int64_t tp_meetings = 0, microbatches_run = 0, bf16_copies = 0;  // process 0's, over the whole profile
   int repeats = 0;
   int64_t parameters = 0;
   double fwdbwd[kMaxProcesses], fwdbwd_spread[kMaxProcesses], data[kMaxProcesses], update[kMaxProcesses],
@@ -65,14 +65,32 @@ double first_touch_seconds() {
   return seconds;
 }
 
+// What one profiling process runs: a rank's shape, its microbatch and a step's microbatches, its
+// precision; `tp` > 1: its tensor-parallel group meets after every block's forward and backward;
+// `bf16_per_pass`: the bf16 weight copies are made again for every forward and every backward, as
+// a ZeRO-3 rank under mixed precision makes them from each layer's gather (train/executor_zero.cpp)
+// where any other rank makes them once a step.
+struct LoopShape {
+  model::MlpShape shape;
+  int64_t b = 0;
+  int per_step = 1;
+  strategy::Precision precision = strategy::Precision::kFp32;
+  int tp = 1;
+  bool bf16_per_pass = false;
+};
+
 // One microbatch's forward and backward; with `group`, its tensor-parallel group meets there after
 // every block, each way, as the group's all-reduces make it (`meetings` counts them).
-void run_microbatch(model::LabMlp& net, model::MicrobatchState& mb, pthread_barrier_t* group, int64_t* meetings) {
+void run_microbatch(model::LabMlp& net, model::MicrobatchState& mb, pthread_barrier_t* group, int64_t* meetings,
+                    bool bf16_per_pass) {
   if (group == nullptr) {
+    if (bf16_per_pass) net.drop_bf16_copies();
     net.forward(mb);
+    if (bf16_per_pass) net.drop_bf16_copies();
     net.backward(mb);
     return;
   }
+  if (bf16_per_pass) net.drop_bf16_copies();
   const int blocks = int(net.shape().blocks);
   const auto meet = [&] {
     pthread_barrier_wait(group);
@@ -82,6 +100,7 @@ void run_microbatch(model::LabMlp& net, model::MicrobatchState& mb, pthread_barr
     net.forward_layer(l, mb);
     if (l < blocks) meet();
   }
+  if (bf16_per_pass) net.drop_bf16_copies();
   for (int l = blocks; l >= 0; --l) {
     net.backward_layer(l, mb);
     if (l < blocks) meet();
@@ -92,14 +111,16 @@ void run_microbatch(model::LabMlp& net, model::MicrobatchState& mb, pthread_barr
 // one of a lockstep group that meets at `s`'s barrier; `tp` > 1: its tensor-parallel group also
 // meets after every block's forward and backward (the waits for the slowest member are then in
 // the microbatch's time, as they are in a tensor-parallel step's).
-void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int repeats, strategy::Precision precision,
-                  Shared* s, int me, bool together, int tp) {
+void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool together) {
+  const model::MlpShape& shape = loop.shape;
+  const int64_t b = loop.b;
+  const int per_step = loop.per_step, tp = together ? loop.tp : 1;
   const auto sync = [s, together] {
     if (together) pthread_barrier_wait(&s->barrier);
   };
   const bool tp_sync = together && tp > 1;
   model::LabMlp net(shape, 1);
-  if (precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
+  if (loop.precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
   train::SyntheticDataset data({.seed = uint64_t(1 + me),
                                 .size = b * (4 * repeats * per_step + per_step),
                                 .width = shape.hidden,
@@ -123,10 +144,12 @@ void profile_loop(const model::MlpShape& shape, int64_t b, int per_step, int rep
       data.fill(indices, mb);
       d += since(t0) / per_step;
       t0 = Clock::now();
-      run_microbatch(net, mb, tp_sync ? &s->tp_barrier[me / tp] : nullptr, me == 0 ? &s->tp_meetings : nullptr);
+      run_microbatch(net, mb, tp_sync ? &s->tp_barrier[me / tp] : nullptr, me == 0 ? &s->tp_meetings : nullptr,
+                     loop.bf16_per_pass);
       c += since(t0) / per_step;
       if (me == 0) ++s->microbatches_run;
     }
+    if (me == 0) s->bf16_copies = net.bf16_copies_made();
     sync();
     t0 = Clock::now();
     opt->step(net.params(), net.grads());
@@ -225,6 +248,10 @@ double mean_of(const double* x, int n) { return std::accumulate(x, x + n, 0.0) /
 
 }  // namespace
 
+bool bf16_copies_per_pass(const strategy::Plan& plan) {
+  return plan.precision == strategy::Precision::kMixed && plan.zero == 3 && plan.dp > 1;
+}
+
 WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::Plan& plan, int processes, int repeats) {
   if (repeats < 1) throw ConfigError("repeats", std::to_string(repeats), "must be >= 1");
   if (processes < 1 || processes > kMaxProcesses)
@@ -243,12 +270,18 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   const int tp = plan.tp > 1 && processes % plan.tp == 0 ? plan.tp : 1;
   auto shared = make_shared_block(processes, tp);
   Shared* s = shared.get();
+  const LoopShape loop{.shape = shape,
+                       .b = b,
+                       .per_step = per_step,
+                       .precision = plan.precision,
+                       .tp = tp,
+                       .bf16_per_pass = bf16_copies_per_pass(plan)};
   if (processes == 1) {
     // World size 1 writes the same slots, without a barrier or a fork.
-    profile_loop(shape, b, per_step, repeats, plan.precision, s, 0, false, 1);
+    profile_loop(loop, repeats, s, 0, false);
   } else {
     run_forked(
-        processes, [&](int me) { profile_loop(shape, b, per_step, repeats, plan.precision, s, me, true, tp); }, s);
+        processes, [&](int me) { profile_loop(loop, repeats, s, me, true); }, s);
   }
   WorkloadProfile p;
   p.processes = processes;
@@ -258,6 +291,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.parameters = s->parameters;
   p.repeats = s->repeats;
   p.microbatches_per_step = per_step;
+  p.bf16_copies_per_pass = loop.bf16_per_pass;
+  p.bf16_copies_per_microbatch = s->microbatches_run > 0 ? double(s->bf16_copies) / double(s->microbatches_run) : 0;
   p.fwdbwd_seconds = mean_of(s->fwdbwd, processes), p.fwdbwd_spread = mean_of(s->fwdbwd_spread, processes);
   p.optimizer_seconds = mean_of(s->update, processes), p.optimizer_spread = mean_of(s->update_spread, processes);
   p.data_seconds = mean_of(s->data, processes);
@@ -312,7 +347,7 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
       p.processes == 1 ? std::string("one process") : std::to_string(p.processes) + " processes in lockstep";
   char b[768];
   std::snprintf(b, sizeof b,
-                "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s%s "
+                "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s%s%s "
                 "(median of %d steps of %d microbatches of %lld, back to back, after a warm-up): forward+backward "
                 "%.2f ms a microbatch +-%.0f%%, data %.2f ms "
                 "-> %.1f GFLOP/s; AdamW over %.1f M "
@@ -320,6 +355,7 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
                 "memory made and zeroed at %.2f GB/s; communication from the calibration",
                 (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(),
                 p.tp_meetings_per_microbatch > 0 ? ", each tensor-parallel group meeting after every block" : "",
+                p.bf16_copies_per_pass ? ", its bf16 weight copies made every pass as ZeRO-3's gathers make them" : "",
                 p.repeats, p.microbatches_per_step, (long long)p.microbatch, p.fwdbwd_seconds * 1e3,
                 100 * p.fwdbwd_spread, p.data_seconds * 1e3, profiled.device.peak_flops_fp32 / 1e9,
                 double(p.parameters) / 1e6, p.optimizer_seconds * 1e3, profiled.device.memory_bytes_per_s / 1e9,

@@ -33,6 +33,10 @@ struct WorkloadProfile {
   int64_t hidden = 0, ffn = 0, blocks = 0, classes = 0;  // the shape one rank runs (its slice, its stage)
   int64_t microbatch = 0;
   int microbatches_per_step = 1;  // timed back to back between the clear and the update, as a step runs them
+  // The bf16 weight copies made for every forward and every backward (bf16_copies_per_pass), not
+  // once a step: in the microbatch's time, as in the rank's.
+  bool bf16_copies_per_pass = false;
+  double bf16_copies_per_microbatch = 0;  // weight tensors converted to bf16, per microbatch run (process 0's)
   int64_t parameters = 0;
   double fwdbwd_seconds = 0;     // one microbatch's forward + backward, median over the repeats (steps)
   double fwdbwd_spread = 0;      // relative half-IQR of those
@@ -53,6 +57,13 @@ struct WorkloadProfile {
   // is made per sample on the compute stream, so it scales with the microbatches like compute).
   double microbatch_seconds() const { return fwdbwd_seconds + data_seconds; }
 };
+
+// Whether `plan`'s ranks make their bf16 weight copies again for every pass: ZeRO-3 under mixed
+// precision on more than one rank frees each layer's copy with its gather (train/executor_zero.cpp)
+// and converts the next gather again, 2 x microbatches times a step where any other plan converts
+// twice. A memory-bound pass over the weights (6 bytes an element, 1.2-1.6 ms a lab weight) the
+// step program does not hold, so the profile runs it: measured by the workload's own kernels.
+bool bf16_copies_per_pass(const strategy::Plan& plan);
 
 // Runs the profile of `plan`'s rank shape (ffn / tp, ceil(layers / pp) blocks, its microbatch and
 // precision) in `processes` processes at once (forked: call before this process starts threads

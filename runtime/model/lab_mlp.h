@@ -119,6 +119,11 @@ class LabMlp : public Model {
   // gradient: matmul.h's prepared weights), made once per step. Throws RuntimeError naming the
   // reason where bf16 matmuls are unavailable (no AVX512-BF16, or built without oneDNN).
   void set_mixed_precision(bool on);
+  // Drops the bf16 weight copies: each is made again when its product next needs it, as after a
+  // ZeRO-3 gather (the workload profile prices that conversion this way).
+  void drop_bf16_copies() const { mark_bf16_stale(); }
+  // How many bf16 weight copies this model has made (each a pass over one weight tensor).
+  int64_t bf16_copies_made() const { return bf16_copies_made_; }
   bool mixed_precision() const { return mixed_; }
 
   // Binds the tensors of flat `range` (whole tensors of owned layers) to `storage`
@@ -223,6 +228,7 @@ class LabMlp : public Model {
   // parameters (temporary under ZeRO-3).
   mutable std::vector<CountedVector<uint16_t>> weights_bf16_;
   mutable std::vector<char> bf16_fresh_;
+  mutable int64_t bf16_copies_made_ = 0;
   mutable CountedVector<float> forward_scratch_;  // mixed forward: fc1's fp32 product (B, f)
   CountedVector<uint16_t> scratch_bf16_;          // mixed backward: dy (B, h) and dpre (B, f) in bf16
   TpSlice tp_;

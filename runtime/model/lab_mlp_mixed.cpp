@@ -47,6 +47,7 @@ cpu::PreparedWeightBf16 LabMlp::weight_bf16(const ParamTensor& t, cpu::WeightUse
     copy.resize(t.numel);
     cpu::prepare_weight_bf16(copy.data(), tensor(t), OC, C, use);
     bf16_fresh_[i] = 1;
+    ++bf16_copies_made_;
   }
   return {.data = copy.data(), .OC = OC, .C = C, .use = use};
 }

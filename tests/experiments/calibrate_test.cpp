@@ -534,6 +534,36 @@ TEST(WorkloadProfile, TensorParallelGroupsMeetAfterEveryBlock) {
   EXPECT_EQ(describe(plain, c).find("tensor-parallel"), std::string::npos);
 }
 
+// ZeRO-3 under mixed precision converts each gathered layer to bf16 for every pass, where any other
+// plan converts once a step: its profile runs the conversions as the rank does (each block weight
+// twice a microbatch: its forward's copy and its input gradient's), and says so; DDP's converts
+// them twice a step, so a quarter as often at 4 microbatches a step.
+TEST(WorkloadProfile, MixedZero3ConvertsItsBf16CopiesEveryPass) {
+  if (!compute::cpu::bf16_supported()) GTEST_SKIP() << compute::cpu::bf16_unsupported_reason();
+  const strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const strategy::Plan z3 = strategy::resolve(strategy::parse_plan("zero=3,precision=mixed,gbs=32,mb=4"), m, 2);
+  const strategy::Plan ddp = strategy::resolve(strategy::parse_plan("precision=mixed,gbs=32,mb=4"), m, 2);
+  ASSERT_EQ(z3.microbatches, 4);
+  EXPECT_TRUE(bf16_copies_per_pass(z3));
+  EXPECT_FALSE(bf16_copies_per_pass(ddp));
+  EXPECT_FALSE(bf16_copies_per_pass(strategy::resolve(strategy::parse_plan("zero=3,gbs=32,mb=4"), m, 2))) << "fp32";
+  EXPECT_FALSE(
+      bf16_copies_per_pass(strategy::resolve(strategy::parse_plan("zero=3,precision=mixed,gbs=32,mb=4"), m, 1)))
+      << "one rank gathers nothing";
+  const double weights = 2.0 * double(m.layers);  // fc1 and fc2 of every block (the head stays fp32)
+  const WorkloadProfile per_pass = profile_workload(m, z3, 2, 2);
+  EXPECT_TRUE(per_pass.bf16_copies_per_pass);
+  EXPECT_DOUBLE_EQ(per_pass.bf16_copies_per_microbatch, 2 * weights);
+  const WorkloadProfile per_step = profile_workload(m, ddp, 2, 2);
+  EXPECT_FALSE(per_step.bf16_copies_per_pass);
+  EXPECT_DOUBLE_EQ(per_step.bf16_copies_per_microbatch, 2 * weights / 4);
+  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
+  c.calibrated = true;
+  EXPECT_NE(describe(per_pass, c).find("bf16 weight copies made every pass"), std::string::npos);
+  EXPECT_EQ(describe(per_step, c).find("bf16 weight copies"), std::string::npos);
+}
+
 // Four processes on two cores each measured a shared core: the cluster gets rates per core (x 4/2),
 // so that the cost model, which shares the two cores among four ranks, charges each rank exactly
 // the profiled times; and a tensor-parallel profile is rated by the slice's FLOPs.
