@@ -1,7 +1,8 @@
 // bench_zero: ZeRO-1/2/3 against DDP on this machine, through the real executor (reduce-scatters,
-// all-gathers and ZeRO-3's per-layer gathers over Gloo/TCP loopback). Ranks are threads of this
-// process, each with its own Gloo context and one BLAS thread, as `parlab train --nproc N` runs
-// them as processes.
+// all-gathers and ZeRO-3's per-layer gathers over shared memory, the transport `parlab train` uses
+// inside a host and the calibration measures; --comm gloo for Gloo's TCP loopback). Ranks are
+// threads of this process, each with its own communicator and one BLAS thread, as
+// `parlab train --nproc N` runs them as processes.
 //
 // For each split at W workers:
 //   step        the slowest rank's step, mean over the measured steps (after warm-up)
@@ -66,23 +67,26 @@ double spread(const std::vector<double>& v) {
   return (*hi - *lo) / median(v);
 }
 
-Result run(const train::TrainConfig& config, int world, int warmup, int steps) {
+Result run(const train::TrainConfig& config, int world, int warmup, int steps, bench::RanksOver over) {
   std::vector<std::vector<train::StepRecord>> records(world);
   Result res;
-  bench::run_ranks(world, std::chrono::minutes(5), [&](int r, comm::Communicator& c, std::barrier<>&) {
-    train::Trainer trainer(config, c);
-    for (int s = 0; s < warmup + steps; ++s) {
-      train::StepRecord rec = trainer.step();
-      rec.events.clear();
-      if (s >= warmup) records[r].push_back(rec);
-    }
-    if (r == 0) {
-      const model::MemoryAccount& m = trainer.memory();
-      res.state_bytes = double(m.peak(MemoryCategory::kParameters) + m.peak(MemoryCategory::kGradients) +
-                               m.peak(MemoryCategory::kOptimizer));
-      res.peak_bytes = double(m.peak_total());
-    }
-  });
+  bench::run_ranks(
+      world, std::chrono::minutes(5),
+      [&](int r, comm::Communicator& c, std::barrier<>&) {
+        train::Trainer trainer(config, c);
+        for (int s = 0; s < warmup + steps; ++s) {
+          train::StepRecord rec = trainer.step();
+          rec.events.clear();
+          if (s >= warmup) records[r].push_back(rec);
+        }
+        if (r == 0) {
+          const model::MemoryAccount& m = trainer.memory();
+          res.state_bytes = double(m.peak(MemoryCategory::kParameters) + m.peak(MemoryCategory::kGradients) +
+                                   m.peak(MemoryCategory::kOptimizer));
+          res.peak_bytes = double(m.peak_total());
+        }
+      },
+      over);
   for (int s = 0; s < steps; ++s) {
     double slowest = 0;
     for (int r = 0; r < world; ++r) slowest = std::max(slowest, records[r][s].times.step_seconds);
@@ -125,7 +129,7 @@ std::string vs(double measured, double predicted) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ZeRO-1/2/3 against DDP through the runtime executor (ranks as threads, Gloo loopback)"};
+  CLI::App app{"ZeRO-1/2/3 against DDP through the runtime executor (ranks as threads, shared memory or Gloo)"};
   std::string model_name = "lab-mlp";
   int workers = 4, warmup = 1, steps = 3;
   std::string plan = "";
@@ -134,6 +138,10 @@ int main(int argc, char** argv) {
   app.add_option("--plan", plan, "Extra plan keys (gbs, mb, bucket_mb, ...)");
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--steps", steps, "measured steps per split")->capture_default_str();
+  std::string comm = "shm";
+  app.add_option("--comm", comm, "shm (what parlab train uses inside a host, and calibration measures) | gloo")
+      ->check(CLI::IsMember({"shm", "gloo"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   compute::pin_blas_to_one_thread();
@@ -141,9 +149,10 @@ int main(int argc, char** argv) {
   const strategy::ClusterSpec cluster = strategy::load_cluster("cpu-local");
   const strategy::ClusterSpec sized = strategy::with_world(cluster, workers);
   std::printf(
-      "bench_zero: %s (%.1f M parameters), %d workers (threads), %d measured step(s) after %d warm-up; "
+      "bench_zero: %s (%.1f M parameters), %d workers (threads over %s), %d measured step(s) after %d warm-up; "
       "cluster %s%s%s; load average %s\n",
-      spec.name.c_str(), spec.total_params() / 1e6, workers, steps, warmup, cluster.name.c_str(),
+      spec.name.c_str(), spec.total_params() / 1e6, workers, comm == "shm" ? "shared memory" : "Gloo loopback", steps,
+      warmup, cluster.name.c_str(),
       sized.serializes_comm_with_compute() ? " (ranks share the cores: comm and compute take turns)" : "",
       cluster.calibrated ? ", calibrated on this machine"
                          : ", the preset, NOT calibrated here (run `parlab calibrate` in this directory, or set "
@@ -168,7 +177,7 @@ int main(int argc, char** argv) {
     c.data_size = c.plan.global_batch * 8;
     c.seed = 1;
     c.comm_timeout = std::chrono::minutes(5);
-    const Result r = run(c, workers, warmup, steps);
+    const Result r = run(c, workers, warmup, steps, comm == "shm" ? bench::RanksOver::kShm : bench::RanksOver::kGloo);
     const std::string name = zero == 0 ? "DDP" : "ZeRO-" + std::to_string(zero);
     sim::SimOptions so;
     so.warmup_steps = 1;

@@ -2,7 +2,10 @@
 
 #include <malloc.h>
 
+#include <cstdlib>
+#include <map>
 #include <mutex>
+#include <new>
 
 namespace parlab::model {
 namespace {
@@ -14,12 +17,65 @@ void raise_to(std::atomic<int64_t>& peak, int64_t value) {
 
 }  // namespace
 
+namespace {
+struct LargeBlocks {
+  std::mutex mu;
+  bool keep = false;                       // keep_freed_memory() was called
+  std::multimap<std::size_t, void*> kept;  // by size
+  std::size_t kept_bytes = 0;
+};
+LargeBlocks& large_blocks() {
+  static LargeBlocks* blocks = new LargeBlocks;  // never destroyed: blocks may be freed at exit
+  return *blocks;
+}
+constexpr std::size_t kMaxKeptBytes = std::size_t(1) << 30;
+}  // namespace
+
 void keep_freed_memory() {
   static std::once_flag once;
   std::call_once(once, [] {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    std::lock_guard lock(large_blocks().mu);
+    large_blocks().keep = true;
   });
+}
+
+void* allocate_large_block(std::size_t bytes) {
+  LargeBlocks& b = large_blocks();
+  {
+    std::lock_guard lock(b.mu);
+    if (const auto it = b.kept.find(bytes); it != b.kept.end()) {
+      void* p = it->second;
+      b.kept.erase(it);
+      b.kept_bytes -= bytes;
+      return p;
+    }
+    for (const auto& [size, p] : b.kept) std::free(p);  // never more than was in use at once
+    b.kept.clear();
+    b.kept_bytes = 0;
+  }
+  void* p = std::malloc(bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void free_large_block(void* p, std::size_t bytes) {
+  LargeBlocks& b = large_blocks();
+  {
+    std::lock_guard lock(b.mu);
+    if (b.keep && b.kept_bytes + bytes <= kMaxKeptBytes) {
+      b.kept.emplace(bytes, p);
+      b.kept_bytes += bytes;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+std::size_t kept_large_block_bytes() {
+  std::lock_guard lock(large_blocks().mu);
+  return large_blocks().kept_bytes;
 }
 
 std::string_view to_string(MemoryCategory c) {

@@ -421,4 +421,34 @@ TEST(LabMlpTest, SteadyMicrobatchesFaultNoFreshPagesIn) {
   EXPECT_LT(minor_faults() - before, 100) << "steady microbatches fault fresh pages in";
 }
 
+// Blocks of 32 MiB and more are kept once freed, for the next block of their size (ZeRO-3's
+// gathered layers, made and freed per layer and pass, reuse their pages instead of faulting new
+// ones in); a block of another size first returns what is kept, so the process never holds more
+// than it had in use at once; the account sees only what is in use.
+TEST(LabMlpTest, FreedLargeBlocksServeTheNextOfTheirSize) {
+  keep_freed_memory();
+  MemoryAccount account;
+  const std::size_t n = kLargeBlockBytes / sizeof(float) + 1024;
+  const float* first = nullptr;
+  {
+    CountedVector<float> a = counted_vector<float>(&account, MemoryCategory::kTemporary, n);
+    first = a.data();
+    EXPECT_EQ(account.current(MemoryCategory::kTemporary), int64_t(n * sizeof(float)));
+  }
+  EXPECT_EQ(account.current(MemoryCategory::kTemporary), 0);
+  EXPECT_GE(kept_large_block_bytes(), n * sizeof(float));
+  {
+    CountedVector<float> again = counted_vector<float>(&account, MemoryCategory::kTemporary, n);
+    EXPECT_EQ(again.data(), first) << "the kept block serves the next of its size";
+  }
+  {
+    CountedVector<float> other = counted_vector<float>(&account, MemoryCategory::kTemporary, n + 4096);
+    EXPECT_EQ(kept_large_block_bytes(), 0u) << "a new size returns what is kept first";
+  }
+  CountedVector<float> small = counted_vector<float>(&account, MemoryCategory::kTemporary, 1024);
+  small.clear();
+  small.shrink_to_fit();
+  EXPECT_EQ(kept_large_block_bytes(), (n + 4096) * sizeof(float)) << "small blocks are glibc's";
+}
+
 }  // namespace parlab::model
