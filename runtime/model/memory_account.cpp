@@ -55,7 +55,7 @@ void* allocate_large_block(std::size_t bytes) {
     b.kept.clear();
     b.kept_bytes = 0;
   }
-  void* p = std::aligned_alloc(kPageBytes, (bytes + kPageBytes - 1) / kPageBytes * kPageBytes);  // on a page
+  void* p = std::malloc(bytes);
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }

@@ -21,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <string_view>
 #include <vector>
 
@@ -77,7 +76,6 @@ void keep_freed_memory();
 // new block of a size none kept has first returns the kept ones to the OS, so what the process
 // holds never exceeds what it had in use at once. CountingAllocator allocates through these.
 inline constexpr std::size_t kLargeBlockBytes = std::size_t(32) << 20;
-inline constexpr std::size_t kPageBytes = 4096;
 void* allocate_large_block(std::size_t bytes);
 void free_large_block(void* p, std::size_t bytes);
 // Bytes kept for reuse now (tests).
@@ -95,24 +93,16 @@ class CountingAllocator {
   template <typename U>
   CountingAllocator(const CountingAllocator<U>& o) : account_(o.account()), category_(o.category()) {}
 
-  // Buffers of a page and more start on a page: two buffers a kernel streams through at once
-  // (GELU's pre- and post-activation) whose starts differ by a few bytes modulo 4 KiB stall on
-  // 4K-aliased loads (measured 0.05 -> 0.15 s a step on a Xeon), and glibc's heap places them so.
   T* allocate(std::size_t n) {
-    const std::size_t bytes = n * sizeof(T);
-    T* p = bytes >= kLargeBlockBytes ? static_cast<T*>(allocate_large_block(bytes))
-           : bytes >= kPageBytes     ? static_cast<T*>(::operator new (bytes, std::align_val_t{kPageBytes}))
-                                     : std::allocator<T>().allocate(n);
+    T* p = n * sizeof(T) >= kLargeBlockBytes ? static_cast<T*>(allocate_large_block(n * sizeof(T)))
+                                             : std::allocator<T>().allocate(n);
     if (account_) account_->allocate(category_, static_cast<int64_t>(n * sizeof(T)));
     return p;
   }
   void deallocate(T* p, std::size_t n) {
     if (account_) account_->release(category_, static_cast<int64_t>(n * sizeof(T)));
-    const std::size_t bytes = n * sizeof(T);
-    if (bytes >= kLargeBlockBytes)
-      free_large_block(p, bytes);
-    else if (bytes >= kPageBytes)
-      ::operator delete (p, std::align_val_t{kPageBytes});
+    if (n * sizeof(T) >= kLargeBlockBytes)
+      free_large_block(p, n * sizeof(T));
     else
       std::allocator<T>().deallocate(p, n);
   }

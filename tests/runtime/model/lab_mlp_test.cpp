@@ -449,21 +449,6 @@ TEST(LabMlpTest, FreedLargeBlocksServeTheNextOfTheirSize) {
   small.clear();
   small.shrink_to_fit();
   EXPECT_EQ(kept_large_block_bytes(), (n + 4096) * sizeof(float)) << "small blocks are glibc's";
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % kPageBytes, 0u) << "a large block starts on a page";
-}
-
-// Buffers of a page and more start on a page, so two a kernel streams through together never sit a
-// few bytes apart modulo 4 KiB (4K-aliased loads stalled GELU's pass 3x on a Xeon).
-TEST(LabMlpTest, BuffersOfAPageAndMoreStartOnAPage) {
-  MemoryAccount account;
-  for (std::size_t n : {std::size_t(1024), std::size_t(64 * 1024) + 3, std::size_t(256 * 1024)}) {
-    CountedVector<float> a = counted_vector<float>(&account, MemoryCategory::kActivations, n);
-    CountedVector<float> b = counted_vector<float>(&account, MemoryCategory::kActivations, n);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % kPageBytes, 0u) << n;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kPageBytes, 0u) << n;
-    EXPECT_EQ(account.current(MemoryCategory::kActivations), int64_t(2 * n * sizeof(float)));
-  }
-  EXPECT_EQ(account.current(MemoryCategory::kActivations), 0);
 }
 
 }  // namespace parlab::model
