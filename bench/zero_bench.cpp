@@ -11,6 +11,13 @@
 //   model state rank 0's measured peak parameters + gradients + optimizer state
 //   peak        rank 0's measured peak of all categories (the accounting allocator)
 //   idle        rank 0's step time that is neither compute nor a wait for communication
+//   core lost   rank 0's step time its main thread was runnable but off its core (step - waits -
+//               the thread's CPU time): where ranks share the cores, what the communication
+//               threads took from compute. The simulator's exposed communication on such a host
+//               is the collectives taking turns with compute, so the second table sets it beside
+//               the waits plus the core lost (at most one rank per core: more ranks than cores
+//               also lose their core to each other's compute, which the simulator counts as
+//               compute).
 // Each split is also simulated (sim::simulate_plan, the same plan on the cpu-local cluster --
 // the calibrated one when results/clusters/ has it) and its collectives priced by the
 // communication model alone (strategy::collective_time, rank 0's comm-stream collectives in
@@ -31,6 +38,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <ctime>
 
 #include "bench/ranks.h"
 #include "bench/timing.h"
@@ -48,8 +56,8 @@ using namespace parlab;
 using model::MemoryCategory;
 
 struct Result {
-  std::vector<double> steps;                                      // the slowest rank's step, per measured step
-  double step = 0, exposed = 0, comm = 0, idle = 0, compute = 0;  // step: median; others rank 0's means
+  std::vector<double> steps;  // the slowest rank's step, per measured step
+  double step = 0, exposed = 0, comm = 0, idle = 0, compute = 0, core_lost = 0;  // step: median; others rank 0's means
   double state_bytes = 0, peak_bytes = 0;
 };
 
@@ -67,17 +75,29 @@ double spread(const std::vector<double>& v) {
   return (*hi - *lo) / median(v);
 }
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 Result run(const train::TrainConfig& config, int world, int warmup, int steps, bench::RanksOver over) {
   std::vector<std::vector<train::StepRecord>> records(world);
+  std::vector<std::vector<double>> cpu_seconds(world);  // each rank's main thread, per measured step
   Result res;
   bench::run_ranks(
       world, std::chrono::minutes(5),
       [&](int r, comm::Communicator& c, std::barrier<>&) {
         train::Trainer trainer(config, c);
         for (int s = 0; s < warmup + steps; ++s) {
+          const double cpu0 = thread_cpu_seconds();
           train::StepRecord rec = trainer.step();
+          const double cpu = thread_cpu_seconds() - cpu0;
           rec.events.clear();
-          if (s >= warmup) records[r].push_back(rec);
+          if (s >= warmup) {
+            records[r].push_back(rec);
+            cpu_seconds[r].push_back(cpu);
+          }
         }
         if (r == 0) {
           const model::MemoryAccount& m = trainer.memory();
@@ -95,6 +115,7 @@ Result run(const train::TrainConfig& config, int world, int warmup, int steps, b
     res.exposed += t.exposed_comm_seconds / steps;
     res.comm += t.comm_seconds / steps;
     res.idle += t.idle_seconds / steps;
+    res.core_lost += std::max(0.0, t.step_seconds - t.exposed_comm_seconds - cpu_seconds[0][s]) / steps;
     res.compute += (t.data_seconds + t.forward_seconds + t.backward_seconds + t.optimizer_seconds) / steps;
   }
   res.step = median(res.steps);
@@ -158,8 +179,8 @@ int main(int argc, char** argv) {
                          : ", the preset, NOT calibrated here (run `parlab calibrate` in this directory, or set "
                            "PARLAB_RESULTS): the simulated columns below are not this machine's",
       bench::load_average().c_str());
-  std::printf("%-7s %16s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms (spread)", "exposed", "idle",
-              "comm busy", "model state", "peak", "vs DDP", "goal");
+  std::printf("%-7s %16s %10s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms (spread)", "exposed", "core lost",
+              "idle", "comm busy", "model state", "peak", "vs DDP", "goal");
   Result ddp;
   struct Row {
     std::string name;
@@ -197,13 +218,17 @@ int main(int argc, char** argv) {
                     1.0 / workers);
       goal = b;
     }
-    std::printf("%-7s %9.1f (%3.0f%%) %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n", name.c_str(), r.step * 1e3,
-                100 * spread(r.steps), r.exposed * 1e3, r.idle * 1e3, r.comm * 1e3, r.state_bytes / 1e6,
-                r.peak_bytes / 1e6, r.step / ddp.step, goal.c_str());
+    std::printf("%-7s %9.1f (%3.0f%%) %10.1f %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n", name.c_str(),
+                r.step * 1e3, 100 * spread(r.steps), r.exposed * 1e3, r.core_lost * 1e3, r.idle * 1e3, r.comm * 1e3,
+                r.state_bytes / 1e6, r.peak_bytes / 1e6, r.step / ddp.step, goal.c_str());
   }
+  // Where comm and compute take turns for the cores, the simulator's exposed communication is what
+  // the collectives took of the compute stream's time: waits, and the core while compute ran.
+  const bool turns = sized.serializes_comm_with_compute() && workers <= sized.cores_per_node;
   std::printf(
-      "\nMeasured / simulated (ms, rank 0; idle: the simulator's is its bubble), and the step beside what the "
-      "communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
+      "\nMeasured / simulated (ms, rank 0; idle: the simulator's is its bubble; exposed: %s), and the step beside "
+      "what the communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
+      turns ? "the waits + the core lost, as comm and compute take turns for the cores" : "the waits",
       sized.serializes_comm_with_compute() ? ", in turns" : ", overlapped: the larger");
   std::printf("%-7s %32s %32s %32s %32s %s\n", "split", "step", "exposed comm", "idle", "comm busy / model",
               "step / comm model allows");
@@ -211,10 +236,11 @@ int main(int argc, char** argv) {
     const strategy::RankTimes& s0 = row.simulated.ranks.at(0);
     const double allows = sized.serializes_comm_with_compute() ? row.measured.compute + row.comm_model
                                                                : std::max(row.measured.compute, row.comm_model);
-    std::printf(
-        "%-7s %32s %32s %32s %32s %s\n", row.name.c_str(), vs(row.measured.step, row.simulated.step_seconds).c_str(),
-        vs(row.measured.exposed, s0.exposed_comm_seconds).c_str(), vs(row.measured.idle, s0.bubble_seconds).c_str(),
-        vs(row.measured.comm, row.comm_model).c_str(), vs(row.measured.step, allows).c_str());
+    std::printf("%-7s %32s %32s %32s %32s %s\n", row.name.c_str(),
+                vs(row.measured.step, row.simulated.step_seconds).c_str(),
+                vs(row.measured.exposed + (turns ? row.measured.core_lost : 0), s0.exposed_comm_seconds).c_str(),
+                vs(row.measured.idle, s0.bubble_seconds).c_str(), vs(row.measured.comm, row.comm_model).c_str(),
+                vs(row.measured.step, allows).c_str());
   }
   return 0;
 }

@@ -20,12 +20,19 @@ namespace {
 
 class HostBuffer final : public ComputeBuffer {
  public:
-  HostBuffer(int64_t n, MemoryAccount* account, MemoryCategory category)
-      : values_(counted_vector<float>(account, category, static_cast<size_t>(n))) {}
-  std::span<float> span() override { return values_; }
+  HostBuffer(int64_t n, MemoryAccount* account, MemoryCategory category, BufferInit init)
+      : allocator_(account, category), size_(static_cast<size_t>(n)), values_(allocator_.allocate(size_)) {
+    if (init == BufferInit::kZero) std::fill_n(values_, size_, 0.0f);
+  }
+  ~HostBuffer() override { allocator_.deallocate(values_, size_); }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  std::span<float> span() override { return {values_, size_}; }
 
  private:
-  CountedVector<float> values_;
+  CountingAllocator<float> allocator_;
+  size_t size_;
+  float* values_;
 };
 
 void check_sizes(size_t a, size_t b, const char* what) {
@@ -36,8 +43,8 @@ void check_sizes(size_t a, size_t b, const char* what) {
 }  // namespace
 
 std::unique_ptr<ComputeBuffer> Model::make_compute_buffer(int64_t elements, MemoryAccount* account,
-                                                          MemoryCategory category) {
-  return std::make_unique<HostBuffer>(elements, account, category);
+                                                          MemoryCategory category, BufferInit init) {
+  return std::make_unique<HostBuffer>(elements, account, category, init);
 }
 
 void Model::compute_accumulate(std::span<float> dst, std::span<const float> src) {

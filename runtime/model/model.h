@@ -55,7 +55,10 @@ struct LayerChunk {
 };
 
 // A buffer in a model's compute memory (device memory on a GPU): ZeRO's bucket buffers, gathered
-// layers and shard storage, which the layers bind and the collectives move. Zeroed when made.
+// layers and shard storage, which the layers bind and the collectives move. Zeroed when made,
+// unless the maker says the buffer's first user overwrites it whole (BufferInit::kOverwritten:
+// a gathered layer), so no pass clears what is about to be written.
+enum class BufferInit { kZero, kOverwritten };
 class ComputeBuffer {
  public:
   virtual ~ComputeBuffer() = default;
@@ -96,7 +99,7 @@ class Model {
   // plain loops, for models whose compute buffers are their host buffers (compute_is_host()).
   virtual bool compute_is_host() const { return true; }
   virtual std::unique_ptr<ComputeBuffer> make_compute_buffer(int64_t elements, MemoryAccount* account,
-                                                             MemoryCategory category);
+                                                             MemoryCategory category, BufferInit init);
   // dst += src, element-wise, both compute memory of the same size (microbatches accumulate
   // their reduced bucket chunks into the gradient shard).
   virtual void compute_accumulate(std::span<float> dst, std::span<const float> src);

@@ -342,6 +342,24 @@ void Executor::add_compute_event(const Op& op, double start, double end) {
   result_.events.push_back(std::move(e));
 }
 
+// ZeRO-2/3's bucket work on the compute stream (a bucket zeroed before the backward that writes
+// it, its reduced chunk added into the gradient shard after its reduce-scatter): the backward's
+// part of the step, as the cost model prices it (strategy::bucket_work_seconds), with an event of
+// its own so a trace shows it apart from the layers.
+void Executor::add_bucket_work(const Op& rs, double start, double end) {
+  result_.backward_seconds += end - start;
+  OpEvent e;
+  e.rank = program_.rank;
+  e.step = step_;
+  e.op_id = rs.id;
+  e.stream = "compute";
+  e.op = "bucket-work";
+  e.tag = rs.tag;
+  e.start_seconds = start;
+  e.end_seconds = end;
+  result_.events.push_back(std::move(e));
+}
+
 double Executor::slowed(double start, double end) const {
   const InjectedFaults& f = options_.faults;
   if (!(f.compute_slowdown > 1) || step_ < f.slow_from_step) return end;

@@ -62,7 +62,10 @@
 //                   reduced chunk is added to the gradient shard and the buffer freed as soon as
 //                   the main thread sees the op complete (polled after every compute op, and in
 //                   any wait for it). Bucket buffers are made (zeroed) and bound to the model
-//                   right before the first backward op that writes into them.
+//                   right before the first backward op that writes into them. Zeroing a bucket
+//                   and adding its chunk into the shard count with the backward (as the cost
+//                   model prices them); waiting for a ring slot's reduce-scatter is exposed
+//                   communication.
 //   all-gather      stage 1/2: a bucket of the updated parameters, in place in the model's copy.
 //                   Stage 3: a layer, from the shards into a buffer made when the gather is
 //                   issued; the compute op that depends on it binds it, runs, then unbinds and
@@ -247,6 +250,9 @@ class Executor {
   void drain();
   void collect_comm_events();
   void add_compute_event(const strategy::Op& op, double start, double end);
+  // Stage 2/3 bucket work for reduce-scatter `rs` (zeroing its bucket, adding its reduced chunk
+  // into the shard): counted with the backward, recorded as a "bucket-work" event.
+  void add_bucket_work(const strategy::Op& rs, double start, double end);
   // The slow fault: sleeps (slowdown - 1) x the op's time so far; returns the op's new end.
   double slowed(double start, double end) const;
   comm::Communicator& comm_of(const strategy::Op& op) const;

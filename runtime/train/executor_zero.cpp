@@ -92,8 +92,15 @@ std::span<float> Executor::make_bucket(int rs, int64_t elements) {
   if (const int owner = slot_owner_[static_cast<size_t>(slot)]; owner >= 0) {
     const bool issued = std::find(pending_reduce_scatters_.begin(), pending_reduce_scatters_.end(), owner) !=
                         pending_reduce_scatters_.end();
-    if (!issued) return make_buffer(rs, elements, Fill::kZero);
-    retire_reduce_scatter(owner);  // waits for it; frees the slot
+    if (!issued) {
+      const double t0 = now();
+      const std::span<float> bucket = make_buffer(rs, elements, Fill::kZero);
+      add_bucket_work(program_.ops[rs], t0, now());
+      return bucket;
+    }
+    // The compute stream waits for the reduce-scatter that holds the slot: exposed communication.
+    wait_work(owner);
+    retire_reduce_scatter(owner);  // frees the slot
   }
   next_slot_ = (slot + 1) % kBucketSlots;
   slot_owner_[static_cast<size_t>(slot)] = rs;
@@ -102,7 +109,9 @@ std::span<float> Executor::make_bucket(int rs, int64_t elements) {
     options_.account->allocate(model::MemoryCategory::kTemporary, elements * int64_t{sizeof(float)});
   const std::span<float> bucket =
       bucket_ring_.data.subspan(static_cast<size_t>(slot * bucket_slot_elements_), static_cast<size_t>(elements));
+  const double t0 = now();
   model_.compute_zero(bucket);  // the backward accumulates into it
+  add_bucket_work(program_.ops[rs], t0, now());
   return bucket;
 }
 
@@ -141,9 +150,12 @@ std::span<float> Executor::make_buffer(int op_id, int64_t elements, Fill fill) {
       spare_buffers_.erase(largest);
     }
     // In the model's compute memory (device memory on a GPU: the layers bind it, NCCL moves it).
-    // A host model charges the account; device memory is not host memory. New buffers are zero.
+    // A host model charges the account; device memory is not host memory. A new buffer is zeroed
+    // only when its op accumulates into it.
     model::MemoryAccount* account = model_.compute_is_host() ? options_.account : nullptr;
-    buffer = model_.make_compute_buffer(elements, account, model::MemoryCategory::kTemporary);
+    buffer =
+        model_.make_compute_buffer(elements, account, model::MemoryCategory::kTemporary,
+                                   fill == Fill::kZero ? model::BufferInit::kZero : model::BufferInit::kOverwritten);
   }
   auto [it, inserted] = buffers_.emplace(op_id, std::move(buffer));
   if (!inserted) throw RuntimeError("executor: op " + std::to_string(op_id) + " already has a buffer");
@@ -275,7 +287,10 @@ void Executor::retire_reduce_scatter(int op_id) {
       std::span<const float>(bucket_of(op_id)).subspan(mine.begin - op.flat_begin, mine.count);
   // Microbatches accumulate into the shard (the first adds onto zeros: an exact copy), in the
   // model's compute memory (a kernel on a GPU, ordered after the collective the wait saw end).
+  const double t0 = now();
   model_.compute_accumulate(chunk_of_shard(shards_.compute_grads(), shards_.shard().begin, mine), reduced);
+  model_.synchronize();
+  add_bucket_work(op, t0, now());
   if (const auto b = grad_binding_.find(op.flat_begin); b != grad_binding_.end() && b->second == op_id) {
     model_.bind_grads(range_of(op), {});
     grad_binding_.erase(b);

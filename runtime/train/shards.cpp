@@ -47,13 +47,15 @@ ModelShards::ModelShards(model::Model& model, int zero, model::FlatRange shard, 
     model::LabMlp::init_values(model.layout(), seed, shard, params_, model.tp_slice());
     if (device_) {
       // Device memory is not host memory: the account (a host ledger) is not charged for it.
-      compute_params_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kParameters);
+      compute_params_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kParameters,
+                                                  model::BufferInit::kZero);
       push_params();
     }
   }
   if (zero >= 2) {
     if (device_)
-      compute_grads_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kGradients);
+      compute_grads_ = model.make_compute_buffer(shard.numel(), nullptr, model::MemoryCategory::kGradients,
+                                                 model::BufferInit::kZero);
     else
       grads_.assign(shard.numel(), 0.0f);
   }

@@ -161,7 +161,8 @@ void check_sizes(size_t a, size_t b, const char* what) {
 }  // namespace
 
 std::unique_ptr<model::ComputeBuffer> CudaModel::make_compute_buffer(int64_t elements, model::MemoryAccount*,
-                                                                     model::MemoryCategory category) {
+                                                                     model::MemoryCategory category,
+                                                                     model::BufferInit) {
   return memory_->buffer(elements, category);
 }
 

@@ -68,8 +68,10 @@ class CudaModel final : public model::Model, public model::DeviceMemoryOwner {
   void zero_grads() override;
   bool compute_is_host() const override { return false; }
   // Device memory from the pool, charged to device_account() (not to `account`, the host's).
+  // Always zeroed (the pool's buffers are), whatever `init` says.
   std::unique_ptr<model::ComputeBuffer> make_compute_buffer(int64_t elements, model::MemoryAccount* account,
-                                                            model::MemoryCategory category) override;
+                                                            model::MemoryCategory category,
+                                                            model::BufferInit init) override;
   const model::MemoryAccount& device_account() const override { return memory_->account(); }
   model::MemoryAccount& device_account() { return memory_->account(); }
   const model::ComputeMemory& device_memory() const { return *memory_; }

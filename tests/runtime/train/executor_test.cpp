@@ -274,6 +274,41 @@ TEST(ExecutorTest, ZeroBucketsTakeSlotsOfARegisteredRing) {
   }
 }
 
+// ZeRO-2/3's bucket work (zeroing a bucket before the backward that writes it, adding its reduced
+// chunk into the shard) is the backward's part of the step, as the cost model prices it: each piece
+// is an event of its own on the compute stream, apart from the layers' (no interval counted twice),
+// and the backward time is the layers' plus the bucket work's. DDP has none.
+TEST(ExecutorTest, ZeroBucketWorkCountsWithTheBackward) {
+  for (const char* plan : {"gbs=16,mb=4,zero=2,bucket_mb=0.02", "gbs=16,mb=4,zero=3,bucket_mb=0.02", "gbs=16,mb=4"}) {
+    const bool zero = std::string(plan).find("zero") != std::string::npos;
+    const auto runs = train_threads(2, tiny_config(plan, 2, 64), 2);
+    for (int r = 0; r < 2; ++r) {
+      const StepRecord& rec = runs[r].records.at(1);
+      std::map<std::string, double> by_op;
+      int bucket_events = 0;
+      std::vector<std::pair<double, double>> compute;
+      for (const OpEvent& e : rec.events) {
+        by_op[e.op] += e.end_seconds - e.start_seconds;
+        if (e.stream == "compute") compute.emplace_back(e.start_seconds, e.end_seconds);
+        if (e.op != "bucket-work") continue;
+        ++bucket_events;
+        EXPECT_EQ(e.stream, "compute") << plan;
+        EXPECT_EQ(e.tag.rfind("grad.", 0), 0u) << plan << ": " << e.tag << " names its bucket";
+      }
+      // Two microbatches, two or more buckets each: a zeroing and an accumulation per bucket.
+      if (zero) {
+        EXPECT_GE(bucket_events, 8) << plan << " rank " << r;
+      } else {
+        EXPECT_EQ(bucket_events, 0) << plan << " rank " << r;
+      }
+      EXPECT_NEAR(by_op["backward"] + by_op["bucket-work"], rec.times.backward_seconds, 1e-9) << plan;
+      std::sort(compute.begin(), compute.end());
+      for (size_t k = 1; k < compute.size(); ++k)
+        EXPECT_GE(compute[k].first, compute[k - 1].second - 1e-9) << plan << ": compute-stream events overlap";
+    }
+  }
+}
+
 TEST(ExecutorTest, LocalLayoutIsTheModelsParamLayout) {
   const TrainConfig cfg = tiny_config("gbs=8,mb=4", 2, 64);
   const model::ParamLayout layout(mlp_shape(cfg.model));

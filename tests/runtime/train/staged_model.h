@@ -72,7 +72,8 @@ class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
     ++param_pulls;
   }
   std::unique_ptr<model::ComputeBuffer> make_compute_buffer(int64_t elements, model::MemoryAccount* account,
-                                                            model::MemoryCategory category) override {
+                                                            model::MemoryCategory category,
+                                                            model::BufferInit) override {
     ++compute_buffers;
     return memory_.buffer(elements, category);
   }
