@@ -1,7 +1,9 @@
 #include "runtime/train/export.h"
 
+#include <algorithm>
 #include <system_error>
 
+#include "runtime/model/memory_account.h"
 #include "runtime/train/dump.h"
 #include "base/errors.h"
 
@@ -16,6 +18,13 @@ bool split_model(const Trainer& trainer) { return trainer.config().plan.tp > 1 |
 // A world all-gather of the local buffers, then each slice put where it belongs in the whole
 // network (the first data-parallel replica's copy; the others are equal).
 std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const float> local, const std::string& tag) {
+  std::vector<float> full(static_cast<size_t>(model::ParamLayout(mlp_shape(trainer.config().model)).numel()));
+  gather_split_buffer(trainer, local, tag, full);
+  return full;
+}
+
+void gather_split_buffer(const Trainer& trainer, std::span<const float> local, const std::string& tag,
+                         std::span<float> full) {
   const TrainConfig& cfg = trainer.config();
   const strategy::Plan& plan = cfg.plan;
   const model::MlpShape global_shape = mlp_shape(cfg.model);
@@ -46,12 +55,17 @@ std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const f
   }
   int64_t total = 0;
   for (int64_t c : counts) total += c;
-  std::vector<float> all(static_cast<size_t>(total));
+  // Through the process's kept large blocks (memory_account.h): a fingerprint gathers one buffer
+  // after another of the same size, and each fresh mapping would fault its pages in again.
+  model::CountedVector<float> all =
+      model::counted_vector<float>(nullptr, model::MemoryCategory::kTemporary, static_cast<size_t>(total));
   comm::CollectiveOptions o;
   o.timeout = cfg.comm_timeout;
   o.tag = tag;
   world.all_gather_v(local, all, counts, o)->wait();
-  std::vector<float> full(static_cast<size_t>(global.numel()));
+  if (static_cast<int64_t>(full.size()) != global.numel())
+    throw RuntimeError("gather_split_buffer: " + std::to_string(full.size()) + " elements for a network of " +
+                       std::to_string(global.numel()));
   int64_t at = 0;
   for (int r = 0; r < world.size(); ++r) {
     const Part& p = parts[r];
@@ -59,12 +73,15 @@ std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const f
     for (const model::ParamTensor* t : p.tensors) {
       if (first_replica) {
         const model::ParamTensor& g = global.find(t->name);
-        for (int64_t j = 0; j < t->numel; ++j) full[model::LabMlp::tp_global_offset(*t, g, j, p.tp)] = all[at + j];
+        // Runs of consecutive elements: a row of a tensor-parallel fc2.weight (its columns are
+        // sliced), else the whole tensor.
+        const int64_t run = p.tp.size > 1 && t->name.ends_with(".fc2.weight") ? t->shape.at(1) : t->numel;
+        for (int64_t j = 0; j < t->numel; j += run)
+          std::copy_n(all.begin() + at + j, run, full.begin() + model::LabMlp::tp_global_offset(*t, g, j, p.tp));
       }
       at += t->numel;
     }
   }
-  return full;
 }
 
 std::vector<float> gather_full_params(const Trainer& trainer) {

@@ -31,6 +31,10 @@ std::vector<float> gather_full_params(const Trainer& trainer);
 // out as the rank's whole local parameters (the model's flat buffer, or an optimizer buffer over
 // it); returns the same buffer for the whole network, in its layout order.
 std::vector<float> gather_split_buffer(const Trainer& trainer, std::span<const float> local, const std::string& tag);
+// The same into `full` (the whole network's size; every element is written), for callers that
+// gather one buffer after another into the same storage.
+void gather_split_buffer(const Trainer& trainer, std::span<const float> local, const std::string& tag,
+                         std::span<float> full);
 
 // Collective over trainer.dp_comm(): gathers, then the group's rank 0 writes `file` (atomically:
 // a temporary beside it, renamed). Returns the bytes written (0 on other ranks).

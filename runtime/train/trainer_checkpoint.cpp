@@ -383,8 +383,7 @@ StateFingerprint state_fingerprint(const Trainer& t) {
   f.optimizer_step = t.state().optimizer->steps();
   f.sampler = t.state().sampler.state();
   if (split_checkpoint::applies(t)) {
-    for (const auto& [name, data] : split_checkpoint::gather_full_state(t))
-      f.tensors.emplace_back(name, hash_floats(data));
+    f.tensors = split_checkpoint::hash_full_state(t);
   } else if (t.state().shards->zero() == 0) {
     for (const StateView& v : state_views(t, false)) f.tensors.emplace_back(v.name, hash_floats(v.data));
   } else {

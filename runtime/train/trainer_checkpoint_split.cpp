@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <span>
 
+#include "runtime/checkpoint/file_io.h"
 #include "runtime/train/export.h"
 
 namespace parlab::train::split_checkpoint {
@@ -153,21 +155,36 @@ std::vector<checkpoint::ReadRequest> requests(Trainer& t) {
   return out;
 }
 
-std::vector<std::pair<std::string, std::vector<float>>> gather_full_state(const Trainer& t) {
+std::vector<std::pair<std::string, uint64_t>> hash_full_state(const Trainer& t) {
   const TrainerState& s = t.state();
   const model::ParamLayout global(mlp_shape(t.config().model));
-  const std::vector<float> params = gather_full_params(t);
-  std::vector<std::pair<std::string, std::vector<float>>> buffers;
-  for (const std::string& b : s.optimizer->buffer_names())
-    buffers.emplace_back(b, gather_split_buffer(t, local_optimizer_buffer(t, b), "fingerprint." + b));
-  // Checkpoint order: the parameters, then each parameter's buffers (trainer_checkpoint.h).
-  std::vector<std::pair<std::string, std::vector<float>>> out;
-  auto part = [](const std::vector<float>& full, const model::ParamTensor& p) {
-    return std::vector<float>(full.begin() + p.offset, full.begin() + p.offset + p.numel);
+  const std::vector<std::string> buffers = s.optimizer->buffer_names();
+  // hashes[0][i]: global tensor i's parameters; hashes[1 + k][i]: its optimizer buffer k.
+  std::vector<std::vector<uint64_t>> hashes;
+  if (s.shards->zero() >= 3)
+    throw UnsupportedOp(
+        "fingerprint: gathering ZeRO-3 shards of tensor- or pipeline-parallel ranks is not implemented");
+  // One whole buffer at a time, in the same storage (the process's kept large blocks).
+  model::CountedVector<float> full =
+      model::counted_vector<float>(nullptr, model::MemoryCategory::kTemporary, static_cast<size_t>(global.numel()));
+  auto hash_tensors = [&]() {
+    std::vector<uint64_t>& h = hashes.emplace_back();
+    for (const model::ParamTensor& p : global.tensors())
+      h.push_back(checkpoint::xxh3_64_of(std::as_bytes(
+          std::span<const float>(full).subspan(static_cast<size_t>(p.offset), static_cast<size_t>(p.numel)))));
   };
-  for (const model::ParamTensor& p : global.tensors()) out.emplace_back(p.name, part(params, p));
-  for (const model::ParamTensor& p : global.tensors())
-    for (const auto& [b, full] : buffers) out.emplace_back(p.name + "." + b, part(full, p));
+  gather_split_buffer(t, s.model.params(), "fingerprint.params", full);
+  hash_tensors();
+  for (const std::string& b : buffers) {
+    gather_split_buffer(t, local_optimizer_buffer(t, b), "fingerprint." + b, full);
+    hash_tensors();
+  }
+  // Checkpoint order: the parameters, then each parameter's buffers (trainer_checkpoint.h).
+  std::vector<std::pair<std::string, uint64_t>> out;
+  const std::vector<model::ParamTensor>& tensors = global.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) out.emplace_back(tensors[i].name, hashes[0][i]);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    for (size_t k = 0; k < buffers.size(); ++k) out.emplace_back(tensors[i].name + "." + buffers[k], hashes[1 + k][i]);
   return out;
 }
 

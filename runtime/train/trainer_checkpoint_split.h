@@ -43,8 +43,12 @@ SaveSet save_set(const Trainer& t);
 // Everything this rank holds, as reads of the global tensors.
 std::vector<checkpoint::ReadRequest> requests(Trainer& t);
 
-// The whole state (every global tensor in checkpoint order), gathered over the world: a
-// collective, for fingerprints that do not depend on the split.
-std::vector<std::pair<std::string, std::vector<float>>> gather_full_state(const Trainer& t);
+// The xxh3_64 of every global tensor of the state, in checkpoint order, gathered over the world
+// one buffer at a time (the parameters, then each optimizer buffer) and hashed in place: a
+// collective, for fingerprints that do not depend on the split. A rank holds one whole buffer at
+// a time: gathering the whole state at once (and a copy of each tensor) took every pipeline rank
+// of a 39 M-parameter MLP to 1.18 GB resident at the end of its run, against 212 MB of training
+// state, and its page faults to seconds.
+std::vector<std::pair<std::string, uint64_t>> hash_full_state(const Trainer& t);
 
 }  // namespace parlab::train::split_checkpoint
