@@ -1,8 +1,11 @@
 #include "experiments/lib/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <sstream>
 
 #include "experiments/lib/fidelity.h"
 #include "base/errors.h"
@@ -70,8 +73,52 @@ std::string split_label(const nlohmann::json& plan) {
   if (plan.value("sp", std::string("off")) == "on") s += " sp";
   const std::string recompute = plan.value("recompute", std::string("none"));
   if (recompute != "none") s += " recompute " + recompute;
+  if (plan.value("precision", std::string("fp32")) == "mixed") s += " mixed";
   return s;
 }
+
+namespace {
+
+// A plan's text ("dp=2,tp=1,...") as key -> value.
+std::map<std::string, std::string> plan_keys(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (const size_t eq = item.find('='); eq != std::string::npos) out[item.substr(0, eq)] = item.substr(eq + 1);
+  return out;
+}
+
+// Rows whose label is the same on the same worker count (microbatch size, bucket size, ...) gain
+// the plan keys whose values differ among them, "DDP x2 (bucket_mb=1)": every row told apart by
+// what sets it apart, not by its whole plan.
+void tell_apart(std::map<std::pair<int, int>, CompareRow>& rows) {
+  std::map<std::string, std::vector<CompareRow*>> same;
+  for (auto& [key, r] : rows) same[std::to_string(r.world) + " " + r.split].push_back(&r);
+  for (auto& [label, group] : same) {
+    if (group.size() < 2) continue;
+    std::vector<std::map<std::string, std::string>> keys;
+    std::set<std::string> names;
+    for (const CompareRow* r : group) {
+      keys.push_back(plan_keys(r->plan));
+      for (const auto& [k, v] : keys.back()) names.insert(k);
+    }
+    const auto value = [](const std::map<std::string, std::string>& m, const std::string& k) {
+      const auto it = m.find(k);
+      return it == m.end() ? std::string("-") : it->second;
+    };
+    std::vector<std::string> differing;
+    for (const std::string& k : names)
+      if (std::any_of(keys.begin(), keys.end(), [&](const auto& m) { return value(m, k) != value(keys.front(), k); }))
+        differing.push_back(k);
+    for (size_t i = 0; i < group.size(); ++i) {
+      std::string extra;
+      for (const std::string& k : differing) extra += (extra.empty() ? "" : ",") + k + "=" + value(keys[i], k);
+      group[i]->split += extra.empty() ? " (" + group[i]->plan + ")" : " (" + extra + ")";
+    }
+  }
+}
+
+}  // namespace
 
 std::optional<double> CompareRow::simulated_error() const { return error_of(simulated, simulated_rounds, *this); }
 std::optional<double> CompareRow::analytic_error() const { return error_of(analytic, analytic_rounds, *this); }
@@ -184,11 +231,7 @@ Comparison compare_experiment(db::ResultsStore& store, const std::string& name) 
     }
   }
   if (rows.empty()) throw ConfigError("--experiment", name, "has no completed runs with a step time");
-  // Plans the label does not tell apart (microbatch size, bucket size, ...) are named in full.
-  std::map<std::string, int> label_count;
-  for (const auto& [key, r] : rows) ++label_count[std::to_string(r.world) + r.split];
-  for (auto& [key, r] : rows)
-    if (label_count[std::to_string(r.world) + r.split] > 1) r.split = r.plan;
+  tell_apart(rows);
   for (auto& [key, r] : rows) {
     c.rows.push_back(r);
     if (r.measured && r.simulated) {

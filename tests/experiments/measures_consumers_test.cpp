@@ -222,13 +222,18 @@ TEST(OneRowPerSplit, CompareKeysRowsByTheWholePlan) {
   ASSERT_EQ(c.rows.size(), 6u);
   EXPECT_EQ(c.rows[4].split, "PP 2 gpipe m4");
   EXPECT_EQ(c.rows[5].split, "PP 2 1f1b m4 recompute full");
-  // Two plans the label cannot tell apart (bucket size) are each named in full.
+  // Two plans the label cannot tell apart (bucket size) are each named by what sets them apart.
   d.run(db::RunKind::kMeasured, plan_at("zero=0,bucket_mb=1", 2), 0.3);
   c = compare_experiment(d.store, "splits_2w");
   ASSERT_EQ(c.rows.size(), 7u);
-  EXPECT_EQ(c.rows[0].split, c.rows[0].plan);
-  EXPECT_EQ(c.rows[6].split, c.rows[6].plan);
-  EXPECT_NE(c.rows[0].split, c.rows[6].split);
+  EXPECT_EQ(c.rows[0].split, "DDP x2 (bucket_mb=25)");
+  EXPECT_EQ(c.rows[6].split, "DDP x2 (bucket_mb=1)");
+  // Mixed precision is part of the split's name: ZeRO-3 in both precisions are two rows.
+  d.run(db::RunKind::kMeasured, plan_at("zero=3,precision=mixed", 2), 0.35);
+  c = compare_experiment(d.store, "splits_2w");
+  ASSERT_EQ(c.rows.size(), 8u);
+  EXPECT_EQ(c.rows[1].split, "ZeRO-3 x2");
+  EXPECT_EQ(c.rows[7].split, "ZeRO-3 x2 mixed");
 }
 
 DecideCandidate cand(const std::string& name, const std::string& family, double predicted,
