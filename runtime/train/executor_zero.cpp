@@ -289,8 +289,7 @@ void Executor::retire_reduce_scatter(int op_id) {
   // model's compute memory (a kernel on a GPU, ordered after the collective the wait saw end).
   const double t0 = now();
   model_.compute_accumulate(chunk_of_shard(shards_.compute_grads(), shards_.shard().begin, mine), reduced);
-  model_.synchronize();
-  add_bucket_work(op, t0, now());
+  add_bucket_work(op, t0, now());  // on a device, the launch: the kernel runs in stream order
   if (const auto b = grad_binding_.find(op.flat_begin); b != grad_binding_.end() && b->second == op_id) {
     model_.bind_grads(range_of(op), {});
     grad_binding_.erase(b);
