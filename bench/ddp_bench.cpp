@@ -42,11 +42,7 @@ namespace {
 
 using namespace parlab;
 
-double cpu_seconds(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using bench::cpu_seconds;
 
 struct Result {
   double step_seconds = 0;  // slowest rank, mean over measured steps

@@ -46,11 +46,7 @@ using parlab::model::MlpShape;
 namespace cpu = parlab::compute::cpu;
 namespace bench = parlab::bench;
 
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+double cpu_seconds() { return bench::cpu_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 int64_t minor_faults() {
   rusage u{};

@@ -5,6 +5,7 @@
 // timings are not its own.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -13,6 +14,14 @@
 #include "base/stats.h"
 
 namespace parlab::bench {
+
+// Seconds of CPU time on `clock` (CLOCK_PROCESS_CPUTIME_ID: every thread of the process;
+// CLOCK_THREAD_CPUTIME_ID: the calling thread).
+inline double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // Wall-clock seconds of one call of `f`.
 inline double seconds_of(const std::function<void()>& f) {

@@ -38,7 +38,6 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
-#include <ctime>
 
 #include "bench/ranks.h"
 #include "bench/timing.h"
@@ -75,12 +74,6 @@ double spread(const std::vector<double>& v) {
   return (*hi - *lo) / median(v);
 }
 
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 Result run(const train::TrainConfig& config, int world, int warmup, int steps, bench::RanksOver over) {
   std::vector<std::vector<train::StepRecord>> records(world);
   std::vector<std::vector<double>> cpu_seconds(world);  // each rank's main thread, per measured step
@@ -90,9 +83,9 @@ Result run(const train::TrainConfig& config, int world, int warmup, int steps, b
       [&](int r, comm::Communicator& c, std::barrier<>&) {
         train::Trainer trainer(config, c);
         for (int s = 0; s < warmup + steps; ++s) {
-          const double cpu0 = thread_cpu_seconds();
+          const double cpu0 = bench::cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
           train::StepRecord rec = trainer.step();
-          const double cpu = thread_cpu_seconds() - cpu0;
+          const double cpu = bench::cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu0;
           rec.events.clear();
           if (s >= warmup) {
             records[r].push_back(rec);

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "experiments/lib/fidelity.h"
 #include "base/errors.h"
+#include "base/key_values.h"
 #include "strategy/measures.h"
 #include "base/text_table.h"
 #include "base/units.h"
@@ -82,9 +82,8 @@ namespace {
 // A plan's text ("dp=2,tp=1,...") as key -> value.
 std::map<std::string, std::string> plan_keys(const std::string& text) {
   std::map<std::string, std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (const size_t eq = item.find('='); eq != std::string::npos) out[item.substr(0, eq)] = item.substr(eq + 1);
+  for (const KeyValue& kv : split_key_values(text))
+    if (kv.has_equals) out[kv.key] = kv.value;
   return out;
 }
 

@@ -158,12 +158,12 @@ std::vector<checkpoint::ReadRequest> requests(Trainer& t) {
 std::vector<std::pair<std::string, uint64_t>> hash_full_state(const Trainer& t) {
   const TrainerState& s = t.state();
   const model::ParamLayout global(mlp_shape(t.config().model));
-  const std::vector<std::string> buffers = s.optimizer->buffer_names();
-  // hashes[0][i]: global tensor i's parameters; hashes[1 + k][i]: its optimizer buffer k.
-  std::vector<std::vector<uint64_t>> hashes;
   if (s.shards->zero() >= 3)
     throw UnsupportedOp(
         "fingerprint: gathering ZeRO-3 shards of tensor- or pipeline-parallel ranks is not implemented");
+  const std::vector<std::string> buffers = s.optimizer->buffer_names();
+  // hashes[0][i]: global tensor i's parameters; hashes[1 + k][i]: its optimizer buffer k.
+  std::vector<std::vector<uint64_t>> hashes;
   // One whole buffer at a time, in the same storage (the process's kept large blocks).
   model::CountedVector<float> full =
       model::counted_vector<float>(nullptr, model::MemoryCategory::kTemporary, static_cast<size_t>(global.numel()));
