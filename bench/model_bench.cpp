@@ -105,11 +105,12 @@ struct Products {
       const bool weight_b = kind != Kind::kDweight;  // the weight is op(B); dW's output is the gradient
       float* out = kind == Kind::kDweight ? g + w : y.data();
       const float* b = kind == Kind::kForward ? p + bias : nullptr;
-      const cpu::PreparedWeightBf16 prepared{
-          .data = kind == Kind::kForward ? w16 + w : w16t + w,
-          .OC = OC,
-          .C = C,
-          .use = kind == Kind::kForward ? cpu::WeightUse::kForward : cpu::WeightUse::kInputGrad};
+      const cpu::WeightUse use = kind == Kind::kForward ? cpu::WeightUse::kForward : cpu::WeightUse::kInputGrad;
+      const cpu::PreparedWeightBf16 prepared{.data = kind == Kind::kForward ? w16 + w : w16t + w,
+                                             .OC = OC,
+                                             .C = C,
+                                             .use = use,
+                                             .layout = cpu::prepared_layout_bf16(OC, C, use)};
       if (bf16 && weight_b)
         cpu::gemm_bf16(shape, x16.data(), prepared, out, b);
       else if (bf16)

@@ -115,8 +115,9 @@ class LabMlp : public Model {
   // Mixed precision (plan precision=mixed): the blocks' matmuls take bf16 inputs (weights, the
   // saved activations and upstream gradients rounded to bf16) and accumulate in fp32; parameters,
   // gradients, optimizer state, the residual stream and the head stay fp32. Each weight has two
-  // bf16 copies, each laid out for the product that reads it (W for the forward, W^T for the input
-  // gradient: matmul.h's prepared weights), made once per step. Throws RuntimeError naming the
+  // bf16 copies, each laid out for the product that reads it (matmul.h's prepared weights: W and
+  // W^T, or oneDNN's packed layout of each where this CPU's oneDNN reads that faster), made once
+  // per step. Throws RuntimeError naming the
   // reason where bf16 matmuls are unavailable (no AVX512-BF16, or built without oneDNN).
   void set_mixed_precision(bool on);
   // Drops the bf16 weight copies: each is made again when its product next needs it, as after a

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
+#include "base/errors.h"
 #include "runtime/compute/cpu/bf16.h"
 #include "runtime/compute/cpu/kernels.h"
 #include "runtime/compute/cpu/matmul.h"
@@ -40,15 +42,20 @@ void transpose_block(uint16_t* out, const float* in, int64_t rows, int64_t cols,
         for (int64_t r = rt; r < std::min(r1, rt + kTile); ++r) out[c * rows + r] = bf16_from_float(in[r * cols + c]);
 }
 
-// bf16_from_float on 16 lanes: the same integer steps, so the same bits.
-__attribute__((target("avx512f"))) inline __m256i bf16_from_float16(__m512 x) {
+// bf16_from_float on 16 lanes: the same integer steps, so the same bits; each lane's bf16 in its
+// low 16 bits (the high ones zero).
+__attribute__((target("avx512f"))) inline __m512i bf16_bits32(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __m512i magnitude = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7f800000));
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet);
+}
+
+__attribute__((target("avx512f"))) inline __m256i bf16_from_float16(__m512 x) {
+  return _mm512_cvtepi32_epi16(bf16_bits32(x));
 }
 
 // Transposes 16 rows of 16 floats in registers: r[j] becomes column j (the textbook network:
@@ -121,7 +128,65 @@ __attribute__((target("avx512f"))) void to_bf16_avx512(uint16_t* out, const floa
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bf16_from_float16(_mm512_loadu_ps(in + i)));
 }
 
+// The blocked layout of to_bf16_k32n64_blocked: op(B)'s element (k, n) at this offset.
+constexpr int64_t kBlockK = 32, kBlockN = 64;
+inline int64_t blocked_offset(int64_t k, int64_t n, int64_t K) {
+  return (n / kBlockN * (K / kBlockK) + k / kBlockK) * (kBlockK * kBlockN) + (k % kBlockK) / 2 * (2 * kBlockN) +
+         n % kBlockN * 2 + k % 2;
+}
+
+void blocked_loop(uint16_t* out, const float* B, int64_t K, int64_t N, bool b_transposed) {
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      out[blocked_offset(k, n, K)] = bf16_from_float(b_transposed ? B[n * K + k] : B[k * N + n]);
+}
+
+// op(B) = B (K, N) row-major: each 32-bit word of a block is the pair (k, k + 1) at one n, so two
+// rows' 16 lanes make 16 words, written in order.
+__attribute__((target("avx512f"))) void blocked_rows_avx512(uint16_t* out, const float* B, int64_t K, int64_t N) {
+  for (int64_t nb = 0; nb < N; nb += kBlockN)
+    for (int64_t k = 0; k < K; k += 2) {
+      uint16_t* line = out + blocked_offset(k, nb, K);
+      const float* row = B + k * N + nb;
+      for (int64_t n = 0; n < kBlockN; n += 16) {
+        const __m512i low = bf16_bits32(_mm512_loadu_ps(row + n));
+        const __m512i high = bf16_bits32(_mm512_loadu_ps(row + N + n));
+        _mm512_storeu_si512(line + 2 * n, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
+      }
+    }
+}
+
+// op(B) = B^T, B stored (N, K): a row n of B holds the block's 16 pairs at that n consecutively
+// (32 k); 16 such rows, each 16 words, transposed in registers give 16 lines of 16 n per pair.
+__attribute__((target("avx512f"))) void blocked_transposed_avx512(uint16_t* out, const float* B, int64_t K, int64_t N) {
+  for (int64_t nb = 0; nb < N; nb += kBlockN)
+    for (int64_t kb = 0; kb < K; kb += kBlockK)
+      for (int64_t g = 0; g < kBlockN; g += 16) {
+        __m512 words[16];
+        for (int i = 0; i < 16; ++i) {
+          const float* row = B + (nb + g + i) * K + kb;
+          const __m256i first = bf16_from_float16(_mm512_loadu_ps(row));
+          const __m256i second = bf16_from_float16(_mm512_loadu_ps(row + 16));
+          words[i] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1));
+        }
+        transpose16(words);
+        for (int pair = 0; pair < 16; ++pair)
+          _mm512_storeu_ps(out + blocked_offset(kb + 2 * pair, nb + g, K), words[pair]);
+      }
+}
+
 }  // namespace
+
+void to_bf16_k32n64_blocked(uint16_t* out, const float* B, int64_t K, int64_t N, bool b_transposed) {
+  if (K % kBlockK != 0 || N % kBlockN != 0)
+    throw RuntimeError("to_bf16_k32n64_blocked: " + std::to_string(K) + " x " + std::to_string(N) +
+                       " is not whole blocks of 32 x 64");
+  if (!has_avx512f()) return blocked_loop(out, B, K, N, b_transposed);
+  if (b_transposed)
+    blocked_transposed_avx512(out, B, K, N);
+  else
+    blocked_rows_avx512(out, B, K, N);
+}
 
 void to_bf16(uint16_t* out, const float* in, int64_t n) {
   int64_t done = 0;

@@ -1,6 +1,7 @@
 #include "runtime/compute/cpu/matmul.h"
 
 #include <cblas.h>
+#include <cpuid.h>
 
 #include <algorithm>
 #include <cctype>
@@ -99,13 +100,45 @@ dnnl::primitive_attr accumulate_attr(const GemmShape& s) {
 struct OneDnn {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, bool, int64_t>;
+  // M, N, K, trans_a, trans_b, accumulate, bf16, bias, lda, op(B) in packed_desc(K, N)'s layout
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, bool, int64_t, bool>;
   // A built primitive and memory objects for its arguments, re-pointed at each call's buffers.
   struct Entry {
     dnnl::matmul primitive;
     dnnl::memory a, b, c, bias;
   };
   std::map<Key, Entry> primitives;
+  // True when w is to_bf16_k32n64_blocked's layout of a (K, N) op(B), unpadded.
+  static bool is_k32n64_blocked(const dnnl::memory::desc& w, int64_t K, int64_t N) {
+    if (K % 32 != 0 || N % 64 != 0 || w.get_size() != static_cast<size_t>(K * N) * sizeof(uint16_t)) return false;
+    const auto& b = w.data.format_desc.blocking;
+    return w.data.format_kind == dnnl_blocked && b.inner_nblks == 3 && b.inner_blks[0] == 16 && b.inner_idxs[0] == 0 &&
+           b.inner_blks[1] == 64 && b.inner_idxs[1] == 1 && b.inner_blks[2] == 2 && b.inner_idxs[2] == 0 &&
+           b.strides[0] == 32 * 64 && b.strides[1] == K * 64;
+  }
+
+  // By (K, N): the blocked layout oneDNN's bf16 matmul chooses for op(B) at microbatch 64 (its
+  // weights in format_tag::any) where it is to_bf16_k32n64_blocked's, else an empty desc.
+  std::map<std::pair<int64_t, int64_t>, dnnl::memory::desc> packed;
+
+  const dnnl::memory::desc& packed_desc(int64_t K, int64_t N) {
+    auto it = packed.find({K, N});
+    if (it != packed.end()) return it->second;
+    using dt = dnnl::memory::data_type;
+    using dims = dnnl::memory::dims;
+    constexpr int64_t kM = 64;
+    dnnl::memory::desc chosen;
+    try {
+      const dnnl::memory::desc a({kM, K}, dt::bf16, dims{K, 1});
+      const dnnl::memory::desc any_b({K, N}, dt::bf16, dnnl::memory::format_tag::any);
+      const dnnl::memory::desc c({kM, N}, dt::f32, dims{N, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, any_b, c), engine);
+      if (is_k32n64_blocked(pd.weights_desc(), K, N)) chosen = pd.weights_desc();
+    } catch (const dnnl::error&) {
+      // no bf16 matmul for the shape: the transposed route's layout
+    }
+    return packed.emplace(std::make_pair(K, N), chosen).first->second;
+  }
 
   OneDnn() {
     // This Debian build threads with OpenMP: one thread per rank, set for the calling thread.
@@ -113,9 +146,11 @@ struct OneDnn {
   }
 
   // lda: the row stride of a non-transposed A (0: its width K, the packed layout).
-  Entry& get(const GemmShape& s, bool bf16, bool bias, int64_t lda = 0) {
+  // packed_b: op(B) is bf16 in packed_desc(K, N)'s layout. The entry's primitive is empty where
+  // oneDNN refuses that layout at this shape (run_packed then reads a plain copy).
+  Entry& get(const GemmShape& s, bool bf16, bool bias, int64_t lda = 0, bool packed_b = false) {
     if (lda == 0 || s.trans_a) lda = s.trans_a ? s.M : s.K;
-    const Key key{s.M, s.N, s.K, s.trans_a, s.trans_b, s.accumulate, bf16, bias, lda};
+    const Key key{s.M, s.N, s.K, s.trans_a, s.trans_b && !packed_b, s.accumulate, bf16, bias, lda, packed_b};
     auto it = primitives.find(key);
     if (it != primitives.end()) return it->second;
     using dt = dnnl::memory::data_type;
@@ -124,14 +159,20 @@ struct OneDnn {
     // Row-major storage of op(A) (M, K) and op(B) (K, N) as strides: a transposed operand is
     // the same buffer read with swapped strides.
     const dnnl::memory::desc a({s.M, s.K}, in, s.trans_a ? dims{1, s.M} : dims{lda, 1});
-    const dnnl::memory::desc b({s.K, s.N}, in, s.trans_b ? dims{1, s.K} : dims{s.N, 1});
+    const dnnl::memory::desc b =
+        packed_b ? packed_desc(s.K, s.N) : dnnl::memory::desc({s.K, s.N}, in, s.trans_b ? dims{1, s.K} : dims{s.N, 1});
     const dnnl::memory::desc c({s.M, s.N}, dt::f32, dims{s.N, 1});
     const dnnl::memory::desc bias_md =
         bias ? dnnl::memory::desc({1, s.N}, dt::f32, dims{s.N, 1}) : dnnl::memory::desc();
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias_md, c), accumulate_attr(s), engine);
-    Entry e{dnnl::matmul(pd), dnnl::memory(a, engine, DNNL_MEMORY_NONE), dnnl::memory(b, engine, DNNL_MEMORY_NONE),
-            dnnl::memory(c, engine, DNNL_MEMORY_NONE),
-            bias ? dnnl::memory(bias_md, engine, DNNL_MEMORY_NONE) : dnnl::memory()};
+    Entry e;
+    try {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias_md, c), accumulate_attr(s), engine);
+      e = {dnnl::matmul(pd), dnnl::memory(a, engine, DNNL_MEMORY_NONE), dnnl::memory(b, engine, DNNL_MEMORY_NONE),
+           dnnl::memory(c, engine, DNNL_MEMORY_NONE),
+           bias ? dnnl::memory(bias_md, engine, DNNL_MEMORY_NONE) : dnnl::memory()};
+    } catch (const dnnl::error&) {
+      if (!packed_b) throw;
+    }
     return primitives.emplace(key, std::move(e)).first->second;
   }
 
@@ -141,7 +182,27 @@ struct OneDnn {
       openblas_gemm_f32(s, nullptr, nullptr, C, bias);
       return;
     }
-    Entry& e = get(s, bf16, bias != nullptr, lda);
+    execute(get(s, bf16, bias != nullptr, lda), A, B, C, bias);
+  }
+
+  // The bf16 product on op(B) in packed_desc(s.K, s.N)'s layout; where oneDNN refuses that layout
+  // at this M, on a plain copy of it (a reorder per call: correct, slow, and not a lab shape).
+  void run_packed(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias) {
+    if (s.M == 0 || s.N == 0) return;
+    Entry& e = get(s, true, bias != nullptr, 0, true);
+    if (e.primitive) return execute(e, A, B, C, bias);
+    thread_local std::vector<uint16_t> plain;
+    plain.resize(static_cast<size_t>(s.K * s.N));
+    dnnl::memory from(packed_desc(s.K, s.N), engine, const_cast<uint16_t*>(B));
+    dnnl::memory to({{s.K, s.N}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab}, engine, plain.data());
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+    GemmShape untransposed = s;
+    untransposed.trans_b = false;
+    run(untransposed, true, A, plain.data(), C, bias);
+  }
+
+  void execute(Entry& e, const void* A, const void* B, float* C, const float* bias) {
     // The memory objects wrap the caller's buffers; nothing is copied.
     e.a.set_data_handle(const_cast<void*>(A));
     e.b.set_data_handle(const_cast<void*>(B));
@@ -165,6 +226,17 @@ bool cpu_has_avx512_bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512bf16");
 }
+
+// AMX-BF16: CPUID leaf 7, subleaf 0, EDX bit 22.
+bool cpu_has_amx_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (edx >> 22) & 1u;
+}
+
+bool packed_layout_fits(int64_t K, int64_t N) { return !onednn().packed_desc(K, N).is_zero(); }
+
+// out = bf16(op(B)) in packed_desc(K, N)'s layout, by oneDNN's reorder (round to nearest even).
 
 void require_bf16() {
   if (!bf16_supported()) throw RuntimeError(std::string("bf16 matmul: ") + std::string(bf16_unsupported_reason()));
@@ -254,6 +326,12 @@ void onednn_gemm_f32_transposed(const GemmShape& s, const float* A, const float*
   run_transposed(s, false, A, B, C, bias);
 }
 
+namespace {
+void onednn_gemm_bf16_packed(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C, const float* bias) {
+  onednn().run_packed(s, A, B, C, bias);
+}
+}  // namespace
+
 void onednn_gemm_bf16_transposed(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* C,
                                  const float* bias) {
   require_bf16();
@@ -294,6 +372,10 @@ namespace {
 [[noreturn]] void no_onednn() {
   throw RuntimeError("oneDNN: parlab was built without it (install libdnnl-dev: scripts/install-deps.sh)");
 }
+bool cpu_has_amx_bf16() { return false; }
+bool packed_layout_fits(int64_t, int64_t) { return false; }
+void require_bf16() { no_onednn(); }
+void onednn_gemm_bf16_packed(const GemmShape&, const uint16_t*, const uint16_t*, float*, const float*) { no_onednn(); }
 }  // namespace
 
 void onednn_gemm_f32(const GemmShape&, const float*, const float*, float*, const float*) { no_onednn(); }
@@ -325,12 +407,39 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const uint16_t* B, float* 
   onednn_gemm_bf16(s, A, B, C, bias);
 }
 
+namespace {
+// op(B)'s (K, N) of the product that reads W (OC, C) for `use`.
+std::pair<int64_t, int64_t> op_b_dims(int64_t OC, int64_t C, WeightUse use) {
+  return use == WeightUse::kForward ? std::pair{C, OC} : std::pair{OC, C};
+}
+}  // namespace
+
+PreparedLayout prepared_layout_bf16(int64_t OC, int64_t C, WeightUse use) {
+  static const bool packed_wins = bf16_supported() && !cpu_has_amx_bf16();
+  if (!packed_wins) return PreparedLayout::kTransposedRoute;
+  const auto [K, N] = op_b_dims(OC, C, use);
+  return packed_layout_fits(K, N) ? PreparedLayout::kOneDnnPacked : PreparedLayout::kTransposedRoute;
+}
+
 PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use) {
-  if (use == WeightUse::kForward)
+  return prepare_weight_bf16(out, W, OC, C, use, prepared_layout_bf16(OC, C, use));
+}
+
+PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use,
+                                       PreparedLayout layout) {
+  if (layout == PreparedLayout::kOneDnnPacked) {
+    require_bf16();
+    const auto [K, N] = op_b_dims(OC, C, use);
+    if (!packed_layout_fits(K, N))
+      throw RuntimeError("prepare_weight_bf16: oneDNN's packed layout of a " + std::to_string(OC) + " x " +
+                         std::to_string(C) + " weight is padded or missing here");
+    to_bf16_k32n64_blocked(out, W, K, N, use == WeightUse::kForward);
+  } else if (use == WeightUse::kForward) {
     to_bf16(out, W, OC * C);
-  else
+  } else {
     to_bf16_transposed(out, W, OC, C);
-  return {.data = out, .OC = OC, .C = C, .use = use};
+  }
+  return {.data = out, .OC = OC, .C = C, .use = use, .layout = layout};
 }
 
 // Both prepared layouts store op(B) transposed: W (OC, C) is the forward's op(B) = W^T read
@@ -343,6 +452,7 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const PreparedWeightBf16& 
   if (!matches)
     throw RuntimeError(std::string("gemm_bf16: the shape is not the ") + (forward ? "forward" : "input-gradient") +
                        " product of the prepared " + std::to_string(w.OC) + " x " + std::to_string(w.C) + " weight");
+  if (w.layout == PreparedLayout::kOneDnnPacked) return onednn_gemm_bf16_packed(s, A, w.data, C, bias);
   GemmShape stored = s;
   stored.trans_b = true;
   gemm_bf16(stored, A, w.data, C, bias);
@@ -371,6 +481,15 @@ void gemm_bf16(const GemmShape& s, const uint16_t* A, const PreparedWeightBf16& 
 // input-gradient products went from 0.67 to 0.50 s. So both prepared products take the
 // transposed route by their stored shape (a trans_b product, M = 64, N >= 8 M). A head-sized
 // input gradient (K = 16) would crawl on it (10-15 GFLOP/s): the head stays fp32, never prepared.
+// On a Zen 5 core without AMX (2-core VM, avx512_core_bf16 brgemm; bench_gemm, 16 weights in
+// turn, 2026-12-04) the order turns: the forward on oneDNN's packed layout at 397-401 GFLOP/s
+// against 308-346 as C^T on W, the input gradient at 383-402 against 310-351 on W^T. So where the
+// CPU has AVX512-BF16 but no AMX, prepared_layout_bf16 takes the packed layout (BA16a64b2a, which
+// to_bf16_k32n64_blocked writes in one pass: oneDNN's own reorder into it took 2.5 ms a weight,
+// 3x to_bf16); bench_model's mixed products went from 0.213 + 0.216 to 0.174 + 0.172 s a step.
+// A shape that is not whole 32 x 64 blocks keeps the transposed route (its packed copy would be
+// padded, larger than the ledger's 2 B a parameter).
+//
 // fp32's input gradient on an fp32 W^T runs at 80-81 against 51-55 in panels and 75-76 packed,
 // but that is a second fp32 copy of every block weight, which the fp32 ledger (4 B a parameter,
 // PyTorch's) does not have: left as the panels.

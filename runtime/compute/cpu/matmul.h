@@ -43,6 +43,13 @@ void from_bf16(float* out, const uint16_t* in, int64_t n);
 // (one pass over memory, as fast as to_bf16 on the lab's weights); any shape.
 void to_bf16_transposed(uint16_t* out, const float* in, int64_t rows, int64_t cols);
 
+// bf16 of op(B) (K, N) in the layout oneDNN's bf16 matmul reads its weights in on AVX512-BF16
+// without AMX (BA16a64b2a: blocks of 32 k x 64 n, n-blocks outer; in a block 16 pairs of k, each
+// 64 n of the pair (k, k + 1)), each element the bits to_bf16 gives it. op(B) is B (K, N)
+// row-major, or B^T with B stored (N, K) when b_transposed. Throws RuntimeError unless K % 32 == 0
+// and N % 64 == 0. One pass over memory, like to_bf16 (oneDNN's own reorder takes ~3x as long).
+void to_bf16_k32n64_blocked(uint16_t* out, const float* B, int64_t K, int64_t N, bool b_transposed);
+
 // ---- A weight prepared once for the products that read it every microbatch -----------------
 // A linear layer's weight W (OC, C) enters two products per microbatch (linear.cpp):
 //   forward  out (B, OC)      = inp (B, C) @ W^T (+ bias)
@@ -52,14 +59,28 @@ void to_bf16_transposed(uint16_t* out, const float* in, int64_t rows, int64_t co
 // for the forward W (OC, C) as stored, for the input gradient W^T (C, OC), each the wide left
 // operand of the transposed route. A product on a plain bf16 weight repacks it on every call.
 enum class WeightUse { kForward, kInputGrad };
+// How a prepared copy is laid out (matmul.cpp says which wins where, measured):
+//   kTransposedRoute  W (forward) or W^T (input gradient) plain, read by the transposed route;
+//   kOneDnnPacked     op(B) in the blocked layout oneDNN's bf16 matmul chooses for it (format_tag
+//                     any at microbatch 64), read without repacking. Only where that layout is
+//                     exactly OC x C elements (no padding), so a copy's size is the same either way.
+enum class PreparedLayout { kTransposedRoute, kOneDnnPacked };
 struct PreparedWeightBf16 {
   const uint16_t* data = nullptr;  // OC x C bf16 elements in the layout of `use` (no padding)
   int64_t OC = 0, C = 0;
   WeightUse use = WeightUse::kForward;
+  PreparedLayout layout = PreparedLayout::kTransposedRoute;
 };
-// Fills out (OC x C elements) from the fp32 W (OC, C) for `use`, each element rounded as to_bf16
-// rounds it, and returns the view of it.
+// The layout prepare_weight_bf16 gives W (OC, C) for `use` on this machine: oneDNN's packed one
+// on a CPU with AVX512-BF16 but no AMX where it needs no padding, else the transposed route's.
+// The same answer for the same shape on one machine (so the same bits run to run).
+PreparedLayout prepared_layout_bf16(int64_t OC, int64_t C, WeightUse use);
+// Fills out (OC x C elements) from the fp32 W (OC, C) for `use` in `layout` (by default
+// prepared_layout_bf16's), each element rounded as to_bf16 rounds it, and returns the view of it.
+// Throws RuntimeError for kOneDnnPacked where it is not available for the shape.
 PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use);
+PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use,
+                                       PreparedLayout layout);
 // The product of s with op(B) the prepared weight: s as linear.cpp states the product (forward:
 // M = B, N = OC, K = C, trans_b; input gradient: M = B, N = C, K = OC, untransposed), checked
 // against w (RuntimeError on a shape or use that does not match). bf16 A, fp32 accumulation and

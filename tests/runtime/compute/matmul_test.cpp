@@ -263,21 +263,47 @@ TEST_F(MatmulTest, TransposedBf16ConversionGivesToBf16sBitsTransposed) {
   }
 }
 
-// A linear layer's two products on its prepared weight (forward on W, the input gradient on W^T)
-// against the naive double product of the rounded inputs, the same bits run to run, and a shape
-// that is not the prepared weight's refused.
-TEST_F(MatmulTest, ProductsOnAPreparedWeightMatchNaiveDoubleAndRepeatBitForBit) {
-  if (!bf16_supported()) GTEST_SKIP() << bf16_unsupported_reason();
-  for (const auto& [B, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{5, 40, 96}, {6, 96, 40}, {3, 17, 9}}) {
-    const auto W = random_vector(OC * C, 42), inp = random_vector(B * C, 43), dout = random_vector(B * OC, 44);
-    const auto bias = random_vector(OC, 45), dinp0 = random_vector(B * C, 46);
-    std::vector<uint16_t> fwd_copy(W.size()), dinp_copy(W.size()), inp16(inp.size()), dout16(dout.size());
-    const PreparedWeightBf16 w = prepare_weight_bf16(fwd_copy.data(), W.data(), OC, C, WeightUse::kForward);
-    const PreparedWeightBf16 wt = prepare_weight_bf16(dinp_copy.data(), W.data(), OC, C, WeightUse::kInputGrad);
+// The blocked layout, element by element from its definition (matmul.h): blocks of 32 k x 64 n,
+// n-blocks outer; in a block 16 pairs of k, each 64 n of the pair (k, k + 1). Both operand
+// orders, special values included (the same bits as to_bf16), and shapes that are not whole
+// blocks refused.
+TEST_F(MatmulTest, BlockedBf16ConversionPutsEveryElementWhereItsLayoutSays) {
+  const float specials[] = {1.0f + 0x1p-8f, std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::infinity(), 0x1p-130f, -0.0f};
+  for (const auto& [K, N] : {std::pair<int64_t, int64_t>{32, 64}, {96, 128}, {64, 192}}) {
+    for (const bool transposed : {false, true}) {
+      auto in = random_vector(K * N, 47);
+      for (size_t i = 0; i < std::size(specials); ++i) in[i * 13 % in.size()] = specials[i];
+      std::vector<uint16_t> plain(in.size()), out(in.size(), 0xdead);
+      to_bf16(plain.data(), in.data(), K * N);
+      to_bf16_k32n64_blocked(out.data(), in.data(), K, N, transposed);
+      int64_t wrong = 0;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t at = (n / 64 * (K / 32) + k / 32) * 2048 + k % 32 / 2 * 128 + n % 64 * 2 + k % 2;
+          wrong += out[at] != plain[transposed ? n * K + k : k * N + n];
+        }
+      EXPECT_EQ(wrong, 0) << K << " x " << N << (transposed ? " from B^T" : "");
+    }
+  }
+  std::vector<uint16_t> out(48 * 64);
+  const auto in = random_vector(48 * 64, 48);
+  EXPECT_THROW(to_bf16_k32n64_blocked(out.data(), in.data(), 48, 64, false), RuntimeError);  // K % 32
+  EXPECT_THROW(to_bf16_k32n64_blocked(out.data(), in.data(), 64, 48, true), RuntimeError);   // N % 64
+}
+
+// The forward and input-gradient products on w and wt against naive double, bit-for-bit repeats,
+// and each refused on the other's weight.
+void check_prepared_products(int64_t B, int64_t C, int64_t OC, const std::vector<float>& W,
+                             const std::vector<float>& inp, const std::vector<float>& dout,
+                             const std::vector<float>& bias, const std::vector<float>& dinp0,
+                             const PreparedWeightBf16& w, const PreparedWeightBf16& wt) {
+  {
+    std::vector<uint16_t> inp16(inp.size()), dout16(dout.size());
     to_bf16(inp16.data(), inp.data(), B * C);
     to_bf16(dout16.data(), dout.data(), B * OC);
-    std::vector<float> Wr(W.size()), inpr(inp.size()), doutr(dout.size());
-    from_bf16(Wr.data(), fwd_copy.data(), OC * C);
+    std::vector<float> inpr(inp.size()), doutr(dout.size());
+    const std::vector<float> Wr = bf16_rounded(W).values;
     from_bf16(inpr.data(), inp16.data(), B * C);
     from_bf16(doutr.data(), dout16.data(), B * OC);
     const GemmShape forward{.M = B, .N = OC, .K = C, .trans_b = true};
@@ -294,6 +320,37 @@ TEST_F(MatmulTest, ProductsOnAPreparedWeightMatchNaiveDoubleAndRepeatBitForBit) 
     EXPECT_THROW(gemm_bf16(dinp, dout16.data(), w, g2.data()), RuntimeError);       // the forward's layout
     EXPECT_THROW(gemm_bf16(forward, inp16.data(), wt, out2.data()), RuntimeError);  // the input gradient's
   }
+}
+
+// A linear layer's two products on its prepared weight (forward on W, the input gradient on W^T)
+// in each layout, against the naive double product of the rounded inputs, the same bits run to
+// run, and a shape that is not the prepared weight's refused. oneDNN's packed layout is taken
+// where this machine's oneDNN chooses it for the shape (whole blocks, no AMX); elsewhere its
+// preparation is refused.
+TEST_F(MatmulTest, ProductsOnAPreparedWeightMatchNaiveDoubleAndRepeatBitForBit) {
+  if (!bf16_supported()) GTEST_SKIP() << bf16_unsupported_reason();
+  int packed_cases = 0;
+  for (const auto& [B, C, OC] :
+       {std::tuple<int64_t, int64_t, int64_t>{5, 40, 96}, {6, 96, 40}, {3, 17, 9}, {5, 128, 64}, {64, 64, 192}})
+    for (const PreparedLayout layout : {PreparedLayout::kTransposedRoute, PreparedLayout::kOneDnnPacked}) {
+      const auto W = random_vector(OC * C, 42), inp = random_vector(B * C, 43), dout = random_vector(B * OC, 44);
+      const auto bias = random_vector(OC, 45), dinp0 = random_vector(B * C, 46);
+      std::vector<uint16_t> fwd_copy(W.size()), dinp_copy(W.size()), inp16(inp.size()), dout16(dout.size());
+      const bool packed = layout == PreparedLayout::kOneDnnPacked;
+      const bool available = prepared_layout_bf16(OC, C, WeightUse::kForward) == layout &&
+                             prepared_layout_bf16(OC, C, WeightUse::kInputGrad) == layout;
+      if (packed && !available) {
+        EXPECT_THROW(prepare_weight_bf16(fwd_copy.data(), W.data(), OC, C, WeightUse::kForward, layout), RuntimeError);
+        continue;
+      }
+      packed_cases += packed;
+      const auto w = prepare_weight_bf16(fwd_copy.data(), W.data(), OC, C, WeightUse::kForward, layout);
+      const auto wt = prepare_weight_bf16(dinp_copy.data(), W.data(), OC, C, WeightUse::kInputGrad, layout);
+      EXPECT_EQ(w.layout, layout);
+      EXPECT_EQ(wt.layout, layout);
+      check_prepared_products(B, C, OC, W, inp, dout, bias, dinp0, w, wt);
+    }
+  std::printf("products on oneDNN's packed layout checked for %d of 5 shapes on this machine\n", packed_cases);
 }
 
 // oneDNN's own packed layout (bench_gemm's comparison) computes the same product.
