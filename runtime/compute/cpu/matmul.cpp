@@ -236,8 +236,6 @@ bool cpu_has_amx_bf16() {
 
 bool packed_layout_fits(int64_t K, int64_t N) { return !onednn().packed_desc(K, N).is_zero(); }
 
-// out = bf16(op(B)) in packed_desc(K, N)'s layout, by oneDNN's reorder (round to nearest even).
-
 void require_bf16() {
   if (!bf16_supported()) throw RuntimeError(std::string("bf16 matmul: ") + std::string(bf16_unsupported_reason()));
 }
@@ -442,7 +440,8 @@ PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC
   return {.data = out, .OC = OC, .C = C, .use = use, .layout = layout};
 }
 
-// Both prepared layouts store op(B) transposed: W (OC, C) is the forward's op(B) = W^T read
+// A packed copy runs on oneDNN's primitive for its layout. The transposed route's two layouts
+// store op(B) transposed: W (OC, C) is the forward's op(B) = W^T read
 // transposed, W^T (C, OC) the input gradient's op(B) = W read transposed. So the product is the
 // plain one on that storage, routed by its shape like any other.
 void gemm_bf16(const GemmShape& s, const uint16_t* A, const PreparedWeightBf16& w, float* C, const float* bias) {
