@@ -106,11 +106,8 @@ struct Products {
       float* out = kind == Kind::kDweight ? g + w : y.data();
       const float* b = kind == Kind::kForward ? p + bias : nullptr;
       const cpu::WeightUse use = kind == Kind::kForward ? cpu::WeightUse::kForward : cpu::WeightUse::kInputGrad;
-      const cpu::PreparedWeightBf16 prepared{.data = kind == Kind::kForward ? w16 + w : w16t + w,
-                                             .OC = OC,
-                                             .C = C,
-                                             .use = use,
-                                             .layout = cpu::prepared_layout_bf16(OC, C, use)};
+      const cpu::PreparedWeightBf16 prepared =
+          cpu::prepared_view_bf16(kind == Kind::kForward ? w16 + w : w16t + w, OC, C, use);
       if (bf16 && weight_b)
         cpu::gemm_bf16(shape, x16.data(), prepared, out, b);
       else if (bf16)

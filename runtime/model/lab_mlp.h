@@ -117,8 +117,8 @@ class LabMlp : public Model {
   // gradients, optimizer state, the residual stream and the head stay fp32. Each weight has two
   // bf16 copies, each laid out for the product that reads it (matmul.h's prepared weights: W and
   // W^T, or oneDNN's packed layout of each where this CPU's oneDNN reads that faster), made once
-  // per step. Throws RuntimeError naming the
-  // reason where bf16 matmuls are unavailable (no AVX512-BF16, or built without oneDNN).
+  // per step. Throws RuntimeError naming the reason where bf16 matmuls are unavailable (no
+  // AVX512-BF16, or built without oneDNN).
   void set_mixed_precision(bool on);
   // Drops the bf16 weight copies: each is made again when its product next needs it, as after a
   // ZeRO-3 gather (the workload profile prices that conversion this way).

@@ -49,7 +49,7 @@ cpu::PreparedWeightBf16 LabMlp::weight_bf16(const ParamTensor& t, cpu::WeightUse
     bf16_fresh_[i] = 1;
     ++bf16_copies_made_;
   }
-  return {.data = copy.data(), .OC = OC, .C = C, .use = use, .layout = cpu::prepared_layout_bf16(OC, C, use)};
+  return cpu::prepared_view_bf16(copy.data(), OC, C, use);
 }
 
 void LabMlp::block_forward_mixed(int i, MicrobatchState& mb) const {

@@ -423,6 +423,10 @@ PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC
   return prepare_weight_bf16(out, W, OC, C, use, prepared_layout_bf16(OC, C, use));
 }
 
+PreparedWeightBf16 prepared_view_bf16(const uint16_t* data, int64_t OC, int64_t C, WeightUse use) {
+  return {.data = data, .OC = OC, .C = C, .use = use, .layout = prepared_layout_bf16(OC, C, use)};
+}
+
 PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use,
                                        PreparedLayout layout) {
   if (layout == PreparedLayout::kOneDnnPacked) {

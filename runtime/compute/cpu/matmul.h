@@ -81,6 +81,9 @@ PreparedLayout prepared_layout_bf16(int64_t OC, int64_t C, WeightUse use);
 PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use);
 PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC, int64_t C, WeightUse use,
                                        PreparedLayout layout);
+// The view of a copy the default prepare_weight_bf16 filled earlier (its layout is the
+// machine's, prepared_layout_bf16's): what a holder of the copy passes to gemm_bf16.
+PreparedWeightBf16 prepared_view_bf16(const uint16_t* data, int64_t OC, int64_t C, WeightUse use);
 // The product of s with op(B) the prepared weight: s as linear.cpp states the product (forward:
 // M = B, N = OC, K = C, trans_b; input gradient: M = B, N = C, K = OC, untransposed), checked
 // against w (RuntimeError on a shape or use that does not match). bf16 A, fp32 accumulation and

@@ -348,6 +348,9 @@ TEST_F(MatmulTest, ProductsOnAPreparedWeightMatchNaiveDoubleAndRepeatBitForBit) 
       const auto wt = prepare_weight_bf16(dinp_copy.data(), W.data(), OC, C, WeightUse::kInputGrad, layout);
       EXPECT_EQ(w.layout, layout);
       EXPECT_EQ(wt.layout, layout);
+      // A holder's view of its copy names the layout the default preparation wrote.
+      EXPECT_EQ(prepared_view_bf16(fwd_copy.data(), OC, C, WeightUse::kForward).layout,
+                prepared_layout_bf16(OC, C, WeightUse::kForward));
       check_prepared_products(B, C, OC, W, inp, dout, bias, dinp0, w, wt);
     }
   std::printf("products on oneDNN's packed layout checked for %d of 5 shapes on this machine\n", packed_cases);
