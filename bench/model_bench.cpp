@@ -38,6 +38,7 @@
 #include "runtime/model/lab_mlp.h"
 #include "runtime/train/data.h"
 #include "runtime/train/optimizer.h"
+#include "strategy/plan.h"
 
 namespace {
 
@@ -67,8 +68,9 @@ struct Job {
 
 // One worker's model, optimizer and microbatch state, fp32 or mixed.
 struct Worker {
-  Worker(const MlpShape& shape, bool mixed, int64_t gbs)
-      : model(shape, 1, 0, shape.num_layers(), parlab::model::ModelStorage{.mixed_precision = mixed}),
+  Worker(const MlpShape& shape, bool mixed, int64_t gbs, int group)
+      : model(shape, 1, 0, shape.num_layers(),
+              parlab::model::ModelStorage{.mixed_precision = mixed, .weight_grad_group = group}),
         adamw(parlab::train::AdamWConfig{.lr = 2e-4}, model.owned_range()),
         gbs(gbs) {
     if (mixed) model.set_mixed_precision(true);
@@ -84,10 +86,12 @@ struct Worker {
 // take the bf16 weight copies prepared for them (the forward's and the input gradient's, as the
 // mixed model keeps them); the head stays fp32, as in the mixed model.
 enum class Kind { kForward, kDinp, kDweight };
+// Weight gradients reduce over `rows` rows a call: a weight-gradient group's (LabMlp), run once a
+// group; the other products over one microbatch's B.
 struct Products {
-  Products(const MlpShape& s, int64_t B) : s(s), B(B) {
-    x.assign(B * s.ffn, 0.01f), y.assign(B * s.ffn, 0.0f), dy.assign(B * s.ffn, 0.02f);
-    x16.assign(B * s.ffn, 0x3c00), dy16.assign(B * s.ffn, 0x3c00);
+  Products(const MlpShape& s, int64_t B, int64_t rows) : s(s), B(B), rows(rows) {
+    x.assign(rows * s.ffn, 0.01f), y.assign(B * s.ffn, 0.0f), dy.assign(rows * s.ffn, 0.02f);
+    x16.assign(rows * s.ffn, 0x3c00), dy16.assign(rows * s.ffn, 0x3c00);
   }
   // w16, w16t: the bf16 weight copies prepared for the forward and for the input gradient, each
   // at its weight's flat offset, for the mixed model; null for fp32.
@@ -100,7 +104,7 @@ struct Products {
       const int64_t w = layout.find(name + ".weight").offset, bias = layout.find(name + ".bias").offset;
       cpu::GemmShape fwd{.M = B, .N = OC, .K = C, .trans_b = true};
       cpu::GemmShape dinp{.M = B, .N = C, .K = OC, .accumulate = accumulate};
-      cpu::GemmShape dw{.M = OC, .N = C, .K = B, .trans_a = true, .accumulate = true};
+      cpu::GemmShape dw{.M = OC, .N = C, .K = rows, .trans_a = true, .accumulate = true};
       const cpu::GemmShape& shape = kind == Kind::kForward ? fwd : kind == Kind::kDinp ? dinp : dw;
       const bool weight_b = kind != Kind::kDweight;  // the weight is op(B); dW's output is the gradient
       float* out = kind == Kind::kDweight ? g + w : y.data();
@@ -148,7 +152,7 @@ struct Products {
     cpu::softmax_cross_entropy_backward(y.data(), cpu::GradWrite::kOverwrite, dy.data() + B, labels.data(), 1.0f, B, C);
   }
   MlpShape s;
-  int64_t B;
+  int64_t B, rows;
   // The model's own kind of buffer (its counting allocator), so the kernels see memory as the step's do.
   parlab::model::CountedVector<float> x, y, dy;
   parlab::model::CountedVector<uint16_t> x16, dy16;
@@ -184,14 +188,19 @@ int main(int argc, char** argv) {
   std::vector<std::vector<int64_t>> batches(micro);
   for (int64_t i = 0; i < gbs; ++i) batches[i / mb].push_back(i);
 
-  Worker f32(shape, false, gbs);
-  std::unique_ptr<Worker> mix = mixed ? std::make_unique<Worker>(shape, true, gbs) : nullptr;
+  // The weight-gradient groups one worker's step makes (strategy::weight_grad_group's rule).
+  parlab::strategy::Plan plan;
+  plan.microbatch = mb, plan.microbatches = micro;
+  const int group = parlab::strategy::weight_grad_group(plan);
+  Worker f32(shape, false, gbs, group);
+  std::unique_ptr<Worker> mix = mixed ? std::make_unique<Worker>(shape, true, gbs, group) : nullptr;
   auto train_step = [&](Worker& w) {
     w.model.zero_grads();
-    for (const auto& idx : batches) {
+    for (size_t k = 0; k < batches.size(); ++k) {
       parlab::model::MicrobatchState state = w.model.new_microbatch(mb, gbs);
-      data.fill(idx, state);
+      data.fill(batches[k], state);
       w.model.forward(state);
+      w.model.set_weight_grads_deferrable(k + 1 < batches.size());  // as the executor says for DDP
       w.model.backward(state);
     }
     w.adamw.step(w.model.params(), w.model.grads());
@@ -206,7 +215,7 @@ int main(int argc, char** argv) {
   const int64_t ref_calls = std::max<int64_t>(1, static_cast<int64_t>(flops / (4.0 * mb * hidden * ffn)));
   const double ref_flops = static_cast<double>(ref_calls) * 4.0 * mb * hidden * ffn;
 
-  Products products(shape, mb);
+  Products products(shape, mb, group * mb);
   std::vector<uint16_t> w16(f32.model.params().size()), w16t(w16.size());
   std::vector<float> dbias(ffn, 0.0f);
   std::vector<Job> jobs;
@@ -221,7 +230,7 @@ int main(int argc, char** argv) {
   });
   add("fp32 step", [&] { train_step(f32); });
   auto matmuls = [&](Kind kind, Worker& w, bool bf16) {
-    for (int64_t m = 0; m < micro; ++m)
+    for (int64_t m = 0; m < (kind == Kind::kDweight ? (micro + group - 1) / group : micro); ++m)
       products.run(kind, w.model, bf16 ? w16.data() : nullptr, bf16 ? w16t.data() : nullptr);
   };
   add("  matmuls: forward", [&] { matmuls(Kind::kForward, f32, false); });
@@ -278,9 +287,9 @@ int main(int argc, char** argv) {
     }
 
   std::printf(
-      "bench_model: lab-mlp h%lld f%lld L%lld C%lld, 1 worker, gbs %lld in microbatches of %lld, AdamW; "
-      "one thread; %s; load %s\n",
-      (long long)hidden, (long long)ffn, (long long)blocks, (long long)classes, (long long)gbs, (long long)mb,
+      "bench_model: lab-mlp h%lld f%lld L%lld C%lld, 1 worker, gbs %lld in microbatches of %lld, weight "
+      "gradients in groups of %d microbatches, AdamW; one thread; %s; load %s\n",
+      (long long)hidden, (long long)ffn, (long long)blocks, (long long)classes, (long long)gbs, (long long)mb, group,
       std::string(cpu::matmul_backend_name()).c_str(), bench::load_average().c_str());
   std::printf("step matmul FLOPs %.1f GFLOP; process CPU seconds per step, median [min..max] of %d rounds\n\n",
               flops / 1e9, rounds);

@@ -245,7 +245,8 @@ HeldParams held_params(const ModelSpec& m, const std::vector<LayerSpec>& layers,
 
 // Activations: each chunk's microbatches in flight times its per-microbatch bytes.
 void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
-                     const std::vector<LayerRange>& chunks, const HeldParams& h, const Explainer& why) {
+                     const ClusterSpec& c, const std::vector<LayerRange>& chunks, const HeldParams& h,
+                     const Explainer& why) {
   L.inflight_microbatches = inflight(p, L.stage);
   const auto per_chunk = inflight_per_chunk(p, L.inflight_microbatches, h.act_per_mb_chunk.size());
   std::string act_why;
@@ -271,6 +272,20 @@ void add_activations(MemoryLedger& L, const ModelSpec& m, const std::vector<Laye
     if (later_block) L.activations_bytes += bh4;
     if (why.asked())
       act_why += " + fp32 data and running block input (B x h x 4 B = " + units::format_bytes(bh4) + " each)";
+  }
+  if (const int group = weight_grad_group(p); m.kind == ModelKind::kMlp && c.shares_cores() && group > 1) {
+    // Weight-gradient groups (the CPU runtime's LabMlp): each block held keeps `group`
+    // microbatches' rows of its products' inputs, x and dy (h wide), post and dpre (f wide), as
+    // its matmuls read them.
+    int blocks = 0;
+    for (const auto& range : chunks)
+      for (int i = range.begin; i < range.end; ++i) blocks += layers[i].kind == LayerKind::kBlock ? 1 : 0;
+    const double rows = double(group) * double(p.microbatch);
+    const double bytes = blocks * rows * 2.0 * (m.hidden + m.ffn) * activation_bytes_per_element(p.precision);
+    L.activations_bytes += bytes;
+    if (why.asked())
+      act_why += " + weight-gradient groups (" + std::to_string(blocks) + " blocks x " + std::to_string(group) +
+                 " microbatches' rows of x, dy, post, dpre = " + units::format_bytes(bytes) + ")";
   }
   why.add("activations", act_why, L.activations_bytes);
 }
@@ -347,7 +362,7 @@ MemoryLedger ledger_pass(const ModelSpec& m, const std::vector<LayerSpec>& layer
   const HeldParams h = held_params(m, layers, p, chunks, L.stage);
   L.params_held = h.held;
   set_model_state(L, per, h.held, h.copied, bf16_copies_kept(m), p, why);
-  add_activations(L, m, layers, p, chunks, h, why);
+  add_activations(L, m, layers, p, c, chunks, h, why);
   add_temporary(L, m, p, per, h, why);
   return L;
 }

@@ -206,6 +206,12 @@ Plan parse_plan(std::string_view text, Plan plan) {
   return plan;
 }
 
+int weight_grad_group(const Plan& p) {
+  if (p.tp > 1 || (p.dp > 1 && p.zero >= 2) || p.microbatch <= 0 || p.microbatches <= 1) return 1;
+  const int64_t n = (kWeightGradGroupRows + p.microbatch - 1) / p.microbatch;
+  return static_cast<int>(std::clamp<int64_t>(n, 1, p.microbatches));
+}
+
 int64_t default_microbatches(int dp, int pp) {
   const int64_t replicas = std::max(dp, 1);
   return std::lcm(std::lcm<int64_t>(replicas, kReplicasSharingABatch) / replicas, std::max<int64_t>(pp, 1));

@@ -118,6 +118,16 @@ int64_t default_microbatches(int dp, int pp);
 // 0: the model's default).
 int64_t default_global_batch(const ModelSpec& model, int dp, int pp = 1, int64_t microbatch = 0);
 
+// Weight-gradient groups of the lab MLP (runtime: LabMlp, ModelStorage::weight_grad_group): how
+// many of a rank's microbatches a block's weight-gradient products reduce over at once, so each
+// product reduces over at least kWeightGradGroupRows rows where the step has that many before
+// its gradients are read. At the lab's microbatch of 64 a product per microbatch spends more time
+// reading and writing the fp32 gradient than multiplying (issue 35's bench_model). Where every
+// microbatch's gradient is reduced at once (ZeRO-2/3) or a TP slice computes it, 1. `plan` must
+// be resolved.
+inline constexpr int64_t kWeightGradGroupRows = 512;
+int weight_grad_group(const Plan& plan);
+
 // Rejects impossible plans: dp*tp*pp = world, world fits the cluster, tp divides heads, kv
 // heads and ffn, pp <= layers, interleaving rules, ZeRO stage limits, sequence parallel needs
 // tp > 1, ... `plan` must be resolved. The first broken rule is thrown as ConfigError.

@@ -77,6 +77,7 @@ struct LoopShape {
   strategy::Precision precision = strategy::Precision::kFp32;
   int tp = 1;
   bool bf16_per_pass = false;
+  int weight_grad_group = 1;  // strategy::weight_grad_group: a step's microbatches defer as training's do
 };
 
 // One microbatch's forward and backward; with `group`, its tensor-parallel group meets there after
@@ -119,7 +120,7 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
     if (together) pthread_barrier_wait(&s->barrier);
   };
   const bool tp_sync = together && tp > 1;
-  model::LabMlp net(shape, 1);
+  model::LabMlp net(shape, 1, 0, shape.num_layers(), model::ModelStorage{.weight_grad_group = loop.weight_grad_group});
   if (loop.precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
   train::SyntheticDataset data({.seed = uint64_t(1 + me),
                                 .size = b * (4 * repeats * per_step + per_step),
@@ -144,6 +145,7 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
       data.fill(indices, mb);
       d += since(t0) / per_step;
       t0 = Clock::now();
+      net.set_weight_grads_deferrable(k + 1 < per_step);  // the executor's rule for DDP and ZeRO-1
       run_microbatch(net, mb, tp_sync ? &s->tp_barrier[me / tp] : nullptr, me == 0 ? &s->tp_meetings : nullptr,
                      loop.bf16_per_pass);
       c += since(t0) / per_step;
@@ -263,8 +265,11 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   model::MlpShape shape = train::mlp_shape(m);
   if (plan.tp > 1) shape.ffn = std::max<int64_t>(1, shape.ffn / plan.tp);
   if (plan.pp > 1) shape.blocks = std::max<int64_t>(1, (shape.blocks + plan.pp - 1) / plan.pp);
-  // A step's microbatches, back to back as the trainer runs them (at most 8: the rate is reached).
-  const int per_step = static_cast<int>(std::clamp<int64_t>(plan.microbatches, 1, kMaxMicrobatchesPerStep));
+  // A step's microbatches, back to back as the trainer runs them (at most 8, or one weight-gradient
+  // group: the rate is reached).
+  const int group = strategy::weight_grad_group(plan);
+  const int per_step =
+      static_cast<int>(std::clamp<int64_t>(plan.microbatches, 1, std::max<int64_t>(kMaxMicrobatchesPerStep, group)));
   // Tensor-parallel groups meet after every block (consecutive processes, as the plan's TP groups
   // are consecutive ranks), when the profile runs the plan's whole world.
   const int tp = plan.tp > 1 && processes % plan.tp == 0 ? plan.tp : 1;
@@ -275,7 +280,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
                        .per_step = per_step,
                        .precision = plan.precision,
                        .tp = tp,
-                       .bf16_per_pass = bf16_copies_per_pass(plan)};
+                       .bf16_per_pass = bf16_copies_per_pass(plan),
+                       .weight_grad_group = group};
   if (processes == 1) {
     // World size 1 writes the same slots, without a barrier or a fork.
     profile_loop(loop, repeats, s, 0, false);

@@ -78,6 +78,7 @@ LabMlp::LabMlp(const MlpShape& shape, uint64_t seed, std::vector<LayerChunk> chu
   }
   init_params(seed);
   if (storage_.mixed_precision) set_mixed_precision(true);
+  make_weight_grad_groups();
 }
 
 void LabMlp::bind(std::vector<float*>& where, FlatRange range, std::span<float> storage, const char* what) {
@@ -183,6 +184,8 @@ void LabMlp::zero_grads() {
   const std::span<float> g = grads();
   std::fill(g.begin(), g.end(), 0.0f);
   mark_bf16_stale();
+  // A step abandoned mid-group (a failed collective) leaves no rows behind for the next.
+  for (GradGroup& group : groups_) group.rows = 0, group.microbatches = 0;
 }
 
 void LabMlp::adopt_grads(std::span<float> storage, std::shared_ptr<void> keep) {
@@ -343,22 +346,33 @@ void LabMlp::block_backward(int i, MicrobatchState& mb) {
   if (mixed_) return block_backward_mixed(i, mb);
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   const float* dy = mb.dactivation(i + 1).data();  // (B, h)
+  const float* x = mb.activation(i).data();        // (B, h)
   // Residual branch (the identity): dx = dy; the fc path accumulates onto it below.
   std::span<float> dx = mb.dactivation(i);
   std::copy(dy, dy + B * h, dx.begin());
-  // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
   scratch_.resize(B * f);
   float* dpost = scratch_.data();
+  // The weight gradients now (dW += below), or with the group's (their inputs copied there).
+  const GroupSlot slot = weight_grad_slot(i, B);
+  GradGroup* group = slot.grouped ? &groups_[static_cast<size_t>(i)] : nullptr;
+  float* dpre = group ? group->dpre.data() + slot.row * f : dpost;
+  const ParamTensor& w1 = tensor_of(i, kFc1Weight);
   const ParamTensor& w2 = tensor_of(i, kFc2Weight);
-  cpu::linear_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), tensor_grad(tensor_of(i, kFc2Bias)), dy,
-                       saved.post.data(), tensor(w2), B, f, h);
-  // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre) in place, db1 += sum dpre
-  cpu::gelu_bias_backward(dpost, cpu::GradWrite::kOverwrite, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre.data(),
+  // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post, db2 += sum dy
+  cpu::linear_backward(dpost, cpu::GradWrite::kOverwrite, group ? nullptr : tensor_grad(w2),
+                       tensor_grad(tensor_of(i, kFc2Bias)), dy, saved.post.data(), tensor(w2), B, f, h);
+  // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre), db1 += sum dpre
+  cpu::gelu_bias_backward(dpre, cpu::GradWrite::kOverwrite, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre.data(),
                           dpost, B, f);
   // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
-  const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), nullptr, dpost, mb.activation(i).data(),
+  cpu::linear_backward(dx.data(), cpu::GradWrite::kAccumulate, group ? nullptr : tensor_grad(w1), nullptr, dpre, x,
                        tensor(w1), B, h, f);
+  if (group) {
+    std::copy(dy, dy + B * h, group->dy.begin() + slot.row * h);
+    std::copy(x, x + B * h, group->x.begin() + slot.row * h);
+    std::copy(saved.post.begin(), saved.post.begin() + B * f, group->post.begin() + slot.row * f);
+  }
+  end_weight_grad_slot(i, slot, B);
   // Release what only this backward needed: the saved activations and the upstream gradient,
   // now consumed. dactivation(i) (what a pipeline stage would send) stays for the executor.
   release_storage(mb.dacts_[i + 1]);

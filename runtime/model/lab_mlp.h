@@ -43,6 +43,9 @@ struct ModelStorage {
   // read are the parameters, as the memory ledger counts them (2 x 2 bytes per block weight, one
   // copy per product, + 12 per parameter).
   bool mixed_precision = false;
+  // Weight-gradient groups: how many microbatches' rows a block's weight-gradient products reduce
+  // over at once, where the caller allows it (set_weight_grads_deferrable). 1: each its own.
+  int weight_grad_group = 1;
 };
 
 // The host implementation of model::Model (model.h): its compute buffers are its host buffers.
@@ -171,6 +174,22 @@ class LabMlp : public Model {
   // the whole network: 3 x [2 B (h f + f h) L + 2 B h C] (backward = 2x forward: dinp and dweight).
   static double step_matmul_flops(const MlpShape& shape, int64_t batch);
 
+  // ---- Weight-gradient groups (lab_mlp_grad_group.cpp) ----
+  // A block's two weight-gradient products (dW += dout^T @ inp) reduce over the microbatch's B
+  // rows, and each reads and writes the whole fp32 gradient of its weight: at the lab's B = 64
+  // that traffic, not the arithmetic, sets their speed (bench_model). With a group of n > 1
+  // (ModelStorage::weight_grad_group) a block whose backward is deferrable (model.h) copies the
+  // products' inputs (its input and GELU output rows, its output and pre-GELU gradient rows; bf16
+  // under mixed precision) to the group's rows and leaves the products; the backward that brings
+  // the group to n microbatches, or the first one not deferrable, computes them once over all the
+  // group's rows. The same sums in another order: a fixed world size stays bit-identical.
+  // The group's rows are held for the model's life (charged as activations: n x B x 2 (h + f)
+  // elements a block, as strategy::weight_grad_group_bytes counts them). TP slices and the head
+  // compute their own products every microbatch.
+  int weight_grad_group() const { return storage_.weight_grad_group; }
+  void set_weight_grads_deferrable(bool deferrable) override { deferrable_ = deferrable; }
+  bool weight_grads_pending() const override;
+
   // ---- Tensor parallelism (lab_mlp_tp.cpp) ----
   // Under a slice of size > 1 a block's forward_layer leaves the row-parallel PARTIAL sum
   // post_local @ W2_local^T in activation(l+1) (no bias, no residual), and its backward_layer the
@@ -190,6 +209,22 @@ class LabMlp : public Model {
   void tp_finish_backward(int layer, MicrobatchState& mb, int64_t row_begin, int64_t row_end) override;
 
  private:
+  // Weight-gradient groups: where this backward of block i puts its products' inputs.
+  struct GroupSlot {
+    bool grouped = false;  // into the group's rows (else the block computes its products now)
+    bool close = false;    // and the group's products run at the end of this backward
+    int64_t row = 0;       // its first row there
+  };
+  struct GradGroup {
+    CountedVector<float> x, post, dy, dpre;             // fp32: (rows, h), (rows, f), (rows, h), (rows, f)
+    CountedVector<uint16_t> x16, post16, dy16, dpre16;  // the same under mixed precision, bf16
+    int64_t rows = 0;
+    int microbatches = 0;
+  };
+  void make_weight_grad_groups();
+  GroupSlot weight_grad_slot(int i, int64_t B);
+  // Block i's rows are in (rows += B); when the slot closes the group, its products run.
+  void end_weight_grad_slot(int i, const GroupSlot& slot, int64_t B);
   void block_forward_tp(int i, MicrobatchState& mb) const;
   void block_backward_tp(int i, MicrobatchState& mb);
   void check_owned(int layer) const;
@@ -232,6 +267,8 @@ class LabMlp : public Model {
   mutable int64_t bf16_copies_made_ = 0;
   mutable CountedVector<float> forward_scratch_;  // mixed forward: fc1's fp32 product (B, f)
   CountedVector<uint16_t> scratch_bf16_;          // mixed backward: dy (B, h) and dpre (B, f) in bf16
+  std::vector<GradGroup> groups_;                 // per block of the network (empty for blocks not held)
+  bool deferrable_ = false;
   TpSlice tp_;
   std::vector<LayerChunk> chunks_;
   std::vector<int64_t> pos_;         // per tensor (layout order): its flat position here, or -1

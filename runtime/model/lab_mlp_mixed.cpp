@@ -88,21 +88,30 @@ void LabMlp::block_backward_mixed(int i, MicrobatchState& mb) {
   std::copy(dy, dy + B * h, dx.begin());
   scratch_.resize(B * f);
   scratch_bf16_.resize(B * h + B * f);
-  uint16_t* dy16 = scratch_bf16_.data();
-  uint16_t* dpre16 = dy16 + B * h;
   float* dpost = scratch_.data();
+  // The weight gradients now (dW += below), or with the group's: dy and dpre are then converted
+  // straight into the group's rows, and the saved inputs copied there.
+  const GroupSlot slot = weight_grad_slot(i, B);
+  GradGroup* group = slot.grouped ? &groups_[static_cast<size_t>(i)] : nullptr;
+  uint16_t* dy16 = group ? group->dy16.data() + slot.row * h : scratch_bf16_.data();
+  uint16_t* dpre16 = group ? group->dpre16.data() + slot.row * f : scratch_bf16_.data() + B * h;
   cpu::to_bf16(dy16, dy, B * h);
   // fc2: dpost (B, f) = dy @ W2, dW2 += dy^T @ post (bf16 inputs, fp32 sums); db2 += sum dy in fp32
   const ParamTensor& w2 = tensor_of(i, kFc2Weight);
-  cpu::linear_backward_bf16(dpost, cpu::GradWrite::kOverwrite, tensor_grad(w2), dy16, saved.post16.data(),
-                            weight_bf16(w2, kInputGrad), B, f, h);
+  cpu::linear_backward_bf16(dpost, cpu::GradWrite::kOverwrite, group ? nullptr : tensor_grad(w2), dy16,
+                            saved.post16.data(), weight_bf16(w2, kInputGrad), B, f, h);
   cpu::bias_backward(tensor_grad(tensor_of(i, kFc2Bias)), dy, B, h);
   // gelu + fc1's bias, one pass: dpre = dpost * gelu'(pre) to bf16, db1 += sum dpre in fp32
   cpu::gelu_bias_backward_bf16(dpre16, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre16.data(), dpost, B, f);
   // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward_bf16(dx.data(), cpu::GradWrite::kAccumulate, tensor_grad(w1), dpre16, saved.x16.data(),
-                            weight_bf16(w1, kInputGrad), B, h, f);
+  cpu::linear_backward_bf16(dx.data(), cpu::GradWrite::kAccumulate, group ? nullptr : tensor_grad(w1), dpre16,
+                            saved.x16.data(), weight_bf16(w1, kInputGrad), B, h, f);
+  if (group) {
+    std::copy(saved.x16.begin(), saved.x16.begin() + B * h, group->x16.begin() + slot.row * h);
+    std::copy(saved.post16.begin(), saved.post16.begin() + B * f, group->post16.begin() + slot.row * f);
+  }
+  end_weight_grad_slot(i, slot, B);
   // As the fp32 block: release the saved activations and the consumed upstream gradient.
   release_storage(mb.dacts_[i + 1]);
   mb.has_dact_[i + 1] = 0;

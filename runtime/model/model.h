@@ -130,6 +130,13 @@ class Model {
 
   virtual void forward_layer(int layer, MicrobatchState& mb) const = 0;
   virtual void backward_layer(int layer, MicrobatchState& mb) = 0;
+  // Weight-gradient groups (LabMlp: set_weight_grad_group): `deferrable` says of the
+  // backward_layer calls that follow whether a later microbatch's backward of the same layers
+  // comes before anything reads or moves their gradients, so the model may leave a block's weight
+  // gradient to be computed with that microbatch's. Under a deferral the gradient of layer l is
+  // final only once weight_grads_pending() is false. A model without groups ignores it.
+  virtual void set_weight_grads_deferrable(bool deferrable) { (void)deferrable; }
+  virtual bool weight_grads_pending() const { return false; }
   // Whether this model holds layer `layer` (an interleaved pipeline stage holds several spans).
   virtual bool owns_layer(int layer) const { return layer >= first_layer() && layer < end_layer(); }
 

@@ -253,6 +253,32 @@ void Executor::check_and_plan() {
   flat_elements_ = owned.numel();
   plan_zero_buffers();
   plan_p2p();
+  grads_deferrable_ = deferrable_backwards(program_);
+}
+
+namespace {
+// Ops that read, move or clear the gradient buffer: a deferred weight gradient must be in it
+// before any of them runs.
+bool reads_grads(const strategy::StepProgram& program, const Op& op) {
+  if (op.kind == OpKind::kOptimizer || op.kind == OpKind::kZeroGrad) return true;
+  return op.is_collective() && program.group_of(op).kind != strategy::GroupKind::kTP;
+}
+}  // namespace
+
+std::vector<char> Executor::deferrable_backwards(const strategy::StepProgram& program) {
+  std::vector<char> deferrable(program.ops.size(), 0);
+  for (const Op& op : program.ops) {
+    if (op.kind != OpKind::kBackward) continue;
+    for (size_t j = static_cast<size_t>(op.id) + 1; j < program.ops.size(); ++j) {
+      const Op& next = program.ops[j];
+      if (reads_grads(program, next)) break;
+      if (next.kind == OpKind::kBackward && next.layers.begin == op.layers.begin && next.layers.end == op.layers.end) {
+        deferrable[static_cast<size_t>(op.id)] = 1;
+        break;
+      }
+    }
+  }
+  return deferrable;
 }
 
 // ---- one step ----
@@ -273,8 +299,11 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
   try {
     for (const Op& op : program_.ops) {
       wait_for_deps(op);
+      if (reads_grads(program_, op) && model_.weight_grads_pending())
+        throw RuntimeError("executor: " + where(program_, op) + " would read gradients a weight-gradient group holds");
       (this->*handler_for(op.kind))(op);
     }
+    if (model_.weight_grads_pending()) throw RuntimeError("executor: the step ended with weight gradients pending");
     drain();
     unbind_all();  // every buffer of the step was retired or freed; nothing may point at them
   } catch (...) {
@@ -390,6 +419,7 @@ void Executor::run_backward(const Op& op) {
   model::MicrobatchState& mb = mbs_[op.microbatch];
   before_compute(op);
   const double t0 = now();
+  model_.set_weight_grads_deferrable(grads_deferrable_[static_cast<size_t>(op.id)] != 0);
   for (int l = op.layers.end - 1; l >= op.layers.begin; --l) model_.backward_layer(l, mb);
   model_.synchronize();
   const double t1 = slowed(t0, now());

@@ -185,6 +185,12 @@ class Executor {
   // the runtime yet"). Used by the constructor; exposed so callers can list every refusal.
   static std::string unsupported_reason(const strategy::StepProgram& program, const strategy::Op& op);
   static std::string tp_unsupported_reason(const strategy::StepProgram& program, const strategy::Op& op);
+  // Per op of `program`: 1 for a backward whose layers' weight gradients may wait for the same
+  // layers' next backward (model.h, set_weight_grads_deferrable), because it comes before any op
+  // that reads, moves or clears gradients (the optimizer, the clear, a data-parallel collective).
+  // DDP and ZeRO-1 reduce after a step's last microbatch, so every microbatch but the last may
+  // defer; ZeRO-2/3 reduce-scatter every microbatch's buckets, so nothing defers there.
+  static std::vector<char> deferrable_backwards(const strategy::StepProgram& program);
 
  private:
   using Handler = void (Executor::*)(const strategy::Op&);
@@ -279,6 +285,9 @@ class Executor {
   // stage-2/3 reduce-scatters whose buckets it writes; per microbatch, its last compute op.
   std::vector<std::vector<int>> gathers_of_, buckets_of_;
   std::vector<int> last_op_of_mb_;
+  // Per op: a backward whose weight gradients may wait for the next microbatch's backward of the
+  // same layers (model.h, set_weight_grads_deferrable): nothing reads or moves gradients between.
+  std::vector<char> grads_deferrable_;
   // Per send/recv op: the boundary index it moves (activation(l) or dactivation(l)).
   std::vector<int> p2p_layer_;
 

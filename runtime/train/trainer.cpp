@@ -50,6 +50,7 @@ model::LabMlp build_model(const strategy::ModelSpec& spec, const strategy::Plan&
   const model::MlpShape shape = mlp_shape(spec);
   model::ModelStorage storage = storage_for_stage(zero_stage(plan), account);
   storage.mixed_precision = plan.precision == strategy::Precision::kMixed;
+  storage.weight_grad_group = strategy::weight_grad_group(plan);
   return model::LabMlp(shape, seed, stage_model_chunks(spec, plan, rank), storage,
                        model::TpSlice{strategy::coords_of(plan, rank).tp, plan.tp});
 }

@@ -507,9 +507,14 @@ TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
   // A step's microbatches back to back, as the trainer runs them (gbs 16 / mb 4 / dp 1 = 4).
   EXPECT_EQ(p.microbatches_per_step, plan.microbatches);
   EXPECT_EQ(p.microbatches_per_step, 4);
-  strategy::Plan many = strategy::resolve(strategy::parse_plan("gbs=160,mb=4"), m, 1);
+  // Capped at 8 (the rate is reached by then), or at one weight-gradient group where that is more.
+  strategy::Plan many = strategy::resolve(strategy::parse_plan("gbs=2560,mb=64"), m, 1);
   ASSERT_EQ(many.microbatches, 40);
-  EXPECT_EQ(profile_workload(m, many, 1, 2).microbatches_per_step, 8) << "capped: the rate is reached by then";
+  ASSERT_EQ(strategy::weight_grad_group(many), 8);
+  EXPECT_EQ(profile_workload(m, many, 1, 2).microbatches_per_step, 8);
+  strategy::Plan small = strategy::resolve(strategy::parse_plan("gbs=160,mb=4"), m, 1);
+  ASSERT_EQ(strategy::weight_grad_group(small), 40);
+  EXPECT_EQ(profile_workload(m, small, 1, 2).microbatches_per_step, 40) << "one group: its rows' rate";
   EXPECT_THROW(profile_workload(m, plan, 0, 2), ConfigError);
   EXPECT_THROW(profile_workload(m, plan, 65, 2), ConfigError);
 }

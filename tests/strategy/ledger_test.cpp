@@ -148,6 +148,35 @@ TEST(Ledger, MlpActivationsKeepInputAndBothHiddenTensors) {
   EXPECT_DOUBLE_EQ(activation_bytes(layers[8], st.model, st.plan), 64.0 * (1024 * 4 + 16 * 4));
 }
 
+// Weight-gradient groups (plan.h): at least 512 rows a product, never more microbatches than a
+// rank's step has, none where ZeRO-2/3 reduce every microbatch or a TP slice computes. The CPU
+// runtime's blocks hold the group's rows (x, dy, post, dpre), which the ledger counts as
+// activations on cpu-local and nowhere else.
+TEST(Ledger, WeightGradGroupsAsTheCpuRuntimeHoldsThem) {
+  const ModelSpec m = load_model("lab-mlp");  // fp32, mb 64, 8 blocks of 1024 x 4096
+  const auto group = [&](const std::string& text, int world) {
+    return weight_grad_group(resolve(parse_plan(text), m, world));
+  };
+  EXPECT_EQ(group("gbs=512", 1), 8);
+  EXPECT_EQ(group("gbs=1024", 1), 8) << "512 rows are enough";
+  EXPECT_EQ(group("gbs=128", 1), 2) << "no more than the step's microbatches";
+  EXPECT_EQ(group("gbs=64", 1), 1);
+  EXPECT_EQ(group("gbs=600,mb=200", 1), 3);
+  EXPECT_EQ(group("gbs=512,zero=1", 2), 4);
+  EXPECT_EQ(group("gbs=512,zero=2", 2), 1);
+  EXPECT_EQ(group("gbs=512,zero=3", 2), 1);
+  EXPECT_EQ(group("gbs=512,tp=2", 2), 1);
+
+  const ClusterSpec cpu = with_world(load_cluster("cpu-local"), 1);
+  const auto activations = [&](const std::string& text, const ClusterSpec& c) {
+    return compute_ledger(m, resolve(parse_plan(text), m, 1), c, 0).activations_bytes;
+  };
+  // gbs 256 vs 64: one microbatch in flight either way; the first holds 4 microbatches' rows.
+  EXPECT_DOUBLE_EQ(activations("gbs=256", cpu) - activations("gbs=64", cpu), 8 * 4 * 64.0 * 2 * (1024 + 4096) * 4);
+  const ClusterSpec gpu = with_world(load_cluster("dgx-a100"), 1);
+  EXPECT_DOUBLE_EQ(activations("gbs=256", gpu), activations("gbs=64", gpu)) << "no groups off the CPU runtime";
+}
+
 // 1F1B: stage i holds pp - i microbatches in flight, so the first stage holds pp of them
 // (Narayanan et al. 2021); GPipe holds all m; interleaving multiplies the first stage by
 // 1 + (pp - 1)/(pp v) (Korthikanti et al. 2022).

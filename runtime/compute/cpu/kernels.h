@@ -24,7 +24,8 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 
 // dout (B, OC) is dL/dout.
 //   dinp    (B, C)   (=|+=) dout @ weight      as `write` says (skipped when dinp is null)
-//   dweight (OC, C)  +=     dout^T @ inp
+//   dweight (OC, C)  +=     dout^T @ inp       (skipped when dweight is null: linear_weight_grad
+//                                                later, over several microbatches' rows at once)
 //   dbias   (OC)     +=     sum_b dout[b, :]    (skipped when dbias is null: a fused kernel sums it)
 void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t B, int64_t C, int64_t OC);
@@ -38,6 +39,14 @@ void linear_forward_bf16(float* out, const uint16_t* inp, const PreparedWeightBf
                          int64_t B, int64_t C, int64_t OC);
 void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const uint16_t* dout, const uint16_t* inp,
                           const PreparedWeightBf16& weight_t, int64_t B, int64_t C, int64_t OC);
+
+// dweight (OC, C) += dout^T @ inp over `rows` rows: the weight gradient alone, as linear_backward
+// computes it, for the rows of one microbatch or of several stacked (dout (rows, OC) and inp
+// (rows, C) row-major). One product over more rows reads and writes the fp32 dweight once where
+// one per microbatch would each time (LabMlp's weight-gradient groups).
+void linear_weight_grad(float* dweight, const float* dout, const float* inp, int64_t rows, int64_t C, int64_t OC);
+void linear_weight_grad_bf16(float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t rows, int64_t C,
+                             int64_t OC);
 
 // dbias (OC) += sum_b dout[b, :], rows in order (the same bits as linear_backward's).
 void bias_backward(float* dbias, const float* dout, int64_t B, int64_t OC);

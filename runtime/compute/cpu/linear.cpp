@@ -31,7 +31,7 @@ void linear_backward(float* dinp, GradWrite write, float* dweight, float* dbias,
                      const float* weight, int64_t B, int64_t C, int64_t OC) {
   if (B == 0) return;
   if (dinp != nullptr) gemm_f32(dinp_shape(B, C, OC, write), dout, weight, dinp);
-  gemm_f32(dweight_shape(B, C, OC), dout, inp, dweight);
+  if (dweight != nullptr) gemm_f32(dweight_shape(B, C, OC), dout, inp, dweight);
   if (dbias != nullptr) bias_backward(dbias, dout, B, OC);
 }
 
@@ -45,7 +45,18 @@ void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const ui
                           const PreparedWeightBf16& weight_t, int64_t B, int64_t C, int64_t OC) {
   if (B == 0) return;
   if (dinp != nullptr) gemm_bf16(dinp_shape(B, C, OC, write), dout, weight_t, dinp);
-  gemm_bf16(dweight_shape(B, C, OC), dout, inp, dweight);
+  if (dweight != nullptr) gemm_bf16(dweight_shape(B, C, OC), dout, inp, dweight);
+}
+
+void linear_weight_grad(float* dweight, const float* dout, const float* inp, int64_t rows, int64_t C, int64_t OC) {
+  if (rows == 0) return;
+  gemm_f32(dweight_shape(rows, C, OC), dout, inp, dweight);
+}
+
+void linear_weight_grad_bf16(float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t rows, int64_t C,
+                             int64_t OC) {
+  if (rows == 0) return;
+  gemm_bf16(dweight_shape(rows, C, OC), dout, inp, dweight);
 }
 
 void bias_backward(float* dbias, const float* dout, int64_t B, int64_t OC) {

@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/compute/counter_rng.h"
+#include "runtime/compute/cpu/matmul.h"
 #include "base/errors.h"
 
 namespace parlab::model {
@@ -287,6 +289,81 @@ TEST(LabMlpTest, LayerGradientsAreFinalWhenTheirBackwardReturns) {
   model.backward_layer(1, mb);
   model.backward_layer(0, mb);
   EXPECT_EQ(head_grads, std::vector<float>(model.grads().begin() + head.begin, model.grads().begin() + head.end));
+}
+
+// Weight-gradient groups: 5 microbatches of 3, in groups of 3, the last not deferrable (as the
+// executor says of a step's last microbatch). Blocks defer their weight gradients (held rows,
+// nothing in dW yet), the third microbatch closes a group, the fifth closes the second group
+// early; the gradients are the per-microbatch ones within fp32 summation order, the rows held
+// are charged as activations, and a group never asked to defer computes exactly as no group.
+std::vector<float> grouped_grads(int group, bool defer, bool mixed, MemoryAccount* account, bool check_pending) {
+  LabMlp model(kTiny, 21, 0, kTiny.num_layers(),
+               ModelStorage{.account = account, .mixed_precision = mixed, .weight_grad_group = group});
+  const int64_t B = 3;
+  const FlatRange w1 = model.layout().find("blocks.0.fc1.weight").range();
+  const auto dw1_zero = [&] {
+    return std::all_of(model.grads().begin() + w1.begin, model.grads().begin() + w1.end,
+                       [](float g) { return g == 0; });
+  };
+  for (int m = 0; m < 5; ++m) {
+    MicrobatchState mb = model.new_microbatch(B, 5 * B);
+    fill_inputs(mb, 31, m * B);
+    model.forward(mb);
+    model.set_weight_grads_deferrable(defer && m < 4);
+    model.backward(mb);
+    if (!check_pending) continue;
+    const bool open = m == 0 || m == 1 || m == 3;  // groups {0, 1, 2} and {3, 4}
+    EXPECT_EQ(model.weight_grads_pending(), open) << "after microbatch " << m;
+    if (m == 0) {
+      EXPECT_TRUE(dw1_zero()) << "a deferred weight gradient is not in the buffer yet";
+    }
+    if (m == 2) {
+      EXPECT_FALSE(dw1_zero()) << "the group's products ran when it closed";
+    }
+  }
+  return {model.grads().begin(), model.grads().end()};
+}
+
+TEST(LabMlpTest, WeightGradGroupsSumTheSameGradients) {
+  for (const bool mixed : {false, true}) {
+    if (mixed && !compute::cpu::bf16_supported()) {
+      std::printf("  mixed: skipped (%s)\n", std::string(compute::cpu::bf16_unsupported_reason()).c_str());
+      continue;
+    }
+    MemoryAccount account;
+    const std::vector<float> plain = grouped_grads(1, true, mixed, nullptr, false);
+    const std::vector<float> grouped = grouped_grads(3, true, mixed, &account, true);
+    const std::vector<double> want(plain.begin(), plain.end());
+    const double diff = max_rel_diff(grouped, want, 1e-3);
+    std::printf("  %s: groups of 3 vs one product a microbatch: max rel diff %.3g\n", mixed ? "mixed" : "fp32", diff);
+    EXPECT_LT(diff, mixed ? 1e-4 : 1e-5);
+    EXPECT_NE(grouped, plain) << "the grouped products must have run (another summation order)";
+    // Rows held: 2 blocks x 3 microbatches x 3 rows x 2 (h + f) elements, 4 bytes (bf16: 2).
+    const int64_t rows_bytes = 2 * 3 * 3 * 2 * (kTiny.hidden + kTiny.ffn) * (mixed ? 2 : 4);
+    EXPECT_EQ(account.current(MemoryCategory::kActivations), 0) << "the model is gone: so are its rows";
+    EXPECT_GE(account.peak(MemoryCategory::kActivations), rows_bytes);
+    EXPECT_EQ(grouped_grads(3, false, mixed, nullptr, false), plain)
+        << "never deferred: the plain products, bit for bit";
+    EXPECT_EQ(grouped_grads(3, true, mixed, nullptr, false), grouped) << "run to run";
+  }
+}
+
+TEST(LabMlpTest, WeightGradGroupRowsAreChargedAsTheLedgerCountsThem) {
+  MemoryAccount account;
+  LabMlp model(kTiny, 21, 0, kTiny.num_layers(), ModelStorage{.account = &account, .weight_grad_group = 2});
+  EXPECT_EQ(account.current(MemoryCategory::kActivations), 0) << "nothing held before a group opens";
+  MicrobatchState mb(kTiny, 4, 8, &account);
+  fill_inputs(mb, 3);
+  model.forward(mb);
+  const int64_t before = account.current(MemoryCategory::kActivations);
+  model.set_weight_grads_deferrable(true);
+  model.backward(mb);
+  mb.release_activations();
+  // Each of the 2 blocks holds 2 microbatches x 4 rows of x, dy (h wide), post, dpre (f wide).
+  const int64_t rows = 2 * (2 * 4) * 2 * (kTiny.hidden + kTiny.ffn) * 4;
+  EXPECT_EQ(account.current(MemoryCategory::kActivations), rows + (4 + 12 + 4) * 4)  // + labels, logits, losses
+      << "before the backward: " << before;
+  EXPECT_THROW(LabMlp(kTiny, 1, 0, 3, ModelStorage{.weight_grad_group = 0}), ConfigError);
 }
 
 TEST(LabMlpTest, BackwardNeedsItsForward) {

@@ -122,7 +122,12 @@ TEST(EquivalenceTest, OneWorkerMatchesAPlainLoopBitForBit) {
   const auto run = train_threads(1, cfg, 3);
   ASSERT_EQ(run.size(), 1u);
 
-  model::LabMlp model(mlp_shape(cfg.model), cfg.seed);
+  // The step's weight-gradient groups, as the trainer's model makes them (the executor defers
+  // every microbatch's but the last's, LabMlp computes them once a group).
+  const model::MlpShape shape = mlp_shape(cfg.model);
+  model::LabMlp model(shape, cfg.seed, 0, shape.num_layers(),
+                      model::ModelStorage{.weight_grad_group = strategy::weight_grad_group(cfg.plan)});
+  ASSERT_EQ(model.weight_grad_group(), 4);
   const SyntheticDataset data({.seed = cfg.seed, .size = 64, .width = 32, .classes = 4});
   ElasticSampler sampler({.seed = cfg.seed, .dataset_size = 64, .global_batch = 16});
   Sgd sgd(std::get<SgdConfig>(cfg.optimizer), {0, model.layout().numel()});
@@ -136,6 +141,7 @@ TEST(EquivalenceTest, OneWorkerMatchesAPlainLoopBitForBit) {
       model::MicrobatchState mb = model.new_microbatch(4, batch.size);
       data.fill(idx, mb);
       model.forward(mb);
+      model.set_weight_grads_deferrable(k < 3);
       model.backward(mb);
     }
     if (step == 0) grads0.assign(model.grads().begin(), model.grads().end());

@@ -11,9 +11,11 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
+#include "base/errors.h"
 #include "runtime/comm/flight_recorder.h"
 #include "runtime/model/param_layout.h"
 #include "strategy/step_program.h"
@@ -452,6 +454,81 @@ TEST(ExecutorTest, ABroadcastOpCopiesTheFirstRanksParametersOfItsRange) {
   }
   EXPECT_EQ(same_in, size_t(first.numel())) << "layer 0 must be rank 0's on both ranks";
   EXPECT_LT(same_out, size_t(layout.numel() - first.numel()) / 2) << "the rest must stay each rank's own";
+}
+
+// Weight-gradient groups (model.h): a backward may defer its weight gradients only where the same
+// layers' next backward comes before anything reads the gradients. Per microbatch, over every
+// backward op of rank 0's program: DDP, ZeRO-1 and a 1F1B pipeline defer all but the last
+// microbatch; ZeRO-2/3 (a reduce-scatter after every microbatch) and a step of one microbatch
+// defer nothing.
+std::vector<int> deferring_microbatches(const std::string& plan, int world) {
+  const TrainConfig cfg = tiny_config(plan, world, 64);
+  const strategy::StepProgram p = strategy::build_step(cfg.model, cfg.plan, 0, {.per_layer_ops = true});
+  const std::vector<char> deferrable = Executor::deferrable_backwards(p);
+  std::map<int, std::pair<int, int>> by_mb;  // microbatch -> (backward ops, deferrable ones)
+  for (const strategy::Op& op : p.ops) {
+    EXPECT_TRUE(op.kind == strategy::OpKind::kBackward || !deferrable[size_t(op.id)]) << plan << ": op " << op.id;
+    if (op.kind != strategy::OpKind::kBackward) continue;
+    ++by_mb[op.microbatch].first;
+    by_mb[op.microbatch].second += deferrable[size_t(op.id)];
+  }
+  std::vector<int> out;
+  for (const auto& [mb, counts] : by_mb) {
+    EXPECT_TRUE(counts.second == 0 || counts.second == counts.first) << plan << ": microbatch " << mb;
+    if (counts.second > 0) out.push_back(mb);
+  }
+  return out;
+}
+
+TEST(ExecutorTest, BackwardsDeferWeightGradientsOnlyBeforeTheSameLayersNextBackward) {
+  const std::vector<int> three{0, 1, 2};
+  EXPECT_EQ(deferring_microbatches("gbs=32,mb=4", 2), three) << "DDP";
+  EXPECT_EQ(deferring_microbatches("gbs=32,mb=4,zero=1", 2), three) << "ZeRO-1";
+  EXPECT_EQ(deferring_microbatches("gbs=16,mb=4,pp=2,schedule=1f1b", 2), three) << "1F1B";
+  EXPECT_EQ(deferring_microbatches("gbs=16,mb=4,tp=2", 2), three) << "TP (the slices compute their own)";
+  EXPECT_TRUE(deferring_microbatches("gbs=32,mb=4,zero=2", 2).empty()) << "ZeRO-2";
+  EXPECT_TRUE(deferring_microbatches("gbs=32,mb=4,zero=3", 2).empty()) << "ZeRO-3";
+  EXPECT_TRUE(deferring_microbatches("gbs=8,mb=4", 2).empty()) << "one microbatch a rank";
+}
+
+// A model that defers where the program says it must not (a broken analysis, here forced) is
+// caught before the optimizer reads a gradient the group still holds.
+class AlwaysDeferring final : public model::LabMlp {
+ public:
+  using model::LabMlp::LabMlp;
+  void set_weight_grads_deferrable(bool) override { model::LabMlp::set_weight_grads_deferrable(true); }
+};
+
+TEST(ExecutorTest, AGradientReadWhileAGroupHoldsRowsIsRefused) {
+  const TrainConfig cfg = tiny_config("gbs=8,mb=4", 1, 64);
+  const strategy::StepProgram p = strategy::build_step(cfg.model, cfg.plan, 0, {.per_layer_ops = true});
+  const model::MlpShape shape = mlp_shape(cfg.model);
+  for (const bool forced : {false, true}) {
+    std::unique_ptr<model::LabMlp> m =
+        forced ? std::make_unique<AlwaysDeferring>(shape, 1, 0, shape.num_layers(),
+                                                   model::ModelStorage{.weight_grad_group = 4})
+               : std::make_unique<model::LabMlp>(shape, 1, 0, shape.num_layers(),
+                                                 model::ModelStorage{.weight_grad_group = 4});
+    const auto opt = make_optimizer(SgdConfig{.lr = 0.1}, m->owned_range());
+    Executor ex(p, *m, *opt, std::vector<comm::Communicator*>(p.groups.size(), nullptr));
+    std::vector<model::MicrobatchState> mbs;
+    for (int k = 0; k < cfg.plan.microbatches; ++k) {
+      mbs.emplace_back(shape, 4, 8);
+      std::span<float> x = mbs.back().activation(0);  // inputs: any values will do
+      for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
+    }
+    if (!forced) {
+      EXPECT_NO_THROW(ex.run(mbs, 0));
+      EXPECT_FALSE(m->weight_grads_pending());
+      continue;
+    }
+    try {
+      ex.run(mbs, 0);
+      ADD_FAILURE() << "the optimizer ran on gradients a group still held";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("weight-gradient group"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {

@@ -35,8 +35,10 @@ class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
       : host_(host),
         memory_(std::make_unique<HeapMemory>()),
         device_(host.global_shape(), /*seed=*/0, host.chunks(),
-                model::ModelStorage{
-                    .params = host.holds_params(), .grads = host.holds_grads(), .account = &memory_.account()},
+                model::ModelStorage{.params = host.holds_params(),
+                                    .grads = host.holds_grads(),
+                                    .account = &memory_.account(),
+                                    .weight_grad_group = host.weight_grad_group()},
                 host.tp_slice()) {
     // The device starts from garbage (another seed) until the host's weights are pushed.
     if (host_.holds_params()) push_params(host_.owned_range());
@@ -94,6 +96,8 @@ class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
     device_.forward_layer(layer, d);
     if (layer == device_.shape().blocks) mb.set_head_outputs(d.logits(), d.losses());
   }
+  void set_weight_grads_deferrable(bool deferrable) override { device_.set_weight_grads_deferrable(deferrable); }
+  bool weight_grads_pending() const override { return device_.weight_grads_pending(); }
   void backward_layer(int layer, model::MicrobatchState& mb) override {
     device_.backward_layer(layer, slot(mb, false));
   }
