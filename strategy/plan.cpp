@@ -207,7 +207,7 @@ Plan parse_plan(std::string_view text, Plan plan) {
 }
 
 int weight_grad_group(const Plan& p) {
-  if (p.tp > 1 || (p.dp > 1 && p.zero >= 2) || p.microbatch <= 0 || p.microbatches <= 1) return 1;
+  if (p.tp > 1 || p.pp > 1 || (p.dp > 1 && p.zero >= 2) || p.microbatch <= 0 || p.microbatches <= 1) return 1;
   const int64_t n = (kWeightGradGroupRows + p.microbatch - 1) / p.microbatch;
   return static_cast<int>(std::clamp<int64_t>(n, 1, p.microbatches));
 }

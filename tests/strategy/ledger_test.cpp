@@ -166,6 +166,7 @@ TEST(Ledger, WeightGradGroupsAsTheCpuRuntimeHoldsThem) {
   EXPECT_EQ(group("gbs=512,zero=2", 2), 1);
   EXPECT_EQ(group("gbs=512,zero=3", 2), 1);
   EXPECT_EQ(group("gbs=512,tp=2", 2), 1);
+  EXPECT_EQ(group("gbs=512,pp=2", 2), 1);
 
   const ClusterSpec cpu = with_world(load_cluster("cpu-local"), 1);
   const auto activations = [&](const std::string& text, const ClusterSpec& c) {

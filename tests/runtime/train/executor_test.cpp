@@ -484,7 +484,7 @@ TEST(ExecutorTest, BackwardsDeferWeightGradientsOnlyBeforeTheSameLayersNextBackw
   const std::vector<int> three{0, 1, 2};
   EXPECT_EQ(deferring_microbatches("gbs=32,mb=4", 2), three) << "DDP";
   EXPECT_EQ(deferring_microbatches("gbs=32,mb=4,zero=1", 2), three) << "ZeRO-1";
-  EXPECT_EQ(deferring_microbatches("gbs=16,mb=4,pp=2,schedule=1f1b", 2), three) << "1F1B";
+  EXPECT_EQ(deferring_microbatches("gbs=16,mb=4,pp=2,schedule=1f1b", 2), three) << "1F1B (the plan groups none)";
   EXPECT_EQ(deferring_microbatches("gbs=16,mb=4,tp=2", 2), three) << "TP (the slices compute their own)";
   EXPECT_TRUE(deferring_microbatches("gbs=32,mb=4,zero=2", 2).empty()) << "ZeRO-2";
   EXPECT_TRUE(deferring_microbatches("gbs=32,mb=4,zero=3", 2).empty()) << "ZeRO-3";
