@@ -262,13 +262,12 @@ int main(int argc, char** argv) {
       for (int64_t m = 0; m < micro; ++m) products.elementwise(true, dbias.data());
     });
     add("  data fill", [&] { jobs[6].run(); });
-    add("  bf16 weight copies", [&] {  // the blocks' weights, each prepared for both its products
+    add("  bf16 weight copies", [&] {  // the blocks' weights, both products' copies in one pass, as the model
       const float* p = std::as_const(mix->model).params().data();
       for (const auto& t : mix->model.layout().tensors()) {
         if (t.layer >= blocks || t.shape.size() != 2) continue;
-        cpu::prepare_weight_bf16(w16.data() + t.offset, p + t.offset, t.shape[0], t.shape[1], cpu::WeightUse::kForward);
-        cpu::prepare_weight_bf16(w16t.data() + t.offset, p + t.offset, t.shape[0], t.shape[1],
-                                 cpu::WeightUse::kInputGrad);
+        cpu::prepare_weight_bf16_pair(w16.data() + t.offset, w16t.data() + t.offset, p + t.offset, t.shape[0],
+                                      t.shape[1]);
       }
     });
     add("  gradient clear", [&] { mix->model.zero_grads(); });

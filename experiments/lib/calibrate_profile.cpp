@@ -122,6 +122,7 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
   const bool tp_sync = together && tp > 1;
   model::LabMlp net(shape, 1, 0, shape.num_layers(), model::ModelStorage{.weight_grad_group = loop.weight_grad_group});
   if (loop.precision == strategy::Precision::kMixed) net.set_mixed_precision(true);
+  net.set_bf16_copies_per_pass(loop.bf16_per_pass);
   train::SyntheticDataset data({.seed = uint64_t(1 + me),
                                 .size = b * (4 * repeats * per_step + per_step),
                                 .width = shape.hidden,

@@ -126,6 +126,11 @@ class LabMlp : public Model {
   // Drops the bf16 weight copies: each is made again when its product next needs it, as after a
   // ZeRO-3 gather (the workload profile prices that conversion this way).
   void drop_bf16_copies() const { mark_bf16_stale(); }
+  // Whether each bf16 copy is made for its own product when that first needs it, as a ZeRO-3 rank
+  // makes them from each gather (the default where the storage holds no parameters), or a
+  // weight's two copies together, in one pass over it, on its layer's first forward (the default
+  // elsewhere: the weights stay for the backward). The workload profile sets it as the rank does.
+  void set_bf16_copies_per_pass(bool on) { bf16_per_pass_ = on; }
   // How many bf16 weight copies this model has made (each a pass over one weight tensor).
   int64_t bf16_copies_made() const { return bf16_copies_made_; }
   bool mixed_precision() const { return mixed_; }
@@ -243,8 +248,8 @@ class LabMlp : public Model {
   void block_forward_mixed(int i, MicrobatchState& mb) const;
   void block_backward_mixed(int i, MicrobatchState& mb);
   // The bf16 copy of a weight tensor prepared for `use` (compute/cpu/matmul.h), made from its
-  // fp32 values when stale: the forward's on its layer's first forward, the input gradient's on
-  // its first backward.
+  // fp32 values when stale: with the other one where neither is current and the copies are not
+  // made per pass (set_bf16_copies_per_pass), else alone.
   compute::cpu::PreparedWeightBf16 weight_bf16(const ParamTensor& t, compute::cpu::WeightUse use) const;
   void mark_bf16_stale() const;
 
@@ -265,6 +270,7 @@ class LabMlp : public Model {
   mutable std::vector<CountedVector<uint16_t>> weights_bf16_;
   mutable std::vector<char> bf16_fresh_;
   mutable int64_t bf16_copies_made_ = 0;
+  bool bf16_per_pass_ = !storage_.params;
   mutable CountedVector<float> forward_scratch_;  // mixed forward: fc1's fp32 product (B, f)
   CountedVector<uint16_t> scratch_bf16_;          // mixed backward: dy (B, h) and dpre (B, f) in bf16
   std::vector<GradGroup> groups_;                 // per block of the network (empty for blocks not held)

@@ -37,12 +37,21 @@ void LabMlp::set_mixed_precision(bool on) {
 
 void LabMlp::mark_bf16_stale() const { bf16_fresh_.assign(2 * layout_.tensors().size(), 0); }
 
-// Each copy is made when its product first needs it: a ZeRO-3 layer gathered for its forward
-// makes only the forward's, gathered again for its backward only the input gradient's.
+// A copy is made when its product first needs it: a ZeRO-3 layer gathered for its forward makes
+// only the forward's, gathered again for its backward only the input gradient's. Where the
+// weights stay, the first makes both in one pass over W (to_bf16_k32n64_blocked_pair where both
+// are packed).
 cpu::PreparedWeightBf16 LabMlp::weight_bf16(const ParamTensor& t, cpu::WeightUse use) const {
-  const size_t i = 2 * index_of(t) + (use == cpu::WeightUse::kForward ? 0 : 1);
+  const size_t both = 2 * index_of(t), i = both + (use == cpu::WeightUse::kForward ? 0 : 1);
   CountedVector<uint16_t>& copy = weights_bf16_[i];
   const int64_t OC = t.shape.at(0), C = t.shape.at(1);  // nn.Linear's (out, in)
+  if (!bf16_per_pass_ && !bf16_fresh_[both] && !bf16_fresh_[both + 1]) {
+    weights_bf16_[both].resize(t.numel);
+    weights_bf16_[both + 1].resize(t.numel);
+    cpu::prepare_weight_bf16_pair(weights_bf16_[both].data(), weights_bf16_[both + 1].data(), tensor(t), OC, C);
+    bf16_fresh_[both] = bf16_fresh_[both + 1] = 1;
+    bf16_copies_made_ += 2;
+  }
   if (!bf16_fresh_[i]) {
     copy.resize(t.numel);
     cpu::prepare_weight_bf16(copy.data(), tensor(t), OC, C, use);

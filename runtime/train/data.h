@@ -43,7 +43,8 @@ class SyntheticDataset {
 
  private:
   SyntheticConfig config_;
-  std::vector<float> teacher_;  // (C, width)
+  std::vector<float> teacher_;    // (C, width)
+  std::vector<float> teacher_t_;  // (width, C): the same, transposed for the labels' sums
 };
 
 }  // namespace parlab::train

@@ -423,6 +423,15 @@ PreparedWeightBf16 prepare_weight_bf16(uint16_t* out, const float* W, int64_t OC
   return prepare_weight_bf16(out, W, OC, C, use, prepared_layout_bf16(OC, C, use));
 }
 
+void prepare_weight_bf16_pair(uint16_t* forward, uint16_t* input_grad, const float* W, int64_t OC, int64_t C) {
+  if (prepared_layout_bf16(OC, C, WeightUse::kForward) == PreparedLayout::kOneDnnPacked &&
+      prepared_layout_bf16(OC, C, WeightUse::kInputGrad) == PreparedLayout::kOneDnnPacked && OC % 64 == 0 &&
+      C % 64 == 0)
+    return to_bf16_k32n64_blocked_pair(forward, input_grad, W, OC, C);
+  prepare_weight_bf16(forward, W, OC, C, WeightUse::kForward);
+  prepare_weight_bf16(input_grad, W, OC, C, WeightUse::kInputGrad);
+}
+
 PreparedWeightBf16 prepared_view_bf16(const uint16_t* data, int64_t OC, int64_t C, WeightUse use) {
   return {.data = data, .OC = OC, .C = C, .use = use, .layout = prepared_layout_bf16(OC, C, use)};
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -268,14 +269,15 @@ TEST_F(MatmulTest, TransposedBf16ConversionGivesToBf16sBitsTransposed) {
 // orders, special values included (the same bits as to_bf16), and shapes that are not whole
 // blocks refused.
 TEST_F(MatmulTest, BlockedBf16ConversionPutsEveryElementWhereItsLayoutSays) {
-  const float specials[] = {1.0f + 0x1p-8f, std::numeric_limits<float>::quiet_NaN(),
-                            -std::numeric_limits<float>::infinity(), 0x1p-130f, -0.0f};
+  const float specials[] = {
+      1.0f + 0x1p-8f, std::numeric_limits<float>::quiet_NaN(),    -std::numeric_limits<float>::infinity(), 0x1p-130f,
+      -0.0f,          std::numeric_limits<float>::signaling_NaN()};
   for (const auto& [K, N] : {std::pair<int64_t, int64_t>{32, 64}, {96, 128}, {64, 192}}) {
     for (const bool transposed : {false, true}) {
       auto in = random_vector(K * N, 47);
       for (size_t i = 0; i < std::size(specials); ++i) in[i * 13 % in.size()] = specials[i];
       std::vector<uint16_t> plain(in.size()), out(in.size(), 0xdead);
-      to_bf16(plain.data(), in.data(), K * N);
+      for (size_t i = 0; i < in.size(); ++i) plain[i] = bf16_from_float(in[i]);  // the scalar rounding (bf16.h)
       to_bf16_k32n64_blocked(out.data(), in.data(), K, N, transposed);
       int64_t wrong = 0;
       for (int64_t k = 0; k < K; ++k)
@@ -290,6 +292,31 @@ TEST_F(MatmulTest, BlockedBf16ConversionPutsEveryElementWhereItsLayoutSays) {
   const auto in = random_vector(48 * 64, 48);
   EXPECT_THROW(to_bf16_k32n64_blocked(out.data(), in.data(), 48, 64, false), RuntimeError);  // K % 32
   EXPECT_THROW(to_bf16_k32n64_blocked(out.data(), in.data(), 64, 48, true), RuntimeError);   // N % 64
+}
+
+// Both copies of a weight W (OC, C) in one pass: the forward's (op(B) = W^T) and the input
+// gradient's (op(B) = W), each the bits of its own to_bf16_k32n64_blocked call, at any 16-byte
+// alignment (64-byte aligned copies take streaming stores); special values included.
+TEST_F(MatmulTest, BlockedBf16PairIsBothCopiesAtOnce) {
+  for (const auto& [OC, C] : {std::pair<int64_t, int64_t>{64, 64}, {192, 128}, {64, 256}}) {
+    auto W = random_vector(OC * C, 49);
+    W[3] = std::numeric_limits<float>::quiet_NaN();
+    W[OC * C / 2] = 0x1p-133f;
+    std::vector<uint16_t> forward(OC * C), input_grad(OC * C);
+    to_bf16_k32n64_blocked(forward.data(), W.data(), C, OC, true);
+    to_bf16_k32n64_blocked(input_grad.data(), W.data(), OC, C, false);
+    for (const size_t shift : {0, 8, 32}) {
+      std::vector<uint16_t> buffer(2 * OC * C + 128, 0xdead);
+      uint16_t* base = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 / 2 + shift;
+      uint16_t *f = base, *g = base + OC * C;
+      to_bf16_k32n64_blocked_pair(f, g, W.data(), OC, C);
+      EXPECT_TRUE(std::equal(forward.begin(), forward.end(), f)) << OC << " x " << C << " at +" << shift;
+      EXPECT_TRUE(std::equal(input_grad.begin(), input_grad.end(), g)) << OC << " x " << C << " at +" << shift;
+    }
+  }
+  std::vector<uint16_t> a(64 * 96), b(64 * 96);
+  const auto W = random_vector(64 * 96, 50);
+  EXPECT_THROW(to_bf16_k32n64_blocked_pair(a.data(), b.data(), W.data(), 64, 96), RuntimeError);  // C % 64
 }
 
 // The forward and input-gradient products on w and wt against naive double, bit-for-bit repeats,

@@ -348,6 +348,42 @@ TEST(LabMlpTest, WeightGradGroupsSumTheSameGradients) {
   }
 }
 
+// Mixed precision makes a weight's two bf16 copies in one pass where the weights stay for the
+// backward (both on its layer's first forward), or each when its product first needs it (a ZeRO-3
+// rank, per pass): the same bits either way, on a shape whose copies are oneDNN's packed layout
+// where this CPU reads that, and on one whose are not.
+TEST(LabMlpTest, Bf16CopiesMadeTogetherOrPerPassComputeTheSame) {
+  if (!compute::cpu::bf16_supported()) {
+    GTEST_SKIP() << compute::cpu::bf16_unsupported_reason();
+  }
+  for (const MlpShape& shape : {MlpShape{.hidden = 64, .ffn = 128, .blocks = 2, .classes = 3}, kTiny}) {
+    struct Run {
+      std::vector<float> grads;
+      int64_t copies_after_forward = 0, copies_after_backward = 0;
+    };
+    const auto run = [&](bool per_pass) {
+      LabMlp model(shape, 23, 0, shape.num_layers(), ModelStorage{.mixed_precision = true});
+      model.set_bf16_copies_per_pass(per_pass);
+      MicrobatchState mb = model.new_microbatch(4, 4);
+      fill_inputs(mb, 33, 0);
+      model.forward(mb);
+      Run r;
+      r.copies_after_forward = model.bf16_copies_made();
+      model.backward(mb);
+      r.copies_after_backward = model.bf16_copies_made();
+      r.grads.assign(model.grads().begin(), model.grads().end());
+      return r;
+    };
+    const Run together = run(false), per_pass = run(true);
+    const int64_t weights = 2 * shape.blocks;
+    EXPECT_EQ(together.copies_after_forward, 2 * weights) << "both copies on the first forward";
+    EXPECT_EQ(per_pass.copies_after_forward, weights) << "the forward's only";
+    EXPECT_EQ(together.copies_after_backward, 2 * weights);
+    EXPECT_EQ(per_pass.copies_after_backward, 2 * weights);
+    EXPECT_EQ(together.grads, per_pass.grads) << shape.hidden << " x " << shape.ffn;
+  }
+}
+
 TEST(LabMlpTest, WeightGradGroupRowsAreChargedAsTheLedgerCountsThem) {
   MemoryAccount account;
   LabMlp model(kTiny, 21, 0, kTiny.num_layers(), ModelStorage{.account = &account, .weight_grad_group = 2});
