@@ -111,7 +111,19 @@ void LabMlp::bind_params(FlatRange range, std::span<float> storage) {
       }
   }
 }
-void LabMlp::bind_grads(FlatRange range, std::span<float> storage) { bind(grad_at_, range, storage, "gradients"); }
+void LabMlp::bind_grads(FlatRange range, std::span<float> storage) {
+  zero_unwritten_grads();  // the old storage's values are whole before it goes
+  bind(grad_at_, range, storage, "gradients");
+}
+
+void LabMlp::zero_unwritten_grads() const {
+  for (size_t i = 0; i < grad_unwritten_.size(); ++i) {
+    if (!grad_unwritten_[i]) continue;
+    float* g = grad_at_[i];
+    if (g != nullptr) std::fill(g, g + layout_.tensors()[i].numel, 0.0f);
+    grad_unwritten_[i] = 0;
+  }
+}
 
 const float* LabMlp::tensor(const ParamTensor& t) const {
   const float* p = param_at_[index_of(t)];
@@ -121,10 +133,15 @@ const float* LabMlp::tensor(const ParamTensor& t) const {
 }
 
 float* LabMlp::tensor_grad(const ParamTensor& t) {
-  float* g = grad_at_[index_of(t)];
+  const size_t i = index_of(t);
+  float* g = grad_at_[i];
   if (g == nullptr)
     throw RuntimeError("no gradient buffer is bound for " + t.name +
                        " (a ZeRO-2/3 bucket is bound before its backward)");
+  if (i < grad_unwritten_.size() && grad_unwritten_[i]) {  // added to: its zeros first
+    std::fill(g, g + t.numel, 0.0f);
+    grad_unwritten_[i] = 0;
+  }
   return g;
 }
 
@@ -181,8 +198,21 @@ std::span<const float> LabMlp::grad(std::string_view name) const {
 }
 
 void LabMlp::zero_grads() {
-  const std::span<float> g = grads();
-  std::fill(g.begin(), g.end(), 0.0f);
+  grad_unwritten_.assign(layout_.tensors().size(), 0);
+  const std::span<float> g = grad_storage();
+  if (groups_.empty()) {
+    std::fill(g.begin(), g.end(), 0.0f);
+  } else {
+    // Every tensor but the block weights, whose first group product writes them.
+    for (size_t i = 0; i < layout_.tensors().size(); ++i) {
+      const ParamTensor& t = layout_.tensors()[i];
+      if (grad_at_[i] == nullptr) continue;
+      if (t.shape.size() == 2 && t.layer < shape().blocks)
+        grad_unwritten_[i] = 1;
+      else
+        std::fill(grad_at_[i], grad_at_[i] + t.numel, 0.0f);
+    }
+  }
   mark_bf16_stale();
   // A step abandoned mid-group (a failed collective) leaves no rows behind for the next.
   for (GradGroup& group : groups_) group.rows = 0, group.microbatches = 0;

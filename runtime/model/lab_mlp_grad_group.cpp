@@ -3,6 +3,7 @@
 // whole fp32 gradient again.
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "runtime/compute/cpu/kernels.h"
 #include "runtime/model/lab_mlp.h"
@@ -62,15 +63,25 @@ void LabMlp::end_weight_grad_slot(int i, const GroupSlot& slot, int64_t B) {
   ++g.microbatches;
   if (!slot.close) return;
   const int64_t h = shape().hidden, f = shape().ffn;
-  float* dw1 = tensor_grad(tensor_of(i, kFc1Weight));
-  float* dw2 = tensor_grad(tensor_of(i, kFc2Weight));
-  // dW2 (h, f) += dy^T @ post;  dW1 (f, h) += dpre^T @ x, over the group's rows.
+  // The step's first product of a weight writes its gradient (zero_grads left it unwritten); an
+  // empty group writes nothing, so it takes the zeros first (tensor_grad).
+  const auto target = [&](int which) {
+    const ParamTensor& t = tensor_of(i, which);
+    const size_t at = index_of(t);
+    const bool write = g.rows > 0 && at < grad_unwritten_.size() && grad_unwritten_[at] && grad_at_[at] != nullptr;
+    if (!write) return std::pair{tensor_grad(t), cpu::GradWrite::kAccumulate};
+    grad_unwritten_[at] = 0;
+    return std::pair{grad_at_[at], cpu::GradWrite::kOverwrite};
+  };
+  const auto [dw1, write1] = target(kFc1Weight);
+  const auto [dw2, write2] = target(kFc2Weight);
+  // dW2 (h, f) (+)= dy^T @ post;  dW1 (f, h) (+)= dpre^T @ x, over the group's rows.
   if (mixed_) {
-    cpu::linear_weight_grad_bf16(dw2, g.dy16.data(), g.post16.data(), g.rows, f, h);
-    cpu::linear_weight_grad_bf16(dw1, g.dpre16.data(), g.x16.data(), g.rows, h, f);
+    cpu::linear_weight_grad_bf16(dw2, g.dy16.data(), g.post16.data(), g.rows, f, h, write2);
+    cpu::linear_weight_grad_bf16(dw1, g.dpre16.data(), g.x16.data(), g.rows, h, f, write1);
   } else {
-    cpu::linear_weight_grad(dw2, g.dy.data(), g.post.data(), g.rows, f, h);
-    cpu::linear_weight_grad(dw1, g.dpre.data(), g.x.data(), g.rows, h, f);
+    cpu::linear_weight_grad(dw2, g.dy.data(), g.post.data(), g.rows, f, h, write2);
+    cpu::linear_weight_grad(dw1, g.dpre.data(), g.x.data(), g.rows, h, f, write1);
   }
   g.rows = 0;
   g.microbatches = 0;

@@ -44,9 +44,11 @@ void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const ui
 // computes it, for the rows of one microbatch or of several stacked (dout (rows, OC) and inp
 // (rows, C) row-major). One product over more rows reads and writes the fp32 dweight once where
 // one per microbatch would each time (LabMlp's weight-gradient groups).
-void linear_weight_grad(float* dweight, const float* dout, const float* inp, int64_t rows, int64_t C, int64_t OC);
+// kOverwrite: dweight = the product (the step's first, where dweight holds nothing yet).
+void linear_weight_grad(float* dweight, const float* dout, const float* inp, int64_t rows, int64_t C, int64_t OC,
+                        GradWrite write = GradWrite::kAccumulate);
 void linear_weight_grad_bf16(float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t rows, int64_t C,
-                             int64_t OC);
+                             int64_t OC, GradWrite write = GradWrite::kAccumulate);
 
 // dbias (OC) += sum_b dout[b, :], rows in order (the same bits as linear_backward's).
 void bias_backward(float* dbias, const float* dout, int64_t B, int64_t OC);

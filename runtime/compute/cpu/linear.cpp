@@ -16,8 +16,8 @@ GemmShape forward_shape(int64_t B, int64_t C, int64_t OC) {
 GemmShape dinp_shape(int64_t B, int64_t C, int64_t OC, GradWrite write) {
   return {.M = B, .N = C, .K = OC, .trans_a = false, .trans_b = false, .accumulate = write == GradWrite::kAccumulate};
 }
-GemmShape dweight_shape(int64_t B, int64_t C, int64_t OC) {
-  return {.M = OC, .N = C, .K = B, .trans_a = true, .trans_b = false, .accumulate = true};
+GemmShape dweight_shape(int64_t B, int64_t C, int64_t OC, GradWrite write = GradWrite::kAccumulate) {
+  return {.M = OC, .N = C, .K = B, .trans_a = true, .trans_b = false, .accumulate = write == GradWrite::kAccumulate};
 }
 }  // namespace
 
@@ -48,15 +48,22 @@ void linear_backward_bf16(float* dinp, GradWrite write, float* dweight, const ui
   if (dweight != nullptr) gemm_bf16(dweight_shape(B, C, OC), dout, inp, dweight);
 }
 
-void linear_weight_grad(float* dweight, const float* dout, const float* inp, int64_t rows, int64_t C, int64_t OC) {
-  if (rows == 0) return;
-  gemm_f32(dweight_shape(rows, C, OC), dout, inp, dweight);
+void linear_weight_grad(float* dweight, const float* dout, const float* inp, int64_t rows, int64_t C, int64_t OC,
+                        GradWrite write) {
+  if (rows == 0) {
+    if (write == GradWrite::kOverwrite) std::fill(dweight, dweight + OC * C, 0.0f);
+    return;
+  }
+  gemm_f32(dweight_shape(rows, C, OC, write), dout, inp, dweight);
 }
 
 void linear_weight_grad_bf16(float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t rows, int64_t C,
-                             int64_t OC) {
-  if (rows == 0) return;
-  gemm_bf16(dweight_shape(rows, C, OC), dout, inp, dweight);
+                             int64_t OC, GradWrite write) {
+  if (rows == 0) {
+    if (write == GradWrite::kOverwrite) std::fill(dweight, dweight + OC * C, 0.0f);
+    return;
+  }
+  gemm_bf16(dweight_shape(rows, C, OC, write), dout, inp, dweight);
 }
 
 void bias_backward(float* dbias, const float* dout, int64_t B, int64_t OC) {

@@ -384,6 +384,48 @@ TEST(LabMlpTest, Bf16CopiesMadeTogetherOrPerPassComputeTheSame) {
   }
 }
 
+// With groups, zero_grads leaves a block weight's gradient to the step's first product, which
+// writes it (llm.c's rule). Nothing of the last step may leak: a second step's gradients are those
+// of the same step on a fresh model, bit for bit, whether its first product is a group's or a
+// plain one (nothing deferred); read before any product, the gradients are zeros; and a step of
+// one empty microbatch leaves zeros.
+TEST(LabMlpTest, TheStepsFirstWeightGradientProductWritesWhatZeroGradsLeft) {
+  for (const bool mixed : {false, true}) {
+    if (mixed && !compute::cpu::bf16_supported()) continue;
+    const ModelStorage storage{.mixed_precision = mixed, .weight_grad_group = 3};
+    const auto step = [](LabMlp& model, int first, bool defer, bool clear = true) {
+      if (clear) model.zero_grads();
+      for (int m = 0; m < 3; ++m) {
+        MicrobatchState mb = model.new_microbatch(3, 9);
+        fill_inputs(mb, 31, (first + m) * 3);
+        model.forward(mb);
+        model.set_weight_grads_deferrable(defer && m < 2);
+        model.backward(mb);
+      }
+      return std::vector<float>(model.grads().begin(), model.grads().end());
+    };
+    const auto nonzero = [](const std::vector<float>& g) {
+      return std::count_if(g.begin(), g.end(), [](float x) { return x != 0.0f; });
+    };
+    for (const bool defer : {true, false}) {
+      LabMlp used(kTiny, 21, 0, kTiny.num_layers(), storage), fresh(kTiny, 21, 0, kTiny.num_layers(), storage);
+      ASSERT_GT(nonzero(step(used, 0, true)), 0);
+      EXPECT_EQ(step(used, 5, defer), step(fresh, 5, defer)) << (mixed ? "mixed" : "fp32") << ", defer " << defer;
+    }
+    LabMlp used(kTiny, 21, 0, kTiny.num_layers(), storage);
+    step(used, 0, true);
+    used.zero_grads();
+    EXPECT_EQ(nonzero({used.grads().begin(), used.grads().end()}), 0) << "read before any product";
+    step(used, 0, true);
+    used.zero_grads();
+    MicrobatchState empty = used.new_microbatch(0, 9);
+    used.forward(empty);
+    used.set_weight_grads_deferrable(false);
+    used.backward(empty);
+    EXPECT_EQ(nonzero({used.grads().begin(), used.grads().end()}), 0) << "a step of one empty microbatch";
+  }
+}
+
 TEST(LabMlpTest, WeightGradGroupRowsAreChargedAsTheLedgerCountsThem) {
   MemoryAccount account;
   LabMlp model(kTiny, 21, 0, kTiny.num_layers(), ModelStorage{.account = &account, .weight_grad_group = 2});
