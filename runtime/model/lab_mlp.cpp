@@ -116,9 +116,20 @@ void LabMlp::bind_grads(FlatRange range, std::span<float> storage) {
   bind(grad_at_, range, storage, "gradients");
 }
 
-void LabMlp::zero_unwritten_grads() const {
+std::span<float> LabMlp::compute_grads(FlatRange range) {
+  if (range.begin < owned_.begin || range.end > owned_.end || range.begin > range.end)
+    throw RuntimeError("compute_grads: range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                       ") lies outside the owned layers");
+  zero_unwritten_grads(range);
+  return grad_storage().subspan(static_cast<size_t>(range.begin - owned_.begin), static_cast<size_t>(range.numel()));
+}
+
+// Unwritten tensors overlapping flat `within` (this model's coordinates).
+void LabMlp::zero_unwritten_grads(FlatRange within) const {
   for (size_t i = 0; i < grad_unwritten_.size(); ++i) {
     if (!grad_unwritten_[i]) continue;
+    const int64_t at = pos_[i];
+    if (at < 0 || at + layout_.tensors()[i].numel <= within.begin || at >= within.end) continue;
     float* g = grad_at_[i];
     if (g != nullptr) std::fill(g, g + layout_.tensors()[i].numel, 0.0f);
     grad_unwritten_[i] = 0;

@@ -122,6 +122,7 @@ class LabMlp : public Model {
   std::string_view device_name() const override { return "cpu"; }
   std::span<float> compute_params() override { return params(); }
   std::span<float> compute_grads() override { return grads(); }
+  std::span<float> compute_grads(FlatRange range) override;
   void pull_grads(FlatRange) override {}
   void push_params(FlatRange) override {}
 
@@ -240,7 +241,7 @@ class LabMlp : public Model {
   // The gradient buffer as bound (no zeroing); zero_unwritten_grads zeroes the tensors zero_grads
   // left unwritten (logically zero; the buffer still holds the last step's values).
   std::span<float> grad_storage() { return adopted_grads_.empty() ? std::span<float>(grads_) : adopted_grads_; }
-  void zero_unwritten_grads() const;
+  void zero_unwritten_grads(FlatRange within = {0, INT64_MAX}) const;
   GroupSlot weight_grad_slot(int i, int64_t B);
   // Block i's rows are in (rows += B); when the slot closes the group, its products run.
   void end_weight_grad_slot(int i, const GroupSlot& slot, int64_t B);

@@ -89,6 +89,13 @@ class Model {
   // Compute buffers (device memory on a GPU), same layout as the host buffers.
   virtual std::span<float> compute_params() = 0;
   virtual std::span<float> compute_grads() = 0;
+  // The compute gradients of flat `range` (inside owned_range()) only: what a collective on one
+  // bucket reads, while the layers before it may not have computed yet (LabMlp leaves a gradient
+  // its first product will write untouched until then).
+  virtual std::span<float> compute_grads(FlatRange range) {
+    return compute_grads().subspan(static_cast<size_t>(range.begin - owned_range().begin),
+                                   static_cast<size_t>(range.numel()));
+  }
   // Copies of flat `range` (inside owned_range()) between the two; no-ops on the host.
   virtual void pull_grads(FlatRange range) = 0;
   virtual void push_params(FlatRange range) = 0;

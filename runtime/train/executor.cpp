@@ -352,10 +352,7 @@ void Executor::drain() {
 
 comm::Communicator& Executor::comm_of(const Op& op) const { return *comms_.at(op.group); }
 
-std::span<float> Executor::grad_range(const Op& op) {
-  const int64_t base = model_.owned_range().begin;
-  return model_.compute_grads().subspan(op.flat_begin - base, op.flat_end - op.flat_begin);
-}
+std::span<float> Executor::grad_range(const Op& op) { return model_.compute_grads({op.flat_begin, op.flat_end}); }
 
 void Executor::add_compute_event(const Op& op, double start, double end) {
   OpEvent e;

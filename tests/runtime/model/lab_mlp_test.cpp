@@ -416,6 +416,15 @@ TEST(LabMlpTest, TheStepsFirstWeightGradientProductWritesWhatZeroGradsLeft) {
     step(used, 0, true);
     used.zero_grads();
     EXPECT_EQ(nonzero({used.grads().begin(), used.grads().end()}), 0) << "read before any product";
+    // A bucket's gradients read alone (a collective's) are zeros too, the rest left to their products.
+    step(used, 0, true);
+    used.zero_grads();
+    const FlatRange w1 = used.layout().find("blocks.1.fc1.weight").range();
+    const std::span<float> bucket = used.compute_grads(w1);
+    EXPECT_EQ(nonzero({bucket.begin(), bucket.end()}), 0) << "one bucket read before its product";
+    EXPECT_THROW(used.compute_grads({0, used.owned_range().end + 1}), RuntimeError);
+    LabMlp fresh(kTiny, 21, 0, kTiny.num_layers(), storage);
+    EXPECT_EQ(step(used, 5, true, false), step(fresh, 5, true)) << "after a bucket's read";
     step(used, 0, true);
     used.zero_grads();
     MicrobatchState empty = used.new_microbatch(0, 9);
