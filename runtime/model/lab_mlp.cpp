@@ -130,10 +130,14 @@ void LabMlp::zero_unwritten_grads(FlatRange within) const {
     if (!grad_unwritten_[i]) continue;
     const int64_t at = pos_[i];
     if (at < 0 || at + layout_.tensors()[i].numel <= within.begin || at >= within.end) continue;
-    float* g = grad_at_[i];
-    if (g != nullptr) std::fill(g, g + layout_.tensors()[i].numel, 0.0f);
-    grad_unwritten_[i] = 0;
+    zero_if_unwritten(i);
   }
+}
+
+void LabMlp::zero_if_unwritten(size_t i) const {
+  if (i >= grad_unwritten_.size() || !grad_unwritten_[i]) return;
+  if (float* g = grad_at_[i]) std::fill(g, g + layout_.tensors()[i].numel, 0.0f);
+  grad_unwritten_[i] = 0;
 }
 
 const float* LabMlp::tensor(const ParamTensor& t) const {
@@ -149,10 +153,7 @@ float* LabMlp::tensor_grad(const ParamTensor& t) {
   if (g == nullptr)
     throw RuntimeError("no gradient buffer is bound for " + t.name +
                        " (a ZeRO-2/3 bucket is bound before its backward)");
-  if (i < grad_unwritten_.size() && grad_unwritten_[i]) {  // added to: its zeros first
-    std::fill(g, g + t.numel, 0.0f);
-    grad_unwritten_[i] = 0;
-  }
+  zero_if_unwritten(i);  // added to: its zeros first
   return g;
 }
 

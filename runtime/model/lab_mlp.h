@@ -242,6 +242,7 @@ class LabMlp : public Model {
   // left unwritten (logically zero; the buffer still holds the last step's values).
   std::span<float> grad_storage() { return adopted_grads_.empty() ? std::span<float>(grads_) : adopted_grads_; }
   void zero_unwritten_grads(FlatRange within = {0, INT64_MAX}) const;
+  void zero_if_unwritten(size_t tensor) const;
   GroupSlot weight_grad_slot(int i, int64_t B);
   // Block i's rows are in (rows += B); when the slot closes the group, its products run.
   void end_weight_grad_slot(int i, const GroupSlot& slot, int64_t B);
