@@ -204,7 +204,8 @@ class LabMlp : public Model {
   // compute their own products every microbatch.
   int weight_grad_group() const { return storage_.weight_grad_group; }
   void set_weight_grads_deferrable(bool deferrable) override { deferrable_ = deferrable; }
-  bool weight_grads_pending() const override;
+  bool weight_grads_pending(FlatRange within) const override;
+  using Model::weight_grads_pending;
 
   // ---- Tensor parallelism (lab_mlp_tp.cpp) ----
   // Under a slice of size > 1 a block's forward_layer leaves the row-parallel PARTIAL sum

@@ -35,8 +35,16 @@ void LabMlp::make_weight_grad_groups() {
     groups_.push_back(GradGroup{f32(), f32(), f32(), f32(), b16(), b16(), b16(), b16(), 0, 0});
 }
 
-bool LabMlp::weight_grads_pending() const {
-  return std::any_of(groups_.begin(), groups_.end(), [](const GradGroup& g) { return g.microbatches > 0; });
+bool LabMlp::weight_grads_pending(FlatRange within) const {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (groups_[i].microbatches == 0) continue;
+    for (const int which : {kFc1Weight, kFc2Weight}) {
+      const ParamTensor& t = tensor_of(static_cast<int>(i), which);
+      const int64_t at = pos_[index_of(t)];
+      if (at >= 0 && at < within.end && within.begin < at + t.numel) return true;
+    }
+  }
+  return false;
 }
 
 LabMlp::GroupSlot LabMlp::weight_grad_slot(int i, int64_t B) {

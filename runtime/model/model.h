@@ -143,7 +143,13 @@ class Model {
   // gradient to be computed with that microbatch's. Under a deferral the gradient of layer l is
   // final only once weight_grads_pending() is false. A model without groups ignores it.
   virtual void set_weight_grads_deferrable(bool deferrable) { (void)deferrable; }
-  virtual bool weight_grads_pending() const { return false; }
+  // Whether a group still holds rows of a weight whose gradient overlaps flat `within` (this
+  // model's coordinates): an op that reads that range must wait for the group to close.
+  virtual bool weight_grads_pending(FlatRange within) const {
+    (void)within;
+    return false;
+  }
+  bool weight_grads_pending() const { return weight_grads_pending(owned_range()); }
   // Whether this model holds layer `layer` (an interleaved pipeline stage holds several spans).
   virtual bool owns_layer(int layer) const { return layer >= first_layer() && layer < end_layer(); }
 

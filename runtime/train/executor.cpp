@@ -253,25 +253,34 @@ void Executor::check_and_plan() {
   flat_elements_ = owned.numel();
   plan_zero_buffers();
   plan_p2p();
-  grads_deferrable_ = deferrable_backwards(program_);
+  grads_deferrable_ = deferrable_backwards(program_, model_.layout());
 }
 
 namespace {
-// Ops that read, move or clear the gradient buffer: a deferred weight gradient must be in it
-// before any of them runs.
-bool reads_grads(const strategy::StepProgram& program, const Op& op) {
+// A data-parallel bucket's all-reduce or reduce-scatter reads the gradients of its range only.
+bool reads_grad_range(const Op& op) {
+  return (op.kind == OpKind::kAllReduce || op.kind == OpKind::kReduceScatter) && op.flat_end > op.flat_begin;
+}
+
+// Whether `op` reads, moves or clears gradients of flat `range`: a deferred weight gradient there
+// must be in the buffer before it runs. The optimizer, the clear and any other data-parallel
+// collective (a ZeRO gather, a broadcast) count as reading them all.
+bool reads_grads(const strategy::StepProgram& program, const Op& op, model::FlatRange range) {
   if (op.kind == OpKind::kOptimizer || op.kind == OpKind::kZeroGrad) return true;
-  return op.is_collective() && program.group_of(op).kind != strategy::GroupKind::kTP;
+  if (!op.is_collective() || program.group_of(op).kind == strategy::GroupKind::kTP) return false;
+  return !reads_grad_range(op) || (op.flat_begin < range.end && range.begin < op.flat_end);
 }
 }  // namespace
 
-std::vector<char> Executor::deferrable_backwards(const strategy::StepProgram& program) {
+std::vector<char> Executor::deferrable_backwards(const strategy::StepProgram& program,
+                                                 const model::ParamLayout& layout) {
   std::vector<char> deferrable(program.ops.size(), 0);
   for (const Op& op : program.ops) {
     if (op.kind != OpKind::kBackward) continue;
+    const model::FlatRange own = layout.layers_range(op.layers.begin, op.layers.end);
     for (size_t j = static_cast<size_t>(op.id) + 1; j < program.ops.size(); ++j) {
       const Op& next = program.ops[j];
-      if (reads_grads(program, next)) break;
+      if (reads_grads(program, next, own)) break;
       if (next.kind == OpKind::kBackward && next.layers.begin == op.layers.begin && next.layers.end == op.layers.end) {
         deferrable[static_cast<size_t>(op.id)] = 1;
         break;
@@ -299,7 +308,9 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
   try {
     for (const Op& op : program_.ops) {
       wait_for_deps(op);
-      if (reads_grads(program_, op) && model_.weight_grads_pending())
+      if (reads_grads(program_, op, model_.owned_range()) &&
+          model_.weight_grads_pending(reads_grad_range(op) ? model::FlatRange{op.flat_begin, op.flat_end}
+                                                           : model_.owned_range()))
         throw RuntimeError("executor: " + where(program_, op) + " would read gradients a weight-gradient group holds");
       (this->*handler_for(op.kind))(op);
     }

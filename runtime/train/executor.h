@@ -187,10 +187,12 @@ class Executor {
   static std::string tp_unsupported_reason(const strategy::StepProgram& program, const strategy::Op& op);
   // Per op of `program`: 1 for a backward whose layers' weight gradients may wait for the same
   // layers' next backward (model.h, set_weight_grads_deferrable), because it comes before any op
-  // that reads, moves or clears gradients (the optimizer, the clear, a data-parallel collective).
-  // DDP and ZeRO-1 reduce after a step's last microbatch, so every microbatch but the last may
-  // defer; ZeRO-2/3 reduce-scatter every microbatch's buckets, so nothing defers there.
-  static std::vector<char> deferrable_backwards(const strategy::StepProgram& program);
+  // that reads, moves or clears their gradients (the optimizer, the clear, a data-parallel
+  // collective; a bucket's all-reduce or reduce-scatter reads only its range, which `layout`
+  // places). DDP and ZeRO-1 reduce after a step's last microbatch, so every microbatch but the
+  // last may defer, however the buckets cut the layers; ZeRO-2/3 reduce-scatter every
+  // microbatch's buckets, so nothing defers there.
+  static std::vector<char> deferrable_backwards(const strategy::StepProgram& program, const model::ParamLayout& layout);
 
  private:
   using Handler = void (Executor::*)(const strategy::Op&);

@@ -314,6 +314,10 @@ std::vector<float> grouped_grads(int group, bool defer, bool mixed, MemoryAccoun
     if (!check_pending) continue;
     const bool open = m == 0 || m == 1 || m == 3;  // groups {0, 1, 2} and {3, 4}
     EXPECT_EQ(model.weight_grads_pending(), open) << "after microbatch " << m;
+    // Per range (what a bucket's collective reads): a block's weights are pending, not the head.
+    EXPECT_EQ(model.weight_grads_pending(w1), open) << "after microbatch " << m;
+    EXPECT_FALSE(model.weight_grads_pending(model.layout().layer_range(kTiny.blocks))) << "the head never defers";
+    EXPECT_FALSE(model.weight_grads_pending(model.layout().find("blocks.0.fc1.bias").range())) << "biases never defer";
     if (m == 0) {
       EXPECT_TRUE(dw1_zero()) << "a deferred weight gradient is not in the buffer yet";
     }

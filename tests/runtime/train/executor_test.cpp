@@ -459,12 +459,13 @@ TEST(ExecutorTest, ABroadcastOpCopiesTheFirstRanksParametersOfItsRange) {
 // Weight-gradient groups (model.h): a backward may defer its weight gradients only where the same
 // layers' next backward comes before anything reads the gradients. Per microbatch, over every
 // backward op of rank 0's program: DDP, ZeRO-1 and a 1F1B pipeline defer all but the last
-// microbatch; ZeRO-2/3 (a reduce-scatter after every microbatch) and a step of one microbatch
-// defer nothing.
-std::vector<int> deferring_microbatches(const std::string& plan, int world) {
-  const TrainConfig cfg = tiny_config(plan, world, 64);
+// microbatch, also where buckets of a few layers each are reduced while the last microbatch's
+// backward goes on (a bucket reads its own layers only); ZeRO-2/3 (a reduce-scatter after every
+// microbatch) and a step of one microbatch defer nothing.
+std::vector<int> deferring_microbatches(const std::string& plan, int world, int blocks = 2) {
+  const TrainConfig cfg = tiny_config(plan, world, 64, SgdConfig{.lr = 0.1, .momentum = 0.9}, blocks);
   const strategy::StepProgram p = strategy::build_step(cfg.model, cfg.plan, 0, {.per_layer_ops = true});
-  const std::vector<char> deferrable = Executor::deferrable_backwards(p);
+  const std::vector<char> deferrable = Executor::deferrable_backwards(p, model::ParamLayout(mlp_shape(cfg.model)));
   std::map<int, std::pair<int, int>> by_mb;  // microbatch -> (backward ops, deferrable ones)
   for (const strategy::Op& op : p.ops) {
     EXPECT_TRUE(op.kind == strategy::OpKind::kBackward || !deferrable[size_t(op.id)]) << plan << ": op " << op.id;
@@ -483,6 +484,8 @@ std::vector<int> deferring_microbatches(const std::string& plan, int world) {
 TEST(ExecutorTest, BackwardsDeferWeightGradientsOnlyBeforeTheSameLayersNextBackward) {
   const std::vector<int> three{0, 1, 2};
   EXPECT_EQ(deferring_microbatches("gbs=32,mb=4", 2), three) << "DDP";
+  EXPECT_EQ(deferring_microbatches("gbs=32,mb=4,bucket_mb=0.008", 2, 6), three) << "DDP, a bucket every layer or two";
+  EXPECT_EQ(deferring_microbatches("gbs=32,mb=4,bucket_mb=0.008,zero=1", 2, 6), three) << "ZeRO-1, small buckets";
   EXPECT_EQ(deferring_microbatches("gbs=32,mb=4,zero=1", 2), three) << "ZeRO-1";
   EXPECT_EQ(deferring_microbatches("gbs=16,mb=4,pp=2,schedule=1f1b", 2), three) << "1F1B (the plan groups none)";
   EXPECT_EQ(deferring_microbatches("gbs=16,mb=4,tp=2", 2), three) << "TP (the slices compute their own)";

@@ -97,7 +97,8 @@ class StagedModel final : public model::Model, public model::DeviceMemoryOwner {
     if (layer == device_.shape().blocks) mb.set_head_outputs(d.logits(), d.losses());
   }
   void set_weight_grads_deferrable(bool deferrable) override { device_.set_weight_grads_deferrable(deferrable); }
-  bool weight_grads_pending() const override { return device_.weight_grads_pending(); }
+  bool weight_grads_pending(model::FlatRange within) const override { return device_.weight_grads_pending(within); }
+  using model::Model::weight_grads_pending;
   void backward_layer(int layer, model::MicrobatchState& mb) override {
     device_.backward_layer(layer, slot(mb, false));
   }
