@@ -23,11 +23,11 @@ bool same_op(const Op& a, const Op& b, int offset) {
   const bool peer = a.peer < 0 ? b.peer == a.peer : b.peer == a.peer + offset;
   return a.id == b.id && a.kind == b.kind && a.stream == b.stream && a.phase == b.phase && a.flops == b.flops &&
          a.memory_bytes == b.memory_bytes && a.zeroed_bytes == b.zeroed_bytes &&
-         a.accumulated_bytes == b.accumulated_bytes && same_layers(a.layers, b.layers) &&
-         a.microbatch == b.microbatch && a.chunk == b.chunk && a.group == b.group && a.bytes == b.bytes &&
-         a.count == b.count && a.pattern_calls == b.pattern_calls && a.pattern_gathers == b.pattern_gathers && peer &&
-         a.flat_begin == b.flat_begin && a.flat_end == b.flat_end && a.min_chunk_bytes == b.min_chunk_bytes &&
-         a.deps == b.deps && a.tag == b.tag;
+         a.first_write_bytes == b.first_write_bytes && a.accumulated_bytes == b.accumulated_bytes &&
+         same_layers(a.layers, b.layers) && a.microbatch == b.microbatch && a.chunk == b.chunk && a.group == b.group &&
+         a.bytes == b.bytes && a.count == b.count && a.pattern_calls == b.pattern_calls &&
+         a.pattern_gathers == b.pattern_gathers && peer && a.flat_begin == b.flat_begin && a.flat_end == b.flat_end &&
+         a.min_chunk_bytes == b.min_chunk_bytes && a.deps == b.deps && a.tag == b.tag;
 }
 
 // Group `b` of the rank `offset` positions after the one holding `a`: the same TP group, any other

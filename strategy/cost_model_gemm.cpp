@@ -160,7 +160,10 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
   // first read them (read for ownership), so a worker process's clear moves twice the bytes it
   // writes; a GPU writes whole sectors without reading them.
   const double rfo = c.shares_cores() ? 2 : 1;
-  if (op.kind == OpKind::kZeroGrad) return op.memory_bytes * rfo / mem_bw;
+  // Where weight-gradient groups write the blocks' weights with their first product (the CPU
+  // runtime), the clear leaves them.
+  if (op.kind == OpKind::kZeroGrad)
+    return (op.memory_bytes - (c.shares_cores() ? op.first_write_bytes : 0)) * rfo / mem_bw;
   const double flops = gemms ? gemms->effective_flops(op) : op.flops;
   return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
 }

@@ -212,6 +212,12 @@ int weight_grad_group(const Plan& p) {
   return static_cast<int>(std::clamp<int64_t>(n, 1, p.microbatches));
 }
 
+int64_t first_write_grad_elements(const ModelSpec& model, const Plan& plan) {
+  // Groups imply tp = pp = 1: the rank holds every block's whole weights.
+  if (model.kind != ModelKind::kMlp || weight_grad_group(plan) <= 1) return 0;
+  return model.layers * 2 * model.hidden * model.ffn;
+}
+
 int64_t default_microbatches(int dp, int pp) {
   const int64_t replicas = std::max(dp, 1);
   return std::lcm(std::lcm<int64_t>(replicas, kReplicasSharingABatch) / replicas, std::max<int64_t>(pp, 1));

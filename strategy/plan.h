@@ -130,6 +130,12 @@ int64_t default_global_batch(const ModelSpec& model, int dp, int pp = 1, int64_t
 // than predicted). `plan` must be resolved.
 inline constexpr int64_t kWeightGradGroupRows = 512;
 int weight_grad_group(const Plan& plan);
+// Gradient elements of the blocks' weights, which a runtime with weight-gradient groups (the CPU's
+// LabMlp) does not clear at the step's start: the first group product of the step writes them
+// (llm.c's rule; issue 35). 0 where the plan has no groups (weight_grad_group 1) or the model is
+// no MLP. The cost model leaves them out of the clear where ranks share cores, as the ledger
+// counts the groups there. `plan` must be resolved.
+int64_t first_write_grad_elements(const ModelSpec& model, const Plan& plan);
 
 // Rejects impossible plans: dp*tp*pp = world, world fits the cluster, tp divides heads, kv
 // heads and ffn, pp <= layers, interleaving rules, ZeRO stage limits, sequence parallel needs

@@ -106,6 +106,7 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
   Op clear;  // the step's gradient clear (the whole local buffer; its shard under ZeRO-2/3)
   clear.kind = OpKind::kZeroGrad;
   clear.memory_bytes = (p.zero >= 2 ? held / p.dp : held) * grad_accumulation_bytes_per_element(p);
+  clear.first_write_bytes = double(first_write_grad_elements(m, p)) * grad_accumulation_bytes_per_element(p);
   q.optimizer_seconds = compute_time(opt, c, p) + compute_time(clear, c, p);
   q.step_seconds =
       q.compute_seconds + q.tp_comm_seconds + q.bubble_seconds + q.dp_exposed_seconds + q.optimizer_seconds;

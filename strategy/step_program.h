@@ -124,6 +124,10 @@ struct Op {
   // written once). The runtime does this work on the main thread (train/executor_zero.cpp); the
   // cost model charges it to the opening backward (compute_seconds_alone).
   double zeroed_bytes = 0, accumulated_bytes = 0;
+  // The gradient clear (kZeroGrad): the part of `memory_bytes` that a runtime with weight-gradient
+  // groups leaves to the step's first product, which writes it (first_write_grad_elements): the
+  // cost model charges the clear without it where ranks share cores (the CPU runtime).
+  double first_write_bytes = 0;
   LayerRange layers;  // also set on TP collectives and ZeRO-3 gathers: the layers concerned
   int microbatch = -1;
   int chunk = 0;  // model chunk (interleaved schedule)

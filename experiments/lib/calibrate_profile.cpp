@@ -298,6 +298,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.parameters = s->parameters;
   p.repeats = s->repeats;
   p.microbatches_per_step = per_step;
+  p.weight_grad_group = group;
   p.bf16_copies_per_pass = loop.bf16_per_pass;
   p.bf16_copies_per_microbatch = s->microbatches_run > 0 ? double(s->bf16_copies) / double(s->microbatches_run) : 0;
   p.fwdbwd_seconds = mean_of(s->fwdbwd, processes), p.fwdbwd_spread = mean_of(s->fwdbwd_spread, processes);
@@ -349,13 +350,19 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   strategy::Op clear;
   clear.kind = strategy::OpKind::kZeroGrad;
   clear.memory_bytes = double(p.parameters) * strategy::grad_accumulation_bytes_per_element(strategy::Plan{});
+  if (p.weight_grad_group > 1)  // the first group product writes the blocks' weights (strategy/plan.h)
+    clear.first_write_bytes =
+        double(p.blocks * 2 * p.hidden * p.ffn) * strategy::grad_accumulation_bytes_per_element(strategy::Plan{});
   const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
   const std::string on =
       p.processes == 1 ? std::string("one process") : std::to_string(p.processes) + " processes in lockstep";
-  char b[768];
+  const std::string group = p.weight_grad_group > 1 ? ", weight gradients over " + std::to_string(p.weight_grad_group) +
+                                                          " microbatches at once"
+                                                    : std::string();
+  char b[896];
   std::snprintf(b, sizeof b,
                 "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s%s%s "
-                "(median of %d steps of %d microbatches of %lld, back to back, after a warm-up): forward+backward "
+                "(median of %d steps of %d microbatches of %lld, back to back%s, after a warm-up): forward+backward "
                 "%.2f ms a microbatch +-%.0f%%, data %.2f ms "
                 "-> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); new "
@@ -363,7 +370,7 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
                 (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(),
                 p.tp_meetings_per_microbatch > 0 ? ", each tensor-parallel group meeting after every block" : "",
                 p.bf16_copies_per_pass ? ", its bf16 weight copies made every pass as ZeRO-3's gathers make them" : "",
-                p.repeats, p.microbatches_per_step, (long long)p.microbatch, p.fwdbwd_seconds * 1e3,
+                p.repeats, p.microbatches_per_step, (long long)p.microbatch, group.c_str(), p.fwdbwd_seconds * 1e3,
                 100 * p.fwdbwd_spread, p.data_seconds * 1e3, profiled.device.peak_flops_fp32 / 1e9,
                 double(p.parameters) / 1e6, p.optimizer_seconds * 1e3, profiled.device.memory_bytes_per_s / 1e9,
                 p.clear_seconds * 1e3, modelled * 1e3, p.first_touch_bytes_per_s / 1e9);

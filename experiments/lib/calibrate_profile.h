@@ -33,6 +33,9 @@ struct WorkloadProfile {
   int64_t hidden = 0, ffn = 0, blocks = 0, classes = 0;  // the shape one rank runs (its slice, its stage)
   int64_t microbatch = 0;
   int microbatches_per_step = 1;  // timed back to back between the clear and the update, as a step runs them
+  // Microbatches whose weight-gradient products ran at once (strategy::weight_grad_group of the
+  // plan profiled: 1 under ZeRO-2/3, TP and pipelines), as the plan's trainer runs them.
+  int weight_grad_group = 1;
   // The bf16 weight copies made for every forward and every backward (bf16_copies_per_pass), not
   // once a step: in the microbatch's time, as in the rank's.
   bool bf16_copies_per_pass = false;

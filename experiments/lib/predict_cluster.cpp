@@ -18,7 +18,9 @@ WorkloadRates::WorkloadRates(const strategy::ClusterSpec& base, const strategy::
 }
 
 const WorkloadProfile& WorkloadRates::profile(const strategy::Plan& p, int world) {
-  const auto key = std::make_tuple(p.microbatch, p.tp, p.pp, int(p.precision), world, bf16_copies_per_pass(p));
+  // The weight-gradient group too: DDP's steps group their products, ZeRO-2/3's of the same shape do not.
+  const auto key = std::make_tuple(p.microbatch, p.tp, p.pp, int(p.precision), world, bf16_copies_per_pass(p),
+                                   strategy::weight_grad_group(p));
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   if (progress_)

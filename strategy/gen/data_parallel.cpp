@@ -45,6 +45,9 @@ class DataParallel final : public Hooks {
   void start(Builder& b) override {
     Op op = range_op(OpKind::kZeroGrad, grad_shard(b, zero_ >= 2), b.tags() ? "grad.zero" : "");
     op.memory_bytes = double(op.flat_end - op.flat_begin) * grad_accumulation_bytes_per_element(b.plan());
+    // Groups clear no block weight (ZeRO-2/3, which shard the clear, have none).
+    op.first_write_bytes =
+        double(first_write_grad_elements(b.model(), b.plan())) * grad_accumulation_bytes_per_element(b.plan());
     b.add(std::move(op));
   }
 

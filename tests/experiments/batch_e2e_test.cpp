@@ -383,6 +383,29 @@ TEST(BatchEndToEnd, ARoundPricesItsPlansOnLinksMeasuredAgain) {
   EXPECT_NE(after.note.find("the links of 2 ranks measured again this round"), std::string::npos) << after.note;
 }
 
+// A split is priced on a profile of the step its trainer runs: DDP and ZeRO-1 (a rank's four
+// microbatches' weight gradients computed at once) share one, ZeRO-2 (a product every microbatch:
+// no groups) gets its own, and each note says which it is.
+TEST(BatchEndToEnd, ZeroTwoIsProfiledWithoutTheWeightGradientGroupsOfDdp) {
+  Scratch s;
+  write_test_calibration(s.dir, 10e-6, 1e9);
+  ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
+  const strategy::ModelSpec model = strategy::load_model(kModel);
+  int profiles = 0;
+  WorkloadRates rates(strategy::load_cluster("cpu-local"), model, [&](const std::string& line) {
+    profiles += line.find("profiling the workload") != std::string::npos ? 1 : 0;
+  });
+  const PredictionCluster ddp = rates.for_plan(split_at("zero=0,gbs=32", model, 2), 2);
+  const PredictionCluster zero1 = rates.for_plan(split_at("zero=1,gbs=32", model, 2), 2);
+  EXPECT_EQ(profiles, 1) << "ZeRO-1 runs DDP's step: one profile";
+  const PredictionCluster zero2 = rates.for_plan(split_at("zero=2,gbs=32", model, 2), 2);
+  ::unsetenv("PARLAB_RESULTS");
+  EXPECT_EQ(profiles, 2) << "ZeRO-2 computes every microbatch's weight gradients: its own profile";
+  EXPECT_NE(ddp.note.find("weight gradients over 4 microbatches at once"), std::string::npos) << ddp.note;
+  EXPECT_EQ(zero1.note, ddp.note);
+  EXPECT_EQ(zero2.note.find("weight gradients over"), std::string::npos) << zero2.note;
+}
+
 // The profiled cluster is measured doubles; its proof records the cluster as TOML. The grader
 // re-simulates from that record, so the prediction must have run on exactly what was recorded.
 TEST(BatchEndToEnd, ProfiledSimulationsReSimulateByteForByteFromTheirRecord) {

@@ -46,6 +46,36 @@ TEST(CostModel, BucketWorkIsPricedOnTheBackwardThatOpensTheBucket) {
   EXPECT_DOUBLE_EQ(bucket_work_seconds(z, gpu), 1e9 / gpu.device.achieved_memory_bytes_per_s());
 }
 
+// The gradient clear of a plan with weight-gradient groups (the lab MLP under DDP or ZeRO-1, a
+// rank with several microbatches) leaves the blocks' weights to the step's first product on the
+// CPU runtime: the step program records their bytes, and cpu-local charges the clear without
+// them (biases and the head only), a GPU cluster the whole buffer. ZeRO-2/3 and a single
+// microbatch have no groups: the whole clear everywhere.
+TEST(CostModel, TheClearLeavesWhatTheFirstWeightGradientProductWrites) {
+  const ModelSpec m = load_model(kData + "tiny-mlp.toml");  // 2 blocks of 4 -> 8 -> 4
+  ClusterSpec c = load_cluster("cpu-local");
+  c.device.memory_bytes_per_s = 10e9, c.device.memory_efficiency = 1.0;
+  const auto clear_of = [&](const std::string& text, int world) {
+    const Plan p = resolve(parse_plan(text), m, world);
+    const StepProgram prog = build_step(m, p, 0);
+    EXPECT_EQ(prog.ops.front().kind, OpKind::kZeroGrad) << text;
+    return prog.ops.front();
+  };
+  const Op grouped = clear_of("gbs=16,mb=4", 2);
+  const double weights = 2.0 * (2 * 4 * 8) * 4;  // blocks x their two weights x fp32
+  EXPECT_DOUBLE_EQ(grouped.first_write_bytes, weights);
+  EXPECT_DOUBLE_EQ(compute_seconds_alone(grouped, c, Precision::kFp32),
+                   2 * (grouped.memory_bytes - weights) / 10e9);  // read for ownership: 2x
+  const ClusterSpec gpu = load_cluster("dgx-a100");
+  EXPECT_DOUBLE_EQ(compute_seconds_alone(grouped, gpu, Precision::kFp32),
+                   grouped.memory_bytes / gpu.device.achieved_memory_bytes_per_s());
+  for (const std::string text : {"gbs=16,mb=4,zero=2", "gbs=8,mb=4"}) {
+    const Op whole = clear_of(text, 2);
+    EXPECT_EQ(whole.first_write_bytes, 0) << text;
+    EXPECT_DOUBLE_EQ(compute_seconds_alone(whole, c, Precision::kFp32), 2 * whole.memory_bytes / 10e9) << text;
+  }
+}
+
 // dgx-a100 carries nccl-tests' measured curves (strategy/presets/clusters/dgx-a100.toml): a
 // single-node ring takes the measured busbw of its size and kind, interpolated in log(size).
 TEST(CostModel, SingleNodeRingsFollowTheMeasuredCurve) {
