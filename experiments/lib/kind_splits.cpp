@@ -205,6 +205,10 @@ void run_splits(Context& ctx, const SplitsTask& t) {
   // Each split predicted as a worker count is (predict_cluster.h): its rank shape profiled on
   // this machine by as many processes as it has workers, the link fitted for that many ranks.
   const strategy::ClusterSpec base = strategy::load_cluster(resolve_ref(ctx, t.cluster));
+  // Every plan checked before anything runs: a bad one fails at once, not after minutes of
+  // profiles and measurements of the others.
+  for (const std::string& text : t.plans)
+    strategy::validate(split_at(text, model, t.workers), model, strategy::with_world(base, t.workers));
   WorkloadRates rates(base, model, [&ctx](const std::string& line) { ctx.progress(line); });
   std::vector<std::string> notes;
   std::vector<std::vector<SplitRow>> rounds;

@@ -312,6 +312,21 @@ TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
   EXPECT_NEAR(slow.at(1) - fast.at(1), 2 * (10e-3 - 100e-6), 2e-3);
 }
 
+// A split the model cannot take (tp = 3 does not divide the tiny MLP's ffn of 64), listed after
+// one that can, fails the experiment before anything is profiled, predicted or measured.
+TEST(BatchEndToEnd, ASplitThatCannotRunFailsBeforeAnyOtherIsMeasured) {
+  Scratch s;
+  auto store = db::ResultsStore::open(":memory:");
+  const auto spec = parse_experiment("name = \"tiny_bad_split\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
+                                         "\"\nworkers = 3\nplans = [\"zero=0,gbs=24\", \"tp=3,gbs=24\"]\n"
+                                         "sources = [\"analytic\", \"measured\"]\n",
+                                     (s.dir / "bad.toml").string());
+  const Outcome out = run_experiment(spec, store, options(s));
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.error.find("plan.tp = 3: must divide ffn (64)"), std::string::npos) << out.error;
+  EXPECT_TRUE(out.runs.empty()) << "nothing ran before the bad plan was found";
+}
+
 // A splits experiment with rounds predicts and measures every split once per round, the order
 // reversed every other round (A, B, then B, A, then A, B), and each split's figure from each source
 // is the median of its rounds, recorded on its last run of that source where compare reads it.
