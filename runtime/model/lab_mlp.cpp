@@ -129,8 +129,7 @@ void LabMlp::zero_unwritten_grads(FlatRange within) const {
   for (size_t i = 0; i < grad_unwritten_.size(); ++i) {
     if (!grad_unwritten_[i]) continue;
     const int64_t at = pos_[i];
-    if (at < 0 || at + layout_.tensors()[i].numel <= within.begin || at >= within.end) continue;
-    zero_if_unwritten(i);
+    if (at >= 0 && within.intersects({at, at + layout_.tensors()[i].numel})) zero_if_unwritten(i);
   }
 }
 

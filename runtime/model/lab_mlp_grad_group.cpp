@@ -41,7 +41,7 @@ bool LabMlp::weight_grads_pending(FlatRange within) const {
     for (const int which : {kFc1Weight, kFc2Weight}) {
       const ParamTensor& t = tensor_of(static_cast<int>(i), which);
       const int64_t at = pos_[index_of(t)];
-      if (at >= 0 && at < within.end && within.begin < at + t.numel) return true;
+      if (at >= 0 && within.intersects({at, at + t.numel})) return true;
     }
   }
   return false;

@@ -46,6 +46,7 @@ struct FlatRange {
   int64_t end = 0;
   int64_t numel() const { return end - begin; }
   bool contains(const FlatRange& r) const { return begin <= r.begin && r.end <= end; }
+  bool intersects(const FlatRange& r) const { return begin < r.end && r.begin < end; }
   bool operator==(const FlatRange&) const = default;
 };
 

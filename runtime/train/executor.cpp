@@ -268,7 +268,7 @@ bool reads_grad_range(const Op& op) {
 bool reads_grads(const strategy::StepProgram& program, const Op& op, model::FlatRange range) {
   if (op.kind == OpKind::kOptimizer || op.kind == OpKind::kZeroGrad) return true;
   if (!op.is_collective() || program.group_of(op).kind == strategy::GroupKind::kTP) return false;
-  return !reads_grad_range(op) || (op.flat_begin < range.end && range.begin < op.flat_end);
+  return !reads_grad_range(op) || range.intersects({op.flat_begin, op.flat_end});
 }
 }  // namespace
 

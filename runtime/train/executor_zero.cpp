@@ -15,8 +15,6 @@ using strategy::OpKind;
 
 double now() { return comm::wall_clock_seconds(); }
 
-bool intersects(model::FlatRange a, model::FlatRange b) { return a.begin < b.end && b.begin < a.end; }
-
 model::FlatRange range_of(const Op& op) { return {op.flat_begin, op.flat_end}; }
 
 }  // namespace
@@ -46,7 +44,7 @@ void Executor::plan_zero_buffers() {
       for (int b = 0; b < op.id; ++b) {
         const Op& bw = program_.ops[b];
         if (bw.kind != OpKind::kBackward || bw.microbatch != op.microbatch) continue;
-        if (!intersects(model_.layout().layers_range(bw.layers.begin, bw.layers.end), range_of(op))) continue;
+        if (!model_.layout().layers_range(bw.layers.begin, bw.layers.end).intersects(range_of(op))) continue;
         buckets_of_[b].push_back(op.id);
         written = true;
       }

@@ -53,6 +53,12 @@ fs::path trace_of(db::ResultsStore& store, db::RunId id) {
 
 const std::string kModel = std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml";
 
+// A splits experiment on the tiny MLP: `body` is the [splits] table's keys after model.
+ExperimentSpec splits_spec(const Scratch& s, const std::string& name, const std::string& body) {
+  return parse_experiment("name = \"" + name + "\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel + "\"\n" + body,
+                          (s.dir / (name + ".toml")).string());
+}
+
 // The measured step of a run, recomputed here from its per-rank rows: a step ends when its last
 // rank finishes it, and lasts from the end of the step before (the job's cadence); steps after
 // the warm-up step 0, five of them: the middle one, and half the distance between the second and
@@ -291,10 +297,9 @@ TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
     write_test_calibration(s.dir, latency, 1e9);
     ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
     auto store = db::ResultsStore::open(":memory:");
-    const auto spec = parse_experiment("name = \"tiny_splits\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
-                                           "\"\ncluster = \"cpu-local\"\nworkers = 2\nplans = [\"zero=0\", \"tp=2\"]\n"
-                                           "sources = [\"analytic\"]\n",
-                                       (s.dir / "p.toml").string());
+    const auto spec = splits_spec(s, "tiny_splits",
+                                  "cluster = \"cpu-local\"\nworkers = 2\nplans = [\"zero=0\", \"tp=2\"]\n"
+                                  "sources = [\"analytic\"]\n");
     const Outcome out = run_experiment(spec, store, options(s));
     ::unsetenv("PARLAB_RESULTS");
     EXPECT_TRUE(out.ok) << out.error;
@@ -317,10 +322,9 @@ TEST(BatchEndToEnd, CalibratedSplitsProfileEachSplitsRankShape) {
 TEST(BatchEndToEnd, ASplitThatCannotRunFailsBeforeAnyOtherIsMeasured) {
   Scratch s;
   auto store = db::ResultsStore::open(":memory:");
-  const auto spec = parse_experiment("name = \"tiny_bad_split\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
-                                         "\"\nworkers = 3\nplans = [\"zero=0,gbs=24\", \"tp=3,gbs=24\"]\n"
-                                         "sources = [\"analytic\", \"measured\"]\n",
-                                     (s.dir / "bad.toml").string());
+  const auto spec = splits_spec(s, "tiny_bad_split",
+                                "workers = 3\nplans = [\"zero=0,gbs=24\", \"tp=3,gbs=24\"]\n"
+                                "sources = [\"analytic\", \"measured\"]\n");
   const Outcome out = run_experiment(spec, store, options(s));
   EXPECT_FALSE(out.ok);
   EXPECT_NE(out.error.find("plan.tp = 3: must divide ffn (64)"), std::string::npos) << out.error;
@@ -333,10 +337,9 @@ TEST(BatchEndToEnd, ASplitThatCannotRunFailsBeforeAnyOtherIsMeasured) {
 TEST(BatchEndToEnd, SplitsMeasuredInRoundsOfAlternatingOrderReportTheirMedian) {
   Scratch s;
   auto store = db::ResultsStore::open(":memory:");
-  const auto spec = parse_experiment("name = \"tiny_split_rounds\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
-                                         "\"\nworkers = 2\nplans = [\"zero=0,gbs=16\", \"zero=1,gbs=16\"]\n"
-                                         "sources = [\"analytic\", \"measured\"]\nrounds = 3\n",
-                                     (s.dir / "r.toml").string());
+  const auto spec = splits_spec(s, "tiny_split_rounds",
+                                "workers = 2\nplans = [\"zero=0,gbs=16\", \"zero=1,gbs=16\"]\n"
+                                "sources = [\"analytic\", \"measured\"]\nrounds = 3\n");
   ASSERT_EQ(std::get<SplitsTask>(spec.task).rounds, 3);
   const Outcome out = run_experiment(spec, store, options(s));
   ASSERT_TRUE(out.ok) << out.error;
