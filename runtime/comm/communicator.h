@@ -10,9 +10,11 @@
 // untouched until the Work completes.
 //
 // Ordering contract (as c10d): every member issues the same collectives in the same order.
-// Point-to-point: send completes only once the peer has posted the matching recv, and one thread
-// runs one op at a time, so two neighbours that both send first deadlock until the timeout;
-// order neighbour exchanges (e.g. even stage sends first) or use a second communicator.
+// Point-to-point: a Gloo send completes only once the peer has posted the matching recv; a
+// shared-memory send completes once its message is in the channel (eager up to two slices of
+// ShmOptions::channel_bytes, 2 MiB by default; a longer one waits for the receiver too). One
+// thread runs one op at a time, so two neighbours that both send first may deadlock until the
+// timeout; order neighbour exchanges (e.g. even stage sends first) or use a second communicator.
 //
 // Shapes (n = size(), fp32 elements):
 //   all_reduce(buf)                  buf[i] <- sum over ranks of buf[i]            (in place)

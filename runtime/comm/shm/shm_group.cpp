@@ -415,8 +415,11 @@ void Group::send(std::span<const float> buf, int peer, const OpInfo& info) {
     notify(ch.posted, ch.waiters);
     sent = idx + 1;
   }
-  wait(
-      ch.consumed, ch.waiters, [&] { return reached(ch.consumed.load(std::memory_order_acquire), sent); }, peer, info);
+  // Eager: done once the last slice is in the channel, not when the receiver has copied it. A
+  // pipeline stage's send then costs its copy, not the receiver's scheduling: on ranks that share
+  // cores the receiver may wait for a core for milliseconds, and the send would hold this
+  // communicator's one thread (and the recv queued behind it) all that while. The simulator
+  // prices a send the same way (it needs no matching receive).
 }
 
 void Group::recv(std::span<float> buf, int peer, const OpInfo& info) {

@@ -92,7 +92,9 @@ class Group {
                   std::uint64_t fingerprint);
   void broadcast(std::span<float> buf, int root, const OpInfo& info, std::uint64_t fingerprint);
   void barrier(const OpInfo& info, std::uint64_t fingerprint);
-  // Completes once the receiver copied the whole message (as a Gloo send waits for its recv).
+  // Completes once the whole message is in the channel (two slices of channel_bytes in flight):
+  // a message of up to two slices needs no posted recv; a longer one waits for the receiver to
+  // consume all but its last two. (A Gloo send waits for its recv.)
   void send(std::span<const float> buf, int peer, const OpInfo& info);
   void recv(std::span<float> buf, int peer, const OpInfo& info);
 

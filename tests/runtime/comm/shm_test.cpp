@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <numeric>
 
 #include "runtime/comm/backend_choice.h"
@@ -248,6 +249,33 @@ TEST(ShmRegistered, ReduceScatterSumsEachRanksBucketWhereItLies) {
                    CollectiveTimeout);
     });
   }
+}
+
+// A send is eager up to two channel slices: it completes before its peer posts the recv (a
+// pipeline stage's send must not wait for the next stage's scheduling, as the simulator prices
+// it), and the message arrives intact later. Three slices wait for the receiver.
+TEST(ShmSendRecv, ASendOfTwoSlicesCompletesBeforeItsRecvIsPosted) {
+  std::latch sent(1);
+  testing::run_ranks(2, [&](int r, Communicator& comm) {
+    const std::size_t fits = 2 * 256 / sizeof(float);  // two of the tests' 256-byte slices
+    if (r == 0) {
+      std::vector<float> out(fits);
+      std::iota(out.begin(), out.end(), 1.0f);
+      CollectiveOptions o = op_options("eager");
+      o.timeout = std::chrono::milliseconds(2000);
+      EXPECT_NO_THROW(comm.send(out, 1, o)->wait());  // rank 1 has posted nothing yet
+      std::fill(out.begin(), out.end(), -1.0f);       // the caller may reuse its buffer at once
+      sent.count_down();
+      std::vector<float> longer(fits + 1, 1.0f);
+      o.timeout = std::chrono::milliseconds(300);
+      EXPECT_THROW(comm.send(longer, 1, o)->wait(), CollectiveTimeout);
+    } else {
+      sent.wait();
+      std::vector<float> in(fits, 0.0f);
+      comm.recv(in, 0, op_options("eager"))->wait();
+      for (std::size_t i = 0; i < fits; ++i) ASSERT_EQ(in[i], static_cast<float>(i + 1)) << i;
+    }
+  });
 }
 
 // Large point-to-point messages cross many channel slices in both directions.

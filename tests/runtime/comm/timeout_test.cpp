@@ -143,7 +143,8 @@ TEST(Timeout, QueuedOpsFailWithTheFirstReason) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
-// Every op kind raises CollectiveTimeout when its peer never calls (rank 1 stays idle).
+// Every op kind raises CollectiveTimeout when its peer never calls (rank 1 stays idle). A
+// shared-memory send is eager up to two channel slices, so its send here is longer than that.
 TEST(Timeout, EveryOpKindRaises) {
   const std::vector<OpKind> kinds = {OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
                                      OpKind::kBarrier,       OpKind::kSend,      OpKind::kRecv};
@@ -154,7 +155,7 @@ TEST(Timeout, EveryOpKindRaises) {
       CollectiveOptions o;
       o.timeout = std::chrono::milliseconds(300);
       o.tag = "t";
-      std::vector<float> a(64, 1.0f), b(32);
+      std::vector<float> a(64, 1.0f), b(32), message(1000, 1.0f);  // 4000 B: 16 slices of the tests' 256
       std::shared_ptr<Work> w;
       switch (kind) {
         case OpKind::kReduceScatter:
@@ -170,7 +171,7 @@ TEST(Timeout, EveryOpKindRaises) {
           w = comm.barrier(o);
           break;
         case OpKind::kSend:
-          w = comm.send(a, 1, o);
+          w = comm.send(message, 1, o);
           break;
         case OpKind::kRecv:
           w = comm.recv(a, 1, o);
