@@ -48,6 +48,9 @@ struct Shared {
   int64_t parameters = 0;
   double fwdbwd[kMaxProcesses], fwdbwd_spread[kMaxProcesses], data[kMaxProcesses], update[kMaxProcesses],
       update_spread[kMaxProcesses], clear[kMaxProcesses], first_touch[kMaxProcesses];
+  // The same steps timed to the barrier after them (the last process's end): per microbatch, and
+  // the update's.
+  double microbatch_span[kMaxProcesses], update_span[kMaxProcesses];
   char error[kMaxProcesses][160];
 };
 
@@ -128,14 +131,15 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
                                 .width = shape.hidden,
                                 .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::vector<double> fwdbwd, fill, update, clear, touch;
+  std::vector<double> fwdbwd, fill, update, clear, touch, microbatch_span, update_span;
   std::vector<int64_t> indices(size_t(b), 0);
   // The trainer's order per step: the clear, then `per_step` microbatches back to back (data,
   // forward and backward; the gradients accumulate), the optimizer. Step 0 warms up (page faults,
   // first-touch of the buffers). Times are per microbatch: a step's sum over its microbatches.
   for (int i = 0; i <= repeats; ++i) {
     sync();
-    auto t0 = Clock::now();
+    const auto step_start = Clock::now();
+    auto t0 = step_start;
     net.zero_grads();
     const double z = since(t0);
     double d = 0, c = 0;
@@ -154,9 +158,13 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
     }
     if (me == 0) s->bf16_copies = net.bf16_copies_made();
     sync();
+    // The step's makespan: its microbatches ended on every process when the last one's did.
+    const double span = (since(step_start) - z) / per_step;
     t0 = Clock::now();
     opt->step(net.params(), net.grads());
     const double u = since(t0);
+    sync();
+    const double u_span = since(t0);
     const double f = first_touch_seconds();
     if (i == 0) {
       // Small workloads repeat more (a second and a half of timed work, up to 4x the repeats), so
@@ -168,22 +176,20 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
       // in all as `repeats` asked for.
       const int floor = std::max(std::min(5, repeats), (repeats + per_step - 1) / per_step);
       const int chosen = std::clamp(int(1.5 / (per_step * (c + d) + u + z)), floor, 4 * repeats);
-      if (!together) {
-        repeats = chosen;
-      } else {
-        if (me == 0) s->repeats = chosen;
-        sync();
-        repeats = s->repeats;
-      }
+      if (me == 0) s->repeats = chosen;
+      sync();  // (one process: no barrier, and its own choice)
+      repeats = s->repeats;
       continue;
     }
     fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z), touch.push_back(f);
+    microbatch_span.push_back(span), update_span.push_back(u_span);
   }
   const auto cs = parlab::spread_of(fwdbwd), us = parlab::spread_of(update);
   s->fwdbwd[me] = cs.median, s->fwdbwd_spread[me] = cs.relative();
   s->update[me] = us.median, s->update_spread[me] = us.relative();
   s->data[me] = parlab::median(fill), s->clear[me] = parlab::median(clear);
   s->first_touch[me] = double(kTouchBuffers * kTouchBytes) / parlab::median(touch);
+  s->microbatch_span[me] = parlab::median(microbatch_span), s->update_span[me] = parlab::median(update_span);
   s->repeats = repeats;
   s->parameters = int64_t(net.params().size());
 }
@@ -249,6 +255,12 @@ void run_forked(int n, const std::function<void(int)>& body, Shared* s) {
 
 double mean_of(const double* x, int n) { return std::accumulate(x, x + n, 0.0) / n; }
 
+// How many processes each core ran, where the profile ran more than the host's cores (1 else).
+double shared_cores(const strategy::ClusterSpec& cluster, const WorkloadProfile& p) {
+  return cluster.shares_cores() && p.processes > cluster.cores_per_node ? double(p.processes) / cluster.cores_per_node
+                                                                        : 1.0;
+}
+
 }  // namespace
 
 bool bf16_copies_per_pass(const strategy::Plan& plan) {
@@ -306,6 +318,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.data_seconds = mean_of(s->data, processes);
   p.clear_seconds = mean_of(s->clear, processes);
   p.first_touch_bytes_per_s = mean_of(s->first_touch, processes);
+  p.microbatch_makespan_seconds = mean_of(s->microbatch_span, processes);
+  p.optimizer_makespan_seconds = mean_of(s->update_span, processes);
   return p;
 }
 
@@ -330,14 +344,17 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
   const strategy::LayerRange all{0, int(ran.layer_list().size())};
   const double flops = strategy::forward_flops(ran, one, all) + strategy::backward_flops(ran, one, all);
   // Processes beyond the cores each got a share of one; the models share the cores out again.
-  const double share = cluster.shares_cores() && p.processes > cluster.cores_per_node
-                           ? double(p.processes) / cluster.cores_per_node
-                           : 1.0;
+  const double share = shared_cores(cluster, p);
+  // What the cores delivered then is the work of all processes over the time the last of them
+  // finished, not each process's own time (profile_workload in the header).
+  const bool makespan = share > 1 && p.microbatch_makespan_seconds > 0 && p.optimizer_makespan_seconds > 0;
+  const double microbatch = makespan ? p.microbatch_makespan_seconds : p.microbatch_seconds();
+  const double update = makespan ? p.optimizer_makespan_seconds : p.optimizer_seconds;
   strategy::ClusterSpec c = cluster;
-  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = share * flops / p.microbatch_seconds();
+  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = share * flops / microbatch;
   c.device.gemm_efficiency = 1.0;
   c.device.memory_bytes_per_s =
-      share * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / p.optimizer_seconds;
+      share * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / update;
   c.device.memory_efficiency = 1.0;
   if (p.first_touch_bytes_per_s > 0) c.device.first_touch_bytes_per_s = share * p.first_touch_bytes_per_s;
   c.device.gemm_rates.clear();  // the profile measured this workload's own rate
@@ -359,21 +376,31 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   const std::string group = p.weight_grad_group > 1 ? ", weight gradients over " + std::to_string(p.weight_grad_group) +
                                                           " microbatches at once"
                                                     : std::string();
-  char b[896];
+  std::string makespan;
+  if (shared_cores(profiled, p) > 1 && p.microbatch_makespan_seconds > 0) {
+    char m[256];
+    std::snprintf(m, sizeof m,
+                  "; %d processes on %d cores: priced on the steps' makespans, %.2f ms a microbatch and %.2f ms the "
+                  "update",
+                  p.processes, profiled.cores_per_node, p.microbatch_makespan_seconds * 1e3,
+                  p.optimizer_makespan_seconds * 1e3);
+    makespan = m;
+  }
+  char b[1280];
   std::snprintf(b, sizeof b,
                 "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s%s%s "
                 "(median of %d steps of %d microbatches of %lld, back to back%s, after a warm-up): forward+backward "
                 "%.2f ms a microbatch +-%.0f%%, data %.2f ms "
                 "-> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); new "
-                "memory made and zeroed at %.2f GB/s; communication from the calibration",
+                "memory made and zeroed at %.2f GB/s%s; communication from the calibration",
                 (long long)p.hidden, (long long)p.ffn, (long long)p.blocks, on.c_str(),
                 p.tp_meetings_per_microbatch > 0 ? ", each tensor-parallel group meeting after every block" : "",
                 p.bf16_copies_per_pass ? ", its bf16 weight copies made every pass as ZeRO-3's gathers make them" : "",
                 p.repeats, p.microbatches_per_step, (long long)p.microbatch, group.c_str(), p.fwdbwd_seconds * 1e3,
                 100 * p.fwdbwd_spread, p.data_seconds * 1e3, profiled.device.peak_flops_fp32 / 1e9,
                 double(p.parameters) / 1e6, p.optimizer_seconds * 1e3, profiled.device.memory_bytes_per_s / 1e9,
-                p.clear_seconds * 1e3, modelled * 1e3, p.first_touch_bytes_per_s / 1e9);
+                p.clear_seconds * 1e3, modelled * 1e3, p.first_touch_bytes_per_s / 1e9, makespan.c_str());
   return b;
 }
 

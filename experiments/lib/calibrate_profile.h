@@ -56,6 +56,15 @@ struct WorkloadProfile {
   // and backward, as their all-reduces make them, so the microbatch's time holds the waits for
   // each group's slowest member (2 x blocks; 0 without TP or with one process).
   double tp_meetings_per_microbatch = 0;
+  // The same steps timed to the barrier that follows them, which every process leaves when the last
+  // one arrives: a microbatch's time (forward + backward + data) as the step's makespan over its
+  // microbatches, and the update's makespan; means over the processes of medians over the steps.
+  // Where more processes than cores ran, these give the rates (cluster_for_profile): the kernel
+  // does not share three processes evenly over two cores (one core runs one of them, the other
+  // two), so the lone one finishes early and the mean of the processes' own times prices the
+  // cores faster than the work they did in a step (deep-mlp's 6-block stage on 3 processes of a
+  // 2-core VM: 26.25 ms a microbatch by the mean, 28.10 by the makespan; the update 16.86 / 23.16).
+  double microbatch_makespan_seconds = 0, optimizer_makespan_seconds = 0;
   // The time per microbatch the cost model must charge: forward + backward + its data (the data
   // is made per sample on the compute stream, so it scales with the microbatches like compute).
   double microbatch_seconds() const { return fwdbwd_seconds + data_seconds; }
@@ -90,9 +99,9 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t micro
 // shape's forward + backward FLOPs per microbatch (as the step program counts them) over the
 // profiled microbatch time, the memory rate the optimizer's traffic (as the program counts it) over
 // the profiled update. Where more processes ran than the host has cores, each got a share of a
-// core, and the cost model and the simulator share the cores out again: the rates are then given
-// per core (times processes / cores), so that what a rank gets is what it measured. Any other
-// cluster is returned unchanged.
+// core, and the cost model and the simulator share the cores out again: the rates are then the
+// makespans' (all the processes' work over the time the last one finished), given per core
+// (times processes / cores). Any other cluster is returned unchanged.
 strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, const strategy::ModelSpec& model,
                                           const strategy::Plan& plan, const WorkloadProfile& profile);
 
