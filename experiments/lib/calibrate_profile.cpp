@@ -31,12 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-// This process's CPU time (every thread of it, user and system), seconds.
-double cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
 
 constexpr int kMaxProcesses = 64;
 constexpr int64_t kMaxMicrobatchesPerStep = 8;
@@ -54,8 +48,9 @@ struct Shared {
   int64_t parameters = 0;
   double fwdbwd[kMaxProcesses], fwdbwd_spread[kMaxProcesses], data[kMaxProcesses], update[kMaxProcesses],
       update_spread[kMaxProcesses], clear[kMaxProcesses], first_touch[kMaxProcesses];
-  // The CPU time the same work took (WorkloadProfile::microbatch_cpu_seconds).
-  double microbatch_cpu[kMaxProcesses], update_cpu[kMaxProcesses];
+  // The same steps timed to the barrier after them (the last process's end): per microbatch, and
+  // the update's.
+  double microbatch_span[kMaxProcesses], update_span[kMaxProcesses];
   char error[kMaxProcesses][160];
 };
 
@@ -136,17 +131,17 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
                                 .width = shape.hidden,
                                 .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::vector<double> fwdbwd, fill, update, clear, touch, microbatch_cpu, update_cpu;
+  std::vector<double> fwdbwd, fill, update, clear, touch, microbatch_span, update_span;
   std::vector<int64_t> indices(size_t(b), 0);
   // The trainer's order per step: the clear, then `per_step` microbatches back to back (data,
   // forward and backward; the gradients accumulate), the optimizer. Step 0 warms up (page faults,
   // first-touch of the buffers). Times are per microbatch: a step's sum over its microbatches.
   for (int i = 0; i <= repeats; ++i) {
     sync();
-    auto t0 = Clock::now();
+    const auto step_start = Clock::now();
+    auto t0 = step_start;
     net.zero_grads();
     const double z = since(t0);
-    double cpu0 = cpu_seconds();
     double d = 0, c = 0;
     for (int k = 0; k < per_step; ++k) {
       std::iota(indices.begin(), indices.end(), int64_t((i * per_step + k) % 4) * b);
@@ -162,12 +157,14 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
       if (me == 0) ++s->microbatches_run;
     }
     if (me == 0) s->bf16_copies = net.bf16_copies_made();
-    const double mb_cpu = (cpu_seconds() - cpu0) / per_step;
     sync();
+    // The step's makespan: its microbatches ended on every process when the last one's did.
+    const double span = (since(step_start) - z) / per_step;
     t0 = Clock::now();
-    cpu0 = cpu_seconds();
     opt->step(net.params(), net.grads());
-    const double u = since(t0), u_cpu = cpu_seconds() - cpu0;
+    const double u = since(t0);
+    sync();
+    const double u_span = since(t0);
     const double f = first_touch_seconds();
     if (i == 0) {
       // Small workloads repeat more (a second and a half of timed work, up to 4x the repeats), so
@@ -185,14 +182,14 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
       continue;
     }
     fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z), touch.push_back(f);
-    microbatch_cpu.push_back(mb_cpu), update_cpu.push_back(u_cpu);
+    microbatch_span.push_back(span), update_span.push_back(u_span);
   }
   const auto cs = parlab::spread_of(fwdbwd), us = parlab::spread_of(update);
   s->fwdbwd[me] = cs.median, s->fwdbwd_spread[me] = cs.relative();
   s->update[me] = us.median, s->update_spread[me] = us.relative();
   s->data[me] = parlab::median(fill), s->clear[me] = parlab::median(clear);
   s->first_touch[me] = double(kTouchBuffers * kTouchBytes) / parlab::median(touch);
-  s->microbatch_cpu[me] = parlab::median(microbatch_cpu), s->update_cpu[me] = parlab::median(update_cpu);
+  s->microbatch_span[me] = parlab::median(microbatch_span), s->update_span[me] = parlab::median(update_span);
   s->repeats = repeats;
   s->parameters = int64_t(net.params().size());
 }
@@ -321,8 +318,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.data_seconds = mean_of(s->data, processes);
   p.clear_seconds = mean_of(s->clear, processes);
   p.first_touch_bytes_per_s = mean_of(s->first_touch, processes);
-  p.microbatch_cpu_seconds = mean_of(s->microbatch_cpu, processes);
-  p.optimizer_cpu_seconds = mean_of(s->update_cpu, processes);
+  p.microbatch_makespan_seconds = mean_of(s->microbatch_span, processes);
+  p.optimizer_makespan_seconds = mean_of(s->update_span, processes);
   return p;
 }
 
@@ -346,20 +343,18 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
   one.tp = one.pp = one.v = 1;
   const strategy::LayerRange all{0, int(ran.layer_list().size())};
   const double flops = strategy::forward_flops(ran, one, all) + strategy::backward_flops(ran, one, all);
-  // Processes beyond the cores each got a share of one; the models share the cores out again. What
-  // a core delivered then is the work over the CPU time it took (WorkloadProfile::
-  // microbatch_cpu_seconds); a profile without it (filled in by hand) is rated per core from its
-  // wall times (x processes / cores).
+  // Processes beyond the cores each got a share of one; the models share the cores out again.
   const double share = shared_cores(cluster, p);
-  const bool cpu = share > 1 && p.microbatch_cpu_seconds > 0 && p.optimizer_cpu_seconds > 0;
-  const double per_core = cpu ? 1.0 : share;
-  const double microbatch = cpu ? p.microbatch_cpu_seconds : p.microbatch_seconds();
-  const double update = cpu ? p.optimizer_cpu_seconds : p.optimizer_seconds;
+  // What the cores delivered then is the work of all processes over the time the last of them
+  // finished, not each process's own time (profile_workload in the header).
+  const bool makespan = share > 1 && p.microbatch_makespan_seconds > 0 && p.optimizer_makespan_seconds > 0;
+  const double microbatch = makespan ? p.microbatch_makespan_seconds : p.microbatch_seconds();
+  const double update = makespan ? p.optimizer_makespan_seconds : p.optimizer_seconds;
   strategy::ClusterSpec c = cluster;
-  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = per_core * flops / microbatch;
+  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = share * flops / microbatch;
   c.device.gemm_efficiency = 1.0;
   c.device.memory_bytes_per_s =
-      per_core * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / update;
+      share * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / update;
   c.device.memory_efficiency = 1.0;
   if (p.first_touch_bytes_per_s > 0) c.device.first_touch_bytes_per_s = share * p.first_touch_bytes_per_s;
   c.device.gemm_rates.clear();  // the profile measured this workload's own rate
@@ -381,13 +376,15 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   const std::string group = p.weight_grad_group > 1 ? ", weight gradients over " + std::to_string(p.weight_grad_group) +
                                                           " microbatches at once"
                                                     : std::string();
-  std::string on_cpu;
-  if (shared_cores(profiled, p) > 1 && p.microbatch_cpu_seconds > 0) {
+  std::string makespan;
+  if (shared_cores(profiled, p) > 1 && p.microbatch_makespan_seconds > 0) {
     char m[256];
     std::snprintf(m, sizeof m,
-                  "; %d processes on %d cores: priced on their CPU time, %.2f ms a microbatch and %.2f ms the update",
-                  p.processes, profiled.cores_per_node, p.microbatch_cpu_seconds * 1e3, p.optimizer_cpu_seconds * 1e3);
-    on_cpu = m;
+                  "; %d processes on %d cores: priced on the steps' makespans, %.2f ms a microbatch and %.2f ms the "
+                  "update",
+                  p.processes, profiled.cores_per_node, p.microbatch_makespan_seconds * 1e3,
+                  p.optimizer_makespan_seconds * 1e3);
+    makespan = m;
   }
   char b[1280];
   std::snprintf(b, sizeof b,
@@ -403,7 +400,7 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
                 p.repeats, p.microbatches_per_step, (long long)p.microbatch, group.c_str(), p.fwdbwd_seconds * 1e3,
                 100 * p.fwdbwd_spread, p.data_seconds * 1e3, profiled.device.peak_flops_fp32 / 1e9,
                 double(p.parameters) / 1e6, p.optimizer_seconds * 1e3, profiled.device.memory_bytes_per_s / 1e9,
-                p.clear_seconds * 1e3, modelled * 1e3, p.first_touch_bytes_per_s / 1e9, on_cpu.c_str());
+                p.clear_seconds * 1e3, modelled * 1e3, p.first_touch_bytes_per_s / 1e9, makespan.c_str());
   return b;
 }
 

@@ -56,18 +56,15 @@ struct WorkloadProfile {
   // and backward, as their all-reduces make them, so the microbatch's time holds the waits for
   // each group's slowest member (2 x blocks; 0 without TP or with one process).
   double tp_meetings_per_microbatch = 0;
-  // The CPU time (this process's, user and system) of a microbatch's forward, backward and data,
-  // and of the update: medians over the steps, means over the processes. Where more processes than
-  // cores ran, these give the rates (cluster_for_profile): what a core delivers is the work over
-  // the core-seconds it took, with whatever the co-running processes cost it (caches, memory
-  // bandwidth) and without the time the process waited for a core. The processes' wall times do
-  // not say that: the kernel does not share three processes evenly over two cores (one core runs
-  // one of them, which finishes first), so the mean of their own times priced the cores faster
-  // than the work they did (deep-mlp pp=3 on 3 workers of a 2-core VM: the trainer used 632
-  // core-ms a step, the simulator's compute came to under 600); and the steps' makespans, tried
-  // first, hold the cores' idle tails (one process left running) and priced 4 processes on 2 cores
-  // 12-20% slow.
-  double microbatch_cpu_seconds = 0, optimizer_cpu_seconds = 0;
+  // The same steps timed to the barrier that follows them, which every process leaves when the last
+  // one arrives: a microbatch's time (forward + backward + data) as the step's makespan over its
+  // microbatches, and the update's makespan; means over the processes of medians over the steps.
+  // Where more processes than cores ran, these give the rates (cluster_for_profile): the kernel
+  // does not share three processes evenly over two cores (one core runs one of them, the other
+  // two), so the lone one finishes early and the mean of the processes' own times prices the
+  // cores faster than the work they did in a step (deep-mlp's 6-block stage on 3 processes of a
+  // 2-core VM: 26.25 ms a microbatch by the mean, 28.10 by the makespan; the update 16.86 / 23.16).
+  double microbatch_makespan_seconds = 0, optimizer_makespan_seconds = 0;
   // The time per microbatch the cost model must charge: forward + backward + its data (the data
   // is made per sample on the compute stream, so it scales with the microbatches like compute).
   double microbatch_seconds() const { return fwdbwd_seconds + data_seconds; }
@@ -103,7 +100,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t micro
 // profiled microbatch time, the memory rate the optimizer's traffic (as the program counts it) over
 // the profiled update. Where more processes ran than the host has cores, each got a share of a
 // core, and the cost model and the simulator share the cores out again: the rates are then the
-// work over its CPU time, a core's. Any other cluster is returned unchanged.
+// makespans' (all the processes' work over the time the last one finished), given per core
+// (times processes / cores). Any other cluster is returned unchanged.
 strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, const strategy::ModelSpec& model,
                                           const strategy::Plan& plan, const WorkloadProfile& profile);
 

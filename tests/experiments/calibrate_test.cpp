@@ -506,9 +506,10 @@ TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
   EXPECT_EQ(p.parameters, p.blocks * (2 * m.hidden * p.ffn + p.ffn + m.hidden) + m.hidden * m.classes + m.classes);
   EXPECT_GT(p.fwdbwd_seconds, 0);
   EXPECT_GT(p.optimizer_seconds, 0);
-  // The CPU time of the same work, which prices it where processes share cores.
-  EXPECT_GT(p.microbatch_cpu_seconds, 0);
-  EXPECT_GT(p.optimizer_cpu_seconds, 0);
+  // Each step is also timed to the barrier after it, where the last process arrives: no process's
+  // microbatches (nor its update) took longer than that.
+  EXPECT_GE(p.microbatch_makespan_seconds, 0.99 * p.microbatch_seconds());
+  EXPECT_GE(p.optimizer_makespan_seconds, 0.99 * p.optimizer_seconds);
   EXPECT_GE(p.repeats, 2);
   // A step's microbatches back to back, as the trainer runs them (gbs 16 / mb 4 / dp 1 = 4).
   EXPECT_EQ(p.microbatches_per_step, plan.microbatches);
@@ -608,10 +609,10 @@ TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
 }
 
 // Three processes on two cores: one core ran one of them, which finished its microbatches early,
-// so the mean of the processes' own wall times (4 ms) says little of what a core did. The rates
-// come from the CPU time the work took (2.5 ms a microbatch, 1.5 ms the update), a core's rate
-// as it is; with a core per process each rank's own time is its price, as before.
-TEST(WorkloadProfile, RatesFromTheCpuTimeWhereProcessesShareCores) {
+// so the mean of the processes' own times (4 ms) is faster than what the cores did in a step. The
+// rates come from the steps' makespans (5 ms a microbatch, 3 ms the update), shared out again per
+// core (x 3/2); with a core per process each rank's own time is its price, as before.
+TEST(WorkloadProfile, RatesFromTheMakespanWhereProcessesShareCores) {
   const strategy::ModelSpec m =
       strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
   strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
@@ -623,21 +624,21 @@ TEST(WorkloadProfile, RatesFromTheCpuTimeWhereProcessesShareCores) {
   p.microbatch = 8;
   p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
   p.fwdbwd_seconds = 3e-3, p.data_seconds = 1e-3, p.optimizer_seconds = 2e-3;
-  p.microbatch_cpu_seconds = 2.5e-3, p.optimizer_cpu_seconds = 1.5e-3;
+  p.microbatch_makespan_seconds = 5e-3, p.optimizer_makespan_seconds = 3e-3;
   const strategy::Plan plan = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 1);
   const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
   const auto r = cluster_for_profile(c, m, plan, p);
-  EXPECT_NEAR(r.device.peak_flops_fp32, 8 * per_sample / 2.5e-3, 1e-6 * r.device.peak_flops_fp32);
-  EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), double(p.parameters) * 28 / 1.5e-3, 1e-6);
-  EXPECT_NE(describe(p, r).find("3 processes on 2 cores: priced on their CPU time, 2.50 ms a microbatch and 1.50 ms "
-                                "the update"),
+  EXPECT_NEAR(r.device.peak_flops_fp32, 1.5 * 8 * per_sample / 5e-3, 1e-6 * r.device.peak_flops_fp32);
+  EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), 1.5 * double(p.parameters) * 28 / 3e-3, 1e-6);
+  EXPECT_NE(describe(p, r).find("3 processes on 2 cores: priced on the steps' makespans, 5.00 ms a microbatch and "
+                                "3.00 ms the update"),
             std::string::npos)
       << describe(p, r);
   p.processes = 2;  // a core each: the rank's own times
   const auto own = cluster_for_profile(c, m, plan, p);
   EXPECT_NEAR(own.device.peak_flops_fp32, 8 * per_sample / 4e-3, 1e-6 * own.device.peak_flops_fp32);
   EXPECT_NEAR(own.device.achieved_memory_bytes_per_s(), double(p.parameters) * 28 / 2e-3, 1e-6);
-  EXPECT_EQ(describe(p, own).find("CPU time"), std::string::npos);
+  EXPECT_EQ(describe(p, own).find("makespan"), std::string::npos);
 }
 
 }  // namespace parlab::experiments
