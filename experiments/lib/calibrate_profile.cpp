@@ -346,7 +346,7 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
   // Processes beyond the cores each got a share of one; the models share the cores out again.
   const double share = shared_cores(cluster, p);
   // What the cores delivered then is the work of all processes over the time the last of them
-  // finished, not each process's own time (profile_workload in the header).
+  // finished, not each process's own time (WorkloadProfile::microbatch_makespan_seconds says why).
   const bool makespan = share > 1 && p.microbatch_makespan_seconds > 0 && p.optimizer_makespan_seconds > 0;
   const double microbatch = makespan ? p.microbatch_makespan_seconds : p.microbatch_seconds();
   const double update = makespan ? p.optimizer_makespan_seconds : p.optimizer_seconds;
