@@ -243,9 +243,16 @@ std::vector<double> sharded_seconds(strategy::CollectiveOp op, int n, const std:
     on_ranks(n, [&](comm::Communicator& c, int r) {
       const size_t whole = size_t(total), mine = size_t(counts[size_t(r)]);
       // As the trainer holds them: ZeRO-3's parameter shards in the group's registered memory
-      // (every rank allocates the largest), the gradient buckets in ordinary memory.
+      // (every rank allocates the largest), and ZeRO-2/3's gradient buckets too (a ring of them,
+      // train/executor_zero.cpp), which a reduce-scatter then sums where they lie instead of
+      // copying them through staging; a gather's output in ordinary memory.
       const size_t largest = size_t(*std::max_element(counts.begin(), counts.end()));
-      std::vector<float> full(whole * size_t(calls), 1.0f);
+      const bool buckets = op == strategy::CollectiveOp::kReduceScatter;
+      std::vector<float> plain(buckets ? 0 : whole * size_t(calls), 1.0f);
+      const comm::RegisteredBuffer ring =
+          buckets ? c.allocate_registered(whole * size_t(calls)) : comm::RegisteredBuffer{};
+      std::fill(ring.data.begin(), ring.data.end(), 1.0f);
+      const std::span<float> full = buckets ? ring.data : std::span<float>(plain);
       const comm::RegisteredBuffer shard = c.allocate_registered(largest * size_t(calls));
       std::fill(shard.data.begin(), shard.data.end(), 1.0f);
       auto issue = [&](int k) {
