@@ -576,21 +576,33 @@ TEST(WorkloadProfile, MixedZero3ConvertsItsBf16CopiesEveryPass) {
   EXPECT_EQ(describe(per_step, c).find("bf16 weight copies"), std::string::npos);
 }
 
+// A calibrated cpu-local of two cores, and a hand-made profile of the tiny MLP's whole shape run by
+// `processes` processes: 3 ms forward + backward and 1 ms data a microbatch of 8, 2 ms the update.
+struct SharedCoreCase {
+  strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  strategy::ClusterSpec c;
+  WorkloadProfile p;
+  explicit SharedCoreCase(int processes) {
+    c = strategy::load_cluster("cpu-local");
+    c.calibrated = true;
+    c.cores_per_node = 2;
+    p.processes = processes;
+    p.hidden = m.hidden, p.ffn = m.ffn, p.blocks = m.layers, p.classes = m.classes;
+    p.microbatch = 8;
+    p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
+    p.fwdbwd_seconds = 3e-3, p.data_seconds = 1e-3, p.optimizer_seconds = 2e-3;
+  }
+};
+
 // Four processes on two cores each measured a shared core: the cluster gets rates per core (x 4/2),
 // so that the cost model, which shares the two cores among four ranks, charges each rank exactly
 // the profiled times; and a tensor-parallel profile is rated by the slice's FLOPs.
 TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
-  const strategy::ModelSpec m =
-      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
-  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
-  c.calibrated = true;
-  c.cores_per_node = 2;
-  WorkloadProfile p;
-  p.processes = 4;
-  p.hidden = m.hidden, p.ffn = m.ffn, p.blocks = m.layers, p.classes = m.classes;
-  p.microbatch = 8;
-  p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
-  p.fwdbwd_seconds = 3e-3, p.data_seconds = 1e-3, p.optimizer_seconds = 2e-3;
+  SharedCoreCase k(4);
+  const strategy::ModelSpec& m = k.m;
+  const strategy::ClusterSpec& c = k.c;
+  WorkloadProfile& p = k.p;
   const strategy::Plan plan = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 1);
   const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
   const auto r = cluster_for_profile(c, m, plan, p);
@@ -613,17 +625,10 @@ TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
 // rates come from the steps' makespans (5 ms a microbatch, 3 ms the update), shared out again per
 // core (x 3/2); with a core per process each rank's own time is its price, as before.
 TEST(WorkloadProfile, RatesFromTheMakespanWhereProcessesShareCores) {
-  const strategy::ModelSpec m =
-      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
-  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
-  c.calibrated = true;
-  c.cores_per_node = 2;
-  WorkloadProfile p;
-  p.processes = 3;
-  p.hidden = m.hidden, p.ffn = m.ffn, p.blocks = m.layers, p.classes = m.classes;
-  p.microbatch = 8;
-  p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
-  p.fwdbwd_seconds = 3e-3, p.data_seconds = 1e-3, p.optimizer_seconds = 2e-3;
+  SharedCoreCase k(3);
+  const strategy::ModelSpec& m = k.m;
+  const strategy::ClusterSpec& c = k.c;
+  WorkloadProfile& p = k.p;
   p.microbatch_makespan_seconds = 5e-3, p.optimizer_makespan_seconds = 3e-3;
   const strategy::Plan plan = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 1);
   const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
