@@ -292,12 +292,14 @@ class Simulation {
 
   void collective(int i, int st, const Op& op, OpRecord& rec) {
     Rank& R = ranks_[i];
-    if (serialize_ && st == 1) {
+    // One over registered memory overlaps compute, whose cores its flows' CPU work shares.
+    const bool turns = serialize_ && st == 1 && !op.registered;
+    if (turns) {
       block_until(i, st, Wait::kCpu, [&] { return compute_idle(i); });
       R.comm_busy = true;
     }
     run_collective(i, st, op, rec);
-    if (serialize_ && st == 1) {
+    if (turns) {
       R.comm_busy = false;
       wake(i, 0, Wait::kCpu);
     }
@@ -396,7 +398,7 @@ class Simulation {
   }
 
   const CachedSchedule& schedule_for(int gid, const Op& op) {
-    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count, op.min_chunk_bytes);
+    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count, op.min_chunk_bytes, op.registered);
     // A group mostly repeats the call before the one before it (sequence parallelism's
     // reduce-scatter / all-gather pairs): two remembered per group, looked at before the map.
     if (recent_schedules_.empty()) recent_schedules_.assign(2 * group_members_.size(), nullptr);
@@ -412,6 +414,11 @@ class Simulation {
         network_.timed(collective_schedule(strategy::collective_of(op.kind), op.bytes, op.count, group_members_[gid],
                                            layout_, cluster_, options_.schedule, op.min_chunk_bytes));
     cs.sent = sent_bytes(cs.timed.schedule, group_members_[gid]);
+    const auto kind = strategy::collective_of(op.kind);
+    const double n = double(group_members_[gid].size()),
+                 uneven = strategy::ring_link_bytes(kind, op.bytes, int(n), op.min_chunk_bytes);
+    if (uneven > 0)
+      for (StepTiming& t : cs.timed.steps) t.cpu_scale = strategy::comm_cpu_bytes(op, int(n)) / uneven;
     auto made = schedules_.emplace(key, std::move(cs)).first;
     recent = &*made;
     return made->second;
@@ -472,7 +479,7 @@ class Simulation {
   std::vector<int> group_copies_;   // per group: the identical groups its traffic stands for (tp_replicas)
   std::vector<Rank> ranks_;
   std::map<std::tuple<int, int64_t>, std::vector<Arrival>> instances_;
-  using Schedules = std::map<std::tuple<int, int, double, int, double>, CachedSchedule>;
+  using Schedules = std::map<std::tuple<int, int, double, int, double, bool>, CachedSchedule>;
   Schedules schedules_;
   std::vector<const Schedules::value_type*> recent_schedules_;  // schedule_for(): per group, two slots
   std::map<std::pair<int, int>, std::deque<sg4::CommPtr>> channels_;

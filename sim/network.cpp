@@ -175,7 +175,7 @@ void Network::flow_step(const ScheduleStep& step, const StepTiming& t, int copie
     if (b < 0) continue;  // a preempted message that had already arrived
     comms.push_back(sg4::Comm::sendto_async(platform_.source(msg.from, msg.to), platform_.destination(msg.from, msg.to),
                                             uint64_t(b)));
-    if (auto e = comm_cpu_work(msg.from, b)) cpu.push_back(e);
+    if (auto e = comm_cpu_work(msg.from, b * t.cpu_scale)) cpu.push_back(e);
   }
   sg4::Comm::wait_all(comms);
   for (auto& e : cpu) e->wait();

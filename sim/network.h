@@ -37,6 +37,10 @@ struct StepTiming {
   bool exclusive = true;                            // no link carries two of its messages
   std::vector<double> bytes, latency, bytes_per_s;  // per message: as SimGrid gets them, alone
   double alone_seconds = 0;                         // its slowest message, alone
+  // The CPU its messages cost per byte, as a share of the cluster's comm_cpu_seconds_per_byte: 1,
+  // or for an uneven collective over registered memory the balanced ring's bytes over the uneven
+  // ring's (strategy::comm_cpu_bytes).
+  double cpu_scale = 1;
 };
 
 // A collective schedule with what the network needs to time it.

@@ -254,8 +254,9 @@ class Walker {
     r.at = std::max(s.free_at[stream], r.dep_end);
     // On shared cores that the ranks fill, a rank's collectives and its compute take turns
     // (ClusterSpec::serializes_comm_with_compute): compute first, as the walk places it.
+    // A collective over registered memory (Op::registered) overlaps compute instead.
     if (serialize_) {
-      if (stream == 1 && op.is_collective()) r.at = std::max(r.at, s.free_at[0]);
+      if (stream == 1 && op.is_collective() && !op.registered) r.at = std::max(r.at, s.free_at[0]);
       if (stream == 0 && s.last_comm_collective_end > r.at) {
         r.at = s.last_comm_collective_end;
         r.after_comm_stream = true;
@@ -297,8 +298,7 @@ class Walker {
     if (op.pattern_calls > 0) return true;  // a run of calls: walk_calls() times each
     const CollectiveEstimate& est = estimate(gid, g, op.kind, op);
     w.finish = w.start + est.seconds * op.count;
-    s.comm_cpu += ring_link_bytes(collective_of(op.kind), op.bytes, g.size(), op.min_chunk_bytes) * op.count *
-                  cluster_.comm_cpu_seconds_per_byte;
+    s.comm_cpu += comm_cpu_bytes(op, g.size()) * op.count * cluster_.comm_cpu_seconds_per_byte;
     if (detail_)
       timings_.push_back({prog.rank, op.id, std::string(to_string(op.kind)), g.name, op.tag, op.bytes, op.count,
                           g.size(), w.start, w.finish, est.seconds, std::string(to_string(est.algorithm))});
@@ -414,7 +414,8 @@ class Walker {
   // and what the op itself is (compute by kind, or a synchronous collective: exposed).
   static void account(State& s, int stream, const Op& op, const Interval& w, const Readiness& r) {
     if (stream != 0) {
-      if (op.is_collective()) s.last_comm_collective_end = std::max(s.last_comm_collective_end, w.finish);
+      if (op.is_collective() && !op.registered)
+        s.last_comm_collective_end = std::max(s.last_comm_collective_end, w.finish);
       return;
     }
     const double gap = w.start - s.free_at[0];

@@ -168,6 +168,10 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
   return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
 }
 
+double comm_cpu_bytes(const Op& op, int n) {
+  return ring_link_bytes(collective_of(op.kind), op.bytes, n, op.registered ? -1 : op.min_chunk_bytes);
+}
+
 double bucket_work_seconds(const Op& op, const ClusterSpec& c) {
   if (op.zeroed_bytes <= 0 && op.accumulated_bytes <= 0) return 0;
   // Zeroing as a clear is priced (read for ownership on a CPU), an add as two reads and a write.

@@ -151,6 +151,13 @@ struct Op {
   // time (strategy/collectives.h, ring_link_bytes: the busiest link carries bytes - min_chunk).
   // -1: balanced, S/n each.
   double min_chunk_bytes = -1;
+  // A collective whose ranks' inputs lie in registered memory (ZeRO-2/3's gradient buckets, a
+  // ring the runtime registers with its communicator): on one host its ranks meet twice around a
+  // single pass over the data (each sums its chunk where the peers' buckets lie), and wait for
+  // each other asleep. On shared cores it therefore does not take turns with compute as a staged
+  // collective does (ClusterSpec::serializes_comm_with_compute): it overlaps the rank's compute,
+  // which pays only the CPU its pass costs (cluster comm_cpu_seconds_per_byte).
+  bool registered = false;
 
   Deps deps;
 

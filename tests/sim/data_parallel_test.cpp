@@ -309,6 +309,34 @@ TEST(CpuLocal, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
   EXPECT_LT(overlapped.ranks[0].exposed_comm_seconds, 0.9 * filled.ranks[0].exposed_comm_seconds);
 }
 
+// ZeRO-2's gradient reduce-scatters read the buckets where they lie (Op::registered): on filled
+// cores they overlap the later microbatches in the simulator as in the cost model (the same step
+// without a CPU cost per byte), where taking turns would expose every one of them.
+TEST(CpuLocal, RegisteredReduceScattersOverlapComputeOnFilledCores) {
+  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 2);
+  cluster.comm_cpu_seconds_per_byte = 0;
+  const auto model = strategy::load_model("lab-mlp");
+  const auto plan = resolved("zero=2,gbs=256,mb=32,bucket_mb=4", model, cluster, 2);
+  SimOptions o;
+  o.warmup_steps = 0;
+  o.timeline = true;
+  const auto r = simulate_plan(model, plan, cluster, o);
+  const auto analytic = strategy::estimate_step(model, plan, cluster, false);
+  EXPECT_NEAR(r.step_seconds, analytic.step_seconds, 1e-6 * analytic.step_seconds);
+  double last_backward_start = 0, overlapped = 0, reduce_scatters = 0;
+  for (const auto& e : r.timeline)
+    if (e.rank == 0 && e.name.rfind("backward", 0) == 0)
+      last_backward_start = std::max(last_backward_start, e.start_seconds);
+  for (const auto& e : r.timeline) {
+    if (e.rank != 0 || e.name.rfind("reduce-scatter", 0) != 0) continue;
+    reduce_scatters += e.end_seconds - e.start_seconds;
+    if (e.end_seconds <= last_backward_start) overlapped += e.end_seconds - e.start_seconds;
+  }
+  ASSERT_GT(reduce_scatters, 0);
+  EXPECT_GT(overlapped, 0.5 * reduce_scatters) << "the earlier microbatches' buckets overlap the later backwards";
+  EXPECT_LT(r.ranks[0].exposed_comm_seconds, 0.5 * reduce_scatters + 1e-9);
+}
+
 // Over loopback TCP every byte sent costs CPU on the cores the ranks compute on. Two ranks on two
 // cores: a step cannot take less than the CPU work of both ranks (their compute plus their
 // communication's CPU) spread over the two cores.

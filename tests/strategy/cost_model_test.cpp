@@ -375,6 +375,54 @@ TEST(CostModel, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
   EXPECT_FALSE(with_world(load_cluster("dgx-a100"), 8).serializes_comm_with_compute());
 }
 
+// ZeRO-2's gradient reduce-scatters read the buckets where they lie (registered memory): on
+// filled cores they do not take turns with compute but overlap the later microbatches, and what
+// their pass costs the CPU (comm_cpu_seconds_per_byte) comes back through the CPU-demand bound.
+// The parameter all-gathers after the update are staged: they still take turns.
+TEST(CostModel, RegisteredReduceScattersOverlapComputeOnFilledCores) {
+  const ModelSpec m = load_model("lab-mlp");
+  const Plan p = resolve(parse_plan("zero=2,gbs=256,mb=32,bucket_mb=4"), m, 2);
+  ClusterSpec c = with_world(load_cluster("cpu-local"), 2);
+  c.comm_cpu_seconds_per_byte = 0;
+  ASSERT_TRUE(c.serializes_comm_with_compute());
+  const StepEstimate e = estimate_step(m, p, c);
+  const RankTimes& r = e.ranks[0];
+  double reduce_scatters = 0, during_compute = 0;
+  for (const CollectiveTiming& t : e.collectives) {
+    if (t.rank != 0) continue;
+    if (t.op == "reduce-scatter") {
+      reduce_scatters += t.seconds;
+      if (t.start_seconds < r.compute_seconds - r.optimizer_seconds) during_compute += t.seconds;
+    } else {
+      EXPECT_GE(t.start_seconds, r.compute_seconds * (1 - 1e-12)) << t.tag << ": after the update";
+    }
+  }
+  ASSERT_GT(reduce_scatters, 0);
+  EXPECT_GT(during_compute, 0.5 * reduce_scatters) << "the earlier microbatches' buckets overlap the later ones";
+  EXPECT_LT(r.exposed_comm_seconds, 0.5 * reduce_scatters + (e.step_seconds - r.compute_seconds));
+  EXPECT_LT(e.step_seconds, r.compute_seconds + reduce_scatters);
+  // Their pass's CPU is charged: with a cost per byte the step grows by at least the rank's share.
+  ClusterSpec costly = c;
+  costly.comm_cpu_seconds_per_byte = 1e-9;
+  EXPECT_GT(estimate_step(m, p, costly).step_seconds, e.step_seconds);
+}
+
+// The CPU a collective's part costs a rank: what its busiest ring link carries, except over
+// registered memory, where each chunk is summed once by its owner: the balanced ring's share.
+TEST(CostModel, RegisteredCollectivesCostTheBalancedRingsCpu) {
+  Op rs;
+  rs.kind = OpKind::kReduceScatter;
+  rs.bytes = 100;
+  rs.min_chunk_bytes = 0;  // one rank's shard holds the whole bucket
+  EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 2), 100);
+  EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 4), 100);
+  rs.registered = true;
+  EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 2), 50);
+  EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 4), 75);
+  rs.min_chunk_bytes = -1;  // balanced: the same either way
+  EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 4), 75);
+}
+
 TEST(CostModel, BubbleClosedForms) {
   EXPECT_DOUBLE_EQ(bubble_fraction_of_ideal(4, 1, 8), 3.0 / 8);
   EXPECT_DOUBLE_EQ(bubble_fraction_of_total(4, 1, 8), 3.0 / 11);

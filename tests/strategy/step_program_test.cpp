@@ -117,7 +117,7 @@ TEST(StepProgram, GoldenZero3OnTwoLayers) {
       "6 comm all-gather param.blocks.0.bwd.mb0 elems 0-76 304B min-chunk 132B dp.0\n"
       "7 compute backward bwd.mb0.head layers 1-2 deps 5\n"
       "8 compute backward bwd.mb0.blocks.0 layers 0-1 deps 6\n"
-      "9 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B dp.0 deps 8\n"
+      "9 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B registered dp.0 deps 8\n"
       "10 compute optimizer optimizer elems 0-43 deps 9\n";
   EXPECT_EQ(to_text(build_step(m, p, 0)), expected);
   // Rank 1 owns the other half.
