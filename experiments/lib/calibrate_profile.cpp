@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -31,6 +32,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// This process's CPU time (every thread of it, user and system), seconds.
+double cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 constexpr int kMaxProcesses = 64;
 constexpr int64_t kMaxMicrobatchesPerStep = 8;
@@ -51,6 +58,8 @@ struct Shared {
   // The same steps timed to the barrier after them (the last process's end): per microbatch, and
   // the update's.
   double microbatch_span[kMaxProcesses], update_span[kMaxProcesses];
+  // The CPU time the same work took (WorkloadProfile::microbatch_cpu_seconds).
+  double microbatch_cpu[kMaxProcesses], update_cpu[kMaxProcesses];
   char error[kMaxProcesses][160];
 };
 
@@ -111,6 +120,22 @@ void run_microbatch(model::LabMlp& net, model::MicrobatchState& mb, pthread_barr
   }
 }
 
+// One process's timings, a value per timed step.
+struct Series {
+  std::vector<double> fwdbwd, fill, update, clear, touch, microbatch_span, update_span, microbatch_cpu, update_cpu;
+};
+
+// Their medians (and spreads) into the process's slots of the shared block.
+void store_medians(const Series& x, Shared* s, int me) {
+  const auto cs = parlab::spread_of(x.fwdbwd), us = parlab::spread_of(x.update);
+  s->fwdbwd[me] = cs.median, s->fwdbwd_spread[me] = cs.relative();
+  s->update[me] = us.median, s->update_spread[me] = us.relative();
+  s->data[me] = parlab::median(x.fill), s->clear[me] = parlab::median(x.clear);
+  s->first_touch[me] = double(kTouchBuffers * kTouchBytes) / parlab::median(x.touch);
+  s->microbatch_span[me] = parlab::median(x.microbatch_span), s->update_span[me] = parlab::median(x.update_span);
+  s->microbatch_cpu[me] = parlab::median(x.microbatch_cpu), s->update_cpu[me] = parlab::median(x.update_cpu);
+}
+
 // The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
 // one of a lockstep group that meets at `s`'s barrier; `tp` > 1: its tensor-parallel group also
 // meets after every block's forward and backward (the waits for the slowest member are then in
@@ -131,7 +156,7 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
                                 .width = shape.hidden,
                                 .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
-  std::vector<double> fwdbwd, fill, update, clear, touch, microbatch_span, update_span;
+  Series x;
   std::vector<int64_t> indices(size_t(b), 0);
   // The trainer's order per step: the clear, then `per_step` microbatches back to back (data,
   // forward and backward; the gradients accumulate), the optimizer. Step 0 warms up (page faults,
@@ -142,6 +167,7 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
     auto t0 = step_start;
     net.zero_grads();
     const double z = since(t0);
+    double cpu0 = cpu_seconds();
     double d = 0, c = 0;
     for (int k = 0; k < per_step; ++k) {
       std::iota(indices.begin(), indices.end(), int64_t((i * per_step + k) % 4) * b);
@@ -157,12 +183,14 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
       if (me == 0) ++s->microbatches_run;
     }
     if (me == 0) s->bf16_copies = net.bf16_copies_made();
+    const double mb_cpu = (cpu_seconds() - cpu0) / per_step;
     sync();
     // The step's makespan: its microbatches ended on every process when the last one's did.
     const double span = (since(step_start) - z) / per_step;
     t0 = Clock::now();
+    cpu0 = cpu_seconds();
     opt->step(net.params(), net.grads());
-    const double u = since(t0);
+    const double u = since(t0), u_cpu = cpu_seconds() - cpu0;
     sync();
     const double u_span = since(t0);
     const double f = first_touch_seconds();
@@ -181,15 +209,11 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
       repeats = s->repeats;
       continue;
     }
-    fill.push_back(d), fwdbwd.push_back(c), update.push_back(u), clear.push_back(z), touch.push_back(f);
-    microbatch_span.push_back(span), update_span.push_back(u_span);
+    x.fill.push_back(d), x.fwdbwd.push_back(c), x.update.push_back(u), x.clear.push_back(z), x.touch.push_back(f);
+    x.microbatch_span.push_back(span), x.update_span.push_back(u_span);
+    x.microbatch_cpu.push_back(mb_cpu), x.update_cpu.push_back(u_cpu);
   }
-  const auto cs = parlab::spread_of(fwdbwd), us = parlab::spread_of(update);
-  s->fwdbwd[me] = cs.median, s->fwdbwd_spread[me] = cs.relative();
-  s->update[me] = us.median, s->update_spread[me] = us.relative();
-  s->data[me] = parlab::median(fill), s->clear[me] = parlab::median(clear);
-  s->first_touch[me] = double(kTouchBuffers * kTouchBytes) / parlab::median(touch);
-  s->microbatch_span[me] = parlab::median(microbatch_span), s->update_span[me] = parlab::median(update_span);
+  store_medians(x, s, me);
   s->repeats = repeats;
   s->parameters = int64_t(net.params().size());
 }
@@ -320,6 +344,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.first_touch_bytes_per_s = mean_of(s->first_touch, processes);
   p.microbatch_makespan_seconds = mean_of(s->microbatch_span, processes);
   p.optimizer_makespan_seconds = mean_of(s->update_span, processes);
+  p.microbatch_cpu_seconds = mean_of(s->microbatch_cpu, processes);
+  p.optimizer_cpu_seconds = mean_of(s->update_cpu, processes);
   return p;
 }
 
@@ -328,6 +354,15 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
   plan.microbatch = b;
   plan.precision = precision;
   return profile_workload(m, plan, 1, repeats);
+}
+
+SharedCorePricing shared_core_pricing(const strategy::ClusterSpec& cluster, const strategy::Plan& plan,
+                                      const WorkloadProfile& p) {
+  if (!(shared_cores(cluster, p) > 1)) return SharedCorePricing::kOwnTimes;
+  const bool meets_once = plan.tp == 1 && plan.pp == 1 && plan.zero <= 2;
+  if (meets_once && p.microbatch_cpu_seconds > 0 && p.optimizer_cpu_seconds > 0) return SharedCorePricing::kCpuTime;
+  if (p.microbatch_makespan_seconds > 0 && p.optimizer_makespan_seconds > 0) return SharedCorePricing::kMakespan;
+  return SharedCorePricing::kOwnTimes;
 }
 
 strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, const strategy::ModelSpec& model,
@@ -343,25 +378,28 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
   one.tp = one.pp = one.v = 1;
   const strategy::LayerRange all{0, int(ran.layer_list().size())};
   const double flops = strategy::forward_flops(ran, one, all) + strategy::backward_flops(ran, one, all);
-  // Processes beyond the cores each got a share of one; the models share the cores out again.
+  // Processes beyond the cores each got a share of one; the models share the cores out again:
+  // wall times are given per core (x processes / cores), CPU times are a core's already.
   const double share = shared_cores(cluster, p);
-  // What the cores delivered then is the work of all processes over the time the last of them
-  // finished, not each process's own time (WorkloadProfile::microbatch_makespan_seconds says why).
-  const bool makespan = share > 1 && p.microbatch_makespan_seconds > 0 && p.optimizer_makespan_seconds > 0;
-  const double microbatch = makespan ? p.microbatch_makespan_seconds : p.microbatch_seconds();
-  const double update = makespan ? p.optimizer_makespan_seconds : p.optimizer_seconds;
+  const SharedCorePricing pricing = shared_core_pricing(cluster, plan, p);
+  const double per_core = pricing == SharedCorePricing::kCpuTime ? 1.0 : share;
+  double microbatch = p.microbatch_seconds(), update = p.optimizer_seconds;
+  if (pricing == SharedCorePricing::kCpuTime)
+    microbatch = p.microbatch_cpu_seconds, update = p.optimizer_cpu_seconds;
+  else if (pricing == SharedCorePricing::kMakespan)
+    microbatch = p.microbatch_makespan_seconds, update = p.optimizer_makespan_seconds;
   strategy::ClusterSpec c = cluster;
-  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = share * flops / microbatch;
+  c.device.peak_flops_fp32 = c.device.peak_flops_bf16 = per_core * flops / microbatch;
   c.device.gemm_efficiency = 1.0;
   c.device.memory_bytes_per_s =
-      share * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / update;
+      per_core * double(p.parameters) * strategy::optimizer_traffic_bytes_per_param(plan) / update;
   c.device.memory_efficiency = 1.0;
   if (p.first_touch_bytes_per_s > 0) c.device.first_touch_bytes_per_s = share * p.first_touch_bytes_per_s;
   c.device.gemm_rates.clear();  // the profile measured this workload's own rate
   return c;
 }
 
-std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& profiled) {
+std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& profiled, const strategy::Plan& plan) {
   // The gradient clear as the cost model charges it (a kZeroGrad op of the parameters' fp32
   // gradients at the update's rate), beside the profile's own measurement of it.
   strategy::Op clear;
@@ -377,13 +415,15 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
                                                           " microbatches at once"
                                                     : std::string();
   std::string makespan;
-  if (shared_cores(profiled, p) > 1 && p.microbatch_makespan_seconds > 0) {
-    char m[256];
-    std::snprintf(m, sizeof m,
-                  "; %d processes on %d cores: priced on the steps' makespans, %.2f ms a microbatch and %.2f ms the "
-                  "update",
-                  p.processes, profiled.cores_per_node, p.microbatch_makespan_seconds * 1e3,
-                  p.optimizer_makespan_seconds * 1e3);
+  const SharedCorePricing pricing = shared_core_pricing(profiled, plan, p);
+  if (pricing != SharedCorePricing::kOwnTimes) {
+    const bool cpu = pricing == SharedCorePricing::kCpuTime;
+    char m[320];
+    std::snprintf(m, sizeof m, "; %d processes on %d cores: priced on %s, %.2f ms a microbatch and %.2f ms the update",
+                  p.processes, profiled.cores_per_node,
+                  cpu ? "their CPU time (the ranks meet once a step)" : "the steps' makespans",
+                  (cpu ? p.microbatch_cpu_seconds : p.microbatch_makespan_seconds) * 1e3,
+                  (cpu ? p.optimizer_cpu_seconds : p.optimizer_makespan_seconds) * 1e3);
     makespan = m;
   }
   char b[1280];

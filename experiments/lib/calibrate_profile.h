@@ -65,6 +65,11 @@ struct WorkloadProfile {
   // cores faster than the work they did in a step (deep-mlp's 6-block stage on 3 processes of a
   // 2-core VM: 26.25 ms a microbatch by the mean, 28.10 by the makespan; the update 16.86 / 23.16).
   double microbatch_makespan_seconds = 0, optimizer_makespan_seconds = 0;
+  // The CPU time (the process's, user and system) of the same microbatch (forward, backward and
+  // data) and update: medians over the steps, means over the processes. What a core delivered:
+  // the work over the core-seconds it took, with what the co-running processes cost it (caches,
+  // memory bandwidth), without the waits for a core and the cores' idle tails at the barriers.
+  double microbatch_cpu_seconds = 0, optimizer_cpu_seconds = 0;
   // The time per microbatch the cost model must charge: forward + backward + its data (the data
   // is made per sample on the compute stream, so it scales with the microbatches like compute).
   double microbatch_seconds() const { return fwdbwd_seconds + data_seconds; }
@@ -95,17 +100,32 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& model, const strateg
 WorkloadProfile profile_workload(const strategy::ModelSpec& model, int64_t microbatch, int repeats = 5,
                                  strategy::Precision precision = strategy::Precision::kFp32);
 
+// Which of the profile's times price a rank where its processes outnumbered the cores
+// (cluster_for_profile). A plan whose ranks meet once a step, at the gradient sync (data
+// parallelism, ZeRO-1/2), is priced on the CPU time: between syncs the kernel shares the cores
+// out evenly over the step, the sync is the communication model's, and the makespans' idle tails
+// (one process left running at a barrier, the other core waiting) priced held2 on 4 workers
+// 12-20% slow (DDP +12.1%, ZeRO-1 +19.7%; on CPU time -3.4% / -1.8%). A plan whose ranks meet
+// inside the step (tensor-parallel all-reduces, pipeline hand-offs, ZeRO-3's gathers) is priced
+// on the makespans: there a partner waits for a core at every meeting, which the simulator's
+// fair share of the cores does not model and the makespan holds (on CPU time TP 3 on 3 workers
+// was -22.8%, TP2xPP2 on 4 -25.2%). Processes within the cores: their own times.
+enum class SharedCorePricing { kOwnTimes, kMakespan, kCpuTime };
+SharedCorePricing shared_core_pricing(const strategy::ClusterSpec& cluster, const strategy::Plan& plan,
+                                      const WorkloadProfile& profile);
+
 // `cluster` (a calibrated cpu-local) with the profile's rates: the compute rate is the profiled
 // shape's forward + backward FLOPs per microbatch (as the step program counts them) over the
 // profiled microbatch time, the memory rate the optimizer's traffic (as the program counts it) over
 // the profiled update. Where more processes ran than the host has cores, each got a share of a
 // core, and the cost model and the simulator share the cores out again: the rates are then the
-// makespans' (all the processes' work over the time the last one finished), given per core
-// (times processes / cores). Any other cluster is returned unchanged.
+// CPU times' or the makespans' (shared_core_pricing), a wall time given per core (times
+// processes / cores). Any other cluster is returned unchanged.
 strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, const strategy::ModelSpec& model,
                                           const strategy::Plan& plan, const WorkloadProfile& profile);
 
 // One line for reports: what was profiled and the rates it gave.
-std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& profiled);
+// `plan`: the plan the rates are for (shared_core_pricing).
+std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& profiled, const strategy::Plan& plan);
 
 }  // namespace parlab::experiments

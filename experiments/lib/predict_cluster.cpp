@@ -59,7 +59,7 @@ PredictionCluster WorkloadRates::for_plan(const strategy::Plan& p, int world) {
     const WorkloadProfile& prof = profile(p, world);
     rated = cluster_for_profile(base_, model_, p, prof);
     const auto links = links_note_.find(world);
-    out.note = describe(prof, rated) + " (" + stored_->created_at + ")" +
+    out.note = describe(prof, rated, p) + " (" + stored_->created_at + ")" +
                (links == links_note_.end() ? std::string() : links->second) + flagged;
   } else if (stored_ && !stored_->grid.empty()) {
     rated = cluster_for_workload(base_, stored_->grid, p.microbatch, model_.hidden, model_.ffn / p.tp);

@@ -510,6 +510,10 @@ TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
   // microbatches (nor its update) took longer than that.
   EXPECT_GE(p.microbatch_makespan_seconds, 0.99 * p.microbatch_seconds());
   EXPECT_GE(p.optimizer_makespan_seconds, 0.99 * p.optimizer_seconds);
+  // And by the CPU time the work took: some, and (one thread each) no more than the makespan.
+  EXPECT_GT(p.microbatch_cpu_seconds, 0);
+  EXPECT_GT(p.optimizer_cpu_seconds, 0);
+  EXPECT_LE(p.microbatch_cpu_seconds, 1.01 * p.microbatch_makespan_seconds);
   EXPECT_GE(p.repeats, 2);
   // A step's microbatches back to back, as the trainer runs them (gbs 16 / mb 4 / dp 1 = 4).
   EXPECT_EQ(p.microbatches_per_step, plan.microbatches);
@@ -538,12 +542,13 @@ TEST(WorkloadProfile, TensorParallelGroupsMeetAfterEveryBlock) {
   EXPECT_GT(synced.fwdbwd_seconds, 0);
   strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
   c.calibrated = true;
-  EXPECT_NE(describe(synced, c).find("each tensor-parallel group meeting after every block"), std::string::npos);
+  EXPECT_NE(describe(synced, c, strategy::Plan{}).find("each tensor-parallel group meeting after every block"),
+            std::string::npos);
   EXPECT_EQ(profile_workload(m, tp, 1, 2).tp_meetings_per_microbatch, 0) << "one process has no group to meet";
   const strategy::Plan ddp = strategy::resolve(strategy::parse_plan("gbs=8,mb=4"), m, 2);
   const WorkloadProfile plain = profile_workload(m, ddp, 2, 2);
   EXPECT_EQ(plain.tp_meetings_per_microbatch, 0);
-  EXPECT_EQ(describe(plain, c).find("tensor-parallel"), std::string::npos);
+  EXPECT_EQ(describe(plain, c, strategy::Plan{}).find("tensor-parallel"), std::string::npos);
 }
 
 // ZeRO-3 under mixed precision converts each gathered layer to bf16 for every pass, where any other
@@ -572,8 +577,8 @@ TEST(WorkloadProfile, MixedZero3ConvertsItsBf16CopiesEveryPass) {
   EXPECT_DOUBLE_EQ(per_step.bf16_copies_per_microbatch, 2 * weights / 4);
   strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
   c.calibrated = true;
-  EXPECT_NE(describe(per_pass, c).find("bf16 weight copies made every pass"), std::string::npos);
-  EXPECT_EQ(describe(per_step, c).find("bf16 weight copies"), std::string::npos);
+  EXPECT_NE(describe(per_pass, c, strategy::Plan{}).find("bf16 weight copies made every pass"), std::string::npos);
+  EXPECT_EQ(describe(per_step, c, strategy::Plan{}).find("bf16 weight copies"), std::string::npos);
 }
 
 // A calibrated cpu-local of two cores, and a hand-made profile of the tiny MLP's whole shape run by
@@ -635,15 +640,16 @@ TEST(WorkloadProfile, RatesFromTheMakespanWhereProcessesShareCores) {
   const auto r = cluster_for_profile(c, m, plan, p);
   EXPECT_NEAR(r.device.peak_flops_fp32, 1.5 * 8 * per_sample / 5e-3, 1e-6 * r.device.peak_flops_fp32);
   EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), 1.5 * double(p.parameters) * 28 / 3e-3, 1e-6);
-  EXPECT_NE(describe(p, r).find("3 processes on 2 cores: priced on the steps' makespans, 5.00 ms a microbatch and "
-                                "3.00 ms the update"),
+  EXPECT_NE(describe(p, r, plan)
+                .find("3 processes on 2 cores: priced on the steps' makespans, 5.00 ms a microbatch and "
+                      "3.00 ms the update"),
             std::string::npos)
-      << describe(p, r);
+      << describe(p, r, plan);
   p.processes = 2;  // a core each: the rank's own times
   const auto own = cluster_for_profile(c, m, plan, p);
   EXPECT_NEAR(own.device.peak_flops_fp32, 8 * per_sample / 4e-3, 1e-6 * own.device.peak_flops_fp32);
   EXPECT_NEAR(own.device.achieved_memory_bytes_per_s(), double(p.parameters) * 28 / 2e-3, 1e-6);
-  EXPECT_EQ(describe(p, own).find("makespan"), std::string::npos);
+  EXPECT_EQ(describe(p, own, plan).find("makespan"), std::string::npos);
 }
 
 }  // namespace parlab::experiments
@@ -674,4 +680,39 @@ TEST(MeasuredStepTime, IsTheJobsCadenceNotTheSlowestRanksOwnStep) {
 }
 
 }  // namespace
+// Where the processes outnumber the cores, a plan whose ranks meet once a step (DDP, ZeRO-1/2) is
+// priced on the profile's CPU time, a core's already (no x processes / cores); one whose ranks meet
+// inside the step (tensor and pipeline parallelism, ZeRO-3's gathers) on the makespans.
+TEST(WorkloadProfile, DataParallelPlansArePricedOnCpuTimeOthersOnMakespans) {
+  SharedCoreCase k(4);
+  const strategy::ModelSpec& m = k.m;
+  const strategy::ClusterSpec& c = k.c;
+  WorkloadProfile& p = k.p;
+  p.microbatch_makespan_seconds = 5e-3, p.optimizer_makespan_seconds = 3e-3;
+  p.microbatch_cpu_seconds = 2.5e-3, p.optimizer_cpu_seconds = 1.25e-3;
+  const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
+  for (const char* text : {"gbs=32,mb=8", "zero=1,gbs=32,mb=8", "zero=2,gbs=32,mb=8"}) {
+    const strategy::Plan plan = strategy::resolve(strategy::parse_plan(text), m, 4);
+    EXPECT_EQ(shared_core_pricing(c, plan, p), SharedCorePricing::kCpuTime) << text;
+    const auto r = cluster_for_profile(c, m, plan, p);
+    EXPECT_NEAR(r.device.peak_flops_fp32, 8 * per_sample / 2.5e-3, 1e-6 * r.device.peak_flops_fp32) << text;
+    EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), double(p.parameters) * 28 / 1.25e-3, 1e-6) << text;
+    EXPECT_NE(describe(p, r, plan).find("priced on their CPU time (the ranks meet once a step), 2.50 ms a microbatch"),
+              std::string::npos)
+        << describe(p, r, plan);
+  }
+  for (const char* text : {"zero=3,gbs=32,mb=8", "tp=2,gbs=32,mb=8", "pp=2,gbs=32,mb=8"}) {
+    const strategy::Plan plan = strategy::resolve(strategy::parse_plan(text), m, 4);
+    EXPECT_EQ(shared_core_pricing(c, plan, p), SharedCorePricing::kMakespan) << text;
+    const auto r = cluster_for_profile(c, m, plan, p);
+    EXPECT_NEAR(r.device.peak_flops_fp32, 2 * 8 * per_sample / 5e-3, 1e-6 * r.device.peak_flops_fp32) << text;
+  }
+  // Within the cores, the processes' own times whatever the plan.
+  p.processes = 2;
+  const strategy::Plan ddp = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 2);
+  EXPECT_EQ(shared_core_pricing(c, ddp, p), SharedCorePricing::kOwnTimes);
+  EXPECT_NEAR(cluster_for_profile(c, m, ddp, p).device.peak_flops_fp32, 8 * per_sample / 4e-3,
+              1e-6 * 8 * per_sample / 4e-3);
+}
+
 }  // namespace parlab::experiments
