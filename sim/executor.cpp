@@ -292,8 +292,8 @@ class Simulation {
 
   void collective(int i, int st, const Op& op, OpRecord& rec) {
     Rank& R = ranks_[i];
-    // One over registered memory overlaps compute, whose cores its flows' CPU work shares.
-    const bool turns = serialize_ && st == 1 && !op.registered;
+    // One that overlaps compute (Op::overlaps_compute) shares the cores with it through its flows' CPU work.
+    const bool turns = serialize_ && st == 1 && !op.overlaps_compute;
     if (turns) {
       block_until(i, st, Wait::kCpu, [&] { return compute_idle(i); });
       R.comm_busy = true;
@@ -398,7 +398,7 @@ class Simulation {
   }
 
   const CachedSchedule& schedule_for(int gid, const Op& op) {
-    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count, op.min_chunk_bytes, op.registered);
+    const auto key = std::make_tuple(gid, int(op.kind), op.bytes, op.count, op.min_chunk_bytes, op.overlaps_compute);
     // A group mostly repeats the call before the one before it (sequence parallelism's
     // reduce-scatter / all-gather pairs): two remembered per group, looked at before the map.
     if (recent_schedules_.empty()) recent_schedules_.assign(2 * group_members_.size(), nullptr);

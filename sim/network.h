@@ -38,8 +38,8 @@ struct StepTiming {
   std::vector<double> bytes, latency, bytes_per_s;  // per message: as SimGrid gets them, alone
   double alone_seconds = 0;                         // its slowest message, alone
   // The CPU its messages cost per byte, as a share of the cluster's comm_cpu_seconds_per_byte: 1,
-  // or for an uneven collective over registered memory the balanced ring's bytes over the uneven
-  // ring's (strategy::comm_cpu_bytes).
+  // or for an uneven collective that overlaps compute (Op::overlaps_compute) the balanced ring's
+  // bytes over the uneven ring's (strategy::comm_cpu_bytes).
   double cpu_scale = 1;
 };
 

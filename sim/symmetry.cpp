@@ -27,7 +27,8 @@ bool same_op(const Op& a, const Op& b, int offset) {
          same_layers(a.layers, b.layers) && a.microbatch == b.microbatch && a.chunk == b.chunk && a.group == b.group &&
          a.bytes == b.bytes && a.count == b.count && a.pattern_calls == b.pattern_calls &&
          a.pattern_gathers == b.pattern_gathers && peer && a.flat_begin == b.flat_begin && a.flat_end == b.flat_end &&
-         a.min_chunk_bytes == b.min_chunk_bytes && a.registered == b.registered && a.deps == b.deps && a.tag == b.tag;
+         a.min_chunk_bytes == b.min_chunk_bytes && a.overlaps_compute == b.overlaps_compute && a.deps == b.deps &&
+         a.tag == b.tag;
 }
 
 // Group `b` of the rank `offset` positions after the one holding `a`: the same TP group, any other

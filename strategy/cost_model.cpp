@@ -254,9 +254,9 @@ class Walker {
     r.at = std::max(s.free_at[stream], r.dep_end);
     // On shared cores that the ranks fill, a rank's collectives and its compute take turns
     // (ClusterSpec::serializes_comm_with_compute): compute first, as the walk places it.
-    // A collective over registered memory (Op::registered) overlaps compute instead.
+    // Except a collective that overlaps compute (Op::overlaps_compute).
     if (serialize_) {
-      if (stream == 1 && op.is_collective() && !op.registered) r.at = std::max(r.at, s.free_at[0]);
+      if (stream == 1 && op.is_collective() && !op.overlaps_compute) r.at = std::max(r.at, s.free_at[0]);
       if (stream == 0 && s.last_comm_collective_end > r.at) {
         r.at = s.last_comm_collective_end;
         r.after_comm_stream = true;
@@ -414,7 +414,7 @@ class Walker {
   // and what the op itself is (compute by kind, or a synchronous collective: exposed).
   static void account(State& s, int stream, const Op& op, const Interval& w, const Readiness& r) {
     if (stream != 0) {
-      if (op.is_collective() && !op.registered)
+      if (op.is_collective() && !op.overlaps_compute)
         s.last_comm_collective_end = std::max(s.last_comm_collective_end, w.finish);
       return;
     }

@@ -122,9 +122,10 @@ double bucket_work_seconds(const Op& op, const ClusterSpec& cluster);
 
 // The bytes a rank's part of one call of collective `op` on `n` ranks costs CPU for on a host
 // where communication is CPU work (ClusterSpec::comm_cpu_seconds_per_byte): what its busiest ring
-// link carries (ring_link_bytes), except for a collective over registered memory (Op::registered),
-// whose chunks are each summed once, by the rank whose shard holds them: over a step's buckets a
-// rank's pass is the balanced ring's share, not the uneven ring's busiest link (up to n/(n-1) x it).
+// link carries (ring_link_bytes), except for one that overlaps compute (Op::overlaps_compute: over
+// registered memory), whose chunks are each summed once, by the rank whose shard holds them: over
+// a step's buckets a rank's pass is the balanced ring's share, not the uneven ring's busiest link
+// (up to n/(n-1) x it).
 double comm_cpu_bytes(const Op& op, int n);
 // The same on this plan's share of a host whose cores more ranks share (cpu-local).
 double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan, const GemmTimes* gemms = nullptr);

@@ -169,7 +169,7 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
 }
 
 double comm_cpu_bytes(const Op& op, int n) {
-  return ring_link_bytes(collective_of(op.kind), op.bytes, n, op.registered ? -1 : op.min_chunk_bytes);
+  return ring_link_bytes(collective_of(op.kind), op.bytes, n, op.overlaps_compute ? -1 : op.min_chunk_bytes);
 }
 
 double bucket_work_seconds(const Op& op, const ClusterSpec& c) {

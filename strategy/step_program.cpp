@@ -160,7 +160,7 @@ std::string to_text(const StepProgram& prog) {
         std::snprintf(buf, sizeof buf, " min-chunk %.0fB", op.min_chunk_bytes);
         line += buf;
       }
-      if (op.registered) line += " registered";
+      if (op.overlaps_compute) line += " overlaps-compute";
       line += pattern_text(op);
       if (op.count > 1) line += " x" + std::to_string(op.count);
     }

@@ -309,10 +309,10 @@ TEST(CpuLocal, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
   EXPECT_LT(overlapped.ranks[0].exposed_comm_seconds, 0.9 * filled.ranks[0].exposed_comm_seconds);
 }
 
-// ZeRO-2's gradient reduce-scatters read the buckets where they lie (Op::registered): on filled
+// ZeRO-2's gradient reduce-scatters read the buckets where they lie (Op::overlaps_compute): on filled
 // cores they overlap the later microbatches in the simulator as in the cost model (the same step
 // without a CPU cost per byte), where taking turns would expose every one of them.
-TEST(CpuLocal, RegisteredReduceScattersOverlapComputeOnFilledCores) {
+TEST(CpuLocal, Zero2ReduceScattersOverlapComputeOnFilledCores) {
   auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 2);
   cluster.comm_cpu_seconds_per_byte = 0;
   const auto model = strategy::load_model("lab-mlp");

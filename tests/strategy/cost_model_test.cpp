@@ -379,7 +379,7 @@ TEST(CostModel, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
 // filled cores they do not take turns with compute but overlap the later microbatches, and what
 // their pass costs the CPU (comm_cpu_seconds_per_byte) comes back through the CPU-demand bound.
 // The parameter all-gathers after the update are staged: they still take turns.
-TEST(CostModel, RegisteredReduceScattersOverlapComputeOnFilledCores) {
+TEST(CostModel, Zero2ReduceScattersOverlapComputeOnFilledCores) {
   const ModelSpec m = load_model("lab-mlp");
   const Plan p = resolve(parse_plan("zero=2,gbs=256,mb=32,bucket_mb=4"), m, 2);
   ClusterSpec c = with_world(load_cluster("cpu-local"), 2);
@@ -407,16 +407,17 @@ TEST(CostModel, RegisteredReduceScattersOverlapComputeOnFilledCores) {
   EXPECT_GT(estimate_step(m, p, costly).step_seconds, e.step_seconds);
 }
 
-// The CPU a collective's part costs a rank: what its busiest ring link carries, except over
-// registered memory, where each chunk is summed once by its owner: the balanced ring's share.
-TEST(CostModel, RegisteredCollectivesCostTheBalancedRingsCpu) {
+// The CPU a collective's part costs a rank: what its busiest ring link carries, except for one
+// that overlaps compute (over registered memory), where each chunk is summed once by its owner:
+// the balanced ring's share.
+TEST(CostModel, OverlappingCollectivesCostTheBalancedRingsCpu) {
   Op rs;
   rs.kind = OpKind::kReduceScatter;
   rs.bytes = 100;
   rs.min_chunk_bytes = 0;  // one rank's shard holds the whole bucket
   EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 2), 100);
   EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 4), 100);
-  rs.registered = true;
+  rs.overlaps_compute = true;
   EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 2), 50);
   EXPECT_DOUBLE_EQ(comm_cpu_bytes(rs, 4), 75);
   rs.min_chunk_bytes = -1;  // balanced: the same either way

@@ -95,6 +95,31 @@ TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
   EXPECT_EQ(to_text(build_step(m, p, 1)), stage1);
 }
 
+// Only ZeRO-2's gradient reduce-scatters overlap compute where ranks fill the cores
+// (Op::overlaps_compute): DDP's all-reduces are staged, ZeRO-3's reduce-scatters share the
+// communication thread with the gathers, and no all-gather overlaps.
+TEST(StepProgram, OnlyZero2ReduceScattersOverlapCompute) {
+  const ModelSpec m = load_model("lab-mlp");
+  for (int zero : {0, 1, 2, 3}) {
+    const Plan p = resolve(parse_plan("zero=" + std::to_string(zero) + ",gbs=256,mb=32"), m, 2);
+    int overlapping = 0, collectives = 0;
+    for (const Op& op : build_step(m, p, 0).ops) {
+      if (!op.is_collective()) continue;
+      ++collectives;
+      if (op.overlaps_compute) {
+        ++overlapping;
+        EXPECT_EQ(op.kind, OpKind::kReduceScatter) << op.tag;
+      }
+    }
+    ASSERT_GT(collectives, 0) << zero;
+    if (zero == 2) {
+      EXPECT_GT(overlapping, 0);
+    } else {
+      EXPECT_EQ(overlapping, 0) << "zero=" << zero;
+    }
+  }
+}
+
 // ZeRO-3 on two layers (block 0: 76 elements, head: 10), dp 2, one microbatch. Each layer's
 // parameters are all-gathered before its forward — the next layer is prefetched while the
 // current one computes — and again before its backward; the one default-size bucket (86
@@ -117,7 +142,7 @@ TEST(StepProgram, GoldenZero3OnTwoLayers) {
       "6 comm all-gather param.blocks.0.bwd.mb0 elems 0-76 304B min-chunk 132B dp.0\n"
       "7 compute backward bwd.mb0.head layers 1-2 deps 5\n"
       "8 compute backward bwd.mb0.blocks.0 layers 0-1 deps 6\n"
-      "9 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B registered dp.0 deps 8\n"
+      "9 comm reduce-scatter grad.bucket0.mb0 elems 0-86 344B dp.0 deps 8\n"
       "10 compute optimizer optimizer elems 0-43 deps 9\n";
   EXPECT_EQ(to_text(build_step(m, p, 0)), expected);
   // Rank 1 owns the other half.
