@@ -83,7 +83,8 @@ void validate(const ClusterSpec& c, const std::string& where) {
                       "must be in (0, 1]");
   if (!c.device.gemm_rates.empty()) {
     for (const auto& p : c.device.gemm_rates)
-      if (p.microbatch <= 0 || p.hidden <= 0 || p.ffn <= 0 || !(p.flops_per_s > 0) || std::isinf(p.flops_per_s))
+      if (p.microbatch <= 0 || p.hidden <= 0 || p.ffn <= 0 || !(p.flops_per_s > 0) || std::isinf(p.flops_per_s) ||
+          !(p.forward_flops_per_s >= 0) || std::isinf(p.forward_flops_per_s))
         throw ConfigError(
             where + ".device.gemm_rate",
             std::to_string(p.microbatch) + " x " + std::to_string(p.hidden) + " x " + std::to_string(p.ffn),

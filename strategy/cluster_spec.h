@@ -15,6 +15,9 @@ namespace parlab::strategy {
 struct GemmRatePoint {
   int64_t microbatch = 0, hidden = 0, ffn = 0;
   double flops_per_s = 0;
+  // The forward alone, in its own matmul FLOPs (a third of the step's) per second: what separates
+  // the weight-gradient products from the rest (gemm_rate_factors). 0: not measured.
+  double forward_flops_per_s = 0;
 };
 
 // The rate at (microbatch, hidden, ffn) of a full grid (every microbatch with every width): the

@@ -81,6 +81,11 @@ CollectiveEstimate collective_time(CollectiveOp op, double bytes, const std::vec
 // One message between two ranks: a + S/B on the link they share.
 double p2p_time(double bytes, int from, int to, const ClusterSpec& cluster);
 
+// Factors on an MLP's forward and backward FLOPs (gemm_rate_factors below).
+struct GemmRateFactors {
+  double forward = 1, backward = 1;
+};
+
 // GEMM FLOPs as a device spends them: each transformer layer's forward and backward GEMMs
 // (Megatron's shapes for the plan's microbatch and tensor split) lose the idle SMs of their
 // last wave (wave quantization, cost_model_gemm.cpp). effective_flops(op) is op.flops scaled
@@ -96,7 +101,7 @@ class GemmTimes {
   double effective_flops(const Op& op) const;
 
  private:
-  double uniform_ = 1;         // an MLP on a rate grid: every layer's forward and backward (gemm_rate_factor)
+  GemmRateFactors uniform_;    // an MLP on a rate grid: every layer's forward and backward (gemm_rate_factors)
   std::vector<double> flops_;  // forward FLOPs per token, per layer (the split of an op's FLOPs)
   std::vector<double> forward_factor_, backward_factor_;
 };
@@ -106,6 +111,16 @@ class GemmTimes {
 // slice of the width (hidden x ffn / tp), so FLOPs x factor / device rate is their time at the
 // grid's rate. 1 elsewhere.
 double gemm_rate_factor(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
+// The same for the forward and the backward apart, where they differ: a plan with weight-gradient
+// groups (weight_grad_group G > 1) reduces each block's weight-gradient products over G
+// microbatches at once, at the grid's rate for G x microbatch rows, while its forwards and
+// input-gradient products run at the microbatch's. Per microbatch, in units of the forward's
+// FLOPs F: the forward takes 1/Rf(m) (the grid's forward rate), the input gradients as long (the
+// same products, transposed), the weight gradients 3/R(Gm) - 2/Rf(Gm) (the step's time at Gm
+// rows less its forward and input gradients there). Without groups, or a grid without forward
+// rates, both are gemm_rate_factor. Measured on held2 (12 x 512/2048 blocks, microbatch 8) on 4
+// workers: one rate for all priced DDP 1.5x its profile and measured steps.
+GemmRateFactors gemm_rate_factors(const ModelSpec& model, const Plan& plan, const ClusterSpec& cluster);
 // Achievable compute rate of one rank: peak x efficiency, divided among ranks that share a
 // host's cores (cpu-local with more workers than cores).
 double rank_flops_per_s(const ClusterSpec& cluster, const Plan& plan);

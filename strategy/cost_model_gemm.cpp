@@ -90,7 +90,7 @@ GemmTimes::GemmTimes(const ModelSpec& m, const Plan& p, const ClusterSpec& c) : 
 
 GemmTimes::GemmTimes(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p, const ClusterSpec& c) {
   const DeviceSpec& d = c.device;
-  uniform_ = gemm_rate_factor(m, p, c);
+  uniform_ = gemm_rate_factors(m, p, c);
   if (m.kind != ModelKind::kTransformer || d.sms <= 0 || d.gemm_tile_rows <= 0 || d.gemm_tile_cols <= 0) return;
   const BlockGemms block = block_gemms(m, p);
   const std::vector<Gemm> fwd = concat(block.linear, block.attention);
@@ -127,8 +127,27 @@ double gemm_rate_factor(const ModelSpec& m, const Plan& p, const ClusterSpec& c)
          gemm_rate_at(c.device.gemm_rates, p.microbatch, m.hidden, m.ffn / p.tp);
 }
 
+GemmRateFactors gemm_rate_factors(const ModelSpec& m, const Plan& p, const ClusterSpec& c) {
+  const double one = gemm_rate_factor(m, p, c);
+  const int group = weight_grad_group(p);
+  const auto& grid = c.device.gemm_rates;
+  if (one == 1 || group <= 1 ||
+      std::any_of(grid.begin(), grid.end(), [](const GemmRatePoint& x) { return !(x.forward_flops_per_s > 0); }))
+    return {one, one};
+  std::vector<GemmRatePoint> forward = grid;
+  for (GemmRatePoint& x : forward) x.flops_per_s = x.forward_flops_per_s;
+  const int64_t f = m.ffn / p.tp, rows = p.microbatch * group;
+  const double rf = gemm_rate_at(forward, p.microbatch, m.hidden, f);
+  const double rf_group = gemm_rate_at(forward, rows, m.hidden, f), r_group = gemm_rate_at(grid, rows, m.hidden, f);
+  // Seconds per forward FLOP: the forward, and the backward's two parts.
+  const double t_forward = 1 / rf, t_weight_grads = std::max(0.0, 3 / r_group - 2 / rf_group);
+  const double device = c.device_flops_per_s(Precision::kFp32);
+  return {device * t_forward, device * (t_forward + t_weight_grads) / 2};
+}
+
 double GemmTimes::effective_flops(const Op& op) const {
-  if (uniform_ != 1 && (op.kind == OpKind::kForward || op.kind == OpKind::kBackward)) return op.flops * uniform_;
+  if (op.kind == OpKind::kForward && uniform_.forward != 1) return op.flops * uniform_.forward;
+  if (op.kind == OpKind::kBackward && uniform_.backward != 1) return op.flops * uniform_.backward;
   if (forward_factor_.empty() || (op.kind != OpKind::kForward && op.kind != OpKind::kBackward)) return op.flops;
   // The op's FLOPs split over its layers in proportion to their forward FLOPs per token (every
   // block of a model has the same), each scaled by its layer's factor.

@@ -1,5 +1,6 @@
 #include "strategy/io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -217,6 +218,9 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
     const auto hs = d.numbers("gemm_rate_hidden", 0, double(kMaxCount), true);
     const auto fs = d.numbers("gemm_rate_ffn", 0, double(kMaxCount), true);
     const auto rates = d.numbers("gemm_rate_gflops", 0, kMaxRate, true);
+    // Optional: the forward alone at each point (GemmRatePoint::forward_flops_per_s).
+    const auto forwards = d.numbers("gemm_rate_forward_gflops", 0, kMaxRate, true);
+    if (forwards && !rates) d.fail("gemm_rate_forward_gflops", "(without a grid)", "needs the grid's four arrays");
     if (mbs || hs || fs || rates) {
       if (!mbs || !hs || !fs || !rates)
         d.fail("gemm_rate_gflops", "(incomplete)",
@@ -231,11 +235,16 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source)
         c.device.gemm_rates.push_back(
             {int64_t((*mbs)[i]), int64_t((*hs)[i]), int64_t((*fs)[i]), (*rates)[i] * units::kGiga});
       }
+      if (forwards && forwards->size() != mbs->size())
+        d.fail("gemm_rate_forward_gflops", std::to_string(forwards->size()) + " values",
+               "one per point: gemm_rate_microbatch has " + std::to_string(mbs->size()));
+      for (size_t i = 0; forwards && i < mbs->size(); ++i)
+        c.device.gemm_rates[i].forward_flops_per_s = (*forwards)[i] * units::kGiga;
     }
     d.reject_unknown(
         "name, memory_gb, memory_gib, peak_tflops_fp32, peak_tflops_bf16, memory_bandwidth_gb_per_s, "
         "gemm_efficiency, memory_efficiency, sms, gemm_tile_rows, gemm_tile_cols, first_touch_gb_per_s, "
-        "gemm_rate_microbatch, gemm_rate_hidden, gemm_rate_ffn, gemm_rate_gflops");
+        "gemm_rate_microbatch, gemm_rate_hidden, gemm_rate_ffn, gemm_rate_gflops, gemm_rate_forward_gflops");
   }
   c.intra = read_link(r.table("intra"), source, "intra");
   c.inter = read_link(r.table("inter"), source, "inter");
@@ -285,6 +294,10 @@ std::string cluster_to_toml(const ClusterSpec& c, const std::string& header_comm
       << "\ngemm_rate_ffn = " << list([](const GemmRatePoint& p) { return std::to_string(p.ffn); })
       << "\ngemm_rate_gflops = " << list([&](const GemmRatePoint& p) { return num(p.flops_per_s / units::kGiga); })
       << "\n";
+    const auto& g = c.device.gemm_rates;
+    if (std::all_of(g.begin(), g.end(), [](const GemmRatePoint& p) { return p.forward_flops_per_s > 0; }))
+      o << "gemm_rate_forward_gflops = "
+        << list([&](const GemmRatePoint& p) { return num(p.forward_flops_per_s / units::kGiga); }) << "\n";
   }
   if (c.device.sms > 0)
     o << "sms = " << c.device.sms << "\ngemm_tile_rows = " << c.device.gemm_tile_rows
@@ -390,8 +403,11 @@ nlohmann::json to_json(const ClusterSpec& c) {
   if (!c.device.gemm_rates.empty()) {
     nlohmann::json grid = nlohmann::json::array();
     for (const GemmRatePoint& p : c.device.gemm_rates)
-      grid.push_back(
-          {{"microbatch", p.microbatch}, {"hidden", p.hidden}, {"ffn", p.ffn}, {"flops_per_s", p.flops_per_s}});
+      grid.push_back({{"microbatch", p.microbatch},
+                      {"hidden", p.hidden},
+                      {"ffn", p.ffn},
+                      {"flops_per_s", p.flops_per_s},
+                      {"forward_flops_per_s", p.forward_flops_per_s}});
     j["device"]["gemm_rates"] = grid;
   }
   return j;

@@ -58,7 +58,8 @@ double dp_exposed(const std::vector<LayerSpec>& layers, const Plan& p, const Clu
 QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& layers, const Plan& p,
                              const ClusterSpec& c) {
   QuickEstimate q;
-  const double rate = rank_flops_per_s(c, p) / gemm_rate_factor(m, p, c);
+  const GemmRateFactors factors = gemm_rate_factors(m, p, c);
+  const double rate_f = rank_flops_per_s(c, p) / factors.forward, rate_b = rank_flops_per_s(c, p) / factors.backward;
   const double tp_bytes = tp_collective_bytes(m, p);
   // One TP collective (an all-reduce, or a reduce-scatter plus an all-gather under SP).
   double t_tp = 0;
@@ -77,8 +78,8 @@ QuickEstimate quick_estimate(const ModelSpec& m, const std::vector<LayerSpec>& l
     double tf = 0, tb = 0;
     int count = 0;
     for (const auto& r : chunks) {
-      tf += forward_flops(m, layers, p, r) / rate;
-      tb += backward_flops(m, layers, p, r) / rate;
+      tf += forward_flops(m, layers, p, r) / rate_f;
+      tb += backward_flops(m, layers, p, r) / rate_b;
       if (p.tp > 1)
         for (int i = r.begin; i < r.end; ++i)
           count += layers[i].tp_collectives_forward + layers[i].tp_collectives_backward;

@@ -107,7 +107,8 @@ RateGrid measure_grid(const CalibrationOptions& o) {
   for (const auto& [h, f] : widths)
     for (int64_t b : microbatches) shapes.push_back({grid_shape(h, f, o.quick ? 1 : 2), b});
   const int reps = o.quick ? 3 : 5;
-  auto times = measure::interleaved_step_seconds(shapes, reps);
+  std::vector<std::vector<double>> forward;
+  auto times = measure::interleaved_step_seconds(shapes, reps, &forward);
   std::vector<size_t> again;
   std::vector<std::pair<model::MlpShape, int64_t>> again_shapes;
   int more = reps;
@@ -121,16 +122,20 @@ RateGrid measure_grid(const CalibrationOptions& o) {
     double longest = 0;  // and no shape more than two seconds more
     for (size_t s : again) longest = std::max(longest, parlab::median(times[s]));
     if (longest > 0) more = std::max(reps, std::min(more, int(2.0 / longest)));
-    const auto extra = measure::interleaved_step_seconds(again_shapes, more);
-    for (size_t k = 0; k < again.size(); ++k)
+    std::vector<std::vector<double>> extra_forward;
+    const auto extra = measure::interleaved_step_seconds(again_shapes, more, &extra_forward);
+    for (size_t k = 0; k < again.size(); ++k) {
       times[again[k]].insert(times[again[k]].end(), extra[k].begin(), extra[k].end());
+      forward[again[k]].insert(forward[again[k]].end(), extra_forward[k].begin(), extra_forward[k].end());
+    }
   }
   RateGrid g;
   for (size_t s = 0; s < shapes.size(); ++s) {
     const auto spread = parlab::spread_of(times[s]);
     const auto& [shape, b] = shapes[s];
+    const double flops = model::LabMlp::step_matmul_flops(shape, b);
     g.points.push_back(
-        {b, shape.hidden, shape.ffn, model::LabMlp::step_matmul_flops(shape, b) / spread.median, spread.relative()});
+        {b, shape.hidden, shape.ffn, flops / spread.median, spread.relative(), flops / 3 / parlab::median(forward[s])});
   }
   return g;
 }
@@ -440,7 +445,7 @@ std::optional<StoredCalibration> load_stored_calibration(const fs::path& results
     for (const auto& p : j.at("rate_grid"))
       s.grid.points.push_back({p.at("microbatch").get<int64_t>(), p.at("hidden").get<int64_t>(),
                                p.at("ffn").get<int64_t>(), p.at("flops_per_s").get<double>(),
-                               p.at("spread").get<double>()});
+                               p.at("spread").get<double>(), p.value("forward_flops_per_s", 0.0)});
     s.flops_per_s = j.value("flops_per_s", 0.0);
     s.model = j.value("model", std::string("lab-mlp"));
     for (const auto& f : j.value("sharded_fits", nlohmann::json::array()))

@@ -119,8 +119,9 @@ std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points);
 // One point of the GEMM-rate grid: lab-mlp forward+backward at (microbatch, hidden, ffn).
 struct ShapePoint {
   int64_t microbatch = 0, hidden = 0, ffn = 0;
-  double flops_per_s = 0;  // matmul FLOPs / median step time
-  double spread = 0;       // relative half-IQR of the step times
+  double flops_per_s = 0;          // matmul FLOPs / median step time
+  double spread = 0;               // relative half-IQR of the step times
+  double forward_flops_per_s = 0;  // the forward's matmul FLOPs (a third) / its median time; 0: not measured
 };
 
 // The GEMM-rate model: log-rate interpolated bilinearly over log(microbatch) x log(width), width

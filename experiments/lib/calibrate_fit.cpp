@@ -125,7 +125,7 @@ std::vector<RingFit> fit_rings(std::vector<AllReducePoint>& points) {
 
 std::vector<strategy::GemmRatePoint> RateGrid::device_points() const {
   std::vector<strategy::GemmRatePoint> out;
-  for (const auto& p : points) out.push_back({p.microbatch, p.hidden, p.ffn, p.flops_per_s});
+  for (const auto& p : points) out.push_back({p.microbatch, p.hidden, p.ffn, p.flops_per_s, p.forward_flops_per_s});
   return out;
 }
 

@@ -69,7 +69,8 @@ nlohmann::json Calibration::to_json() const {
                          {"hidden", p.hidden},
                          {"ffn", p.ffn},
                          {"flops_per_s", p.flops_per_s},
-                         {"spread", p.spread}});
+                         {"spread", p.spread},
+                         {"forward_flops_per_s", p.forward_flops_per_s}});
   return {{"machine", machine},
           {"model", model},
           {"created_at", created_at},

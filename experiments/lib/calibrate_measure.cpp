@@ -96,7 +96,8 @@ std::vector<double> mixed_step_seconds(const model::MlpShape& shape, int64_t b, 
 }
 
 std::vector<std::vector<double>> interleaved_step_seconds(
-    const std::vector<std::pair<model::MlpShape, int64_t>>& shapes, int reps) {
+    const std::vector<std::pair<model::MlpShape, int64_t>>& shapes, int reps,
+    std::vector<std::vector<double>>* forward) {
   std::vector<std::unique_ptr<model::LabMlp>> nets;
   std::vector<model::MicrobatchState> mbs;
   for (const auto& [shape, b] : shapes) {
@@ -108,12 +109,16 @@ std::vector<std::vector<double>> interleaved_step_seconds(
     for (size_t k = 0; k < labels.size(); ++k) labels[k] = int32_t(k % size_t(shape.classes));
   }
   std::vector<std::vector<double>> times(shapes.size());
+  if (forward) forward->assign(shapes.size(), {});
   for (int i = 0; i <= reps; ++i)
     for (size_t s = 0; s < shapes.size(); ++s) {
       const auto t0 = Clock::now();
       nets[s]->forward(mbs[s]);
+      const double f = since(t0);
       nets[s]->backward(mbs[s]);
-      if (i > 0) times[s].push_back(since(t0));  // the first step pays page faults
+      if (i == 0) continue;  // the first step pays page faults
+      times[s].push_back(since(t0));
+      if (forward) (*forward)[s].push_back(f);
     }
   return times;
 }

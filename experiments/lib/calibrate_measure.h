@@ -23,9 +23,11 @@ std::vector<double> mixed_step_seconds(const model::MlpShape& shape, int64_t mic
 
 // step_seconds for several (shape, microbatch) pairs at once, round-robin: rep r of every shape
 // runs before rep r + 1 of any, so a burst of another job's load lands on one rep of each
-// shape, not on all reps of one. Returns the step times per shape, in the order given.
+// shape, not on all reps of one. Returns the step times per shape, in the order given; and in
+// `forward`, if given, the same steps' forward times.
 std::vector<std::vector<double>> interleaved_step_seconds(
-    const std::vector<std::pair<model::MlpShape, int64_t>>& shapes, int reps);
+    const std::vector<std::pair<model::MlpShape, int64_t>>& shapes, int reps,
+    std::vector<std::vector<double>>* forward = nullptr);
 
 // `k` processes measure step_seconds at once (forked: call before this process starts any
 // thread); returns each one's FLOP/s (matmul FLOPs / its median step).

@@ -437,6 +437,14 @@ TEST(Calibrate, MeasuresAndWritesALoadableCpuLocalCluster) {
   ASSERT_EQ(loaded.device.gemm_rates.size(), c.grid.points.size());
   EXPECT_NEAR(strategy::gemm_rate_at(loaded.device.gemm_rates, 1, 256, 1024), c.grid.flops_per_s(1, 256, 1024),
               1e-6 * c.grid.flops_per_s(1, 256, 1024));
+  // With each point's forward alone (a third of the step's FLOPs, in less than the step's time),
+  // stored and carried by the cluster, so the weight-gradient products can be told apart.
+  for (size_t i = 0; i < c.grid.points.size(); ++i) {
+    const ShapePoint& p = c.grid.points[i];
+    EXPECT_GT(p.forward_flops_per_s, p.flops_per_s / 3) << p.microbatch << " x " << p.hidden;
+    EXPECT_DOUBLE_EQ(stored->grid.points[i].forward_flops_per_s, p.forward_flops_per_s);
+    EXPECT_NEAR(loaded.device.gemm_rates[i].forward_flops_per_s, p.forward_flops_per_s, 1e-6 * p.forward_flops_per_s);
+  }
 }
 
 // The workload profile's rates, worked out by hand for the tiny MLP: a block's forward is two

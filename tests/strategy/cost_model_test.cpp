@@ -644,6 +644,42 @@ TEST(CostModel, AnMlpOnARateGridRunsAtItsOwnShapesRate) {
   EXPECT_NEAR(quick_estimate(m, m.layer_list(), pp, c).step_seconds / estimate_step(m, pp, c).step_seconds, 1.0, 0.05);
 }
 
+// With forward rates on the grid, a plan with weight-gradient groups prices its forwards and
+// input gradients at its microbatch's forward rate and its weight gradients at the step's rate for
+// group x microbatch rows, less that step's forward and input gradients (gemm_rate_factors).
+TEST(CostModel, WeightGradientGroupsArePricedAtTheGroupsRows) {
+  const ModelSpec m = load_model(kData + "even-mlp.toml");  // h 1024, f 4096
+  ClusterSpec c = with_world(load_cluster("cpu-local"), 1);
+  c.device.peak_flops_fp32 = 60e9, c.device.gemm_efficiency = 1;
+  // Steps (3 F) at 6 GFLOP/s at microbatch 1 and 60 at 256; forwards (F) at 4 and 30.
+  c.device.gemm_rates = {{1, 1024, 4096, 6e9, 4e9}, {256, 1024, 4096, 60e9, 30e9}};
+  const Plan grouped = resolve(parse_plan("gbs=256,mb=1"), m, 1);
+  ASSERT_EQ(weight_grad_group(grouped), 256);
+  const GemmRateFactors f = gemm_rate_factors(m, grouped, c);
+  // Per forward FLOP: forward 1/4e9 s; weight gradients 3/60e9 - 2/30e9 < 0, so none beyond.
+  EXPECT_NEAR(f.forward, 60e9 / 4e9, 1e-9);
+  EXPECT_NEAR(f.backward, 60e9 * (1 / 4e9) / 2, 1e-9);
+  c.device.gemm_rates = {{1, 1024, 4096, 6e9, 4e9}, {256, 1024, 4096, 30e9, 40e9}};
+  const GemmRateFactors g = gemm_rate_factors(m, grouped, c);
+  EXPECT_NEAR(g.backward, 60e9 * (1 / 4e9 + 3 / 30e9 - 2 / 40e9) / 2, 1e-9);
+  // The walk charges them: backwards at their factor, forwards at theirs.
+  const GemmTimes times(m, grouped, c);
+  for (const Op& op : build_step(m, grouped, 0).ops) {
+    if (op.kind == OpKind::kForward) {
+      EXPECT_NEAR(times.effective_flops(op), g.forward * op.flops, 1e-9 * op.flops);
+    } else if (op.kind == OpKind::kBackward) {
+      EXPECT_NEAR(times.effective_flops(op), g.backward * op.flops, 1e-9 * op.flops);
+    }
+  }
+  // No groups (one microbatch a step), or no forward rates: one factor, the step's.
+  const Plan single = resolve(parse_plan("gbs=1,mb=1"), m, 1);
+  EXPECT_EQ(weight_grad_group(single), 1);
+  EXPECT_DOUBLE_EQ(gemm_rate_factors(m, single, c).forward, gemm_rate_factor(m, single, c));
+  EXPECT_DOUBLE_EQ(gemm_rate_factors(m, single, c).backward, gemm_rate_factor(m, single, c));
+  c.device.gemm_rates[0].forward_flops_per_s = 0;
+  EXPECT_DOUBLE_EQ(gemm_rate_factors(m, grouped, c).backward, gemm_rate_factor(m, grouped, c));
+}
+
 TEST(CostModel, DeadlockedProgramsAreReportedNotHung) {
   const ModelSpec m = load_model(kData + "tiny-mlp.toml");
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 2);

@@ -224,6 +224,20 @@ TEST(Toml, GemmRateGridReadsBackAndMustBeFull) {
     EXPECT_DOUBLE_EQ(back.device.gemm_rates[i].flops_per_s, c.device.gemm_rates[i].flops_per_s);
   }
   EXPECT_TRUE(parse_cluster_toml(cluster_to_toml(load_cluster("cpu-local"), "x"), "p.toml").device.gemm_rates.empty());
+  // The forward rates, where every point has one, travel too; one per point.
+  {
+    ClusterSpec f = c;
+    for (size_t i = 0; i < 4; ++i) f.device.gemm_rates[i].forward_flops_per_s = (i + 1) * 1.5e9;
+    const std::string text = cluster_to_toml(f, "");
+    const ClusterSpec fb = parse_cluster_toml(text, "f.toml");
+    for (size_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(fb.device.gemm_rates[i].forward_flops_per_s, (i + 1) * 1.5e9);
+    std::string short_list = text;
+    const std::string from = "gemm_rate_forward_gflops = [1.5, 3.0, 4.5, 6.0]";
+    ASSERT_NE(short_list.find(from), std::string::npos) << text;
+    short_list.replace(short_list.find(from), from.size(), "gemm_rate_forward_gflops = [1.5, 3]");
+    EXPECT_THROW(parse_cluster_toml(short_list, "f.toml"), ConfigError);
+    EXPECT_EQ(cluster_to_toml(c, "").find("gemm_rate_forward_gflops"), std::string::npos) << "none measured";
+  }
   EXPECT_EQ(to_json(back)["device"]["gemm_rates"].size(), 4u);
   auto error_of = [](const std::string& text) {
     try {
