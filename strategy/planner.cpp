@@ -527,13 +527,30 @@ std::string rule_vs_model_line(const PlanReport& report) {
   return buf;
 }
 
-std::vector<std::string> explain(const PlanReport& report, double margin) {
+// Where more ranks share a host than it has cores and the choice splits the layers (tensor or
+// pipeline parallelism), what the price leaves out: its ranks meet at every block or hand-off, and
+// a partner that waits for a core holds the meeting up. Empty elsewhere.
+std::string shared_cores_line(const PlanReport& report, const ClusterSpec& c) {
+  if (report.top.empty() || !c.shares_cores() || c.devices_per_node <= c.cores_per_node) return "";
+  const Plan& p = report.top.front().plan;
+  if (p.tp == 1 && p.pp == 1) return "";
+  return "5. Shared cores: " + std::to_string(c.devices_per_node) + " ranks on " + std::to_string(c.cores_per_node) +
+         " cores, and " + p.short_name() +
+         "'s ranks meet at every block or hand-off, where a partner may be waiting for a core; this price leaves "
+         "those waits out (measured on a 2-core VM with 4 ranks: tensor and pipeline plans ran up to 1.5x their "
+         "price, data-parallel ones at or under theirs). To choose on this machine, run an experiment of kind "
+         "\"decide\": it prices the candidates "
+         "on profiles of their own and trains them.";
+}
+
+std::vector<std::string> explain(const PlanReport& report, const ClusterSpec& c, double margin) {
   std::vector<std::string> ex = {what_cannot_fit(report), smallest_split_line(report)};
   if (!report.top.empty()) {
     ex.push_back(choice_line(report, margin));
     for (const auto& n : report.neighbours) ex.push_back("   " + n.sentence + ".");
   }
   ex.push_back(rule_vs_model_line(report));
+  if (std::string shared = shared_cores_line(report, c); !shared.empty()) ex.push_back(std::move(shared));
   return ex;
 }
 
@@ -556,7 +573,7 @@ PlanReport search_plans(const ModelSpec& m, const ClusterSpec& c, const PlannerO
   apply_rule_to(s, ddp, report);
   choose_by_rule(s, ddp, report);
   if (!report.top.empty()) report.neighbours = neighbours_of(s, fitting, report.top.front());
-  report.explanation = explain(report, o.simplicity_margin);
+  report.explanation = explain(report, c, o.simplicity_margin);
   report.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

@@ -45,6 +45,27 @@ TEST(Planner, PicksDdpWhenTheReplicaFits) {
   EXPECT_TRUE(mentions(r.explanation, "they agree on DDP x8"));
 }
 
+// Where more ranks share a host than it has cores, a choice that splits the layers comes with
+// what its price leaves out (the waits at its meetings) and the experiment that measures it; a
+// data-parallel choice, or ranks within the cores, do not.
+TEST(Planner, SaysWhatSharedCoresCostASplitOfTheLayers) {
+  const ModelSpec m = load_model("lab-mlp");
+  ClusterSpec c = with_world(load_cluster("cpu-local"), 4);
+  c.cores_per_node = 2;
+  PlannerOptions o;
+  o.global_batch = 64;
+  o.fixed = parse_plan("tp=2");
+  const PlanReport split = search_plans(m, c, o);
+  ASSERT_FALSE(split.top.empty());
+  EXPECT_TRUE(mentions(split.explanation, "5. Shared cores: 4 ranks on 2 cores")) << split.explanation.back();
+  EXPECT_TRUE(mentions(split.explanation, "kind \"decide\""));
+  o.fixed = parse_plan("tp=1,pp=1");
+  EXPECT_FALSE(mentions(search_plans(m, c, o).explanation, "Shared cores"));
+  c.cores_per_node = 4;
+  o.fixed = parse_plan("tp=2");
+  EXPECT_FALSE(mentions(search_plans(m, c, o).explanation, "Shared cores"));
+}
+
 TEST(Planner, NeverProposesAPlanThatDoesNotFit) {
   const ModelSpec m = load_model("gpt-175b");
   const ClusterSpec c = with_world(load_cluster("dgx-a100"), 64);
