@@ -415,10 +415,10 @@ class Simulation {
                                            layout_, cluster_, options_.schedule, op.min_chunk_bytes));
     cs.sent = sent_bytes(cs.timed.schedule, group_members_[gid]);
     const auto kind = strategy::collective_of(op.kind);
-    const double n = double(group_members_[gid].size()),
-                 uneven = strategy::ring_link_bytes(kind, op.bytes, int(n), op.min_chunk_bytes);
+    const int n = int(group_members_[gid].size());
+    const double uneven = strategy::ring_link_bytes(kind, op.bytes, n, op.min_chunk_bytes);
     if (uneven > 0)
-      for (StepTiming& t : cs.timed.steps) t.cpu_scale = strategy::comm_cpu_bytes(op, int(n)) / uneven;
+      for (StepTiming& t : cs.timed.steps) t.cpu_scale = strategy::comm_cpu_bytes(op, n) / uneven;
     auto made = schedules_.emplace(key, std::move(cs)).first;
     recent = &*made;
     return made->second;

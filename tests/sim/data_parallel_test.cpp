@@ -287,16 +287,26 @@ TEST(CpuLocal, FourRanksOnTwoCoresComputeAtHalfSpeed) {
   EXPECT_NEAR(seconds[1], 2 * forward_flops / core, 1e-9 * seconds[1]);
 }
 
+// Two ranks of lab-mlp on the two cores of a cpu-local host, communication costing no CPU (the
+// walk alone, no CPU-demand bound), warm-up left out: `plan` resolved on it.
+struct FilledCores {
+  strategy::ClusterSpec cluster = [] {
+    auto c = strategy::with_world(strategy::load_cluster("cpu-local"), 2);
+    c.comm_cpu_seconds_per_byte = 0;
+    return c;
+  }();
+  strategy::ModelSpec model = strategy::load_model("lab-mlp");
+  strategy::Plan plan;
+  SimOptions o;
+  explicit FilledCores(const std::string& text) : plan(resolved(text, model, cluster, 2)) { o.warmup_steps = 0; }
+};
+
 // Ranks that fill a host's cores take turns between compute and communication, in the simulator
 // as in the cost model: two ranks on two cores expose every gradient all-reduce (the simulated
 // step is the analytic one), and on four cores the buckets overlap the backward again.
 TEST(CpuLocal, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
-  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 2);
-  cluster.comm_cpu_seconds_per_byte = 0;
-  const auto model = strategy::load_model("lab-mlp");
-  const auto plan = resolved("dp=2,gbs=256,bucket_mb=4", model, cluster, 2);
-  SimOptions o;
-  o.warmup_steps = 0;
+  FilledCores k("dp=2,gbs=256,bucket_mb=4");
+  const auto& [cluster, model, plan, o] = k;
   const auto filled = simulate_plan(model, plan, cluster, o);
   const auto analytic = strategy::estimate_step(model, plan, cluster, false);
   EXPECT_NEAR(filled.step_seconds, analytic.step_seconds, 1e-6 * analytic.step_seconds);
@@ -313,13 +323,9 @@ TEST(CpuLocal, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
 // cores they overlap the later microbatches in the simulator as in the cost model (the same step
 // without a CPU cost per byte), where taking turns would expose every one of them.
 TEST(CpuLocal, Zero2ReduceScattersOverlapComputeOnFilledCores) {
-  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 2);
-  cluster.comm_cpu_seconds_per_byte = 0;
-  const auto model = strategy::load_model("lab-mlp");
-  const auto plan = resolved("zero=2,gbs=256,mb=32,bucket_mb=4", model, cluster, 2);
-  SimOptions o;
-  o.warmup_steps = 0;
-  o.timeline = true;
+  FilledCores k("zero=2,gbs=256,mb=32,bucket_mb=4");
+  k.o.timeline = true;
+  const auto& [cluster, model, plan, o] = k;
   const auto r = simulate_plan(model, plan, cluster, o);
   const auto analytic = strategy::estimate_step(model, plan, cluster, false);
   EXPECT_NEAR(r.step_seconds, analytic.step_seconds, 1e-6 * analytic.step_seconds);
