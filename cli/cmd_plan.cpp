@@ -13,6 +13,8 @@
 #include "cli/common.h"
 #include "cli/sim_progress.h"
 #include "base/errors.h"
+#include "experiments/lib/decide.h"
+#include "experiments/lib/predict_cluster.h"
 #include "strategy/io.h"
 #include "base/key_values.h"
 #include "strategy/ledger.h"
@@ -34,6 +36,10 @@ struct PlanOptions {
   int top = 5;
   int program_rank = -1;
   int simulate = 0;  // simulate the top K candidates
+  // Price the candidates again on workload profiles of their own (price_on_this_machine):
+  // --profile asks for it on any calibrated cpu-local, --no-profile never; neither: where the
+  // ranks outnumber a calibrated cpu-local's cores.
+  bool profile = false, no_profile = false;
 };
 
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB); }
@@ -328,8 +334,11 @@ std::vector<std::optional<sim::SimResult>> simulate_top(const PlanOptions& o, co
   return simulated;
 }
 
+nlohmann::json on_this_machine_json(const experiments::DecideCandidates& c);
+
 void print_search_json(const Resolved& r, const strategy::PlanReport& rep,
-                       const std::vector<std::optional<sim::SimResult>>& simulated) {
+                       const std::vector<std::optional<sim::SimResult>>& simulated,
+                       const std::optional<experiments::DecideCandidates>& profiled) {
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < rep.top.size(); ++i) {
     auto j = candidate_json(rep.top[i]);
@@ -362,6 +371,7 @@ void print_search_json(const Resolved& r, const strategy::PlanReport& rep,
   if (rep.rule_choice) out["rule_choice"] = candidate_json(*rep.rule_choice);
   if (rep.smallest_split) out["smallest_split"] = candidate_json(*rep.smallest_split);
   if (!rep.top.empty()) out["step_seconds"] = rep.top.front().step_seconds();
+  if (profiled) out["on_this_machine"] = on_this_machine_json(*profiled);
   print_json(out);
 }
 
@@ -398,6 +408,60 @@ std::string top_table(const PlanOptions& o, const strategy::PlanReport& rep,
   return t.str();
 }
 
+// The seed's "benchmark a small topology before scaling", in the planner: on a calibrated
+// cpu-local the planner's top and the fastest plan of each family it lacks are priced again on
+// profiles of their own rank shapes, run by as many processes as the plan has workers
+// (experiments/lib/decide.h, as the decide experiment chooses). The calibration's GEMM grid knows
+// no waits at the meetings of ranks that share cores: where ranks outnumbered the cores of a 2-core
+// VM it put TP 4 first for a 12-block MLP on 4 workers (priced 140-153 ms, measured 172-223) over
+// ZeRO-1 (priced 147-162, measured 124-145); a profile holds each shape's meetings and contention.
+// nullopt where it is not asked for or not possible.
+std::optional<experiments::DecideCandidates> price_on_this_machine(const PlanOptions& o, const Resolved& r,
+                                                                   const strategy::PlannerOptions& po,
+                                                                   const strategy::PlanReport& rep) {
+  if (o.no_profile || rep.top.empty()) return std::nullopt;
+  const bool crowded = r.cluster.shares_cores() && r.cluster.devices_per_node > r.cluster.cores_per_node;
+  if (!o.profile && !crowded) return std::nullopt;
+  experiments::WorkloadRates rates(strategy::load_cluster(o.in.cluster), r.model, [&o](const std::string& line) {
+    if (!o.json) fmt::print(stderr, "{}\n", line);
+  });
+  if (!rates.profiles()) {
+    if (o.profile)
+      throw ConfigError("--profile", o.in.cluster,
+                        "a cpu-local calibrated on this machine (`parlab calibrate`) and a model of kind mlp");
+    return std::nullopt;
+  }
+  experiments::DecideCandidates c = experiments::gather_candidates(r.model, r.cluster, po, rep, rep.world, "");
+  experiments::price_on_profiles(c, rates, r.model, rep.world);
+  return c;
+}
+
+nlohmann::json on_this_machine_json(const experiments::DecideCandidates& c) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& d : c.cands) rows.push_back(experiments::to_json(d));
+  return {{"candidates", rows}, {"choice", c.cands.front().plan}, {"notes", c.notes}};
+}
+
+// The candidates as priced on their profiles, cheapest first, beside the planner's price.
+void print_on_this_machine(const PlanOptions& o, const Resolved& r, const experiments::DecideCandidates& c) {
+  Table t({"#", "from", "plan", "family", "planner", "on its profile", "profile/planner"});
+  for (size_t i = 0; i < c.cands.size(); ++i) {
+    const auto& d = c.cands[i];
+    t.add({std::to_string(i + 1), d.origin, d.name, d.family, units::format_seconds(d.planner_step_seconds),
+           units::format_seconds(d.predicted_step_seconds),
+           fmt::format("{:.2f}", d.predicted_step_seconds / d.planner_step_seconds)});
+  }
+  fmt::print(
+      "On this machine: the candidates priced again on profiles of their own rank shapes, {} processes in "
+      "lockstep on {} cores (what the grid leaves out: contention between ranks, the waits at their meetings)\n{}",
+      r.world, r.cluster.cores_per_node, t.str());
+  for (const std::string& n : c.notes) fmt::print("{}\n", n);
+  fmt::print("Choice on this machine: {} ({} a step on its profile).\n", c.cands.front().name,
+             units::format_seconds(c.cands.front().predicted_step_seconds));
+  fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n",
+             o.in.model.empty() ? "..." : o.in.model, o.in.cluster, r.world, c.cands.front().plan);
+}
+
 void run_search(const PlanOptions& o) {
   const Resolved r = load_inputs(o.in);
   strategy::PlannerOptions po;
@@ -407,8 +471,9 @@ void run_search(const PlanOptions& o) {
   if (!o.json)
     fmt::print(stderr, "searching plans for {} on {} x {} ...\n", r.model.name, r.world, r.cluster.device.name);
   const auto rep = strategy::search_plans(r.model, r.cluster, po);
+  const auto profiled = price_on_this_machine(o, r, po, rep);
   const auto simulated = simulate_top(o, r, rep);
-  if (o.json) return print_search_json(r, rep, simulated);
+  if (o.json) return print_search_json(r, rep, simulated, profiled);
   fmt::print("Model {} ({} parameters) on {} x {}, global batch {}\n", r.model.name,
              units::format_count(r.model.total_params()), rep.world, r.cluster.device.name, rep.global_batch);
   fmt::print("Searched {} plans in {}: {} valid, {} fit in memory.\n\n", rep.evaluated,
@@ -416,8 +481,11 @@ void run_search(const PlanOptions& o) {
   if (!rep.top.empty()) {
     fmt::print("Fastest plans that fit (analytic critical path; memory = fullest rank / device)\n{}\n",
                top_table(o, rep, simulated));
-    fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n",
-               o.in.model.empty() ? "..." : o.in.model, o.in.cluster, rep.world, rep.top.front().plan.to_string());
+    if (profiled)
+      print_on_this_machine(o, r, *profiled);
+    else
+      fmt::print("Run it:  parlab plan --model {} --cluster {} --world {} --plan {}\n\n",
+                 o.in.model.empty() ? "..." : o.in.model, o.in.cluster, rep.world, rep.top.front().plan.to_string());
   }
   for (const auto& line : rep.explanation) fmt::print("{}\n", line);
 }
@@ -452,6 +520,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option(
       "--simulate", opts->simulate,
       "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
+  auto* profile = cmd->add_flag(
+      "--profile", opts->profile,
+      "Price the candidates again on profiles of their own rank shapes run on this machine (a calibrated cpu-local; "
+      "a second or two each); the default where the ranks outnumber its cores");
+  cmd->add_flag("--no-profile", opts->no_profile, "Price on the calibration's grid alone")->excludes(profile);
   cmd->callback([opts, cmd] {
     if (!opts->ledger_gb.empty()) {
       if (!opts->in.model.empty() || opts->in.params_given)

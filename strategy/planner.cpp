@@ -538,9 +538,9 @@ std::string shared_cores_line(const PlanReport& report, const ClusterSpec& c) {
          " cores, and " + p.short_name() +
          "'s ranks meet at every block or hand-off, where a partner may be waiting for a core; this price leaves "
          "those waits out (measured on a 2-core VM with 4 ranks: tensor and pipeline plans ran up to 1.5x their "
-         "price, data-parallel ones at or under theirs). To choose on this machine, run an experiment of kind "
-         "\"decide\": it prices the candidates "
-         "on profiles of their own and trains them.";
+         "price, data-parallel ones at or under theirs). On a calibrated cpu-local `parlab plan` prices the "
+         "candidates again on profiles of their own rank shapes, which hold those waits; an experiment of kind "
+         "\"decide\" also trains them.";
 }
 
 std::vector<std::string> explain(const PlanReport& report, const ClusterSpec& c, double margin) {

@@ -8,8 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "strategy/cluster_spec.h"
+#include "strategy/model_spec.h"
 #include "strategy/plan.h"
 #include "strategy/plan_split.h"
+#include "strategy/planner.h"
 
 namespace parlab::experiments {
 
@@ -32,6 +35,31 @@ struct DecideCandidate {
   std::optional<long long> measured_run;
   std::string not_run;  // why it has no measurement (the runtime refused it, the run failed)
 };
+
+class WorkloadRates;  // experiments/lib/predict_cluster.h
+
+// The candidates a choice is made among, each with its plan and the cluster it is priced on.
+struct DecideCandidates {
+  std::vector<DecideCandidate> cands;
+  std::vector<strategy::Plan> plans;
+  std::vector<strategy::ClusterSpec> clusters;  // each priced on its own profile (price_on_profiles)
+  std::vector<std::string> notes;               // the compute models used, one sentence each
+};
+
+// The planner's top (`rep`, searched with `po`), then the plan of each family the top lacks
+// (DDP, ZeRO, tensor, pipeline) that the planner prices fastest, at the top's global batch.
+// `keep`: plan keys every family's search keeps fixed besides its own axis ("" for none).
+DecideCandidates gather_candidates(const strategy::ModelSpec& model, const strategy::ClusterSpec& cluster,
+                                   strategy::PlannerOptions po, const strategy::PlanReport& rep, int workers,
+                                   const std::string& keep);
+
+// The seed's "benchmark a small topology before scaling": on a calibrated cpu-local each
+// candidate is priced again on a profile of its own rank shape run by as many processes as it
+// has workers (predict_cluster.h) -- the planner's cluster knows one compute rate for every
+// shape and no waits at the meetings of ranks that share cores -- and the candidates are sorted
+// by that price (stable: ties keep the planner's order), so candidate 0 is the choice so priced.
+// Without profiles (another cluster, another model) the planner's prices stay.
+void price_on_profiles(DecideCandidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers);
 
 // Candidate 0 is the planner's first choice.
 struct Decision {

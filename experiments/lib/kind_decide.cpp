@@ -38,48 +38,6 @@ std::string percent(double x) {
   return b;
 }
 
-// The fastest plan of one family as the planner prices it: a search per degree of the family's
-// own axis (the planner searches whatever a fixed plan leaves open); nullopt when none fits.
-std::optional<strategy::Candidate> best_of_family(const strategy::ModelSpec& model,
-                                                  const strategy::ClusterSpec& cluster,
-                                                  const strategy::PlannerOptions& base, const std::string& family,
-                                                  int workers) {
-  std::vector<std::string> fixes;
-  if (family == "DDP") fixes = {"tp=1,pp=1,zero=0"};
-  if (family == "ZeRO") fixes = {"tp=1,pp=1,zero=1", "tp=1,pp=1,zero=2", "tp=1,pp=1,zero=3"};
-  for (int d = 2; d <= workers; ++d)
-    if (workers % d == 0) {
-      if (family == "tensor") fixes.push_back("pp=1,tp=" + std::to_string(d));
-      if (family == "pipeline") fixes.push_back("pp=" + std::to_string(d));
-    }
-  for (std::string& fix : fixes) fix += "," + kTrainable;
-  std::optional<strategy::Candidate> best;
-  for (const std::string& fix : fixes) {
-    strategy::PlannerOptions o = base;
-    o.fixed = strategy::parse_plan(fix);
-    o.top = 8;  // the fastest among its walked best, not its simplest-within-the-margin choice
-    try {
-      const strategy::PlanReport r = strategy::search_plans(model, cluster, o);
-      for (const strategy::Candidate& c : r.top)
-        if (plan_family(c.plan) == family && (!best || c.step_seconds() < best->step_seconds())) best = c;
-    } catch (const ConfigError&) {
-      // this degree has no valid plan at this global batch: the family's others may
-    }
-  }
-  return best;
-}
-
-DecideCandidate candidate_of(const strategy::Candidate& c, const std::string& origin) {
-  DecideCandidate d;
-  d.plan = c.plan.to_string();
-  d.name = split_label(strategy::to_json(c.plan));  // as compare names its row
-  d.family = plan_family(c.plan);
-  d.origin = origin;
-  d.predicted_step_seconds = d.planner_step_seconds = c.step_seconds();
-  d.global_batch = double(c.plan.global_batch);
-  return d;
-}
-
 std::string table_of(const std::vector<DecideCandidate>& cands) {
   TextTable t({"#", "from", "plan", "family", "predicted", "planner", "measured", "error", "note"});
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -94,68 +52,11 @@ std::string table_of(const std::vector<DecideCandidate>& cands) {
   return t.str();
 }
 
-}  // namespace
-
-namespace {
-
-// The candidates: the planner's top, then the best plan of each family the top lacks.
-struct Candidates {
-  std::vector<DecideCandidate> cands;
-  std::vector<strategy::Plan> plans;
-  std::vector<strategy::ClusterSpec> clusters;  // each priced on its own profile (price_on_profiles)
-  std::vector<std::string> notes;
-};
-
-Candidates gather_candidates(const strategy::ModelSpec& model, const strategy::ClusterSpec& cluster,
-                             strategy::PlannerOptions po, const strategy::PlanReport& rep, int workers) {
-  Candidates c;
-  for (size_t i = 0; i < rep.top.size(); ++i) {
-    c.cands.push_back(candidate_of(rep.top[i], "top " + std::to_string(i + 1)));
-    c.plans.push_back(rep.top[i].plan);
-  }
-  for (const char* family : kPlanFamilies) {
-    bool present = false;
-    for (const DecideCandidate& d : c.cands) present = present || d.family == family;
-    if (present) continue;
-    po.global_batch = rep.global_batch;  // the top's, so every candidate trains the same samples
-    if (const auto best = best_of_family(model, cluster, po, family, workers)) {
-      c.cands.push_back(candidate_of(*best, std::string("best ") + family));
-      c.plans.push_back(best->plan);
-    }
-  }
-  return c;
-}
-
-// The seed's "benchmark a small topology before scaling": on a calibrated cpu-local each
-// candidate is priced again on a profile of its own rank shape run by as many processes as it
-// has workers (predict_cluster.h) -- the planner's cluster knows one compute rate for every
-// shape and no contention between ranks -- and the first choice is the cheapest so priced.
-void price_on_profiles(Candidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers) {
-  for (size_t i = 0; i < c.cands.size(); ++i) {
-    const PredictionCluster pc = rates.for_plan(c.plans[i], workers);
-    c.clusters.push_back(pc.cluster);
-    if (rates.profiles()) {
-      c.cands[i].predicted_step_seconds = strategy::estimate_step(model, c.plans[i], pc.cluster).step_seconds;
-      if (std::find(c.notes.begin(), c.notes.end(), pc.note) == c.notes.end()) c.notes.push_back(pc.note);
-    }
-  }
-  std::vector<size_t> order(c.cands.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return c.cands[a].predicted_step_seconds < c.cands[b].predicted_step_seconds;
-  });
-  Candidates sorted;
-  for (size_t i : order)
-    sorted.cands.push_back(c.cands[i]), sorted.plans.push_back(c.plans[i]), sorted.clusters.push_back(c.clusters[i]);
-  sorted.notes = std::move(c.notes);
-  c = std::move(sorted);
-}
-
 // Rounds after the first (DecideTask::rounds): the candidates that ran measured again, the order
 // reversed every other round, so a minute in which the machine slowed lands on one round of a
 // candidate; each one's measured step becomes the median of its rounds, its +- the larger of the
 // steps' spread and the rounds', recorded on its last run (rounds.*) where compare reads them.
-void measure_more_rounds(Context& ctx, const DecideTask& t, Candidates& c) {
+void measure_more_rounds(Context& ctx, const DecideTask& t, DecideCandidates& c) {
   std::vector<size_t> ran;
   for (size_t i = 0; i < c.cands.size(); ++i)
     if (c.cands[i].measured_step_seconds) ran.push_back(i);
@@ -184,7 +85,7 @@ void measure_more_rounds(Context& ctx, const DecideTask& t, Candidates& c) {
 // Each candidate run as the splits experiment runs a plan: its analytic run (the cost model's
 // walk, whose error `compare` shows) and its measured one. One the runtime refuses stays in
 // the table with the reason, outside the regret and the correlation.
-void measure_candidates(Context& ctx, const DecideTask& t, const strategy::ModelSpec& model, Candidates& c) {
+void measure_candidates(Context& ctx, const DecideTask& t, const strategy::ModelSpec& model, DecideCandidates& c) {
   for (size_t i = 0; i < c.cands.size(); ++i) {
     try {
       const SplitRow row = run_split(ctx, {c.cands[i].name,
@@ -257,7 +158,7 @@ void run_decide(Context& ctx, const DecideTask& t) {
     throw ConfigError("decide.model", t.model,
                       "a model some split of which fits " + std::to_string(t.workers) + " workers");
 
-  Candidates c = gather_candidates(model, cluster, po, rep, t.workers);
+  DecideCandidates c = gather_candidates(model, cluster, po, rep, t.workers, kTrainable);
   WorkloadRates rates(strategy::load_cluster(resolve_ref(ctx, t.cluster)), model,
                       [&ctx](const std::string& line) { ctx.progress(line); });
   price_on_profiles(c, rates, model, t.workers);

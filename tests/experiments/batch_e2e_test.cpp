@@ -550,4 +550,66 @@ TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
   for (const CompareRow& r : c.rows) EXPECT_TRUE(r.measured && r.analytic) << r.split;
 }
 
+// `parlab plan` on a calibrated cpu-local prices its candidates again on profiles of their own
+// rank shapes, as the decide experiment chooses: the planner's top and the best of each family it
+// lacks, cheapest on its profile first, that one the choice on this machine; --no-profile keeps
+// the grid's price alone; --profile without a calibration is a clear error.
+TEST(BatchEndToEnd, PlanPricesItsCandidatesOnProfilesOfThisMachine) {
+  Scratch s;
+  write_test_calibration(s.dir, 10e-6, 1e9);
+  const std::vector<std::string> env = {"PARLAB_RESULTS=" + s.dir.string(), "OPENBLAS_NUM_THREADS=1"};
+  const std::vector<std::string> plan = {testing::parlab_bin(),
+                                         "plan",
+                                         "--model",
+                                         kModel,
+                                         "--cluster",
+                                         "cpu-local",
+                                         "--world",
+                                         "4",
+                                         "--gbs",
+                                         "16",
+                                         "--top",
+                                         "2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = plan;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return testing::run_process(argv, env);
+  };
+  const auto r = with({"--profile", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("on_this_machine")) << r.out;
+  const nlohmann::json& rows = j["on_this_machine"]["candidates"];
+  std::set<std::string> families, plans;
+  bool repriced = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    families.insert(rows[i].at("family").get<std::string>());
+    plans.insert(rows[i].at("plan").get<std::string>());
+    const double profiled = rows[i].at("predicted_step_seconds").get<double>();
+    repriced = repriced || profiled != rows[i].at("planner_step_seconds").get<double>();
+    if (i > 0) {
+      EXPECT_LE(rows[i - 1].at("predicted_step_seconds").get<double>(), profiled) << "cheapest first";
+    }
+  }
+  EXPECT_EQ(families, (std::set<std::string>{"DDP", "ZeRO", "tensor", "pipeline"}));
+  EXPECT_EQ(plans.size(), rows.size());
+  EXPECT_TRUE(repriced) << "the profiles priced no candidate differently from the grid";
+  EXPECT_EQ(j["on_this_machine"]["choice"], rows.front().at("plan"));
+  EXPECT_FALSE(j["on_this_machine"]["notes"].empty());
+
+  const auto text = with({"--profile"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Choice on this machine: " + rows.front().at("name").get<std::string>()), std::string::npos)
+      << text.out;
+  const auto grid = with({"--no-profile", "--json"});
+  ASSERT_EQ(grid.exit_code, 0) << grid.err;
+  EXPECT_FALSE(nlohmann::json::parse(grid.out).contains("on_this_machine"));
+
+  const auto bare = testing::run_process({testing::parlab_bin(), "plan", "--model", kModel, "--cluster", "dgx-a100",
+                                          "--world", "4", "--gbs", "16", "--profile"},
+                                         env);
+  EXPECT_NE(bare.exit_code, 0);
+  EXPECT_NE(bare.err.find("--profile"), std::string::npos) << bare.err;
+}
+
 }  // namespace parlab::experiments
