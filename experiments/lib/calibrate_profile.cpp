@@ -373,9 +373,14 @@ strategy::ClusterSpec cluster_for_profile(const strategy::ClusterSpec& cluster, 
   // the model's), one microbatch through all its layers, as the step program counts them.
   strategy::ModelSpec ran = model;
   if (p.hidden > 0) ran.hidden = p.hidden, ran.ffn = p.ffn, ran.layers = p.blocks, ran.classes = p.classes;
+  // The trainer's kernels do not recompute activations, so neither did the profile: its FLOPs are
+  // the forward and backward alone, and a plan that recomputes pays its extra forwards at that rate
+  // (counted with them, the rate rose by the recomputation and the plan cost what one without it
+  // did: `parlab plan` priced deep-mlp's DDP x3 with full recomputation at the same 245 ms).
   strategy::Plan one = plan;
   one.microbatch = p.microbatch;
   one.tp = one.pp = one.v = 1;
+  one.recompute = strategy::Recompute::kNone;
   const strategy::LayerRange all{0, int(ran.layer_list().size())};
   const double flops = strategy::forward_flops(ran, one, all) + strategy::backward_flops(ran, one, all);
   // Processes beyond the cores each got a share of one; the models share the cores out again:

@@ -633,6 +633,18 @@ TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
               1e-6 * r.device.peak_flops_fp32);
 }
 
+// The profile ran the trainer's kernels, which do not recompute: its rate is that of the forward
+// and backward alone, whatever the plan, and a plan that recomputes pays its extra forwards on top.
+TEST(WorkloadProfile, ARecomputingPlanPaysItsForwardsAgainAtTheProfilesRate) {
+  SharedCoreCase k(2);
+  const strategy::Plan plain = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), k.m, 1);
+  const strategy::Plan full = strategy::resolve(strategy::parse_plan("gbs=32,mb=8,recompute=full"), k.m, 1);
+  const auto a = cluster_for_profile(k.c, k.m, plain, k.p), b = cluster_for_profile(k.c, k.m, full, k.p);
+  EXPECT_DOUBLE_EQ(a.device.peak_flops_fp32, b.device.peak_flops_fp32);
+  EXPECT_GT(strategy::estimate_step(k.m, full, strategy::with_world(b, 1)).step_seconds,
+            1.1 * strategy::estimate_step(k.m, plain, strategy::with_world(a, 1)).step_seconds);
+}
+
 // Three processes on two cores: one core ran one of them, which finished its microbatches early,
 // so the mean of the processes' own times (4 ms) is faster than what the cores did in a step. The
 // rates come from the steps' makespans (5 ms a microbatch, 3 ms the update), shared out again per
