@@ -15,6 +15,7 @@
 #include "strategy/consistency.h"
 #include "strategy/cost_model.h"
 #include "base/errors.h"
+#include "experiments/lib/predict_cluster.h"
 #include "strategy/io.h"
 #include "base/units.h"
 
@@ -32,6 +33,7 @@ struct SimulateOptions {
   bool exact = false;
   bool per_rank = false;
   bool json = false;
+  bool profile = false;  // on a profile of the plan's rank shape run on this machine (predict_cluster.h)
 };
 
 struct CollectiveOptions {
@@ -143,8 +145,26 @@ void print_human(const Resolved& r, const sim::SimOptions& so, const sim::SimRes
   }
 }
 
+// The cluster the experiments predict this plan on, on this machine: the calibrated cpu-local with
+// the rates of a profile of the plan's own rank shape, run by as many processes as it has workers.
+experiments::PredictionCluster on_profile(const SimulateOptions& o, const Resolved& r) {
+  experiments::WorkloadRates rates(strategy::load_cluster(o.in.cluster), r.model, [&o](const std::string& line) {
+    if (!o.json) fmt::print(stderr, "{}\n", line);
+  });
+  if (!rates.profiles())
+    throw ConfigError("--profile", o.in.cluster,
+                      "a cpu-local calibrated on this machine (`parlab calibrate`) and a model of kind mlp");
+  return rates.for_plan(r.plan, r.world);
+}
+
 void run_simulate(const SimulateOptions& o) {
-  const Resolved r = resolve_inputs(o.in);
+  Resolved r = resolve_inputs(o.in);
+  std::string compute_model;  // the profile's note, where the rates are a profile's
+  if (o.profile) {
+    const experiments::PredictionCluster pc = on_profile(o, r);
+    r.cluster = pc.cluster, compute_model = pc.note;
+    if (!o.json) fmt::print("{}\n", compute_model);
+  }
   sim::SimOptions so;
   so.steps = o.steps;
   so.warmup_steps = o.warmup;
@@ -175,6 +195,7 @@ void run_simulate(const SimulateOptions& o) {
     nlohmann::json j = sim::to_json(s);
     j["model"] = strategy::to_json(r.model);
     j["cluster"] = strategy::to_json(r.cluster);
+    if (!compute_model.empty()) j["compute_model"] = compute_model;
     j["plan"] = strategy::to_json(r.plan);
     j["world"] = r.world;
     j["faults"] = nlohmann::json::array();
@@ -241,6 +262,9 @@ void add_simulate_command(CLI::App& app) {
                 "message as a SimGrid flow (slower; finer under contention) instead of coalescing them and\n"
                 "timing collectives that have their links to themselves in closed form");
   cmd->add_flag("--per-rank", opts->per_rank, "One table row per rank even for big worlds");
+  cmd->add_flag("--profile", opts->profile,
+                "On a calibrated cpu-local: simulate on the rates of a profile of the plan's own rank shape run here "
+                "(as many processes as workers, a second or two), as the experiments predict");
   cmd->add_flag("--json", opts->json,
                 "Machine-readable output (the analytic model's keys, analytic under \"analytic\")");
 

@@ -612,4 +612,32 @@ TEST(BatchEndToEnd, PlanPricesItsCandidatesOnProfilesOfThisMachine) {
   EXPECT_NE(bare.err.find("--profile"), std::string::npos) << bare.err;
 }
 
+// `parlab simulate --profile` simulates on the rates the experiments predict with: a profile of
+// the plan's own rank shape on this machine, not the calibration's rates; without a calibration
+// it is a clear error.
+TEST(BatchEndToEnd, SimulateOnAProfileOfThePlansShape) {
+  Scratch s;
+  write_test_calibration(s.dir, 10e-6, 1e9);
+  const std::vector<std::string> env = {"PARLAB_RESULTS=" + s.dir.string(), "OPENBLAS_NUM_THREADS=1"};
+  auto simulate = [&](const std::string& cluster, bool profile) {
+    std::vector<std::string> argv = {
+        testing::parlab_bin(), "simulate", "--model", kModel, "--cluster", cluster, "--world", "2", "--plan",
+        "dp=2,gbs=16",         "--json"};
+    if (profile) argv.push_back("--profile");
+    return testing::run_process(argv, env);
+  };
+  const auto grid = simulate("cpu-local", false), profiled = simulate("cpu-local", true);
+  ASSERT_EQ(grid.exit_code, 0) << grid.err;
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  const nlohmann::json a = nlohmann::json::parse(grid.out)["cluster"]["device"];
+  const nlohmann::json b = nlohmann::json::parse(profiled.out)["cluster"]["device"];
+  EXPECT_NE(a.dump(), b.dump()) << "the profile's rates are the calibration's";
+  EXPECT_NE(nlohmann::json::parse(profiled.out).value("compute_model", "").find("a profile of this workload"),
+            std::string::npos)
+      << profiled.out;
+  const auto bare = simulate("dgx-a100", true);
+  EXPECT_NE(bare.exit_code, 0);
+  EXPECT_NE(bare.err.find("--profile"), std::string::npos) << bare.err;
+}
+
 }  // namespace parlab::experiments
