@@ -254,7 +254,9 @@ class Executor {
   bool skipped(const strategy::Op& op) const;
 
   void wait_for_deps(const strategy::Op& op);
-  void wait_work(int op_id);
+  // Waits for op `op_id`'s Work and books the wait as exposed communication: from `since` (the
+  // handler's start for a collective the compute stream runs itself) or from now.
+  void wait_work(int op_id, double since = -1);
   void drain();
   void collect_comm_events();
   void add_compute_event(const strategy::Op& op, double start, double end);
@@ -299,6 +301,9 @@ class Executor {
   std::vector<int> issued_index_;  // op id -> index into issued_, -1 if not a comm op
   std::vector<Issued> issued_;
   int last_comm_stream_op_ = -1;
+  // When the handler of the op being run started: a compute-stream collective blocks the compute
+  // stream from here (it may run inline, on this thread, inside its issue call) to its end.
+  double handler_started_ = 0;
   ExecResult result_;
   std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;                 // by the op id that owns them
   std::multimap<int64_t, std::unique_ptr<model::ComputeBuffer>> spare_buffers_;  // freed this step, by size

@@ -580,5 +580,23 @@ TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
   EXPECT_GE(t.idle_seconds, 0.0);
 }
 
+// A tensor-parallel all-reduce blocks the compute stream from its issue to its end, and it runs on
+// the calling thread where the communicator's thread is idle (caller_waits): its whole time is the
+// step's exposed communication, never its idle part.
+TEST(ExecutorTest, InlineTensorParallelCollectivesAreExposedCommunication) {
+  const TrainConfig cfg = tiny_config("gbs=8,mb=4,tp=2", 2, 64);
+  const auto runs = train_threads(2, cfg, 2);
+  for (const RankRun& run : runs) {
+    const StepRecord& rec = run.records.at(1);
+    double tp = 0;
+    int calls = 0;
+    for (const OpEvent& e : rec.events)
+      if (e.stream == "compute" && e.op == "all-reduce") tp += e.end_seconds - e.start_seconds, ++calls;
+    ASSERT_GT(calls, 0) << "no tensor-parallel all-reduce on the compute stream";
+    EXPECT_GT(tp, 0.0);
+    EXPECT_GE(rec.times.exposed_comm_seconds, tp - 1e-6) << calls << " all-reduces";
+  }
+}
+
 }  // namespace
 }  // namespace parlab::train
