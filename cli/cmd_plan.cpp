@@ -488,6 +488,10 @@ void run_search(const PlanOptions& o) {
                  o.in.model.empty() ? "..." : o.in.model, o.in.cluster, rep.world, rep.top.front().plan.to_string());
   }
   for (const auto& line : rep.explanation) fmt::print("{}\n", line);
+  if (profiled && !rep.top.empty() && profiled->cands.front().plan != rep.top.front().plan.to_string())
+    fmt::print("On this machine the profiles put {} first ({} a step), not {}: choose {}.\n",
+               profiled->cands.front().name, units::format_seconds(profiled->cands.front().predicted_step_seconds),
+               rep.top.front().plan.short_name(), profiled->cands.front().name);
 }
 
 }  // namespace

@@ -601,6 +601,9 @@ TEST(BatchEndToEnd, PlanPricesItsCandidatesOnProfilesOfThisMachine) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("Choice on this machine: " + rows.front().at("name").get<std::string>()), std::string::npos)
       << text.out;
+  // Where the profiles choose another plan than the grid's first, the explanation says so.
+  const bool differs = j["top"][0]["plan"]["text"] != j["on_this_machine"]["choice"];
+  EXPECT_EQ(text.out.find("On this machine the profiles put") != std::string::npos, differs) << text.out;
   const auto grid = with({"--no-profile", "--json"});
   ASSERT_EQ(grid.exit_code, 0) << grid.err;
   EXPECT_FALSE(nlohmann::json::parse(grid.out).contains("on_this_machine"));
