@@ -129,11 +129,16 @@ double modelled_comm_seconds(const strategy::ModelSpec& model, const strategy::P
   return seconds;
 }
 
-std::string vs(double measured, double predicted) {
-  char b[64];
+// "measured / predicted (error)"; where the prediction is nothing (the simulator's idle of a plan
+// without a pipeline), a relative error has no meaning: the gap is given as a share of `step`.
+std::string vs(double measured, double predicted, double step = 0) {
+  char b[80];
   if (predicted > 1e-6) {
     std::snprintf(b, sizeof b, "%8.1f / %8.1f (%+4.0f%%)", measured * 1e3, predicted * 1e3,
                   100 * (measured / predicted - 1));
+  } else if (step > 0) {
+    std::snprintf(b, sizeof b, "%8.1f / %8.1f (%+.1f%% of the step)", measured * 1e3, predicted * 1e3,
+                  100 * (measured - predicted) / step);
   } else {
     std::snprintf(b, sizeof b, "%8.1f / %8.1f (  -  )", measured * 1e3, predicted * 1e3);
   }
@@ -223,17 +228,17 @@ int main(int argc, char** argv) {
       "what the communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
       turns ? "the waits + the core lost, as comm and compute take turns for the cores" : "the waits",
       sized.serializes_comm_with_compute() ? ", in turns" : ", overlapped: the larger");
-  std::printf("%-7s %32s %32s %32s %32s %s\n", "split", "step", "exposed comm", "idle", "comm busy / model",
+  std::printf("%-7s %32s %32s %42s %32s %s\n", "split", "step", "exposed comm", "idle", "comm busy / model",
               "step / comm model allows");
   for (const Row& row : rows) {
     const strategy::RankTimes& s0 = row.simulated.ranks.at(0);
     const double allows = sized.serializes_comm_with_compute() ? row.measured.compute + row.comm_model
                                                                : std::max(row.measured.compute, row.comm_model);
-    std::printf("%-7s %32s %32s %32s %32s %s\n", row.name.c_str(),
+    std::printf("%-7s %32s %32s %42s %32s %s\n", row.name.c_str(),
                 vs(row.measured.step, row.simulated.step_seconds).c_str(),
                 vs(row.measured.exposed + (turns ? row.measured.core_lost : 0), s0.exposed_comm_seconds).c_str(),
-                vs(row.measured.idle, s0.bubble_seconds).c_str(), vs(row.measured.comm, row.comm_model).c_str(),
-                vs(row.measured.step, allows).c_str());
+                vs(row.measured.idle, s0.bubble_seconds, row.measured.step).c_str(),
+                vs(row.measured.comm, row.comm_model).c_str(), vs(row.measured.step, allows).c_str());
   }
   return 0;
 }
