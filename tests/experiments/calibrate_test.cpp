@@ -606,6 +606,8 @@ struct SharedCoreCase {
     p.parameters = m.layers * (2 * m.hidden * m.ffn + m.ffn + m.hidden) + m.hidden * m.classes + m.classes;
     p.fwdbwd_seconds = 3e-3, p.data_seconds = 1e-3, p.optimizer_seconds = 2e-3;
   }
+  // Forward + backward FLOPs of one sample through the whole model (the step program's count).
+  double per_sample() const { return 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes); }
 };
 
 // Four processes on two cores each measured a shared core: the cluster gets rates per core (x 4/2),
@@ -617,7 +619,7 @@ TEST(WorkloadProfile, RatesPerCoreWhereProcessesExceedCores) {
   const strategy::ClusterSpec& c = k.c;
   WorkloadProfile& p = k.p;
   const strategy::Plan plan = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 1);
-  const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
+  const double per_sample = k.per_sample();
   const auto r = cluster_for_profile(c, m, plan, p);
   EXPECT_NEAR(r.device.peak_flops_fp32, 2 * 8 * per_sample / 4e-3, 1e-6 * r.device.peak_flops_fp32);
   EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), 2 * double(p.parameters) * 28 / 2e-3, 1e-6);
@@ -656,7 +658,7 @@ TEST(WorkloadProfile, RatesFromTheMakespanWhereProcessesShareCores) {
   WorkloadProfile& p = k.p;
   p.microbatch_makespan_seconds = 5e-3, p.optimizer_makespan_seconds = 3e-3;
   const strategy::Plan plan = strategy::resolve(strategy::parse_plan("gbs=32,mb=8"), m, 1);
-  const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
+  const double per_sample = k.per_sample();
   const auto r = cluster_for_profile(c, m, plan, p);
   EXPECT_NEAR(r.device.peak_flops_fp32, 1.5 * 8 * per_sample / 5e-3, 1e-6 * r.device.peak_flops_fp32);
   EXPECT_NEAR(r.device.achieved_memory_bytes_per_s(), 1.5 * double(p.parameters) * 28 / 3e-3, 1e-6);
@@ -710,7 +712,7 @@ TEST(WorkloadProfile, DataParallelPlansArePricedOnCpuTimeOthersOnMakespans) {
   WorkloadProfile& p = k.p;
   p.microbatch_makespan_seconds = 5e-3, p.optimizer_makespan_seconds = 3e-3;
   p.microbatch_cpu_seconds = 2.5e-3, p.optimizer_cpu_seconds = 1.25e-3;
-  const double per_sample = 3.0 * (double(m.layers) * 4 * m.hidden * m.ffn + 2.0 * m.hidden * m.classes);
+  const double per_sample = k.per_sample();
   for (const char* text : {"gbs=32,mb=8", "zero=1,gbs=32,mb=8", "zero=2,gbs=32,mb=8"}) {
     const strategy::Plan plan = strategy::resolve(strategy::parse_plan(text), m, 4);
     EXPECT_EQ(shared_core_pricing(c, plan, p), SharedCorePricing::kCpuTime) << text;
