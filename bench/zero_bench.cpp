@@ -18,8 +18,11 @@
 //               the waits plus the core lost (at most one rank per core: more ranks than cores
 //               also lose their core to each other's compute, which the simulator counts as
 //               compute).
-// Each split is also simulated (sim::simulate_plan, the same plan on the cpu-local cluster --
-// the calibrated one when results/clusters/ has it) and its collectives priced by the
+// Each split is also simulated (sim::simulate_plan, the same plan on the cluster the experiments
+// predict it on: on a calibrated cpu-local the rates of a profile of that split's own rank shape,
+// run here by as many processes as it has workers, a second or two each; else the calibration's
+// GEMM grid or the preset, as `parlab simulate --profile` and the splits experiment do; the
+// compute model is printed under the tables) and its collectives priced by the
 // communication model alone (strategy::collective_time, rank 0's comm-stream collectives in
 // order): the second table sets measured step, exposed communication and idle beside the
 // simulator's, and the step beside what the communication model allows (compute measured plus
@@ -41,6 +44,7 @@
 
 #include "bench/ranks.h"
 #include "bench/timing.h"
+#include "experiments/lib/predict_cluster.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/compute/blas_threads.h"
 #include "runtime/train/trainer.h"
@@ -185,8 +189,11 @@ int main(int argc, char** argv) {
     Result measured;
     sim::SimResult simulated;
     double comm_model = 0;
+    std::string compute_model;  // experiments::PredictionCluster::note
   };
   std::vector<Row> rows;
+  // Profiled before each split's ranks start (they fork; no rank thread runs then).
+  experiments::WorkloadRates rates(cluster, spec, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
   for (int zero = 0; zero <= 3; ++zero) {
     train::TrainConfig c;
     c.model = spec;
@@ -196,12 +203,14 @@ int main(int argc, char** argv) {
     c.data_size = c.plan.global_batch * 8;
     c.seed = 1;
     c.comm_timeout = std::chrono::minutes(5);
+    const experiments::PredictionCluster predicted_on = rates.for_plan(c.plan, workers);
     const Result r = run(c, workers, warmup, steps, comm == "shm" ? bench::RanksOver::kShm : bench::RanksOver::kGloo);
     const std::string name = zero == 0 ? "DDP" : "ZeRO-" + std::to_string(zero);
     sim::SimOptions so;
     so.warmup_steps = 1;
     so.steps = 1;
-    rows.push_back({name, r, sim::simulate_plan(spec, c.plan, sized, so), modelled_comm_seconds(spec, c.plan, sized)});
+    rows.push_back({name, r, sim::simulate_plan(spec, c.plan, predicted_on.cluster, so),
+                    modelled_comm_seconds(spec, c.plan, predicted_on.cluster), predicted_on.note});
     if (zero == 0) ddp = r;
     std::string goal;
     char b[160];
@@ -240,5 +249,7 @@ int main(int argc, char** argv) {
                 vs(row.measured.idle, s0.bubble_seconds, row.measured.step).c_str(),
                 vs(row.measured.comm, row.comm_model).c_str(), vs(row.measured.step, allows).c_str());
   }
+  std::printf("\nSimulated on (the cluster the experiments predict each split on):\n");
+  for (const Row& row : rows) std::printf("  %-7s %s\n", row.name.c_str(), row.compute_model.c_str());
   return 0;
 }
