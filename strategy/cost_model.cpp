@@ -256,7 +256,7 @@ class Walker {
     // (ClusterSpec::serializes_comm_with_compute): compute first, as the walk places it.
     // Except a collective that overlaps compute (Op::overlaps_compute).
     if (serialize_) {
-      if (stream == 1 && op.is_collective() && !op.overlaps_compute) r.at = std::max(r.at, s.free_at[0]);
+      if (stream == 1 && op.is_collective() && !overlaps_compute_on(op, cluster_)) r.at = std::max(r.at, s.free_at[0]);
       if (stream == 0 && s.last_comm_collective_end > r.at) {
         r.at = s.last_comm_collective_end;
         r.after_comm_stream = true;
@@ -412,9 +412,9 @@ class Walker {
 
   // The compute stream's books: its idle gap before the op when it waited for communication,
   // and what the op itself is (compute by kind, or a synchronous collective: exposed).
-  static void account(State& s, int stream, const Op& op, const Interval& w, const Readiness& r) {
+  void account(State& s, int stream, const Op& op, const Interval& w, const Readiness& r) const {
     if (stream != 0) {
-      if (op.is_collective() && !op.overlaps_compute)
+      if (op.is_collective() && !overlaps_compute_on(op, cluster_))
         s.last_comm_collective_end = std::max(s.last_comm_collective_end, w.finish);
       return;
     }

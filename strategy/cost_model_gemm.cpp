@@ -187,6 +187,10 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
   return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
 }
 
+bool overlaps_compute_on(const Op& op, const ClusterSpec& cluster) {
+  return op.overlaps_compute && !(cluster.shares_cores() && cluster.devices_per_node > cluster.cores_per_node);
+}
+
 double comm_cpu_bytes(const Op& op, int n) {
   return ring_link_bytes(collective_of(op.kind), op.bytes, n, op.overlaps_compute ? -1 : op.min_chunk_bytes);
 }

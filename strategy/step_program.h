@@ -160,6 +160,8 @@ struct Op {
   // CPU of the pass (comm_cpu_bytes). ZeRO-3's reduce-scatters use the same ring but share the
   // thread with every layer's gathers, which they hold back; there taking turns is what was
   // measured (held2 ZeRO-3 on 2 workers: 112-140 ms exposed; 137.6 taking turns, 105-109 overlapped).
+  // Only while every rank has a core (strategy::overlaps_compute_on): where ranks outnumber the
+  // cores they take turns too (docs/DESIGN.md, "Shared-core hosts").
   bool overlaps_compute = false;
 
   Deps deps;

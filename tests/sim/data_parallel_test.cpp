@@ -343,6 +343,39 @@ TEST(CpuLocal, Zero2ReduceScattersOverlapComputeOnFilledCores) {
   EXPECT_LT(r.ranks[0].exposed_comm_seconds, 0.5 * reduce_scatters + 1e-9);
 }
 
+// Where the ranks outnumber the cores, ZeRO-2's reduce-scatters take turns with compute as every
+// other collective does (strategy::overlaps_compute_on): each meeting needs every rank's
+// communication thread on a core while the compute threads hold them all. None ends before the
+// last backward starts, and every one is exposed, in the simulator as in the cost model.
+TEST(CpuLocal, Zero2ReduceScattersTakeTurnsWhereRanksOutnumberTheCores) {
+  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 4);
+  cluster.comm_cpu_seconds_per_byte = 0;
+  ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
+  const auto model = strategy::load_model("lab-mlp");
+  const auto plan = resolved("zero=2,gbs=256,mb=32,bucket_mb=4", model, cluster, 4);
+  SimOptions o;
+  o.warmup_steps = 0;
+  o.timeline = true;
+  const auto r = simulate_plan(model, plan, cluster, o);
+  const auto analytic = strategy::estimate_step(model, plan, cluster, false);
+  EXPECT_NEAR(r.step_seconds, analytic.step_seconds, 0.02 * analytic.step_seconds);
+  std::vector<std::pair<double, double>> backwards;
+  for (const auto& e : r.timeline)
+    if (e.rank == 0 && e.name.rfind("backward", 0) == 0) backwards.emplace_back(e.start_seconds, e.end_seconds);
+  double reduce_scatters = 0, beside_a_backward = 0;
+  for (const auto& e : r.timeline) {
+    if (e.rank != 0 || e.name.rfind("reduce-scatter", 0) != 0) continue;
+    reduce_scatters += e.end_seconds - e.start_seconds;
+    for (const auto& [b0, b1] : backwards)
+      beside_a_backward += std::max(0.0, std::min(b1, e.end_seconds) - std::max(b0, e.start_seconds));
+  }
+  ASSERT_GT(backwards.size(), 0u);
+  ASSERT_GT(reduce_scatters, 0);
+  EXPECT_LT(beside_a_backward, 1e-9) << "a reduce-scatter ran beside a backward";
+  EXPECT_GE(r.ranks[0].exposed_comm_seconds, reduce_scatters * (1 - 1e-6));
+  EXPECT_GE(analytic.ranks[0].exposed_comm_seconds, reduce_scatters * 0.98);
+}
+
 // Over loopback TCP every byte sent costs CPU on the cores the ranks compute on. Two ranks on two
 // cores: a step cannot take less than the CPU work of both ranks (their compute plus their
 // communication's CPU) spread over the two cores.
