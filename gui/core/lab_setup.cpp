@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <set>
 
 #include "base/errors.h"
@@ -49,6 +50,15 @@ std::string SetupInputs::plan_text() const {
 }
 
 std::string SetupInputs::model_label() const { return trimmed(params).empty() ? model : "params=" + trimmed(params); }
+
+namespace {
+std::string absolute_if_file(const std::string& name) {
+  return std::filesystem::exists(name) ? std::filesystem::absolute(name).string() : name;
+}
+}  // namespace
+
+std::string SetupInputs::model_for_child() const { return absolute_if_file(model); }
+std::string SetupInputs::cluster_for_child() const { return absolute_if_file(cluster); }
 
 int max_workers(const strategy::ClusterSpec& cluster) {
   return cluster.shares_cores() ? cluster.devices() : kMaxWorkers;

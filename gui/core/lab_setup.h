@@ -28,6 +28,10 @@ struct SetupInputs {
   std::string plan_text() const;
   // The model as the CLI names it (--model X or the bare count).
   std::string model_label() const;
+  // The model and cluster as a child process started elsewhere must name them: a file the lab
+  // read relative to its own folder as an absolute path, a preset's name as it is.
+  std::string model_for_child() const;
+  std::string cluster_for_child() const;
 };
 
 // The plan keys the setup panel offers, in its order.

@@ -3,7 +3,6 @@
 #include <QDir>
 #include <QFile>
 #include <QRegularExpression>
-#include <filesystem>
 
 #include "base/errors.h"
 
@@ -14,10 +13,7 @@ std::string decide_experiment_toml(const LabSetup& setup, int top, int steps) {
     throw ConfigError("--model", setup.inputs.model_label(),
                       "a model with layers: a bare parameter count has no split to measure");
   // A model file the lab read relative to its own folder must still be found from the file's.
-  std::string model = setup.inputs.model;
-  if (std::filesystem::exists(model)) model = std::filesystem::absolute(model).string();
-  std::string cluster = setup.inputs.cluster;
-  if (std::filesystem::exists(cluster)) cluster = std::filesystem::absolute(cluster).string();
+  const std::string model = setup.inputs.model_for_child(), cluster = setup.inputs.cluster_for_child();
   auto quoted = [](const std::string& s) {
     std::string out = "\"";
     for (char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);

@@ -9,6 +9,7 @@
 #include <QVBoxLayout>
 
 #include "gui/core/candidates_model.h"
+#include "gui/core/machine_pricing.h"
 #include "gui/core/memory_model.h"
 #include "gui/core/speedup_decide.h"
 
@@ -22,6 +23,7 @@ PlanView::PlanView(CandidatesModel* model, QWidget* parent, LabOptions options)
     : QWidget(parent), model_(model), options_(std::move(options)) {
   job_ = new PlannerJob(this);
   decide_ = new DecideJob(this);
+  pricing_ = new MachinePricingJob(this);
   auto* layout = new QVBoxLayout(this);
   auto* head = new QHBoxLayout();
   status_ = new QLabel(this);
@@ -32,8 +34,15 @@ PlanView::PlanView(CandidatesModel* model, QWidget* parent, LabOptions options)
       tr("Train the planner's top plans and the best of each other family on this machine "
          "(parlab experiment run, kind = decide): the regret of its choice and how well it ranks"));
   measure_->setEnabled(false);
+  price_ = new QPushButton(tr("&Price on this machine"), this);
+  price_->setToolTip(
+      tr("Price the planner's top plans and the best of each other family again on profiles of their own rank "
+         "shapes run here (parlab plan --profile; a calibrated cpu-local, a second or two a shape): what ranks "
+         "sharing the cores cost each other, which the table's grid leaves out"));
+  price_->setEnabled(false);
   head->addWidget(status_, 1);
   head->addWidget(use_);
+  head->addWidget(price_);
   head->addWidget(measure_);
   layout->addLayout(head);
   decision_ = new QLabel(this);
@@ -58,6 +67,14 @@ PlanView::PlanView(CandidatesModel* model, QWidget* parent, LabOptions options)
     if (model_->report() && r < int(model_->report()->top.size())) emit use_plan(model_->report()->top[size_t(r)].plan);
   });
   connect(measure_, &QPushButton::clicked, this, &PlanView::measure_candidates);
+  connect(price_, &QPushButton::clicked, this, &PlanView::price_on_machine);
+  connect(pricing_, &MachinePricingJob::progress, this, [this](const QString& line) { decision_->setText(line); });
+  connect(pricing_, &MachinePricingJob::finished, this,
+          [this](bool ok, const QString& error, const MachinePricing& pricing) {
+            price_->setEnabled(setup_ && setup_->model.has_layers());
+            decision_->setText(ok && setup_ ? describe_machine_pricing(pricing, setup_->world())
+                                            : tr("Not priced on this machine: %1").arg(error.toHtmlEscaped()));
+          });
   connect(decide_, &DecideJob::progress, this, [this](const QString& line) { decision_->setText(line); });
   connect(decide_, &DecideJob::finished, this, [this](bool ok, const QString& headline, const QString&) {
     measure_->setEnabled(setup_.has_value());
@@ -76,9 +93,18 @@ void PlanView::measure_candidates() {
                  runs_dir_of(options_));
 }
 
+void PlanView::price_on_machine() {
+  if (!setup_ || pricing_->running()) return;
+  price_->setEnabled(false);
+  decision_->setText(
+      tr("Profiling the candidates' rank shapes on %1 processes (parlab plan --profile) …").arg(setup_->world()));
+  pricing_->start(*setup_, options_.parlab.isEmpty() ? find_parlab() : options_.parlab);
+}
+
 void PlanView::set_setup(const LabSetup& setup) {
   setup_ = setup;
   measure_->setEnabled(setup.model.has_layers() && !decide_->running());
+  price_->setEnabled(setup.model.has_layers() && !pricing_->running());
   status_->setText(tr("Searching plans for %1 on %2 devices (global batch %3) …")
                        .arg(QString::fromStdString(setup.model.name))
                        .arg(setup.world())

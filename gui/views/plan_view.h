@@ -4,7 +4,8 @@
 // and where more communication stops paying. The search runs off the UI thread (PlannerJob).
 // "Measure the top candidates" trains the planner's top plans and the best of each other family
 // for real (the decide experiment, a child `parlab experiment run`) and shows its regret and
-// rank correlation.
+// rank correlation. "Price on this machine" prices the candidates again on profiles of their own
+// rank shapes (a child `parlab plan --profile`), as `parlab plan` chooses where ranks share cores.
 #include <QWidget>
 #include <optional>
 
@@ -21,6 +22,7 @@ namespace parlab::gui {
 
 class CandidatesModel;
 class DecideJob;
+class MachinePricingJob;
 
 class PlanView : public QWidget {
   Q_OBJECT
@@ -30,6 +32,8 @@ class PlanView : public QWidget {
   PlannerJob* job() const { return job_; }
   DecideJob* decide_job() const { return decide_; }
   QPushButton* measure_button() const { return measure_; }
+  QPushButton* price_button() const { return price_; }
+  MachinePricingJob* pricing_job() const { return pricing_; }
   QString decision() const;  // the last measurement's headline (or why it could not run)
   QString explanation() const;
   QTableView* table() const { return table_; }
@@ -41,6 +45,7 @@ class PlanView : public QWidget {
  private:
   void on_done(const PlannerOutcome& outcome);
   void measure_candidates();
+  void price_on_machine();
 
   CandidatesModel* model_;
   PlannerJob* job_;
@@ -49,8 +54,10 @@ class PlanView : public QWidget {
   QTextBrowser* explanation_;
   QPushButton* use_;
   QPushButton* measure_;
+  QPushButton* price_;
   QLabel* decision_;
   DecideJob* decide_;
+  MachinePricingJob* pricing_;
   LabOptions options_;
   std::optional<LabSetup> setup_;
 };

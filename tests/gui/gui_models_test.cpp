@@ -15,6 +15,7 @@
 #include "gui/core/candidates_model.h"
 #include "gui/core/history_model.h"
 #include "gui/core/live_steps_model.h"
+#include "gui/core/machine_pricing.h"
 #include "gui/core/memory_model.h"
 #include "gui/core/predictions_model.h"
 #include "gui/core/simulation_job.h"
@@ -44,6 +45,14 @@ using namespace parlab::gui;
 using namespace parlab::gui::test;
 
 namespace {
+
+// What `parlab plan --profile --json` prints under on_this_machine (the rest left out).
+const char* const kPricedJson =
+    R"({"world": 2, "on_this_machine": {"choice": "zero=1,dp=2", "notes": ["compute model: a profile"],
+  "candidates": [
+    {"plan": "zero=1,dp=2", "name": "ZeRO-1 x2", "family": "ZeRO", "origin": "top 2", "predicted_step_seconds": 0.137, "planner_step_seconds": 0.155, "global_batch": 16},
+    {"plan": "tp=2", "name": "TP 2", "family": "tensor", "origin": "top 1", "predicted_step_seconds": 0.215, "planner_step_seconds": 0.150, "global_batch": 16},
+    {"plan": "dp=2", "name": "DDP x2", "family": "DDP", "origin": "best DDP", "predicted_step_seconds": 0.240, "planner_step_seconds": 0.174, "global_batch": 16}]}})";
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // The memory chart against the library's ledger of every rank.
@@ -368,6 +377,82 @@ class GuiModelsTest : public QObject {
     QVERIFY2(text.contains("workers = 2\n"), qPrintable(text));
     QVERIFY2(text.contains("gbs = " + QString::number(lab.setup()->setup()->plan.global_batch) + "\n"),
              qPrintable(text));
+  }
+
+  // `parlab plan --json`'s on_this_machine (cli/cmd_plan.cpp; its contents are held by
+  // BatchEndToEnd.PlanPricesItsCandidatesOnProfilesOfThisMachine) read back: every candidate, the
+  // choice, and the grid's favourite named where the profiles put another first.
+  void machine_pricing_reads_the_plan_commands_json() {
+    const QByteArray json = kPricedJson;
+    const MachinePricing p = parse_machine_pricing(json);
+    QCOMPARE(int(p.candidates.size()), 3);
+    QCOMPARE(QString::fromStdString(p.choice), QString("zero=1,dp=2"));
+    QCOMPARE(QString::fromStdString(p.candidates[1].name), QString("TP 2"));
+    QCOMPARE(p.candidates[1].grid_seconds, 0.150);
+    QCOMPARE(p.candidates[1].profile_seconds, 0.215);
+    QCOMPARE(QString::fromStdString(p.candidates[2].family), QString("DDP"));
+    QCOMPARE(int(p.notes.size()), 1);
+    const QString text = describe_machine_pricing(p, 2);
+    QVERIFY2(text.contains("Choice on this machine: ZeRO-1 x2"), qPrintable(text));
+    QVERIFY2(text.contains("137.0 ms (grid 155.0 ms)"), qPrintable(text));
+    QVERIFY2(text.contains("The grid put TP 2 first"), qPrintable(text));
+    bool threw = false;
+    try {
+      parse_machine_pricing("{\"top\": []}");
+    } catch (const std::exception& e) {
+      threw = QString(e.what()).contains("on_this_machine");
+    }
+    QVERIFY2(threw, "a plan output without on_this_machine must say so");
+    threw = false;
+    try {
+      parse_machine_pricing("not json");
+    } catch (const std::exception& e) {
+      threw = QString(e.what()).contains("not JSON");
+    }
+    QVERIFY(threw);
+  }
+
+  // "Price on this machine" runs `parlab plan --profile --json` for the setup and shows the
+  // choice on this machine; a failure shows the command's own message. A stand-in parlab records
+  // its arguments and prints what the real one prints (the profiles are the experiments' tests').
+  void price_on_this_machine_runs_the_profiled_plan() {
+    Lab lab;
+    set_workers(lab.setup(), 2);
+    PlanView* v = lab.window->plan_view();
+    QVERIFY(v->price_button()->isEnabled());
+    const QString fake = lab.dir.filePath("parlab-plan-fake.sh"), args = lab.dir.filePath("plan-args.txt"),
+                  out = lab.dir.filePath("plan.json");
+    {
+      QFile o(out);
+      QVERIFY(o.open(QIODevice::WriteOnly));
+      o.write(kPricedJson);
+      QFile f(fake);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(
+          ("#!/bin/sh\necho \"$@\" > '" + args + "'\necho '  profiling the workload ...' >&2\n" +
+           "if [ -n \"$FAKE_FAIL\" ]; then echo 'parlab: --profile: needs a calibrated cpu-local' >&2; exit 2; fi\n" +
+           "cat '" + out + "'\n")
+              .toUtf8());
+      f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    }
+    const QByteArray saved = qgetenv("PARLAB_BIN");
+    qputenv("PARLAB_BIN", fake.toUtf8());
+    QTest::mouseClick(v->price_button(), Qt::LeftButton);
+    QVERIFY(!v->price_button()->isEnabled());  // one pricing at a time
+    QVERIFY(wait_until([&] { return v->decision().contains("Choice on this machine"); }, 30000));
+    QVERIFY(v->price_button()->isEnabled());
+    QFile a(args);
+    QVERIFY(a.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(a.readAll()).trimmed();
+    const QString gbs = QString::number(lab.setup()->setup()->plan.global_batch);
+    QVERIFY2(text.startsWith("plan --model "), qPrintable(text));
+    QVERIFY2(text.endsWith("--world 2 --gbs " + gbs + " --profile --json"), qPrintable(text));
+    qputenv("FAKE_FAIL", "1");
+    QTest::mouseClick(v->price_button(), Qt::LeftButton);
+    QVERIFY(wait_until([&] { return v->decision().startsWith("Not priced"); }, 30000));
+    qunsetenv("FAKE_FAIL");
+    qputenv("PARLAB_BIN", saved);
+    QVERIFY2(v->decision().contains("needs a calibrated cpu-local"), qPrintable(v->decision()));
   }
 
   void every_view_is_reachable_by_keyboard() {
