@@ -133,20 +133,109 @@ double modelled_comm_seconds(const strategy::ModelSpec& model, const strategy::P
   return seconds;
 }
 
-// "measured / predicted (error)"; where the prediction is nothing (the simulator's idle of a plan
-// without a pipeline), a relative error has no meaning: the gap is given as a share of `step`.
-std::string vs(double measured, double predicted, double step = 0) {
-  char b[80];
-  if (predicted > 1e-6) {
-    std::snprintf(b, sizeof b, "%8.1f / %8.1f (%+4.0f%%)", measured * 1e3, predicted * 1e3,
-                  100 * (measured / predicted - 1));
-  } else if (step > 0) {
-    std::snprintf(b, sizeof b, "%8.1f / %8.1f (%+.1f%% of the step)", measured * 1e3, predicted * 1e3,
-                  100 * (measured - predicted) / step);
+struct Row {
+  std::string name;
+  Result measured;
+  sim::SimResult simulated;
+  double comm_model = 0;
+  std::string compute_model;  // experiments::PredictionCluster::note
+};
+
+struct Setup {
+  strategy::ModelSpec spec;
+  strategy::ClusterSpec cluster, sized;
+  std::string plan;
+  int workers = 0, warmup = 0, steps = 0;
+  bench::RanksOver over;
+};
+
+// One split of one round: profiled (before its ranks start: the profile forks, and no rank thread
+// runs then), measured, simulated on the profile, and its collectives priced alone.
+Row run_split(const Setup& s, experiments::WorkloadRates& rates, int zero) {
+  train::TrainConfig c;
+  c.model = s.spec;
+  c.plan = train::resolve_train_plan(
+      s.spec, strategy::parse_plan("zero=" + std::to_string(zero), strategy::parse_plan(s.plan)), s.workers, s.cluster);
+  c.optimizer = train::AdamWConfig{};
+  c.data_size = c.plan.global_batch * 8;
+  c.seed = 1;
+  c.comm_timeout = std::chrono::minutes(5);
+  const experiments::PredictionCluster predicted_on = rates.for_plan(c.plan, s.workers);
+  const Result r = run(c, s.workers, s.warmup, s.steps, s.over);
+  sim::SimOptions so;
+  so.warmup_steps = 1;
+  so.steps = 1;
+  return {zero == 0 ? "DDP" : "ZeRO-" + std::to_string(zero), r,
+          sim::simulate_plan(s.spec, c.plan, predicted_on.cluster, so),
+          modelled_comm_seconds(s.spec, c.plan, predicted_on.cluster), predicted_on.note};
+}
+
+void print_measured(const Row& row, const Result& ddp, int zero, int workers, int round, int rounds) {
+  const Result& r = row.measured;
+  std::string goal;
+  char b[160];
+  if (zero == 0) {
+    goal = "(reference)";
+  } else if (zero <= 2) {
+    std::snprintf(b, sizeof b, "step within 10%% of DDP's: %s", r.step <= 1.1 * ddp.step ? "met" : "not met");
+    goal = b;
   } else {
-    std::snprintf(b, sizeof b, "%8.1f / %8.1f (  -  )", measured * 1e3, predicted * 1e3);
+    std::snprintf(b, sizeof b, "exposed <= 1.5x DDP's: %s; state %.2fx DDP's (1/%d = %.2f)",
+                  r.exposed <= 1.5 * ddp.exposed ? "met" : "not met", r.state_bytes / ddp.state_bytes, workers,
+                  1.0 / workers);
+    goal = b;
   }
+  const std::string label = std::to_string(round + 1) + "/" + std::to_string(rounds);
+  std::printf("%-9s %-7s %9.1f (%3.0f%%) %10.1f %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n", label.c_str(),
+              row.name.c_str(), r.step * 1e3, 100 * spread(r.steps), r.exposed * 1e3, r.core_lost * 1e3, r.idle * 1e3,
+              r.comm * 1e3, r.state_bytes / 1e6, r.peak_bytes / 1e6, r.step / ddp.step, goal.c_str());
+}
+
+// "measured / predicted (error; rounds lo..hi)": medians over the rounds, the error the median of
+// the rounds' paired errors (a round's prediction and measurement are minutes apart at most);
+// where the prediction is nothing, the gap as a share of the step instead.
+std::string paired(const std::vector<double>& measured, const std::vector<double>& predicted,
+                   const std::vector<double>& steps = {}) {
+  std::vector<double> errors;
+  const bool share = median(predicted) <= 1e-6 && !steps.empty();
+  for (size_t i = 0; i < measured.size(); ++i)
+    errors.push_back(share ? (measured[i] - predicted[i]) / steps[i] : measured[i] / predicted[i] - 1);
+  const auto [lo, hi] = std::minmax_element(errors.begin(), errors.end());
+  char b[120];
+  std::snprintf(b, sizeof b, "%7.1f / %7.1f (%+4.0f%%%s; %+.0f..%+.0f)", median(measured) * 1e3,
+                median(predicted) * 1e3, 100 * median(errors), share ? " of the step" : "", 100 * *lo, 100 * *hi);
   return b;
+}
+
+void print_compared(const std::vector<std::vector<Row>>& rounds, const strategy::ClusterSpec& sized, int workers) {
+  // Where comm and compute take turns for the cores, the simulator's exposed communication is what
+  // the collectives took of the compute stream's time: waits, and the core while compute ran.
+  const bool turns = sized.serializes_comm_with_compute() && workers <= sized.cores_per_node;
+  std::printf(
+      "\nMeasured / simulated (ms, rank 0, medians over %zu round(s); the error is the median of the rounds' paired "
+      "errors, then their range; idle: the simulator's is its bubble; exposed: %s), and the step beside what the "
+      "communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
+      rounds.size(), turns ? "the waits + the core lost, as comm and compute take turns for the cores" : "the waits",
+      sized.serializes_comm_with_compute() ? ", in turns" : ", overlapped: the larger");
+  std::printf("%-7s %38s %38s %50s %38s %s\n", "split", "step", "exposed comm", "idle", "comm busy / model",
+              "step / comm model allows");
+  for (size_t split = 0; split < rounds.front().size(); ++split) {
+    std::vector<double> step, sim_step, exposed, sim_exposed, idle, sim_idle, comm, model, allows;
+    for (const auto& round : rounds) {
+      const Row& row = round[split];
+      const strategy::RankTimes& s0 = row.simulated.ranks.at(0);
+      step.push_back(row.measured.step), sim_step.push_back(row.simulated.step_seconds);
+      exposed.push_back(row.measured.exposed + (turns ? row.measured.core_lost : 0));
+      sim_exposed.push_back(s0.exposed_comm_seconds);
+      idle.push_back(row.measured.idle), sim_idle.push_back(s0.bubble_seconds);
+      comm.push_back(row.measured.comm), model.push_back(row.comm_model);
+      allows.push_back(sized.serializes_comm_with_compute() ? row.measured.compute + row.comm_model
+                                                            : std::max(row.measured.compute, row.comm_model));
+    }
+    std::printf("%-7s %38s %38s %50s %38s %s\n", rounds.front()[split].name.c_str(), paired(step, sim_step).c_str(),
+                paired(exposed, sim_exposed).c_str(), paired(idle, sim_idle, step).c_str(), paired(comm, model).c_str(),
+                paired(step, allows).c_str());
+  }
 }
 
 }  // namespace
@@ -161,6 +250,12 @@ int main(int argc, char** argv) {
   app.add_option("--plan", plan, "Extra plan keys (gbs, mb, bucket_mb, ...)");
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--steps", steps, "measured steps per split")->capture_default_str();
+  int n_rounds = 3;
+  app.add_option(
+         "--rounds", n_rounds,
+         "rounds: each profiles, simulates and measures every split; errors are medians of the rounds' paired ones")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
   std::string comm = "shm";
   app.add_option("--comm", comm, "shm (what parlab train uses inside a host, and calibration measures) | gloo")
       ->check(CLI::IsMember({"shm", "gloo"}))
@@ -181,75 +276,26 @@ int main(int argc, char** argv) {
                          : ", the preset, NOT calibrated here (run `parlab calibrate` in this directory, or set "
                            "PARLAB_RESULTS): the simulated columns below are not this machine's",
       bench::load_average().c_str());
-  std::printf("%-7s %16s %10s %10s %10s %10s %12s %12s %10s %s\n", "split", "step ms (spread)", "exposed", "core lost",
-              "idle", "comm busy", "model state", "peak", "vs DDP", "goal");
-  Result ddp;
-  struct Row {
-    std::string name;
-    Result measured;
-    sim::SimResult simulated;
-    double comm_model = 0;
-    std::string compute_model;  // experiments::PredictionCluster::note
-  };
-  std::vector<Row> rows;
-  // Profiled before each split's ranks start (they fork; no rank thread runs then).
-  experiments::WorkloadRates rates(cluster, spec, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
-  for (int zero = 0; zero <= 3; ++zero) {
-    train::TrainConfig c;
-    c.model = spec;
-    c.plan = train::resolve_train_plan(
-        spec, strategy::parse_plan("zero=" + std::to_string(zero), strategy::parse_plan(plan)), workers, cluster);
-    c.optimizer = train::AdamWConfig{};
-    c.data_size = c.plan.global_batch * 8;
-    c.seed = 1;
-    c.comm_timeout = std::chrono::minutes(5);
-    const experiments::PredictionCluster predicted_on = rates.for_plan(c.plan, workers);
-    const Result r = run(c, workers, warmup, steps, comm == "shm" ? bench::RanksOver::kShm : bench::RanksOver::kGloo);
-    const std::string name = zero == 0 ? "DDP" : "ZeRO-" + std::to_string(zero);
-    sim::SimOptions so;
-    so.warmup_steps = 1;
-    so.steps = 1;
-    rows.push_back({name, r, sim::simulate_plan(spec, c.plan, predicted_on.cluster, so),
-                    modelled_comm_seconds(spec, c.plan, predicted_on.cluster), predicted_on.note});
-    if (zero == 0) ddp = r;
-    std::string goal;
-    char b[160];
-    if (zero == 0) {
-      goal = "(reference)";
-    } else if (zero <= 2) {
-      std::snprintf(b, sizeof b, "step within 10%% of DDP's: %s", r.step <= 1.1 * ddp.step ? "met" : "not met");
-      goal = b;
-    } else {
-      std::snprintf(b, sizeof b, "exposed <= 1.5x DDP's: %s; state %.2fx DDP's (1/%d = %.2f)",
-                    r.exposed <= 1.5 * ddp.exposed ? "met" : "not met", r.state_bytes / ddp.state_bytes, workers,
-                    1.0 / workers);
-      goal = b;
+  std::printf("%-9s %-7s %16s %10s %10s %10s %10s %12s %12s %10s %s\n", "round", "split", "step ms (spread)", "exposed",
+              "core lost", "idle", "comm busy", "model state", "peak", "vs DDP", "goal");
+  const Setup setup{spec,    cluster, sized, plan,
+                    workers, warmup,  steps, comm == "shm" ? bench::RanksOver::kShm : bench::RanksOver::kGloo};
+  std::vector<std::vector<Row>> rounds(static_cast<size_t>(n_rounds));
+  for (int round = 0; round < n_rounds; ++round) {
+    // Each round profiles afresh beside its measurements (the machine drifts over minutes), in
+    // the order reversed every other round, as the splits experiment does.
+    experiments::WorkloadRates rates(cluster, spec, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+    rounds[size_t(round)].resize(4);
+    for (int k = 0; k < 4; ++k) {
+      const int zero = round % 2 ? 3 - k : k;
+      rounds[size_t(round)][size_t(zero)] = run_split(setup, rates, zero);
     }
-    std::printf("%-7s %9.1f (%3.0f%%) %10.1f %10.1f %10.1f %10.1f %10.1f MB %10.1f MB %9.2fx %s\n", name.c_str(),
-                r.step * 1e3, 100 * spread(r.steps), r.exposed * 1e3, r.core_lost * 1e3, r.idle * 1e3, r.comm * 1e3,
-                r.state_bytes / 1e6, r.peak_bytes / 1e6, r.step / ddp.step, goal.c_str());
+    for (int zero = 0; zero <= 3; ++zero)
+      print_measured(rounds[size_t(round)][size_t(zero)], rounds[size_t(round)][0].measured, zero, workers, round,
+                     n_rounds);
   }
-  // Where comm and compute take turns for the cores, the simulator's exposed communication is what
-  // the collectives took of the compute stream's time: waits, and the core while compute ran.
-  const bool turns = sized.serializes_comm_with_compute() && workers <= sized.cores_per_node;
-  std::printf(
-      "\nMeasured / simulated (ms, rank 0; idle: the simulator's is its bubble; exposed: %s), and the step beside "
-      "what the communication model allows (compute measured + rank 0's collectives at the modelled alpha-beta%s)\n",
-      turns ? "the waits + the core lost, as comm and compute take turns for the cores" : "the waits",
-      sized.serializes_comm_with_compute() ? ", in turns" : ", overlapped: the larger");
-  std::printf("%-7s %32s %32s %42s %32s %s\n", "split", "step", "exposed comm", "idle", "comm busy / model",
-              "step / comm model allows");
-  for (const Row& row : rows) {
-    const strategy::RankTimes& s0 = row.simulated.ranks.at(0);
-    const double allows = sized.serializes_comm_with_compute() ? row.measured.compute + row.comm_model
-                                                               : std::max(row.measured.compute, row.comm_model);
-    std::printf("%-7s %32s %32s %42s %32s %s\n", row.name.c_str(),
-                vs(row.measured.step, row.simulated.step_seconds).c_str(),
-                vs(row.measured.exposed + (turns ? row.measured.core_lost : 0), s0.exposed_comm_seconds).c_str(),
-                vs(row.measured.idle, s0.bubble_seconds, row.measured.step).c_str(),
-                vs(row.measured.comm, row.comm_model).c_str(), vs(row.measured.step, allows).c_str());
-  }
-  std::printf("\nSimulated on (the cluster the experiments predict each split on):\n");
-  for (const Row& row : rows) std::printf("  %-7s %s\n", row.name.c_str(), row.compute_model.c_str());
+  print_compared(rounds, sized, workers);
+  std::printf("\nSimulated on (the cluster the experiments predict each split on; the last round's):\n");
+  for (const Row& row : rounds.back()) std::printf("  %-7s %s\n", row.name.c_str(), row.compute_model.c_str());
   return 0;
 }

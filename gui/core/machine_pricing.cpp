@@ -27,8 +27,7 @@ QStringList machine_pricing_args(const LabSetup& setup) {
 MachinePricing parse_machine_pricing(const QByteArray& json) {
   QJsonParseError error{};
   const QJsonDocument doc = QJsonDocument::fromJson(json, &error);
-  if (doc.isNull())
-    throw RuntimeError("parlab plan --json: not JSON (" + error.errorString().toStdString() + ")");
+  if (doc.isNull()) throw RuntimeError("parlab plan --json: not JSON (" + error.errorString().toStdString() + ")");
   const QJsonObject on = doc.object().value("on_this_machine").toObject();
   const QJsonArray rows = on.value("candidates").toArray();
   if (rows.isEmpty()) throw RuntimeError("parlab plan --json: no candidates priced on this machine (on_this_machine)");
@@ -49,16 +48,16 @@ MachinePricing parse_machine_pricing(const QByteArray& json) {
 QString describe_machine_pricing(const MachinePricing& p, int world) {
   auto ms = [](double s) { return QString::number(s * 1e3, 'f', 1) + " ms"; };
   const MachineCandidate& first = p.candidates.front();
-  QString html = QObject::tr("<b>On this machine</b> (each candidate profiled by %1 processes in lockstep): ")
-                     .arg(world);
+  QString html =
+      QObject::tr("<b>On this machine</b> (each candidate profiled by %1 processes in lockstep): ").arg(world);
   QStringList rows;
   for (const MachineCandidate& c : p.candidates)
     rows << QObject::tr("%1 %2 (grid %3)")
                 .arg(QString::fromStdString(c.name).toHtmlEscaped(), ms(c.profile_seconds), ms(c.grid_seconds));
   html += rows.join(", ") + ". ";
-  html += QObject::tr("<b>Choice on this machine: %1</b> (<code>%2</code>).")
-              .arg(QString::fromStdString(first.name).toHtmlEscaped(),
-                   QString::fromStdString(first.plan).toHtmlEscaped());
+  html +=
+      QObject::tr("<b>Choice on this machine: %1</b> (<code>%2</code>).")
+          .arg(QString::fromStdString(first.name).toHtmlEscaped(), QString::fromStdString(first.plan).toHtmlEscaped());
   // The grid's favourite among them, where the profiles put another first.
   const auto grid_first = std::min_element(p.candidates.begin(), p.candidates.end(), [](const auto& a, const auto& b) {
     return a.grid_seconds < b.grid_seconds;

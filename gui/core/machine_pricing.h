@@ -18,10 +18,10 @@
 namespace parlab::gui {
 
 struct MachineCandidate {
-  std::string name;    // "ZeRO-1 x4"
-  std::string plan;    // the plan's key=value text, as `parlab plan --plan` takes it
-  std::string family;  // DDP, ZeRO, tensor, pipeline
-  std::string origin;  // why it is a candidate: the planner's top K, or its family's best
+  std::string name;            // "ZeRO-1 x4"
+  std::string plan;            // the plan's key=value text, as `parlab plan --plan` takes it
+  std::string family;          // DDP, ZeRO, tensor, pipeline
+  std::string origin;          // why it is a candidate: the planner's top K, or its family's best
   double grid_seconds = 0;     // the planner's price (the calibration's GEMM grid)
   double profile_seconds = 0;  // the price on its own profile
 };
