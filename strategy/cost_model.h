@@ -143,11 +143,12 @@ double bucket_work_seconds(const Op& op, const ClusterSpec& cluster);
 // (up to n/(n-1) x it).
 double comm_cpu_bytes(const Op& op, int n);
 
+// The same on this plan's share of a host whose cores more ranks share (cpu-local).
+double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan, const GemmTimes* gemms = nullptr);
+
 // Whether `op` overlaps compute on `cluster` (Op::overlaps_compute) rather than taking turns with
 // it where ranks fill the cores: only while no rank waits for a core of its own.
 bool overlaps_compute_on(const Op& op, const ClusterSpec& cluster);
-// The same on this plan's share of a host whose cores more ranks share (cpu-local).
-double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan, const GemmTimes* gemms = nullptr);
 
 // Per-rank result of the walk, in the same keys the simulator and the runtime report.
 struct RankTimes {

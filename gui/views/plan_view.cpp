@@ -17,6 +17,8 @@ namespace parlab::gui {
 
 namespace {
 QString q(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+// "Price on this machine" profiles here: for worker processes on this host (cpu-local), with layers.
+bool prices_here(const LabSetup& s) { return s.model.has_layers() && s.base_cluster.name == "cpu-local"; }
 }  // namespace
 
 PlanView::PlanView(CandidatesModel* model, QWidget* parent, LabOptions options)
@@ -71,7 +73,7 @@ PlanView::PlanView(CandidatesModel* model, QWidget* parent, LabOptions options)
   connect(pricing_, &MachinePricingJob::progress, this, [this](const QString& line) { decision_->setText(line); });
   connect(pricing_, &MachinePricingJob::finished, this,
           [this](bool ok, const QString& error, const MachinePricing& pricing) {
-            price_->setEnabled(setup_ && setup_->model.has_layers());
+            price_->setEnabled(setup_ && prices_here(*setup_));
             decision_->setText(ok && setup_ ? describe_machine_pricing(pricing, setup_->world())
                                             : tr("Not priced on this machine: %1").arg(error.toHtmlEscaped()));
           });
@@ -104,7 +106,7 @@ void PlanView::price_on_machine() {
 void PlanView::set_setup(const LabSetup& setup) {
   setup_ = setup;
   measure_->setEnabled(setup.model.has_layers() && !decide_->running());
-  price_->setEnabled(setup.model.has_layers() && !pricing_->running());
+  price_->setEnabled(prices_here(setup) && !pricing_->running());
   status_->setText(tr("Searching plans for %1 on %2 devices (global batch %3) …")
                        .arg(QString::fromStdString(setup.model.name))
                        .arg(setup.world())
