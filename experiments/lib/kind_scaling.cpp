@@ -34,31 +34,6 @@ std::string fixed(double x, const char* fmt) {
   return b;
 }
 
-// The simulation's inputs and the digest of its JSON output: the grader re-simulates from these
-// and compares the bytes (same inputs, same output is the simulator's contract).
-void record_simulation_proof(Context& ctx, db::RunId run, const std::string& model_ref,
-                             const strategy::ModelSpec& model, const strategy::ClusterSpec& cluster,
-                             const strategy::Plan& plan, const sim::SimOptions& so, const sim::SimResult& r) {
-  const std::string bytes = sim::to_json(r).dump();
-  db::ProofRecord proof;
-  proof.experiment = ctx.experiment;
-  proof.run = run;
-  proof.kind = "deterministic_simulation";
-  proof.inputs = {{"model", resolve_ref(ctx, model_ref)},
-                  {"model_digest", db::content_digest(strategy::to_json(model).dump())},
-                  {"cluster_toml", strategy::cluster_to_toml(cluster, "")},
-                  {"world", plan.world()},
-                  {"plan", plan.to_string()},
-                  {"warmup_steps", so.warmup_steps},
-                  {"steps", so.steps},
-                  {"timeline", so.timeline}};
-  proof.evidence = {
-      {"output_digest", db::content_digest(bytes)}, {"output_bytes", bytes.size()}, {"step_seconds", r.step_seconds}};
-  proof.result = "simulated " + std::to_string(plan.world()) + " workers: " + format_ms(r.step_seconds) + " per step";
-  proof.passed = true;  // the claim is checked by re-simulating, not by the writer
-  ctx.store.add_proof(proof);
-}
-
 // Everything one scaling experiment computes, by worker count. Every source's step time is taken
 // once per round (a prediction made beside the measurement it is judged by); its figure is the
 // median of its rounds, recorded on its last run.

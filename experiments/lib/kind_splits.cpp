@@ -95,6 +95,9 @@ SplitRow run_split(Context& ctx, const SplitRequest& q) {
       RunGuard run(ctx.store, new_run(ctx, db::RunKind::kSimulated, q.model_ref, q.cluster_ref, p, q.seed),
                    ctx.outcome);
       record_sim(ctx.store, run.id(), r);
+      // On the cluster it ran on (a profile's rates, sized to the plan's world), so the row can
+      // be re-simulated byte for byte, as a scaling experiment's can.
+      record_simulation_proof(ctx, run.id(), q.model_ref, q.model, q.cluster, p, so, r);
       run.complete();
       row.runs[src] = run.id();
       row.step[src] = r.step_seconds;

@@ -6,6 +6,7 @@
 #include "db/results_store.h"
 #include "experiments/lib/runner.h"
 #include "sim/result.h"
+#include "sim/simulate.h"
 #include "strategy/cost_model.h"
 #include "strategy/plan.h"
 
@@ -23,5 +24,11 @@ db::NewRun new_run(const Context& ctx, db::RunKind kind, const std::string& mode
 // Per-rank timings as step 0 plus the run's metrics (step_seconds, samples_per_s, mfu, ...).
 void record_estimate(db::ResultsStore& store, db::RunId run, const strategy::StepEstimate& e);
 void record_sim(db::ResultsStore& store, db::RunId run, const sim::SimResult& r);
+// A deterministic_simulation proof: the simulation's inputs (the model, `cluster` as TOML, the
+// plan, the options) and the digest of its JSON output. The grader re-simulates from these and
+// compares the bytes (same inputs, same output is the simulator's contract).
+void record_simulation_proof(Context& ctx, db::RunId run, const std::string& model_ref,
+                             const strategy::ModelSpec& model, const strategy::ClusterSpec& cluster,
+                             const strategy::Plan& plan, const sim::SimOptions& so, const sim::SimResult& r);
 
 }  // namespace parlab::experiments

@@ -449,6 +449,33 @@ TEST(BatchEndToEnd, ProfiledSimulationsReSimulateByteForByteFromTheirRecord) {
   EXPECT_EQ(checked, 2);
 }
 
+// A splits experiment records its simulated rows the same way: each on the profiled cluster of its
+// own rank shape, re-simulated byte for byte from the record.
+TEST(BatchEndToEnd, SplitsSimulationsReSimulateByteForByteFromTheirRecord) {
+  Scratch s;
+  write_test_calibration(s.dir, 123.456789e-6, 0.987654321e9);
+  ::setenv("PARLAB_RESULTS", s.dir.c_str(), 1);
+  auto store = db::ResultsStore::open(":memory:");
+  const auto spec =
+      parse_experiment("name = \"tiny_splits_resimulated\"\nkind = \"splits\"\n[splits]\nmodel = \"" + kModel +
+                           "\"\ncluster = \"cpu-local\"\nworkers = 4\n"
+                           "plans = [\"gbs=16\", \"zero=2,gbs=16\", \"pp=2,gbs=16\"]\n"
+                           "sources = [\"simulated\"]\n",
+                       (s.dir / "p.toml").string());
+  const Outcome out = run_experiment(spec, store, options(s));
+  ::unsetenv("PARLAB_RESULTS");
+  ASSERT_TRUE(out.ok) << out.error;
+  std::set<std::string> plans;
+  for (const auto& proof : store.list_proofs()) {
+    if (proof.kind != "deterministic_simulation") continue;
+    EXPECT_EQ(rubric::detail::resimulate(proof.inputs), proof.evidence.at("output_digest").get<std::string>())
+        << proof.inputs.dump();
+    EXPECT_NE(proof.inputs.at("cluster_toml").get<std::string>().find("calibrated = true"), std::string::npos);
+    plans.insert(proof.inputs.at("plan").get<std::string>());
+  }
+  EXPECT_EQ(plans.size(), 3u) << "one proof per split";
+}
+
 TEST(BatchEndToEnd, EquivalenceIsRecordedAsAPassedProof) {
   Scratch s;
   auto store = db::ResultsStore::open(s.dir / "r.db");
