@@ -7,6 +7,7 @@
 #include <QJsonObject>
 
 #include "base/errors.h"
+#include "gui/core/child_output.h"
 
 namespace parlab::gui {
 
@@ -72,11 +73,9 @@ MachinePricingJob::MachinePricingJob(QObject* parent) : QObject(parent) {
   connect(&process_, &QProcess::readyReadStandardOutput, this, [this] { out_ += process_.readAllStandardOutput(); });
   connect(&process_, &QProcess::readyReadStandardError, this, [this] {
     err_ += process_.readAllStandardError();
-    int nl;
-    while ((nl = err_.indexOf('\n')) >= 0) {
-      last_err_line_ = err_.left(nl).trimmed();
+    for (const QByteArray& line : take_lines(err_)) {
+      last_err_line_ = line.trimmed();
       if (!last_err_line_.isEmpty()) emit progress(QString::fromUtf8(last_err_line_));
-      err_.remove(0, nl + 1);
     }
   });
   connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {

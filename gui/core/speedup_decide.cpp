@@ -5,6 +5,7 @@
 #include <QRegularExpression>
 
 #include "base/errors.h"
+#include "gui/core/child_output.h"
 
 namespace parlab::gui {
 
@@ -34,11 +35,7 @@ DecideJob::DecideJob(QObject* parent) : QObject(parent) {
   connect(&process_, &QProcess::readyReadStandardOutput, this, [this] { out_ += process_.readAllStandardOutput(); });
   connect(&process_, &QProcess::readyReadStandardError, this, [this] {
     err_ += process_.readAllStandardError();
-    int nl;
-    while ((nl = err_.indexOf('\n')) >= 0) {
-      emit progress(QString::fromUtf8(err_.left(nl)));
-      err_.remove(0, nl + 1);
-    }
+    for (const QByteArray& line : take_lines(err_)) emit progress(QString::fromUtf8(line));
   });
   connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
     if (e == QProcess::FailedToStart)

@@ -53,6 +53,14 @@ const char* const kPricedJson =
     {"plan": "zero=1,dp=2", "name": "ZeRO-1 x2", "family": "ZeRO", "origin": "top 2", "predicted_step_seconds": 0.137, "planner_step_seconds": 0.155, "global_batch": 16},
     {"plan": "tp=2", "name": "TP 2", "family": "tensor", "origin": "top 1", "predicted_step_seconds": 0.215, "planner_step_seconds": 0.150, "global_batch": 16},
     {"plan": "dp=2", "name": "DDP x2", "family": "DDP", "origin": "best DDP", "predicted_step_seconds": 0.240, "planner_step_seconds": 0.174, "global_batch": 16}]}})";
+
+// A stand-in program at `path`: `body`, executable by its owner.
+bool write_executable(const QString& path, const QByteArray& body) {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly) || f.write(body) != body.size()) return false;
+  return f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+}
+
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // The memory chart against the library's ledger of every rank.
@@ -349,17 +357,12 @@ class GuiModelsTest : public QObject {
     PlanView* v = lab.window->plan_view();
     QVERIFY(v->measure_button()->isEnabled());
     const QString fake = lab.dir.filePath("parlab-fake.sh"), args = lab.dir.filePath("args.txt");
-    {
-      QFile f(fake);
-      QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(("#!/bin/sh\necho \"$@\" > '" + args + "'\ncat \"$3\" >> '" + args +
-               "'\n"
-               "echo 'decide_like: running' >&2\n"
-               "echo 'lab_decide  decide  ok  1.0 s  1-4  first choice DDP x2: regret 0.0% against the fastest "
-               "measured, DDP x2'\n")
-                  .toUtf8());
-      f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-    }
+    QVERIFY(write_executable(fake, ("#!/bin/sh\necho \"$@\" > '" + args + "'\ncat \"$3\" >> '" + args +
+                                    "'\n"
+                                    "echo 'decide_like: running' >&2\n"
+                                    "echo 'lab_decide  decide  ok  1.0 s  1-4  first choice DDP x2: regret 0.0% "
+                                    "against the fastest measured, DDP x2'\n")
+                                       .toUtf8()));
     const QByteArray saved = qgetenv("PARLAB_BIN");
     qputenv("PARLAB_BIN", fake.toUtf8());
     QTest::mouseClick(v->measure_button(), Qt::LeftButton);
@@ -426,15 +429,13 @@ class GuiModelsTest : public QObject {
       QFile o(out);
       QVERIFY(o.open(QIODevice::WriteOnly));
       o.write(kPricedJson);
-      QFile f(fake);
-      QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write(
-          ("#!/bin/sh\necho \"$@\" > '" + args + "'\necho '  profiling the workload ...' >&2\n" +
-           "if [ -n \"$FAKE_FAIL\" ]; then echo 'parlab: --profile: needs a calibrated cpu-local' >&2; exit 2; fi\n" +
-           "cat '" + out + "'\n")
-              .toUtf8());
-      f.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
     }
+    QVERIFY(write_executable(
+        fake,
+        ("#!/bin/sh\necho \"$@\" > '" + args + "'\necho '  profiling the workload ...' >&2\n" +
+         "if [ -n \"$FAKE_FAIL\" ]; then echo 'parlab: --profile: needs a calibrated cpu-local' >&2; exit 2; fi\n" +
+         "cat '" + out + "'\n")
+            .toUtf8()));
     const QByteArray saved = qgetenv("PARLAB_BIN");
     qputenv("PARLAB_BIN", fake.toUtf8());
     QTest::mouseClick(v->price_button(), Qt::LeftButton);
