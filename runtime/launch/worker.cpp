@@ -47,6 +47,18 @@ void write_error_record(const std::filesystem::path& file, int rank, bool comm, 
   out << protocol::encode(e).dump() << '\n';
 }
 
+// The ranks of this job on this host: LOCAL_WORLD_SIZE (the supervisor, torchrun), else Slurm's
+// SLURM_NTASKS_PER_NODE where it is one number; 0 where neither says.
+int local_ranks_from_env() {
+  for (const char* name : {"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = env_or_null(name)) {
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (*end == '\0' && n > 0) return static_cast<int>(n);
+    }
+  return 0;
+}
+
 bool is_loopback(const std::string& host) {
   return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
@@ -443,6 +455,10 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   if (!job.dump_dir.empty()) to.dump_dir = train::dump_dir_for_rank(job.dump_dir, rank, world.comm->size());
   // --device cuda: LOCAL_RANK's GPU computes, NCCL carries the program's collectives.
   device::CudaRank gpu;
+  // PARLAB_CORE_HOME=off leaves placement to the kernel alone (to compare, or on a kernel it hurts).
+  const char* core_home = env_or_null("PARLAB_CORE_HOME");
+  if (device::parse_kind(job.device) != device::Kind::kCuda && !(core_home && std::string(core_home) == "off"))
+    to.core_home = train::CoreHome::for_rank(config.plan, world.env.local_rank, local_ranks_from_env());
   if (device::parse_kind(job.device) == device::Kind::kCuda) {
     device::check_plan(device::Kind::kCuda, config.plan);
     gpu = device::open_cuda_rank(world.store, rank, world.comm->size(), world.env.local_rank,

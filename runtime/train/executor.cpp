@@ -450,6 +450,7 @@ void Executor::run_zero_grad(const Op& op) {
 
 void Executor::run_optimizer(const Op& op) {
   if (options_.device_optimizer != nullptr) return run_device_optimizer(op);
+  if (options_.before_update) options_.before_update();
   // The shard's parameters and reduced gradients, wherever the stage keeps them (shards.h), on
   // the host: a device model copies them across around the update (model.h).
   double t0 = now();

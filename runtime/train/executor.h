@@ -136,6 +136,9 @@ struct ExecutorOptions {
   // The optimizer's device twin for a device model (borrowed): the update runs on the compute
   // buffers, the host Optimizer only counts the step. Null: update on the host.
   DeviceOptimizer* device_optimizer = nullptr;
+  // Called on the compute thread right before each host update: the trainer sends the thread to
+  // its core there, where the ranks outnumber the cores (core_home.h).
+  std::function<void()> before_update;
 };
 
 // What one run() measured (the trainer adds data loading and idle time).

@@ -28,6 +28,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/model/lab_mlp.h"
+#include "runtime/train/core_home.h"
 #include "runtime/train/data.h"
 #include "runtime/train/device_optimizer.h"
 #include "runtime/train/executor.h"
@@ -125,6 +126,8 @@ struct TrainerOptions {
   // With a device model: the optimizer's device twin (device_optimizer.h), so a step copies
   // nothing to the host. Unset (or returning null): the update runs on the host.
   DeviceOptimizerFactory make_device_optimizer;
+  // The CPU trainer's rank, where its host's ranks outnumber the cores: its core (core_home.h).
+  CoreHome core_home;
 };
 
 class Trainer {

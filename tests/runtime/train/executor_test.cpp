@@ -580,6 +580,38 @@ TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
   EXPECT_GE(t.idle_seconds, 0.0);
 }
 
+// The hook the trainer sends a rank's compute thread home with (core_home.h) runs once a step, on
+// the compute thread, before the update changes a weight.
+TEST(ExecutorTest, TheBeforeUpdateHookRunsOnceAStepBeforeTheWeightsChange) {
+  const TrainConfig cfg = tiny_config("gbs=8,mb=4", 1, 64);
+  const strategy::StepProgram p = strategy::build_step(cfg.model, cfg.plan, 0, {.per_layer_ops = true});
+  const model::MlpShape shape = mlp_shape(cfg.model);
+  model::LabMlp m(shape, 1);
+  const auto opt = make_optimizer(SgdConfig{.lr = 0.1}, m.owned_range());
+  const std::vector<float> initial(m.params().begin(), m.params().end());
+  int calls = 0;
+  bool unchanged_at_call = false;
+  std::thread::id caller;
+  ExecutorOptions eo;
+  eo.before_update = [&] {
+    ++calls;
+    unchanged_at_call = std::equal(initial.begin(), initial.end(), m.params().begin());
+    caller = std::this_thread::get_id();
+  };
+  Executor ex(p, m, *opt, std::vector<comm::Communicator*>(p.groups.size(), nullptr), eo);
+  std::vector<model::MicrobatchState> mbs;
+  for (int k = 0; k < cfg.plan.microbatches; ++k) {
+    mbs.emplace_back(shape, 4, 8);
+    std::span<float> x = mbs.back().activation(0);  // inputs: any values will do
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
+  }
+  ex.run(mbs, 0);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(unchanged_at_call) << "the hook ran after the update";
+  EXPECT_EQ(caller, std::this_thread::get_id());
+  EXPECT_FALSE(std::equal(initial.begin(), initial.end(), m.params().begin())) << "the step updated nothing";
+}
+
 // A tensor-parallel all-reduce blocks the compute stream from its issue to its end, and it runs on
 // the calling thread where the communicator's thread is idle (caller_waits): its whole time is the
 // step's exposed communication, never its idle part.

@@ -1,0 +1,31 @@
+#include "runtime/train/core_home.h"
+
+namespace parlab::train {
+
+std::optional<int> CoreHome::choose(const std::vector<int>& allowed, const strategy::Plan& plan, int local_rank,
+                                    int local_ranks) {
+  if (allowed.empty() || local_rank < 0 || local_ranks <= static_cast<int>(allowed.size()) || plan.pp > 1)
+    return std::nullopt;
+  return allowed[static_cast<size_t>(local_rank) % allowed.size()];
+}
+
+CoreHome CoreHome::for_rank(const strategy::Plan& plan, int local_rank, int local_ranks) {
+  CoreHome h;
+  if (sched_getaffinity(0, sizeof h.allowed_, &h.allowed_) != 0) return {};
+  std::vector<int> allowed;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &h.allowed_)) allowed.push_back(c);
+  if (const std::optional<int> home = choose(allowed, plan, local_rank, local_ranks)) h.home_ = *home;
+  return h.active() ? h : CoreHome{};
+}
+
+void CoreHome::return_home(SetAffinity set) const {
+  if (!active()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(home_, &one);
+  // Best effort: a refused call (a cpuset changed under the job) leaves the thread where it was.
+  if (set(0, sizeof one, &one) == 0) set(0, sizeof allowed_, &allowed_);
+}
+
+}  // namespace parlab::train

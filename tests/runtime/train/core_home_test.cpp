@@ -1,0 +1,71 @@
+// CoreHome (runtime/train/core_home.h): which ranks get a home core, and that going home leaves
+// the thread as free as it was.
+#include "runtime/train/core_home.h"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <thread>
+#include <vector>
+
+#include "strategy/plan.h"
+
+namespace parlab::train {
+namespace {
+
+strategy::Plan plan_of(int dp, int tp, int pp) {
+  strategy::Plan p;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  return p;
+}
+
+TEST(CoreHome, RanksThatOutnumberTheCoresEachGetOneOfTheAllowedCores) {
+  const std::vector<int> allowed = {3, 5};  // a cpuset the job was given: homes stay inside it
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(CoreHome::choose(allowed, plan_of(4, 1, 1), r, 4), allowed[r % 2]) << r;
+  EXPECT_EQ(CoreHome::choose(allowed, plan_of(1, 3, 1), 2, 3), 3);  // tensor parallel: once a step too
+}
+
+TEST(CoreHome, NoHomeWithinTheCoresForPipelinesOrWithoutALocalCount) {
+  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 1), 1, 2));  // ranks within the cores
+  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 2), 1, 4));  // pipeline stages end one by one
+  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(4, 1, 1), 1, 0));  // the launcher did not say
+  EXPECT_FALSE(CoreHome().active());
+}
+
+std::vector<cpu_set_t> g_calls;
+int record(pid_t, size_t, const cpu_set_t* set) {
+  g_calls.push_back(*set);
+  return 0;
+}
+
+TEST(CoreHome, GoingHomeIsTheHomeCoreAloneThenEveryCoreAllowedBefore) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const int allowed = CPU_COUNT(&before);
+  const CoreHome home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), allowed, allowed + 1);
+  ASSERT_TRUE(home.active());
+  g_calls.clear();
+  home.return_home(record);
+  ASSERT_EQ(g_calls.size(), 2u);
+  EXPECT_EQ(CPU_COUNT(&g_calls[0]), 1);
+  EXPECT_TRUE(CPU_ISSET(home.cpu(), &g_calls[0]));
+  EXPECT_TRUE(CPU_EQUAL(&g_calls[1], &before));
+}
+
+TEST(CoreHome, AfterGoingHomeForRealTheThreadMayRunAnywhereItCouldBefore) {
+  std::thread([] {
+    cpu_set_t before, after;
+    ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+    const int allowed = CPU_COUNT(&before);
+    const CoreHome home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), 0, allowed + 1);
+    ASSERT_TRUE(home.active());
+    home.return_home();
+    ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&after, &before));
+  }).join();
+}
+
+}  // namespace
+}  // namespace parlab::train
