@@ -212,6 +212,8 @@ int weight_grad_group(const Plan& p) {
   return static_cast<int>(std::clamp<int64_t>(n, 1, p.microbatches));
 }
 
+bool meets_once_a_step(const Plan& p) { return p.tp == 1 && p.pp == 1 && p.zero <= 2; }
+
 int64_t first_write_grad_elements(const ModelSpec& model, const Plan& plan) {
   // Groups imply tp = pp = 1: the rank holds every block's whole weights.
   if (model.kind != ModelKind::kMlp || weight_grad_group(plan) <= 1) return 0;

@@ -137,6 +137,12 @@ int weight_grad_group(const Plan& plan);
 // counts the groups there. `plan` must be resolved.
 int64_t first_write_grad_elements(const ModelSpec& model, const Plan& plan);
 
+// Whether `plan`'s ranks meet only once a step, at the gradient sync (data parallelism, ZeRO-1/2):
+// no tensor-parallel all-reduces, pipeline hand-offs or ZeRO-3 gathers inside the step. On shared
+// cores such ranks run between meetings as a fair share would run them; the others wait for a
+// core at every meeting (experiments' shared_core_pricing, runtime/train/core_home.h).
+bool meets_once_a_step(const Plan& plan);
+
 // Rejects impossible plans: dp*tp*pp = world, world fits the cluster, tp divides heads, kv
 // heads and ffn, pp <= layers, interleaving rules, ZeRO stage limits, sequence parallel needs
 // tp > 1, ... `plan` must be resolved. The first broken rule is thrown as ConfigError.

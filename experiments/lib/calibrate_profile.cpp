@@ -359,8 +359,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int re
 SharedCorePricing shared_core_pricing(const strategy::ClusterSpec& cluster, const strategy::Plan& plan,
                                       const WorkloadProfile& p) {
   if (!(shared_cores(cluster, p) > 1)) return SharedCorePricing::kOwnTimes;
-  const bool meets_once = plan.tp == 1 && plan.pp == 1 && plan.zero <= 2;
-  if (meets_once && p.microbatch_cpu_seconds > 0 && p.optimizer_cpu_seconds > 0) return SharedCorePricing::kCpuTime;
+  if (strategy::meets_once_a_step(plan) && p.microbatch_cpu_seconds > 0 && p.optimizer_cpu_seconds > 0)
+    return SharedCorePricing::kCpuTime;
   if (p.microbatch_makespan_seconds > 0 && p.optimizer_makespan_seconds > 0) return SharedCorePricing::kMakespan;
   return SharedCorePricing::kOwnTimes;
 }

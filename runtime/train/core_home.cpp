@@ -4,7 +4,8 @@ namespace parlab::train {
 
 std::optional<int> CoreHome::choose(const std::vector<int>& allowed, const strategy::Plan& plan, int local_rank,
                                     int local_ranks) {
-  if (allowed.empty() || local_rank < 0 || local_ranks <= static_cast<int>(allowed.size()) || plan.pp > 1)
+  if (allowed.empty() || local_rank < 0 || local_ranks <= static_cast<int>(allowed.size()) ||
+      !strategy::meets_once_a_step(plan))
     return std::nullopt;
   return allowed[static_cast<size_t>(local_rank) % allowed.size()];
 }

@@ -13,8 +13,12 @@
 // start the update and the next step spread over the cores: DDP on 4 workers, alternated runs,
 // held2 168-180 ms a step without, 139-166 with; deep-mlp 270-302 without, 256-275 with.
 //
-// Not for pipelines (their stages finish the step one after the other, so no meeting wakes them
-// all at once) nor for ranks within the cores. Two system calls a step; nothing else changes.
+// Only for ranks that meet once a step (strategy::meets_once_a_step: DDP, ZeRO-1/2), the plans the
+// simulator runs on a fair share of the cores. Where ranks meet inside the step (tensor-parallel
+// all-reduces, pipeline hand-offs, ZeRO-3's gathers) the profile prices the cores as the kernel
+// shares them among such ranks (its makespans), and sending them home measured nothing either
+// way: ZeRO-3 on 4 workers 294-325 ms without, 305-323 with; TP 4 175-182 / 180-217. Nor for
+// ranks within the cores. Two system calls a step; nothing else changes.
 #include <sched.h>
 
 #include <optional>
@@ -28,7 +32,7 @@ class CoreHome {
  public:
   CoreHome() = default;  // inactive: return_home() does nothing
   // The home of `local_rank` of `local_ranks` ranks on this host, for `plan`, given the CPUs this
-  // thread may run on now: active where local_ranks exceeds them and the plan has no pipeline.
+  // thread may run on now: active where local_ranks exceeds them and the plan's ranks meet once a step.
   static CoreHome for_rank(const strategy::Plan& plan, int local_rank, int local_ranks);
   // The rule, on a list of allowed CPUs: their (local_rank mod size)th, or none.
   static std::optional<int> choose(const std::vector<int>& allowed, const strategy::Plan& plan, int local_rank,

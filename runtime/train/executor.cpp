@@ -317,6 +317,7 @@ ExecResult Executor::run(std::span<model::MicrobatchState> microbatches, int64_t
     }
     if (model_.weight_grads_pending()) throw RuntimeError("executor: the step ended with weight gradients pending");
     drain();
+    if (options_.after_meeting) options_.after_meeting();
     unbind_all();  // every buffer of the step was retired or freed; nothing may point at them
   } catch (...) {
     // Do not leave ops in flight over buffers the caller may free; their own timeouts bound this.
@@ -450,7 +451,7 @@ void Executor::run_zero_grad(const Op& op) {
 
 void Executor::run_optimizer(const Op& op) {
   if (options_.device_optimizer != nullptr) return run_device_optimizer(op);
-  if (options_.before_update) options_.before_update();
+  if (options_.after_meeting) options_.after_meeting();
   // The shard's parameters and reduced gradients, wherever the stage keeps them (shards.h), on
   // the host: a device model copies them across around the update (model.h).
   double t0 = now();

@@ -136,9 +136,11 @@ struct ExecutorOptions {
   // The optimizer's device twin for a device model (borrowed): the update runs on the compute
   // buffers, the host Optimizer only counts the step. Null: update on the host.
   DeviceOptimizer* device_optimizer = nullptr;
-  // Called on the compute thread right before each host update: the trainer sends the thread to
-  // its core there, where the ranks outnumber the cores (core_home.h).
-  std::function<void()> before_update;
+  // Called on the compute thread where the step's data-parallel meeting has just released every
+  // rank at once: right before each host update (DDP's all-reduce ends there) and after the step's
+  // last collective (ZeRO-1/2's all-gather). The trainer sends the thread to its core there, where
+  // the ranks outnumber the cores (core_home.h).
+  std::function<void()> after_meeting;
 };
 
 // What one run() measured (the trainer adds data loading and idle time).

@@ -276,7 +276,7 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   if (state_.device_model && options_.make_device_optimizer)
     state_.device_optimizer = options_.make_device_optimizer(*state_.optimizer, *state_.device_model);
   eo.device_optimizer = state_.device_optimizer.get();
-  if (options_.core_home.active()) eo.before_update = [home = options_.core_home] { home.return_home(); };
+  if (options_.core_home.active()) eo.after_meeting = [home = options_.core_home] { home.return_home(); };
   executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards, std::move(comms), eo);
 }
 

@@ -24,12 +24,18 @@ strategy::Plan plan_of(int dp, int tp, int pp) {
 TEST(CoreHome, RanksThatOutnumberTheCoresEachGetOneOfTheAllowedCores) {
   const std::vector<int> allowed = {3, 5};  // a cpuset the job was given: homes stay inside it
   for (int r = 0; r < 4; ++r) EXPECT_EQ(CoreHome::choose(allowed, plan_of(4, 1, 1), r, 4), allowed[r % 2]) << r;
-  EXPECT_EQ(CoreHome::choose(allowed, plan_of(1, 3, 1), 2, 3), 3);  // tensor parallel: once a step too
+  strategy::Plan zero2 = plan_of(4, 1, 1);
+  zero2.zero = 2;
+  EXPECT_EQ(CoreHome::choose(allowed, zero2, 1, 4), 5);
 }
 
-TEST(CoreHome, NoHomeWithinTheCoresForPipelinesOrWithoutALocalCount) {
+TEST(CoreHome, NoHomeWithinTheCoresWhereRanksMeetInsideTheStepOrWithoutALocalCount) {
   EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 1), 1, 2));  // ranks within the cores
-  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 2), 1, 4));  // pipeline stages end one by one
+  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 2), 1, 4));  // pipeline hand-offs
+  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(1, 4, 1), 1, 4));  // tensor-parallel all-reduces
+  strategy::Plan zero3 = plan_of(4, 1, 1);
+  zero3.zero = 3;
+  EXPECT_FALSE(CoreHome::choose({0, 1}, zero3, 1, 4));             // a gather per layer
   EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(4, 1, 1), 1, 0));  // the launcher did not say
   EXPECT_FALSE(CoreHome().active());
 }

@@ -580,23 +580,21 @@ TEST(ExecutorTest, WorldOfOneUsesTheSamePathAndRecordsEveryPart) {
   EXPECT_GE(t.idle_seconds, 0.0);
 }
 
-// The hook the trainer sends a rank's compute thread home with (core_home.h) runs once a step, on
-// the compute thread, before the update changes a weight.
-TEST(ExecutorTest, TheBeforeUpdateHookRunsOnceAStepBeforeTheWeightsChange) {
+// The hook the trainer sends a rank's compute thread home with (core_home.h) runs twice a step, on
+// the compute thread: before the update changes a weight, and after the step's last op.
+TEST(ExecutorTest, TheAfterMeetingHookRunsBeforeTheUpdateAndAtTheStepsEnd) {
   const TrainConfig cfg = tiny_config("gbs=8,mb=4", 1, 64);
   const strategy::StepProgram p = strategy::build_step(cfg.model, cfg.plan, 0, {.per_layer_ops = true});
   const model::MlpShape shape = mlp_shape(cfg.model);
   model::LabMlp m(shape, 1);
   const auto opt = make_optimizer(SgdConfig{.lr = 0.1}, m.owned_range());
   const std::vector<float> initial(m.params().begin(), m.params().end());
-  int calls = 0;
-  bool unchanged_at_call = false;
-  std::thread::id caller;
+  std::vector<bool> unchanged_at_call;
+  std::vector<std::thread::id> callers;
   ExecutorOptions eo;
-  eo.before_update = [&] {
-    ++calls;
-    unchanged_at_call = std::equal(initial.begin(), initial.end(), m.params().begin());
-    caller = std::this_thread::get_id();
+  eo.after_meeting = [&] {
+    unchanged_at_call.push_back(std::equal(initial.begin(), initial.end(), m.params().begin()));
+    callers.push_back(std::this_thread::get_id());
   };
   Executor ex(p, m, *opt, std::vector<comm::Communicator*>(p.groups.size(), nullptr), eo);
   std::vector<model::MicrobatchState> mbs;
@@ -606,10 +604,10 @@ TEST(ExecutorTest, TheBeforeUpdateHookRunsOnceAStepBeforeTheWeightsChange) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
   }
   ex.run(mbs, 0);
-  EXPECT_EQ(calls, 1);
-  EXPECT_TRUE(unchanged_at_call) << "the hook ran after the update";
-  EXPECT_EQ(caller, std::this_thread::get_id());
-  EXPECT_FALSE(std::equal(initial.begin(), initial.end(), m.params().begin())) << "the step updated nothing";
+  ASSERT_EQ(unchanged_at_call.size(), 2u);
+  EXPECT_TRUE(unchanged_at_call[0]) << "the first call came after the update";
+  EXPECT_FALSE(unchanged_at_call[1]) << "the second call came before the update";
+  for (const std::thread::id& c : callers) EXPECT_EQ(c, std::this_thread::get_id());
 }
 
 // A tensor-parallel all-reduce blocks the compute stream from its issue to its end, and it runs on
