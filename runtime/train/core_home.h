@@ -1,6 +1,7 @@
 #pragma once
-// Where a rank's compute thread goes back to once a step, where the ranks on a host outnumber the
-// cores they may run on: its own core (local rank mod those cores), just before the update, and
+// Where a rank's compute thread goes back to, where the ranks on a host outnumber the cores they
+// may run on: its own core (local rank mod those cores), each time the step's data-parallel
+// meeting has let every rank go (before the update and after the step's last collective), and
 // then the whole set again, so the kernel can still move it.
 //
 // Why (measured on a 2-vCPU VM, Linux 6.18): the kernel places threads it wakes next to a thread
@@ -9,16 +10,16 @@
 // ZeRO-1 on 4 workers, 19% of the samples had two or more of the job's threads runnable on one
 // vCPU while the other sat idle, and the ranks' backwards ended 32-99 ms into the step where a
 // fair share of the two cores ends all four at about 69. The simulator shares the cores fairly, so
-// the trainer ran DDP on 4 workers 7-9% slower than predicted. Sent home once a step, the ranks
-// start the update and the next step spread over the cores: DDP on 4 workers, alternated runs,
-// held2 168-180 ms a step without, 139-166 with; deep-mlp 270-302 without, 256-275 with.
+// the trainer ran DDP on 4 workers 7-9% slower than predicted. Sent home, the ranks start the
+// update and the next step spread over the cores: DDP on 4 workers, alternated runs, held2 156-179
+// ms a step without, 142-152 with; deep-mlp 270-302 without, 256-275 with (docs/DESIGN.md).
 //
 // Only for ranks that meet once a step (strategy::meets_once_a_step: DDP, ZeRO-1/2), the plans the
 // simulator runs on a fair share of the cores. Where ranks meet inside the step (tensor-parallel
 // all-reduces, pipeline hand-offs, ZeRO-3's gathers) the profile prices the cores as the kernel
 // shares them among such ranks (its makespans), and sending them home measured nothing either
 // way: ZeRO-3 on 4 workers 294-325 ms without, 305-323 with; TP 4 175-182 / 180-217. Nor for
-// ranks within the cores. Two system calls a step; nothing else changes.
+// ranks within the cores. Four system calls a step; nothing else changes.
 #include <sched.h>
 
 #include <optional>
