@@ -105,6 +105,18 @@ class SlowComm final : public comm::Communicator {
   std::thread thread_;  // last: starts after the rest exists
 };
 
+// `n` microbatches of 4 samples (of a global batch of `global_batch`) for `shape`, their inputs
+// filled with small values (any will do), for executors run by hand.
+std::vector<model::MicrobatchState> microbatches_of(const model::MlpShape& shape, int64_t n, int64_t global_batch) {
+  std::vector<model::MicrobatchState> mbs;
+  for (int64_t k = 0; k < n; ++k) {
+    mbs.emplace_back(shape, 4, global_batch);
+    std::span<float> x = mbs.back().activation(0);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
+  }
+  return mbs;
+}
+
 TEST(ExecutorTest, BucketAllReducesOverlapTheRestOfBackward) {
   // 6 blocks of h 256, f 1024 with 2 MiB buckets: about one bucket per block, the first issued
   // after the backward of the head and block 5 while blocks 4..0 (tens of milliseconds of sgemm)
@@ -437,12 +449,7 @@ TEST(ExecutorTest, ABroadcastOpCopiesTheFirstRanksParametersOfItsRange) {
     std::vector<comm::Communicator*> comms(p.groups.size(), nullptr);
     comms.at(bc.group) = c.get();
     Executor ex(p, m, *opt, comms);
-    std::vector<model::MicrobatchState> mbs;
-    for (int k = 0; k < cfg.plan.microbatches; ++k) {
-      mbs.emplace_back(shape, 4, 16);
-      std::span<float> x = mbs.back().activation(0);  // inputs: any values will do
-      for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
-    }
+    std::vector<model::MicrobatchState> mbs = microbatches_of(shape, cfg.plan.microbatches, 16);
     ex.run(mbs, 0);
     params[r].assign(m.params().begin(), m.params().end());
     sync.arrive_and_wait();
@@ -514,12 +521,7 @@ TEST(ExecutorTest, AGradientReadWhileAGroupHoldsRowsIsRefused) {
                                                  model::ModelStorage{.weight_grad_group = 4});
     const auto opt = make_optimizer(SgdConfig{.lr = 0.1}, m->owned_range());
     Executor ex(p, *m, *opt, std::vector<comm::Communicator*>(p.groups.size(), nullptr));
-    std::vector<model::MicrobatchState> mbs;
-    for (int k = 0; k < cfg.plan.microbatches; ++k) {
-      mbs.emplace_back(shape, 4, 8);
-      std::span<float> x = mbs.back().activation(0);  // inputs: any values will do
-      for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
-    }
+    std::vector<model::MicrobatchState> mbs = microbatches_of(shape, cfg.plan.microbatches, 8);
     if (!forced) {
       EXPECT_NO_THROW(ex.run(mbs, 0));
       EXPECT_FALSE(m->weight_grads_pending());
@@ -597,12 +599,7 @@ TEST(ExecutorTest, TheAfterMeetingHookRunsBeforeTheUpdateAndAtTheStepsEnd) {
     callers.push_back(std::this_thread::get_id());
   };
   Executor ex(p, m, *opt, std::vector<comm::Communicator*>(p.groups.size(), nullptr), eo);
-  std::vector<model::MicrobatchState> mbs;
-  for (int k = 0; k < cfg.plan.microbatches; ++k) {
-    mbs.emplace_back(shape, 4, 8);
-    std::span<float> x = mbs.back().activation(0);  // inputs: any values will do
-    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * float(i % 7);
-  }
+  std::vector<model::MicrobatchState> mbs = microbatches_of(shape, cfg.plan.microbatches, 8);
   ex.run(mbs, 0);
   ASSERT_EQ(unchanged_at_call.size(), 2u);
   EXPECT_TRUE(unchanged_at_call[0]) << "the first call came after the update";
