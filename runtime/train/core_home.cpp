@@ -10,8 +10,9 @@ std::optional<int> CoreHome::choose(const std::vector<int>& allowed, const strat
   return allowed[static_cast<size_t>(local_rank) % allowed.size()];
 }
 
-CoreHome CoreHome::for_rank(const strategy::Plan& plan, int local_rank, int local_ranks) {
+CoreHome CoreHome::for_rank(const strategy::Plan& plan, int local_rank, int local_ranks, SetAffinity set) {
   CoreHome h;
+  h.set_ = set;
   if (sched_getaffinity(0, sizeof h.allowed_, &h.allowed_) != 0) return {};
   std::vector<int> allowed;
   for (int c = 0; c < CPU_SETSIZE; ++c)
@@ -20,13 +21,13 @@ CoreHome CoreHome::for_rank(const strategy::Plan& plan, int local_rank, int loca
   return h.active() ? h : CoreHome{};
 }
 
-void CoreHome::return_home(SetAffinity set) const {
+void CoreHome::return_home() const {
   if (!active()) return;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(home_, &one);
   // Best effort: a refused call (a cpuset changed under the job) leaves the thread where it was.
-  if (set(0, sizeof one, &one) == 0) set(0, sizeof allowed_, &allowed_);
+  if (set_(0, sizeof one, &one) == 0) set_(0, sizeof allowed_, &allowed_);
 }
 
 }  // namespace parlab::train

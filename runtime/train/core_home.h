@@ -31,10 +31,14 @@ namespace parlab::train {
 
 class CoreHome {
  public:
+  // The system call that moves the calling thread (tests pass a recorder).
+  using SetAffinity = int (*)(pid_t, size_t, const cpu_set_t*);
+
   CoreHome() = default;  // inactive: return_home() does nothing
   // The home of `local_rank` of `local_ranks` ranks on this host, for `plan`, given the CPUs this
   // thread may run on now: active where local_ranks exceeds them and the plan's ranks meet once a step.
-  static CoreHome for_rank(const strategy::Plan& plan, int local_rank, int local_ranks);
+  static CoreHome for_rank(const strategy::Plan& plan, int local_rank, int local_ranks,
+                           SetAffinity set = ::sched_setaffinity);
   // The rule, on a list of allowed CPUs: their (local_rank mod size)th, or none.
   static std::optional<int> choose(const std::vector<int>& allowed, const strategy::Plan& plan, int local_rank,
                                    int local_ranks);
@@ -42,13 +46,12 @@ class CoreHome {
   bool active() const { return home_ >= 0; }
   int cpu() const { return home_; }
   // Moves the calling thread onto its home CPU, then allows it every CPU it was allowed before.
-  // `set`: the system call (tests pass a recorder).
-  using SetAffinity = int (*)(pid_t, size_t, const cpu_set_t*);
-  void return_home(SetAffinity set = ::sched_setaffinity) const;
+  void return_home() const;
 
  private:
   int home_ = -1;
   cpu_set_t allowed_{};
+  SetAffinity set_ = ::sched_setaffinity;
 };
 
 }  // namespace parlab::train

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "strategy/plan.h"
+#include "tests/runtime/train/train_fixture.h"
 
 namespace parlab::train {
 namespace {
@@ -50,14 +51,36 @@ TEST(CoreHome, GoingHomeIsTheHomeCoreAloneThenEveryCoreAllowedBefore) {
   cpu_set_t before;
   ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
   const int allowed = CPU_COUNT(&before);
-  const CoreHome home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), allowed, allowed + 1);
+  const CoreHome home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), allowed, allowed + 1, record);
   ASSERT_TRUE(home.active());
   g_calls.clear();
-  home.return_home(record);
+  home.return_home();
   ASSERT_EQ(g_calls.size(), 2u);
   EXPECT_EQ(CPU_COUNT(&g_calls[0]), 1);
   EXPECT_TRUE(CPU_ISSET(home.cpu(), &g_calls[0]));
   EXPECT_TRUE(CPU_EQUAL(&g_calls[1], &before));
+}
+
+TEST(CoreHome, ATrainerGivenAHomeGoesThereTwiceAStep) {
+  // The worker builds the home; the trainer hands it to the executor, which calls it before the
+  // update and after the step's last collective.
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const int allowed = CPU_COUNT(&before);
+  TrainerOptions options;
+  options.core_home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), 0, allowed + 1, record);
+  ASSERT_TRUE(options.core_home.active());
+  g_calls.clear();
+  const int steps = 2;
+  testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), steps, {}, options);
+  ASSERT_EQ(g_calls.size(), size_t(steps * 2 * 2));  // two homecomings a step, two system calls each
+  for (size_t i = 0; i < g_calls.size(); i += 2) {
+    EXPECT_EQ(CPU_COUNT(&g_calls[i]), 1) << i;
+    EXPECT_TRUE(CPU_EQUAL(&g_calls[i + 1], &before)) << i;
+  }
+  g_calls.clear();
+  testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), steps);  // no home: no call
+  EXPECT_TRUE(g_calls.empty());
 }
 
 TEST(CoreHome, AfterGoingHomeForRealTheThreadMayRunAnywhereItCouldBefore) {
