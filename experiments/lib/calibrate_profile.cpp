@@ -16,6 +16,7 @@
 #include <memory>
 #include <new>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "runtime/model/lab_mlp.h"
@@ -90,34 +91,47 @@ struct LoopShape {
   int tp = 1;
   bool bf16_per_pass = false;
   int weight_grad_group = 1;  // strategy::weight_grad_group: a step's microbatches defer as training's do
+  int in_flight = 1;          // microbatches_in_flight
 };
 
-// One microbatch's forward and backward; with `group`, its tensor-parallel group meets there after
-// every block, each way, as the group's all-reduces make it (`meetings` counts them).
-void run_microbatch(model::LabMlp& net, model::MicrobatchState& mb, pthread_barrier_t* group, int64_t* meetings,
-                    bool bf16_per_pass) {
+// One microbatch's forward or backward; with `group`, its tensor-parallel group meets there after
+// every block, as the group's all-reduces make it (`meetings` counts them).
+void run_pass(model::LabMlp& net, model::MicrobatchState& mb, bool forward, pthread_barrier_t* group, int64_t* meetings,
+              bool bf16_per_pass) {
+  if (bf16_per_pass) net.drop_bf16_copies();
   if (group == nullptr) {
-    if (bf16_per_pass) net.drop_bf16_copies();
-    net.forward(mb);
-    if (bf16_per_pass) net.drop_bf16_copies();
-    net.backward(mb);
+    if (forward)
+      net.forward(mb);
+    else
+      net.backward(mb);
     return;
   }
-  if (bf16_per_pass) net.drop_bf16_copies();
   const int blocks = int(net.shape().blocks);
   const auto meet = [&] {
     pthread_barrier_wait(group);
     if (meetings) ++*meetings;
   };
-  for (int l = 0; l <= blocks; ++l) {
-    net.forward_layer(l, mb);
+  for (int k = 0; k <= blocks; ++k) {
+    const int l = forward ? k : blocks - k;
+    if (forward)
+      net.forward_layer(l, mb);
+    else
+      net.backward_layer(l, mb);
     if (l < blocks) meet();
   }
-  if (bf16_per_pass) net.drop_bf16_copies();
-  for (int l = blocks; l >= 0; --l) {
-    net.backward_layer(l, mb);
-    if (l < blocks) meet();
+}
+
+// A step's passes in a pipeline stage's order: (forward?, microbatch), `in_flight` - 1 forwards
+// ahead of the backwards (0: each forward right before its backward).
+std::vector<std::pair<bool, int>> pass_order(int per_step, int in_flight) {
+  std::vector<std::pair<bool, int>> order;
+  const int ahead = std::clamp(in_flight, 1, per_step) - 1;
+  for (int k = 0; k < ahead; ++k) order.emplace_back(true, k);
+  for (int k = 0; k < per_step; ++k) {
+    if (k + ahead < per_step) order.emplace_back(true, k + ahead);
+    order.emplace_back(false, k);
   }
+  return order;
 }
 
 // One process's timings, a value per timed step.
@@ -134,6 +148,39 @@ void store_medians(const Series& x, Shared* s, int me) {
   s->first_touch[me] = double(kTouchBuffers * kTouchBytes) / parlab::median(x.touch);
   s->microbatch_span[me] = parlab::median(x.microbatch_span), s->update_span[me] = parlab::median(x.update_span);
   s->microbatch_cpu[me] = parlab::median(x.microbatch_cpu), s->update_cpu[me] = parlab::median(x.update_cpu);
+}
+
+// Step `step`'s `loop.per_step` microbatches (data and forward, and backward; in a pipeline stage's
+// order; the gradients accumulate); `group`: the tensor-parallel group's barrier, or none; `count`:
+// where process 0 counts its microbatches and meetings. Returns the data's and the passes' times
+// per microbatch (a step's sum over its microbatches).
+std::pair<double, double> run_step_passes(model::LabMlp& net, const train::SyntheticDataset& data,
+                                          const LoopShape& loop, int step, pthread_barrier_t* group, Shared* count) {
+  const int per_step = loop.per_step;
+  const int64_t b = loop.b;
+  std::vector<std::optional<model::MicrobatchState>> live(static_cast<size_t>(per_step));
+  std::vector<int64_t> indices(static_cast<size_t>(b), 0);
+  double d = 0, c = 0;
+  for (const auto& [forward, k] : pass_order(per_step, loop.in_flight)) {
+    std::optional<model::MicrobatchState>& mb = live[static_cast<size_t>(k)];
+    if (forward) {
+      std::iota(indices.begin(), indices.end(), int64_t((step * per_step + k) % 4) * b);
+      mb.emplace(net.new_microbatch(b, b));
+      const auto t0 = Clock::now();
+      data.fill(indices, *mb);
+      d += since(t0) / per_step;
+    } else {
+      net.set_weight_grads_deferrable(k + 1 < per_step);  // the executor's rule for DDP and ZeRO-1
+    }
+    const auto t0 = Clock::now();
+    run_pass(net, *mb, forward, group, count ? &count->tp_meetings : nullptr, loop.bf16_per_pass);
+    c += since(t0) / per_step;
+    if (!forward) {
+      mb.reset();
+      if (count) ++count->microbatches_run;
+    }
+  }
+  return {d, c};
 }
 
 // The profile's loop in one process, writing its medians to slot `me` of `s`; `together`: it is
@@ -157,10 +204,8 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
                                 .classes = shape.classes});
   auto opt = train::make_optimizer(train::AdamWConfig{}, {0, int64_t(net.params().size())});
   Series x;
-  std::vector<int64_t> indices(size_t(b), 0);
-  // The trainer's order per step: the clear, then `per_step` microbatches back to back (data,
-  // forward and backward; the gradients accumulate), the optimizer. Step 0 warms up (page faults,
-  // first-touch of the buffers). Times are per microbatch: a step's sum over its microbatches.
+  // The trainer's order per step: the clear, the step's microbatches (run_step_passes), the
+  // optimizer. Step 0 warms up (page faults, first-touch of the buffers).
   for (int i = 0; i <= repeats; ++i) {
     sync();
     const auto step_start = Clock::now();
@@ -168,20 +213,8 @@ void profile_loop(const LoopShape& loop, int repeats, Shared* s, int me, bool to
     net.zero_grads();
     const double z = since(t0);
     double cpu0 = cpu_seconds();
-    double d = 0, c = 0;
-    for (int k = 0; k < per_step; ++k) {
-      std::iota(indices.begin(), indices.end(), int64_t((i * per_step + k) % 4) * b);
-      auto mb = net.new_microbatch(b, b);
-      t0 = Clock::now();
-      data.fill(indices, mb);
-      d += since(t0) / per_step;
-      t0 = Clock::now();
-      net.set_weight_grads_deferrable(k + 1 < per_step);  // the executor's rule for DDP and ZeRO-1
-      run_microbatch(net, mb, tp_sync ? &s->tp_barrier[me / tp] : nullptr, me == 0 ? &s->tp_meetings : nullptr,
-                     loop.bf16_per_pass);
-      c += since(t0) / per_step;
-      if (me == 0) ++s->microbatches_run;
-    }
+    const auto [d, c] =
+        run_step_passes(net, data, loop, i, tp_sync ? &s->tp_barrier[me / tp] : nullptr, me == 0 ? s : nullptr);
     if (me == 0) s->bf16_copies = net.bf16_copies_made();
     const double mb_cpu = (cpu_seconds() - cpu0) / per_step;
     sync();
@@ -318,7 +351,8 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
                        .precision = plan.precision,
                        .tp = tp,
                        .bf16_per_pass = bf16_copies_per_pass(plan),
-                       .weight_grad_group = group};
+                       .weight_grad_group = group,
+                       .in_flight = microbatches_in_flight(plan, per_step)};
   if (processes == 1) {
     // World size 1 writes the same slots, without a barrier or a fork.
     profile_loop(loop, repeats, s, 0, false);
@@ -334,6 +368,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.parameters = s->parameters;
   p.repeats = s->repeats;
   p.microbatches_per_step = per_step;
+  p.microbatches_in_flight = loop.in_flight;
   p.weight_grad_group = group;
   p.bf16_copies_per_pass = loop.bf16_per_pass;
   p.bf16_copies_per_microbatch = s->microbatches_run > 0 ? double(s->bf16_copies) / double(s->microbatches_run) : 0;
@@ -347,6 +382,11 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   p.microbatch_cpu_seconds = mean_of(s->microbatch_cpu, processes);
   p.optimizer_cpu_seconds = mean_of(s->update_cpu, processes);
   return p;
+}
+
+int microbatches_in_flight(const strategy::Plan& plan, int per_step) {
+  if (plan.pp <= 1) return 1;
+  return std::clamp(plan.schedule == strategy::Schedule::kGPipe ? per_step : plan.pp, 1, std::max(per_step, 1));
 }
 
 WorkloadProfile profile_workload(const strategy::ModelSpec& m, int64_t b, int repeats, strategy::Precision precision) {
@@ -416,9 +456,12 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   const double modelled = strategy::compute_seconds_alone(clear, profiled, strategy::Precision::kFp32);
   const std::string on =
       p.processes == 1 ? std::string("one process") : std::to_string(p.processes) + " processes in lockstep";
-  const std::string group = p.weight_grad_group > 1 ? ", weight gradients over " + std::to_string(p.weight_grad_group) +
-                                                          " microbatches at once"
-                                                    : std::string();
+  std::string group = p.microbatches_in_flight > 1 ? std::string() : std::string(", back to back");
+  group += p.weight_grad_group > 1
+               ? ", weight gradients over " + std::to_string(p.weight_grad_group) + " microbatches at once"
+               : std::string();
+  if (p.microbatches_in_flight > 1)
+    group += ", in a pipeline stage's order (" + std::to_string(p.microbatches_in_flight) + " in flight)";
   std::string makespan;
   const SharedCorePricing pricing = shared_core_pricing(profiled, plan, p);
   if (pricing != SharedCorePricing::kOwnTimes) {
@@ -434,7 +477,7 @@ std::string describe(const WorkloadProfile& p, const strategy::ClusterSpec& prof
   char b[1280];
   std::snprintf(b, sizeof b,
                 "compute model: a profile of this workload's rank shape (h %lld, f %lld, %lld blocks) on %s%s%s "
-                "(median of %d steps of %d microbatches of %lld, back to back%s, after a warm-up): forward+backward "
+                "(median of %d steps of %d microbatches of %lld%s, after a warm-up): forward+backward "
                 "%.2f ms a microbatch +-%.0f%%, data %.2f ms "
                 "-> %.1f GFLOP/s; AdamW over %.1f M "
                 "parameters %.2f ms -> %.2f GB/s (gradient clear: measured %.2f ms, modelled %.2f ms); new "

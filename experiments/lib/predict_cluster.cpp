@@ -18,9 +18,10 @@ WorkloadRates::WorkloadRates(const strategy::ClusterSpec& base, const strategy::
 }
 
 const WorkloadProfile& WorkloadRates::profile(const strategy::Plan& p, int world) {
-  // The weight-gradient group too: DDP's steps group their products, ZeRO-2/3's of the same shape do not.
+  // The weight-gradient group too: DDP's steps group their products, ZeRO-2/3's of the same shape do
+  // not; and the step's microbatches and schedule: a pipeline stage's order (microbatches_in_flight).
   const auto key = std::make_tuple(p.microbatch, p.tp, p.pp, int(p.precision), world, bf16_copies_per_pass(p),
-                                   strategy::weight_grad_group(p));
+                                   strategy::weight_grad_group(p), p.microbatches, int(p.schedule));
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   if (progress_)

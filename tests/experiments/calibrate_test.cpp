@@ -538,6 +538,33 @@ TEST(WorkloadProfile, RunsTheRanksShapeInLockstepProcesses) {
   EXPECT_THROW(profile_workload(m, plan, 65, 2), ConfigError);
 }
 
+// A pipeline stage holds microbatches between their forward and backward (1F1B and interleaving:
+// pp of them on the first stage; GPipe: every one), so its profile runs them in that order and
+// says so; with tensor parallelism too, each group still meets after every block, both ways.
+TEST(WorkloadProfile, PipelineStagesRunTheirMicrobatchesInTheStagesOrder) {
+  const strategy::ModelSpec m =
+      strategy::load_model(std::string(PARLAB_SOURCE_DIR) + "/tests/experiments/data/tiny-mlp.toml");
+  const auto plan = [&](const std::string& text, int world) {
+    return strategy::resolve(strategy::parse_plan(text), m, world);
+  };
+  EXPECT_EQ(microbatches_in_flight(plan("gbs=16,mb=4", 1), 4), 1);
+  EXPECT_EQ(microbatches_in_flight(plan("pp=2,schedule=1f1b,gbs=16,mb=4", 2), 4), 2);
+  EXPECT_EQ(microbatches_in_flight(plan("pp=2,schedule=gpipe,gbs=16,mb=4", 2), 4), 4);
+  EXPECT_EQ(microbatches_in_flight(plan("pp=4,schedule=1f1b,gbs=8,mb=4", 4), 2), 2) << "no more than a step has";
+  const strategy::Plan tp_pp = plan("tp=2,pp=2,schedule=1f1b,gbs=16,mb=4", 4);
+  const WorkloadProfile p = profile_workload(m, tp_pp, 4, 2);
+  EXPECT_EQ(p.microbatches_in_flight, 2);
+  EXPECT_EQ(p.microbatches_per_step, 4);
+  EXPECT_EQ(p.tp_meetings_per_microbatch, 2 * ((m.layers + 1) / 2)) << "after each of the stage's blocks, both ways";
+  EXPECT_GT(p.fwdbwd_seconds, 0);
+  strategy::ClusterSpec c = strategy::load_cluster("cpu-local");
+  c.calibrated = true;
+  EXPECT_NE(describe(p, c, tp_pp).find("in a pipeline stage's order (2 in flight)"), std::string::npos);
+  const WorkloadProfile flat = profile_workload(m, plan("gbs=16,mb=4", 1), 1, 2);
+  EXPECT_EQ(flat.microbatches_in_flight, 1);
+  EXPECT_NE(describe(flat, c, strategy::Plan{}).find("back to back"), std::string::npos);
+}
+
 // A tensor-parallel plan's profile makes each TP group meet after every block's forward and
 // backward, as its all-reduces do (the waits for the group's slowest member are part of its
 // microbatch); it says so in its description. One process, or no TP, meets only per step.
