@@ -11,6 +11,7 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "runtime/model/lab_mlp.h"
+#include "runtime/train/core_home.h"
 #include "runtime/train/data.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/trainer.h"
@@ -357,8 +359,17 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
     // World size 1 writes the same slots, without a barrier or a fork.
     profile_loop(loop, repeats, s, 0, false);
   } else {
+    // Each process placed as the trainer places its rank (runtime/train/core_home.h): ranks that
+    // meet inside the step stay on their core where they outnumber the cores evenly.
+    const char* home = std::getenv("PARLAB_CORE_HOME");
+    const bool homes = !(home && std::string(home) == "off");
     run_forked(
-        processes, [&](int me) { profile_loop(loop, repeats, s, me, true); }, s);
+        processes,
+        [&](int me) {
+          if (homes) train::CoreHome::for_rank(plan, me, processes).settle();
+          profile_loop(loop, repeats, s, me, true);
+        },
+        s);
   }
   WorkloadProfile p;
   p.processes = processes;

@@ -96,11 +96,13 @@ bool bf16_copies_per_pass(const strategy::Plan& plan);
 
 // Runs the profile of `plan`'s rank shape (ffn / tp, ceil(layers / pp) blocks, its microbatch and
 // precision) in `processes` processes at once (forked: call before this process starts threads
-// of its own; 1 runs here), as steps: the clear, the plan's microbatches per step (at most 8) back
-// to back, the update. One warm-up step, then as many timed steps as give `repeats` microbatches
-// (at least 5; up to four times `repeats` steps for a workload whose step takes under 1.5 s),
-// each step started together. The times are per microbatch, medians over the steps, then the
-// mean over the processes (what the cores deliver to the job as a whole). Why steps and not lone
+// of its own; 1 runs here), as steps: the clear, the plan's microbatches per step (at most 8) in
+// the trainer's order (microbatches_in_flight), the update. One warm-up step, then as many timed
+// steps as give `repeats` microbatches (at least 5; up to four times `repeats` steps for a
+// workload whose step takes under 1.5 s), each step started together, each process on the core
+// the trainer would give its rank (train::CoreHome; not with PARLAB_CORE_HOME=off). The times are
+// per microbatch, medians over the steps, then the mean over the processes (what the cores
+// deliver to the job as a whole). Why steps and not lone
 // microbatches: a microbatch timed alone, just after an update, ran faster than the same one
 // inside a step (one Xeon VM, lab-mlp, microbatch 64: 291-308 ms alone, 335 ms eight in a row,
 // the trainer's step about 355 ms a microbatch), and the 1-worker prediction was 15-17% fast.

@@ -2,11 +2,15 @@
 
 namespace parlab::train {
 
+CoreHome::Keep CoreHome::keep(const strategy::Plan& plan, int local_ranks, int cpus) {
+  if (cpus <= 0 || local_ranks <= cpus) return Keep::kNone;
+  if (strategy::meets_once_a_step(plan)) return Keep::kReturns;
+  return local_ranks % cpus == 0 ? Keep::kStays : Keep::kNone;
+}
+
 std::optional<int> CoreHome::choose(const std::vector<int>& allowed, const strategy::Plan& plan, int local_rank,
                                     int local_ranks) {
-  if (allowed.empty() || local_rank < 0 || local_ranks <= static_cast<int>(allowed.size()) ||
-      !strategy::meets_once_a_step(plan))
-    return std::nullopt;
+  if (local_rank < 0 || keep(plan, local_ranks, static_cast<int>(allowed.size())) == Keep::kNone) return std::nullopt;
   return allowed[static_cast<size_t>(local_rank) % allowed.size()];
 }
 
@@ -17,12 +21,23 @@ CoreHome CoreHome::for_rank(const strategy::Plan& plan, int local_rank, int loca
   std::vector<int> allowed;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &h.allowed_)) allowed.push_back(c);
-  if (const std::optional<int> home = choose(allowed, plan, local_rank, local_ranks)) h.home_ = *home;
+  if (const std::optional<int> home = choose(allowed, plan, local_rank, local_ranks)) {
+    h.home_ = *home;
+    h.keep_ = keep(plan, local_ranks, static_cast<int>(allowed.size()));
+  }
   return h.active() ? h : CoreHome{};
 }
 
+void CoreHome::settle() const {
+  if (!active() || keep_ != Keep::kStays) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(home_, &one);
+  set_(0, sizeof one, &one);  // best effort: refused, the thread stays where the kernel puts it
+}
+
 void CoreHome::return_home() const {
-  if (!active()) return;
+  if (!returns()) return;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(home_, &one);

@@ -276,8 +276,10 @@ Trainer::Trainer(TrainConfig config, comm::Communicator& world, TrainerOptions o
   if (state_.device_model && options_.make_device_optimizer)
     state_.device_optimizer = options_.make_device_optimizer(*state_.optimizer, *state_.device_model);
   eo.device_optimizer = state_.device_optimizer.get();
-  if (options_.core_home.active()) eo.after_meeting = [home = options_.core_home] { home.return_home(); };
+  if (options_.core_home.returns()) eo.after_meeting = [home = options_.core_home] { home.return_home(); };
   executor_ = std::make_unique<Executor>(program_, compute, *state_.optimizer, *state_.shards, std::move(comms), eo);
+  // Every communicator (and its thread) exists by now: only this, the compute thread, settles.
+  options_.core_home.settle();
 }
 
 std::vector<comm::Communicator*> Trainer::group_communicators(comm::Communicator& base) {

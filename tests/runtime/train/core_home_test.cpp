@@ -28,17 +28,31 @@ TEST(CoreHome, RanksThatOutnumberTheCoresEachGetOneOfTheAllowedCores) {
   strategy::Plan zero2 = plan_of(4, 1, 1);
   zero2.zero = 2;
   EXPECT_EQ(CoreHome::choose(allowed, zero2, 1, 4), 5);
+  // They meet once a step: they go back there after the meeting, and may move between meetings.
+  EXPECT_EQ(CoreHome::keep(plan_of(4, 1, 1), 4, 2), CoreHome::Keep::kReturns);
+  EXPECT_EQ(CoreHome::keep(zero2, 4, 2), CoreHome::Keep::kReturns);
 }
 
-TEST(CoreHome, NoHomeWithinTheCoresWhereRanksMeetInsideTheStepOrWithoutALocalCount) {
-  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 1), 1, 2));  // ranks within the cores
-  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 2), 1, 4));  // pipeline hand-offs
-  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(1, 4, 1), 1, 4));  // tensor-parallel all-reduces
+TEST(CoreHome, RanksThatMeetInsideTheStepStayHomeWhereTheyDivideEvenlyOverTheCores) {
+  const std::vector<int> allowed = {0, 1};
+  const strategy::Plan tp_pp = plan_of(1, 2, 2);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(CoreHome::choose(allowed, tp_pp, r, 4), r % 2) << "a TP pair on two cores";
   strategy::Plan zero3 = plan_of(4, 1, 1);
   zero3.zero = 3;
-  EXPECT_FALSE(CoreHome::choose({0, 1}, zero3, 1, 4));             // a gather per layer
+  for (const strategy::Plan& p : {tp_pp, plan_of(1, 4, 1), plan_of(1, 1, 4), zero3})
+    EXPECT_EQ(CoreHome::keep(p, 4, 2), CoreHome::Keep::kStays);
+  // Three on two cores: two would share one for the whole step, and set the group's pace.
+  EXPECT_EQ(CoreHome::keep(plan_of(1, 1, 3), 3, 2), CoreHome::Keep::kNone);
+  EXPECT_FALSE(CoreHome::choose(allowed, plan_of(1, 1, 3), 2, 3));
+}
+
+TEST(CoreHome, NoHomeWithinTheCoresOrWithoutALocalCount) {
+  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(2, 1, 1), 1, 2));  // data parallel within the cores
+  EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(1, 2, 1), 1, 2));  // tensor parallel within the cores
   EXPECT_FALSE(CoreHome::choose({0, 1}, plan_of(4, 1, 1), 1, 0));  // the launcher did not say
+  EXPECT_EQ(CoreHome::keep(plan_of(1, 2, 2), 4, 0), CoreHome::Keep::kNone);
   EXPECT_FALSE(CoreHome().active());
+  EXPECT_FALSE(CoreHome().returns());
 }
 
 std::vector<cpu_set_t> g_calls;
@@ -61,6 +75,27 @@ TEST(CoreHome, GoingHomeIsTheHomeCoreAloneThenEveryCoreAllowedBefore) {
   EXPECT_TRUE(CPU_EQUAL(&g_calls[1], &before));
 }
 
+TEST(CoreHome, SettlingIsTheHomeCoreAloneForGoodAndOnlyForRanksThatStay) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const int allowed = CPU_COUNT(&before);
+  const CoreHome stays = CoreHome::for_rank(plan_of(1, 2, 2 * allowed), 1, 4 * allowed, record);
+  ASSERT_TRUE(stays.active());
+  EXPECT_FALSE(stays.returns());
+  g_calls.clear();
+  stays.settle();
+  ASSERT_EQ(g_calls.size(), 1u);
+  EXPECT_EQ(CPU_COUNT(&g_calls[0]), 1);
+  EXPECT_TRUE(CPU_ISSET(stays.cpu(), &g_calls[0]));
+  stays.return_home();  // nothing to go back to: it never left
+  EXPECT_EQ(g_calls.size(), 1u);
+  const CoreHome returns = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), 0, allowed + 1, record);
+  ASSERT_TRUE(returns.returns());
+  g_calls.clear();
+  returns.settle();  // a rank that returns is free between meetings
+  EXPECT_TRUE(g_calls.empty());
+}
+
 TEST(CoreHome, ATrainerGivenAHomeGoesThereTwiceAStep) {
   // The worker builds the home; the trainer hands it to the executor, which calls it before the
   // update and after the step's last collective.
@@ -81,6 +116,20 @@ TEST(CoreHome, ATrainerGivenAHomeGoesThereTwiceAStep) {
   g_calls.clear();
   testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), steps);  // no home: no call
   EXPECT_TRUE(g_calls.empty());
+}
+
+TEST(CoreHome, ATrainerGivenAHomeToStayInSettlesThereOnceBeforeItsFirstStep) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const int allowed = CPU_COUNT(&before);
+  TrainerOptions options;
+  options.core_home = CoreHome::for_rank(plan_of(1, 2, allowed), 0, 2 * allowed, record);
+  ASSERT_TRUE(options.core_home.active());
+  ASSERT_FALSE(options.core_home.returns());
+  g_calls.clear();
+  testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), 3, {}, options);
+  ASSERT_EQ(g_calls.size(), 1u) << "once, and no homecomings after the meetings";
+  EXPECT_EQ(CPU_COUNT(&g_calls[0]), 1);
 }
 
 TEST(CoreHome, AfterGoingHomeForRealTheThreadMayRunAnywhereItCouldBefore) {
