@@ -23,8 +23,8 @@
 //   inside the step (tensor-parallel all-reduces, pipeline hand-offs, ZeRO-3's gathers) stay on
 //   their core, from the trainer's construction on (the communicators' threads, made before, may
 //   still run anywhere). Alternated runs of 10 steps, held2 TP2 x PP2: 188-209 ms without,
-//   166-179 with; deep-mlp 291-304 / 238-294; TP 4, TP2 x DP2 and pp=4 unchanged within the
-//   machine's noise. Only where the ranks divide evenly over the cores: 3 ranks on 2 cores would
+//   166-179 with; deep-mlp 291-304 / 238-294; TP 4, TP2 x DP2, pp=4 and ZeRO-3 unchanged within
+//   the machine's noise. Only where the ranks divide evenly over the cores: 3 ranks on 2 cores would
 //   put two on one core for the whole step, and the group would run at that core's pace.
 //
 // Not for ranks within the cores, nor on the GPU. At most four system calls a step.
