@@ -58,7 +58,8 @@ class WorkloadRates {
   std::function<void(const std::string&)> progress_;
   std::optional<StoredCalibration> stored_;
   bool profiles_ = false;
-  // (microbatch, tp, pp, precision, processes, bf16 copies per pass, weight-gradient group) -> profile
+  // (microbatch, tp, pp, precision, processes, bf16 copies per pass, weight-gradient group,
+  //  microbatches, schedule) -> profile
   std::map<std::tuple<int64_t, int, int, int, int, bool, int, int64_t, int>, WorkloadProfile> cache_;
   std::map<int, std::string> links_note_;  // ranks -> how their links were measured again (none: not)
 };
