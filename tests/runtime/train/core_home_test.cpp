@@ -55,6 +55,14 @@ TEST(CoreHome, NoHomeWithinTheCoresOrWithoutALocalCount) {
   EXPECT_FALSE(CoreHome().returns());
 }
 
+// The CPUs this thread may run on now.
+cpu_set_t allowed_now() {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  EXPECT_EQ(sched_getaffinity(0, sizeof s, &s), 0);
+  return s;
+}
+
 std::vector<cpu_set_t> g_calls;
 int record(pid_t, size_t, const cpu_set_t* set) {
   g_calls.push_back(*set);
@@ -62,8 +70,7 @@ int record(pid_t, size_t, const cpu_set_t* set) {
 }
 
 TEST(CoreHome, GoingHomeIsTheHomeCoreAloneThenEveryCoreAllowedBefore) {
-  cpu_set_t before;
-  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const cpu_set_t before = allowed_now();
   const int allowed = CPU_COUNT(&before);
   const CoreHome home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), allowed, allowed + 1, record);
   ASSERT_TRUE(home.active());
@@ -76,8 +83,7 @@ TEST(CoreHome, GoingHomeIsTheHomeCoreAloneThenEveryCoreAllowedBefore) {
 }
 
 TEST(CoreHome, SettlingIsTheHomeCoreAloneForGoodAndOnlyForRanksThatStay) {
-  cpu_set_t before;
-  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const cpu_set_t before = allowed_now();
   const int allowed = CPU_COUNT(&before);
   const CoreHome stays = CoreHome::for_rank(plan_of(1, 2, 2 * allowed), 1, 4 * allowed, record);
   ASSERT_TRUE(stays.active());
@@ -96,40 +102,41 @@ TEST(CoreHome, SettlingIsTheHomeCoreAloneForGoodAndOnlyForRanksThatStay) {
   EXPECT_TRUE(g_calls.empty());
 }
 
+// The system calls a one-rank trainer makes over `steps` steps, given `home` (recorded).
+std::vector<cpu_set_t> calls_training_with(const CoreHome& home, int steps) {
+  TrainerOptions options;
+  options.core_home = home;
+  g_calls.clear();
+  testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), steps, {}, options);
+  return g_calls;
+}
+
 TEST(CoreHome, ATrainerGivenAHomeGoesThereTwiceAStep) {
   // The worker builds the home; the trainer hands it to the executor, which calls it before the
   // update and after the step's last collective.
-  cpu_set_t before;
-  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const cpu_set_t before = allowed_now();
   const int allowed = CPU_COUNT(&before);
-  TrainerOptions options;
-  options.core_home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), 0, allowed + 1, record);
-  ASSERT_TRUE(options.core_home.active());
-  g_calls.clear();
+  const CoreHome home = CoreHome::for_rank(plan_of(allowed + 1, 1, 1), 0, allowed + 1, record);
+  ASSERT_TRUE(home.returns());
   const int steps = 2;
-  testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), steps, {}, options);
-  ASSERT_EQ(g_calls.size(), size_t(steps * 2 * 2));  // two homecomings a step, two system calls each
-  for (size_t i = 0; i < g_calls.size(); i += 2) {
-    EXPECT_EQ(CPU_COUNT(&g_calls[i]), 1) << i;
-    EXPECT_TRUE(CPU_EQUAL(&g_calls[i + 1], &before)) << i;
+  const std::vector<cpu_set_t> calls = calls_training_with(home, steps);
+  ASSERT_EQ(calls.size(), size_t(steps * 2 * 2));  // two homecomings a step, two system calls each
+  for (size_t i = 0; i < calls.size(); i += 2) {
+    EXPECT_EQ(CPU_COUNT(&calls[i]), 1) << i;
+    EXPECT_TRUE(CPU_EQUAL(&calls[i + 1], &before)) << i;
   }
-  g_calls.clear();
-  testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), steps);  // no home: no call
-  EXPECT_TRUE(g_calls.empty());
+  EXPECT_TRUE(calls_training_with(CoreHome(), steps).empty()) << "no home: no call";
 }
 
 TEST(CoreHome, ATrainerGivenAHomeToStayInSettlesThereOnceBeforeItsFirstStep) {
-  cpu_set_t before;
-  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
-  const int allowed = CPU_COUNT(&before);
-  TrainerOptions options;
-  options.core_home = CoreHome::for_rank(plan_of(1, 2, allowed), 0, 2 * allowed, record);
-  ASSERT_TRUE(options.core_home.active());
-  ASSERT_FALSE(options.core_home.returns());
-  g_calls.clear();
-  testing::train_threads(1, testing::tiny_config("gbs=8", 1, 64), 3, {}, options);
-  ASSERT_EQ(g_calls.size(), 1u) << "once, and no homecomings after the meetings";
-  EXPECT_EQ(CPU_COUNT(&g_calls[0]), 1);
+  const cpu_set_t now = allowed_now();
+  const int allowed = CPU_COUNT(&now);
+  const CoreHome home = CoreHome::for_rank(plan_of(1, 2, allowed), 0, 2 * allowed, record);
+  ASSERT_TRUE(home.active());
+  ASSERT_FALSE(home.returns());
+  const std::vector<cpu_set_t> calls = calls_training_with(home, 3);
+  ASSERT_EQ(calls.size(), 1u) << "once, and no homecomings after the meetings";
+  EXPECT_EQ(CPU_COUNT(&calls[0]), 1);
 }
 
 TEST(CoreHome, AfterGoingHomeForRealTheThreadMayRunAnywhereItCouldBefore) {
