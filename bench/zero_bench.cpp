@@ -20,7 +20,8 @@
 //               compute).
 // Each split is also simulated (sim::simulate_plan, the same plan on the cluster the experiments
 // predict it on: on a calibrated cpu-local the rates of a profile of that split's own rank shape,
-// run here by as many processes as it has workers, a second or two each; else the calibration's
+// run here by as many processes as it has workers, a second or two each, and the links of that
+// many ranks measured again at the start of each round; else the calibration's
 // GEMM grid or the preset, as `parlab simulate --profile` and the splits experiment do; the
 // compute model is printed under the tables) and its collectives priced by the
 // communication model alone (strategy::collective_time, rank 0's comm-stream collectives in
@@ -282,9 +283,13 @@ int main(int argc, char** argv) {
                     workers, warmup,  steps, comm == "shm" ? bench::RanksOver::kShm : bench::RanksOver::kGloo};
   std::vector<std::vector<Row>> rounds(static_cast<size_t>(n_rounds));
   for (int round = 0; round < n_rounds; ++round) {
-    // Each round profiles afresh beside its measurements (the machine drifts over minutes), in
-    // the order reversed every other round, as the splits experiment does.
+    // Each round profiles afresh and measures the links again beside its measurements (the
+    // machine drifts over minutes: three calibrations of one VM in one morning fitted the stored
+    // all-gather at 4.1, 7.0 and 6.1 GB/s), in the order reversed every other round, as the splits
+    // experiment does. With the stored links instead, ZeRO-3's exposed communication, which is
+    // what this bench sets beside its model, was priced on whichever minute the calibration caught.
     experiments::WorkloadRates rates(cluster, spec, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+    rates.measure_links_now(workers);
     rounds[size_t(round)].resize(4);
     for (int k = 0; k < 4; ++k) {
       const int zero = round % 2 ? 3 - k : k;
