@@ -306,9 +306,11 @@ class Executor {
   std::vector<int> issued_index_;  // op id -> index into issued_, -1 if not a comm op
   std::vector<Issued> issued_;
   int last_comm_stream_op_ = -1;
-  // When the handler of the op being run started: a compute-stream collective blocks the compute
-  // stream from here (it may run inline, on this thread, inside its issue call) to its end.
+  // When the handler of the op being run started, and that op: a compute-stream collective blocks
+  // the compute stream from here (it may run inline, on this thread, inside its issue call) to its
+  // end; any other op issued by its own handler, to its issue's end (record_issue).
   double handler_started_ = 0;
+  int handler_op_ = -1;
   ExecResult result_;
   std::map<int, std::unique_ptr<model::ComputeBuffer>> buffers_;                 // by the op id that owns them
   std::multimap<int64_t, std::unique_ptr<model::ComputeBuffer>> spare_buffers_;  // freed this step, by size

@@ -625,5 +625,28 @@ TEST(ExecutorTest, InlineTensorParallelCollectivesAreExposedCommunication) {
   }
 }
 
+// Issuing a communication-stream collective holds the compute stream for as long as the issue
+// call takes (its buffer, the call, waking the communicator's thread): that is exposed
+// communication, never idle. Each ZeRO-3 gather and reduce-scatter's issue is held 3 ms here.
+TEST(ExecutorTest, TheTimeSpentIssuingACollectiveIsExposedCommunication) {
+  const TrainConfig cfg = tiny_config("gbs=8,mb=4,zero=3", 2, 64);
+  auto log = std::make_shared<testing::TapLog>();
+  log->issue_delay = std::chrono::milliseconds(3);
+  auto wrap = [&](std::unique_ptr<comm::Communicator> c) -> std::unique_ptr<comm::Communicator> {
+    return std::make_unique<testing::TapCommunicator>(std::move(c), log);
+  };
+  const auto runs = train_threads(2, cfg, 2, wrap);
+  int64_t issued = 0;  // step 1's gathers and reduce-scatters, both ranks
+  for (const std::string& t : log->tags)
+    if (t.rfind("all-gather s1/", 0) == 0 || t.rfind("reduce-scatter s1/", 0) == 0) ++issued;
+  ASSERT_GT(issued, 0);
+  const double held = 0.003 * double(issued) / 2;  // a rank's
+  for (const RankRun& run : runs) {
+    const StepTimes& t = run.records.at(1).times;
+    EXPECT_GE(t.exposed_comm_seconds, 0.9 * held) << issued / 2 << " issues a rank";
+    EXPECT_LT(t.idle_seconds, 0.5 * held) << "the issues were booked as idle";
+  }
+}
+
 }  // namespace
 }  // namespace parlab::train

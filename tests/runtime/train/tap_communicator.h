@@ -3,10 +3,12 @@
 // on any group split off it, so a test can tell which world (host or "device") a step's
 // collectives, TP reductions and pipeline sends went over. Thread-safe: the split groups of one
 // rank share the log.
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
@@ -22,6 +24,9 @@ inline bool is_step_tag(const std::string& tag) {
 
 struct TapLog {
   std::mutex mu;
+  // How long each collective's issue call takes before it reaches the real communicator (a slow
+  // issue: the calling thread is held, as a busy core's would be).
+  std::chrono::microseconds issue_delay{0};
   std::vector<std::string> tags;                           // in issue order, "<kind> <tag>", e.g. "send s0/act.mb1.vs0"
   std::vector<std::span<const float>> registered;          // what allocate_registered handed out
   std::vector<std::string> all_reduces_in_registered;      // tags of all-reduces over a span of it
@@ -81,6 +86,7 @@ class TapCommunicator final : public comm::Communicator {
   using Options = comm::CollectiveOptions;
   std::shared_ptr<comm::Work> run_all_reduce(std::span<float> buf, const Options& o) override {
     log_->note_all_reduce(buf, o);
+    hold();
     return inner_->all_reduce(buf, o);
   }
   comm::RegisteredBuffer run_allocate_registered(std::size_t elements) override {
@@ -106,11 +112,13 @@ class TapCommunicator final : public comm::Communicator {
   std::shared_ptr<comm::Work> run_reduce_scatter_v(std::span<const float> in, std::span<const int64_t> counts,
                                                    std::span<float> out, const Options& o) override {
     log_->note_reduce_scatter(in, o);
+    hold();
     return inner_->reduce_scatter_v(in, counts, out, o);
   }
   std::shared_ptr<comm::Work> run_all_gather_v(std::span<const float> in, std::span<float> out,
                                                std::span<const int64_t> counts, const Options& o) override {
     log_->note_all_gather(in, o);
+    hold();
     return inner_->all_gather_v(in, out, counts, o);
   }
   std::shared_ptr<comm::Work> run_send(std::span<const float> buf, int peer, const Options& o) override {
@@ -130,6 +138,10 @@ class TapCommunicator final : public comm::Communicator {
   }
 
  private:
+  void hold() const {
+    if (log_->issue_delay.count() > 0) std::this_thread::sleep_for(log_->issue_delay);
+  }
+
   std::unique_ptr<comm::Communicator> inner_;
   std::shared_ptr<TapLog> log_;
 };
