@@ -517,7 +517,7 @@ void Executor::record_issue(const Op& op, comm::Communicator& c, std::shared_ptr
   const bool compute_stream = !op.is_p2p() && op.stream != Stream::kComm;
   // Issuing held the compute stream too (its buffer, the call, waking the communicator's thread,
   // which on shared cores may take this one's core): exposed communication, as its waits are. Booked
-  // as idle, it was ZeRO-3's whole idle time: held2 on 2 workers, 104 all-gather calls a step at
+  // as idle, it was most of ZeRO-3's idle time: held2 on 2 workers, 104 all-gather calls a step at
   // about 42 us and 16 reduce-scatter calls at about 230 us, 8 of its 9-13 ms. A compute-stream
   // collective counts it in its wait (below).
   if (!compute_stream && op.id == handler_op_) result_.exposed_comm_seconds += now() - handler_started_;

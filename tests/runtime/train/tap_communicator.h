@@ -1,8 +1,8 @@
 #pragma once
 // A communicator that passes every op to a real one and notes the tag of each op issued on it or
 // on any group split off it, so a test can tell which world (host or "device") a step's
-// collectives, TP reductions and pipeline sends went over. Thread-safe: the split groups of one
-// rank share the log.
+// collectives, TP reductions and pipeline sends went over; it can also hold each collective's
+// issue call (TapLog::issue_delay). Thread-safe: the split groups of one rank share the log.
 #include <chrono>
 #include <memory>
 #include <mutex>
