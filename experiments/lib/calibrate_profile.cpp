@@ -361,8 +361,7 @@ WorkloadProfile profile_workload(const strategy::ModelSpec& m, const strategy::P
   } else {
     // Each process placed as the trainer places its rank (runtime/train/core_home.h): ranks that
     // meet inside the step stay on their core where they outnumber the cores evenly.
-    const char* home = std::getenv("PARLAB_CORE_HOME");
-    const bool homes = !(home && std::string(home) == "off");
+    const bool homes = train::core_homes_enabled();
     run_forked(
         processes,
         [&](int me) {

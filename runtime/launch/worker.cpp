@@ -455,9 +455,7 @@ void train_worker(const TrainJob& job, train::JsonlSink& sink, Liveness& live) {
   if (!job.dump_dir.empty()) to.dump_dir = train::dump_dir_for_rank(job.dump_dir, rank, world.comm->size());
   // --device cuda: LOCAL_RANK's GPU computes, NCCL carries the program's collectives.
   device::CudaRank gpu;
-  // PARLAB_CORE_HOME=off leaves placement to the kernel alone (to compare, or on a kernel it hurts).
-  const char* core_home = env_or_null("PARLAB_CORE_HOME");
-  if (device::parse_kind(job.device) != device::Kind::kCuda && !(core_home && std::string(core_home) == "off"))
+  if (device::parse_kind(job.device) != device::Kind::kCuda && train::core_homes_enabled())
     to.core_home = train::CoreHome::for_rank(config.plan, world.env.local_rank, local_ranks_from_env());
   if (device::parse_kind(job.device) == device::Kind::kCuda) {
     device::check_plan(device::Kind::kCuda, config.plan);

@@ -1,6 +1,14 @@
 #include "runtime/train/core_home.h"
 
+#include <cstdlib>
+#include <string_view>
+
 namespace parlab::train {
+
+bool core_homes_enabled() {
+  const char* v = std::getenv("PARLAB_CORE_HOME");
+  return !(v && std::string_view(v) == "off");
+}
 
 CoreHome::Keep CoreHome::keep(const strategy::Plan& plan, int local_ranks, int cpus) {
   if (cpus <= 0 || local_ranks <= cpus) return Keep::kNone;

@@ -37,6 +37,10 @@
 
 namespace parlab::train {
 
+// Whether homes are given at all: not with PARLAB_CORE_HOME=off (placement left to the kernel, to
+// compare, or on a kernel it hurts). The worker and the workload profile both ask here.
+bool core_homes_enabled();
+
 class CoreHome {
  public:
   // The system call that moves the calling thread (tests pass a recorder).
