@@ -327,8 +327,8 @@ void LabMlp::backward(MicrobatchState& mb) {
 }
 
 void LabMlp::block_forward(int i, MicrobatchState& mb) const {
-  if (tp_.size > 1) return block_forward_tp(i, mb);
   if (mixed_) return block_forward_mixed(i, mb);
+  if (tp_.size > 1) return block_forward_tp(i, mb);
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   MicrobatchState::BlockSaved& saved = mb.saved_[i];
   saved.pre.resize(B * f);
@@ -375,7 +375,7 @@ void LabMlp::head_backward(MicrobatchState& mb) {
 }
 
 void LabMlp::block_backward(int i, MicrobatchState& mb) {
-  if (tp_.size > 1) return block_backward_tp(i, mb);
+  if (tp_.size > 1 && !mixed_) return block_backward_tp(i, mb);
   MicrobatchState::BlockSaved& saved = mb.saved_[i];
   if (!saved.present) {
     throw RuntimeError("backward_layer(" + std::to_string(i) + ") before its forward_layer");

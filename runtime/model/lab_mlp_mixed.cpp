@@ -1,6 +1,8 @@
 // lab-mlp blocks under mixed precision: bf16 matmul inputs, fp32 accumulation and fp32 master
 // weights (see LabMlp::set_mixed_precision). The head stays fp32: its matmuls are 1/500 of the
-// step, and the softmax cross-entropy reads its logits.
+// step, and the softmax cross-entropy reads its logits. A tensor-parallel slice (lab_mlp_tp.cpp)
+// runs the same products on its columns and leaves, as in fp32, the partial sums: fc2's bias and
+// the residual join in tp_finish_forward/backward, after the group's reduction.
 #include <algorithm>
 #include <string>
 
@@ -75,11 +77,14 @@ void LabMlp::block_forward_mixed(int i, MicrobatchState& mb) const {
   cpu::linear_forward_bf16(forward_scratch_.data(), saved.x16.data(), weight_bf16(tensor_of(i, kFc1Weight), kForward),
                            tensor(tensor_of(i, kFc1Bias)), B, h, f);
   cpu::gelu_forward_bf16(saved.pre16.data(), saved.post16.data(), forward_scratch_.data(), B * f);
-  // y (B, h) = post @ bf16(W2)^T + b2 in fp32, then the residual y += x
+  // y (B, h) = post @ bf16(W2)^T + b2 in fp32, then the residual y += x; a tensor-parallel slice
+  // leaves its partial sum (tp_finish_forward adds both once the group has reduced it, then frees x).
+  const bool slice = tp_.size > 1;
   cpu::linear_forward_bf16(y, saved.post16.data(), weight_bf16(tensor_of(i, kFc2Weight), kForward),
-                           tensor(tensor_of(i, kFc2Bias)), B, f, h);
-  cpu::residual_forward(y, y, x, B * h);
+                           slice ? tp_zero_bias_.data() : tensor(tensor_of(i, kFc2Bias)), B, f, h);
   saved.present = true;
+  if (slice) return;
+  cpu::residual_forward(y, y, x, B * h);
   // The backward reads the bf16 copy only: the fp32 input goes now, as autocast frees it. The data
   // (activation(0)) stays for its owner (loader, --dump-step).
   if (i > 0) {
@@ -92,9 +97,11 @@ void LabMlp::block_backward_mixed(int i, MicrobatchState& mb) {
   MicrobatchState::BlockSaved& saved = mb.saved_[i];
   const int64_t B = mb.batch(), h = shape().hidden, f = shape().ffn;
   const float* dy = mb.dactivation(i + 1).data();  // (B, h)
-  // Residual branch (the identity): dx = dy; the fc path accumulates onto it below.
+  // Residual branch (the identity): dx = dy; the fc path accumulates onto it below. A
+  // tensor-parallel slice writes its partial dpre_i W1_i alone: dy joins after the reduction.
+  const bool slice = tp_.size > 1;
   std::span<float> dx = mb.dactivation(i);
-  std::copy(dy, dy + B * h, dx.begin());
+  if (!slice) std::copy(dy, dy + B * h, dx.begin());
   scratch_.resize(B * f);
   scratch_bf16_.resize(B * h + B * f);
   float* dpost = scratch_.data();
@@ -114,16 +121,20 @@ void LabMlp::block_backward_mixed(int i, MicrobatchState& mb) {
   cpu::gelu_bias_backward_bf16(dpre16, tensor_grad(tensor_of(i, kFc1Bias)), saved.pre16.data(), dpost, B, f);
   // fc1: dx += dpre @ W1, dW1 += dpre^T @ x
   const ParamTensor& w1 = tensor_of(i, kFc1Weight);
-  cpu::linear_backward_bf16(dx.data(), cpu::GradWrite::kAccumulate, group ? nullptr : tensor_grad(w1), dpre16,
-                            saved.x16.data(), weight_bf16(w1, kInputGrad), B, h, f);
+  cpu::linear_backward_bf16(dx.data(), slice ? cpu::GradWrite::kOverwrite : cpu::GradWrite::kAccumulate,
+                            group ? nullptr : tensor_grad(w1), dpre16, saved.x16.data(), weight_bf16(w1, kInputGrad), B,
+                            h, f);
   if (group) {
     std::copy(saved.x16.begin(), saved.x16.begin() + B * h, group->x16.begin() + slot.row * h);
     std::copy(saved.post16.begin(), saved.post16.begin() + B * f, group->post16.begin() + slot.row * f);
   }
   end_weight_grad_slot(i, slot, B);
-  // As the fp32 block: release the saved activations and the consumed upstream gradient.
-  release_storage(mb.dacts_[i + 1]);
-  mb.has_dact_[i + 1] = 0;
+  // As the fp32 block: release the saved activations and the consumed upstream gradient (a
+  // slice's tp_finish_backward still adds it).
+  if (!slice) {
+    release_storage(mb.dacts_[i + 1]);
+    mb.has_dact_[i + 1] = 0;
+  }
   release_storage(saved.x16);
   release_storage(saved.pre16);
   release_storage(saved.post16);

@@ -77,6 +77,12 @@ void LabMlp::tp_finish_forward(int layer, MicrobatchState& mb, int64_t row_begin
   float* y = mb.activation(layer + 1).data();
   for (int64_t r = row_begin; r < row_end; ++r)
     for (int64_t c = 0; c < h; ++c) y[r * h + c] += b2[c] + x[r * h + c];
+  // Under mixed precision the backward reads the block's bf16 copy of x: the fp32 input goes once
+  // every row has its residual, as the whole block's does (block_forward_mixed).
+  if (mixed_ && layer > 0 && row_begin == 0 && row_end == mb.batch()) {
+    release_storage(mb.acts_[layer]);
+    mb.has_act_[layer] = 0;
+  }
 }
 
 void LabMlp::block_backward_tp(int i, MicrobatchState& mb) {

@@ -65,10 +65,6 @@ void check_strategy(const strategy::ModelSpec& spec, const strategy::Plan& plan)
     throw ConfigError("plan.zero", std::to_string(plan.zero),
                       "must be at most 2 with tensor parallelism for training (checkpoints and exports of ZeRO-3 "
                       "shards of tensor-parallel slices are not implemented); `parlab simulate` takes it");
-  if (plan.tp > 1 && plan.precision == strategy::Precision::kMixed)
-    throw ConfigError("plan.precision", "mixed",
-                      "must be fp32 with tensor parallelism for training (the bf16 matmuls cover whole blocks, not "
-                      "tensor-parallel slices); `parlab simulate` takes it");
   if (plan.pp > 1 && plan.dp > 1 && plan.zero >= 1)
     throw ConfigError("plan.zero", std::to_string(plan.zero),
                       "must be 0 with pipeline parallelism for training (the runtime shards data-parallel state "

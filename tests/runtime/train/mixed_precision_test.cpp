@@ -14,8 +14,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/compute/cpu/matmul.h"
+#include "runtime/train/memory_report.h"
 #include "base/errors.h"
 #include "tests/runtime/train/train_fixture.h"
 
@@ -82,6 +86,64 @@ TEST_F(MixedPrecisionTest, BitIdenticalRunToRun) {
   const auto b = train_threads(2, config("mixed", 2), 8);
   EXPECT_EQ(a[0].params, b[0].params);
   EXPECT_EQ(loss_curve(a), loss_curve(b));
+}
+
+// Tensor-parallel slices under mixed precision run the bf16 products on their columns and leave
+// fp32 partial sums, as in fp32: what changes against one worker is the fp32 order of those sums
+// (fc2's, fc1's input gradient) and, as for worker counts above, a rare bf16 rounding flip after
+// it. A model of 4 blocks, so that pp=2 gets two each; ffn 64 splits 4 ways.
+TEST_F(MixedPrecisionTest, TensorParallelSlicesLearnWhatOneWorkerLearns) {
+  constexpr int kBlocks = 4;
+  const auto slices = [&](const std::string& plan, const std::string& precision, int world) {
+    return train_threads(
+        world, tiny_config("gbs=16,mb=4,precision=" + precision + "," + plan, world, 64, kAdamW, kBlocks), kSteps);
+  };
+  const auto ref = slices("tp=1", "mixed", 1);
+  const auto ref_loss = loss_curve(ref);
+  for (const auto& [plan, world] : std::vector<std::pair<std::string, int>>{
+           {"tp=2", 2}, {"tp=2,sp=on", 2}, {"tp=4", 4}, {"tp=2,pp=2", 4}, {"tp=2,dp=2,zero=1", 4}}) {
+    SCOPED_TRACE(plan);
+    const auto runs = slices(plan, "mixed", world);
+    const auto loss = loss_curve(runs);
+    double worst_loss = 0;
+    for (int k = 0; k < kSteps; ++k) worst_loss = std::max(worst_loss, std::abs(loss[k] - ref_loss[k]) / ref_loss[k]);
+    const double dw = relative_diff(runs[0].params, ref[0].params);
+    // The slices really ran in bf16: the same split in fp32 ends elsewhere by far more than fp32 rounding.
+    const double d32 = relative_diff(runs[0].params, slices(plan, "fp32", world)[0].params);
+    std::printf(
+        "  mixed, %s on %d workers: weights after %d steps %.3g from one worker's, %.3g from fp32's; loss %.3g\n",
+        plan.c_str(), world, kSteps, dw, d32, worst_loss);
+    EXPECT_LE(dw, 1e-3);
+    EXPECT_LE(worst_loss, 1e-3);
+    EXPECT_GT(d32, 1e-4);
+    for (int r = 1; r < world; ++r) EXPECT_EQ(runs[r].params, runs[0].params) << "rank " << r;
+  }
+}
+
+// A slice's bf16 weight copies are of its columns: parameters (those copies), fp32 gradients and
+// the optimizer's fp32 master and moments as the ledger counts them for the split (within 5%,
+// tp_pp_test.cpp's bound for fp32).
+TEST_F(MixedPrecisionTest, TensorParallelSlicesHoldWhatTheLedgerPredicts) {
+  constexpr int kWorld = 2;
+  const TrainConfig cfg = tiny_config("gbs=16,mb=4,precision=mixed,tp=2", kWorld, 64, kAdamW);
+  auto store = comm::make_in_process_store();
+  std::vector<MemoryReport> reports(kWorld);
+  comm::testing::run_rank_threads(kWorld, [&](int r, std::barrier<>& sync) {
+    comm::GlooOptions go;
+    go.timeout = testing::kTestTimeout;
+    std::unique_ptr<comm::Communicator> c = comm::make_gloo_communicator(store, r, kWorld, go);
+    Trainer trainer(cfg, *c, {});
+    for (int k = 0; k < 2; ++k) trainer.step();
+    reports[r] = memory_report(trainer, strategy::load_cluster("cpu-local"));
+    sync.arrive_and_wait();
+  });
+  using model::MemoryCategory;
+  for (const MemoryReport& m : reports)
+    for (MemoryCategory c : {MemoryCategory::kParameters, MemoryCategory::kGradients, MemoryCategory::kOptimizer}) {
+      ASSERT_TRUE(m.deviation(c)) << model::to_string(c);
+      EXPECT_LE(std::abs(*m.deviation(c)), 0.05) << "rank " << m.rank << " " << model::to_string(c) << ": measured "
+                                                 << m.measured(c) << " B, ledger " << m.ledger(c);
+    }
 }
 
 TEST(MixedPrecisionRefusal, RefusedByNameWhereBf16IsUnavailable) {
