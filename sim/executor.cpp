@@ -81,7 +81,7 @@ class Simulation {
         if (op.pattern_calls > 0)  // BuildOptions::call_runs is for walks: here every call is an op
           throw RuntimeError("rank " + std::to_string(p.rank) + " op " + std::to_string(op.id) +
                              ": a run of calls (BuildOptions::call_runs), which the simulator does not take");
-        R.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+        R.queue[strategy::walk_lane(op)].push_back(op.id);
       }
       R.done_step.assign(p.ops.size(), -1);
       for (const auto& g : p.groups) R.gid.push_back(gid_of_.at(g.name));

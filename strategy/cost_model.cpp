@@ -165,11 +165,11 @@ class Walker {
         s.group_id.push_back(it->second);
       }
       const auto on_compute =
-          std::count_if(prog.ops.begin(), prog.ops.end(), [](const Op& op) { return op.stream == Stream::kCompute; });
+          std::count_if(prog.ops.begin(), prog.ops.end(), [](const Op& op) { return walk_lane(op) == 0; });
       s.queue[0].reserve(size_t(on_compute));
       s.queue[1].reserve(prog.ops.size() - size_t(on_compute));
       for (const auto& op : prog.ops) {
-        s.queue[op.stream == Stream::kCompute ? 0 : 1].push_back(op.id);
+        s.queue[walk_lane(op)].push_back(op.id);
         if (op.is_collective()) s.call_index[op.id] = calls_per_group[op.group]++;
       }
     }
@@ -257,7 +257,7 @@ class Walker {
     // Except a collective that overlaps compute (Op::overlaps_compute).
     if (serialize_) {
       if (stream == 1 && op.is_collective() && !overlaps_compute_on(op, cluster_)) r.at = std::max(r.at, s.free_at[0]);
-      if (stream == 0 && s.last_comm_collective_end > r.at) {
+      if (stream == 0 && !op.is_p2p() && s.last_comm_collective_end > r.at) {
         r.at = s.last_comm_collective_end;
         r.after_comm_stream = true;
       }

@@ -70,12 +70,13 @@ TEST(Pipeline, OneFOneBOnIdealLinksMatchesTheClosedForm) {
 // layer, blocks.0; stage 1's by its chunk, c0). By hand (ms):
 //   s0 Z [0,0.020014]  F0 [0.020014,1.020014]  send a0 issued 1.020014, delivered 1.520014
 //   s0 F1 [1.020014,2.020014]  send a1 issued 2.020014, delivered 2.520014
-//   s1 Z [0,0.02003402]  recv a0 [0,1.520014]  F0 [1.520014,2.521014]  B0 [2.521014,4.523014]
+//   s1 Z [0,0.02003402]  recv a0 [0.02003402,1.520014] (where its compute stream reaches it,
+//   strategy::walk_lane)  F0 [1.520014,2.521014]  B0 [2.521014,4.523014]
 //   s1 send g0 issued 4.523014 -> 5.023014
-//   s1 recv a1: its comm stream reaches it after issuing g0 (4.523014); the data came at 2.520014
+//   s1 recv a1: its compute stream reaches it after issuing g0 (4.523014); the data came at 2.520014
 //   s1 F1 [4.523014,5.524014]  B1 [5.524014,7.526014]  send g1 -> 8.026014
 //   s1 optimizer [7.526014,7.6261841]
-//   s0 recv g0 [2.020014,5.023014]  B0 [5.023014,7.023014]  recv g1 [5.023014,8.026014]
+//   s0 recv g0 [2.020014,5.023014]  B0 [5.023014,7.023014]  recv g1 [7.023014,8.026014]
 //   s0 B1 [8.026014,10.026014]  optimizer [10.026014,10.126084]: the step ends at 10.126084 ms.
 TEST(Pipeline, GoldenTimelineTwoStagesTwoMicrobatches) {
   const auto cluster = strategy::parse_cluster_toml(R"(
@@ -120,14 +121,14 @@ latency_us = 100
       "r0 comm send act.mb0.vs1 1.0200140 1.5200140\n"
       "r0 comm send act.mb1.vs1 2.0200140 2.5200140\n"
       "r0 comm recv grad.mb0.vs1 2.0200140 5.0230140\n"
-      "r0 comm recv grad.mb1.vs1 5.0230140 8.0260140\n"
+      "r0 comm recv grad.mb1.vs1 7.0230140 8.0260140\n"
       "r1 compute zero-grad grad.zero 0.0000000 0.0200340\n"
       "r1 compute forward fwd.mb0.c0 1.5200140 2.5210140\n"
       "r1 compute backward bwd.mb0.c0 2.5210140 4.5230140\n"
       "r1 compute forward fwd.mb1.c0 4.5230140 5.5240140\n"
       "r1 compute backward bwd.mb1.c0 5.5240140 7.5260140\n"
       "r1 compute optimizer optimizer 7.5260140 7.6261841\n"
-      "r1 comm recv act.mb0.vs1 0.0000000 1.5200140\n"
+      "r1 comm recv act.mb0.vs1 0.0200340 1.5200140\n"
       "r1 comm send grad.mb0.vs1 4.5230140 5.0230140\n"
       "r1 comm recv act.mb1.vs1 4.5230140 4.5230140\n"
       "r1 comm send grad.mb1.vs1 7.5260140 8.0260140\n";
