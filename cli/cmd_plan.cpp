@@ -452,7 +452,7 @@ void print_on_this_machine(const PlanOptions& o, const Resolved& r, const experi
            fmt::format("{:.2f}", d.predicted_step_seconds / d.planner_step_seconds)});
   }
   fmt::print(
-      "On this machine: the candidates priced again on profiles of their own rank shapes, {} processes in "
+      "On this machine: the candidates simulated again on profiles of their own rank shapes, {} processes in "
       "lockstep on {} cores (what the grid leaves out: contention between ranks, the waits at their meetings)\n{}",
       r.world, r.cluster.cores_per_node, t.str());
   for (const std::string& n : c.notes) fmt::print("{}\n", n);
@@ -526,7 +526,7 @@ void add_plan_command(CLI::App& app) {
       "Also simulate the best K candidates in SimGrid (one process per core at once) and show both columns");
   auto* profile = cmd->add_flag(
       "--profile", opts->profile,
-      "Price the candidates again on profiles of their own rank shapes run on this machine (a calibrated cpu-local; "
+      "Simulate the candidates again on profiles of their own rank shapes run on this machine (a calibrated cpu-local; "
       "a second or two each); the default where the ranks outnumber its cores");
   cmd->add_flag("--no-profile", opts->no_profile, "Price on the calibration's grid alone")->excludes(profile);
   cmd->callback([opts, cmd] {

@@ -158,12 +158,13 @@ struct Op {
   // one host the ranks meet twice around a single pass over the data (each sums its chunk where
   // the peers' buckets lie) and wait for each other asleep, and the communication thread has
   // nothing else to do until the update: the rank's compute pays only the CPU of the pass
-  // (comm_cpu_bytes). Measured on 2 workers (stop 58): each of ZeRO-1's 20 MB buckets took 1.2-1.7 ms
-  // beside the backward, where taking turns priced it 2.6 ms after it. ZeRO-3's reduce-scatters use the same ring but
-  // share the thread with every layer's gathers, which they hold back; there taking turns is what was measured (held2
-  // ZeRO-3 on 2 workers: 112-140 ms exposed; 137.6 taking turns, 105-109 overlapped). Only while every rank has a core
-  // (strategy::overlaps_compute_on): where ranks outnumber the cores they take turns too (docs/DESIGN.md, "Shared-core
-  // hosts").
+  // (comm_cpu_bytes). Measured on 2 workers (stop 58): each of ZeRO-1's 20 MB buckets took
+  // 1.2-1.7 ms beside the backward, where taking turns priced it 2.6 ms after it. ZeRO-3's
+  // reduce-scatters use the same ring but share the thread with every layer's gathers, which they
+  // hold back; there taking turns is what was measured (held2 ZeRO-3 on 2 workers: 112-140 ms
+  // exposed; 137.6 taking turns, 105-109 overlapped). Only while every rank has a core
+  // (strategy::overlaps_compute_on): where ranks outnumber the cores they take turns too
+  // (docs/DESIGN.md, "Shared-core hosts").
   bool overlaps_compute = false;
 
   Deps deps;

@@ -54,10 +54,11 @@ DecideCandidates gather_candidates(const strategy::ModelSpec& model, const strat
                                    const std::string& keep);
 
 // The seed's "benchmark a small topology before scaling": on a calibrated cpu-local each
-// candidate is priced again on a profile of its own rank shape run by as many processes as it
+// candidate is simulated again on a profile of its own rank shape run by as many processes as it
 // has workers (predict_cluster.h) -- the planner's cluster knows one compute rate for every
 // shape and no waits at the meetings of ranks that share cores -- and the candidates are sorted
-// by that price (stable: ties keep the planner's order), so candidate 0 is the choice so priced.
+// by that prediction (stable: ties keep the planner's order), so candidate 0 is the choice so
+// priced.
 // Without profiles (another cluster, another model) the planner's prices stay.
 void price_on_profiles(DecideCandidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers);
 

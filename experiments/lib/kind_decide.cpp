@@ -82,8 +82,8 @@ void measure_more_rounds(Context& ctx, const DecideTask& t, DecideCandidates& c)
   }
 }
 
-// Each candidate run as the splits experiment runs a plan: its analytic run (the cost model's
-// walk, whose error `compare` shows) and its measured one. One the runtime refuses stays in
+// Each candidate run as the splits experiment runs a plan: its simulated run (the prediction,
+// whose error `compare` shows) and its measured one. One the runtime refuses stays in
 // the table with the reason, outside the regret and the correlation.
 void measure_candidates(Context& ctx, const DecideTask& t, const strategy::ModelSpec& model, DecideCandidates& c) {
   for (size_t i = 0; i < c.cands.size(); ++i) {
@@ -94,7 +94,7 @@ void measure_candidates(Context& ctx, const DecideTask& t, const strategy::Model
                                            model,
                                            c.clusters[i],
                                            c.plans[i],
-                                           {Source::kAnalytic, Source::kMeasured},
+                                           {Source::kSimulated, Source::kMeasured},
                                            t.steps,
                                            t.seed});
       c.cands[i].measured_step_seconds = row.step.at(Source::kMeasured);
@@ -167,7 +167,7 @@ void run_decide(Context& ctx, const DecideTask& t) {
   const Decision d = decide(c.cands);
   std::string report =
       table_of(c.cands) +
-      std::string(rates.profiles() ? "predicted: the cost model on each candidate's own workload profile "
+      std::string(rates.profiles() ? "predicted: the simulator on each candidate's own workload profile "
                                      "(the planner's price beside it); "
                                    : "predicted: the planner's price (its walked estimate); ") +
       "measured: median step +- half its interquartile "

@@ -522,7 +522,7 @@ TEST(BatchEndToEnd, EquivalenceOverAListOfPlansComparesEachWithOneWorker) {
 namespace parlab::experiments {
 
 // The decide experiment end to end on the tiny model and 2 workers: the planner's top plan and
-// the best of each other family trained for real in two rounds, each recorded (analytic and
+// the best of each other family trained for real in two rounds, each recorded (simulated and
 // measured runs, one compare row per plan, the measured step the median of the rounds), and one
 // decision_utility proof whose regret and correlation are the measures of its own rows.
 TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
@@ -534,10 +534,16 @@ TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
   const Outcome out = run_experiment(spec, store, options(s));
   ASSERT_TRUE(out.ok) << out.error << out.report;
   EXPECT_NE(out.report.find("regret"), std::string::npos) << out.report;
-  const auto proofs = store.list_proofs();
-  ASSERT_EQ(proofs.size(), 1u);
-  EXPECT_EQ(proofs[0].kind, "decision_utility");
-  const nlohmann::json rows = proofs[0].evidence.at("candidates");
+  std::vector<db::ProofRecord> decisions;
+  size_t simulations = 0;
+  for (const db::ProofRecord& p : store.list_proofs()) {
+    if (p.kind == "decision_utility") decisions.push_back(p);
+    if (p.kind == "deterministic_simulation") ++simulations;
+  }
+  ASSERT_EQ(decisions.size(), 1u);
+  const nlohmann::json rows = decisions[0].evidence.at("candidates");
+  // Each candidate's prediction is a simulation on its profile, recorded so it can be re-simulated.
+  EXPECT_EQ(simulations, rows.size());
   std::set<std::string> families, plans;
   std::vector<double> predicted, measured;
   for (const nlohmann::json& r : rows) {
@@ -571,10 +577,10 @@ TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
   std::snprintf(rho, sizeof rho, "Spearman %.2f over %zu candidates", strategy::spearman(predicted, measured),
                 measured.size());
   EXPECT_NE(out.headline.find(rho), std::string::npos) << out.headline;
-  // compare shows every candidate as its own row, with its analytic prediction beside the measurement.
+  // compare shows every candidate as its own row, with its simulated prediction beside the measurement.
   const Comparison c = compare_experiment(store, "tiny_decide");
   EXPECT_EQ(c.rows.size(), measured.size());
-  for (const CompareRow& r : c.rows) EXPECT_TRUE(r.measured && r.analytic) << r.split;
+  for (const CompareRow& r : c.rows) EXPECT_TRUE(r.measured && r.simulated) << r.split;
 }
 
 // `parlab plan` on a calibrated cpu-local prices its candidates again on profiles of their own
