@@ -5,7 +5,6 @@
 #include "base/errors.h"
 #include "experiments/lib/compare.h"
 #include "experiments/lib/predict_cluster.h"
-#include "sim/simulate.h"
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
 #include "strategy/measures.h"
@@ -79,18 +78,21 @@ DecideCandidates gather_candidates(const strategy::ModelSpec& model, const strat
   return c;
 }
 
-void price_on_profiles(DecideCandidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers) {
+void price_on_profiles(DecideCandidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers,
+                       int steps) {
   for (size_t i = 0; i < c.cands.size(); ++i) {
     const PredictionCluster pc = rates.for_plan(c.plans[i], workers);
     c.clusters.push_back(pc.cluster);
+    c.simulated.emplace_back();
     if (rates.profiles()) {
       // The simulator, as the scaling and splits experiments predict: on shared cores it shares
       // them out op by op, where the cost model's walk gives every rank its share for the whole
       // step and priced 4-worker pipelines 19-44% slow (a fresh mixed model, stop 58), enough to
       // rank TP 4 over a TP 2 x PP 2 that ran 21% faster.
       sim::SimOptions so;
-      so.steps = 3;  // as the splits experiment simulates a plan of 3 steps or more
-      c.cands[i].predicted_step_seconds = sim::simulate_plan(model, c.plans[i], pc.cluster, so).step_seconds;
+      so.steps = steps;
+      c.simulated.back() = sim::simulate_plan(model, c.plans[i], pc.cluster, so);
+      c.cands[i].predicted_step_seconds = c.simulated.back()->step_seconds;
       if (std::find(c.notes.begin(), c.notes.end(), pc.note) == c.notes.end()) c.notes.push_back(pc.note);
     }
   }
@@ -100,8 +102,10 @@ void price_on_profiles(DecideCandidates& c, WorkloadRates& rates, const strategy
     return c.cands[a].predicted_step_seconds < c.cands[b].predicted_step_seconds;
   });
   DecideCandidates sorted;
-  for (size_t i : order)
+  for (size_t i : order) {
     sorted.cands.push_back(c.cands[i]), sorted.plans.push_back(c.plans[i]), sorted.clusters.push_back(c.clusters[i]);
+    sorted.simulated.push_back(std::move(c.simulated[i]));
+  }
   sorted.notes = std::move(c.notes);
   c = std::move(sorted);
 }

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/simulate.h"
 #include "strategy/cluster_spec.h"
 #include "strategy/model_spec.h"
 #include "strategy/plan.h"
@@ -43,7 +44,10 @@ struct DecideCandidates {
   std::vector<DecideCandidate> cands;
   std::vector<strategy::Plan> plans;
   std::vector<strategy::ClusterSpec> clusters;  // each priced on its own profile (price_on_profiles)
-  std::vector<std::string> notes;               // the compute models used, one sentence each
+  // Each candidate's simulation on that profile (price_on_profiles; empty without profiles): its
+  // prediction, which the decide experiment records as the candidate's simulated run.
+  std::vector<std::optional<sim::SimResult>> simulated;
+  std::vector<std::string> notes;  // the compute models used, one sentence each
 };
 
 // The planner's top (`rep`, searched with `po`), then the plan of each family the top lacks
@@ -58,9 +62,10 @@ DecideCandidates gather_candidates(const strategy::ModelSpec& model, const strat
 // has workers (predict_cluster.h) -- the planner's cluster knows one compute rate for every
 // shape and no waits at the meetings of ranks that share cores -- and the candidates are sorted
 // by that prediction (stable: ties keep the planner's order), so candidate 0 is the choice so
-// priced.
+// priced. Each is simulated for `steps` steps (after the warm-up).
 // Without profiles (another cluster, another model) the planner's prices stay.
-void price_on_profiles(DecideCandidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers);
+void price_on_profiles(DecideCandidates& c, WorkloadRates& rates, const strategy::ModelSpec& model, int workers,
+                       int steps = 3);
 
 // Candidate 0 is the planner's first choice.
 struct Decision {

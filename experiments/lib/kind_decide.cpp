@@ -96,7 +96,8 @@ void measure_candidates(Context& ctx, const DecideTask& t, const strategy::Model
                                            c.plans[i],
                                            {Source::kSimulated, Source::kMeasured},
                                            t.steps,
-                                           t.seed});
+                                           t.seed,
+                                           c.simulated[i] ? &*c.simulated[i] : nullptr});
       c.cands[i].measured_step_seconds = row.step.at(Source::kMeasured);
       c.cands[i].measured_spread_seconds = row.measured_spread;
       c.cands[i].measured_run = row.measured_run;
@@ -161,7 +162,7 @@ void run_decide(Context& ctx, const DecideTask& t) {
   DecideCandidates c = gather_candidates(model, cluster, po, rep, t.workers, kTrainable);
   WorkloadRates rates(strategy::load_cluster(resolve_ref(ctx, t.cluster)), model,
                       [&ctx](const std::string& line) { ctx.progress(line); });
-  price_on_profiles(c, rates, model, t.workers);
+  price_on_profiles(c, rates, model, t.workers, simulated_steps(t.steps));
   measure_candidates(ctx, t, model, c);
 
   const Decision d = decide(c.cands);

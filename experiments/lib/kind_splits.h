@@ -2,6 +2,7 @@
 // How one split is run for the splits experiment, shared with the decide experiment
 // (kind_decide.cpp): the plan at a worker count, and its analytic, simulated and measured runs
 // recorded with what the splits table shows of them.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "experiments/lib/runner.h"
 #include "runtime/train/memory_report.h"
+#include "sim/simulate.h"
 #include "strategy/cluster_spec.h"
 #include "strategy/ledger.h"
 #include "strategy/model_spec.h"
@@ -25,7 +27,13 @@ struct SplitRequest {
   std::vector<Source> sources;
   int steps = 4;
   uint64_t seed = 1;
+  // The simulated source's run where it already ran (on `cluster`, for simulated_steps(steps)
+  // steps: the decide experiment's ranking): recorded as it is, not simulated again.
+  const sim::SimResult* simulated = nullptr;
 };
+
+// How many steps a split's simulated run covers (after its warm-up): the measured steps, at most 3.
+inline int simulated_steps(int steps) { return std::min(steps, 3); }
 
 struct SplitRow {
   std::map<Source, double> step, exposed;

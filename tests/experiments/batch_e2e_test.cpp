@@ -577,10 +577,18 @@ TEST(BatchEndToEnd, DecideMeasuresThePlannersChoiceAgainstEachFamily) {
   std::snprintf(rho, sizeof rho, "Spearman %.2f over %zu candidates", strategy::spearman(predicted, measured),
                 measured.size());
   EXPECT_NE(out.headline.find(rho), std::string::npos) << out.headline;
-  // compare shows every candidate as its own row, with its simulated prediction beside the measurement.
+  // compare shows every candidate as its own row, with its simulated prediction beside the
+  // measurement: the very simulation that ranked it.
+  std::map<std::string, double> predicted_of;
+  for (const nlohmann::json& r : rows)
+    predicted_of[r.at("plan").get<std::string>()] = r.at("predicted_step_seconds").get<double>();
   const Comparison c = compare_experiment(store, "tiny_decide");
   EXPECT_EQ(c.rows.size(), measured.size());
-  for (const CompareRow& r : c.rows) EXPECT_TRUE(r.measured && r.simulated) << r.split;
+  for (const CompareRow& r : c.rows) {
+    ASSERT_TRUE(r.measured && r.simulated) << r.split;
+    ASSERT_EQ(predicted_of.count(r.plan), 1u) << r.plan;
+    EXPECT_DOUBLE_EQ(*r.simulated, predicted_of.at(r.plan)) << r.split;
+  }
 }
 
 // `parlab plan` on a calibrated cpu-local prices its candidates again on profiles of their own
