@@ -235,7 +235,7 @@ class Walker {
       walk_calls(i, stream, op, when.start, ready);
       return true;
     }
-    account(s, stream, op, when, ready);
+    account(i, s, stream, op, when, ready);
     commit(i, stream, op, when);
     return true;
   }
@@ -256,7 +256,8 @@ class Walker {
     // (ClusterSpec::serializes_comm_with_compute): compute first, as the walk places it.
     // Except a collective that overlaps compute (Op::overlaps_compute).
     if (serialize_) {
-      if (stream == 1 && op.is_collective() && !overlaps_compute_on(op, cluster_)) r.at = std::max(r.at, s.free_at[0]);
+      if (stream == 1 && op.is_collective() && !overlaps_compute_on(op, programs_[i].groups[op.group].size(), cluster_))
+        r.at = std::max(r.at, s.free_at[0]);
       if (stream == 0 && !op.is_p2p() && s.last_comm_collective_end > r.at) {
         r.at = s.last_comm_collective_end;
         r.after_comm_stream = true;
@@ -340,7 +341,7 @@ class Walker {
                             w.start, w.finish, est[x]->seconds, std::string(to_string(est[x]->algorithm))});
         timeline_.push_back({prog.rank, op.id, w.start, w.finish});
       }
-      account(s, stream, op, w, ready);
+      account(i, s, stream, op, w, ready);
       s.free_at[stream] = w.finish;
       s.end = std::max(s.end, w.finish);
       w.start = w.finish;
@@ -412,9 +413,9 @@ class Walker {
 
   // The compute stream's books: its idle gap before the op when it waited for communication,
   // and what the op itself is (compute by kind, or a synchronous collective: exposed).
-  void account(State& s, int stream, const Op& op, const Interval& w, const Readiness& r) const {
+  void account(int i, State& s, int stream, const Op& op, const Interval& w, const Readiness& r) const {
     if (stream != 0) {
-      if (op.is_collective() && !overlaps_compute_on(op, cluster_))
+      if (op.is_collective() && !overlaps_compute_on(op, programs_[i].groups[op.group].size(), cluster_))
         s.last_comm_collective_end = std::max(s.last_comm_collective_end, w.finish);
       return;
     }

@@ -152,19 +152,19 @@ struct Op {
   // -1: balanced, S/n each.
   double min_chunk_bytes = -1;
   // A collective that overlaps compute even where the ranks fill a host's cores
-  // (ClusterSpec::serializes_comm_with_compute, where the others take turns with it): ZeRO-1's and
-  // ZeRO-2's gradient reduce-scatters. Their buckets lie in registered memory (ZeRO-2's a ring the
-  // runtime registers with its communicator, ZeRO-1's spans of the gradients it registers), so on
-  // one host the ranks meet twice around a single pass over the data (each sums its chunk where
-  // the peers' buckets lie) and wait for each other asleep, and the communication thread has
-  // nothing else to do until the update: the rank's compute pays only the CPU of the pass
-  // (comm_cpu_bytes). Measured on 2 workers (stop 58): each of ZeRO-1's 20 MB buckets took
-  // 1.2-1.7 ms beside the backward, where taking turns priced it 2.6 ms after it. ZeRO-3's
-  // reduce-scatters use the same ring but share the thread with every layer's gathers, which they
-  // hold back; there taking turns is what was measured (held2 ZeRO-3 on 2 workers: 112-140 ms
-  // exposed; 137.6 taking turns, 105-109 overlapped). Only while every rank has a core
-  // (strategy::overlaps_compute_on): where ranks outnumber the cores they take turns too
-  // (docs/DESIGN.md, "Shared-core hosts").
+  // (ClusterSpec::serializes_comm_with_compute, where the others take turns with it): the gradient
+  // syncs of DDP (all-reduces), ZeRO-1 and ZeRO-2 (reduce-scatters). Their buckets lie in
+  // registered memory (ZeRO-2's a ring the runtime registers with its communicator, DDP's and
+  // ZeRO-1's spans of the gradients it registers), so on one host the ranks meet around a single
+  // pass over the data (each sums its chunk where the peers' buckets lie) and wait for each other
+  // asleep, and the communication thread has nothing else to do until the update: the rank's
+  // compute pays only the CPU of the pass (comm_cpu_bytes). Measured on 2 workers (stop 58): each
+  // of ZeRO-1's 20 MB buckets took 1.2-1.7 ms beside the backward, where taking turns priced it
+  // 2.6 ms after it. ZeRO-3's reduce-scatters use the same ring but share the thread with every
+  // layer's gathers, which they hold back; there taking turns is what was measured (held2 ZeRO-3
+  // on 2 workers: 112-140 ms exposed; 137.6 taking turns, 105-109 overlapped). Only while the
+  // group's members can all hold a core at once (strategy::overlaps_compute_on): a meeting of more
+  // ranks than cores takes turns too (docs/DESIGN.md, "Shared-core hosts").
   bool overlaps_compute = false;
 
   Deps deps;

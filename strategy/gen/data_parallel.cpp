@@ -106,7 +106,7 @@ class DataParallel final : public Hooks {
       if (b.tags()) op.tag = bucket_tag(b, bucket) + (zero_ >= 2 ? ".mb" + std::to_string(slot.microbatch) : "");
       op.deps = {op_id};
       if (zero_ >= 2) add_accumulation(b, op, opener_.at({slot.microbatch, bucket.index}));
-      op.overlaps_compute = zero_ == 1 || zero_ == 2;  // Op::overlaps_compute says why not ZeRO-3's
+      op.overlaps_compute = zero_ <= 2;  // Op::overlaps_compute says why not ZeRO-3's
       sync_.push_back(b.add(std::move(op)));
     }
   }

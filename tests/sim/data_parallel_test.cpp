@@ -6,6 +6,7 @@
 #include "strategy/collectives.h"
 #include "strategy/cost_model.h"
 #include "strategy/io.h"
+#include "strategy/step_program.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace parlab::sim {
@@ -301,12 +302,18 @@ struct FilledCores {
   explicit FilledCores(const std::string& text) : plan(resolved(text, model, cluster, 2)) { o.warmup_steps = 0; }
 };
 
-// Ranks that fill a host's cores take turns between compute and communication, in the simulator
-// as in the cost model: two ranks on two cores expose every gradient all-reduce (the simulated
-// step is the analytic one), and on four cores the buckets overlap the backward again.
-TEST(CpuLocal, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
-  FilledCores k("dp=2,gbs=256,bucket_mb=4");
-  const auto& [cluster, model, plan, o] = k;
+// A gradient sync whose meeting has more ranks than the host has cores takes turns with compute,
+// in the simulator as in the cost model (strategy::overlaps_compute_on): DDP on four ranks of two
+// cores exposes every all-reduce (the simulated step is the analytic one), and where the cores
+// hold the whole group the buckets overlap the backward again.
+TEST(CpuLocal, MeetingsOfMoreRanksThanCoresTakeTurnsWithCompute) {
+  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 4);
+  cluster.comm_cpu_seconds_per_byte = 0;
+  ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
+  const auto model = strategy::load_model("lab-mlp");
+  const auto plan = resolved("dp=4,gbs=256,bucket_mb=4", model, cluster, 4);
+  SimOptions o;
+  o.warmup_steps = 0;
   const auto filled = simulate_plan(model, plan, cluster, o);
   const auto analytic = strategy::estimate_step(model, plan, cluster, false);
   EXPECT_NEAR(filled.step_seconds, analytic.step_seconds, 1e-6 * analytic.step_seconds);
@@ -317,6 +324,47 @@ TEST(CpuLocal, RanksThatFillTheCoresTakeTurnsBetweenComputeAndCommunication) {
   const auto overlapped = simulate_plan(model, plan, spare, o);
   EXPECT_LT(overlapped.step_seconds, filled.step_seconds);
   EXPECT_LT(overlapped.ranks[0].exposed_comm_seconds, 0.9 * filled.ranks[0].exposed_comm_seconds);
+}
+
+// Only the meeting's own ranks count (strategy::overlaps_compute_on): under PP 2 x DP 2 on four
+// ranks of two cores each stage's DP pair fits the cores, so stage 0's bucket all-reduces run
+// beside its last backward (a trace of fresh58, stop 59: they ended 3 ms after it, where taking
+// turns priced 18 ms after it), in the simulator as in the walk. DDP on two ranks of two cores
+// overlaps too.
+TEST(CpuLocal, DataParallelPairsOverlapComputeBesideTheOtherRanks) {
+  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 4);
+  cluster.comm_cpu_seconds_per_byte = 0;
+  ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
+  const auto model = strategy::load_model("lab-mlp");
+  SimOptions o;
+  o.warmup_steps = 0;
+  o.timeline = true;
+  const auto first_sync_before_last_backward_ends = [&](const strategy::Plan& plan, const strategy::ClusterSpec& c) {
+    const auto r = simulate_plan(model, plan, c, o);
+    double last_backward_end = 0, first_all_reduce = 1e30;
+    for (const auto& e : r.timeline) {
+      if (e.rank != 0) continue;
+      if (e.name.rfind("backward", 0) == 0) last_backward_end = std::max(last_backward_end, e.end_seconds);
+      if (e.name.rfind("all-reduce", 0) == 0) first_all_reduce = std::min(first_all_reduce, e.start_seconds);
+    }
+    EXPECT_LT(first_all_reduce, 1e30) << "an all-reduce ran";
+    // The walk's rank 0 as well.
+    const auto analytic = strategy::estimate_step(model, plan, c);
+    const auto program = strategy::build_step(model, plan, 0);
+    double walk_backward_end = 0, walk_all_reduce = 1e30;
+    for (const auto& t : analytic.timeline) {
+      if (t.rank != 0) continue;
+      const auto kind = program.ops.at(t.op_id).kind;
+      if (kind == strategy::OpKind::kBackward) walk_backward_end = std::max(walk_backward_end, t.end_seconds);
+      if (kind == strategy::OpKind::kAllReduce) walk_all_reduce = std::min(walk_all_reduce, t.start_seconds);
+    }
+    EXPECT_LT(walk_all_reduce, walk_backward_end) << "the walk";
+    return first_all_reduce < last_backward_end;
+  };
+  EXPECT_TRUE(first_sync_before_last_backward_ends(
+      resolved("pp=2,dp=2,schedule=1f1b,gbs=256,mb=32,bucket_mb=4", model, cluster, 4), cluster));
+  const auto two = FilledCores("dp=2,gbs=256,bucket_mb=4");
+  EXPECT_TRUE(first_sync_before_last_backward_ends(two.plan, two.cluster));
 }
 
 // ZeRO-2's gradient reduce-scatters read the buckets where they lie (Op::overlaps_compute): on filled

@@ -45,10 +45,10 @@ TEST(StepProgram, GoldenDdpWithThreeBuckets) {
       "1 compute forward fwd.mb0.c0 layers 0-3\n"
       "2 compute backward bwd.mb0.head layers 2-3\n"
       "3 compute backward bwd.mb0.blocks.1 layers 1-2\n"
-      "4 comm all-reduce grad.bucket0 elems 108-162 216B dp.0 deps 3\n"
+      "4 comm all-reduce grad.bucket0 elems 108-162 216B overlaps-compute dp.0 deps 3\n"
       "5 compute backward bwd.mb0.blocks.0 layers 0-1\n"
-      "6 comm all-reduce grad.bucket1 elems 40-108 272B dp.0 deps 5\n"
-      "7 comm all-reduce grad.bucket2 elems 0-40 160B dp.0 deps 5\n"
+      "6 comm all-reduce grad.bucket1 elems 40-108 272B overlaps-compute dp.0 deps 5\n"
+      "7 comm all-reduce grad.bucket2 elems 0-40 160B overlaps-compute dp.0 deps 5\n"
       "8 compute optimizer optimizer elems 0-162 deps 4 6 7\n";
   EXPECT_EQ(to_text(build_step(m, p, 0)), expected);
   EXPECT_EQ(to_text(build_step(m, p, 1)), expected);
@@ -95,25 +95,26 @@ TEST(StepProgram, GoldenTwoStage1F1BWithFourMicrobatches) {
   EXPECT_EQ(to_text(build_step(m, p, 1)), stage1);
 }
 
-// Only ZeRO-1's and ZeRO-2's gradient reduce-scatters overlap compute where ranks fill the cores
-// (Op::overlaps_compute): DDP's all-reduces are staged, ZeRO-3's reduce-scatters share the
-// communication thread with the gathers, and no all-gather overlaps.
-TEST(StepProgram, OnlyZero1And2ReduceScattersOverlapCompute) {
+// Only the gradient syncs over registered memory overlap compute where ranks fill the cores
+// (Op::overlaps_compute): DDP's all-reduces and ZeRO-1's and ZeRO-2's reduce-scatters. ZeRO-3's
+// reduce-scatters share the communication thread with the gathers, and no all-gather overlaps.
+TEST(StepProgram, OnlyRegisteredGradientSyncsOverlapCompute) {
   const ModelSpec m = load_model("lab-mlp");
   for (int zero : {0, 1, 2, 3}) {
     const Plan p = resolve(parse_plan("zero=" + std::to_string(zero) + ",gbs=256,mb=32"), m, 2);
+    const OpKind sync = zero == 0 ? OpKind::kAllReduce : OpKind::kReduceScatter;
     int overlapping = 0, collectives = 0;
     for (const Op& op : build_step(m, p, 0).ops) {
       if (!op.is_collective()) continue;
       ++collectives;
       if (op.overlaps_compute) {
         ++overlapping;
-        EXPECT_EQ(op.kind, OpKind::kReduceScatter) << op.tag;
+        EXPECT_EQ(op.kind, sync) << op.tag;
       }
     }
     ASSERT_GT(collectives, 0) << zero;
-    if (zero == 1 || zero == 2) {
-      EXPECT_GT(overlapping, 0);
+    if (zero <= 2) {
+      EXPECT_GT(overlapping, 0) << "zero=" << zero;
     } else {
       EXPECT_EQ(overlapping, 0) << "zero=" << zero;
     }
