@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "base/errors.h"
+#include "strategy/host_cpu.h"
 #include "strategy/presets.h"
 #include "strategy/toml_reader.h"
 #include "base/units.h"
@@ -105,6 +106,10 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source) {
       m.default_precision = Precision::kMixed;
     else
       r.fail("precision", *prec, "must be fp32 or mixed");
+  } else if (m.kind == ModelKind::kMlp && !host_multiplies_bf16()) {
+    // An MLP trains on this machine's CPU, whose mixed precision needs bf16 products: one that
+    // names no precision trains in fp32 where they are missing, rather than being refused.
+    m.default_precision = Precision::kFp32;
   }
   r.reject_unknown(
       "name, description, kind, layers, hidden, heads, kv_heads, ffn, seq_len, vocab, "

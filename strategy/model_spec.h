@@ -76,7 +76,9 @@ struct ModelSpec {
   // params only
   double param_count = 0;
 
-  // Training defaults carried by the preset (lab-mlp trains fp32 with microbatch 64).
+  // Training defaults carried by the preset (lab-mlp trains fp32 with microbatch 64). A TOML that
+  // names no precision: mixed, except an MLP on a machine without bf16 products (fp32;
+  // strategy::host_multiplies_bf16).
   int64_t default_microbatch = 1;
   Precision default_precision = Precision::kMixed;
   double default_lr = 0;  // 0: the optimizer's own default (AdamW 1e-3)

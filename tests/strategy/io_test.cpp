@@ -2,11 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "base/errors.h"
+#include "strategy/host_cpu.h"
 #include "strategy/io.h"
+#include "strategy/plan.h"
 #include "base/units.h"
 
 namespace parlab::strategy {
@@ -53,6 +56,23 @@ TEST(Presets, UnknownNameListsTheAvailableOnes) {
   }
   EXPECT_THROW(load_cluster("dgx-z"), ConfigError);
   EXPECT_THROW(load_model("does/not/exist.toml"), ConfigError);
+}
+
+// An MLP trains on the CPU, whose mixed precision needs bf16 products: one whose TOML names no
+// precision trains mixed where the CPU has them and fp32 where it does not (PARLAB_CPU_BF16=off
+// stands in for such a CPU), not refused. A named precision, and a transformer's default, stay.
+TEST(Toml, AnMlpNamingNoPrecisionTrainsFp32WithoutBf16Products) {
+  const std::string mlp = "kind = \"mlp\"\nlayers = 2\nhidden = 8\nffn = 16\nclasses = 4\n";
+  ::setenv("PARLAB_CPU_BF16", "off", 1);
+  EXPECT_FALSE(host_multiplies_bf16());
+  EXPECT_EQ(parse_model_toml(mlp, "a.toml").default_precision, Precision::kFp32);
+  EXPECT_EQ(parse_model_toml(mlp + "precision = \"mixed\"\n", "a.toml").default_precision, Precision::kMixed);
+  EXPECT_EQ(resolve(parse_plan("dp=2"), parse_model_toml(mlp, "a.toml"), 2).precision, Precision::kFp32);
+  EXPECT_EQ(load_model("gpt-175b").default_precision, Precision::kMixed);
+  ::unsetenv("PARLAB_CPU_BF16");
+  EXPECT_EQ(parse_model_toml(mlp, "a.toml").default_precision,
+            host_multiplies_bf16() ? Precision::kMixed : Precision::kFp32);
+  EXPECT_EQ(parse_model_toml(mlp + "precision = \"fp32\"\n", "a.toml").default_precision, Precision::kFp32);
 }
 
 TEST(Toml, UnknownKeyIsRejectedNotIgnored) {
