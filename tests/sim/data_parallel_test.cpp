@@ -302,13 +302,20 @@ struct FilledCores {
   explicit FilledCores(const std::string& text) : plan(resolved(text, model, cluster, 2)) { o.warmup_steps = 0; }
 };
 
+// Four ranks on the two cores of a cpu-local host, communication costing no CPU (the walk alone,
+// no CPU-demand bound).
+strategy::ClusterSpec four_ranks_on_two_cores() {
+  auto c = strategy::with_world(strategy::load_cluster("cpu-local"), 4);
+  c.comm_cpu_seconds_per_byte = 0;
+  return c;
+}
+
 // A gradient sync whose meeting has more ranks than the host has cores takes turns with compute,
 // in the simulator as in the cost model (strategy::overlaps_compute_on): DDP on four ranks of two
 // cores exposes every all-reduce (the simulated step is the analytic one), and where the cores
 // hold the whole group the buckets overlap the backward again.
 TEST(CpuLocal, MeetingsOfMoreRanksThanCoresTakeTurnsWithCompute) {
-  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 4);
-  cluster.comm_cpu_seconds_per_byte = 0;
+  const auto cluster = four_ranks_on_two_cores();
   ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
   const auto model = strategy::load_model("lab-mlp");
   const auto plan = resolved("dp=4,gbs=256,bucket_mb=4", model, cluster, 4);
@@ -332,8 +339,7 @@ TEST(CpuLocal, MeetingsOfMoreRanksThanCoresTakeTurnsWithCompute) {
 // turns priced 18 ms after it), in the simulator as in the walk. DDP on two ranks of two cores
 // overlaps too.
 TEST(CpuLocal, DataParallelPairsOverlapComputeBesideTheOtherRanks) {
-  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 4);
-  cluster.comm_cpu_seconds_per_byte = 0;
+  const auto cluster = four_ranks_on_two_cores();
   ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
   const auto model = strategy::load_model("lab-mlp");
   SimOptions o;
@@ -396,8 +402,7 @@ TEST(CpuLocal, Zero2ReduceScattersOverlapComputeOnFilledCores) {
 // communication thread on a core while the compute threads hold them all. None ends before the
 // last backward starts, and every one is exposed, in the simulator as in the cost model.
 TEST(CpuLocal, Zero2ReduceScattersTakeTurnsWhereRanksOutnumberTheCores) {
-  auto cluster = strategy::with_world(strategy::load_cluster("cpu-local"), 4);
-  cluster.comm_cpu_seconds_per_byte = 0;
+  const auto cluster = four_ranks_on_two_cores();
   ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
   const auto model = strategy::load_model("lab-mlp");
   const auto plan = resolved("zero=2,gbs=256,mb=32,bucket_mb=4", model, cluster, 4);
