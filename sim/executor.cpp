@@ -293,8 +293,7 @@ class Simulation {
   void collective(int i, int st, const Op& op, OpRecord& rec) {
     Rank& R = ranks_[i];
     // One that overlaps compute (Op::overlaps_compute) shares the cores with it through its flows' CPU work.
-    const bool turns =
-        serialize_ && st == 1 && !strategy::overlaps_compute_on(op, programs_[i].groups[op.group].size(), cluster_);
+    const bool turns = serialize_ && st == 1 && !strategy::overlaps_compute_on(op, programs_[i], cluster_);
     if (turns) {
       block_until(i, st, Wait::kCpu, [&] { return compute_idle(i); });
       R.comm_busy = true;

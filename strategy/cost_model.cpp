@@ -256,7 +256,7 @@ class Walker {
     // (ClusterSpec::serializes_comm_with_compute): compute first, as the walk places it.
     // Except a collective that overlaps compute (Op::overlaps_compute).
     if (serialize_) {
-      if (stream == 1 && op.is_collective() && !overlaps_compute_on(op, programs_[i].groups[op.group].size(), cluster_))
+      if (stream == 1 && op.is_collective() && !overlaps_compute_on(op, programs_[i], cluster_))
         r.at = std::max(r.at, s.free_at[0]);
       if (stream == 0 && !op.is_p2p() && s.last_comm_collective_end > r.at) {
         r.at = s.last_comm_collective_end;
@@ -415,7 +415,7 @@ class Walker {
   // and what the op itself is (compute by kind, or a synchronous collective: exposed).
   void account(int i, State& s, int stream, const Op& op, const Interval& w, const Readiness& r) const {
     if (stream != 0) {
-      if (op.is_collective() && !overlaps_compute_on(op, programs_[i].groups[op.group].size(), cluster_))
+      if (op.is_collective() && !overlaps_compute_on(op, programs_[i], cluster_))
         s.last_comm_collective_end = std::max(s.last_comm_collective_end, w.finish);
       return;
     }

@@ -146,11 +146,11 @@ double comm_cpu_bytes(const Op& op, int n);
 // The same on this plan's share of a host whose cores more ranks share (cpu-local).
 double compute_time(const Op& op, const ClusterSpec& cluster, const Plan& plan, const GemmTimes* gemms = nullptr);
 
-// Whether `op`, a collective of a group of `group_size` ranks, overlaps compute on `cluster`
-// (Op::overlaps_compute) rather than taking turns with it where ranks fill the cores: only while
-// the group's members can all hold a core at once (group_size <= cores_per_node), however many
-// ranks the host runs besides.
-bool overlaps_compute_on(const Op& op, int group_size, const ClusterSpec& cluster);
+// Whether collective `op` of `program` overlaps compute on `cluster` (Op::overlaps_compute) rather
+// than taking turns with it where ranks fill the cores: only while its group's members can all
+// hold a core at once (the group no larger than cores_per_node), however many ranks the host runs
+// besides.
+bool overlaps_compute_on(const Op& op, const StepProgram& program, const ClusterSpec& cluster);
 
 // Per-rank result of the walk, in the same keys the simulator and the runtime report.
 struct RankTimes {

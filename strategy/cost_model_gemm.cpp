@@ -187,8 +187,8 @@ double compute_seconds_alone(const Op& op, const ClusterSpec& c, Precision preci
   return flops / rate + op.memory_bytes / mem_bw + bucket_work_seconds(op, c);
 }
 
-bool overlaps_compute_on(const Op& op, int group_size, const ClusterSpec& cluster) {
-  return op.overlaps_compute && !(cluster.shares_cores() && group_size > cluster.cores_per_node);
+bool overlaps_compute_on(const Op& op, const StepProgram& program, const ClusterSpec& cluster) {
+  return op.overlaps_compute && !(cluster.shares_cores() && program.groups[op.group].size() > cluster.cores_per_node);
 }
 
 double comm_cpu_bytes(const Op& op, int n) {

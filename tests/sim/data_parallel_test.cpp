@@ -13,6 +13,7 @@ namespace parlab::sim {
 namespace {
 
 using testing::resolved;
+using testing::timed_from_start;
 
 using strategy::OpKind;
 
@@ -276,10 +277,7 @@ TEST(CpuLocal, FourRanksOnTwoCoresComputeAtHalfSpeed) {
   double seconds[2] = {0, 0};
   int i = 0;
   for (int world : {2, 4}) {
-    SimOptions o;
-    o.warmup_steps = 0;
-    o.timeline = true;
-    const auto r = simulate_plan(model, resolved("dp=" + std::to_string(world), model, cluster, world), cluster, o);
+    const auto r = timed_from_start(model, resolved("dp=" + std::to_string(world), model, cluster, world), cluster);
     for (const auto& e : r.timeline)
       if (e.rank == 0 && e.name == "forward fwd.mb0.c0") seconds[i] = e.end_seconds - e.start_seconds;
     ++i;
@@ -342,11 +340,8 @@ TEST(CpuLocal, DataParallelPairsOverlapComputeBesideTheOtherRanks) {
   const auto cluster = four_ranks_on_two_cores();
   ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
   const auto model = strategy::load_model("lab-mlp");
-  SimOptions o;
-  o.warmup_steps = 0;
-  o.timeline = true;
   const auto first_sync_before_last_backward_ends = [&](const strategy::Plan& plan, const strategy::ClusterSpec& c) {
-    const auto r = simulate_plan(model, plan, c, o);
+    const auto r = timed_from_start(model, plan, c);
     double last_backward_end = 0, first_all_reduce = 1e30;
     for (const auto& e : r.timeline) {
       if (e.rank != 0) continue;
@@ -406,10 +401,7 @@ TEST(CpuLocal, Zero2ReduceScattersTakeTurnsWhereRanksOutnumberTheCores) {
   ASSERT_GT(cluster.devices_per_node, cluster.cores_per_node);
   const auto model = strategy::load_model("lab-mlp");
   const auto plan = resolved("zero=2,gbs=256,mb=32,bucket_mb=4", model, cluster, 4);
-  SimOptions o;
-  o.warmup_steps = 0;
-  o.timeline = true;
-  const auto r = simulate_plan(model, plan, cluster, o);
+  const auto r = timed_from_start(model, plan, cluster);
   const auto analytic = strategy::estimate_step(model, plan, cluster, false);
   EXPECT_NEAR(r.step_seconds, analytic.step_seconds, 0.02 * analytic.step_seconds);
   std::vector<std::pair<double, double>> backwards;

@@ -13,6 +13,7 @@ namespace parlab::sim {
 namespace {
 
 using testing::resolved;
+using testing::timed_from_start;
 
 std::string trace_text(const std::vector<trace::Event>& events) {
   std::ostringstream o;
@@ -79,10 +80,7 @@ TEST(Output, ChromeTraceHasOneProcessPerRankAndCompleteEvents) {
   const auto cluster = testing::uniform_cluster();
   const auto model = testing::mlp(4, 256, 1024, 16, 16);
   const auto plan = resolved("pp=2,microbatches=2", model, cluster, 2);
-  SimOptions o;
-  o.warmup_steps = 0;
-  o.timeline = true;
-  const auto r = simulate_plan(model, plan, cluster, o);
+  const auto r = timed_from_start(model, plan, cluster);
   const auto j = nlohmann::json::parse(trace_text(r.timeline));
   size_t complete = 0;
   std::set<std::pair<int, std::string>> threads;

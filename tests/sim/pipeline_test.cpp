@@ -13,6 +13,7 @@ namespace parlab::sim {
 namespace {
 
 using testing::resolved;
+using testing::timed_from_start;
 
 const trace::Event* find_last(const std::vector<trace::Event>& events, int rank, const std::string& prefix) {
   const trace::Event* best = nullptr;
@@ -37,10 +38,7 @@ TEST(Pipeline, OneFOneBOnIdealLinksMatchesTheClosedForm) {
     const auto model = testing::mlp(p * k, h, f, 1, mb);
     const auto plan = resolved("pp=" + std::to_string(p) + ",microbatches=" + std::to_string(m) + ",precision=mixed",
                                model, ideal, p);
-    SimOptions o;
-    o.warmup_steps = 0;
-    o.timeline = true;
-    const auto r = simulate_plan(model, plan, ideal, o);
+    const auto r = timed_from_start(model, plan, ideal);
 
     const double t_f = double(mb) * k * 4.0 * h * f / rate;
     const double t_b = 2 * t_f;
@@ -103,10 +101,7 @@ latency_us = 100
                                                     "round.toml");
   const auto model = testing::mlp(2, 1000, 2500, 5, 100);
   const auto plan = resolved("pp=2,microbatches=2,optimizer=sgd", model, cluster, 2);
-  SimOptions o;
-  o.warmup_steps = 0;
-  o.timeline = true;
-  const auto r = simulate_plan(model, plan, cluster, o);
+  const auto r = timed_from_start(model, plan, cluster);
 
   std::string got;
   for (const auto& e : r.timeline)
@@ -154,10 +149,7 @@ TEST(Pipeline, MessagesDoNotWaitBehindDataParallelCollectives) {
   const auto cluster = testing::uniform_cluster(4);
   const auto model = testing::mlp(4, 2048, 8192, 16, 8);
   const auto plan = resolved("pp=2,dp=2,microbatches=2", model, cluster, 4);
-  SimOptions o;
-  o.warmup_steps = 0;
-  o.timeline = true;
-  const auto r = simulate_plan(model, plan, cluster, o);
+  const auto r = timed_from_start(model, plan, cluster);
   int checked = 0;
   for (int rank = 0; rank < 4; ++rank) {
     const trace::Event* send = find_last(r.timeline, rank, "send grad.mb1");

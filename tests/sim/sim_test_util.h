@@ -2,6 +2,7 @@
 // Small clusters and models with round numbers, written as the TOML a user would write.
 #include <string>
 
+#include "sim/simulate.h"
 #include "strategy/io.h"
 #include "strategy/model_spec.h"
 #include "strategy/plan.h"
@@ -14,6 +15,15 @@ inline strategy::Plan resolved(const std::string& text, const strategy::ModelSpe
   strategy::Plan p = strategy::resolve(strategy::parse_plan(text), m, world);
   strategy::validate(p, m, strategy::with_world(c, world));
   return p;
+}
+
+// `plan` simulated from its first step (no warm-up) with every op on the timeline.
+inline SimResult timed_from_start(const strategy::ModelSpec& m, const strategy::Plan& p,
+                                  const strategy::ClusterSpec& c) {
+  SimOptions o;
+  o.warmup_steps = 0;
+  o.timeline = true;
+  return simulate_plan(m, p, c, o);
 }
 
 // `devices` devices on one switch (and `nodes` nodes with one 10 GB/s NIC per device): every
